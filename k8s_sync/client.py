@@ -1,0 +1,540 @@
+"""The Kubernetes adapter: the only module of Trainyard that imports ``kubernetes``.
+
+It speaks plain dict manifests for any kind and offers a few idempotent verbs:
+
+* :meth:`KubeClient.apply` - server-side apply (create or update, declarative);
+* :meth:`KubeClient.apply_all` - apply a list in order and report what changed;
+* :meth:`KubeClient.ensure_absent` - delete; "already gone" (404) is success;
+* :meth:`KubeClient.read` - the object, or ``None`` when it does not exist;
+* :meth:`KubeClient.list_objects`, :meth:`KubeClient.patch`,
+  :meth:`KubeClient.create_if_absent` (create-once objects such as PyTorchJobs).
+
+Contracts:
+
+* Every request carries ``_request_timeout`` (``ClusterConfig.request_timeout``).
+* Every failure is a :class:`K8sError`: :class:`K8sTransientError` when trying again later
+  may succeed (timeouts, connection errors, 5xx, 429 with ``retry_after``, 409 conflicts,
+  410 Gone) and :class:`K8sPermanentError` when it will not (400, 401, 403, 404 where an
+  object was expected, 422, AlreadyExists, ...), carrying the server's status code,
+  reason and message. Nothing else escapes (programming errors aside).
+* No retry loops here: callers (Celery tasks) retry on :func:`is_transient`. urllib3 is
+  configured to re-try only a failed *connect* once and never a read, so a timeout
+  costs one ``request_timeout``, not four.
+* Kinds are mapped to REST paths by a static table of what Trainyard reads and writes,
+  with API discovery as a fallback for any other kind (cached per client).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from typing import Any, Literal
+from urllib.parse import quote
+
+import urllib3
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+from kubernetes.config.config_exception import ConfigException
+
+__all__ = [
+    "AppliedObject",
+    "ApplyReport",
+    "ClusterConfig",
+    "K8sError",
+    "K8sNotFoundError",
+    "K8sPermanentError",
+    "K8sTransientError",
+    "KubeClient",
+    "ObjectRef",
+    "from_django_settings",
+    "get_client",
+    "is_transient",
+    "reset_clients",
+]
+
+Mode = Literal["kubeconfig", "in-cluster", "url"]
+PatchType = Literal["merge", "strategic", "json"]
+_PATCH_CONTENT_TYPES = {
+    "merge": "application/merge-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+    "json": "application/json-patch+json",
+}
+APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
+
+
+# --- configuration ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """How to reach the cluster.
+
+    ``mode``: ``"kubeconfig"`` (``kubeconfig`` path or the default ``~/.kube/config``, and
+    an optional ``context``), ``"in-cluster"`` (the pod's ServiceAccount) or ``"url"`` (an
+    explicit API server URL, e.g. the embedded kubesim; optional bearer ``token``).
+    ``request_timeout`` (seconds) bounds every request.
+    """
+
+    mode: Mode = "kubeconfig"
+    kubeconfig: str | None = None
+    context: str | None = None
+    url: str | None = None
+    token: str | None = field(default=None, repr=False)
+    verify_ssl: bool = True
+    request_timeout: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("kubeconfig", "in-cluster", "url"):
+            raise ValueError(f"unknown cluster mode {self.mode!r}")
+        if self.mode == "url" and not self.url:
+            raise ValueError("mode 'url' needs a url")
+        if not self.request_timeout or self.request_timeout <= 0:
+            raise ValueError("request_timeout must be > 0 seconds")
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> ClusterConfig:
+        """Build from a settings dict; unknown keys raise ``ValueError`` (typos fail loudly)."""
+        known = set(cls.__dataclass_fields__)
+        unknown = set(values) - known
+        if unknown:
+            raise ValueError(f"unknown TRAINYARD_CLUSTER keys: {sorted(unknown)}")
+        data = dict(values)
+        if "request_timeout" in data:
+            data["request_timeout"] = float(data["request_timeout"])
+        return cls(**data)
+
+
+def from_django_settings() -> ClusterConfig:
+    """``ClusterConfig`` from ``settings.TRAINYARD_CLUSTER`` (a dict); read lazily."""
+    from django.conf import settings  # lazy: k8s_sync must import without Django set up
+
+    return ClusterConfig.from_mapping(getattr(settings, "TRAINYARD_CLUSTER", {}) or {})
+
+
+def _configuration(cfg: ClusterConfig) -> k8s_client.Configuration:
+    conf = k8s_client.Configuration()
+    try:
+        if cfg.mode == "kubeconfig":
+            k8s_config.load_kube_config(config_file=cfg.kubeconfig, context=cfg.context,
+                                        client_configuration=conf, persist_config=False)
+        elif cfg.mode == "in-cluster":
+            k8s_config.load_incluster_config(client_configuration=conf)
+        else:
+            conf.host = (cfg.url or "").rstrip("/")
+            conf.verify_ssl = cfg.verify_ssl
+            if cfg.token:
+                conf.api_key = {"BearerToken": cfg.token}
+                conf.api_key_prefix = {"BearerToken": "Bearer"}
+    except (ConfigException, OSError) as exc:
+        raise K8sPermanentError(None, "ConfigError", f"cannot load cluster config: {exc}") from exc
+    # One connect retry (a stale pooled socket), never a read/status retry: retrying is
+    # the caller's job, and a read retry would multiply the timeout.
+    conf.retries = urllib3.Retry(total=1, connect=1, read=0, redirect=0, status=0, other=0)
+    return conf
+
+
+# --- errors ---------------------------------------------------------------------------------
+
+
+class K8sError(Exception):
+    """A failed Kubernetes call. ``status`` is the HTTP code (``None`` without a response)."""
+
+    transient = False
+
+    def __init__(self, status: int | None, reason: str, message: str, *,
+                 retry_after: float | None = None, details: Mapping[str, Any] | None = None):
+        super().__init__(f"{status or '-'} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.retry_after = retry_after
+        self.details = dict(details or {})
+
+
+class K8sTransientError(K8sError):
+    """Trying again later may succeed. ``retry_after`` (seconds) is set for 429/503."""
+
+    transient = True
+
+
+class K8sPermanentError(K8sError):
+    """Trying again will fail the same way until something (a manifest, RBAC) changes."""
+
+
+class K8sNotFoundError(K8sPermanentError):
+    """404 where an object was expected (``read``/``ensure_absent`` never raise it)."""
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True if ``exc`` is a :class:`K8sError` worth retrying later."""
+    return isinstance(exc, K8sError) and exc.transient
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        from datetime import UTC, datetime
+
+        return max(0.0, (parsedate_to_datetime(value) - datetime.now(UTC)).total_seconds())
+    except (TypeError, ValueError):
+        return None
+
+
+def _error_from_response(status: int, http_reason: str, headers: Mapping[str, str],
+                         body: bytes) -> K8sError:
+    """Classify a non-2xx response; the Status body gives reason and message."""
+    reason, message, details = http_reason or "", body.decode("utf-8", "replace")[:2000], {}
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        payload = None
+    if isinstance(payload, dict):
+        reason = str(payload.get("reason") or reason)
+        message = str(payload.get("message") or message)
+        details = payload.get("details") or {}
+    kwargs: dict[str, Any] = {"details": details}
+    if status in (429, 503):
+        kwargs["retry_after"] = _retry_after(headers.get("Retry-After"))
+    if status == 404:
+        return K8sNotFoundError(status, reason or "NotFound", message, **kwargs)
+    if status == 409 and reason == "AlreadyExists":
+        return K8sPermanentError(status, reason, message, **kwargs)
+    if status in (408, 409, 410, 429) or status >= 500:
+        return K8sTransientError(status, reason, message, **kwargs)
+    return K8sPermanentError(status, reason, message, **kwargs)
+
+
+# --- objects --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    """Identity of one object: apiVersion, kind, name and namespace (None if cluster-wide)."""
+
+    api_version: str
+    kind: str
+    name: str
+    namespace: str | None = None
+
+    @classmethod
+    def of(cls, obj: Mapping[str, Any]) -> ObjectRef:
+        try:
+            meta = obj["metadata"]
+            return cls(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"manifest lacks apiVersion/kind/metadata.name: {exc}") from exc
+
+    def __str__(self) -> str:
+        where = f"{self.namespace}/" if self.namespace else ""
+        return f"{self.kind}.{self.api_version} {where}{self.name}"
+
+
+@dataclass(frozen=True)
+class AppliedObject:
+    """The outcome of applying one object."""
+
+    ref: ObjectRef
+    action: Literal["created", "configured", "unchanged"]
+    resource_version: str
+
+
+@dataclass(frozen=True)
+class ApplyReport:
+    """What :meth:`KubeClient.apply_all` did, in apply order."""
+
+    results: tuple[AppliedObject, ...]
+
+    @property
+    def changed(self) -> tuple[AppliedObject, ...]:
+        return tuple(r for r in self.results if r.action != "unchanged")
+
+    @property
+    def has_changes(self) -> bool:
+        return bool(self.changed)
+
+
+# (apiVersion, kind) -> (plural, namespaced) for what Trainyard reads and writes.
+_STATIC_RESOURCES: dict[tuple[str, str], tuple[str, bool]] = {
+    ("v1", "Namespace"): ("namespaces", False),
+    ("v1", "Node"): ("nodes", False),
+    ("v1", "ServiceAccount"): ("serviceaccounts", True),
+    ("v1", "ResourceQuota"): ("resourcequotas", True),
+    ("v1", "LimitRange"): ("limitranges", True),
+    ("v1", "Pod"): ("pods", True),
+    ("v1", "Event"): ("events", True),
+    ("v1", "ConfigMap"): ("configmaps", True),
+    ("v1", "Service"): ("services", True),
+    ("v1", "PersistentVolumeClaim"): ("persistentvolumeclaims", True),
+    ("events.k8s.io/v1", "Event"): ("events", True),
+    ("rbac.authorization.k8s.io/v1", "Role"): ("roles", True),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): ("rolebindings", True),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"): ("clusterroles", False),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): ("clusterrolebindings", False),
+    ("networking.k8s.io/v1", "NetworkPolicy"): ("networkpolicies", True),
+    ("scheduling.k8s.io/v1", "PriorityClass"): ("priorityclasses", False),
+    ("batch/v1", "Job"): ("jobs", True),
+    ("kubeflow.org/v1", "PyTorchJob"): ("pytorchjobs", True),
+}
+
+
+# --- the client -----------------------------------------------------------------------------
+
+
+class KubeClient:
+    """Idempotent verbs on plain manifests against one cluster. Thread-safe."""
+
+    def __init__(self, config: ClusterConfig, api_client: k8s_client.ApiClient | None = None):
+        self.config = config
+        self._api = api_client or k8s_client.ApiClient(_configuration(config))
+        self._discovered: dict[tuple[str, str], tuple[str, bool]] = {}
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Release the connection pool."""
+        self._api.close()
+
+    # -- transport ---------------------------------------------------------------------
+
+    def _request(self, method: str, path: str, *, query: Iterable[tuple[str, Any]] = (),
+                 body: Any = None, content_type: str | None = None) -> Any:
+        """One HTTP call; returns the decoded JSON body or raises a classified K8sError."""
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type or "application/json"
+        query_list = [(k, v) for k, v in query if v is not None]
+        try:
+            req = self._api.param_serialize(
+                method=method, resource_path=path, query_params=query_list or None,
+                header_params=headers, body=body, auth_settings=["BearerToken"],
+            )
+            resp = self._api.call_api(*req, _request_timeout=self.config.request_timeout)
+            raw = resp.read() or b""
+        except urllib3.exceptions.HTTPError as exc:
+            # Timeouts, refused/reset connections, protocol errors, exhausted retries.
+            raise K8sTransientError(None, type(exc).__name__, str(exc)) from exc
+        except OSError as exc:
+            raise K8sTransientError(None, type(exc).__name__, str(exc)) from exc
+        except k8s_client.ApiException as exc:  # raised by the REST layer for TLS errors
+            raise K8sPermanentError(exc.status or None, "TransportError",
+                                    str(exc.reason)) from exc
+        if not 200 <= resp.status <= 299:
+            raise _error_from_response(resp.status, resp.reason or "", resp.headers, raw)
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError as exc:
+            raise K8sPermanentError(resp.status, "BadResponse",
+                                    f"response is not JSON: {raw[:200]!r}") from exc
+
+    # -- paths -------------------------------------------------------------------------
+
+    def _resource(self, api_version: str, kind: str) -> tuple[str, bool]:
+        key = (api_version, kind)
+        if key in _STATIC_RESOURCES:
+            return _STATIC_RESOURCES[key]
+        with self._lock:
+            if key in self._discovered:
+                return self._discovered[key]
+        listing = self._request("GET", _base_path(api_version)) or {}
+        found = None
+        for res in listing.get("resources", []):
+            if res.get("kind") == kind and "/" not in res.get("name", ""):
+                found = (res["name"], bool(res.get("namespaced")))
+                break
+        if found is None:
+            raise K8sPermanentError(404, "NotFound",
+                                    f"the server has no resource of kind {kind} in {api_version}")
+        with self._lock:
+            self._discovered[key] = found
+        return found
+
+    def _path(self, api_version: str, kind: str, name: str | None = None,
+              namespace: str | None = None, *, listing: bool = False) -> str:
+        plural, namespaced = self._resource(api_version, kind)
+        base = _base_path(api_version)
+        if namespaced and namespace:
+            base = f"{base}/namespaces/{quote(namespace, safe='')}"
+        elif namespaced and not listing:
+            raise ValueError(f"{kind} is namespaced: a namespace is required")
+        elif not namespaced and namespace:
+            raise ValueError(f"{kind} is cluster-scoped: no namespace expected")
+        path = f"{base}/{plural}"
+        return f"{path}/{quote(name, safe='')}" if name else path
+
+    # -- verbs -------------------------------------------------------------------------
+
+    def read(self, api_version: str, kind: str, name: str,
+             namespace: str | None = None) -> dict[str, Any] | None:
+        """The object as stored, or ``None`` if it does not exist (404)."""
+        try:
+            return self._request("GET", self._path(api_version, kind, name, namespace))
+        except K8sNotFoundError:
+            return None
+
+    def list_objects(self, api_version: str, kind: str, namespace: str | None = None, *,
+                     label_selector: str | None = None, field_selector: str | None = None,
+                     page_size: int = 500) -> list[dict[str, Any]]:
+        """All matching objects (every page); ``namespace=None`` lists across namespaces.
+
+        Items get ``apiVersion``/``kind`` filled in (list items omit them on the wire).
+        """
+        path = self._path(api_version, kind, None, namespace, listing=True)
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            page = self._request("GET", path, query=[
+                ("labelSelector", label_selector), ("fieldSelector", field_selector),
+                ("limit", page_size), ("continue", token)]) or {}
+            for item in page.get("items") or []:
+                item.setdefault("apiVersion", api_version)
+                item.setdefault("kind", kind)
+                items.append(item)
+            token = (page.get("metadata") or {}).get("continue") or None
+            if not token:
+                return items
+
+    def apply(self, obj: Mapping[str, Any], *, field_manager: str = "trainyard",
+              force: bool = True, dry_run: bool = False) -> dict[str, Any]:
+        """Server-side apply ``obj`` (create if missing); returns the stored object.
+
+        ``obj`` is Trainyard's full intent for the fields it owns; fields it stops sending
+        are removed if no other manager owns them. ``force=True`` takes over conflicting
+        fields (Trainyard is the source of truth for what it manages). Immutable-field
+        changes (PriorityClass value, RoleBinding roleRef) raise a permanent 422.
+        """
+        ref = ObjectRef.of(obj)
+        body = _apply_body(obj)
+        query: list[tuple[str, Any]] = [("fieldManager", field_manager)]
+        if force:
+            query.append(("force", "true"))
+        if dry_run:
+            query.append(("dryRun", "All"))
+        path = self._path(ref.api_version, ref.kind, ref.name, ref.namespace)
+        return self._request("PATCH", path, query=query, body=body,
+                             content_type=APPLY_CONTENT_TYPE)
+
+    def apply_all(self, objs: Iterable[Mapping[str, Any]], *, field_manager: str = "trainyard",
+                  force: bool = True) -> ApplyReport:
+        """Apply ``objs`` in order; report created / configured / unchanged per object.
+
+        "unchanged" means the resourceVersion did not move, i.e. the cluster already held
+        exactly this intent. Stops at the first error (which it raises); objects applied
+        before it stay applied, and running ``apply_all`` again is harmless.
+        """
+        results = []
+        for obj in objs:
+            ref = ObjectRef.of(obj)
+            before = self.read(ref.api_version, ref.kind, ref.name, ref.namespace)
+            after = self.apply(obj, field_manager=field_manager, force=force) or {}
+            rv_after = str((after.get("metadata") or {}).get("resourceVersion", ""))
+            if before is None:
+                action: Literal["created", "configured", "unchanged"] = "created"
+            elif str(before["metadata"].get("resourceVersion", "")) == rv_after:
+                action = "unchanged"
+            else:
+                action = "configured"
+            results.append(AppliedObject(ref, action, rv_after))
+        return ApplyReport(tuple(results))
+
+    def create_if_absent(self, obj: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
+        """Create ``obj``; if it already exists, return the stored one instead.
+
+        Returns ``(object, created)``. For create-once objects (PyTorchJobs) whose spec must
+        not be re-applied; comparing the stored object with the intent is the caller's job.
+        """
+        ref = ObjectRef.of(obj)
+        path = self._path(ref.api_version, ref.kind, None, ref.namespace, listing=True)
+        try:
+            return self._request("POST", path, body=_apply_body(obj)), True
+        except K8sPermanentError as exc:
+            if exc.status != 409:
+                raise
+        existing = self.read(ref.api_version, ref.kind, ref.name, ref.namespace)
+        if existing is None:  # deleted in between: let the caller's retry create it
+            raise K8sTransientError(409, "Conflict", f"{ref} vanished while being created")
+        return existing, False
+
+    def patch(self, api_version: str, kind: str, name: str, patch: Any,
+              namespace: str | None = None, *, patch_type: PatchType = "merge",
+              subresource: str | None = None, field_manager: str = "trainyard") -> dict[str, Any]:
+        """Patch one object (merge, strategic-merge or JSON patch); returns the result.
+
+        A missing object raises :class:`K8sNotFoundError`. Use ``subresource="status"``
+        to patch status.
+        """
+        if patch_type not in _PATCH_CONTENT_TYPES:
+            raise ValueError(f"unknown patch_type {patch_type!r}")
+        if patch_type == "json" and not isinstance(patch, list):
+            raise ValueError("a JSON patch is a list of operations")
+        path = self._path(api_version, kind, name, namespace)
+        if subresource:
+            path = f"{path}/{subresource}"
+        return self._request("PATCH", path, query=[("fieldManager", field_manager)],
+                             body=patch, content_type=_PATCH_CONTENT_TYPES[patch_type])
+
+    def ensure_absent(self, api_version: str, kind: str, name: str,
+                      namespace: str | None = None, *,
+                      propagation_policy: str = "Background") -> bool:
+        """Delete the object; returns True if a delete was issued, False if already gone.
+
+        A 404 (never existed, already deleted, or its namespace is gone) is success.
+        Deletion may complete asynchronously (finalizers, namespaces terminating).
+        """
+        path = self._path(api_version, kind, name, namespace)
+        try:
+            self._request("DELETE", path, query=[("propagationPolicy", propagation_policy)])
+        except K8sNotFoundError:
+            return False
+        return True
+
+    def server_version(self) -> dict[str, Any]:
+        """``GET /version`` (a cheap reachability check)."""
+        return self._request("GET", "/version") or {}
+
+
+def _base_path(api_version: str) -> str:
+    if "/" in api_version:
+        return f"/apis/{api_version}"
+    return f"/api/{api_version}"
+
+
+def _apply_body(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A deep copy of ``obj`` without server-owned fields that would break an apply."""
+    body = json.loads(json.dumps(obj))
+    body.pop("status", None)
+    meta = body.get("metadata") or {}
+    for key in ("managedFields", "resourceVersion", "uid", "creationTimestamp", "generation"):
+        meta.pop(key, None)
+    return body
+
+
+# --- cached clients -----------------------------------------------------------------------
+
+_clients: dict[ClusterConfig, KubeClient] = {}
+_clients_lock = threading.Lock()
+
+
+def get_client(config: ClusterConfig | None = None) -> KubeClient:
+    """The cached client for ``config`` (default: :func:`from_django_settings`)."""
+    config = config or from_django_settings()
+    with _clients_lock:
+        if config not in _clients:
+            _clients[config] = KubeClient(config)
+        return _clients[config]
+
+
+def reset_clients() -> None:
+    """Close and forget every cached client (tests, settings changes)."""
+    with _clients_lock:
+        for cached in _clients.values():
+            cached.close()
+        _clients.clear()
