@@ -1,0 +1,1 @@
+"""Billing: rate card, GPU-hour ledger, monthly invoices, idle rate (issue 8)."""

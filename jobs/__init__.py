@@ -1,0 +1,1 @@
+"""Training jobs: submission, the queue, admission, preemption and resume (issue 6)."""

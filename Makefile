@@ -1,0 +1,53 @@
+# Trainyard. The two commands: `make run` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: run test lint format messages bench clean help
+
+help:
+	@echo "make run    start Trainyard on the embedded default (SQLite, no broker server, kubesim)"
+	@echo "make test   install test dependencies and run the whole suite"
+	@echo "make lint   ruff and mypy"
+	@echo "make bench  run the benchmarks in bench/"
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Trainyard needs Python 3.11 or newer")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# Reinstalls whenever pyproject.toml changes.
+$(STAMP)-run: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	@touch $@
+
+$(STAMP)-dev: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@touch $@ $(STAMP)-run
+
+run: $(STAMP)-run
+	$(BIN)/python -m portal.launcher
+
+test: $(STAMP)-dev
+	@sh scripts/ensure-kubectl.sh || echo "kubectl unavailable: kubectl tests will be skipped"
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)-dev
+	$(BIN)/ruff check .
+	DEBUG=true $(BIN)/mypy portal tenants jobs billing k8s_sync kubesim
+
+format: $(STAMP)-dev
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+# Rebuild the compiled catalogues after editing locale/*/LC_MESSAGES/django.po.
+messages: $(STAMP)-run
+	DEBUG=true $(BIN)/python manage.py makemessages -l zh_Hans --no-obsolete --ignore '.venv/*' --ignore 'var/*'
+	DEBUG=true $(BIN)/python manage.py compilemessages -l zh_Hans
+
+bench: $(STAMP)-dev
+	@for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+clean:
+	rm -rf var staticfiles .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,106 @@
+"""The fixed cast every test can use.
+
+* ``tenant_a`` ("acme") with ``alice`` (tenant admin) and ``bob`` (member);
+* ``tenant_b`` ("globex") with ``charlie`` (member) — the outsider for tenant A;
+* ``platform_admin`` (``pat``) and ``finance_user`` (``fran``).
+
+Every page and endpoint is checked for the outsider (charlie gets 404 on tenant A's
+objects) and for anonymous access (redirect to login, or 401).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+from django.contrib.auth import get_user_model
+from rest_framework.test import APIClient
+
+from tenants.choices import MembershipRole, PlatformRoleName, PoolKind
+from tenants.models import Membership, PlatformRole, Pool, Tenant
+
+pytest_plugins = ["kubesim.testing"] if importlib.util.find_spec("kubesim.testing") else []
+
+PASSWORD = "correct-horse-battery-staple"
+
+
+def _user(username: str):
+    return get_user_model().objects.create_user(username, f"{username}@example.org", PASSWORD)
+
+
+def _tenant(slug: str, name: str) -> Tenant:
+    tenant = Tenant.objects.create(slug=slug, name=name, cost_center=f"CC-{slug}",
+                                   contact_email=f"lead@{slug}.example.org")
+    for kind in PoolKind.values:
+        Pool.objects.create(tenant=tenant, kind=kind)
+    return tenant
+
+
+@pytest.fixture
+def alice(db):
+    return _user("alice")
+
+
+@pytest.fixture
+def bob(db):
+    return _user("bob")
+
+
+@pytest.fixture
+def charlie(db):
+    return _user("charlie")
+
+
+@pytest.fixture
+def tenant_a(alice, bob) -> Tenant:
+    tenant = _tenant("acme", "Acme Vision")
+    Membership.objects.create(user=alice, tenant=tenant, role=MembershipRole.ADMIN)
+    Membership.objects.create(user=bob, tenant=tenant, role=MembershipRole.MEMBER)
+    return tenant
+
+
+@pytest.fixture
+def tenant_b(charlie) -> Tenant:
+    tenant = _tenant("globex", "Globex NLP")
+    Membership.objects.create(user=charlie, tenant=tenant, role=MembershipRole.MEMBER)
+    return tenant
+
+
+@pytest.fixture
+def platform_admin(db):
+    user = _user("pat")
+    PlatformRole.objects.create(user=user, role=PlatformRoleName.PLATFORM_ADMIN)
+    return user
+
+
+@pytest.fixture
+def finance_user(db):
+    user = _user("fran")
+    PlatformRole.objects.create(user=user, role=PlatformRoleName.FINANCE)
+    return user
+
+
+@pytest.fixture
+def cast(tenant_a, tenant_b, platform_admin, finance_user):
+    """Everyone at once, for tests that walk every role."""
+    return {"tenant_a": tenant_a, "tenant_b": tenant_b}
+
+
+@pytest.fixture
+def login(client):
+    """``login(user)`` logs the Django test client in as ``user`` and returns it."""
+    def _login(user):
+        client.force_login(user)
+        return client
+    return _login
+
+
+@pytest.fixture
+def api():
+    """``api(user)`` returns a DRF APIClient authenticated as ``user`` (None: anonymous)."""
+    def _api(user=None):
+        client = APIClient()
+        if user is not None:
+            client.force_authenticate(user)
+        return client
+    return _api

@@ -1,0 +1,24 @@
+"""Template context shared by every page: the tenant switcher and the user's roles."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest
+
+from tenants.access import is_finance, is_platform_admin
+from tenants.selectors import tenants_visible_to
+
+
+def navigation(request: HttpRequest) -> dict[str, Any]:
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return {}
+    match = getattr(request, "resolver_match", None)
+    current_slug = match.kwargs.get("slug") if match else None
+    return {
+        "nav_tenants": list(tenants_visible_to(user).values("slug", "name", "status")[:200]),
+        "nav_current_slug": current_slug or request.session.get("tenant_slug"),
+        "nav_platform_admin": is_platform_admin(user),
+        "nav_finance": is_finance(user),
+    }

@@ -1,0 +1,73 @@
+"""Create the demo cast and tenants of the embedded default; safe to run again.
+
+Accounts that already exist are left alone (their passwords are not reset), so the
+credentials are printed once: the first time an account is created.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from tenants.choices import MembershipRole, PlatformRoleName, PoolKind
+from tenants.models import Membership, PlatformRole, Pool, Tenant
+
+User = get_user_model()
+
+# username, e-mail, full name, platform roles
+DEMO_USERS = [
+    ("platform", "platform@example.org", ("Pat", "Platform"), [PlatformRoleName.PLATFORM_ADMIN]),
+    ("finance", "finance@example.org", ("Fay", "Finance"), [PlatformRoleName.FINANCE]),
+    ("alice", "alice@example.org", ("Alice", "Admin"), []),
+    ("bob", "bob@example.org", ("Bob", "Researcher"), []),
+    ("carol", "carol@example.org", ("Carol", "Researcher"), []),
+    ("dave", "dave@example.org", ("Dave", "Admin"), []),
+]
+# slug, name, cost center, contact, {user: role}
+DEMO_TENANTS = [
+    ("vision", "Computer Vision", "CC-4100", "alice@example.org",
+     {"alice": MembershipRole.ADMIN, "bob": MembershipRole.MEMBER}),
+    ("nlp", "Language Models", "CC-4200", "dave@example.org",
+     {"dave": MembershipRole.ADMIN, "carol": MembershipRole.MEMBER}),
+    ("speech", "Speech", "CC-4300", "dave@example.org", {"dave": MembershipRole.ADMIN}),
+]
+
+
+class Command(BaseCommand):
+    help = "Create demo users for every role and demo tenants (idempotent)."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        created: list[tuple[str, str, str]] = []
+        with transaction.atomic():
+            for username, email, (first, last), roles in DEMO_USERS:
+                user = User.objects.filter(username=username).first()
+                if user is None:
+                    password = secrets.token_urlsafe(9)
+                    user = User.objects.create_user(username, email, password,
+                                                    first_name=first, last_name=last)
+                    created.append((username, password, ", ".join(roles) or "tenant user"))
+                for role in roles:
+                    PlatformRole.objects.get_or_create(user=user, role=role)
+            for slug, name, cost_center, contact, members in DEMO_TENANTS:
+                tenant, _ = Tenant.objects.get_or_create(
+                    slug=slug, defaults={"name": name, "cost_center": cost_center,
+                                         "contact_email": contact})
+                for kind in PoolKind.values:
+                    Pool.objects.get_or_create(tenant=tenant, kind=kind)
+                for username, role in members.items():
+                    Membership.objects.get_or_create(
+                        user=User.objects.get(username=username), tenant=tenant,
+                        defaults={"role": role})
+        if created:
+            self.stdout.write(self.style.SUCCESS(
+                "Demo accounts (shown once; change them on a shared machine):"))
+            for username, password, what in created:
+                self.stdout.write(f"  {username:<10} {password:<14} {what}")
+        else:
+            self.stdout.write("Demo accounts exist already (their passwords were shown when "
+                              "they were created; reset one with "
+                              "`python manage.py changepassword NAME`).")

@@ -1,0 +1,19 @@
+"""Every periodic task of Trainyard, in one place.
+
+Each entry has a stable name, a crontab, an explicit queue and ``expires`` of about 1.5x
+its period, so a backlog never runs stale copies. Offsets are staggered. A one-line
+comment says why the cadence is what it is. Later issues add their entries here.
+"""
+
+from __future__ import annotations
+
+from celery.schedules import crontab
+
+BEAT_SCHEDULE: dict[str, dict] = {
+    # every minute: proves the worker and the broker are alive (shown on the health page)
+    "portal.heartbeat": {
+        "task": "portal.heartbeat",
+        "schedule": crontab(minute="*"),
+        "options": {"queue": "default", "expires": 90},
+    },
+}

@@ -1,0 +1,70 @@
+"""Portal-level pages: the landing page, the account page, health, and /api/v1/me."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.cache import cache
+from django.db import connection
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.authtoken.models import Token
+from rest_framework.decorators import api_view
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from portal.tasks import HEARTBEAT_KEY
+from tenants.access import platform_roles
+from tenants.selectors import my_tenants
+
+
+@login_required
+def home(request: HttpRequest) -> HttpResponse:
+    """Landing page: my tenants with my role in each, their pools and status."""
+    return render(request, "portal/home.html", {"tenants": my_tenants(request.user)})
+
+
+@login_required
+def account(request: HttpRequest) -> HttpResponse:
+    token = Token.objects.filter(user=request.user).first()
+    return render(request, "portal/account.html", {
+        "token": token, "roles": sorted(platform_roles(request.user)),
+    })
+
+
+@login_required
+@require_POST
+def account_token(request: HttpRequest) -> HttpResponse:
+    """Create or rotate the user's API token (the old one stops working at once)."""
+    Token.objects.filter(user=request.user).delete()
+    Token.objects.create(user=request.user)
+    messages.success(request, _("A new API token was created; the previous one no longer works."))
+    return redirect("account")
+
+
+def healthz(request: HttpRequest) -> JsonResponse:
+    """Liveness and readiness for load balancers: the database answers; worker heartbeat."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+    return JsonResponse({"status": "ok", "worker_heartbeat": cache.get(HEARTBEAT_KEY)})
+
+
+@extend_schema(responses=inline_serializer("Me", {
+    "username": serializers.CharField(), "email": serializers.EmailField(),
+    "platform_roles": serializers.ListField(child=serializers.CharField()),
+    "tenants": serializers.ListField(child=serializers.DictField()),
+}))
+@api_view(["GET"])
+def me(request: Request) -> Response:
+    """Who am I: platform roles and tenants with my role in each."""
+    return Response({
+        "username": request.user.get_username(),
+        "email": request.user.email,
+        "platform_roles": sorted(platform_roles(request.user)),
+        "tenants": [{"slug": t.slug, "name": t.name, "status": t.status, "role": role}
+                    for t, role in my_tenants(request.user)],
+    })

@@ -1,0 +1,70 @@
+"""API serializers of the tenants app: Input* validate requests, the rest render."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from tenants.choices import MembershipRole
+from tenants.models import Membership, Pool, Tenant
+
+
+class PoolSerializer(serializers.ModelSerializer):
+    namespace = serializers.CharField(read_only=True)
+
+    class Meta:
+        model = Pool
+        fields = ["kind", "namespace", "created_at"]
+
+
+class TenantSerializer(serializers.ModelSerializer):
+    pools = PoolSerializer(many=True, read_only=True)
+    my_role = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Tenant
+        fields = ["slug", "name", "cost_center", "contact_name", "contact_email", "status",
+                  "suspended_reason", "suspended_at", "created_at", "updated_at", "pools",
+                  "my_role"]
+
+    def get_my_role(self, tenant: Tenant) -> str | None:
+        roles = self.context.get("my_roles", {})
+        return roles.get(tenant.pk)
+
+
+class TenantCreateInput(serializers.Serializer):
+    slug = serializers.CharField(max_length=40)
+    name = serializers.CharField(max_length=200)
+    cost_center = serializers.CharField(max_length=64)
+    contact_email = serializers.EmailField()
+    contact_name = serializers.CharField(max_length=200, required=False, default="",
+                                         allow_blank=True)
+
+
+class TenantUpdateInput(serializers.Serializer):
+    name = serializers.CharField(max_length=200, required=False)
+    cost_center = serializers.CharField(max_length=64, required=False)
+    contact_email = serializers.EmailField(required=False)
+    contact_name = serializers.CharField(max_length=200, required=False, allow_blank=True)
+
+
+class SuspendInput(serializers.Serializer):
+    reason = serializers.CharField(max_length=2000)
+
+
+class MembershipSerializer(serializers.ModelSerializer):
+    username = serializers.CharField(source="user.username", read_only=True)
+    email = serializers.EmailField(source="user.email", read_only=True)
+    full_name = serializers.CharField(source="user.get_full_name", read_only=True)
+
+    class Meta:
+        model = Membership
+        fields = ["id", "username", "email", "full_name", "role", "created_at"]
+
+
+class MembershipAddInput(serializers.Serializer):
+    user = serializers.CharField(max_length=254, help_text="User name or e-mail")
+    role = serializers.ChoiceField(choices=MembershipRole.choices, default=MembershipRole.MEMBER)
+
+
+class MembershipRoleInput(serializers.Serializer):
+    role = serializers.ChoiceField(choices=MembershipRole.choices)

@@ -1,0 +1,110 @@
+"""REST endpoints of the tenants app. Thin: scope, validate, call one service, render."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from portal.api import TenantScopedViewSet
+from tenants import services
+from tenants.api import serializers as s
+from tenants.models import Membership, Pool, Tenant
+from tenants.selectors import tenant_access_or_404, tenants_visible_to
+
+
+class TenantViewSet(viewsets.ViewSet):
+    """Tenants the caller may see; platform admins create, edit, suspend, reactivate."""
+
+    lookup_field = "slug"
+    lookup_value_regex = "[a-z0-9-]+"
+
+    def _render(self, request: Request, tenants: list[Tenant] | Tenant, **kw: bool) -> Response:
+        roles = dict(request.user.memberships.values_list("tenant_id", "role"))
+        data = s.TenantSerializer(tenants, context={"my_roles": roles}, **kw).data
+        return Response(data)
+
+    @extend_schema(responses=s.TenantSerializer(many=True))
+    def list(self, request: Request) -> Response:
+        tenants = list(tenants_visible_to(request.user).prefetch_related("pools"))
+        return self._render(request, tenants, many=True)
+
+    @extend_schema(responses=s.TenantSerializer)
+    def retrieve(self, request: Request, slug: str) -> Response:
+        return self._render(request, tenant_access_or_404(request.user, slug).tenant)
+
+    @extend_schema(request=s.TenantCreateInput, responses={201: s.TenantSerializer})
+    def create(self, request: Request) -> Response:
+        data = _valid(s.TenantCreateInput, request)
+        tenant = services.tenant_create(actor=request.user, **data)
+        response = self._render(request, tenant)
+        response.status_code = status.HTTP_201_CREATED
+        return response
+
+    @extend_schema(request=s.TenantUpdateInput, responses=s.TenantSerializer)
+    def partial_update(self, request: Request, slug: str) -> Response:
+        access = tenant_access_or_404(request.user, slug)
+        data = _valid(s.TenantUpdateInput, request)
+        return self._render(request, services.tenant_update(access=access, actor=request.user,
+                                                            **data))
+
+    @extend_schema(request=s.SuspendInput, responses=s.TenantSerializer)
+    @action(detail=True, methods=["post"])
+    def suspend(self, request: Request, slug: str) -> Response:
+        access = tenant_access_or_404(request.user, slug)
+        data = _valid(s.SuspendInput, request)
+        return self._render(request, services.tenant_suspend(access=access, actor=request.user,
+                                                             reason=data["reason"]))
+
+    @extend_schema(request=None, responses=s.TenantSerializer)
+    @action(detail=True, methods=["post"])
+    def reactivate(self, request: Request, slug: str) -> Response:
+        access = tenant_access_or_404(request.user, slug)
+        return self._render(request, services.tenant_reactivate(access=access,
+                                                                actor=request.user))
+
+
+class MembershipViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedViewSet):
+    """Members of a tenant; tenant admins add, change roles and remove."""
+
+    queryset = Membership.objects.all()
+    serializer_class = s.MembershipSerializer
+
+    def scope_queryset(self, queryset):  # type: ignore[no-untyped-def]
+        return queryset.select_related("user").order_by("role", "user__username")
+
+    @extend_schema(request=s.MembershipAddInput, responses={201: s.MembershipSerializer})
+    def create(self, request: Request, tenant_slug: str) -> Response:
+        data = _valid(s.MembershipAddInput, request)
+        membership = services.membership_add(access=self.access, actor=request.user, **data)
+        return Response(s.MembershipSerializer(membership).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=s.MembershipRoleInput, responses=s.MembershipSerializer)
+    def partial_update(self, request: Request, tenant_slug: str, pk: str) -> Response:
+        data = _valid(s.MembershipRoleInput, request)
+        membership = services.membership_set_role(access=self.access, actor=request.user,
+                                                  membership=self.get_object(), role=data["role"])
+        return Response(s.MembershipSerializer(membership).data)
+
+    def destroy(self, request: Request, tenant_slug: str, pk: str) -> Response:
+        services.membership_remove(access=self.access, actor=request.user,
+                                   membership=self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class PoolViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedViewSet):
+    """A tenant's two pools (prod and dev) and their namespaces."""
+
+    queryset = Pool.objects.select_related("tenant")
+    serializer_class = s.PoolSerializer
+    lookup_field = "kind"
+    pagination_class = None
+
+
+def _valid(serializer_class: type, request: Request) -> dict:
+    serializer = serializer_class(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+

@@ -1,0 +1,24 @@
+"""Enumerations of the tenants app."""
+
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+
+class TenantStatus(models.TextChoices):
+    ACTIVE = "active", _("Active")
+    SUSPENDED = "suspended", _("Suspended")
+
+
+class PoolKind(models.TextChoices):
+    PROD = "prod", _("Production")
+    DEV = "dev", _("Development")
+
+
+class MembershipRole(models.TextChoices):
+    MEMBER = "member", _("Member")
+    ADMIN = "admin", _("Tenant admin")
+
+
+class PlatformRoleName(models.TextChoices):
+    PLATFORM_ADMIN = "platform_admin", _("Platform admin")
+    FINANCE = "finance", _("Finance")

@@ -1,0 +1,135 @@
+"""Tenants, their pools, who belongs to them, and platform-wide roles.
+
+A Tenant is a team sharing the cluster. Each tenant has exactly two pools, prod and
+dev, each of which becomes a namespace in Kubernetes. Writes go through
+``tenants.services``; reads through ``tenants.selectors``.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from tenants.choices import MembershipRole, PlatformRoleName, PoolKind, TenantStatus
+
+SLUG_RE = r"^[a-z]([a-z0-9-]{0,38}[a-z0-9])?$"
+slug_validator = RegexValidator(
+    SLUG_RE,
+    _("Use 1 to 40 lower-case letters, digits and hyphens, starting with a letter "
+      "and not ending with a hyphen."),
+    code="invalid_slug",
+)
+
+
+class Tenant(models.Model):
+    """A team that shares the cluster. Suspended tenants keep their data but cannot submit."""
+
+    slug = models.CharField(_("slug"), max_length=40, unique=True, validators=[slug_validator],
+                            help_text=_("Short name used in URLs and namespaces, e.g. vision."))
+    name = models.CharField(_("name"), max_length=200)
+    cost_center = models.CharField(_("cost center"), max_length=64)
+    contact_name = models.CharField(_("contact name"), max_length=200, blank=True)
+    contact_email = models.EmailField(_("contact e-mail"))
+    status = models.CharField(_("status"), max_length=16, choices=TenantStatus.choices,
+                              default=TenantStatus.ACTIVE)
+    suspended_reason = models.TextField(_("reason for suspension"), blank=True)
+    suspended_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["slug"]
+        verbose_name = _("tenant")
+        verbose_name_plural = _("tenants")
+
+    def __str__(self) -> str:
+        return self.slug
+
+    @property
+    def is_active(self) -> bool:
+        return self.status == TenantStatus.ACTIVE
+
+
+class Pool(models.Model):
+    """One of a tenant's two pools (prod, dev); each is a namespace in the cluster."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="pools")
+    kind = models.CharField(_("pool"), max_length=8, choices=PoolKind.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["tenant__slug", "-kind"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "kind"], name="pool_unique_kind")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant.slug}/{self.kind}"
+
+    @property
+    def namespace(self) -> str:
+        """The Kubernetes namespace of this pool, ``ty-<tenant>-<pool>``."""
+        from k8s_sync.naming import namespace_name
+
+        return namespace_name(self.tenant.slug, self.kind)
+
+
+class Membership(models.Model):
+    """A user's role in one tenant. Every tenant keeps at least one admin."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                             related_name="memberships")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(_("role"), max_length=16, choices=MembershipRole.choices,
+                            default=MembershipRole.MEMBER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["tenant__slug", "user__username"]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "tenant"], name="membership_unique_user")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.tenant} ({self.role})"
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == MembershipRole.ADMIN
+
+
+class PlatformRole(models.Model):
+    """A platform-wide role (platform admin, finance) held by a user."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                             related_name="platform_roles")
+    role = models.CharField(_("role"), max_length=32, choices=PlatformRoleName.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["role", "user__username"]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "role"], name="platform_role_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user}: {self.role}"
+
+
+class AuditEvent(models.Model):
+    """Who changed what and when; written by services in the same transaction as the change."""
+
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                              on_delete=models.SET_NULL, related_name="+")
+    tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.SET_NULL,
+                               related_name="audit_events")
+    action = models.CharField(max_length=64, db_index=True)
+    summary = models.CharField(max_length=500)
+    data = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M} {self.action}: {self.summary}"

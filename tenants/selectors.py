@@ -1,0 +1,76 @@
+"""Reads of the tenants app. Every function is scoped to what the user may see."""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.db.models import Count, Prefetch, Q, QuerySet
+from django.http import Http404
+
+from tenants.access import AnyUser, TenantAccess, access_for, sees_all_tenants
+from tenants.models import AuditEvent, Membership, Pool, Tenant
+
+User = get_user_model()
+
+
+def tenants_visible_to(user: AnyUser) -> QuerySet[Tenant]:
+    """Tenants ``user`` may see: their own, or all for platform admins and finance."""
+    if not user.is_authenticated:
+        return Tenant.objects.none()
+    qs = Tenant.objects.all()
+    if not sees_all_tenants(user):
+        qs = qs.filter(memberships__user=user)
+    return qs.order_by("slug")
+
+
+def tenant_access_or_404(user: AnyUser, slug: str) -> TenantAccess:
+    """The tenant named ``slug`` with the user's access; 404 when it is not theirs to see."""
+    tenant = Tenant.objects.filter(slug=slug).first()
+    access = access_for(user, tenant) if tenant is not None else None
+    if access is None:
+        raise Http404("No such tenant")
+    return access
+
+
+def my_tenants(user: AnyUser) -> list[tuple[Tenant, str | None]]:
+    """The user's tenants with their membership role (None for staff-only visibility)."""
+    if not user.is_authenticated:
+        return []
+    roles = dict(Membership.objects.filter(user=user).values_list("tenant_id", "role"))
+    tenants = tenants_visible_to(user).annotate(
+        member_count=Count("memberships", distinct=True)
+    ).prefetch_related(Prefetch("pools", queryset=Pool.objects.order_by("-kind")))
+    return [(t, roles.get(t.pk)) for t in tenants]
+
+
+def members_of(tenant: Tenant) -> QuerySet[Membership]:
+    return Membership.objects.filter(tenant=tenant).select_related("user").order_by(
+        "role", "user__username"
+    )
+
+
+def admin_count(tenant: Tenant) -> int:
+    return Membership.objects.filter(tenant=tenant, role="admin").count()
+
+
+def pools_of(tenant: Tenant) -> QuerySet[Pool]:
+    return Pool.objects.filter(tenant=tenant).select_related("tenant").order_by("-kind")
+
+
+def users_search(query: str = "") -> QuerySet:
+    """Users for the platform admins' people page, with their platform roles."""
+    qs = User.objects.prefetch_related("platform_roles").order_by("username")
+    if query:
+        qs = qs.filter(
+            Q(username__icontains=query) | Q(email__icontains=query)
+            | Q(first_name__icontains=query) | Q(last_name__icontains=query)
+        )
+    return qs
+
+
+def audit_events(*, tenant: Tenant | None = None, action: str = "") -> QuerySet[AuditEvent]:
+    qs = AuditEvent.objects.select_related("actor", "tenant")
+    if tenant is not None:
+        qs = qs.filter(tenant=tenant)
+    if action:
+        qs = qs.filter(action=action)
+    return qs

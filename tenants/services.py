@@ -1,0 +1,302 @@
+"""Writes of the tenants app: ``<entity>_<verb>``, keyword-only.
+
+Each service checks permission (through ``tenants.access``), validates, writes inside
+one transaction and records an AuditEvent. Bad input raises ApplicationError before
+anything is written. Repeating a call with the same arguments is harmless
+(idempotent) wherever a retry can repeat it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from portal.exceptions import ApplicationError, Conflict
+from tenants.access import TenantAccess, require_platform_admin
+from tenants.choices import MembershipRole, PlatformRoleName, PoolKind, TenantStatus
+from tenants.models import AuditEvent, Membership, PlatformRole, Pool, Tenant
+
+User = get_user_model()
+
+# Called (on commit) with a tenant id whenever a tenant or its pools change, so the
+# cluster sync can reconcile. The cluster-sync issue plugs its task in here.
+tenant_changed_hooks: list[Callable[[int], None]] = []
+
+
+def _audit(*, actor: Any, action: str, summary: str, tenant: Tenant | None = None,
+           **data: Any) -> None:
+    AuditEvent.objects.create(actor=actor if actor and actor.is_authenticated else None,
+                              tenant=tenant, action=action, summary=summary, data=data)
+
+
+def _announce(tenant: Tenant) -> None:
+    tenant_id = tenant.pk
+    for hook in tenant_changed_hooks:
+        transaction.on_commit(lambda hook=hook: hook(tenant_id))
+
+
+def _clean(instance: Any, *, exclude: list[str] | None = None) -> None:
+    """Run model validation; the first message becomes an ApplicationError."""
+    try:
+        instance.full_clean(exclude=exclude)
+    except ValidationError as exc:
+        field, messages = next(iter(exc.message_dict.items()))
+        raise ApplicationError(f"{messages[0]}", field=None if field == "__all__" else field,
+                               extra={"errors": exc.message_dict}) from None
+
+
+def tenant_create(*, actor: AbstractBaseUser, slug: str, name: str, cost_center: str,
+                  contact_email: str, contact_name: str = "",
+                  admins: list[AbstractBaseUser] | None = None) -> Tenant:
+    """Create a tenant with its prod and dev pools; platform admins only.
+
+    A duplicate slug is a Conflict; nothing is written then.
+    """
+    require_platform_admin(actor)
+    slug = (slug or "").strip()
+    tenant = Tenant(slug=slug, name=name.strip(), cost_center=cost_center.strip(),
+                    contact_email=contact_email.strip(), contact_name=contact_name.strip())
+    _clean(tenant, exclude=["slug"])
+    _clean_slug(tenant)
+    try:
+        with transaction.atomic():
+            tenant.save()
+            Pool.objects.bulk_create([Pool(tenant=tenant, kind=k) for k in PoolKind.values])
+            for user in admins or []:
+                Membership.objects.create(user=user, tenant=tenant, role=MembershipRole.ADMIN)
+            _audit(actor=actor, action="tenant.create", tenant=tenant,
+                   summary=f"created tenant {slug}", slug=slug)
+            _announce(tenant)
+    except IntegrityError:
+        raise Conflict(_("A tenant with the slug “%(slug)s” already exists.") % {"slug": slug},
+                       field="slug") from None
+    return tenant
+
+
+def _clean_slug(tenant: Tenant) -> None:
+    """Check the slug's shape, then that it is free (the unique index is the last guard)."""
+    try:
+        tenant.clean_fields(exclude=[f.name for f in Tenant._meta.fields if f.name != "slug"])
+    except ValidationError as exc:
+        raise ApplicationError(exc.message_dict["slug"][0], field="slug") from None
+    if Tenant.objects.filter(slug=tenant.slug).exists():
+        raise Conflict(
+            _("A tenant with the slug “%(slug)s” already exists.") % {"slug": tenant.slug},
+            field="slug",
+        )
+
+
+def tenant_update(*, access: TenantAccess, actor: AbstractBaseUser, **fields: str) -> Tenant:
+    """Change name, cost center or contact; the slug never changes (it names namespaces)."""
+    access.require_platform_admin()
+    allowed = {"name", "cost_center", "contact_email", "contact_name"}
+    unknown = set(fields) - allowed
+    if unknown:
+        raise ApplicationError(_("These fields cannot be changed: %(f)s")
+                               % {"f": ", ".join(sorted(unknown))})
+    tenant = Tenant.objects.get(pk=access.tenant.pk)
+    changed = {k: v.strip() for k, v in fields.items() if getattr(tenant, k) != v.strip()}
+    if not changed:
+        return tenant
+    for key, value in changed.items():
+        setattr(tenant, key, value)
+    _clean(tenant, exclude=["slug"])
+    with transaction.atomic():
+        tenant.save(update_fields=[*changed, "updated_at"])
+        _audit(actor=actor, action="tenant.update", tenant=tenant,
+               summary=f"changed {', '.join(sorted(changed))} of {tenant.slug}", changes=changed)
+    return tenant
+
+
+def tenant_suspend(*, access: TenantAccess, actor: AbstractBaseUser, reason: str) -> Tenant:
+    """Suspend: no new work is accepted; data, namespaces and history stay. Idempotent."""
+    access.require_platform_admin()
+    reason = (reason or "").strip()
+    if not reason:
+        raise ApplicationError(_("Say why the tenant is suspended; its members will see it."),
+                               field="reason")
+    with transaction.atomic():
+        tenant = Tenant.objects.select_for_update().get(pk=access.tenant.pk)
+        if tenant.status == TenantStatus.SUSPENDED and tenant.suspended_reason == reason:
+            return tenant
+        tenant.status = TenantStatus.SUSPENDED
+        tenant.suspended_reason = reason
+        tenant.suspended_at = timezone.now()
+        tenant.save(update_fields=["status", "suspended_reason", "suspended_at", "updated_at"])
+        _audit(actor=actor, action="tenant.suspend", tenant=tenant,
+               summary=f"suspended {tenant.slug}: {reason}", reason=reason)
+        _announce(tenant)
+    return tenant
+
+
+def tenant_reactivate(*, access: TenantAccess, actor: AbstractBaseUser) -> Tenant:
+    """Lift a suspension. Idempotent."""
+    access.require_platform_admin()
+    with transaction.atomic():
+        tenant = Tenant.objects.select_for_update().get(pk=access.tenant.pk)
+        if tenant.status == TenantStatus.ACTIVE:
+            return tenant
+        tenant.status = TenantStatus.ACTIVE
+        tenant.suspended_reason = ""
+        tenant.suspended_at = None
+        tenant.save(update_fields=["status", "suspended_reason", "suspended_at", "updated_at"])
+        _audit(actor=actor, action="tenant.reactivate", tenant=tenant,
+               summary=f"reactivated {tenant.slug}")
+        _announce(tenant)
+    return tenant
+
+
+def _find_user(identifier: str) -> AbstractBaseUser:
+    identifier = (identifier or "").strip()
+    if not identifier:
+        raise ApplicationError(_("Name a user by user name or e-mail."), field="user")
+    user = User.objects.filter(username=identifier).first()
+    if user is None and "@" in identifier:
+        matches = list(User.objects.filter(email__iexact=identifier)[:2])
+        if len(matches) == 1:
+            user = matches[0]
+    if user is None:
+        raise ApplicationError(
+            _("There is no user “%(u)s”. Ask a platform admin to create the account first.")
+            % {"u": identifier}, field="user")
+    return user
+
+
+def _check_role(role: str) -> None:
+    if role not in MembershipRole.values:
+        raise ApplicationError(_("Unknown role “%(r)s”; use member or admin.") % {"r": role},
+                               field="role")
+
+
+def membership_add(*, access: TenantAccess, actor: AbstractBaseUser, user: str,
+                   role: str = MembershipRole.MEMBER) -> Membership:
+    """Add ``user`` (user name or e-mail) to the tenant; tenant or platform admins only.
+
+    Idempotent: adding an existing member with the same role returns the membership;
+    with another role it is a Conflict (change the role instead).
+    """
+    access.require_admin()
+    _check_role(role)
+    target = _find_user(user)
+    existing = Membership.objects.filter(user=target, tenant=access.tenant).first()
+    if existing is not None:
+        if existing.role == role:
+            return existing
+        raise Conflict(_("%(u)s is already a %(r)s of this tenant; change the role instead.")
+                       % {"u": target.get_username(), "r": existing.get_role_display()},
+                       field="user")
+    with transaction.atomic():
+        membership, created = Membership.objects.get_or_create(
+            user=target, tenant=access.tenant, defaults={"role": role})
+        if created:
+            _audit(actor=actor, action="membership.add", tenant=access.tenant,
+                   summary=f"added {target.get_username()} as {role}",
+                   user=target.get_username(), role=role)
+            _announce(access.tenant)
+    return membership
+
+
+def membership_set_role(*, access: TenantAccess, actor: AbstractBaseUser,
+                        membership: Membership, role: str) -> Membership:
+    """Change a member's role; the last tenant admin cannot be demoted."""
+    access.require_admin()
+    _check_role(role)
+    with transaction.atomic():
+        current = Membership.objects.select_for_update().get(pk=membership.pk,
+                                                             tenant=access.tenant)
+        if current.role == role:
+            return current
+        if current.role == MembershipRole.ADMIN:
+            _require_another_admin(access.tenant, current)
+        current.role = role
+        current.save(update_fields=["role"])
+        _audit(actor=actor, action="membership.role", tenant=access.tenant,
+               summary=f"made {current.user.get_username()} {role}",
+               user=current.user.get_username(), role=role)
+        _announce(access.tenant)
+    return current
+
+
+def membership_remove(*, access: TenantAccess, actor: AbstractBaseUser,
+                      membership: Membership) -> None:
+    """Remove a member; the last tenant admin cannot be removed. Idempotent."""
+    access.require_admin()
+    with transaction.atomic():
+        current = (Membership.objects.select_for_update()
+                   .filter(pk=membership.pk, tenant=access.tenant).first())
+        if current is None:
+            return
+        if current.role == MembershipRole.ADMIN:
+            _require_another_admin(access.tenant, current)
+        username = current.user.get_username()
+        current.delete()
+        _audit(actor=actor, action="membership.remove", tenant=access.tenant,
+               summary=f"removed {username}", user=username)
+        _announce(access.tenant)
+
+
+def _require_another_admin(tenant: Tenant, leaving: Membership) -> None:
+    """Raise unless the tenant keeps an admin once ``leaving`` stops being one.
+
+    Called inside the caller's transaction; locks the tenant's admin rows so two
+    concurrent demotions cannot both pass.
+    """
+    others = (Membership.objects.select_for_update()
+              .filter(tenant=tenant, role=MembershipRole.ADMIN).exclude(pk=leaving.pk))
+    if not others.exists():
+        raise Conflict(_("%(u)s is the last admin of this tenant. Make someone else an admin "
+                         "first.") % {"u": leaving.user.get_username()})
+
+
+def user_create(*, actor: AbstractBaseUser, username: str, email: str, password: str,
+                first_name: str = "", last_name: str = "") -> AbstractBaseUser:
+    """Create a portal account (platform admins). Password rules are Django's validators."""
+    from django.contrib.auth.password_validation import validate_password
+
+    require_platform_admin(actor)
+    username = (username or "").strip()
+    if not username:
+        raise ApplicationError(_("A user name is required."), field="username")
+    if User.objects.filter(username=username).exists():
+        raise Conflict(_("The user name “%(u)s” is taken.") % {"u": username}, field="username")
+    user = User(username=username, email=email.strip(), first_name=first_name.strip(),
+                last_name=last_name.strip())
+    _clean(user, exclude=["password"])
+    try:
+        validate_password(password, user)
+    except ValidationError as exc:
+        raise ApplicationError(" ".join(exc.messages), field="password") from None
+    user.set_password(password)
+    with transaction.atomic():
+        user.save()
+        _audit(actor=actor, action="user.create", summary=f"created user {username}",
+               user=username)
+    return user
+
+
+def platform_role_set(*, actor: AbstractBaseUser, user: AbstractBaseUser, role: str,
+                      granted: bool) -> None:
+    """Grant or revoke a platform role; idempotent. A platform admin cannot revoke their own."""
+    require_platform_admin(actor)
+    if role not in PlatformRoleName.values:
+        raise ApplicationError(_("Unknown platform role “%(r)s”.") % {"r": role}, field="role")
+    if (not granted and role == PlatformRoleName.PLATFORM_ADMIN
+            and user.pk == actor.pk):
+        raise Conflict(_("You cannot remove your own platform admin role."))
+    with transaction.atomic():
+        if granted:
+            changed = PlatformRole.objects.get_or_create(user=user, role=role)[1]
+        else:
+            changed = PlatformRole.objects.filter(user=user, role=role).delete()[0] > 0
+        if changed:
+            verb = "granted" if granted else "revoked"
+            _audit(actor=actor, action=f"platform_role.{verb}",
+                   summary=f"{verb} {role} {'to' if granted else 'from'} {user.get_username()}",
+                   user=user.get_username(), role=role)

@@ -1,0 +1,192 @@
+"""Pages of the tenants app. Thin: resolve access, validate a form, call one service.
+
+An ApplicationError from a service becomes an error on the form (nothing was written);
+success redirects with a message (post/redirect/get, so a reload never repeats a write).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST
+
+from portal.exceptions import ApplicationError
+from tenants import forms, selectors, services
+from tenants.access import is_platform_admin, require_platform_admin
+from tenants.models import Membership
+
+User = get_user_model()
+
+
+def _form_error(form: Any, exc: ApplicationError) -> None:
+    field = exc.field if exc.field in getattr(form, "fields", {}) else None
+    form.add_error(field, exc.message)
+
+
+def _platform_admin_or_404(request: HttpRequest) -> None:
+    # Platform pages are invisible to everyone else.
+    if not is_platform_admin(request.user):
+        raise Http404
+
+
+@login_required
+def tenant_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    access = selectors.tenant_access_or_404(request.user, slug)
+    request.session["tenant_slug"] = slug
+    return render(request, "tenants/detail.html", {
+        "access": access, "tenant": access.tenant,
+        "pools": selectors.pools_of(access.tenant),
+        "member_count": selectors.members_of(access.tenant).count(),
+        "suspend_form": forms.SuspendForm(),
+    })
+
+
+@login_required
+def members(request: HttpRequest, slug: str) -> HttpResponse:
+    access = selectors.tenant_access_or_404(request.user, slug)
+    form = forms.MemberAddForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            services.membership_add(access=access, actor=request.user, **form.cleaned_data)
+        except ApplicationError as exc:
+            _form_error(form, exc)
+        else:
+            messages.success(request, _("%(u)s was added.") % {"u": form.cleaned_data["user"]})
+            return redirect("tenants:members", slug=slug)
+    status = 400 if request.method == "POST" else 200
+    return render(request, "tenants/members.html", {
+        "access": access, "tenant": access.tenant, "form": form,
+        "memberships": selectors.members_of(access.tenant),
+    }, status=status)
+
+
+@login_required
+@require_POST
+def member_change(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    access = selectors.tenant_access_or_404(request.user, slug)
+    membership = get_object_or_404(Membership, pk=pk, tenant=access.tenant)
+    try:
+        if request.POST.get("action") == "remove":
+            services.membership_remove(access=access, actor=request.user, membership=membership)
+            messages.success(request, _("%(u)s was removed.") % {"u": membership.user})
+        else:
+            form = forms.MemberRoleForm(request.POST)
+            if not form.is_valid():
+                raise ApplicationError(_("Choose a valid role."))
+            services.membership_set_role(access=access, actor=request.user,
+                                         membership=membership, role=form.cleaned_data["role"])
+            messages.success(request, _("The role of %(u)s was changed.") % {"u": membership.user})
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+    return redirect("tenants:members", slug=slug)
+
+
+@login_required
+def platform_tenants(request: HttpRequest) -> HttpResponse:
+    _platform_admin_or_404(request)
+    form = forms.TenantForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            tenant = services.tenant_create(actor=request.user, **form.cleaned_data)
+        except ApplicationError as exc:
+            _form_error(form, exc)
+        else:
+            messages.success(request, _("Tenant %(t)s was created with its prod and dev pools.")
+                             % {"t": tenant.slug})
+            return redirect("tenants:detail", slug=tenant.slug)
+    return render(request, "tenants/platform_tenants.html", {
+        "form": form, "tenants": selectors.my_tenants(request.user),
+    }, status=400 if request.method == "POST" else 200)
+
+
+@login_required
+def tenant_edit(request: HttpRequest, slug: str) -> HttpResponse:
+    _platform_admin_or_404(request)
+    access = selectors.tenant_access_or_404(request.user, slug)
+    form = forms.TenantForm(request.POST or None, instance=access.tenant, editing=True)
+    if request.method == "POST" and form.is_valid():
+        try:
+            services.tenant_update(access=access, actor=request.user, **form.cleaned_data)
+        except ApplicationError as exc:
+            _form_error(form, exc)
+        else:
+            messages.success(request, _("Tenant %(t)s was saved.") % {"t": slug})
+            return redirect("tenants:detail", slug=slug)
+    return render(request, "tenants/edit.html", {"form": form, "tenant": access.tenant},
+                  status=400 if request.method == "POST" else 200)
+
+
+@login_required
+@require_POST
+def tenant_status(request: HttpRequest, slug: str) -> HttpResponse:
+    access = selectors.tenant_access_or_404(request.user, slug)
+    try:
+        if request.POST.get("action") == "reactivate":
+            services.tenant_reactivate(access=access, actor=request.user)
+            messages.success(request, _("Tenant %(t)s is active again.") % {"t": slug})
+        else:
+            form = forms.SuspendForm(request.POST)
+            reason = form.cleaned_data["reason"] if form.is_valid() else ""
+            services.tenant_suspend(access=access, actor=request.user, reason=reason)
+            messages.success(request, _("Tenant %(t)s is suspended.") % {"t": slug})
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+    return redirect("tenants:detail", slug=slug)
+
+
+@login_required
+def people(request: HttpRequest) -> HttpResponse:
+    _platform_admin_or_404(request)
+    form = forms.UserCreateForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            user = services.user_create(actor=request.user, **form.cleaned_data)
+        except ApplicationError as exc:
+            _form_error(form, exc)
+        else:
+            messages.success(request, _("Account %(u)s was created.") % {"u": user.get_username()})
+            return redirect("tenants:people")
+    query = request.GET.get("q", "").strip()
+    page = Paginator(selectors.users_search(query), 50).get_page(request.GET.get("page"))
+    for person in page:
+        person.role_names = {r.role for r in person.platform_roles.all()}
+    return render(request, "tenants/people.html", {"form": form, "page": page, "q": query},
+                  status=400 if request.method == "POST" else 200)
+
+
+@login_required
+@require_POST
+def people_role(request: HttpRequest, user_id: int) -> HttpResponse:
+    _platform_admin_or_404(request)
+    require_platform_admin(request.user)
+    target = get_object_or_404(User, pk=user_id)
+    form = forms.PlatformRoleForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, _("Choose a valid role."))
+    else:
+        try:
+            services.platform_role_set(actor=request.user, user=target, **form.cleaned_data)
+            messages.success(request, _("Roles of %(u)s were changed.") % {"u": target})
+        except ApplicationError as exc:
+            messages.error(request, exc.message)
+    return redirect("tenants:people")
+
+
+@login_required
+def audit_log(request: HttpRequest) -> HttpResponse:
+    _platform_admin_or_404(request)
+    action = request.GET.get("action", "")
+    tenant = None
+    if request.GET.get("tenant"):
+        tenant = selectors.tenant_access_or_404(request.user, request.GET["tenant"]).tenant
+    page = Paginator(selectors.audit_events(tenant=tenant, action=action), 100).get_page(
+        request.GET.get("page"))
+    return render(request, "tenants/audit.html", {"page": page, "action": action,
+                                                  "tenant_filter": request.GET.get("tenant", "")})
