@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import urllib3
 from kubernetes import client as k8s_client
@@ -89,8 +89,14 @@ class ClusterConfig:
     def __post_init__(self) -> None:
         if self.mode not in ("kubeconfig", "in-cluster", "url"):
             raise ValueError(f"unknown cluster mode {self.mode!r}")
-        if self.mode == "url" and not self.url:
-            raise ValueError("mode 'url' needs a url")
+        if self.mode == "url":
+            try:
+                parts = urlsplit(self.url or "")
+                parts.port  # noqa: B018 - raises ValueError for a bad port
+            except ValueError as exc:
+                raise ValueError(f"invalid cluster url {self.url!r}: {exc}") from exc
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(f"mode 'url' needs an http(s) url, got {self.url!r}")
         if not self.request_timeout or self.request_timeout <= 0:
             raise ValueError("request_timeout must be > 0 seconds")
 
@@ -152,6 +158,11 @@ class K8sError(Exception):
         self.message = message
         self.retry_after = retry_after
         self.details = dict(details or {})
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Picklable despite the custom __init__ (Celery/multiprocessing ship exceptions).
+        return (type(self), (self.status, self.reason, self.message),
+                {"retry_after": self.retry_after, "details": self.details})
 
 
 class K8sTransientError(K8sError):
@@ -317,8 +328,16 @@ class KubeClient:
             )
             resp = self._api.call_api(*req, _request_timeout=self.config.request_timeout)
             raw = resp.read() or b""
+        except urllib3.exceptions.LocationValueError as exc:  # a malformed URL: configuration
+            raise K8sPermanentError(None, "ConfigError", str(exc)) from exc
         except urllib3.exceptions.HTTPError as exc:
-            # Timeouts, refused/reset connections, protocol errors, exhausted retries.
+            # Timeouts, refused/reset connections, protocol errors, exhausted retries; a
+            # certificate that does not verify is configuration, not bad luck.
+            reason = getattr(exc, "reason", exc)
+            if isinstance(reason, urllib3.exceptions.SSLError) and "CERTIFICATE_VERIFY" in str(
+                reason
+            ):
+                raise K8sPermanentError(None, "SSLError", str(reason)) from exc
             raise K8sTransientError(None, type(exc).__name__, str(exc)) from exc
         except OSError as exc:
             raise K8sTransientError(None, type(exc).__name__, str(exc)) from exc

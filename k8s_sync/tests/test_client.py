@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import pickle
 import socket
 import threading
 import time
@@ -104,6 +105,21 @@ def test_404_is_a_not_found_error_and_429_carries_retry_after():
     assert err.retry_after == 7.0 and err.message == "slow down"
     assert _error_from_response(429, "", {}, b"").retry_after is None
     assert not is_transient(ValueError("not ours"))
+
+
+def test_errors_survive_pickling():
+    err = _error_from_response(429, "", {"Retry-After": "3"}, b'{"reason":"TooMany","message":"m"}')
+    clone = pickle.loads(pickle.dumps(err))
+    assert type(clone) is K8sTransientError
+    assert (clone.status, clone.reason, clone.message, clone.retry_after) == (429, "TooMany",
+                                                                             "m", 3.0)
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "localhost:8080", "ftp://x", "http://x:99999",
+                                 ""])
+def test_a_malformed_url_is_rejected_at_configuration(url):
+    with pytest.raises(ValueError):
+        ClusterConfig(mode="url", url=url)
 
 
 def test_cluster_config_validates_and_reads_mappings():
