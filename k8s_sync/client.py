@@ -102,15 +102,23 @@ class ClusterConfig:
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> ClusterConfig:
-        """Build from a settings dict; unknown keys raise ``ValueError`` (typos fail loudly)."""
+        """Build from a settings dict.
+
+        Empty strings mean "not set". Keys read by other code (``embedded``: whether
+        ``make run`` starts kubesim) are ignored; any other unknown key raises
+        ``ValueError`` so a typo fails loudly instead of silently using a default.
+        """
         known = set(cls.__dataclass_fields__)
-        unknown = set(values) - known
+        unknown = set(values) - known - _FOREIGN_SETTINGS_KEYS
         if unknown:
             raise ValueError(f"unknown TRAINYARD_CLUSTER keys: {sorted(unknown)}")
-        data = dict(values)
+        data = {k: v for k, v in values.items() if k in known and v != "" and v is not None}
         if "request_timeout" in data:
             data["request_timeout"] = float(data["request_timeout"])
         return cls(**data)
+
+
+_FOREIGN_SETTINGS_KEYS = frozenset({"embedded"})
 
 
 def from_django_settings() -> ClusterConfig:

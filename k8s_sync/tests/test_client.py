@@ -139,6 +139,12 @@ def test_cluster_config_validates_and_reads_mappings():
 def test_from_django_settings_reads_trainyard_cluster(settings):
     settings.TRAINYARD_CLUSTER = {"mode": "url", "url": "http://127.0.0.1:1", "context": None}
     assert from_django_settings() == ClusterConfig(mode="url", url="http://127.0.0.1:1")
+    # the shape portal/settings.py writes: empty strings are "unset", "embedded" is not ours
+    settings.TRAINYARD_CLUSTER = {"mode": "kubeconfig", "embedded": True,
+                                  "kubeconfig": "/var/kubeconfig", "context": "",
+                                  "request_timeout": 2.5}
+    assert from_django_settings() == ClusterConfig(kubeconfig="/var/kubeconfig",
+                                                   request_timeout=2.5)
 
 
 def test_get_client_caches_per_config():
@@ -368,3 +374,11 @@ def test_kubeconfig_mode_reaches_the_same_server(sim, tmp_path):
     kube = KubeClient(ClusterConfig(kubeconfig=str(kubeconfig), context="sim"))
     assert kube.read("v1", "Namespace", "default") is not None
     kube.close()
+
+
+def test_the_project_settings_give_a_valid_cluster_config():
+    from django.conf import settings
+
+    cfg = from_django_settings()
+    assert cfg.mode == settings.TRAINYARD_CLUSTER["mode"]
+    assert cfg.request_timeout > 0
