@@ -1,0 +1,252 @@
+"""Server-side apply and managedFields (FieldsV1).
+
+A field set is a set of paths; a path is a tuple of FieldsV1 keys: ``f:<name>`` for a map
+key, ``k:{"name":"x"}`` for an item of an associative list (merge keys as in patch.py).
+Leaves are owned; an associative-list item is owned as a member (FieldsV1 ``"."``).
+"""
+from __future__ import annotations
+
+import copy
+import json
+
+from .errors import ApiError
+from .patch import MERGE_KEYS, SERVICE_PORT_KEY
+
+TRACKED_META = ("labels", "annotations", "finalizers", "ownerReferences")
+SKIP_TOP = {"apiVersion", "kind", "metadata", "status"}
+
+
+def _list_key(name: str, parent: tuple) -> str | None:
+    if name == "ports" and parent[-1:] == ("f:spec",) and not any(
+            p.startswith("k:") for p in parent):
+        return SERVICE_PORT_KEY
+    key = MERGE_KEYS.get(name)
+    return key if key not in (None, "$set") else None
+
+
+def _item_key(key: str, item: dict) -> str:
+    return "k:" + json.dumps({key: item.get(key)}, separators=(",", ":"))
+
+
+def _walk(value, path: tuple, out: set, parent_name: str = "") -> None:
+    if isinstance(value, dict) and value:
+        for k, v in value.items():
+            _walk(v, (*path, f"f:{k}"), out, k)
+        return
+    if isinstance(value, list) and value and parent_name:
+        key = _list_key(parent_name, path[:-1])
+        if key and all(isinstance(x, dict) and key in x for x in value):
+            for item in value:
+                ip = (*path, _item_key(key, item))
+                out.add(ip)
+                for k, v in item.items():
+                    _walk(v, (*ip, f"f:{k}"), out, k)
+            return
+    out.add(path)
+
+
+def field_set(obj: dict) -> set:
+    """The paths an object (or an applied configuration) sets, minus server-owned ones."""
+    out: set = set()
+    meta = obj.get("metadata") or {}
+    for k in TRACKED_META:
+        if k in meta:
+            _walk(meta[k], ("f:metadata", f"f:{k}"), out, k)
+    for k, v in obj.items():
+        if k not in SKIP_TOP:
+            _walk(v, (f"f:{k}",), out, k)
+    return out
+
+
+def changed_fields(old: dict, new: dict) -> set:
+    """Paths whose value differs between old and new (set in new)."""
+    nf = field_set(new)
+    return {p for p in nf if value_at(old, p) != value_at(new, p)}
+
+
+_MISSING = object()
+
+
+def value_at(obj, path: tuple):
+    cur = obj
+    for p in path:
+        if p.startswith("f:"):
+            if not isinstance(cur, dict) or p[2:] not in cur:
+                return _MISSING
+            cur = cur[p[2:]]
+        elif p.startswith("k:"):
+            (k, v), = json.loads(p[2:]).items()
+            if not isinstance(cur, list):
+                return _MISSING
+            cur = next((x for x in cur if isinstance(x, dict) and x.get(k) == v), _MISSING)
+            if cur is _MISSING:
+                return cur
+    return cur
+
+
+def to_fields_v1(paths: set) -> dict:
+    root: dict = {}
+    for p in sorted(paths):
+        node = root
+        for part in p:
+            node = node.setdefault(part, {})
+        if p and p[-1].startswith("k:"):
+            node["."] = {}
+    return root
+
+
+def from_fields_v1(fields: dict, prefix: tuple = ()) -> set:
+    out: set = set()
+    for k, v in (fields or {}).items():
+        if k == ".":
+            out.add(prefix)
+            continue
+        p = (*prefix, k)
+        if not v:
+            out.add(p)
+        else:
+            out |= from_fields_v1(v, p)
+    return out
+
+
+def format_path(path: tuple) -> str:
+    s = ""
+    for p in path:
+        if p.startswith("f:"):
+            s += "." + p[2:]
+        elif p.startswith("k:"):
+            (k, v), = json.loads(p[2:]).items()
+            s += f"[{k}={json.dumps(v)}]"
+    return s
+
+
+def _remove(obj, path: tuple) -> None:
+    parent = value_at(obj, path[:-1]) if len(path) > 1 else obj
+    last = path[-1]
+    if last.startswith("f:") and isinstance(parent, dict):
+        parent.pop(last[2:], None)
+    elif last.startswith("k:") and isinstance(parent, list):
+        (k, v), = json.loads(last[2:]).items()
+        parent[:] = [x for x in parent if not (isinstance(x, dict) and x.get(k) == v)]
+
+
+def apply_merge(live, cfg, name: str = "", path: tuple = ()):
+    if isinstance(cfg, dict):
+        out = dict(live) if isinstance(live, dict) else {}
+        for k, v in cfg.items():
+            out[k] = apply_merge(out.get(k), v, k, (*path, f"f:{k}"))
+        return out
+    if isinstance(cfg, list) and name:
+        key = _list_key(name, path[:-1])
+        if key and isinstance(live, list) and all(isinstance(x, dict) and key in x for x in cfg):
+            out = [copy.deepcopy(x) for x in live]
+            for item in cfg:
+                idx = next((i for i, x in enumerate(out) if isinstance(x, dict)
+                            and x.get(key) == item[key]), None)
+                if idx is None:
+                    out.append(copy.deepcopy(item))
+                else:
+                    out[idx] = apply_merge(out[idx], item, "", path)
+            return out
+    return copy.deepcopy(cfg)
+
+
+def managers(obj: dict) -> list[dict]:
+    return list((obj.get("metadata") or {}).get("managedFields") or [])
+
+
+def server_side_apply(live: dict | None, cfg: dict, *, manager: str, force: bool,
+                      api_version: str, now: str) -> dict:
+    """Returns the merged object with managedFields updated; raises 409 on conflicts."""
+    live = live or {}
+    new_fields = field_set(cfg)
+    entries = managers(live)
+    mine_old: set = set()
+    others = []
+    for e in entries:
+        fs = from_fields_v1(e.get("fieldsV1") or {})
+        if e.get("manager") == manager and e.get("operation") == "Apply" \
+                and not e.get("subresource"):
+            mine_old = fs
+        else:
+            others.append((e, fs))
+    conflicts = []
+    for e, fs in others:
+        if e.get("subresource"):
+            continue
+        for p in sorted(new_fields & fs):
+            if value_at(live, p) != value_at(cfg, p):
+                conflicts.append((e["manager"], e.get("apiVersion", api_version), p))
+    if conflicts and not force:
+        n = len(conflicts)
+        lines = [f'conflict with "{m}" using {v}: {format_path(p)}' for m, v, p in conflicts]
+        msg = (f"Apply failed with {n} conflict{'s' if n > 1 else ''}: " + lines[0]) if n == 1 \
+            else f"Apply failed with {n} conflicts: " + "\n".join(lines)
+        raise ApiError(409, "Conflict", msg, {"causes": [
+            {"reason": "FieldManagerConflict", "message": f'conflict with "{m}" using {v}',
+             "field": format_path(p)} for m, v, p in conflicts]})
+    result = apply_merge(live, cfg)
+    meta = result.setdefault("metadata", {})
+    owned_by_others: set = set()
+    new_entries = []
+    for e, fs in others:
+        fs = fs - new_fields if not e.get("subresource") else fs
+        owned_by_others |= fs
+        if fs:
+            new_entries.append({**e, "fieldsV1": to_fields_v1(fs)})
+    for p in sorted(mine_old - new_fields - owned_by_others, key=len):
+        if not any(p[:i] in new_fields for i in range(1, len(p))):
+            _remove(result, p)
+            for i in range(len(p) - 1, 0, -1):  # drop maps the removal left empty
+                if value_at(result, p[:i]) == {} and p[:i] not in owned_by_others:
+                    _remove(result, p[:i])
+    if new_fields:
+        new_entries.append({"manager": manager, "operation": "Apply", "apiVersion": api_version,
+                            "time": now, "fieldsType": "FieldsV1",
+                            "fieldsV1": to_fields_v1(new_fields)})
+    meta["managedFields"] = sorted(new_entries, key=_entry_order)
+    return result
+
+
+def _entry_order(e: dict):
+    return (e.get("operation") != "Apply", e.get("manager", ""))
+
+
+def record_update(old: dict | None, new: dict, *, manager: str, api_version: str,
+                  now: str, subresource: str | None = None) -> None:
+    """Assign the fields a non-apply write changed to `manager` (operation Update)."""
+    if subresource:
+        changed = {p for p in _status_fields(new) if value_at(old or {}, p) != value_at(new, p)}
+    else:
+        changed = field_set(new) if old is None else changed_fields(old, new)
+    entries = managers(old or {}) if old is not None else []
+    present_new = field_set(new) | (_status_fields(new) if subresource else set())
+    out, mine = [], set()
+    for e in entries:
+        fs = from_fields_v1(e.get("fieldsV1") or {})
+        same = e.get("manager") == manager and e.get("operation") == "Update" \
+            and e.get("subresource") == subresource
+        if same:
+            mine = fs
+            continue
+        if bool(e.get("subresource")) == bool(subresource):
+            fs = fs - changed
+        if not subresource:
+            fs = {p for p in fs if p in present_new or value_at(new, p) is not _MISSING}
+        if fs:
+            out.append({**e, "fieldsV1": to_fields_v1(fs)})
+    mine = {p for p in (mine | changed) if value_at(new, p) is not _MISSING}
+    if mine:
+        entry = {"manager": manager, "operation": "Update", "apiVersion": api_version,
+                 "time": now, "fieldsType": "FieldsV1", "fieldsV1": to_fields_v1(mine)}
+        if subresource:
+            entry["subresource"] = subresource
+        out.append(entry)
+    new.setdefault("metadata", {})["managedFields"] = sorted(out, key=_entry_order)
+
+
+def _status_fields(obj: dict) -> set:
+    out: set = set()
+    if "status" in obj:
+        _walk(obj["status"], ("f:status",), out, "status")
+    return out

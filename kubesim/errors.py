@@ -1,0 +1,106 @@
+"""Kubernetes API errors as v1 Status bodies."""
+from __future__ import annotations
+
+from typing import Any
+
+REASONS = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    406: "NotAcceptable",
+    409: "Conflict",
+    410: "Gone",
+    415: "UnsupportedMediaType",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+}
+
+
+class ApiError(Exception):
+    def __init__(self, code: int, reason: str, message: str, details: dict | None = None):
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.details = details
+
+    def status(self) -> dict:
+        body: dict[str, Any] = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
+        if self.details:
+            body["details"] = self.details
+        return body
+
+    def __repr__(self) -> str:
+        return f"ApiError({self.code}, {self.reason!r}, {self.message!r})"
+
+
+def _details(name: str | None, group: str, kind: str, causes: list | None = None) -> dict:
+    d: dict[str, Any] = {}
+    if name:
+        d["name"] = name
+    if group:
+        d["group"] = group
+    d["kind"] = kind
+    if causes:
+        d["causes"] = causes
+    return d
+
+
+def qualified(resource: str, group: str) -> str:
+    return f"{resource}.{group}" if group else resource
+
+
+def not_found(resource: str, group: str, name: str) -> ApiError:
+    return ApiError(404, "NotFound", f'{qualified(resource, group)} "{name}" not found',
+                    _details(name, group, resource))
+
+
+def already_exists(resource: str, group: str, name: str) -> ApiError:
+    return ApiError(409, "AlreadyExists",
+                    f'{qualified(resource, group)} "{name}" already exists',
+                    _details(name, group, resource))
+
+
+def conflict(resource: str, group: str, name: str, why: str) -> ApiError:
+    return ApiError(409, "Conflict",
+                    f'Operation cannot be fulfilled on {qualified(resource, group)} "{name}": {why}',
+                    _details(name, group, resource))
+
+
+def forbidden(resource: str, group: str, name: str, why: str) -> ApiError:
+    return ApiError(403, "Forbidden", f'{qualified(resource, group)} "{name}" is forbidden: {why}',
+                    _details(name, group, resource))
+
+
+def invalid(kind: str, group: str, name: str, causes: list[dict]) -> ApiError:
+    """422 with field causes: each cause {field, message, reason?}.
+
+    The message follows apimachinery: `Kind "name" is invalid: [field: msg, ...]`."""
+    full = [{"reason": c.get("reason", "FieldValueInvalid"), "message": c["message"],
+             "field": c["field"]} for c in causes]
+    parts = [f"{c['field']}: {c['message']}" for c in full]
+    joined = parts[0] if len(parts) == 1 else "[" + ", ".join(parts) + "]"
+    qkind = f"{kind}.{group}" if group else kind
+    return ApiError(422, "Invalid", f'{qkind} "{name}" is invalid: {joined}',
+                    _details(name, group, kind, full))
+
+
+def bad_request(message: str) -> ApiError:
+    return ApiError(400, "BadRequest", message)
+
+
+def gone(message: str) -> ApiError:
+    return ApiError(410, "Expired", message)

@@ -1,0 +1,159 @@
+"""Per-kind behaviour of the API server's registry strategies: defaults on create,
+status initialisation, validation on create and update."""
+from __future__ import annotations
+
+import hashlib
+
+from . import validation as v
+from .resources import ResourceType
+
+
+def qos_class(spec: dict) -> str:
+    containers = (spec.get("containers") or []) + (spec.get("initContainers") or [])
+    any_set, guaranteed = False, True
+    for c in containers:
+        res = c.get("resources") or {}
+        req, lim = res.get("requests") or {}, res.get("limits") or {}
+        for r in ("cpu", "memory"):
+            if r in req or r in lim:
+                any_set = True
+            if r not in lim or req.get(r, lim.get(r)) != lim.get(r):
+                guaranteed = False
+    if not any_set:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def _default_pod(obj: dict) -> None:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("serviceAccountName", spec.get("serviceAccount") or "default")
+    spec.setdefault("serviceAccount", spec["serviceAccountName"])
+    spec.setdefault("securityContext", {})
+    spec.setdefault("enableServiceLinks", True)
+    for key in ("containers", "initContainers"):
+        for c in spec.get(key) or []:
+            image = c.get("image") or ""
+            tag = image.rsplit("/", 1)[-1]
+            c.setdefault("imagePullPolicy",
+                         "Always" if ":" not in tag or tag.endswith(":latest") else "IfNotPresent")
+            c.setdefault("terminationMessagePath", "/dev/termination-log")
+            c.setdefault("terminationMessagePolicy", "File")
+            res = c.setdefault("resources", {})
+            for k, val in (res.get("limits") or {}).items():
+                res.setdefault("requests", {}).setdefault(k, val)
+            for p in c.get("ports") or []:
+                p.setdefault("protocol", "TCP")
+    for t in ("not-ready", "unreachable"):
+        key = f"node.kubernetes.io/{t}"
+        tols = spec.setdefault("tolerations", [])
+        if not any(x.get("key") == key for x in tols):
+            tols.append({"key": key, "operator": "Exists", "effect": "NoExecute",
+                         "tolerationSeconds": 300})
+
+
+def _cluster_ip(name: str, namespace: str) -> str:
+    h = hashlib.sha1(f"{namespace}/{name}".encode(), usedforsecurity=False).digest()
+    return f"10.96.{h[0]}.{max(h[1], 1)}"
+
+
+def prepare_create(rt: ResourceType, obj: dict) -> None:
+    """Defaults and initial status, as each kind's strategy PrepareForCreate + defaulting."""
+    kind = rt.kind if not rt.crd_name else None
+    meta = obj["metadata"]
+    if rt.crd_name:
+        if rt.has_status:
+            obj.pop("status", None)
+        return
+    if kind == "Namespace":
+        obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+        obj["status"] = {"phase": "Active"}
+        meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = meta["name"]
+    elif kind == "Pod":
+        _default_pod(obj)
+        obj["status"] = {"phase": "Pending", "qosClass": qos_class(obj["spec"])}
+    elif kind == "PersistentVolumeClaim":
+        obj.setdefault("spec", {}).setdefault("volumeMode", "Filesystem")
+        obj["status"] = {"phase": "Pending"}
+    elif kind == "PersistentVolume":
+        obj["status"] = {"phase": "Pending"}
+    elif kind == "ResourceQuota":
+        obj["status"] = {}
+    elif kind == "Service":
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("type", "ClusterIP")
+        spec.setdefault("sessionAffinity", "None")
+        if spec.get("clusterIP") != "None":
+            spec.setdefault("clusterIP", _cluster_ip(meta["name"], meta.get("namespace", "")))
+            spec.setdefault("clusterIPs", [spec["clusterIP"]])
+        for p in spec.get("ports") or []:
+            p.setdefault("protocol", "TCP")
+            p.setdefault("targetPort", p.get("port"))
+        obj["status"] = {"loadBalancer": {}}
+    elif kind == "LimitRange":
+        v.default_limit_range(obj)
+    elif kind == "PriorityClass":
+        obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    elif kind == "StorageClass":
+        obj.setdefault("reclaimPolicy", "Delete")
+        obj.setdefault("volumeBindingMode", "Immediate")
+    elif kind == "Secret":
+        obj.setdefault("type", "Opaque")
+    elif kind == "Node":
+        obj.setdefault("status", {})
+    elif kind == "CustomResourceDefinition":
+        names = dict((obj.get("spec") or {}).get("names") or {})
+        names.setdefault("singular", names.get("kind", "").lower())
+        names.setdefault("listKind", names.get("kind", "") + "List")
+        obj["spec"]["names"] = names
+        obj["status"] = {
+            "acceptedNames": names,
+            "conditions": [
+                {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
+                 "message": "no conflicts found"},
+                {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
+                 "message": "the initial names have been accepted"}],
+            "storedVersions": [x["name"] for x in obj["spec"].get("versions") or []
+                               if x.get("storage")],
+        }
+
+
+def prepare_update(rt: ResourceType, old: dict, new: dict) -> None:
+    if rt.kind == "LimitRange" and not rt.crd_name:
+        v.default_limit_range(new)
+    if rt.kind == "Pod" and not rt.crd_name:
+        new.setdefault("status", {})
+
+
+def validate(rt: ResourceType, obj: dict, old: dict | None) -> list[dict]:
+    """Field causes (422) for a create (old None) or update."""
+    meta = obj.get("metadata") or {}
+    errs = v.name_errors(rt.kind, meta.get("name")) if old is None else []
+    errs += v.check_metadata(rt.kind, meta)
+    if rt.crd_name:
+        if rt.validator is not None:
+            errs += v.crd_object_errors(rt.validator, obj)
+        return errs
+    kind = rt.kind
+    if kind == "Pod":
+        errs += v.validate_pod(obj)
+        if old is not None:
+            errs += v.pod_update_errors(old, obj)
+    elif kind == "ResourceQuota":
+        errs += v.validate_resource_quota(obj)
+    elif kind == "LimitRange":
+        errs += v.validate_limit_range(obj)
+    elif kind == "PriorityClass":
+        errs += v.validate_priority_class(obj)
+    elif kind == "PersistentVolumeClaim" and old is None:
+        errs += v.validate_pvc(obj)
+    elif kind == "CustomResourceDefinition":
+        errs += v.validate_crd(obj)
+    elif kind in ("RoleBinding", "ClusterRoleBinding") and not obj.get("roleRef"):
+        errs.append(v.required("roleRef"))
+    if old is not None and rt.immutable:
+        errs += v.immutable_errors(rt.immutable, old, obj)
+    return errs

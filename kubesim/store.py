@@ -1,0 +1,629 @@
+"""The in-memory object store: the API server's registry, storage and admission chain.
+
+Synchronous; every call happens on the server's event-loop thread (use Cluster.call from
+other threads). Stored objects are never mutated in place: each write stores a new dict,
+so readers on the loop may hold references; callers outside get deep copies.
+
+Write semantics worth knowing (as the real API server):
+- create ignores `status` for kinds with a status subresource (Pod starts Pending,
+  custom resources start without status; Node keeps the status it is created with).
+  Write status with replace/patch(..., subresource="status").
+- main-resource writes of such kinds keep the stored status.
+- Pod spec is immutable after create, except images, activeDeadlineSeconds, tolerations,
+  terminationGracePeriodSeconds, and spec.nodeName, which may be set once (as /binding does).
+"""
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import random
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from fractions import Fraction
+
+from . import admission as adm
+from . import kinds
+from .apply import record_update, server_side_apply
+from .clock import Clock, rfc3339
+from .errors import ApiError, already_exists, bad_request, conflict, forbidden, gone, not_found
+from .jsonutil import jcopy
+from .patch import json_patch, merge_patch, strategic_merge
+from .resources import Registry, ResourceType, default_crds
+from .selectors import parse_field_selector, parse_label_selector
+
+log = logging.getLogger("kubesim.store")
+
+CRD_KEY = "customresourcedefinitions.apiextensions.k8s.io"
+PC_KEY = "priorityclasses.scheduling.k8s.io"
+SC_KEY = "storageclasses.storage.k8s.io"
+_NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+_META_FIELDS = {"metadata.name", "metadata.namespace"}
+FIELD_LABELS = {
+    "pods": {"spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
+             "spec.serviceAccountName", "status.phase", "status.podIP",
+             "status.nominatedNodeName", "spec.hostNetwork"},
+    "events": {"involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
+               "involvedObject.uid", "involvedObject.apiVersion",
+               "involvedObject.resourceVersion", "involvedObject.fieldPath", "reason",
+               "reportingComponent", "source", "type"},
+    "nodes": {"spec.unschedulable"},
+    "namespaces": {"status.phase"},
+    "secrets": {"type"},
+    "persistentvolumeclaims": set(),
+}
+_DEFAULT_CRDS: list[dict] | None = None
+
+
+def _default_crds() -> list[dict]:
+    global _DEFAULT_CRDS
+    if _DEFAULT_CRDS is None:
+        _DEFAULT_CRDS = default_crds()
+    return _DEFAULT_CRDS
+
+
+def _content(obj: dict) -> dict:
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+
+
+class Store:
+    def __init__(self, clock: Clock | None = None, *, history: int = 20000,
+                 default_crds: bool = True, seed: int | None = None):
+        self.clock = clock or Clock()
+        self.registry = Registry()
+        self._data: dict[str, dict[str, dict[str, dict]]] = {}
+        self._rv = 0
+        self._history: deque = deque(maxlen=history)
+        self._subs: list[Callable[[str, str, dict], None]] = []
+        self._raw_subs: list[Callable[[str, ResourceType, dict], None]] = []
+        self._rng = random.Random(seed)
+        self._snapshot = None
+        if default_crds:
+            for crd in _default_crds():
+                self.create(CRD_KEY, crd)
+
+    # ---- helpers ----------------------------------------------------------------------------
+    @property
+    def resource_version(self) -> int:
+        return self._rv
+
+    def rt(self, resource: str) -> ResourceType:
+        return self.registry.get(resource)
+
+    def _bucket(self, rt: ResourceType, ns: str) -> dict[str, dict]:
+        return self._data.setdefault(rt.key, {}).setdefault(ns, {})
+
+    def raw(self, rt: ResourceType, name: str, ns: str | None) -> dict | None:
+        return self._data.get(rt.key, {}).get((ns or "") if rt.namespaced else "", {}).get(name)
+
+    def _ns_of(self, rt: ResourceType, namespace: str | None, obj: dict | None = None) -> str:
+        if not rt.namespaced:
+            return ""
+        meta_ns = ((obj or {}).get("metadata") or {}).get("namespace")
+        if namespace and meta_ns and namespace != meta_ns:
+            raise bad_request("the namespace of the provided object does not match the "
+                              "namespace sent on the request")
+        ns = namespace or meta_ns
+        if not ns:
+            raise bad_request("an empty namespace may not be set when a resource name is provided"
+                              if obj is None else "the namespace of the object is required")
+        return ns
+
+    def _get_or_404(self, rt: ResourceType, name: str, ns: str) -> dict:
+        obj = self._data.get(rt.key, {}).get(ns, {}).get(name)
+        if obj is None:
+            raise not_found(rt.plural, rt.group, name)
+        return obj
+
+    def _uid(self) -> str:
+        return str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
+
+    def _commit(self, rt: ResourceType, etype: str, new: dict, old: dict | None) -> dict:
+        self._rv += 1
+        meta = new["metadata"]
+        meta["resourceVersion"] = str(self._rv)
+        ns = meta.get("namespace", "") if rt.namespaced else ""
+        bucket = self._bucket(rt, ns)
+        if etype == "DELETED":
+            bucket.pop(meta["name"], None)
+        else:
+            bucket[meta["name"]] = new
+        self._history.append((self._rv, etype, rt, ns, new))
+        for cb in list(self._raw_subs):
+            cb(etype, rt, new)
+        for cb in list(self._subs):
+            try:
+                cb(etype, rt.key, jcopy(new))
+            except Exception:
+                log.exception("store subscriber failed")
+        self._after_change(rt, ns, old, None if etype == "DELETED" else new)
+        return new
+
+    # ---- public API -------------------------------------------------------------------------
+    def subscribe(self, callback: Callable[[str, str, dict], None]) -> Callable[[], None]:
+        self._subs.append(callback)
+        return lambda: callback in self._subs and self._subs.remove(callback)
+
+    def subscribe_raw(self, callback) -> Callable[[], None]:
+        """callback(event_type, ResourceType, stored_obj) without copying; do not mutate."""
+        self._raw_subs.append(callback)
+        return lambda: callback in self._raw_subs and self._raw_subs.remove(callback)
+
+    def get(self, resource: str, name: str, *, namespace: str | None = None) -> dict:
+        rt = self.rt(resource)
+        return jcopy(self._get_or_404(rt, name, self._ns_of(rt, namespace)))
+
+    def list(self, resource: str, *, namespace: str | None = None,
+             label_selector: str | None = None, field_selector: str | None = None) -> list[dict]:
+        rt = self.rt(resource)
+        return [jcopy(o) for o in self.select(rt, namespace, label_selector, field_selector)]
+
+    def matcher(self, rt: ResourceType, label_selector: str | None,
+                field_selector: str | None) -> Callable[[dict], bool] | None:
+        lp = parse_label_selector(label_selector)
+        allowed = None if rt.crd_name else _META_FIELDS | FIELD_LABELS.get(rt.key, set())
+        fp = parse_field_selector(field_selector, allowed)
+        if lp and fp:
+            return lambda o: lp(o) and fp(o)
+        return lp or fp
+
+    def select(self, rt: ResourceType, namespace: str | None, label_selector: str | None = None,
+               field_selector: str | None = None, start_after: str | None = None
+               ) -> Iterator[dict]:
+        """Stored objects (not copies) sorted by namespace/name."""
+        pred = self.matcher(rt, label_selector, field_selector)
+        buckets = self._data.get(rt.key, {})
+        if rt.namespaced and namespace:
+            names = [(namespace, buckets.get(namespace, {}))]
+        else:
+            names = sorted(buckets.items())
+        for ns, bucket in names:
+            for name in sorted(bucket):
+                if start_after is not None and f"{ns}/{name}" <= start_after:
+                    continue
+                obj = bucket[name]
+                if pred is None or pred(obj):
+                    yield obj
+
+    def list_page(self, rt: ResourceType, namespace: str | None, label_selector=None,
+                  field_selector=None, limit: int | None = None, continue_token=None):
+        """(items, list resourceVersion, continue token or None, remaining count)."""
+        start = None
+        if continue_token:
+            try:
+                tok = json.loads(base64.urlsafe_b64decode(continue_token.encode()))
+                start = tok["start"]
+            except (ValueError, KeyError, TypeError):
+                raise bad_request("continue key is not valid: incorrect encoded start "
+                                  "resourceVersion (version meta.k8s.io/v1)") from None
+        items, token, remaining = [], None, None
+        it = self.select(rt, namespace, label_selector, field_selector, start)
+        for obj in it:
+            if limit and len(items) >= limit:
+                remaining = 1 + sum(1 for _ in it)
+                last = items[-1]["metadata"]
+                key = f"{last.get('namespace', '') if rt.namespaced else ''}/{last['name']}"
+                token = base64.urlsafe_b64encode(json.dumps(
+                    {"v": "meta.k8s.io/v1", "rv": self._rv, "start": key}).encode()).decode()
+                break
+            items.append(obj)
+        return items, str(self._rv), token, remaining
+
+    def events_since(self, rv: int) -> list[tuple]:
+        """History entries with resourceVersion > rv; 410 when rv fell out of the window."""
+        floor = self._history[0][0] - 1 if self._history else self._rv
+        if rv < floor:
+            raise gone(f"too old resource version: {rv} ({floor})")
+        if not self._history or rv >= self._rv:
+            return []
+        start = max(0, len(self._history) - (self._rv - rv))
+        return [e for e in list(self._history)[start:] if e[0] > rv]
+
+    # ---- create -----------------------------------------------------------------------------
+    def create(self, resource: str, obj: dict, *, namespace: str | None = None,
+               dry_run: bool = False, field_manager: str | None = None) -> dict:
+        rt = self.rt(resource)
+        new = self._prepare_new(rt, obj, namespace)
+        ns = new["metadata"].get("namespace", "")
+        name = new["metadata"]["name"]
+        if self.raw(rt, name, ns) is not None:
+            raise already_exists(rt.plural, rt.group, name)
+        self._admit_create(rt, new, ns)
+        meta = new["metadata"]
+        meta["uid"] = self._uid()
+        meta["creationTimestamp"] = self.clock.timestamp()
+        if "spec" in new or rt.crd_name:
+            meta["generation"] = 1
+        if field_manager:
+            record_update(None, new, manager=field_manager, api_version=rt.api_version,
+                          now=self.clock.timestamp())
+        if dry_run:
+            return jcopy(new)
+        return jcopy(self._commit(rt, "ADDED", new, None))
+
+    def _prepare_new(self, rt: ResourceType, obj, namespace: str | None) -> dict:
+        if not isinstance(obj, dict):
+            raise bad_request("the body of the request was in an unknown format")
+        new = jcopy(obj)
+        self._check_type(rt, new)
+        meta = new.get("metadata")
+        if meta is None:
+            meta = new["metadata"] = {}
+        if not isinstance(meta, dict):
+            raise bad_request("metadata must be an object")
+        ns = self._ns_of(rt, namespace, new)
+        if rt.namespaced:
+            meta["namespace"] = ns
+        else:
+            meta.pop("namespace", None)
+        for k in ("resourceVersion", "uid", "creationTimestamp", "deletionTimestamp",
+                  "deletionGracePeriodSeconds", "generation", "managedFields", "selfLink"):
+            meta.pop(k, None)
+        if not meta.get("name"):
+            if meta.get("generateName"):
+                for _ in range(16):
+                    cand = meta["generateName"] + "".join(
+                        self._rng.choice(_NAME_CHARS) for _ in range(5))
+                    if self.raw(rt, cand, ns) is None:
+                        break
+                meta["name"] = cand
+            else:
+                from .errors import invalid
+                raise invalid(rt.kind, rt.group, "", [{
+                    "field": "metadata.name", "reason": "FieldValueRequired",
+                    "message": "Required value: name or generateName is required"}])
+        if rt.normalize is not None:
+            rt.normalize(new)
+        kinds.prepare_create(rt, new)
+        return new
+
+    def _check_type(self, rt: ResourceType, obj: dict) -> None:
+        kind, av = obj.get("kind"), obj.get("apiVersion")
+        if kind and kind != rt.kind:
+            raise bad_request(f"the kind in the body ({kind}) does not match the kind of the "
+                              f"resource ({rt.kind})")
+        if av and av != rt.api_version and (not rt.served_versions or av not in [
+                f"{rt.group}/{v}" for v in rt.served_versions]):
+            raise bad_request(f"the API version in the data ({av}) does not match the "
+                              f"expected API version ({rt.api_version})")
+        obj["kind"] = rt.kind
+        obj["apiVersion"] = av or rt.api_version
+
+    def _admit_create(self, rt: ResourceType, new: dict, ns: str) -> None:
+        name = new["metadata"]["name"]
+        if rt.namespaced:
+            nso = self._data.get("namespaces", {}).get("", {}).get(ns)
+            if nso is None:
+                raise not_found("namespaces", "", ns)
+            if nso.get("metadata", {}).get("deletionTimestamp") or \
+                    (nso.get("status") or {}).get("phase") == "Terminating":
+                raise forbidden(rt.plural, rt.group, name,
+                                f"unable to create new content in namespace {ns} because it "
+                                "is being terminated")
+        lrs = list(self._data.get("limitranges", {}).get(ns, {}).values()) if ns else []
+        if rt.key == "pods":
+            if lrs:
+                adm.limit_range_pod(lrs, new, name)
+            adm.priority_admission(list(self._data.get(PC_KEY, {}).get("", {}).values()),
+                                   new, name)
+            new["status"]["qosClass"] = kinds.qos_class(new["spec"])
+        elif rt.key == "persistentvolumeclaims":
+            spec = new.setdefault("spec", {})
+            if not spec.get("storageClassName"):
+                default = next((s for s in self._data.get(SC_KEY, {}).get("", {}).values()
+                                if (s["metadata"].get("annotations") or {}).get(
+                                    "storageclass.kubernetes.io/is-default-class") == "true"),
+                               None)
+                if default is not None:
+                    spec["storageClassName"] = default["metadata"]["name"]
+            if lrs:
+                adm.limit_range_pvc(lrs, new, name)
+        from .validation import raise_if
+        raise_if(kinds.validate(rt, new, None), rt.kind, rt.group, name)
+        quotas = self._data.get("resourcequotas", {}).get(ns) if ns else None
+        if quotas:
+            adm.check_quotas(list(quotas.values()), rt.key, new, rt.plural, name, rt.group)
+
+    # ---- update -----------------------------------------------------------------------------
+    def replace(self, resource: str, obj: dict, *, namespace: str | None = None,
+                subresource: str | None = None, dry_run: bool = False,
+                field_manager: str | None = None) -> dict:
+        rt = self.rt(resource)
+        if not isinstance(obj, dict) or not isinstance(obj.get("metadata") or {}, dict):
+            raise bad_request("the body of the request was in an unknown format")
+        name = (obj.get("metadata") or {}).get("name")
+        if not name:
+            raise bad_request("name is required in the body")
+        ns = self._ns_of(rt, namespace, obj)
+        old = self._get_or_404(rt, name, ns)
+        return self._update(rt, old, jcopy(obj), subresource, dry_run, field_manager)
+
+    def _update(self, rt: ResourceType, old: dict, new: dict, subresource: str | None,
+                dry_run: bool = False, field_manager: str | None = None,
+                managed: bool = False) -> dict:
+        meta_in = new.get("metadata") or {}
+        name = old["metadata"]["name"]
+        rv = meta_in.get("resourceVersion")
+        if rv and rv != old["metadata"]["resourceVersion"]:
+            raise conflict(rt.plural, rt.group, name, "the object has been modified; please "
+                           "apply your changes to the latest version and try again")
+        self._check_type(rt, new)
+        if subresource == "status":
+            status = new.get("status")
+            new = jcopy(old)
+            if status is None:
+                new.pop("status", None)
+            else:
+                new["status"] = status
+        elif subresource not in (None, ""):
+            raise ApiError(404, "NotFound", f"subresource {subresource} cannot be updated")
+        else:
+            meta = new.setdefault("metadata", {})
+            if not isinstance(meta, dict):
+                raise bad_request("metadata must be an object")
+            for k in ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp",
+                      "deletionGracePeriodSeconds", "generation"):
+                if k in old["metadata"]:
+                    meta[k] = old["metadata"][k]
+                else:
+                    meta.pop(k, None)
+            if "managedFields" not in meta and "managedFields" in old["metadata"]:
+                meta["managedFields"] = old["metadata"]["managedFields"]
+            if rt.has_status:
+                if "status" in old:
+                    new["status"] = jcopy(old["status"])
+                else:
+                    new.pop("status", None)
+        if rt.normalize is not None:
+            rt.normalize(new)
+        kinds.prepare_update(rt, old, new)
+        from .validation import raise_if
+        raise_if(kinds.validate(rt, new, old), rt.kind, rt.group, name)
+        if rt.kind == "Namespace" and not rt.crd_name and old.get("status"):
+            if subresource != "status":
+                new["status"] = jcopy(old["status"])
+        if _content(new) != _content(old) and "generation" in old["metadata"]:
+            new["metadata"]["generation"] = old["metadata"]["generation"] + 1
+        if field_manager and not managed:
+            record_update(old, new, manager=field_manager, api_version=rt.api_version,
+                          now=self.clock.timestamp(), subresource=subresource or None)
+        new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
+        if new == old:
+            return jcopy(old)
+        if dry_run:
+            return jcopy(new)
+        if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers") \
+                and not self._awaits_kubelet(rt, new):
+            return jcopy(self._remove(rt, new))
+        return jcopy(self._commit(rt, "MODIFIED", new, old))
+
+    def patch(self, resource: str, name: str, body, *, patch_type: str = "merge",
+              namespace: str | None = None, subresource: str | None = None,
+              field_manager: str | None = None, force: bool = False,
+              dry_run: bool = False) -> dict:
+        rt = self.rt(resource)
+        ns = self._ns_of(rt, namespace)
+        old = self.raw(rt, name, ns)
+        if patch_type == "apply":
+            return self._apply(rt, name, ns, old, body, subresource, field_manager, force,
+                               dry_run)
+        if old is None:
+            raise not_found(rt.plural, rt.group, name)
+        if patch_type == "json":
+            patched = json_patch(old, body)
+        elif patch_type == "merge":
+            if not isinstance(body, dict):
+                raise bad_request("merge patch body must be a JSON object")
+            patched = merge_patch(old, body)
+        elif patch_type == "strategic":
+            if rt.crd_name:
+                raise ApiError(415, "UnsupportedMediaType",
+                               "the body of the request was in an unknown format - accepted "
+                               "media types include: application/json-patch+json, "
+                               "application/merge-patch+json, application/apply-patch+yaml")
+            if not isinstance(body, dict):
+                raise bad_request("strategic merge patch body must be a JSON object")
+            patched = strategic_merge(old, body)
+        else:
+            raise ApiError(415, "UnsupportedMediaType", f"unknown patch type {patch_type!r}")
+        if not isinstance(patched, dict):
+            raise bad_request("the patch produced something that is not an object")
+        patched = jcopy(patched)
+        meta = patched.setdefault("metadata", {})
+        if not isinstance(meta, dict):
+            raise bad_request("metadata must be an object")
+        if meta.get("name") != name:
+            raise bad_request(f"the name of the object ({meta.get('name')}) does not match the "
+                              f"name on the URL ({name})")
+        return self._update(rt, old, patched, subresource, dry_run, field_manager)
+
+    def _apply(self, rt, name, ns, old, body, subresource, field_manager, force, dry_run):
+        if not field_manager:
+            from .errors import invalid
+            raise invalid("PatchOptions", "meta.k8s.io", "", [{
+                "field": "fieldManager", "reason": "FieldValueRequired",
+                "message": "Required value: is required for apply patch"}])
+        if not isinstance(body, dict):
+            raise bad_request("apply patch body must be an object")
+        body = jcopy(body)
+        meta = body.setdefault("metadata", {})
+        if meta.get("name") not in (None, name):
+            raise bad_request(f"the name of the object ({meta.get('name')}) does not match the "
+                              f"name on the URL ({name})")
+        meta["name"] = name
+        if rt.namespaced:
+            if meta.get("namespace") not in (None, ns):
+                raise bad_request("the namespace of the provided object does not match the "
+                                  "namespace sent on the request")
+            meta["namespace"] = ns
+        self._check_type(rt, body)
+        if rt.normalize is not None:
+            rt.normalize(body)
+        if subresource != "status" and rt.has_status:
+            body.pop("status", None)
+        now = self.clock.timestamp()
+        if old is None:
+            if subresource:
+                raise not_found(rt.plural, rt.group, name)
+            merged = server_side_apply(None, body, manager=field_manager, force=force,
+                                       api_version=rt.api_version, now=now)
+            managed = merged["metadata"].get("managedFields")
+            created = self.create(rt.key, merged, namespace=ns or None, dry_run=True)
+            created["metadata"]["managedFields"] = managed
+            if dry_run:
+                return created
+            return jcopy(self._commit(rt, "ADDED", created, None))
+        rv = meta.get("resourceVersion")
+        if rv and rv != old["metadata"]["resourceVersion"]:
+            raise conflict(rt.plural, rt.group, name, "the object has been modified; please "
+                           "apply your changes to the latest version and try again")
+        meta.pop("resourceVersion", None)
+        merged = server_side_apply(old, body, manager=field_manager, force=force,
+                                   api_version=rt.api_version, now=now)
+        return self._update(rt, old, merged, subresource, dry_run, field_manager, managed=True)
+
+    # ---- delete -----------------------------------------------------------------------------
+    def _awaits_kubelet(self, rt: ResourceType, obj: dict) -> bool:
+        return rt.key == "pods" and bool((obj.get("spec") or {}).get("nodeName")) and \
+            (obj["metadata"].get("deletionGracePeriodSeconds") or 0) > 0
+
+    def delete(self, resource: str, name: str, *, namespace: str | None = None,
+               grace_period_seconds: int | None = None, propagation_policy: str | None = None,
+               dry_run: bool = False, preconditions: dict | None = None) -> dict:
+        rt = self.rt(resource)
+        ns = self._ns_of(rt, namespace)
+        old = self._get_or_404(rt, name, ns)
+        if preconditions:
+            for k in ("uid", "resourceVersion"):
+                if preconditions.get(k) and preconditions[k] != old["metadata"].get(k):
+                    raise conflict(rt.plural, rt.group, name,
+                                   f"Precondition failed: {k} in precondition: "
+                                   f"{preconditions[k]}, {k} in object meta: "
+                                   f"{old['metadata'].get(k)}")
+        if dry_run:
+            return jcopy(old)
+        meta = old["metadata"]
+        if rt.key == "namespaces":
+            return jcopy(self._delete_namespace(rt, old))
+        grace = 0
+        if rt.key == "pods" and (old.get("spec") or {}).get("nodeName") and \
+                (old.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            grace = grace_period_seconds if grace_period_seconds is not None else \
+                (old["spec"].get("terminationGracePeriodSeconds") or 30)
+            if grace_period_seconds is None and meta.get("deletionGracePeriodSeconds") \
+                    is not None:
+                grace = min(grace, meta["deletionGracePeriodSeconds"])
+        if grace > 0 or meta.get("finalizers"):
+            if meta.get("deletionTimestamp") and (
+                    grace >= (meta.get("deletionGracePeriodSeconds") or 0)):
+                return jcopy(old)
+            new = jcopy(old)
+            new["metadata"]["deletionTimestamp"] = rfc3339(
+                self.clock.now() + timedelta(seconds=grace))
+            new["metadata"]["deletionGracePeriodSeconds"] = grace
+            if grace == 0 and not meta.get("finalizers"):
+                return jcopy(self._remove(rt, new))
+            return jcopy(self._commit(rt, "MODIFIED", new, old))
+        return jcopy(self._remove(rt, jcopy(old)))
+
+    def _remove(self, rt: ResourceType, obj: dict) -> dict:
+        old = self.raw(rt, obj["metadata"]["name"], obj["metadata"].get("namespace"))
+        return self._commit(rt, "DELETED", obj, old)
+
+    def _delete_namespace(self, rt: ResourceType, ns_obj: dict) -> dict:
+        name = ns_obj["metadata"]["name"]
+        if not ns_obj["metadata"].get("deletionTimestamp"):
+            new = jcopy(ns_obj)
+            new["metadata"]["deletionTimestamp"] = self.clock.timestamp()
+            new["metadata"]["deletionGracePeriodSeconds"] = 0
+            new["status"] = {"phase": "Terminating"}
+            ns_obj = self._commit(rt, "MODIFIED", new, ns_obj)
+        for other in self.registry.all():
+            if not other.namespaced:
+                continue
+            for obj_name in list(self._data.get(other.key, {}).get(name, {})):
+                obj = self._data[other.key][name].get(obj_name)
+                if obj is not None and not obj["metadata"].get("deletionTimestamp"):
+                    self.delete(other.key, obj_name, namespace=name)
+        return self._maybe_finalize_namespace(name) or ns_obj
+
+    def _maybe_finalize_namespace(self, name: str) -> dict | None:
+        nso = self._data.get("namespaces", {}).get("", {}).get(name)
+        if nso is None or not nso["metadata"].get("deletionTimestamp"):
+            return None
+        for buckets in self._data.values():
+            if buckets.get(name):
+                return None
+        self._data.get("resourcequotas", {}).pop(name, None)
+        final = jcopy(nso)
+        final.setdefault("spec", {})["finalizers"] = []
+        return self._remove(self.rt("namespaces"), final)
+
+    # ---- controllers run synchronously on every change --------------------------------------
+    def _after_change(self, rt: ResourceType, ns: str, old: dict | None, new: dict | None):
+        if rt.key == CRD_KEY:
+            self._crd_changed(old, new)
+            return
+        if rt.key == "resourcequotas":
+            if new is not None and (old is None or old.get("spec") != new.get("spec")):
+                self._recompute_quota(new)
+            return
+        if not ns:
+            return
+        quotas = self._data.get("resourcequotas", {}).get(ns)
+        if quotas:
+            for quota in list(quotas.values()):
+                before = adm.quota_usage_for(quota, rt.key, old)
+                after = adm.quota_usage_for(quota, rt.key, new)
+                delta = {k: after.get(k, Fraction(0)) - before.get(k, Fraction(0))
+                         for k in set(before) | set(after)}
+                status = adm.apply_delta(quota, delta)
+                if status is not None:
+                    updated = jcopy(quota)
+                    updated["status"] = status
+                    self._commit(self.rt("resourcequotas"), "MODIFIED", updated, quota)
+        if new is None:
+            self._maybe_finalize_namespace(ns)
+
+    def _recompute_quota(self, quota: dict) -> None:
+        ns = quota["metadata"]["namespace"]
+
+        def objects(key: str):
+            rt = self.registry.find(key)
+            return list(self._data.get(rt.key, {}).get(ns, {}).values()) if rt else []
+        status = adm.compute_status(quota, objects)
+        if status != quota.get("status"):
+            updated = jcopy(quota)
+            updated["status"] = status
+            self._commit(self.rt("resourcequotas"), "MODIFIED", updated, quota)
+
+    def _crd_changed(self, old: dict | None, new: dict | None) -> None:
+        if new is None:
+            rt = self.registry.unregister_crd(old)
+            if rt is not None:
+                for ns, bucket in list(self._data.get(rt.key, {}).items()):
+                    for obj in list(bucket.values()):
+                        self._commit(rt, "DELETED", jcopy(obj), obj)
+                self._data.pop(rt.key, None)
+        elif old is None or old.get("spec") != new.get("spec"):
+            self.registry.register_crd(new)
+
+    # ---- fixtures' fast reset ---------------------------------------------------------------
+    def snapshot(self) -> None:
+        """Remember the current objects (cheap: objects are immutable once stored)."""
+        self._snapshot = ({k: {ns: dict(b) for ns, b in v.items()} for k, v in self._data.items()},
+                          dict(self.registry._by_key), dict(self.registry._by_gvr))
+
+    def reset(self) -> None:
+        """Back to the last snapshot; the resourceVersion counter keeps increasing and the
+        watch history is cleared (old watchers get 410 on resume)."""
+        if self._snapshot is None:
+            raise RuntimeError("no snapshot taken")
+        data, by_key, by_gvr = self._snapshot
+        self._data = {k: {ns: dict(b) for ns, b in v.items()} for k, v in data.items()}
+        self.registry._by_key = dict(by_key)
+        self.registry._by_gvr = dict(by_gvr)
+        self._rv += 1
+        self._history.clear()
