@@ -304,7 +304,11 @@ def test_create_if_absent_is_idempotent(kube):
 def test_unknown_kinds_are_found_by_discovery(kube):
     # not in the static table: resolved through /apis discovery
     kube.apply(_namespace("ty-disc-prod"))
-    assert kube.list_objects("apps/v1", "Deployment", "ty-disc-prod") == []
+    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+             "metadata": {"name": "l", "namespace": "ty-disc-prod"}, "spec": {}}
+    kube.apply(lease)
+    leases = kube.list_objects("coordination.k8s.io/v1", "Lease", "ty-disc-prod")
+    assert [(x["kind"], x["metadata"]["name"]) for x in leases] == [("Lease", "l")]
     with pytest.raises(K8sPermanentError):
         kube.read("v1", "NoSuchKind", "x")
 
