@@ -1,4 +1,4 @@
-"""Dependencies run one way: k8s_sync imports no domain app, and only client.py imports kubernetes."""
+"""Dependencies run one way: no domain app in k8s_sync; only client.py imports kubernetes."""
 
 from __future__ import annotations
 
