@@ -1,0 +1,412 @@
+"""A kube-scheduler look-alike: filters, GPU-aware scoring, priority order and preemption.
+
+Per tick it only looks at pods in the active queue (new or changed pending pods).
+Pods that did not fit are parked until capacity is freed or a node changes (or
+``RETRY_SECONDS`` pass), like the scheduler's unschedulable queue.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kubesim.sim.state import ClusterState, NodeState, PodInfo
+from kubesim.sim.util import GPU, GPU_SHARED, MIG_PREFIX, fmt_time, parse_quantity
+
+log = logging.getLogger("kubesim.sim.scheduler")
+
+SCHEDULER = "default-scheduler"
+RETRY_SECONDS = 60.0
+R_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
+R_UNSCHEDULABLE = "node(s) were unschedulable"
+R_NOT_HELPFUL = "Preemption is not helpful for scheduling"
+R_NO_VICTIMS = "No preemption victims found for incoming pod"
+GPU_RESOURCES_PREFIX = "nvidia.com/"
+
+
+# ---- pure predicates ---------------------------------------------------------------------
+def tolerates(tolerations: list[dict], taint: dict) -> bool:
+    for t in tolerations:
+        if t.get("effect") and t["effect"] != taint.get("effect"):
+            continue
+        op = t.get("operator") or "Equal"
+        if not t.get("key"):
+            if op == "Exists":
+                return True
+            continue
+        if t["key"] != taint.get("key"):
+            continue
+        if op == "Exists" or (t.get("value") or "") == (taint.get("value") or ""):
+            return True
+    return False
+
+
+def match_expression(labels: dict, expr: dict) -> bool:
+    key, op = expr.get("key"), expr.get("operator")
+    vals = expr.get("values") or []
+    has = key in labels
+    v = labels.get(key)
+    if op == "In":
+        return has and v in vals
+    if op == "NotIn":
+        return not has or v not in vals
+    if op == "Exists":
+        return has
+    if op == "DoesNotExist":
+        return not has
+    if op in ("Gt", "Lt"):
+        if not has or len(vals) != 1:
+            return False
+        try:
+            a, b = int(v), int(vals[0])
+        except (TypeError, ValueError):
+            return False
+        return a > b if op == "Gt" else a < b
+    return False
+
+
+def match_node_selector_terms(labels: dict, fields: dict, terms: list[dict]) -> bool:
+    """NodeSelectorTerms are ORed; expressions inside one term are ANDed."""
+    for term in terms:
+        exprs = term.get("matchExpressions") or []
+        fexprs = term.get("matchFields") or []
+        if not exprs and not fexprs:
+            continue
+        if all(match_expression(labels, e) for e in exprs) and all(match_expression(fields, e) for e in fexprs):
+            return True
+    return False
+
+
+def node_matches_pod(pod_spec: dict, labels: dict, node_name: str) -> bool:
+    sel = pod_spec.get("nodeSelector") or {}
+    for k, v in sel.items():
+        if labels.get(k) != v:
+            return False
+    req = (((pod_spec.get("affinity") or {}).get("nodeAffinity") or {})
+           .get("requiredDuringSchedulingIgnoredDuringExecution"))
+    if req and req.get("nodeSelectorTerms") is not None:
+        return match_node_selector_terms(labels, {"metadata.name": node_name}, req["nodeSelectorTerms"])
+    return True
+
+
+def static_filter(pod_spec: dict, node: NodeState) -> str | None:
+    """Filters that do not depend on allocations, in kube-scheduler plugin order. None = passes."""
+    tolerations = pod_spec.get("tolerations") or []
+    if node.unschedulable and not tolerates(tolerations, {"key": "node.kubernetes.io/unschedulable",
+                                                          "effect": "NoSchedule"}):
+        return R_UNSCHEDULABLE
+    if pod_spec.get("nodeName") and pod_spec["nodeName"] != node.name:
+        return "node(s) didn't match the requested node name"
+    for taint in node.taints:
+        if not tolerates(tolerations, taint):
+            return f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value') or ''}}}"
+    if not node_matches_pod(pod_spec, node.labels, node.name):
+        return R_AFFINITY
+    return None
+
+
+def fit_reasons(req: dict[str, int], node: NodeState, extra: dict[str, int] | None = None,
+                minus: dict[str, int] | None = None, minus_pods: int = 0) -> list[str]:
+    out = []
+    if node.npods - minus_pods + 1 > node.max_pods:
+        out.append("Too many pods")
+    for r, v in req.items():
+        used = node.used.get(r, 0)
+        if extra:
+            used += extra.get(r, 0)
+        if minus:
+            used -= minus.get(r, 0)
+        if used + v > node.alloc.get(r, 0):
+            out.append(f"Insufficient {r}")
+    return out
+
+
+def fit_error_message(n_nodes: int, reasons: dict[str, int], post: str = "") -> str:
+    parts = sorted(f"{n} {r}" for r, n in reasons.items())
+    msg = f"0/{n_nodes} nodes are available: " + ", ".join(parts) + "."
+    if post:
+        msg += " " + post
+    return msg
+
+
+# ---- the scheduler -----------------------------------------------------------------------
+class Scheduler:
+    def __init__(self, store, state: ClusterState, events, now_fn):
+        self.store = store
+        self.state = state
+        self.events = events
+        self.now_fn = now_fn
+        self._static_cache: dict[Any, tuple[list[NodeState], dict[str, int]]] = {}
+        self._static_gen = -1
+        self.nominated: dict[tuple, tuple[str, int, dict[str, int]]] = {}
+        self._last_msg: dict[tuple, str] = {}
+        self._last_flush = 0.0
+        self.binds = 0
+        self.attempts = 0
+
+    # public
+    def tick(self) -> None:
+        st = self.state
+        now = self.now_fn()
+        if st.sched_parked and (st.capacity_freed or now - self._last_flush >= RETRY_SECONDS):
+            st.sched_active.update(st.sched_parked)
+            st.sched_parked.clear()
+            self._last_flush = now
+        st.capacity_freed = False
+        for key in [k for k in self.nominated if k not in st.pods]:
+            self.nominated.pop(key, None)
+        if not st.sched_active:
+            return
+        if self._static_gen != st.node_gen:
+            self._static_cache.clear()
+            self._static_gen = st.node_gen
+        queue = sorted(st.sched_active.values(), key=lambda p: (-p.priority, p.start, p.key))
+        st.sched_active.clear()
+        fail_cache: dict[Any, tuple[str, dict, list]] = {}
+        for info in queue:
+            cur = st.pods.get(info.key)
+            if cur is None or cur.uid != info.uid or (cur.obj.get("spec") or {}).get("nodeName"):
+                continue
+            self.attempts += 1
+            self._schedule_one(cur, fail_cache)
+
+    # internals
+    def _static(self, spec: dict) -> tuple[list[NodeState], dict[str, int]]:
+        sig = (repr(spec.get("nodeSelector")), repr(spec.get("affinity")), repr(spec.get("tolerations")),
+               spec.get("nodeName"))
+        hit = self._static_cache.get(sig)
+        if hit is None:
+            ok: list[NodeState] = []
+            reasons: dict[str, int] = {}
+            for n in sorted(self.state.nodes.values(), key=lambda n: n.order):
+                r = static_filter(spec, n)
+                if r is None:
+                    ok.append(n)
+                else:
+                    reasons[r] = reasons.get(r, 0) + 1
+            hit = self._static_cache[sig] = (ok, reasons)
+        return hit
+
+    def _reserved(self, node: str, prio: int, exclude: tuple) -> dict[str, int] | None:
+        if not self.nominated:
+            return None
+        out: dict[str, int] = {}
+        for k, (n, p, req) in self.nominated.items():
+            if n == node and p >= prio and k != exclude:
+                for r, v in req.items():
+                    out[r] = out.get(r, 0) + v
+                out["__pods"] = out.get("__pods", 0) + 1
+        return out or None
+
+    def _schedule_one(self, info: PodInfo, fail_cache: dict) -> None:
+        pod = info.obj
+        spec = pod.get("spec") or {}
+        ok_nodes, static_reasons = self._static(spec)
+        fkey = (id(ok_nodes), tuple(sorted(info.req.items())), info.priority)
+        best: NodeState | None = None
+        cached = fail_cache.get(fkey) if not self.nominated else None
+        if cached is None:
+            res_reasons: dict[str, int] = {}
+            fitting: list[NodeState] = []
+            for n in ok_nodes:
+                extra = self._reserved(n.name, info.priority, info.key)
+                if extra and extra.get("__pods"):
+                    rs = fit_reasons(info.req, n, extra, minus_pods=-extra["__pods"])
+                else:
+                    rs = fit_reasons(info.req, n, extra)
+                if rs:
+                    for r in rs:
+                        res_reasons[r] = res_reasons.get(r, 0) + 1
+                else:
+                    fitting.append(n)
+            if fitting:
+                best = self._pick(info, fitting)
+            else:
+                reasons = dict(static_reasons)
+                for r, c in res_reasons.items():
+                    reasons[r] = reasons.get(r, 0) + c
+                cached = (fit_error_message(len(self.state.nodes), reasons), reasons, ok_nodes)
+                fail_cache[fkey] = cached
+        if best is not None:
+            self._bind(info, best)
+            return
+        msg, _reasons, cand = cached
+        post = self._preempt(info, cand)
+        if post:
+            msg = msg + " " + post
+        self._unschedulable(info, msg)
+
+    def _pick(self, info: PodInfo, nodes: list[NodeState]) -> NodeState:
+        nominated = (info.obj.get("status") or {}).get("nominatedNodeName")
+        if nominated:
+            for n in nodes:
+                if n.name == nominated:
+                    return n
+        gpu_req = sum(v for r, v in info.req.items() if r.startswith(GPU_RESOURCES_PREFIX))
+        switches: set = set()
+        if info.job:
+            for k in self.state.job_pods.get(info.job, ()):
+                p = self.state.pods.get(k)
+                if p is not None and p.node:
+                    n = self.state.nodes.get(p.node)
+                    if n is not None:
+                        switches.add(n.switch)
+        best, best_score = None, None
+        for n in nodes:
+            if gpu_req:
+                # bin-pack GPUs: the fullest node that still fits, same leaf switch as the job's pods
+                free = sum(n.alloc.get(r, 0) - n.used.get(r, 0) for r in info.req if r.startswith(GPU_RESOURCES_PREFIX))
+                score = (0 if n.switch in switches else 1, free, n.order)
+            else:
+                # keep GPU nodes for GPU pods; spread CPU pods (least allocated cpu)
+                has_gpu = 1 if any(n.alloc.get(r, 0) for r in (GPU, GPU_SHARED)) or any(
+                    r.startswith(MIG_PREFIX) for r in n.alloc) else 0
+                cpu_alloc = n.alloc.get("cpu", 1) or 1
+                score = (has_gpu, n.used.get("cpu", 0) * 1000 // cpu_alloc, n.order)
+            if best_score is None or score < best_score:
+                best, best_score = n, score
+                if gpu_req and score[0] == 0 and score[1] == gpu_req:
+                    break     # perfect fit on the job's switch
+        assert best is not None
+        return best
+
+    def _bind(self, info: PodInfo, node: NodeState) -> None:
+        ns, name = info.key
+        try:
+            # spec.nodeName may be set once, as the pods/binding subresource does
+            self.store.patch("pods", name, {"spec": {"nodeName": node.name}}, patch_type="merge",
+                             namespace=ns)
+        except Exception as exc:
+            log.info("bind %s/%s -> %s failed: %s", ns, name, node.name, exc)
+            return
+        self.binds += 1
+        self.nominated.pop(info.key, None)
+        self._last_msg.pop(info.key, None)
+        self.events.record(info.obj, "Normal", "Scheduled",
+                           f"Successfully assigned {ns}/{name} to {node.name}", component=SCHEDULER,
+                           kind="Pod")
+
+    def _unschedulable(self, info: PodInfo, msg: str) -> None:
+        self.state.sched_parked[info.key] = info
+        if self._last_msg.get(info.key) == msg:
+            return
+        self._last_msg[info.key] = msg
+        ns, name = info.key
+        now = fmt_time(self.now_fn())
+        cond = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": msg,
+                "lastProbeTime": None, "lastTransitionTime": now}
+        conds = [c for c in ((info.obj.get("status") or {}).get("conditions") or []) if c.get("type") != "PodScheduled"]
+        body: dict = {"status": {"phase": "Pending", "conditions": conds + [cond]}}
+        if info.key in self.nominated:
+            body["status"]["nominatedNodeName"] = self.nominated[info.key][0]
+        try:
+            self.store.patch("pods", name, body, patch_type="merge", namespace=ns, subresource="status")
+        except Exception as exc:
+            log.debug("status of %s/%s: %s", ns, name, exc)
+        self.events.record(info.obj, "Warning", "FailedScheduling", msg, component=SCHEDULER, kind="Pod")
+
+    # ---- preemption ----------------------------------------------------------------------
+    def _preempt(self, info: PodInfo, candidates: list[NodeState]) -> str:
+        st = self.state
+        pod = info.obj
+        if st.preemption_policy(pod) == "Never":
+            return "preemption: not eligible due to preemptionPolicy=Never."
+        nominated = (pod.get("status") or {}).get("nominatedNodeName") or (self.nominated.get(info.key) or [None])[0]
+        if nominated and nominated in st.nodes:
+            for k in st.nodes[nominated].pods:
+                p = st.pods.get(k)
+                if p is not None and p.priority < info.priority and (p.obj.get("metadata") or {}).get("deletionTimestamp"):
+                    return ""   # victims still terminating on the nominated node: wait for them
+        n_total = len(st.nodes)
+        not_helpful = n_total - len(candidates)
+        no_victims = 0
+        best = None
+        for n in candidates:
+            victims = self._victims(info, n)
+            if victims is None:
+                no_victims += 1
+                continue
+            prios = [v.priority for v in victims]
+            score = (max(prios), sum(prios), len(victims), -max(v.start for v in victims), n.order)
+            if best is None or score < best[0]:
+                best = (score, n, victims)
+        if best is None:
+            reasons = {}
+            if no_victims:
+                reasons[R_NO_VICTIMS] = no_victims
+            if not_helpful:
+                reasons[R_NOT_HELPFUL] = not_helpful
+            return "preemption: " + fit_error_message(n_total, reasons)
+        _, node, victims = best
+        self._evict(info, node, victims)
+        return ""
+
+    def _victims(self, info: PodInfo, node: NodeState) -> list[PodInfo] | None:
+        st = self.state
+        lower: list[PodInfo] = []
+        for k in node.pods:
+            p = st.pods.get(k)
+            if p is None or p.priority >= info.priority:
+                continue
+            if (p.obj.get("metadata") or {}).get("deletionTimestamp"):
+                continue
+            lower.append(p)
+        if not lower:
+            return None
+        minus: dict[str, int] = {}
+        for p in lower:
+            for r, v in p.req.items():
+                minus[r] = minus.get(r, 0) + v
+        extra = self._reserved(node.name, info.priority, info.key)
+        if fit_reasons(info.req, node, extra, minus, minus_pods=len(lower)):
+            return None
+        # reprieve as many as possible, most important first
+        lower.sort(key=lambda p: (-p.priority, p.start, p.key))
+        victims = []
+        removed_pods = len(lower)
+        for p in lower:
+            trial = {r: minus.get(r, 0) - p.req.get(r, 0) for r in set(minus) | set(p.req)}
+            if not fit_reasons(info.req, node, extra, trial, minus_pods=removed_pods - 1):
+                minus = trial
+                removed_pods -= 1
+            else:
+                victims.append(p)
+        return victims or None
+
+    def _evict(self, info: PodInfo, node: NodeState, victims: list[PodInfo]) -> None:
+        now = fmt_time(self.now_fn())
+        for v in victims:
+            ns, name = v.key
+            vspec = v.obj.get("spec") or {}
+            grace = vspec.get("terminationGracePeriodSeconds")
+            grace = 30 if grace is None else int(grace)
+            conds = [c for c in ((v.obj.get("status") or {}).get("conditions") or []) if c.get("type") != "DisruptionTarget"]
+            conds.append({"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+                          "message": f"{SCHEDULER}: preempting to accommodate a higher priority pod",
+                          "lastProbeTime": None, "lastTransitionTime": now})
+            try:
+                self.store.patch("pods", name, {"status": {"conditions": conds}}, patch_type="merge",
+                                 namespace=ns, subresource="status")
+            except Exception:
+                pass
+            self.events.record(v.obj, "Normal", "Preempted",
+                               f"Preempted by pod {info.uid} on node {node.name}", component=SCHEDULER, kind="Pod")
+            try:
+                self.store.delete("pods", name, namespace=ns, grace_period_seconds=grace)
+            except Exception as exc:
+                log.debug("preemption delete %s/%s: %s", ns, name, exc)
+        self.nominated[info.key] = (node.name, info.priority, dict(info.req))
+        ns, name = info.key
+        try:
+            self.store.patch("pods", name, {"status": {"nominatedNodeName": node.name}}, patch_type="merge",
+                             namespace=ns, subresource="status")
+        except Exception:
+            pass
+
+
+def describe_requests(req: dict[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(req.items()))
+
+
+__all__ = ["Scheduler", "tolerates", "match_expression", "node_matches_pod", "static_filter",
+           "fit_error_message", "parse_quantity"]

@@ -1,0 +1,276 @@
+"""In-memory view of the cluster kept current through Store.subscribe.
+
+Controllers never list the store on a tick: they read these caches and the dirty
+sets the subscription fills.  The subscription callback only records; all writes
+happen on the next tick.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubesim.sim.nodes import GpuInventory, node_failed_flag
+from kubesim.sim.profile import SWITCH_LABEL
+from kubesim.sim.util import key_of, parse_time, pod_requests, to_units
+
+PYTORCHJOBS = "pytorchjobs.kubeflow.org"
+PRIORITYCLASSES = "priorityclasses.scheduling.k8s.io"
+JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+TERMINAL = ("Succeeded", "Failed")
+
+
+class NodeState:
+    __slots__ = ("name", "obj", "labels", "taints", "unschedulable", "failed", "alloc", "used",
+                 "npods", "max_pods", "pods", "inv", "switch", "static_sig", "order")
+
+    def __init__(self, name: str, order: int):
+        self.name = name
+        self.order = order
+        self.obj: dict = {}
+        self.labels: dict = {}
+        self.taints: list = []
+        self.unschedulable = False
+        self.failed = False
+        self.alloc: dict[str, int] = {}
+        self.used: dict[str, int] = {}
+        self.npods = 0
+        self.max_pods = 110
+        self.pods: set = set()
+        self.inv: GpuInventory | None = None
+        self.switch = ""
+        self.static_sig: tuple = ()
+
+    def update(self, obj: dict) -> bool:
+        """Refresh from a Node object; True when something scheduling-relevant changed."""
+        self.obj = obj
+        md = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
+        status = obj.get("status") or {}
+        self.labels = md.get("labels") or {}
+        self.taints = [t for t in (spec.get("taints") or []) if t.get("effect") in ("NoSchedule", "NoExecute")]
+        self.unschedulable = bool(spec.get("unschedulable"))
+        self.failed = node_failed_flag(obj)
+        alloc = status.get("allocatable") or status.get("capacity") or {}
+        self.alloc = {k: to_units(k, v) for k, v in alloc.items() if k != "pods"}
+        self.max_pods = int(to_units("pods", alloc.get("pods", "110")))
+        self.switch = self.labels.get(SWITCH_LABEL, "")
+        sig = (tuple(sorted(self.labels.items())), repr(self.taints), self.unschedulable, self.failed,
+               tuple(sorted(self.alloc.items())), self.max_pods)
+        changed = sig != self.static_sig
+        self.static_sig = sig
+        return changed
+
+
+class PodInfo:
+    __slots__ = ("key", "uid", "obj", "req", "priority", "node", "start", "job")
+
+    def __init__(self, key: tuple, obj: dict):
+        self.key = key
+        self.uid = ""
+        self.obj = obj
+        self.req: dict[str, int] = {}
+        self.priority = 0
+        self.node: str | None = None      # node whose resources this pod holds
+        self.start = 0.0
+        self.job: tuple | None = None
+
+
+class ClusterState:
+    def __init__(self, profile: dict):
+        self.profile = profile
+        self.nodes: dict[str, NodeState] = {}
+        self.pods: dict[tuple, PodInfo] = {}
+        self.jobs: dict[tuple, dict] = {}
+        self.job_pods: dict[tuple, set] = {}
+        self.priority_classes: dict[str, dict] = {}
+        self.inventories: dict[str, GpuInventory] = {}
+        self.node_gen = 0
+        # dirty sets / flags consumed by controllers
+        self.sched_active: dict[tuple, PodInfo] = {}
+        self.sched_parked: dict[tuple, PodInfo] = {}
+        self.capacity_freed = False
+        self.kubelet_dirty: set = set()
+        self.node_dirty: set = set()
+        self.job_dirty: set = set()
+        self.ns_changed: set = set()          # namespaces where pods were deleted / quotas changed
+        self.owners: dict[str, set] = {}      # owner uid -> {(resource, ns, name)}
+        self.uids: dict[str, tuple] = {}      # uid -> (resource, ns, name) of every watched object
+        self.gc_dirty: set = set()            # owner uids deleted, or (resource, ns, name) to verify
+        self.deleted_pods: list = []
+
+    # ---- subscription -------------------------------------------------
+    def on_event(self, etype: str, resource: str, obj: dict) -> None:
+        if resource == "pods":
+            self._on_pod(etype, obj)
+        elif resource == "nodes":
+            self._on_node(etype, obj)
+        elif resource == PYTORCHJOBS:
+            key = key_of(obj)
+            if etype == "DELETED":
+                self.jobs.pop(key, None)
+            else:
+                self.jobs[key] = obj
+            self.job_dirty.add(key)
+        elif resource == PRIORITYCLASSES:
+            name = obj["metadata"]["name"]
+            if etype == "DELETED":
+                self.priority_classes.pop(name, None)
+            else:
+                self.priority_classes[name] = obj
+        elif resource == "resourcequotas":
+            self.ns_changed.add(obj["metadata"].get("namespace", ""))
+        elif resource == "events":
+            return
+        self._track_owner(etype, resource, obj)
+
+    def _track_owner(self, etype: str, resource: str, obj: dict) -> None:
+        md = obj.get("metadata") or {}
+        uid = md.get("uid")
+        ident = (resource, md.get("namespace") or "", md.get("name"))
+        if uid:
+            if etype == "DELETED":
+                self.uids.pop(uid, None)
+                if uid in self.owners:
+                    self.gc_dirty.add(uid)
+            else:
+                self.uids[uid] = ident
+        refs = md.get("ownerReferences") or ()
+        for ref in refs:
+            ouid = ref.get("uid")
+            if not ouid:
+                continue
+            deps = self.owners.setdefault(ouid, set())
+            if etype == "DELETED":
+                deps.discard(ident)
+                if not deps:
+                    self.owners.pop(ouid, None)
+            elif ident not in deps:
+                deps.add(ident)
+                if ouid not in self.uids:
+                    self.gc_dirty.add(ouid)       # owner unknown: verify on the next GC pass
+
+    def _on_node(self, etype: str, obj: dict) -> None:
+        name = obj["metadata"]["name"]
+        if etype == "DELETED":
+            ns = self.nodes.pop(name, None)
+            self.node_gen += 1
+            if ns:
+                for k in list(ns.pods):
+                    self.kubelet_dirty.add(k)
+            return
+        ns = self.nodes.get(name)
+        if ns is None:
+            ns = self.nodes[name] = NodeState(name, len(self.nodes))
+            ns.inv = self.inventories.get(name) or GpuInventory(name, None, None)
+        if ns.update(obj):
+            self.node_gen += 1
+            self.capacity_freed = True
+        self.node_dirty.add(name)
+
+    def _on_pod(self, etype: str, obj: dict) -> None:
+        md = obj["metadata"]
+        key = (md.get("namespace", ""), md["name"])
+        info = self.pods.get(key)
+        if etype == "DELETED":
+            if info is None:
+                return
+            self._account(info, None)
+            del self.pods[key]
+            self.sched_active.pop(key, None)
+            self.sched_parked.pop(key, None)
+            if info.job:
+                self.job_pods.get(info.job, set()).discard(key)
+                self.job_dirty.add(info.job)
+            self.ns_changed.add(key[0])
+            self.kubelet_dirty.add(key)
+            self.deleted_pods.append(info)
+            return
+        if info is None or info.uid != md.get("uid"):
+            if info is not None:
+                self._account(info, None)
+            info = PodInfo(key, obj)
+            info.uid = md.get("uid", "")
+            info.req = pod_requests(obj)
+            info.priority = self.resolve_priority(obj)
+            info.start = parse_time(md.get("creationTimestamp")) or 0.0
+            job = (md.get("labels") or {}).get(JOB_NAME_LABEL)
+            if job:
+                info.job = (key[0], job)
+                self.job_pods.setdefault(info.job, set()).add(key)
+            self.pods[key] = info
+        info.obj = obj
+        spec = obj.get("spec") or {}
+        phase = (obj.get("status") or {}).get("phase") or "Pending"
+        node = spec.get("nodeName")
+        self._account(info, node if node and phase not in TERMINAL else None)
+        if not node:
+            if (phase == "Pending" and not md.get("deletionTimestamp")
+                    and spec.get("schedulerName", "default-scheduler") == "default-scheduler"):
+                if key in self.sched_parked:
+                    self.sched_parked[key] = info
+                else:
+                    self.sched_active[key] = info
+            else:
+                self.sched_active.pop(key, None)
+                self.sched_parked.pop(key, None)
+        else:
+            self.sched_active.pop(key, None)
+            self.sched_parked.pop(key, None)
+        if node or md.get("deletionTimestamp"):
+            self.kubelet_dirty.add(key)
+        if info.job:
+            self.job_dirty.add(info.job)
+
+    def _account(self, info: PodInfo, node: str | None) -> None:
+        if info.node == node:
+            return
+        if info.node is not None:
+            old = self.nodes.get(info.node)
+            if old is not None:
+                for r, v in info.req.items():
+                    old.used[r] = old.used.get(r, 0) - v
+                old.npods -= 1
+                old.pods.discard(info.key)
+                if old.inv is not None:
+                    old.inv.release(info.key)
+            self.capacity_freed = True
+        info.node = node
+        if node is not None:
+            new = self.nodes.get(node)
+            if new is not None:
+                for r, v in info.req.items():
+                    new.used[r] = new.used.get(r, 0) + v
+                new.npods += 1
+                new.pods.add(info.key)
+                if new.inv is not None:
+                    new.inv.allocate(info.key, info.req)
+
+    def resolve_priority(self, pod: dict) -> int:
+        spec = pod.get("spec") or {}
+        if spec.get("priority") is not None:
+            return int(spec["priority"])
+        name = spec.get("priorityClassName")
+        if name:
+            pc = self.priority_classes.get(name)
+            if pc is not None:
+                return int(pc.get("value", 0))
+            if name == "system-node-critical":
+                return 2000001000
+            if name == "system-cluster-critical":
+                return 2000000000
+            return 0
+        for pc in self.priority_classes.values():
+            if pc.get("globalDefault"):
+                return int(pc.get("value", 0))
+        return 0
+
+    def preemption_policy(self, pod: dict) -> str:
+        spec = pod.get("spec") or {}
+        if spec.get("preemptionPolicy"):
+            return spec["preemptionPolicy"]
+        pc = self.priority_classes.get(spec.get("priorityClassName") or "")
+        return (pc or {}).get("preemptionPolicy") or "PreemptLowerPriority"
+
+
+def snapshot_keys(d: Any) -> list:
+    return sorted(d)
