@@ -2,6 +2,7 @@
 ResourceQuota (with the quota controller's status bookkeeping, done incrementally)."""
 from __future__ import annotations
 
+import contextlib
 from fractions import Fraction
 
 from .errors import ApiError, forbidden
@@ -126,10 +127,8 @@ def quota_matches(quota: dict, key: str, obj: dict) -> bool:
 def _fmt_like(value: Fraction, like) -> str:
     fmt = "decimal"
     if like is not None:
-        try:
+        with contextlib.suppress(ValueError):
             fmt = _parse(like)[1]
-        except ValueError:
-            pass
     return format_quantity(value, fmt)
 
 
@@ -200,8 +199,8 @@ def check_quotas(quotas: list[dict], key: str, obj: dict, plural: str, name: str
             if used + v > parse_quantity(hard[k]):
                 failed.append(k)
         if failed:
-            def pp(vals):
-                return ",".join(f"{k}={vals[k]}" for k in failed)
+            def pp(vals, keys=tuple(failed)):
+                return ",".join(f"{k}={vals[k]}" for k in keys)
             req = {k: _fmt_like(requested[k], hard[k]) for k in failed}
             used = {k: used_map.get(k, "0") for k in failed}
             lim = {k: hard[k] for k in failed}

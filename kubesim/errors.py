@@ -75,8 +75,8 @@ def already_exists(resource: str, group: str, name: str) -> ApiError:
 
 
 def conflict(resource: str, group: str, name: str, why: str) -> ApiError:
-    return ApiError(409, "Conflict",
-                    f'Operation cannot be fulfilled on {qualified(resource, group)} "{name}": {why}',
+    what = qualified(resource, group)
+    return ApiError(409, "Conflict", f'Operation cannot be fulfilled on {what} "{name}": {why}',
                     _details(name, group, resource))
 
 

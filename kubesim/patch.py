@@ -58,9 +58,8 @@ def json_patch(doc: dict, ops) -> dict:
             raise _err(f"invalid JSON patch operation {op!r}", 400)
         kind, path = op["op"], op["path"]
         parts = _pointer(path)
-        if kind in ("add", "replace", "test"):
-            if "value" not in op:
-                raise _err(f"missing value for {kind} operation", 400)
+        if kind in ("add", "replace", "test") and "value" not in op:
+            raise _err(f"missing value for {kind} operation", 400)
         if kind == "copy" or kind == "move":
             src = _pointer(op.get("from", ""))
             value = copy.deepcopy(_walk(doc, src, op.get("from", "")))

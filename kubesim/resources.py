@@ -231,9 +231,15 @@ def _version_priority(v: str):
     return (rank, -int(major), -int(minor or 0), v)
 
 
+def yaml_load_all(text) -> list:
+    """Safe YAML loading, with libyaml's C loader when available (the CRDs are large)."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return list(yaml.load_all(text, Loader=loader))
+
+
 def load_crd_file(path: Path) -> list[dict]:
     with open(path) as f:
-        return [d for d in yaml.safe_load_all(f) if d and d.get("kind") == "CustomResourceDefinition"]
+        return [d for d in yaml_load_all(f) if d and d.get("kind") == "CustomResourceDefinition"]
 
 
 def default_crds() -> list[dict]:

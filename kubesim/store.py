@@ -381,9 +381,6 @@ class Store:
         kinds.prepare_update(rt, old, new)
         from .validation import raise_if
         raise_if(kinds.validate(rt, new, old), rt.kind, rt.group, name)
-        if rt.kind == "Namespace" and not rt.crd_name and old.get("status"):
-            if subresource != "status":
-                new["status"] = jcopy(old["status"])
         if _content(new) != _content(old) and "generation" in old["metadata"]:
             new["metadata"]["generation"] = old["metadata"]["generation"] + 1
         if field_manager and not managed:
@@ -603,7 +600,7 @@ class Store:
         if new is None:
             rt = self.registry.unregister_crd(old)
             if rt is not None:
-                for ns, bucket in list(self._data.get(rt.key, {}).items()):
+                for _ns, bucket in list(self._data.get(rt.key, {}).items()):
                     for obj in list(bucket.values()):
                         self._commit(rt, "DELETED", jcopy(obj), obj)
                 self._data.pop(rt.key, None)

@@ -339,9 +339,9 @@ def validate_pod(obj: dict) -> list[dict]:
                 continue
             if not is_overcommittable(r):
                 if lv is None:
-                    errs.append(cause(f"{f}.resources.limits", f"Required value: Limit must be "
-                                                               f"set for non overcommitable "
-                                                               f"resources", "FieldValueRequired"))
+                    errs.append(cause(f"{f}.resources.limits", "Required value: Limit must be "
+                                                               "set for non overcommitable "
+                                                               "resources", "FieldValueRequired"))
                 elif lv != rv:
                     errs.append(invalid_value(f"{f}.resources.requests", v,
                                               f"must be equal to {r} limit of {limits[r]}"))

@@ -1,0 +1,357 @@
+"""The HTTP front: Kubernetes REST paths over aiohttp, on top of Store."""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from typing import TYPE_CHECKING
+
+import yaml
+from aiohttp import web
+
+from .errors import ApiError, bad_request
+from .resources import yaml_load_all
+from .watch import serve_watch
+
+if TYPE_CHECKING:
+    from .cluster import Cluster
+
+log = logging.getLogger("kubesim.server")
+
+VERSION = {"major": "1", "minor": "31", "gitVersion": "v1.31.0-kubesim", "gitCommit": "kubesim",
+           "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.22",
+           "compiler": "gc", "platform": "linux/amd64"}
+_TRUE = ("1", "true", "True", "yes")
+PATCH_TYPES = {"application/json-patch+json": "json", "application/merge-patch+json": "merge",
+               "application/strategic-merge-patch+json": "strategic",
+               "application/apply-patch+yaml": "apply", "application/apply-patch+json": "apply"}
+
+
+def yaml_load(raw: bytes):
+    docs = yaml_load_all(raw)
+    if len(docs) != 1:
+        raise bad_request("expected exactly one YAML document")
+    return docs[0]
+
+
+def dumps(obj) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def jresponse(obj, status: int = 200, headers: dict | None = None) -> web.Response:
+    return web.Response(body=dumps(obj), status=status, content_type="application/json",
+                        headers=headers)
+
+
+def error_response(e: ApiError, headers: dict | None = None) -> web.Response:
+    return jresponse(e.status(), e.code, headers)
+
+
+def _qp_bool(q, name: str) -> bool:
+    return q.get(name, "false") in _TRUE
+
+
+def _dry_run(q) -> bool:
+    return "All" in q.getall("dryRun", [])
+
+
+def _user_agent_manager(request: web.Request) -> str:
+    ua = request.headers.get("User-Agent", "unknown")
+    return ua.split("/", 1)[0] or "unknown"
+
+
+class Server:
+    def __init__(self, cluster: Cluster):
+        self.cluster = cluster
+        self.store = cluster.store
+        self.app = web.Application(middlewares=[self._middleware], client_max_size=64 * 2**20)
+        r = self.app.router
+        r.add_get("/version", self.version)
+        r.add_get("/version/", self.version)
+        for p in ("/healthz", "/readyz", "/livez"):
+            r.add_get(p, self.healthz)
+        r.add_get("/metrics", self.metrics)
+        r.add_route("*", "/kubesim/faults", self.faults)
+        r.add_get("/api", self.api_versions)
+        r.add_get("/apis", self.api_groups)
+        r.add_route("*", "/api/{path:.*}", self.dispatch)
+        r.add_route("*", "/apis/{path:.*}", self.dispatch)
+
+    # ---- middleware: faults, errors ----------------------------------------------------------
+    @web.middleware
+    async def _middleware(self, request: web.Request, handler):
+        if request.path != "/kubesim/faults":
+            rule = self.cluster.faults.match(request.method, request.path_qs)
+            if rule is not None:
+                if rule.delay:
+                    await asyncio.sleep(rule.delay)
+                if rule.timeout:
+                    await asyncio.sleep(3600)
+                if rule.status is not None:
+                    headers = {"Retry-After": str(rule.retry_after)} if rule.status == 429 \
+                        else None
+                    reason = {429: "TooManyRequests", 500: "InternalError",
+                              503: "ServiceUnavailable", 504: "Timeout", 409: "Conflict",
+                              404: "NotFound", 403: "Forbidden"}.get(rule.status, "Unknown")
+                    msg = rule.message or f"injected fault ({rule.status})"
+                    return error_response(ApiError(rule.status, reason, msg,
+                                                   {"retryAfterSeconds": rule.retry_after}
+                                                   if rule.status == 429 else None), headers)
+        try:
+            return await handler(request)
+        except ApiError as e:
+            return error_response(e)
+        except web.HTTPException:
+            raise
+        except Exception as e:
+            log.exception("internal error on %s %s", request.method, request.path_qs)
+            return error_response(ApiError(500, "InternalError", f"Internal error: {e}"))
+
+    # ---- simple endpoints --------------------------------------------------------------------
+    async def version(self, request):
+        return jresponse(VERSION)
+
+    async def healthz(self, request):
+        return web.Response(text="ok")
+
+    async def metrics(self, request):
+        sim = self.cluster.sim
+        if sim is None:
+            raise ApiError(404, "NotFound", "no simulation running, so no metrics")
+        return web.Response(text=sim.metrics_text(), content_type="text/plain",
+                            charset="utf-8", headers={"X-Content-Type-Version": "0.0.4"})
+
+    async def faults(self, request: web.Request):
+        f = self.cluster.faults
+        if request.method == "GET":
+            return jresponse({"rules": [r.to_dict() for r in f.rules()]})
+        if request.method == "DELETE":
+            rid = request.query.get("id")
+            if rid:
+                f.remove(int(rid))
+            else:
+                f.clear()
+            return jresponse({"rules": [r.to_dict() for r in f.rules()]})
+        if request.method == "POST":
+            try:
+                body = await request.json()
+                rule = f.add(**{k: body[k] for k in ("method", "path_regex", "status", "delay",
+                                                     "times", "timeout", "message",
+                                                     "retry_after") if k in body})
+            except (ValueError, TypeError, re.error) as e:
+                raise bad_request(f"bad fault rule: {e}") from None
+            return jresponse(rule.to_dict(), 201)
+        raise ApiError(405, "MethodNotAllowed", "use GET, POST or DELETE")
+
+    async def api_versions(self, request):
+        return jresponse({"kind": "APIVersions", "versions": ["v1"],
+                          "serverAddressByClientCIDRs": [
+                              {"clientCIDR": "0.0.0.0/0", "serverAddress": request.host}]})
+
+    async def api_groups(self, request):
+        return jresponse(self.store.registry.api_group_list())
+
+    # ---- resource paths ----------------------------------------------------------------------
+    async def dispatch(self, request: web.Request):
+        legacy = request.path.startswith("/api/")
+        parts = [p for p in request.match_info["path"].split("/") if p]
+        if legacy:
+            if not parts:
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            group, version, rest = "", parts[0], parts[1:]
+        else:
+            if not parts:
+                return await self.api_groups(request)
+            if len(parts) == 1:
+                doc = self.store.registry.api_group(parts[0])
+                if doc is None:
+                    raise ApiError(404, "NotFound", "the server could not find the requested "
+                                                    "resource")
+                return jresponse(doc)
+            group, version, rest = parts[0], parts[1], parts[2:]
+        if not rest:
+            doc = self.store.registry.resource_list(group, version)
+            if doc is None:
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            return jresponse(doc)
+        watch_path = False
+        if rest[0] == "watch":
+            watch_path, rest = True, rest[1:]
+        ns = None
+        if rest and rest[0] == "namespaces" and len(rest) >= 3 and not (
+                len(rest) == 3 and rest[2] in ("status", "finalize")):
+            ns, rest = rest[1], rest[2:]
+        if not rest or len(rest) > 3:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        rt = self.store.registry.lookup(group, version, rest[0])
+        if rt is None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else None
+        if sub and sub not in rt.subresources:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if rt.namespaced and ns is None and name is not None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if not rt.namespaced and ns is not None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        q = request.query
+        m = request.method
+        if watch_path or (m == "GET" and name is None and _qp_bool(q, "watch")):
+            field_sel = q.get("fieldSelector")
+            if name is not None:
+                field_sel = ",".join(x for x in (field_sel, f"metadata.name={name}") if x)
+            return await serve_watch(self, request, rt, ns, q.get("labelSelector"), field_sel)
+        if m == "GET":
+            if name is None:
+                return self._list(rt, ns, q)
+            if sub == "log":
+                return self._log(rt, ns, name, q)
+            return jresponse(self.store.raw(rt, name, ns) or self.store.get(rt.key, name,
+                                                                             namespace=ns))
+        if m == "POST":
+            body = await self._body(request)
+            if name is None:
+                obj = self.store.create(rt.key, body, namespace=ns, dry_run=_dry_run(q),
+                                        field_manager=q.get("fieldManager")
+                                        or _user_agent_manager(request))
+                return jresponse(obj, 201)
+            if sub == "binding":
+                return self._binding(rt, ns, name, body)
+            if sub == "eviction":
+                self.store.delete(rt.key, name, namespace=ns,
+                                  grace_period_seconds=(body.get("deleteOptions") or {}).get(
+                                      "gracePeriodSeconds"))
+                return jresponse({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                                  "status": "Success", "code": 201}, 201)
+            raise ApiError(405, "MethodNotAllowed", f"POST is not supported on {request.path}")
+        if m == "PUT":
+            if name is None:
+                raise ApiError(405, "MethodNotAllowed", "PUT needs a name")
+            body = await self._body(request)
+            if not isinstance(body, dict):
+                raise bad_request("the body of the request was in an unknown format")
+            meta = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
+            if meta.get("name") and meta["name"] != name:
+                raise bad_request(f"the name of the object ({meta['name']}) does not match the "
+                                  f"name on the URL ({name})")
+            body.setdefault("metadata", {})["name"] = name
+            if sub == "finalize":
+                sub = None
+            obj = self.store.replace(rt.key, body, namespace=ns, subresource=sub,
+                                     dry_run=_dry_run(q), field_manager=q.get("fieldManager")
+                                     or _user_agent_manager(request))
+            return jresponse(obj)
+        if m == "PATCH":
+            if name is None:
+                raise ApiError(405, "MethodNotAllowed", "PATCH needs a name")
+            ctype = request.content_type
+            ptype = PATCH_TYPES.get(ctype)
+            if ptype is None:
+                raise ApiError(415, "UnsupportedMediaType",
+                               f"the body of the request was in an unknown format - accepted "
+                               f"media types include: {', '.join(PATCH_TYPES)}")
+            raw = await request.read()
+            try:
+                body = yaml_load(raw) if ptype == "apply" else json.loads(raw)
+            except (ValueError, yaml.YAMLError) as e:
+                raise bad_request(f"error decoding patch: {e}") from None
+            manager = q.get("fieldManager")
+            if ptype != "apply":
+                manager = manager or _user_agent_manager(request)
+            obj = self.store.patch(rt.key, name, body, patch_type=ptype, namespace=ns,
+                                   subresource=sub, field_manager=manager,
+                                   force=_qp_bool(q, "force"), dry_run=_dry_run(q))
+            return jresponse(obj)
+        if m == "DELETE":
+            opts = {}
+            if request.can_read_body:
+                raw = await request.read()
+                if raw.strip():
+                    try:
+                        opts = json.loads(raw)
+                    except ValueError:
+                        raise bad_request("could not decode DeleteOptions") from None
+            grace = opts.get("gracePeriodSeconds", q.get("gracePeriodSeconds"))
+            grace = int(grace) if grace is not None else None
+            dry = _dry_run(q) or "All" in (opts.get("dryRun") or [])
+            if name is None:
+                return self._delete_collection(rt, ns, q, grace, dry)
+            obj = self.store.delete(rt.key, name, namespace=ns, grace_period_seconds=grace,
+                                    propagation_policy=opts.get("propagationPolicy")
+                                    or q.get("propagationPolicy"),
+                                    dry_run=dry, preconditions=opts.get("preconditions"))
+            return jresponse(obj)
+        raise ApiError(405, "MethodNotAllowed", f"{m} is not supported")
+
+    async def _body(self, request: web.Request):
+        ctype = request.content_type
+        if "protobuf" in ctype:
+            raise ApiError(415, "UnsupportedMediaType",
+                           "the body of the request was in an unknown format - accepted media "
+                           "types include: application/json, application/yaml")
+        raw = await request.read()
+        try:
+            if ctype in ("application/yaml", "application/x-yaml"):
+                return yaml_load(raw)
+            return json.loads(raw)
+        except (ValueError, yaml.YAMLError) as e:
+            raise bad_request(f"the body of the request could not be decoded: {e}") from None
+
+    def _list(self, rt, ns, q) -> web.Response:
+        limit = q.get("limit")
+        try:
+            limit = int(limit) if limit else None
+        except ValueError:
+            raise bad_request(f"invalid limit {limit!r}") from None
+        items, rv, token, remaining = self.store.list_page(
+            rt, ns, q.get("labelSelector"), q.get("fieldSelector"), limit, q.get("continue"))
+        meta = {"resourceVersion": rv}
+        if token:
+            meta["continue"] = token
+            meta["remainingItemCount"] = remaining
+        body = {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": meta,
+                "items": items}
+        return jresponse(body)
+
+    def _delete_collection(self, rt, ns, q, grace, dry) -> web.Response:
+        items = list(self.store.select(rt, ns, q.get("labelSelector"), q.get("fieldSelector")))
+        out = []
+        for obj in items:
+            m = obj["metadata"]
+            out.append(self.store.delete(rt.key, m["name"], namespace=m.get("namespace"),
+                                         grace_period_seconds=grace, dry_run=dry))
+        return jresponse({"kind": rt.list_kind, "apiVersion": rt.api_version,
+                          "metadata": {"resourceVersion": str(self.store.resource_version)},
+                          "items": out})
+
+    def _binding(self, rt, ns, name, body) -> web.Response:
+        target = (body or {}).get("target") or {}
+        node = target.get("name")
+        if not node:
+            raise ApiError(422, "Invalid", 'Binding "' + name + '" is invalid: target.name: '
+                                                              'Required value')
+        pod = self.store.get(rt.key, name, namespace=ns)
+        if (pod.get("spec") or {}).get("nodeName"):
+            raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on pods/binding '
+                                            f'"{name}": pod {name} is already assigned to node '
+                                            f'"{pod["spec"]["nodeName"]}"')
+        self.store.patch(rt.key, name, {"spec": {"nodeName": node}}, patch_type="merge",
+                         namespace=ns)
+        return jresponse({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                          "status": "Success", "code": 201}, 201)
+
+    def _log(self, rt, ns, name, q) -> web.Response:
+        pod = self.store.get(rt.key, name, namespace=ns)
+        text = ""
+        sim = self.cluster.sim
+        if sim is not None and hasattr(sim, "pod_log"):
+            text = sim.pod_log(ns, name, q.get("container")) or ""
+        else:
+            text = ((pod["metadata"].get("annotations") or {}).get(
+                "kubesim.trainyard.io/log") or "")
+        tail = q.get("tailLines")
+        if tail:
+            lines = text.splitlines(keepends=True)
+            text = "".join(lines[-int(tail):]) if int(tail) > 0 else ""
+        return web.Response(text=text, content_type="text/plain")

@@ -1,0 +1,143 @@
+"""Watch streams: ADDED/MODIFIED/DELETED/BOOKMARK/ERROR events as JSON lines."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from .errors import ApiError, bad_request
+
+if TYPE_CHECKING:
+    from .resources import ResourceType
+    from .server import Server
+
+DEFAULT_TIMEOUT = 1800
+
+
+def _line(etype: str, obj: dict) -> bytes:
+    return json.dumps({"type": etype, "object": obj}, separators=(",", ":")).encode() + b"\n"
+
+
+async def serve_watch(server: Server, request: web.Request, rt: ResourceType, ns: str | None,
+                      label_selector: str | None, field_selector: str | None):
+    store = server.store
+    q = request.query
+    pred = store.matcher(rt, label_selector, field_selector)
+    try:
+        timeout = float(q.get("timeoutSeconds") or DEFAULT_TIMEOUT)
+    except ValueError:
+        raise bad_request("invalid timeoutSeconds") from None
+    bookmarks = q.get("allowWatchBookmarks", "false") in ("1", "true", "True")
+    rv_param = q.get("resourceVersion") or ""
+    try:
+        since = int(rv_param) if rv_param not in ("", "0") else None
+    except ValueError:
+        raise bad_request(f"invalid resource version: {rv_param!r}") from None
+    send_initial = since is None
+    backlog: list[tuple[str, dict]] = []
+    error: ApiError | None = None
+    if since is not None:
+        try:
+            history = store.events_since(since)
+        except ApiError as e:
+            error = e
+            history = []
+        backlog = [(et, obj) for _, et, ert, ens, obj in history
+                   if ert is rt and (not ns or ens == ns)]
+
+    queue: asyncio.Queue = asyncio.Queue()
+
+    def on_event(etype, ert, obj):
+        if ert is not rt:
+            return
+        if ns and obj["metadata"].get("namespace") != ns:
+            return
+        queue.put_nowait((etype, obj))
+
+    unsubscribe = store.subscribe_raw(on_event)
+    # everything below until the first await runs atomically on the loop thread
+    matched: set = set()
+
+    def key(obj):
+        m = obj["metadata"]
+        return (m.get("namespace"), m["name"])
+
+    initial = []
+    if error is None:
+        if send_initial:
+            initial = [("ADDED", o) for o in store.select(rt, ns, None, None) if
+                       pred is None or pred(o)]
+            matched = {key(o) for _, o in initial}
+        elif pred is not None:
+            current = {key(o) for o in store.select(rt, ns, None, None)}
+            # objects present at `since` that matched: approximate with those matching now
+            matched = {k for k in current if pred(store.raw(rt, k[1], k[0]))}
+            for et, obj in backlog:
+                if et != "ADDED" and pred(obj):
+                    matched.add(key(obj))
+
+    def translate(etype: str, obj: dict) -> str | None:
+        if pred is None:
+            return etype
+        k = key(obj)
+        now_match = etype != "DELETED" and pred(obj)
+        was = k in matched
+        if etype == "DELETED":
+            matched.discard(k)
+            return "DELETED" if was or pred(obj) else None
+        if now_match and not was:
+            matched.add(k)
+            return "ADDED"
+        if now_match:
+            return etype
+        if was:
+            matched.discard(k)
+            return "DELETED"
+        return None
+
+    resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json",
+                                                   "Transfer-Encoding": "chunked"})
+    try:
+        await resp.prepare(request)
+        if error is not None:
+            await resp.write(_line("ERROR", error.status()))
+            return resp
+        for et, obj in initial:
+            await resp.write(_line(et, obj))
+        for et, obj in backlog:
+            t = translate(et, obj) if pred is not None else et
+            if t:
+                await resp.write(_line(t, obj))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        interval = server.cluster.bookmark_interval
+        next_bookmark = loop.time() + interval
+        while True:
+            now = loop.time()
+            if now >= deadline:
+                break
+            wait = deadline - now
+            if bookmarks:
+                wait = min(wait, max(0.0, next_bookmark - now))
+            try:
+                et, obj = await asyncio.wait_for(queue.get(), wait)
+            except TimeoutError:
+                if bookmarks and loop.time() >= next_bookmark:
+                    next_bookmark = loop.time() + interval
+                    await resp.write(_line("BOOKMARK", {
+                        "kind": rt.kind, "apiVersion": rt.api_version,
+                        "metadata": {"resourceVersion": str(store.resource_version)}}))
+                continue
+            t = translate(et, obj)
+            if t:
+                await resp.write(_line(t, obj))
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            await resp.write_eof()
+    except ConnectionError:
+        pass
+    finally:
+        unsubscribe()
+    return resp
