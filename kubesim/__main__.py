@@ -1,0 +1,62 @@
+"""python -m kubesim: run the simulated cluster as a server."""
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from .cluster import Cluster
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m kubesim",
+                                description="A Kubernetes-API-compatible simulated GPU cluster.")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=6443)
+    p.add_argument("--profile", default="default", help="profile name or YAML file")
+    p.add_argument("--speed", type=float, default=1.0, help="simulated seconds per real second")
+    p.add_argument("--state", type=Path, help="JSON state file: loaded on start, saved "
+                                              "periodically and on exit")
+    p.add_argument("--kubeconfig", type=Path, default=Path("var/kubesim/kubeconfig"),
+                   help="where to write a kubeconfig for kubectl and the portal")
+    p.add_argument("--no-sim", action="store_true", help="API server only, no simulation")
+    p.add_argument("--deterministic", action="store_true",
+                   help="the clock moves only when advanced (no background ticks)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--save-interval", type=float, default=30.0)
+    p.add_argument("--log-level", default="INFO")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log = logging.getLogger("kubesim")
+    try:
+        cluster = Cluster(profile=args.profile, speed=args.speed,
+                          deterministic=args.deterministic, simulate=not args.no_sim,
+                          state_file=args.state, seed=args.seed,
+                          save_interval=args.save_interval)
+        url = cluster.start(args.host, args.port)
+    except (OSError, ValueError) as e:
+        log.error("cannot start: %s", e)
+        return 1
+    kc = cluster.write_kubeconfig(args.kubeconfig)
+    log.info("kubesim serving %s (kubeconfig %s, profile %s, speed %s, sim %s)", url, kc,
+             args.profile, args.speed, "off" if cluster.sim is None else "on")
+    print(f"kubesim listening on {url}; KUBECONFIG={kc}", flush=True)
+    done = threading.Event()
+
+    def on_signal(signum, frame):
+        log.info("signal %s: shutting down", signum)
+        done.set()
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    done.wait()
+    cluster.stop()
+    log.info("stopped%s", f"; state saved to {args.state}" if args.state else "")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
