@@ -13,7 +13,7 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-__all__ = ["env_bool", "env_int", "env_float", "env_list", "env_secret", "env_str"]
+__all__ = ["env_bool", "env_float", "env_int", "env_list", "env_secret", "env_str"]
 
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}

@@ -49,6 +49,7 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
             body["field"] = exc.field
         return Response(body, status=exc.status_code)
     if isinstance(exc, DjangoValidationError):
-        detail = exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
+        detail = (exc.message_dict if hasattr(exc, "error_dict")
+                  else {"non_field_errors": exc.messages})
         exc = drf_exceptions.ValidationError(detail=detail)
     return exception_handler(exc, context)

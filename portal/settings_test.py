@@ -11,8 +11,8 @@ os.environ.setdefault("ALLOWED_HOSTS", "testserver,localhost,127.0.0.1")
 os.environ.setdefault("SECURE_SSL_REDIRECT", "false")
 os.environ.setdefault("STATIC_MANIFEST", "false")
 
-from portal.settings import *  # noqa: E402,F403
-from portal.settings import REDIS_URL  # noqa: E402
+from portal.settings import *  # noqa: F403
+from portal.settings import REDIS_URL
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # speed only
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"

@@ -9,17 +9,17 @@ anything is written. Repeating a call with the same arguments is harmless
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from portal.exceptions import ApplicationError, Conflict
-from tenants.access import TenantAccess, require_platform_admin
+from tenants.access import AnyUser, TenantAccess, require_platform_admin
 from tenants.choices import MembershipRole, PlatformRoleName, PoolKind, TenantStatus
 from tenants.models import AuditEvent, Membership, PlatformRole, Pool, Tenant
 
@@ -37,9 +37,9 @@ def _audit(*, actor: Any, action: str, summary: str, tenant: Tenant | None = Non
 
 
 def _announce(tenant: Tenant) -> None:
-    tenant_id = tenant.pk
+    tenant_id: int = tenant.pk
     for hook in tenant_changed_hooks:
-        transaction.on_commit(lambda hook=hook: hook(tenant_id))
+        transaction.on_commit(partial(hook, tenant_id))
 
 
 def _clean(instance: Any, *, exclude: list[str] | None = None) -> None:
@@ -52,9 +52,9 @@ def _clean(instance: Any, *, exclude: list[str] | None = None) -> None:
                                extra={"errors": exc.message_dict}) from None
 
 
-def tenant_create(*, actor: AbstractBaseUser, slug: str, name: str, cost_center: str,
+def tenant_create(*, actor: AnyUser, slug: str, name: str, cost_center: str,
                   contact_email: str, contact_name: str = "",
-                  admins: list[AbstractBaseUser] | None = None) -> Tenant:
+                  admins: list[AnyUser] | None = None) -> Tenant:
     """Create a tenant with its prod and dev pools; platform admins only.
 
     A duplicate slug is a Conflict; nothing is written then.
@@ -93,7 +93,7 @@ def _clean_slug(tenant: Tenant) -> None:
         )
 
 
-def tenant_update(*, access: TenantAccess, actor: AbstractBaseUser, **fields: str) -> Tenant:
+def tenant_update(*, access: TenantAccess, actor: AnyUser, **fields: str) -> Tenant:
     """Change name, cost center or contact; the slug never changes (it names namespaces)."""
     access.require_platform_admin()
     allowed = {"name", "cost_center", "contact_email", "contact_name"}
@@ -115,7 +115,7 @@ def tenant_update(*, access: TenantAccess, actor: AbstractBaseUser, **fields: st
     return tenant
 
 
-def tenant_suspend(*, access: TenantAccess, actor: AbstractBaseUser, reason: str) -> Tenant:
+def tenant_suspend(*, access: TenantAccess, actor: AnyUser, reason: str) -> Tenant:
     """Suspend: no new work is accepted; data, namespaces and history stay. Idempotent."""
     access.require_platform_admin()
     reason = (reason or "").strip()
@@ -136,7 +136,7 @@ def tenant_suspend(*, access: TenantAccess, actor: AbstractBaseUser, reason: str
     return tenant
 
 
-def tenant_reactivate(*, access: TenantAccess, actor: AbstractBaseUser) -> Tenant:
+def tenant_reactivate(*, access: TenantAccess, actor: AnyUser) -> Tenant:
     """Lift a suspension. Idempotent."""
     access.require_platform_admin()
     with transaction.atomic():
@@ -153,7 +153,7 @@ def tenant_reactivate(*, access: TenantAccess, actor: AbstractBaseUser) -> Tenan
     return tenant
 
 
-def _find_user(identifier: str) -> AbstractBaseUser:
+def _find_user(identifier: str) -> AnyUser:
     identifier = (identifier or "").strip()
     if not identifier:
         raise ApplicationError(_("Name a user by user name or e-mail."), field="user")
@@ -175,7 +175,7 @@ def _check_role(role: str) -> None:
                                field="role")
 
 
-def membership_add(*, access: TenantAccess, actor: AbstractBaseUser, user: str,
+def membership_add(*, access: TenantAccess, actor: AnyUser, user: str,
                    role: str = MembershipRole.MEMBER) -> Membership:
     """Add ``user`` (user name or e-mail) to the tenant; tenant or platform admins only.
 
@@ -203,7 +203,7 @@ def membership_add(*, access: TenantAccess, actor: AbstractBaseUser, user: str,
     return membership
 
 
-def membership_set_role(*, access: TenantAccess, actor: AbstractBaseUser,
+def membership_set_role(*, access: TenantAccess, actor: AnyUser,
                         membership: Membership, role: str) -> Membership:
     """Change a member's role; the last tenant admin cannot be demoted."""
     access.require_admin()
@@ -224,7 +224,7 @@ def membership_set_role(*, access: TenantAccess, actor: AbstractBaseUser,
     return current
 
 
-def membership_remove(*, access: TenantAccess, actor: AbstractBaseUser,
+def membership_remove(*, access: TenantAccess, actor: AnyUser,
                       membership: Membership) -> None:
     """Remove a member; the last tenant admin cannot be removed. Idempotent."""
     access.require_admin()
@@ -255,8 +255,8 @@ def _require_another_admin(tenant: Tenant, leaving: Membership) -> None:
                          "first.") % {"u": leaving.user.get_username()})
 
 
-def user_create(*, actor: AbstractBaseUser, username: str, email: str, password: str,
-                first_name: str = "", last_name: str = "") -> AbstractBaseUser:
+def user_create(*, actor: AnyUser, username: str, email: str, password: str,
+                first_name: str = "", last_name: str = "") -> AnyUser:
     """Create a portal account (platform admins). Password rules are Django's validators."""
     from django.contrib.auth.password_validation import validate_password
 
@@ -281,7 +281,7 @@ def user_create(*, actor: AbstractBaseUser, username: str, email: str, password:
     return user
 
 
-def platform_role_set(*, actor: AbstractBaseUser, user: AbstractBaseUser, role: str,
+def platform_role_set(*, actor: AnyUser, user: AnyUser, role: str,
                       granted: bool) -> None:
     """Grant or revoke a platform role; idempotent. A platform admin cannot revoke their own."""
     require_platform_admin(actor)

@@ -19,7 +19,7 @@ from tenants.models import Membership, PlatformRole, Pool, Tenant
 User = get_user_model()
 
 # username, e-mail, full name, platform roles
-DEMO_USERS = [
+DEMO_USERS: list[tuple[str, str, tuple[str, str], list[str]]] = [
     ("platform", "platform@example.org", ("Pat", "Platform"), [PlatformRoleName.PLATFORM_ADMIN]),
     ("finance", "finance@example.org", ("Fay", "Finance"), [PlatformRoleName.FINANCE]),
     ("alice", "alice@example.org", ("Alice", "Admin"), []),
@@ -28,7 +28,7 @@ DEMO_USERS = [
     ("dave", "dave@example.org", ("Dave", "Admin"), []),
 ]
 # slug, name, cost center, contact, {user: role}
-DEMO_TENANTS = [
+DEMO_TENANTS: list[tuple[str, str, str, str, dict[str, str]]] = [
     ("vision", "Computer Vision", "CC-4100", "alice@example.org",
      {"alice": MembershipRole.ADMIN, "bob": MembershipRole.MEMBER}),
     ("nlp", "Language Models", "CC-4200", "dave@example.org",

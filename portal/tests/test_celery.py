@@ -1,0 +1,63 @@
+"""Celery is wired: named tasks on explicit queues, acks_late, one beat schedule."""
+
+import os
+import threading
+import time
+import uuid
+
+import pytest
+from django.conf import settings
+from django.core.cache import cache
+
+from portal.celery import app
+from portal.schedules import BEAT_SCHEDULE
+from portal.tasks import HEARTBEAT_KEY, heartbeat
+
+
+def test_worker_settings_are_safe_for_redelivery():
+    assert app.conf.task_acks_late is True
+    assert app.conf.worker_prefetch_multiplier == 1
+    assert app.conf.task_reject_on_worker_lost is True
+
+
+def test_every_task_of_ours_has_an_explicit_name_and_queue():
+    app.loader.import_default_modules()
+    ours = {name: task for name, task in app.tasks.items() if not name.startswith("celery.")}
+    assert "portal.heartbeat" in ours
+    for name, task in ours.items():
+        assert task.queue, f"task {name} has no explicit queue"
+        assert not name.startswith(("portal.tasks.", "tenants.tasks.")), name
+
+
+def test_every_beat_entry_names_a_registered_task_queue_and_expiry():
+    app.loader.import_default_modules()
+    assert app.conf.beat_schedule == BEAT_SCHEDULE
+    for name, entry in BEAT_SCHEDULE.items():
+        assert entry["task"] in app.tasks, name
+        assert entry["options"]["queue"] and entry["options"]["expires"] > 0, name
+
+
+def test_heartbeat_records_the_time(settings):
+    stamp = heartbeat.delay().get()
+    assert cache.get(HEARTBEAT_KEY) == stamp
+
+
+@pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="REDIS_URL not set")
+def test_a_worker_consumes_a_task_through_the_real_redis_broker():
+    """Publish to Redis and let a real in-process worker run it."""
+    from celery.contrib.testing.worker import start_worker
+
+    queue = f"test-{uuid.uuid4().hex[:8]}"
+    app.conf.update(broker_url=os.environ["REDIS_URL"], task_always_eager=False)
+    try:
+        cache.delete(HEARTBEAT_KEY)
+        with start_worker(app, pool="solo", perform_ping_check=False, queues=[queue],
+                          loglevel="WARNING", shutdown_timeout=10):
+            heartbeat.apply_async(queue=queue)
+            deadline = time.monotonic() + 20
+            while cache.get(HEARTBEAT_KEY) is None and time.monotonic() < deadline:
+                time.sleep(0.1)
+        assert cache.get(HEARTBEAT_KEY) is not None
+    finally:
+        app.conf.update(broker_url=settings.CELERY_BROKER_URL, task_always_eager=True)
+        assert threading.active_count() >= 1
