@@ -156,7 +156,9 @@ USE_TZ = True
 # --- Static files: everything served locally (no CDN), WhiteNoise in production -------
 STATIC_URL = "/static/"
 STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
-STATICFILES_DIRS = [BASE_DIR / "static"]
+# plotly.js comes from the pinned plotly package, served as /static/vendor/plotly/.
+_PLOTLY_JS_DIR = Path(__import__("plotly").__file__).parent / "package_data"
+STATICFILES_DIRS = [BASE_DIR / "static", ("vendor/plotly", _PLOTLY_JS_DIR)]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {

@@ -54,7 +54,10 @@ def test_home_lists_only_my_tenants(login, bob, tenant_a, tenant_b):
 
 def test_platform_admin_creates_a_tenant_adds_a_member_who_then_sees_it(
         client, platform_admin, charlie, tenant_b):
-    client.force_login(platform_admin)
+    from conftest import PASSWORD
+
+    response = client.post(reverse("login"), {"username": "pat", "password": PASSWORD})
+    assert response.status_code == 302
     response = client.post(reverse("tenants:platform_tenants"), {
         "slug": "robotics", "name": "Robotics", "cost_center": "CC-77",
         "contact_email": "r@example.org", "contact_name": "Rob"})
@@ -62,7 +65,9 @@ def test_platform_admin_creates_a_tenant_adds_a_member_who_then_sees_it(
     response = client.post(reverse("tenants:members", kwargs={"slug": "robotics"}),
                            {"user": "charlie", "role": "admin"})
     assert response.status_code == 302
-    client.force_login(charlie)
+    client.post(reverse("logout"))
+    assert client.get(reverse("home")).status_code == 302
+    client.post(reverse("login"), {"username": "charlie", "password": PASSWORD})
     body = client.get(reverse("home")).content.decode()
     assert "Robotics" in body and "Globex NLP" in body
     assert client.get("/t/robotics/members/").status_code == 200
