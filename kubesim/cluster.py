@@ -77,7 +77,7 @@ class Cluster:
             from .server import Server
             self.server = Server(self)
             self._runner = web.AppRunner(self.server.app, access_log=None,
-                                         handler_cancellation=True)
+                                         handler_cancellation=True, shutdown_timeout=1.0)
             loop.run_until_complete(self._runner.setup())
             site = web.TCPSite(self._runner, host, port, reuse_address=True)
             loop.run_until_complete(site.start())
