@@ -55,6 +55,7 @@ FIELD_LABELS = {
     "persistentvolumeclaims": set(),
 }
 _DEFAULT_CRDS: list[dict] | None = None
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
 def _default_crds() -> list[dict]:
@@ -83,6 +84,8 @@ class Store:
         if default_crds:
             for crd in _default_crds():
                 self.create(CRD_KEY, crd)
+        for name in SYSTEM_NAMESPACES:
+            self.create("namespaces", {"metadata": {"name": name}})
 
     # ---- helpers ----------------------------------------------------------------------------
     @property

@@ -1,0 +1,153 @@
+"""CustomResourceDefinitions: the bundled PyTorchJob, registration by creating a CRD,
+schema validation."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import kubernetes
+import pytest
+
+from kubesim.resources import load_crd_file
+
+from .helpers import api_error, custom, dyn, ns, request
+
+pytestmark = pytest.mark.timeout(30)
+REPO = Path(__file__).resolve().parents[2]
+SHARED_CRDS = next((p for p in (REPO.parent / "shared" / "k8s" / "crds",
+                                Path("/work/shared/k8s/crds")) if p.is_dir()), None)
+
+
+def _job(name, master_replicas=1):
+    tmpl = {"spec": {"containers": [{"name": "pytorch", "image": "trainer:1"}]}}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"name": name, "labels": {"trainyard.io/job": name}},
+            "spec": {"runPolicy": {"suspend": True}, "pytorchReplicaSpecs": {
+                "Master": {"replicas": master_replicas, "restartPolicy": "OnFailure",
+                           "template": tmpl}}}}
+
+
+@pytest.mark.kubesim(simulate=False)
+def test_pytorchjob_crud_and_status_subresource(kubesim):
+    co = custom(kubesim)
+    ns(kubesim)
+    created = co.create_namespaced_custom_object("kubeflow.org", "v1", "team-a", "pytorchjobs",
+                                                 {**_job("j"), "status": {"conditions": []}})
+    assert created["metadata"]["generation"] == 1 and "status" not in created
+    listed = co.list_namespaced_custom_object("kubeflow.org", "v1", "team-a", "pytorchjobs",
+                                              label_selector="trainyard.io/job=j")
+    assert listed["kind"] == "PyTorchJobList" and [i["metadata"]["name"]
+                                                   for i in listed["items"]] == ["j"]
+    st = co.patch_namespaced_custom_object_status(
+        "kubeflow.org", "v1", "team-a", "pytorchjobs", "j",
+        {"status": {"conditions": [{"type": "Created", "status": "True"}]}})
+    assert st["status"]["conditions"][0]["type"] == "Created"
+    assert st["metadata"]["generation"] == 1
+    out = co.patch_namespaced_custom_object("kubeflow.org", "v1", "team-a", "pytorchjobs", "j",
+                                            {"spec": {"runPolicy": {"suspend": False}},
+                                             "status": {"conditions": []}})
+    assert out["metadata"]["generation"] == 2
+    assert out["status"]["conditions"][0]["type"] == "Created"   # main resource keeps status
+    co.delete_namespaced_custom_object("kubeflow.org", "v1", "team-a", "pytorchjobs", "j")
+    assert api_error(co.get_namespaced_custom_object, "kubeflow.org", "v1", "team-a",
+                     "pytorchjobs", "j")[0] == 404
+
+
+def test_pytorchjob_schema_validation(kubesim):
+    co = custom(kubesim)
+    ns(kubesim)
+    bad = _job("bad", master_replicas="one")
+    bad["spec"]["runPolicy"]["suspend"] = "yes"
+    status, body = api_error(co.create_namespaced_custom_object, "kubeflow.org", "v1", "team-a",
+                             "pytorchjobs", bad)
+    assert (status, body["reason"]) == (422, "Invalid")
+    fields = {c["field"] for c in body["details"]["causes"]}
+    assert fields == {"spec.pytorchReplicaSpecs.Master.replicas", "spec.runPolicy.suspend"}
+    assert body["message"].startswith('PyTorchJob.kubeflow.org "bad" is invalid: ')
+    missing = _job("m")
+    del missing["spec"]["pytorchReplicaSpecs"]
+    status, body = api_error(co.create_namespaced_custom_object, "kubeflow.org", "v1", "team-a",
+                             "pytorchjobs", missing)
+    assert status == 422
+    assert body["details"]["causes"][0]["field"] == "spec.pytorchReplicaSpecs"
+    assert co.list_namespaced_custom_object("kubeflow.org", "v1", "team-a",
+                                            "pytorchjobs")["items"] == []
+
+
+def _widget_crd(scope="Namespaced"):
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "scope": scope,
+                     "names": {"plural": "widgets", "singular": "widget", "kind": "Widget",
+                               "shortNames": ["wg"]},
+                     "versions": [{"name": "v1", "served": True, "storage": True,
+                                   "subresources": {"status": {}},
+                                   "schema": {"openAPIV3Schema": {
+                                       "type": "object", "properties": {"spec": {
+                                           "type": "object", "required": ["size"],
+                                           "properties": {"size": {"type": "integer",
+                                                                   "maximum": 10}}}}}}}]}}
+
+
+def test_creating_a_crd_serves_its_kind_and_deleting_removes_it(kubesim):
+    ext = kubernetes.client.ApiextensionsV1Api(kubesim.api_client)
+    crd = ext.create_custom_resource_definition(_widget_crd())
+    assert {c.type for c in crd.status.conditions} >= {"Established", "NamesAccepted"}
+    ns(kubesim)
+    co = custom(kubesim)
+    w = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"},
+         "spec": {"size": 3}}
+    co.create_namespaced_custom_object("example.com", "v1", "team-a", "widgets", w)
+    w2 = {**w, "metadata": {"name": "w2"}, "spec": {"size": 11}}
+    status, body = api_error(co.create_namespaced_custom_object, "example.com", "v1", "team-a",
+                             "widgets", w2)
+    assert status == 422 and body["details"]["causes"][0]["field"] == "spec.size"
+    d = dyn(kubesim)
+    assert d.resources.get(api_version="example.com/v1", kind="Widget").get(
+        namespace="team-a").items[0].spec.size == 3
+    ext.delete_custom_resource_definition("widgets.example.com")
+    assert request(kubesim, "GET", "/apis/example.com/v1/namespaces/team-a/widgets")[0] == 404
+
+
+def test_crd_validation(kubesim):
+    ext = kubernetes.client.ApiextensionsV1Api(kubesim.api_client)
+    bad = _widget_crd()
+    bad["metadata"]["name"] = "wrong.example.com"
+    status, body = api_error(ext.create_custom_resource_definition, bad)
+    assert status == 422 and "spec.names.plural" in body["message"]
+
+
+@pytest.mark.kubesim(simulate=False)
+@pytest.mark.skipif(SHARED_CRDS is None, reason="shared/k8s/crds not present")
+def test_every_shared_crd_loads_and_is_served(kubesim):
+    ext = kubernetes.client.ApiextensionsV1Api(kubesim.api_client)
+    d = dyn(kubesim)
+    files = sorted(SHARED_CRDS.glob("*.yaml"))
+    assert len(files) >= 7
+    for f in files:
+        for crd in load_crd_file(f):
+            name = crd["metadata"]["name"]
+            try:
+                ext.create_custom_resource_definition(crd)
+            except kubernetes.client.exceptions.ApiException as e:
+                assert e.status == 409 and name == "pytorchjobs.kubeflow.org"
+            spec = crd["spec"]
+            for v in spec["versions"]:
+                res = d.resources.get(api_version=f"{spec['group']}/{v['name']}",
+                                      kind=spec["names"]["kind"])
+                assert res.namespaced == (spec["scope"] == "Namespaced")
+                listed = res.get()
+                assert listed.kind == spec["names"]["kind"] + "List"
+    # a kueue ClusterQueue (cluster-scoped, v1beta2) validates against its schema
+    cq = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+          "metadata": {"name": "cq"},
+          "spec": {"namespaceSelector": {}, "resourceGroups": [{
+              "coveredResources": ["nvidia.com/gpu"],
+              "flavors": [{"name": "a100", "resources": [
+                  {"name": "nvidia.com/gpu", "nominalQuota": 8}]}]}]}}
+    co = custom(kubesim)
+    out = co.create_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", cq)
+    assert out["metadata"]["uid"]
+    cq["metadata"]["name"] = "cq2"
+    cq["spec"]["resourceGroups"] = "nope"
+    assert api_error(co.create_cluster_custom_object, "kueue.x-k8s.io", "v1beta2",
+                     "clusterqueues", cq)[0] == 422
