@@ -145,8 +145,10 @@ def _configuration(cfg: ClusterConfig) -> k8s_client.Configuration:
     except (ConfigException, OSError) as exc:
         raise K8sPermanentError(None, "ConfigError", f"cannot load cluster config: {exc}") from exc
     # One connect retry (a stale pooled socket), never a read/status retry: retrying is
-    # the caller's job, and a read retry would multiply the timeout.
-    conf.retries = urllib3.Retry(total=1, connect=1, read=0, redirect=0, status=0, other=0)
+    # the caller's job, and a read retry would multiply the timeout. urllib3 would also
+    # silently sleep and retry 429/503 responses carrying Retry-After; hand them to us.
+    conf.retries = urllib3.Retry(total=1, connect=1, read=0, redirect=0, status=0, other=0,
+                                 respect_retry_after_header=False, raise_on_status=False)
     return conf
 
 
