@@ -10,7 +10,6 @@ objects) and for anonymous access (redirect to login, or 401).
 
 from __future__ import annotations
 
-import importlib.util
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -19,7 +18,7 @@ from rest_framework.test import APIClient
 from tenants.choices import MembershipRole, PlatformRoleName, PoolKind
 from tenants.models import Membership, PlatformRole, Pool, Tenant
 
-pytest_plugins = ["kubesim.testing"] if importlib.util.find_spec("kubesim.testing") else []
+pytest_plugins = ["kubesim.testing"]
 
 PASSWORD = "correct-horse-battery-staple"
 
@@ -104,3 +103,14 @@ def api():
             client.force_authenticate(user)
         return client
     return _api
+
+
+@pytest.fixture
+def cluster(kubesim, settings):
+    """kubesim wired in as Trainyard's cluster (``settings.TRAINYARD_CLUSTER``)."""
+    from k8s_sync.client import reset_clients
+
+    settings.TRAINYARD_CLUSTER = {"mode": "url", "url": kubesim.url, "request_timeout": 2}
+    reset_clients()
+    yield kubesim
+    reset_clients()

@@ -16,4 +16,16 @@ BEAT_SCHEDULE: dict[str, dict] = {
         "schedule": crontab(minute="*"),
         "options": {"queue": "default", "expires": 90},
     },
+    # every 5 min (at :02, :07, ...): repairs drift and picks up syncs whose task was lost
+    "tenants.resync_pools": {
+        "task": "tenants.resync_pools",
+        "schedule": crontab(minute="2-59/5"),
+        "options": {"queue": "k8s", "expires": 450},
+    },
+    # every 15 min: the tiers' PriorityClasses exist and are unchanged
+    "tenants.reconcile_cluster": {
+        "task": "tenants.reconcile_cluster",
+        "schedule": crontab(minute="4-59/15"),
+        "options": {"queue": "k8s", "expires": 1350},
+    },
 }

@@ -246,6 +246,14 @@ TRAINYARD_CLUSTER = {
     "context": env_str("TRAINYARD_CLUSTER_CONTEXT"),
     "request_timeout": env_float("TRAINYARD_CLUSTER_TIMEOUT", 10.0, minimum=0.1),
 }
+# The RBAC group a tenant's people authenticate with (as the API server sees it, with
+# any OIDC prefix); {tenant} is the tenant's slug.
+TRAINYARD_TENANT_GROUP_FORMAT = env_str("TRAINYARD_TENANT_GROUP_FORMAT", "trainyard:{tenant}")
+# StorageClasses and MIG profiles quota'd to zero unless granted (the observed cluster
+# inventory adds to these).
+TRAINYARD_STORAGE_CLASSES = env_list("TRAINYARD_STORAGE_CLASSES", [])
+TRAINYARD_MIG_PROFILES = env_list(
+    "TRAINYARD_MIG_PROFILES", ["1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"])
 # Settings of the embedded cluster that `make run` starts.
 KUBESIM_PORT = env_int("KUBESIM_PORT", 6443, minimum=1)
 KUBESIM_SPEED = env_float("KUBESIM_SPEED", 60.0, minimum=0.0)

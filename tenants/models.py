@@ -12,7 +12,13 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from tenants.choices import MembershipRole, PlatformRoleName, PoolKind, TenantStatus
+from tenants.choices import (
+    MembershipRole,
+    PlatformRoleName,
+    PoolKind,
+    SyncState,
+    TenantStatus,
+)
 
 SLUG_RE = r"^[a-z]([a-z0-9-]{0,38}[a-z0-9])?$"
 slug_validator = RegexValidator(
@@ -53,11 +59,24 @@ class Tenant(models.Model):
 
 
 class Pool(models.Model):
-    """One of a tenant's two pools (prod, dev); each is a namespace in the cluster."""
+    """One of a tenant's two pools (prod, dev); each is a namespace in the cluster.
+
+    Sync bookkeeping: every change that alters what the pool should look like in the
+    cluster bumps ``desired_version`` (in the same transaction); a successful reconcile
+    records the version it applied in ``synced_version``. The pool is in sync when the two
+    match and the last attempt did not fail, so a lost task is visible and the periodic
+    resync picks it up.
+    """
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="pools")
     kind = models.CharField(_("pool"), max_length=8, choices=PoolKind.choices)
     created_at = models.DateTimeField(auto_now_add=True)
+    desired_version = models.PositiveBigIntegerField(default=1)
+    synced_version = models.PositiveBigIntegerField(default=0)
+    sync_error = models.TextField(blank=True)
+    sync_error_transient = models.BooleanField(default=False)
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_synced_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["tenant__slug", "-kind"]
@@ -72,6 +91,15 @@ class Pool(models.Model):
         from k8s_sync.naming import namespace_name
 
         return namespace_name(self.tenant.slug, self.kind)
+
+    @property
+    def sync_state(self) -> str:
+        """``error`` (last attempt failed), ``pending`` (a change not yet applied) or ``in_sync``."""
+        if self.sync_error:
+            return SyncState.ERROR
+        if self.synced_version < self.desired_version:
+            return SyncState.PENDING
+        return SyncState.IN_SYNC
 
 
 class Membership(models.Model):
@@ -133,3 +161,35 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M} {self.action}: {self.summary}"
+
+
+class QuotaGrant(models.Model):
+    """An approved amount of one catalog resource for one pool, with its history.
+
+    Rows are never edited: a change supersedes the current row (``superseded_at`` set)
+    and adds a new one, so the table is the history (who, when, why, from which request,
+    until when). The current grant of a (pool, resource) is the row with
+    ``superseded_at`` NULL; a partial unique index keeps it single.
+    """
+
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="grants")
+    resource = models.CharField(_("resource"), max_length=300)
+    amount = models.DecimalField(_("amount"), max_digits=14, decimal_places=3)
+    granted_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                   on_delete=models.SET_NULL, related_name="+")
+    reason = models.TextField(_("reason"), blank=True)
+    valid_until = models.DateTimeField(_("valid until"), null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    superseded_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["pool_id", "resource", "-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["pool", "resource"],
+                                    condition=models.Q(superseded_at__isnull=True),
+                                    name="quota_grant_one_current"),
+        ]
+        indexes = [models.Index(fields=["pool", "resource", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.pool} {self.resource}={self.amount}"

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db.models import Count, Prefetch, Q, QuerySet
 from django.http import Http404
 
 from tenants.access import AnyUser, TenantAccess, access_for, sees_all_tenants
-from tenants.models import AuditEvent, Membership, Pool, Tenant
+from tenants.models import AuditEvent, Membership, Pool, QuotaGrant, Tenant
 
 User = get_user_model()
 
@@ -74,3 +77,45 @@ def audit_events(*, tenant: Tenant | None = None, action: str = "") -> QuerySet[
     if action:
         qs = qs.filter(action=action)
     return qs
+
+
+def current_grants(pool: Pool) -> dict[str, Decimal]:
+    """The pool's current quota: resource key -> amount."""
+    return dict(QuotaGrant.objects.filter(pool=pool, superseded_at__isnull=True)
+                .values_list("resource", "amount"))
+
+
+def grant_history(pool: Pool) -> QuerySet[QuotaGrant]:
+    return QuotaGrant.objects.filter(pool=pool).select_related("granted_by").order_by(
+        "resource", "-created_at")
+
+
+def known_storage_classes() -> set[str]:
+    """StorageClasses to quota: configured ones plus every class granted to anyone."""
+    granted = QuotaGrant.objects.filter(superseded_at__isnull=True,
+                                        resource__startswith="storage:")
+    return set(settings.TRAINYARD_STORAGE_CLASSES) | {
+        key.partition(":")[2] for key in granted.values_list("resource", flat=True)}
+
+
+def pool_spec(pool: Pool, *, storage_classes: set[str] | None = None):  # -> PoolSpec
+    """The plain spec of everything the pool should be in the cluster."""
+    from k8s_sync.specs import PoolSpec
+    from tenants.choices import TenantStatus
+    from tenants.quota import quota_spec_for
+
+    tenant = pool.tenant
+    classes = known_storage_classes() if storage_classes is None else storage_classes
+    return PoolSpec(
+        tenant_slug=tenant.slug,
+        pool=pool.kind,  # type: ignore[arg-type]
+        tenant_group=settings.TRAINYARD_TENANT_GROUP_FORMAT.format(tenant=tenant.slug),
+        quota=quota_spec_for(current_grants(pool), storage_classes=classes,
+                             mig_profiles=settings.TRAINYARD_MIG_PROFILES),
+        suspended=tenant.status != TenantStatus.ACTIVE,
+    )
+
+
+def pools_to_sync() -> QuerySet[Pool]:
+    """Every pool whose tenant still has namespaces (not deleted)."""
+    return Pool.objects.select_related("tenant").exclude(tenant__status="deleted")

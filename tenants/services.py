@@ -8,8 +8,6 @@ anything is written. Repeating a call with the same arguments is harmless
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -21,13 +19,10 @@ from django.utils.translation import gettext as _
 from portal.exceptions import ApplicationError, Conflict
 from tenants.access import AnyUser, TenantAccess, require_platform_admin
 from tenants.choices import MembershipRole, PlatformRoleName, PoolKind, TenantStatus
-from tenants.models import AuditEvent, Membership, PlatformRole, Pool, Tenant
+from tenants.models import AuditEvent, Membership, PlatformRole, Pool, QuotaGrant, Tenant
 
 User = get_user_model()
 
-# Called (on commit) with a tenant id whenever a tenant or its pools change, so the
-# cluster sync can reconcile. The cluster-sync issue plugs its task in here.
-tenant_changed_hooks: list[Callable[[int], None]] = []
 
 
 def _audit(*, actor: Any, action: str, summary: str, tenant: Tenant | None = None,
@@ -36,10 +31,26 @@ def _audit(*, actor: Any, action: str, summary: str, tenant: Tenant | None = Non
                               tenant=tenant, action=action, summary=summary, data=data)
 
 
-def _announce(tenant: Tenant) -> None:
-    tenant_id: int = tenant.pk
-    for hook in tenant_changed_hooks:
-        transaction.on_commit(partial(hook, tenant_id))
+def _schedule_sync(tenant: Tenant) -> None:
+    """Mark the tenant's pools as needing a sync and enqueue it once the commit lands.
+
+    Call inside the transaction that made the change. If the broker is down the enqueue
+    fails quietly (``robust``): the pools stay *pending* and the periodic resync picks
+    them up, so nothing is lost.
+    """
+    _schedule_pools(list(Pool.objects.filter(tenant=tenant).values_list("pk", flat=True)))
+
+
+def _schedule_pools(pool_ids: list[int]) -> None:
+    from django.db.models import F
+
+    from tenants.tasks import reconcile_pool
+
+    Pool.objects.filter(pk__in=pool_ids).update(desired_version=F("desired_version") + 1)
+    for pool_id in pool_ids:
+        def enqueue(pool_id: int = pool_id) -> None:
+            reconcile_pool.delay(pool_id)
+        transaction.on_commit(enqueue, robust=True)
 
 
 def _clean(instance: Any, *, exclude: list[str] | None = None) -> None:
@@ -73,7 +84,7 @@ def tenant_create(*, actor: AnyUser, slug: str, name: str, cost_center: str,
                 Membership.objects.create(user=user, tenant=tenant, role=MembershipRole.ADMIN)
             _audit(actor=actor, action="tenant.create", tenant=tenant,
                    summary=f"created tenant {slug}", slug=slug)
-            _announce(tenant)
+            _schedule_sync(tenant)
     except IntegrityError:
         raise Conflict(_("A tenant with the slug “%(slug)s” already exists.") % {"slug": slug},
                        field="slug") from None
@@ -132,7 +143,7 @@ def tenant_suspend(*, access: TenantAccess, actor: AnyUser, reason: str) -> Tena
         tenant.save(update_fields=["status", "suspended_reason", "suspended_at", "updated_at"])
         _audit(actor=actor, action="tenant.suspend", tenant=tenant,
                summary=f"suspended {tenant.slug}: {reason}", reason=reason)
-        _announce(tenant)
+        _schedule_sync(tenant)
     return tenant
 
 
@@ -149,7 +160,7 @@ def tenant_reactivate(*, access: TenantAccess, actor: AnyUser) -> Tenant:
         tenant.save(update_fields=["status", "suspended_reason", "suspended_at", "updated_at"])
         _audit(actor=actor, action="tenant.reactivate", tenant=tenant,
                summary=f"reactivated {tenant.slug}")
-        _announce(tenant)
+        _schedule_sync(tenant)
     return tenant
 
 
@@ -199,7 +210,6 @@ def membership_add(*, access: TenantAccess, actor: AnyUser, user: str,
             _audit(actor=actor, action="membership.add", tenant=access.tenant,
                    summary=f"added {target.get_username()} as {role}",
                    user=target.get_username(), role=role)
-            _announce(access.tenant)
     return membership
 
 
@@ -220,7 +230,6 @@ def membership_set_role(*, access: TenantAccess, actor: AnyUser,
         _audit(actor=actor, action="membership.role", tenant=access.tenant,
                summary=f"made {current.user.get_username()} {role}",
                user=current.user.get_username(), role=role)
-        _announce(access.tenant)
     return current
 
 
@@ -239,7 +248,6 @@ def membership_remove(*, access: TenantAccess, actor: AnyUser,
         current.delete()
         _audit(actor=actor, action="membership.remove", tenant=access.tenant,
                summary=f"removed {username}", user=username)
-        _announce(access.tenant)
 
 
 def _require_another_admin(tenant: Tenant, leaving: Membership) -> None:
@@ -300,3 +308,123 @@ def platform_role_set(*, actor: AnyUser, user: AnyUser, role: str,
             _audit(actor=actor, action=f"platform_role.{verb}",
                    summary=f"{verb} {role} {'to' if granted else 'from'} {user.get_username()}",
                    user=user.get_username(), role=role)
+
+
+# --- quota ------------------------------------------------------------------------------
+
+
+def quota_set(*, actor: AnyUser, pool: Pool, amounts: dict[str, Any], reason: str,
+              valid_until: Any = None) -> list[QuotaGrant]:
+    """Set the pool's quota for the given resources (platform admins; static mode).
+
+    ``amounts`` maps resource keys (see ``tenants.catalog``) to amounts in catalog units.
+    Every key and amount is validated before anything is written. A resource whose amount
+    is unchanged keeps its current grant (idempotent). Returns the new grant rows.
+    """
+    from decimal import Decimal, InvalidOperation
+
+    from tenants.catalog import Resource
+
+    require_platform_admin(actor)
+    if not amounts:
+        raise ApplicationError(_("Name at least one resource."), field="amounts")
+    parsed: dict[str, Decimal] = {}
+    for key, raw in amounts.items():
+        try:
+            resource = Resource.parse(key)
+            parsed[resource.key] = resource.check_amount(Decimal(str(raw)))
+        except (ValueError, InvalidOperation) as exc:
+            raise ApplicationError(str(exc) if isinstance(exc, ValueError) else
+                                   _("“%(v)s” is not a number.") % {"v": raw},
+                                   field="amounts", extra={"resource": key}) from None
+    created: list[QuotaGrant] = []
+    with transaction.atomic():
+        now = timezone.now()
+        current = {g.resource: g for g in QuotaGrant.objects.select_for_update().filter(
+            pool=pool, superseded_at__isnull=True, resource__in=list(parsed))}
+        for key, amount in parsed.items():
+            old = current.get(key)
+            if old is not None and old.amount == amount and old.valid_until == valid_until:
+                continue
+            if old is not None:
+                old.superseded_at = now
+                old.save(update_fields=["superseded_at"])
+            created.append(QuotaGrant.objects.create(
+                pool=pool, resource=key, amount=amount, granted_by=actor, reason=reason,
+                valid_until=valid_until))
+        if created:
+            _audit(actor=actor, action="quota.set", tenant=pool.tenant,
+                   summary=f"set quota of {pool}: " + ", ".join(
+                       f"{g.resource}={g.amount.normalize()}" for g in created),
+                   pool=pool.kind, amounts={g.resource: str(g.amount) for g in created},
+                   reason=reason)
+            _schedule_pools([pool.pk])
+    return created
+
+
+# --- sync bookkeeping (called by tenants.tasks) -------------------------------------------
+
+
+def pool_sync_started(*, pool_id: int) -> None:
+    Pool.objects.filter(pk=pool_id).update(last_attempt_at=timezone.now())
+
+
+def pool_sync_succeeded(*, pool_id: int, version: int) -> None:
+    """Record that ``version`` of the pool's desired state is in the cluster.
+
+    Never moves ``synced_version`` backwards (an older task finishing late).
+    """
+    now = timezone.now()
+    Pool.objects.filter(pk=pool_id, synced_version__lt=version).update(synced_version=version)
+    Pool.objects.filter(pk=pool_id).update(sync_error="", sync_error_transient=False,
+                                           last_synced_at=now)
+
+
+def pool_sync_failed(*, pool_id: int, error: str, transient: bool) -> None:
+    Pool.objects.filter(pk=pool_id).update(sync_error=error[:2000],
+                                           sync_error_transient=transient)
+
+
+def pools_verified_in_sync(*, pool_ids: list[int]) -> None:
+    """The resync found these pools exactly as desired: stamp them, clear stale errors."""
+    from django.db.models import F
+
+    Pool.objects.filter(pk__in=pool_ids, synced_version=F("desired_version")).update(
+        last_synced_at=timezone.now(), sync_error="", sync_error_transient=False)
+
+
+# --- deletion -------------------------------------------------------------------------------
+
+
+def tenant_delete(*, access: TenantAccess, actor: AnyUser, confirm: str) -> Tenant:
+    """Start deleting a tenant's namespaces and everything in them (platform admins).
+
+    ``confirm`` must repeat the tenant's slug. The tenant row, its history and its
+    invoices stay (status *deleted*), so the slug is never reused. Idempotent.
+    """
+    access.require_platform_admin()
+    tenant = access.tenant
+    if (confirm or "").strip() != tenant.slug:
+        raise ApplicationError(_("Type the tenant's slug “%(s)s” to confirm.") % {"s": tenant.slug},
+                               field="confirm")
+    with transaction.atomic():
+        tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+        if tenant.status in (TenantStatus.DELETING, TenantStatus.DELETED):
+            return tenant
+        tenant.status = TenantStatus.DELETING
+        tenant.save(update_fields=["status", "updated_at"])
+        _audit(actor=actor, action="tenant.delete", tenant=tenant,
+               summary=f"started deleting {tenant.slug} and its namespaces")
+        _schedule_sync(tenant)
+    return tenant
+
+
+def tenant_mark_deleted(*, tenant_id: int) -> None:
+    """The namespaces are gone: the tenant is deleted (called by the reconcile task)."""
+    with transaction.atomic():
+        updated = Tenant.objects.filter(pk=tenant_id, status=TenantStatus.DELETING).update(
+            status=TenantStatus.DELETED)
+        if updated:
+            Membership.objects.filter(tenant_id=tenant_id).delete()
+            AuditEvent.objects.create(tenant_id=tenant_id, action="tenant.deleted",
+                                      summary="namespaces removed; tenant deleted")

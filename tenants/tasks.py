@@ -1,0 +1,127 @@
+"""Cluster sync of tenant pools: one task reconciles one pool; a periodic pass repairs drift.
+
+* ``tenants.reconcile_pool(pool_id)``: make the pool's namespace and its objects match
+  the database (or remove the namespace of a deleted tenant). Idempotent; retried with
+  exponential backoff and jitter on transient API errors; a permanent error is recorded
+  on the pool and shown in its page and in the API.
+* ``tenants.resync_pools()``: list what Trainyard manages in the cluster (a few list
+  calls, no per-object reads), compare with the database, and enqueue a reconcile only
+  for pools that drifted, are pending, or failed. Writes nothing when nothing changed.
+* ``tenants.reconcile_cluster()``: the cluster-wide PriorityClasses of the tiers.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+
+from celery import shared_task
+
+from k8s_sync import manifests, naming
+from k8s_sync.client import K8sError, get_client, is_transient
+from k8s_sync.reconcile import converge, index_observed, needs_apply
+from tenants import selectors, services
+from tenants.choices import TenantStatus
+from tenants.models import Pool
+
+log = logging.getLogger(__name__)
+
+MAX_RETRIES = 8
+# (apiVersion, kind) of every object a pool has, for the resync's relist.
+POOL_KINDS = [
+    ("v1", "Namespace"), ("v1", "ServiceAccount"), ("rbac.authorization.k8s.io/v1", "Role"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+    ("networking.k8s.io/v1", "NetworkPolicy"), ("v1", "LimitRange"), ("v1", "ResourceQuota"),
+]
+
+
+def backoff_seconds(retries: int) -> float:
+    """Exponential backoff with full jitter: about 2, 4, 8 ... seconds, capped at 5 minutes."""
+    return random.uniform(0.5, 1.0) * min(300.0, 2.0 ** (retries + 1))  # noqa: S311
+
+
+@shared_task(name="tenants.reconcile_pool", queue="k8s", bind=True, max_retries=MAX_RETRIES,
+             acks_late=True)
+def reconcile_pool(self, pool_id: int) -> str:  # type: ignore[no-untyped-def]
+    """Converge one pool; returns "gone", "applied N", "unchanged", "deleted" or "error"."""
+    pool = Pool.objects.select_related("tenant").filter(pk=pool_id).first()
+    if pool is None or pool.tenant.status == TenantStatus.DELETED:
+        return "gone"
+    version = pool.desired_version
+    services.pool_sync_started(pool_id=pool_id)
+    client = get_client()
+    try:
+        if pool.tenant.status == TenantStatus.DELETING:
+            return _remove_namespace(pool, version)
+        result = converge(client, manifests.desired_pool_objects(selectors.pool_spec(pool)),
+                          assume_missing=pool.synced_version == 0)
+    except K8sError as exc:
+        services.pool_sync_failed(pool_id=pool_id, error=str(exc), transient=is_transient(exc))
+        log.warning("reconcile of pool %s failed: %s", pool, exc)
+        if is_transient(exc) and self.request.retries < MAX_RETRIES:
+            raise self.retry(exc=exc, countdown=backoff_seconds(self.request.retries)) from exc
+        return "error"
+    services.pool_sync_succeeded(pool_id=pool_id, version=version)
+    return f"applied {result.writes}" if result.changed else "unchanged"
+
+
+def _remove_namespace(pool: Pool, version: int) -> str:
+    """Delete the pool's namespace; once both of the tenant's namespaces are gone, the
+    tenant is marked deleted. Namespace deletion is asynchronous, so this re-checks."""
+    client = get_client()
+    client.ensure_absent("v1", "Namespace", pool.namespace)
+    services.pool_sync_succeeded(pool_id=pool.pk, version=version)
+    remaining = [p for p in pool.tenant.pools.all()
+                 if client.read("v1", "Namespace", p.namespace) is not None]
+    if not remaining:
+        services.tenant_mark_deleted(tenant_id=pool.tenant_id)
+        return "deleted"
+    return "deleting"
+
+
+@shared_task(name="tenants.resync_pools", queue="k8s")
+def resync_pools() -> dict[str, int]:
+    """Find pools that differ from the cluster and enqueue their reconcile.
+
+    Costs one list call per kind (paged), whatever the number of tenants.
+    """
+    client = get_client()
+    selector = naming.label_selector(naming.managed_labels())
+    observed: dict = {}
+    for api_version, kind in POOL_KINDS:
+        observed.update(index_observed(
+            client.list_objects(api_version, kind, label_selector=selector)))
+    classes = selectors.known_storage_classes()
+    drifted, in_sync = [], []
+    for pool in selectors.pools_to_sync():
+        if pool.tenant.status == TenantStatus.DELETING:
+            drifted.append(pool.pk)
+            continue
+        desired = manifests.desired_pool_objects(
+            selectors.pool_spec(pool, storage_classes=classes))
+        if (pool.sync_state != "in_sync"
+                or any(needs_apply(obj, observed.get(_key(obj))) for obj in desired)):
+            drifted.append(pool.pk)
+        else:
+            in_sync.append(pool.pk)
+    services.pools_verified_in_sync(pool_ids=in_sync)
+    for pool_id in drifted:
+        reconcile_pool.delay(pool_id)
+    return {"drifted": len(drifted), "in_sync": len(in_sync)}
+
+
+def _key(obj: dict) -> tuple:
+    meta = obj["metadata"]
+    return (obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
+
+
+@shared_task(name="tenants.reconcile_cluster", queue="k8s", bind=True, max_retries=MAX_RETRIES)
+def reconcile_cluster(self) -> str:  # type: ignore[no-untyped-def]
+    """Converge the cluster-wide objects (the tiers' PriorityClasses)."""
+    try:
+        result = converge(get_client(), manifests.desired_cluster_objects())
+    except K8sError as exc:
+        if is_transient(exc) and self.request.retries < MAX_RETRIES:
+            raise self.retry(exc=exc, countdown=backoff_seconds(self.request.retries)) from exc
+        raise
+    return f"applied {result.writes}" if result.changed else "unchanged"

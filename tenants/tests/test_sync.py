@@ -1,0 +1,231 @@
+"""Cluster sync of tenant pools, against kubesim over HTTP (the quota is real)."""
+
+import shutil
+import subprocess
+
+import pytest
+from kubernetes import client as k8s
+from kubernetes.client.rest import ApiException
+
+from tenants import services
+from tenants.access import access_for
+from tenants.models import Pool, Tenant
+from tenants.tasks import reconcile_pool, resync_pools
+
+EXPECTED = {
+    ("Namespace", None), ("ServiceAccount", "trainyard-workload"),
+    ("Role", "trainyard-researcher"), ("RoleBinding", "trainyard-researcher"),
+    ("NetworkPolicy", "trainyard-isolation"), ("LimitRange", "trainyard-defaults"),
+    ("ResourceQuota", "trainyard-quota"),
+}
+
+
+@pytest.fixture
+def team(platform_admin, alice, django_capture_on_commit_callbacks, cluster):
+    """Tenant "a" with quotas on both pools, synced through the on-commit tasks."""
+    with django_capture_on_commit_callbacks(execute=True):
+        tenant = services.tenant_create(actor=platform_admin, slug="a", name="Team A",
+                                        cost_center="CC-A", contact_email="a@example.org",
+                                        admins=[alice])
+    for pool in tenant.pools.all():
+        with django_capture_on_commit_callbacks(execute=True):
+            services.quota_set(actor=platform_admin, pool=pool, reason="initial", amounts={
+                "cpu": 64, "memory": 256, "gpu:NVIDIA-A100-SXM4-80GB": 4,
+                "gpu:NVIDIA-H800": 4, "mig:1g.10gb": 7, "storage:fast-ssd": 500, "pvcs": 20})
+    return tenant
+
+
+def _core(cluster):
+    return k8s.CoreV1Api(cluster.api_client)
+
+
+def _quota(cluster, ns):
+    return _core(cluster).read_namespaced_resource_quota("trainyard-quota", ns)
+
+
+def _objects(cluster, ns):
+    """(kind, name) of every object Trainyard may have put in ``ns``."""
+    api = cluster.api_client
+    core, rbac = k8s.CoreV1Api(api), k8s.RbacAuthorizationV1Api(api)
+    net = k8s.NetworkingV1Api(api)
+    found = {("Namespace", None)} if core.read_namespace(ns) else set()
+    for kind, lister in [
+        ("ServiceAccount", core.list_namespaced_service_account),
+        ("Role", rbac.list_namespaced_role), ("RoleBinding", rbac.list_namespaced_role_binding),
+        ("NetworkPolicy", net.list_namespaced_network_policy),
+        ("LimitRange", core.list_namespaced_limit_range),
+        ("ResourceQuota", core.list_namespaced_resource_quota),
+    ]:
+        found |= {(kind, item.metadata.name) for item in lister(ns).items}
+    return found
+
+
+def test_creating_a_tenant_with_quotas_produces_exactly_the_expected_objects(team, cluster):
+    for ns in ("ty-a-prod", "ty-a-dev"):
+        assert _objects(cluster, ns) == EXPECTED
+        hard = _quota(cluster, ns).spec.hard
+        assert hard["requests.cpu"] == "64" and hard["requests.memory"] == "256Gi"
+        assert hard["requests.nvidia.com/gpu"] == "8"
+        assert hard["requests.nvidia.com/mig-1g.10gb"] == "7"
+        assert hard["requests.nvidia.com/mig-3g.40gb"] == "0"  # not granted: zero
+        assert hard["fast-ssd.storageclass.storage.k8s.io/requests.storage"] == "500Gi"
+    for pool in team.pools.all():
+        pool.refresh_from_db()
+        assert pool.sync_state == "in_sync" and pool.last_synced_at is not None
+    ns = _core(cluster).read_namespace("ty-a-prod")
+    assert ns.metadata.labels["trainyard.io/tenant"] == "a"
+
+
+def test_changing_a_quota_updates_the_resource_quota(team, platform_admin, cluster,
+                                                     django_capture_on_commit_callbacks):
+    prod = team.pools.get(kind="prod")
+    with django_capture_on_commit_callbacks(execute=True):
+        services.quota_set(actor=platform_admin, pool=prod, reason="more",
+                           amounts={"gpu:NVIDIA-H800": 8, "cpu": 96})
+    hard = _quota(cluster, "ty-a-prod").spec.hard
+    assert hard["requests.nvidia.com/gpu"] == "12" and hard["requests.cpu"] == "96"
+    assert _quota(cluster, "ty-a-dev").spec.hard["requests.nvidia.com/gpu"] == "8"
+
+
+def test_a_pod_above_the_quota_is_refused_by_the_api_server(team, cluster):
+    pod = k8s.V1Pod(metadata=k8s.V1ObjectMeta(name="greedy"), spec=k8s.V1PodSpec(
+        containers=[k8s.V1Container(name="c", image="pytorch", resources=k8s.V1ResourceRequirements(
+            requests={"nvidia.com/gpu": "9", "cpu": "1", "memory": "1Gi"},
+            limits={"nvidia.com/gpu": "9"}))]))
+    with pytest.raises(ApiException) as err:
+        _core(cluster).create_namespaced_pod("ty-a-prod", pod)
+    assert err.value.status == 403
+    assert "exceeded quota: trainyard-quota" in err.value.body
+
+
+def test_an_object_deleted_or_edited_by_hand_is_restored_by_the_resync(team, cluster):
+    core = _core(cluster)
+    k8s.NetworkingV1Api(cluster.api_client).delete_namespaced_network_policy(
+        "trainyard-isolation", "ty-a-dev")
+    core.patch_namespaced_resource_quota("trainyard-quota", "ty-a-prod",
+                                         {"spec": {"hard": {"requests.nvidia.com/gpu": "100"}}})
+    outcome = resync_pools.apply().get()
+    assert outcome == {"drifted": 2, "in_sync": 0}
+    assert _objects(cluster, "ty-a-dev") == EXPECTED
+    assert _quota(cluster, "ty-a-prod").spec.hard["requests.nvidia.com/gpu"] == "8"
+
+
+def _resource_version(cluster) -> int:
+    return int(_core(cluster).list_namespace().metadata.resource_version)
+
+
+def test_a_resync_with_no_changes_writes_nothing(team, cluster):
+    before = _resource_version(cluster)
+    assert resync_pools.apply().get() == {"drifted": 0, "in_sync": 2}
+    assert _resource_version(cluster) == before
+    # reconciling an in-sync pool reads but does not write either
+    assert reconcile_pool.apply(args=[team.pools.get(kind="prod").pk]).get() == "unchanged"
+    assert _resource_version(cluster) == before
+
+
+def run_like_a_worker(task, *args, max_attempts=10):
+    """Run ``task`` as a worker would: on Retry, run it again with the retry count
+    raised (the broker would redeliver it after the countdown). Returns (result,
+    countdowns)."""
+    from celery.exceptions import Retry
+
+    countdowns = []
+    for retries in range(max_attempts):
+        try:
+            return task.apply(args=args, retries=retries).get(), countdowns
+        except Retry as exc:
+            countdowns.append(exc.when)
+    raise AssertionError(f"{task.name} did not finish in {max_attempts} attempts")
+
+
+@pytest.mark.parametrize("fault", [
+    {"status": 500}, {"status": 429}, {"status": 409}, {"timeout": True},
+])
+def test_transient_failures_are_retried_with_backoff_until_the_state_converges(
+        platform_admin, cluster, django_capture_on_commit_callbacks, fault):
+    rule = cluster.faults.add(method="PATCH", path_regex="/ty-flaky-prod/resourcequotas/",
+                              times=3, **fault)
+    with django_capture_on_commit_callbacks(execute=True):  # first attempts fail, robustly
+        tenant = services.tenant_create(actor=platform_admin, slug="flaky", name="Flaky",
+                                        cost_center="C", contact_email="f@example.org")
+    prod = tenant.pools.get(kind="prod")
+    prod.refresh_from_db()
+    assert prod.sync_state == "error" and prod.sync_error_transient
+    result, countdowns = run_like_a_worker(reconcile_pool, prod.pk)
+    assert result.startswith("applied") and rule.hits == 3
+    assert len(countdowns) == 2 and 0 < countdowns[0] <= 2 and countdowns[1] <= 4
+    for pool in tenant.pools.all():
+        assert pool.sync_state == "in_sync", pool.sync_error
+    assert _objects(cluster, "ty-flaky-prod") == EXPECTED
+
+
+def test_the_pool_shows_the_error_while_the_api_fails(platform_admin, cluster, tenant_a,
+                                                      monkeypatch):
+    import tenants.tasks as tasks
+
+    monkeypatch.setattr(tasks, "MAX_RETRIES", 0)  # see the error instead of retrying
+    cluster.faults.add(path_regex="/namespaces", status=500, message="etcd is on fire")
+    pool = tenant_a.pools.get(kind="prod")
+    assert reconcile_pool.apply(args=[pool.pk]).get() == "error"
+    pool.refresh_from_db()
+    assert pool.sync_state == "error" and "etcd is on fire" in pool.sync_error
+    assert pool.sync_error_transient
+    cluster.faults.clear()
+    assert reconcile_pool.apply(args=[pool.pk]).get().startswith("applied")
+    pool.refresh_from_db()
+    assert pool.sync_state == "in_sync" and pool.sync_error == ""
+
+
+def test_an_invalid_object_is_a_permanent_error_shown_on_the_pool(platform_admin, cluster,
+                                                                  tenant_a):
+    cluster.faults.add(method="PATCH", path_regex="/limitranges/", status=422,
+                       message="LimitRange is invalid")
+    pool = tenant_a.pools.get(kind="dev")
+    assert reconcile_pool.apply(args=[pool.pk]).get() == "error"
+    pool.refresh_from_db()
+    assert pool.sync_state == "error" and not pool.sync_error_transient
+
+
+def test_a_lost_task_is_picked_up_by_the_resync(tenant_a, cluster):
+    """tenant_a's pools were created without any task (as if the broker was down)."""
+    assert {p.sync_state for p in tenant_a.pools.all()} == {"pending"}
+    assert resync_pools.apply().get() == {"drifted": 2, "in_sync": 0}
+    assert {p.sync_state for p in Pool.objects.filter(tenant=tenant_a)} == {"in_sync"}
+
+
+def test_suspending_stops_new_work_without_deleting_anything(team, platform_admin, cluster,
+                                                            django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        services.tenant_suspend(access=access_for(platform_admin, team), actor=platform_admin,
+                                reason="budget")
+    hard = _quota(cluster, "ty-a-prod").spec.hard
+    assert hard["pods"] == "0" and hard["requests.nvidia.com/gpu"] == "0"
+    assert _objects(cluster, "ty-a-prod") == EXPECTED
+    with django_capture_on_commit_callbacks(execute=True):
+        services.tenant_reactivate(access=access_for(platform_admin, team), actor=platform_admin)
+    assert "pods" not in _quota(cluster, "ty-a-prod").spec.hard
+
+
+def test_deleting_a_tenant_removes_its_namespaces_after_confirmation(
+        team, platform_admin, cluster, django_capture_on_commit_callbacks):
+    from portal.exceptions import ApplicationError
+
+    access = access_for(platform_admin, team)
+    with pytest.raises(ApplicationError, match="Type the tenant's slug"):
+        services.tenant_delete(access=access, actor=platform_admin, confirm="yes")
+    with django_capture_on_commit_callbacks(execute=True):
+        services.tenant_delete(access=access, actor=platform_admin, confirm="a")
+    cluster.advance(5)  # namespace deletion goes through Terminating
+    resync_pools.apply().get()
+    names = {ns.metadata.name for ns in _core(cluster).list_namespace().items}
+    assert "ty-a-prod" not in names and "ty-a-dev" not in names
+    assert Tenant.objects.get(slug="a").status == "deleted"
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+def test_kubectl_shows_what_the_portal_created(team, cluster):
+    out = subprocess.run(["kubectl", "--kubeconfig", str(cluster.kubeconfig),
+                          "--request-timeout", "10s", "get", "resourcequota", "-n", "ty-a-prod",
+                          "-o", "name"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "resourcequota/trainyard-quota"
