@@ -78,6 +78,34 @@ def _namespace(name: str) -> dict:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
 
 
+def _missing_leaves(sent, stored, path="") -> list[str]:
+    """Paths of values in ``sent`` that ``stored`` lacks or holds differently."""
+    if isinstance(sent, dict):
+        if not isinstance(stored, dict):
+            return [path]
+        return [m for k, v in sent.items()
+                for m in _missing_leaves(v, stored.get(k), f"{path}.{k}")]
+    if isinstance(sent, list):
+        if not isinstance(stored, list) or len(stored) != len(sent):
+            return [path]
+        return [m for i, (a, b) in enumerate(zip(sent, stored, strict=True))
+                for m in _missing_leaves(a, b, f"{path}[{i}]")]
+    return [] if sent == stored else [f"{path}: {sent!r} != {stored!r}"]
+
+
+def _pytorchjob(name: str, namespace: str) -> dict:
+    container = {"name": "pytorch", "image": "registry.example/train:1",
+                 "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+    template = {"spec": {"containers": [container]}}
+    return {
+        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+        "metadata": {"name": name, "namespace": namespace,
+                     "labels": naming.job_labels("acme", "prod", 7)},
+        "spec": {"runPolicy": {"suspend": True},
+                 "pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": template}}},
+    }
+
+
 # --- no server needed ----------------------------------------------------------------------
 
 
@@ -233,8 +261,50 @@ def test_every_desired_object_applies_and_a_resync_reports_no_changes(kube):
         ref = ObjectRef.of(obj)
         stored = kube.read(ref.api_version, ref.kind, ref.name, ref.namespace)
         assert stored is not None, ref
-        for key, value in obj["metadata"]["labels"].items():
-            assert stored["metadata"]["labels"][key] == value
+        # everything we declared is stored verbatim (canonical quantities, labels, rules)
+        assert _missing_leaves(obj, stored) == [], ref
+
+
+def test_changing_the_quota_reconfigures_only_the_quota(kube):
+    spec = _pool("grow")
+    kube.apply_all(manifests.desired_pool_objects(spec))
+    bigger = dataclasses.replace(spec, quota=QuotaSpec(cpu_cores=64, gpus=16))
+    report = kube.apply_all(manifests.desired_pool_objects(bigger))
+    assert [(r.ref.kind, r.action) for r in report.changed] == [("ResourceQuota", "configured")]
+    hard = kube.read("v1", "ResourceQuota", naming.RESOURCE_QUOTA_NAME, spec.namespace)
+    # keys no longer declared (memory, storage, pvc) are removed by server-side apply
+    assert hard["spec"]["hard"] == {"requests.cpu": "64", "requests.nvidia.com/gpu": "16"}
+
+
+def test_dry_run_apply_persists_nothing(kube):
+    result = kube.apply(_namespace("ty-dry-prod"), dry_run=True)
+    assert result["metadata"]["name"] == "ty-dry-prod"
+    assert kube.read("v1", "Namespace", "ty-dry-prod") is None
+
+
+def test_changing_a_role_binding_roleref_is_a_permanent_422(kube):
+    spec = _pool("rbac")
+    kube.apply_all(manifests.desired_pool_objects(spec))
+    binding = manifests.build_role_binding(spec)
+    binding["roleRef"]["name"] = "another-role"
+    with pytest.raises(K8sPermanentError) as info:
+        kube.apply(binding)
+    assert info.value.status == 422
+
+
+def test_pytorchjobs_are_created_once(kube):
+    kube.apply(_namespace("ty-acme-prod"))
+    job = _pytorchjob(naming.job_name(7, "bert"), "ty-acme-prod")
+    stored, created = kube.create_if_absent(job)
+    assert created and stored["spec"]["runPolicy"]["suspend"] is True
+    unsuspended = kube.patch("kubeflow.org/v1", "PyTorchJob", job["metadata"]["name"],
+                             {"spec": {"runPolicy": {"suspend": False}}}, "ty-acme-prod")
+    assert unsuspended["spec"]["runPolicy"]["suspend"] is False
+    again, created_again = kube.create_if_absent(job)
+    assert not created_again and again["spec"]["runPolicy"]["suspend"] is False
+    jobs = kube.list_objects("kubeflow.org/v1", "PyTorchJob", "ty-acme-prod",
+                             label_selector=f"{naming.LABEL_JOB}=7")
+    assert [j["metadata"]["name"] for j in jobs] == ["tj-7-bert"]
 
 
 def test_suspending_a_pool_changes_only_namespace_and_quota(kube):
