@@ -212,7 +212,9 @@ def _retry_after(value: str | None) -> float | None:
 def _error_from_response(status: int, http_reason: str, headers: Mapping[str, str],
                          body: bytes) -> K8sError:
     """Classify a non-2xx response; the Status body gives reason and message."""
-    reason, message, details = http_reason or "", body.decode("utf-8", "replace")[:2000], {}
+    reason = http_reason or ""
+    message = body.decode("utf-8", "replace")[:2000]
+    details: dict[str, Any] = {}
     try:
         payload = json.loads(body)
     except ValueError:
@@ -373,7 +375,11 @@ class KubeClient:
         with self._lock:
             if key in self._discovered:
                 return self._discovered[key]
-        listing = self._request("GET", _base_path(api_version)) or {}
+        try:
+            listing = self._request("GET", _base_path(api_version)) or {}
+        except K8sNotFoundError as exc:  # an unknown group is not "object not found"
+            raise K8sPermanentError(404, "NotFound",
+                                    f"the server does not serve {api_version}") from exc
         found = None
         for res in listing.get("resources", []):
             if res.get("kind") == kind and "/" not in res.get("name", ""):

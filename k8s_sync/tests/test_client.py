@@ -381,6 +381,11 @@ def test_unknown_kinds_are_found_by_discovery(kube):
     assert [(x["kind"], x["metadata"]["name"]) for x in leases] == [("Lease", "l")]
     with pytest.raises(K8sPermanentError):
         kube.read("v1", "NoSuchKind", "x")
+    # an unserved group/version is a permanent error, never a silent "object absent"
+    with pytest.raises(K8sPermanentError, match="does not serve"):
+        kube.read("nosuch.example.com/v1", "Thing", "x")
+    with pytest.raises(K8sPermanentError):
+        kube.ensure_absent("nosuch.example.com/v1", "Thing", "x")
 
 
 def test_invalid_object_is_permanent_with_the_server_message(kube):
