@@ -169,6 +169,12 @@ class K8sError(Exception):
         self.retry_after = retry_after
         self.details = dict(details or {})
 
+    @property
+    def quota_exceeded(self) -> bool:
+        """True for a 403 from quota admission (as opposed to an RBAC 403)."""
+        return self.status == 403 and ("exceeded quota" in self.message
+                                       or "failed quota" in self.message)
+
     def __reduce__(self) -> tuple[Any, ...]:
         # Picklable despite the custom __init__ (Celery/multiprocessing ship exceptions).
         return (type(self), (self.status, self.reason, self.message),

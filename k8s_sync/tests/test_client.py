@@ -319,6 +319,37 @@ def test_suspending_a_pool_changes_only_namespace_and_quota(kube):
     assert kube.read("v1", "Namespace", spec.namespace) is not None
 
 
+def _pod(name: str, namespace: str, gpus: int = 0) -> dict:
+    container: dict = {"name": "main", "image": "registry.example/train:1"}
+    if gpus:
+        container["resources"] = {"limits": {"nvidia.com/gpu": str(gpus)}}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"containers": [container], "serviceAccountName": naming.SERVICE_ACCOUNT_NAME}}
+
+
+def test_pool_objects_admit_pods_and_a_suspended_pool_refuses_new_ones(kube):
+    spec = _pool("quota")
+    kube.apply_all(manifests.desired_pool_objects(spec))
+    # no requests stated: the LimitRange defaults let the pod pass the cpu/memory quota,
+    # and its GPU default of 0 gives it no GPU
+    pod, created = kube.create_if_absent(_pod("plain", spec.namespace))
+    assert created
+    limits = pod["spec"]["containers"][0]["resources"]
+    assert limits["requests"]["cpu"] == "500m" and limits["requests"]["memory"] == "1Gi"
+    assert limits["limits"].get("nvidia.com/gpu", "0") == "0"
+    with pytest.raises(K8sPermanentError) as too_big:
+        kube.create_if_absent(_pod("greedy", spec.namespace, gpus=9))  # quota: 8 GPUs
+    assert too_big.value.quota_exceeded and too_big.value.status == 403
+
+    kube.apply_all(manifests.desired_pool_objects(dataclasses.replace(spec, suspended=True)))
+    with pytest.raises(K8sPermanentError) as refused:
+        kube.create_if_absent(_pod("late", spec.namespace))
+    assert refused.value.quota_exceeded
+    # nothing was deleted: the running pod and the namespace are still there
+    assert kube.read("v1", "Pod", "plain", spec.namespace) is not None
+
+
 def test_read_returns_none_when_missing(kube):
     assert kube.read("v1", "ConfigMap", "missing", "default") is None
     assert kube.read("v1", "Namespace", "ty-missing-prod") is None
