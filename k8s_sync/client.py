@@ -63,6 +63,8 @@ _PATCH_CONTENT_TYPES = {
     "json": "application/json-patch+json",
 }
 APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
+# Same value as naming.LABEL_MANAGED_BY; repeated so the adapter stays independent of naming.
+_MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 
 
 # --- configuration ------------------------------------------------------------------------
@@ -536,6 +538,29 @@ class KubeClient:
         except K8sNotFoundError:
             return False
         return True
+
+    def prune(self, desired: Iterable[Mapping[str, Any]], *,
+              kinds: Iterable[tuple[str, str]], label_selector: str,
+              namespace: str | None = None) -> list[ObjectRef]:
+        """Delete objects of ``kinds`` matching ``label_selector`` that are not in ``desired``.
+
+        For objects Trainyard stopped declaring (e.g. a RoleBinding replaced under a new
+        name because ``roleRef`` is immutable). ``label_selector`` must select only
+        Trainyard-managed objects (it must contain the managed-by label); returns the refs
+        it deleted. Idempotent: a second call deletes nothing.
+        """
+        if f"{_MANAGED_BY_LABEL}=" not in label_selector:
+            raise ValueError("prune needs a selector restricted to Trainyard-managed objects")
+        keep = {ObjectRef.of(obj) for obj in desired}
+        deleted = []
+        for api_version, kind in kinds:
+            for obj in self.list_objects(api_version, kind, namespace,
+                                         label_selector=label_selector):
+                ref = ObjectRef.of(obj)
+                if ref not in keep and self.ensure_absent(api_version, kind, ref.name,
+                                                          ref.namespace):
+                    deleted.append(ref)
+        return deleted
 
     def server_version(self) -> dict[str, Any]:
         """``GET /version`` (a cheap reachability check)."""

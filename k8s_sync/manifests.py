@@ -59,6 +59,7 @@ from k8s_sync.specs import (
 )
 
 __all__ = [
+    "POOL_NAMESPACED_KINDS",
     "Manifest",
     "build_limit_range",
     "build_namespace",
@@ -224,6 +225,18 @@ def build_resource_quota(spec: PoolSpec) -> Manifest:
     obj = _pool_object(spec, "v1", "ResourceQuota", naming.RESOURCE_QUOTA_NAME)
     obj["spec"] = {"hard": spec.quota.to_hard(suspended=spec.suspended)}
     return obj
+
+
+#: (apiVersion, kind) of the namespaced objects of a pool, for pruning and observing.
+#: The Namespace itself is deliberately absent: pruning must never delete a namespace.
+POOL_NAMESPACED_KINDS: tuple[tuple[str, str], ...] = (
+    ("v1", "ServiceAccount"),
+    (f"{RBAC_GROUP}/v1", "Role"),
+    (f"{RBAC_GROUP}/v1", "RoleBinding"),
+    ("networking.k8s.io/v1", "NetworkPolicy"),
+    ("v1", "LimitRange"),
+    ("v1", "ResourceQuota"),
+)
 
 
 def desired_pool_objects(spec: PoolSpec) -> list[Manifest]:

@@ -90,9 +90,11 @@ def cpu_quantity(cores: Number) -> str:
 def gib_quantity(gib: Number) -> str:
     """Render GiB canonically: ``64`` -> ``"64Gi"``, ``0.5`` -> ``"512Mi"``, 2048 -> ``"2Ti"``."""
     number = _decimal(gib, "GiB")
+    if number == 0:
+        return "0"  # the API server renders any zero as "0"; match it so resyncs are no-ops
     for factor, suffix in ((Decimal(1024), "Ti"), (Decimal(1), "Gi"), (Decimal(1) / 1024, "Mi")):
         scaled = number / factor
-        if scaled == scaled.to_integral_value() and (scaled > 0 or suffix == "Gi"):
+        if scaled == scaled.to_integral_value():
             return f"{int(scaled)}{suffix}"
     raise ValueError(f"GiB: finer than 1Mi: {gib!r}")
 

@@ -350,6 +350,27 @@ def test_pool_objects_admit_pods_and_a_suspended_pool_refuses_new_ones(kube):
     assert kube.read("v1", "Pod", "plain", spec.namespace) is not None
 
 
+def test_prune_removes_only_managed_objects_no_longer_desired(kube):
+    spec = _pool("prune")
+    desired = manifests.desired_pool_objects(spec)
+    kube.apply_all(desired)
+    stale = manifests.build_role_binding(spec)
+    stale["metadata"]["name"] = "trainyard-old-binding"
+    kube.apply(stale)
+    foreign = _configmap("not-ours", spec.namespace)  # unlabelled: never touched
+    kube.apply(foreign)
+    selector = naming.label_selector(spec.labels)
+    kinds = manifests.POOL_NAMESPACED_KINDS
+    deleted = kube.prune(desired, kinds=kinds, label_selector=selector, namespace=spec.namespace)
+    assert deleted == [ObjectRef.of(stale)]
+    assert kube.prune(desired, kinds=kinds, label_selector=selector,
+                      namespace=spec.namespace) == []
+    assert kube.read("v1", "ConfigMap", "not-ours", spec.namespace) is not None
+    assert kube.apply_all(desired).has_changes is False
+    with pytest.raises(ValueError):
+        kube.prune(desired, kinds=kinds, label_selector="trainyard.io/pool=prod")
+
+
 def test_read_returns_none_when_missing(kube):
     assert kube.read("v1", "ConfigMap", "missing", "default") is None
     assert kube.read("v1", "Namespace", "ty-missing-prod") is None

@@ -31,7 +31,7 @@ def test_cpu_quantity_is_canonical(cores, expected):
 
 
 @pytest.mark.parametrize(("gib", "expected"), [
-    (0, "0Gi"), (1, "1Gi"), (64, "64Gi"), (1024, "1Ti"), (2048, "2Ti"), (1536, "1536Gi"),
+    (0, "0"), (1, "1Gi"), (64, "64Gi"), (1024, "1Ti"), (2048, "2Ti"), (1536, "1536Gi"),
     (0.5, "512Mi"), ("1.5", "1536Mi"),
 ])
 def test_gib_quantity_is_canonical(gib, expected):
