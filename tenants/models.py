@@ -94,7 +94,7 @@ class Pool(models.Model):
 
     @property
     def sync_state(self) -> str:
-        """``error`` (last attempt failed), ``pending`` (a change not yet applied) or ``in_sync``."""
+        """``error`` (last attempt failed), ``pending`` (change not yet applied), ``in_sync``."""
         if self.sync_error:
             return SyncState.ERROR
         if self.synced_version < self.desired_version:

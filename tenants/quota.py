@@ -32,7 +32,7 @@ def quota_spec_for(grants: Mapping[str, Decimal], *, storage_classes: Iterable[s
     def by_qualifier(kind: ResourceKind) -> dict[str, Decimal]:
         return {r.qualifier: a for r, a in parsed.items() if r.kind == kind}
 
-    mig = {profile: 0 for profile in mig_profiles}
+    mig = dict.fromkeys(mig_profiles, 0)
     mig.update({profile: int(amount) for profile, amount in by_qualifier(ResourceKind.MIG).items()})
     storage = {name: Decimal(0) for name in storage_classes}
     storage.update(by_qualifier(ResourceKind.STORAGE))

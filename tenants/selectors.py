@@ -119,3 +119,13 @@ def pool_spec(pool: Pool, *, storage_classes: set[str] | None = None):  # -> Poo
 def pools_to_sync() -> QuerySet[Pool]:
     """Every pool whose tenant still has namespaces (not deleted)."""
     return Pool.objects.select_related("tenant").exclude(tenant__status="deleted")
+
+
+def resource_suggestions() -> list[str]:
+    """Resource keys to offer in quota forms: the catalog's plain resources plus every
+    qualified key known from grants and settings (the observed inventory adds models)."""
+    keys = {"cpu", "memory", "gpu-memory", "gpu-shared", "pvcs"}
+    keys |= set(QuotaGrant.objects.values_list("resource", flat=True).distinct()[:500])
+    keys |= {f"mig:{p}" for p in settings.TRAINYARD_MIG_PROFILES}
+    keys |= {f"storage:{c}" for c in settings.TRAINYARD_STORAGE_CLASSES}
+    return sorted(keys)

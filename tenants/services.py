@@ -365,6 +365,12 @@ def quota_set(*, actor: AnyUser, pool: Pool, amounts: dict[str, Any], reason: st
 # --- sync bookkeeping (called by tenants.tasks) -------------------------------------------
 
 
+def pool_sync_request(*, pool: Pool) -> None:
+    """Ask for a reconcile of ``pool`` now (idempotent: one more pass is harmless)."""
+    with transaction.atomic():
+        _schedule_pools([pool.pk])
+
+
 def pool_sync_started(*, pool_id: int) -> None:
     Pool.objects.filter(pk=pool_id).update(last_attempt_at=timezone.now())
 

@@ -37,7 +37,7 @@ POOL_KINDS = [
 
 def backoff_seconds(retries: int) -> float:
     """Exponential backoff with full jitter: about 2, 4, 8 ... seconds, capped at 5 minutes."""
-    return random.uniform(0.5, 1.0) * min(300.0, 2.0 ** (retries + 1))  # noqa: S311
+    return random.uniform(0.5, 1.0) * min(300.0, 2.0 ** (retries + 1))
 
 
 @shared_task(name="tenants.reconcile_pool", queue="k8s", bind=True, max_retries=MAX_RETRIES,

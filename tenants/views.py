@@ -11,6 +11,7 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -20,7 +21,8 @@ from django.views.decorators.http import require_POST
 from portal.exceptions import ApplicationError
 from tenants import forms, selectors, services
 from tenants.access import is_platform_admin, require_platform_admin
-from tenants.models import Membership
+from tenants.catalog import Resource
+from tenants.models import Membership, Pool
 
 User = get_user_model()
 
@@ -46,6 +48,48 @@ def tenant_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "member_count": selectors.members_of(access.tenant).count(),
         "suspend_form": forms.SuspendForm(),
     })
+
+
+@login_required
+def pool_detail(request: HttpRequest, slug: str, kind: str) -> HttpResponse:
+    """A pool: its namespace, sync state, quota and grant history; admins set quota."""
+    access = selectors.tenant_access_or_404(request.user, slug)
+    pool = get_object_or_404(Pool, tenant=access.tenant, kind=kind)
+    grants = selectors.current_grants(pool)
+    form = forms.QuotaForm(request.POST or None, initial_grants=grants)
+    if request.method == "POST":
+        if not access.can_manage_tenant:
+            raise Http404
+        if form.is_valid():
+            try:
+                services.quota_set(actor=request.user, pool=pool, amounts=form.amounts(),
+                                   reason=form.cleaned_data["reason"])
+            except (ApplicationError, ValidationError) as exc:
+                form.add_error(None, getattr(exc, "message", None) or exc.messages[0])
+            else:
+                messages.success(request, _("The quota was saved; the cluster is being "
+                                            "updated."))
+                return redirect("tenants:pool", slug=slug, kind=kind)
+    return render(request, "tenants/pool.html", {
+        "access": access, "tenant": access.tenant, "pool": pool, "form": form,
+        "grants": [(Resource.parse(k), v) for k, v in sorted(grants.items())],
+        "history": selectors.grant_history(pool)[:200],
+        "resource_suggestions": selectors.resource_suggestions(),
+    }, status=400 if request.method == "POST" else 200)
+
+
+@login_required
+@require_POST
+def pool_sync(request: HttpRequest, slug: str, kind: str) -> HttpResponse:
+    access = selectors.tenant_access_or_404(request.user, slug)
+    pool = get_object_or_404(Pool, tenant=access.tenant, kind=kind)
+    try:
+        access.require_admin()
+        services.pool_sync_request(pool=pool)
+        messages.success(request, _("A sync of %(ns)s was requested.") % {"ns": pool.namespace})
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+    return redirect("tenants:pool", slug=slug, kind=kind)
 
 
 @login_required

@@ -8,12 +8,36 @@ from tenants.choices import MembershipRole
 from tenants.models import Membership, Pool, Tenant
 
 
+class PoolSyncSerializer(serializers.Serializer):
+    state = serializers.CharField(source="sync_state")
+    error = serializers.CharField(source="sync_error")
+    error_is_transient = serializers.BooleanField(source="sync_error_transient")
+    last_synced_at = serializers.DateTimeField(allow_null=True)
+    last_attempt_at = serializers.DateTimeField(allow_null=True)
+
+
 class PoolSerializer(serializers.ModelSerializer):
     namespace = serializers.CharField(read_only=True)
+    sync = PoolSyncSerializer(source="*", read_only=True)
+    quota = serializers.SerializerMethodField()
 
     class Meta:
         model = Pool
-        fields = ["kind", "namespace", "created_at"]
+        fields = ["kind", "namespace", "sync", "quota", "created_at"]
+
+    def get_quota(self, pool: Pool) -> dict[str, str]:
+        """Current grants: resource key -> amount (a decimal string)."""
+        grants = getattr(pool, "current_grants", None)
+        if grants is None:
+            grants = [g for g in pool.grants.all() if g.superseded_at is None]
+        return {g.resource: str(g.amount.normalize()) for g in grants}
+
+
+class QuotaSetInput(serializers.Serializer):
+    amounts = serializers.DictField(child=serializers.DecimalField(max_digits=14,
+                                                                   decimal_places=3),
+                                    help_text="resource key -> amount, e.g. {\"cpu\": 64}")
+    reason = serializers.CharField(max_length=2000)
 
 
 class TenantSerializer(serializers.ModelSerializer):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.db.models import Prefetch
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
@@ -11,7 +12,7 @@ from rest_framework.response import Response
 from portal.api import TenantScopedViewSet
 from tenants import services
 from tenants.api import serializers as s
-from tenants.models import Membership, Pool, Tenant
+from tenants.models import Membership, Pool, QuotaGrant, Tenant
 from tenants.selectors import tenant_access_or_404, tenants_visible_to
 
 
@@ -95,12 +96,34 @@ class MembershipViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tenant
 
 
 class PoolViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedViewSet):
-    """A tenant's two pools (prod and dev) and their namespaces."""
+    """A tenant's two pools (prod and dev): namespace, sync state and current quota."""
 
     queryset = Pool.objects.select_related("tenant")
     serializer_class = s.PoolSerializer
     lookup_field = "kind"
     pagination_class = None
+
+    def scope_queryset(self, queryset):  # type: ignore[no-untyped-def]
+        return queryset.prefetch_related(Prefetch(
+            "grants", queryset=QuotaGrant.objects.filter(superseded_at__isnull=True),
+            to_attr="current_grants"))
+
+    @extend_schema(request=s.QuotaSetInput, responses=s.PoolSerializer)
+    @action(detail=True, methods=["put"])
+    def quota(self, request: Request, tenant_slug: str, kind: str) -> Response:
+        """Set the pool's quota (platform admins); applied to the cluster by the sync."""
+        self.access.require_platform_admin()
+        data = _valid(s.QuotaSetInput, request)
+        services.quota_set(actor=request.user, pool=self.get_object(), **data)
+        return Response(s.PoolSerializer(self.get_object()).data)
+
+    @extend_schema(request=None, responses={202: s.PoolSerializer})
+    @action(detail=True, methods=["post"])
+    def sync(self, request: Request, tenant_slug: str, kind: str) -> Response:
+        """Reconcile the pool now (tenant and platform admins), e.g. after an error."""
+        self.access.require_admin()
+        services.pool_sync_request(pool=self.get_object())
+        return Response(s.PoolSerializer(self.get_object()).data, status=status.HTTP_202_ACCEPTED)
 
 
 def _valid(serializer_class: type, request: Request) -> dict:
