@@ -136,11 +136,12 @@ class Scheduler:
         self.state = state
         self.events = events
         self.now_fn = now_fn
-        self._static_cache: dict[Any, tuple[list[NodeState], dict[str, int]]] = {}
+        self._static_cache: dict[Any, tuple[list[NodeState], dict[str, int], set]] = {}
         self._static_gen = -1
         self.nominated: dict[tuple, tuple[str, int, dict[str, int]]] = {}
         self._last_msg: dict[tuple, str] = {}
         self._last_flush = 0.0
+        self._groups: dict[Any, dict[tuple, PodInfo]] = {}
         self.binds = 0
         self.attempts = 0
 
@@ -148,32 +149,71 @@ class Scheduler:
     def tick(self) -> None:
         st = self.state
         now = self.now_fn()
-        if st.sched_parked and (st.capacity_freed or now - self._last_flush >= RETRY_SECONDS):
-            st.sched_active.update(st.sched_parked)
-            st.sched_parked.clear()
-            self._last_flush = now
-        st.capacity_freed = False
         for key in [k for k in self.nominated if k not in st.pods]:
             self.nominated.pop(key, None)
-        if not st.sched_active:
-            return
         if self._static_gen != st.node_gen:
             self._static_cache.clear()
             self._static_gen = st.node_gen
+        fail_cache: dict[Any, Any] = {}
+        if st.sched_parked and now - self._last_flush >= RETRY_SECONDS:
+            # periodic full retry (refreshes every pending pod's message)
+            st.sched_active.update(st.sched_parked)
+            st.sched_parked.clear()
+            self._groups.clear()
+            self._last_flush = now
+        elif st.sched_parked and st.capacity_freed:
+            self._retry_groups(fail_cache)
+        st.capacity_freed = False
+        if not st.sched_active:
+            return
         queue = sorted(st.sched_active.values(), key=lambda p: (-p.priority, p.start, p.key))
         st.sched_active.clear()
-        fail_cache: dict[Any, tuple[str, dict, list]] = {}
         for info in queue:
-            cur = st.pods.get(info.key)
-            if cur is None or cur.uid != info.uid or (cur.obj.get("spec") or {}).get("nodeName"):
+            self._attempt(info, fail_cache)
+
+    def _attempt(self, info: PodInfo, fail_cache: dict) -> bool:
+        st = self.state
+        cur = st.pods.get(info.key)
+        if cur is None or cur.uid != info.uid or (cur.obj.get("spec") or {}).get("nodeName"):
+            return False
+        self.attempts += 1
+        return self._schedule_one(cur, fail_cache)
+
+    def _retry_groups(self, fail_cache: dict) -> None:
+        """Capacity was freed: retry each group of identical pending pods head-first, and
+        stop a group at its first pod that still does not fit (the rest would not either)."""
+        st = self.state
+        heads = []
+        for gkey, members in list(self._groups.items()):
+            live = [p for k, p in members.items() if st.sched_parked.get(k) is p]
+            if not live:
+                del self._groups[gkey]
                 continue
-            self.attempts += 1
-            self._schedule_one(cur, fail_cache)
+            live.sort(key=lambda p: (-p.priority, p.start, p.key))
+            heads.append(((-live[0].priority, live[0].start, live[0].key), gkey, live))
+        heads.sort(key=lambda h: h[0])
+        for _, gkey, live in heads:
+            head = live[0]
+            if not self.nominated and head.fkey is not None:
+                ok_nodes, _r, ok_names = self._static(head.obj.get("spec") or {}, self.signature(head))
+                if not self._fitting(head, ok_nodes, ok_names, head.fkey[1]):
+                    continue      # still nowhere to go: leave the group parked, message unchanged
+            for info in live:
+                st.sched_parked.pop(info.key, None)
+                self._groups.get(gkey, {}).pop(info.key, None)
+                if not self._attempt(info, fail_cache):
+                    break
 
     # internals
-    def _static(self, spec: dict) -> tuple[list[NodeState], dict[str, int]]:
-        sig = (repr(spec.get("nodeSelector")), repr(spec.get("affinity")), repr(spec.get("tolerations")),
-               spec.get("nodeName"))
+    @staticmethod
+    def signature(info: PodInfo) -> tuple:
+        if info.sig is None:
+            spec = info.obj.get("spec") or {}
+            info.sig = (repr(spec.get("nodeSelector")), repr(spec.get("affinity")),
+                        repr(spec.get("tolerations")), spec.get("nodeName"))
+        return info.sig
+
+    def _static(self, spec: dict, sig: tuple) -> tuple[list[NodeState], dict[str, int], set]:
         hit = self._static_cache.get(sig)
         if hit is None:
             ok: list[NodeState] = []
@@ -184,7 +224,7 @@ class Scheduler:
                     ok.append(n)
                 else:
                     reasons[r] = reasons.get(r, 0) + 1
-            hit = self._static_cache[sig] = (ok, reasons)
+            hit = self._static_cache[sig] = (ok, reasons, {n.name for n in ok})
         return hit
 
     def _reserved(self, node: str, prio: int, exclude: tuple) -> dict[str, int] | None:
@@ -198,43 +238,69 @@ class Scheduler:
                 out["__pods"] = out.get("__pods", 0) + 1
         return out or None
 
-    def _schedule_one(self, info: PodInfo, fail_cache: dict) -> None:
+    def _schedule_one(self, info: PodInfo, fail_cache: dict) -> bool:
         pod = info.obj
         spec = pod.get("spec") or {}
-        ok_nodes, static_reasons = self._static(spec)
-        fkey = (id(ok_nodes), tuple(sorted(info.req.items())), info.priority)
+        sig = self.signature(info)
+        ok_nodes, static_reasons, ok_names = self._static(spec, sig)
+        fkey = info.fkey
+        if fkey is None:
+            fkey = info.fkey = (sig, tuple(sorted(info.req.items())), info.priority)
         best: NodeState | None = None
         cached = fail_cache.get(fkey) if not self.nominated else None
         if cached is None:
-            res_reasons: dict[str, int] = {}
-            fitting: list[NodeState] = []
-            for n in ok_nodes:
-                extra = self._reserved(n.name, info.priority, info.key)
-                if extra and extra.get("__pods"):
-                    rs = fit_reasons(info.req, n, extra, minus_pods=-extra["__pods"])
-                else:
-                    rs = fit_reasons(info.req, n, extra)
-                if rs:
-                    for r in rs:
-                        res_reasons[r] = res_reasons.get(r, 0) + 1
-                else:
-                    fitting.append(n)
+            fitting = self._fitting(info, ok_nodes, ok_names, fkey[1])
             if fitting:
                 best = self._pick(info, fitting)
             else:
+                res_reasons: dict[str, int] = {}
+                for n in ok_nodes:
+                    for r in fit_reasons(info.req, n, self._reserved(n.name, info.priority, info.key)):
+                        res_reasons[r] = res_reasons.get(r, 0) + 1
                 reasons = dict(static_reasons)
                 for r, c in res_reasons.items():
                     reasons[r] = reasons.get(r, 0) + c
                 cached = (fit_error_message(len(self.state.nodes), reasons), reasons, ok_nodes)
                 fail_cache[fkey] = cached
         if best is not None:
-            self._bind(info, best)
-            return
+            return self._bind(info, best)
         msg, _reasons, cand = cached
-        post = self._preempt(info, cand)
+        pkey = ("preempt", fkey)
+        post = fail_cache.get(pkey) if not self.nominated else None
+        if post is None:
+            post = self._preempt(info, cand)
+            if post:
+                fail_cache[pkey] = post
         if post:
             msg = msg + " " + post
-        self._unschedulable(info, msg)
+        self._unschedulable(info, msg, fkey)
+        return False
+
+    def _fitting(self, info: PodInfo, ok_nodes: list[NodeState], ok_names: set,
+                 req_items: tuple) -> list[NodeState]:
+        """Nodes where the pod fits (the hot loop: no reasons, no allocations)."""
+        fitting = []
+        ext = [r for r, _ in req_items if "/" in r]
+        if ext and not self.nominated:
+            # only nodes with some of the scarcest requested device free
+            free = min((self.state.free.get(r, set()) for r in ext), key=len)
+            nodes = self.state.nodes
+            ok_nodes = sorted((nodes[n] for n in free if n in ok_names and n in nodes), key=lambda n: n.order)
+        if self.nominated:
+            for n in ok_nodes:
+                if not fit_reasons(info.req, n, self._reserved(n.name, info.priority, info.key)):
+                    fitting.append(n)
+            return fitting
+        for n in ok_nodes:
+            if n.npods >= n.max_pods:
+                continue
+            used, alloc = n.used, n.alloc
+            for r, v in req_items:
+                if used.get(r, 0) + v > alloc.get(r, 0):
+                    break
+            else:
+                fitting.append(n)
+        return fitting
 
     def _pick(self, info: PodInfo, nodes: list[NodeState]) -> NodeState:
         nominated = (info.obj.get("status") or {}).get("nominatedNodeName")
@@ -270,7 +336,7 @@ class Scheduler:
         assert best is not None
         return best
 
-    def _bind(self, info: PodInfo, node: NodeState) -> None:
+    def _bind(self, info: PodInfo, node: NodeState) -> bool:
         ns, name = info.key
         try:
             # spec.nodeName may be set once, as the pods/binding subresource does
@@ -278,16 +344,18 @@ class Scheduler:
                              namespace=ns)
         except Exception as exc:
             log.info("bind %s/%s -> %s failed: %s", ns, name, node.name, exc)
-            return
+            return False
         self.binds += 1
         self.nominated.pop(info.key, None)
         self._last_msg.pop(info.key, None)
         self.events.record(info.obj, "Normal", "Scheduled",
                            f"Successfully assigned {ns}/{name} to {node.name}", component=SCHEDULER,
                            kind="Pod")
+        return True
 
-    def _unschedulable(self, info: PodInfo, msg: str) -> None:
+    def _unschedulable(self, info: PodInfo, msg: str, gkey: Any) -> None:
         self.state.sched_parked[info.key] = info
+        self._groups.setdefault(gkey, {})[info.key] = info
         if self._last_msg.get(info.key) == msg:
             return
         self._last_msg[info.key] = msg
@@ -321,6 +389,8 @@ class Scheduler:
         not_helpful = n_total - len(candidates)
         no_victims = 0
         best = None
+        if not st.bound_priorities or min(st.bound_priorities) >= info.priority:
+            candidates, no_victims = [], len(candidates)     # nothing of lower priority runs anywhere
         for n in candidates:
             victims = self._victims(info, n)
             if victims is None:

@@ -62,7 +62,7 @@ class NodeState:
 
 
 class PodInfo:
-    __slots__ = ("key", "uid", "obj", "req", "priority", "node", "start", "job")
+    __slots__ = ("key", "uid", "obj", "req", "priority", "node", "start", "job", "sig", "fkey")
 
     def __init__(self, key: tuple, obj: dict):
         self.key = key
@@ -73,6 +73,8 @@ class PodInfo:
         self.node: str | None = None      # node whose resources this pod holds
         self.start = 0.0
         self.job: tuple | None = None
+        self.sig: tuple | None = None      # scheduling signature, cached by the scheduler
+        self.fkey: tuple | None = None
 
 
 class ClusterState:
@@ -97,6 +99,8 @@ class ClusterState:
         self.uids: dict[str, tuple] = {}      # uid -> (resource, ns, name) of every watched object
         self.gc_dirty: set = set()            # owner uids deleted, or (resource, ns, name) to verify
         self.deleted_pods: list = []
+        self.bound_priorities: dict[int, int] = {}   # priority -> number of pods holding resources
+        self.free: dict[str, set] = {}    # extended resource -> names of nodes with some of it free
 
     # ---- subscription -------------------------------------------------
     def on_event(self, etype: str, resource: str, obj: dict) -> None:
@@ -154,6 +158,8 @@ class ClusterState:
         if etype == "DELETED":
             ns = self.nodes.pop(name, None)
             self.node_gen += 1
+            for free in self.free.values():
+                free.discard(name)
             if ns:
                 for k in list(ns.pods):
                     self.kubelet_dirty.add(k)
@@ -165,6 +171,7 @@ class ClusterState:
         if ns.update(obj):
             self.node_gen += 1
             self.capacity_freed = True
+            self._refresh_free(ns, ns.alloc)
         self.node_dirty.add(name)
 
     def _on_pod(self, etype: str, obj: dict) -> None:
@@ -221,6 +228,16 @@ class ClusterState:
         if info.job:
             self.job_dirty.add(info.job)
 
+    def _refresh_free(self, ns: NodeState, resources) -> None:
+        for r in resources:
+            if "/" not in r:
+                continue
+            free = self.free.setdefault(r, set())
+            if ns.used.get(r, 0) < ns.alloc.get(r, 0) and ns.name in self.nodes:
+                free.add(ns.name)
+            else:
+                free.discard(ns.name)
+
     def _account(self, info: PodInfo, node: str | None) -> None:
         if info.node == node:
             return
@@ -233,9 +250,15 @@ class ClusterState:
                 old.pods.discard(info.key)
                 if old.inv is not None:
                     old.inv.release(info.key)
+                self._refresh_free(old, info.req)
+            bp = self.bound_priorities
+            bp[info.priority] -= 1
+            if not bp[info.priority]:
+                del bp[info.priority]
             self.capacity_freed = True
         info.node = node
         if node is not None:
+            self.bound_priorities[info.priority] = self.bound_priorities.get(info.priority, 0) + 1
             new = self.nodes.get(node)
             if new is not None:
                 for r, v in info.req.items():
@@ -244,6 +267,7 @@ class ClusterState:
                 new.pods.add(info.key)
                 if new.inv is not None:
                     new.inv.allocate(info.key, info.req)
+                self._refresh_free(new, info.req)
 
     def resolve_priority(self, pod: dict) -> int:
         spec = pod.get("spec") or {}
