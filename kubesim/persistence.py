@@ -55,4 +55,5 @@ def load(store: Store, path: Path) -> bool:
             store._data.setdefault(rt.key, {}).setdefault(ns, {})[obj["metadata"]["name"]] = obj
     store._rv = max(store._rv, int(data.get("resourceVersion") or 0))
     store._history.clear()
+    store._sorted = {}
     return True

@@ -15,6 +15,7 @@ Write semantics worth knowing (as the real API server):
 from __future__ import annotations
 
 import base64
+import bisect
 import json
 import logging
 import random
@@ -81,6 +82,7 @@ class Store:
         self._raw_subs: list[Callable[[str, ResourceType, dict], None]] = []
         self._rng = random.Random(seed)
         self._snapshot = None
+        self._sorted: dict[tuple[str, str], list[str]] = {}
         if default_crds:
             for crd in _default_crds():
                 self.create(CRD_KEY, crd)
@@ -129,10 +131,15 @@ class Store:
         meta["resourceVersion"] = str(self._rv)
         ns = meta.get("namespace", "") if rt.namespaced else ""
         bucket = self._bucket(rt, ns)
+        name = meta["name"]
+        names = self._sorted.get((rt.key, ns))
         if etype == "DELETED":
-            bucket.pop(meta["name"], None)
+            if bucket.pop(name, None) is not None and names is not None:
+                del names[bisect.bisect_left(names, name)]
         else:
-            bucket[meta["name"]] = new
+            if name not in bucket and names is not None:
+                bisect.insort(names, name)
+            bucket[name] = new
         self._history.append((self._rv, etype, rt, ns, new))
         for cb in list(self._raw_subs):
             cb(etype, rt, new)
@@ -172,27 +179,40 @@ class Store:
             return lambda o: lp(o) and fp(o)
         return lp or fp
 
+    def _sorted_names(self, key: str, ns: str, bucket: dict) -> list[str]:
+        names = self._sorted.get((key, ns))
+        if names is None:
+            names = self._sorted[(key, ns)] = sorted(bucket)
+        return names
+
     def select(self, rt: ResourceType, namespace: str | None, label_selector: str | None = None,
                field_selector: str | None = None, start_after: str | None = None
                ) -> Iterator[dict]:
-        """Stored objects (not copies) sorted by namespace/name."""
+        """Stored objects (not copies) sorted by namespace/name, after `start_after`
+        ("namespace/name") when given. Cost: O(log n + objects visited)."""
         pred = self.matcher(rt, label_selector, field_selector)
         buckets = self._data.get(rt.key, {})
         if rt.namespaced and namespace:
-            names = [(namespace, buckets.get(namespace, {}))]
+            spaces = [namespace] if namespace in buckets else []
         else:
-            names = sorted(buckets.items())
-        for ns, bucket in names:
-            for name in sorted(bucket):
-                if start_after is not None and f"{ns}/{name}" <= start_after:
-                    continue
+            spaces = sorted(buckets)
+        after_ns, after_name = (start_after.split("/", 1) if start_after else ("", None))
+        for ns in spaces:
+            if after_name is not None and ns < after_ns:
+                continue
+            bucket = buckets[ns]
+            names = self._sorted_names(rt.key, ns, bucket)
+            i = bisect.bisect_right(names, after_name) if after_name is not None \
+                and ns == after_ns else 0
+            for name in names[i:]:
                 obj = bucket[name]
                 if pred is None or pred(obj):
                     yield obj
 
     def list_page(self, rt: ResourceType, namespace: str | None, label_selector=None,
                   field_selector=None, limit: int | None = None, continue_token=None):
-        """(items, list resourceVersion, continue token or None, remaining count)."""
+        """(items, list resourceVersion, continue token or None, remaining count or None).
+        Like the real server, remainingItemCount is only given for lists without selectors."""
         start = None
         if continue_token:
             try:
@@ -205,14 +225,29 @@ class Store:
         it = self.select(rt, namespace, label_selector, field_selector, start)
         for obj in it:
             if limit and len(items) >= limit:
-                remaining = 1 + sum(1 for _ in it)
                 last = items[-1]["metadata"]
                 key = f"{last.get('namespace', '') if rt.namespaced else ''}/{last['name']}"
                 token = base64.urlsafe_b64encode(json.dumps(
                     {"v": "meta.k8s.io/v1", "rv": self._rv, "start": key}).encode()).decode()
+                if not label_selector and not field_selector:
+                    remaining = self._count(rt, namespace) - self._position(rt, key)
                 break
             items.append(obj)
         return items, str(self._rv), token, remaining
+
+    def _count(self, rt: ResourceType, namespace: str | None) -> int:
+        buckets = self._data.get(rt.key, {})
+        if rt.namespaced and namespace:
+            return len(buckets.get(namespace, ()))
+        return sum(len(b) for b in buckets.values())
+
+    def _position(self, rt: ResourceType, key: str) -> int:
+        """How many objects sort at or before namespace/name `key`."""
+        ns, name = key.split("/", 1)
+        buckets = self._data.get(rt.key, {})
+        before = sum(len(b) for n, b in buckets.items() if n < ns)
+        names = self._sorted_names(rt.key, ns, buckets.get(ns, {}))
+        return before + bisect.bisect_right(names, name)
 
     def events_since(self, rv: int) -> list[tuple]:
         """History entries with resourceVersion > rv; 410 when rv fell out of the window."""
@@ -627,3 +662,4 @@ class Store:
         self.registry._by_gvr = dict(by_gvr)
         self._rv += 1
         self._history.clear()
+        self._sorted = {}
