@@ -34,7 +34,7 @@ def _start(tmp_path, *extra):
 
 def _stop(proc):
     proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=20)
+    _out, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err
     return err
 

@@ -148,7 +148,7 @@ def test_pod_defaults_and_quantity_normalisation(kubesim):
     assert p.status.phase == "Pending" and p.status.qos_class == "Burstable"
     assert p.spec.restart_policy == "Always" and p.spec.termination_grace_period_seconds == 30
     # untyped bodies (kubectl, DynamicClient) may send numbers: stored as strings
-    status, _, body = request(kubesim, "POST", "/api/v1/namespaces/team-a/pods",
+    status, _, _body = request(kubesim, "POST", "/api/v1/namespaces/team-a/pods",
                               pod("q", limits={"cpu": 2, "nvidia.com/gpu": 1},
                                   requests={"cpu": 0.5}))
     assert status == 201

@@ -24,7 +24,7 @@ def test_health_endpoints(kubesim):
 
 
 def test_core_and_group_discovery(kubesim):
-    status, _, body = request(kubesim, "GET", "/api")
+    _status, _, body = request(kubesim, "GET", "/api")
     assert json.loads(body)["versions"] == ["v1"]
     doc = json.loads(request(kubesim, "GET", "/api/v1")[2])
     assert doc["groupVersion"] == "v1" and doc["kind"] == "APIResourceList"
@@ -70,7 +70,7 @@ def test_lists_carry_kind_and_round_trip_through_models(kubesim):
     ns(kubesim)
     c.create_namespaced_pod("team-a", pod("p", limits={"cpu": "1", "memory": "1Gi"}))
     kubesim.advance(5)
-    status, _, body = request(kubesim, "GET", "/api/v1/pods")
+    _status, _, body = request(kubesim, "GET", "/api/v1/pods")
     doc = json.loads(body)
     assert doc["kind"] == "PodList" and doc["apiVersion"] == "v1"
     api = kubesim.api_client

@@ -27,7 +27,7 @@ def test_json_patch(kubesim):
         {"op": "replace", "path": "/data/a", "value": "9"},
         {"op": "add", "path": "/metadata/labels", "value": {"l": "v"}}])
     assert out.data == {"a": "9", "b": "2"} and out.metadata.labels == {"l": "v"}
-    status, body = api_error(c.patch_namespaced_config_map, "x", "team-a",
+    status, _body = api_error(c.patch_namespaced_config_map, "x", "team-a",
                              [{"op": "test", "path": "/data/a", "value": "nope"},
                               {"op": "remove", "path": "/data/a"}])
     assert status == 422
