@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import threading
 import time
 
 import pytest
@@ -112,23 +113,50 @@ def test_apply_server_side(kubesim):
     assert p.returncode != 0 and "conflict" in p.stderr.lower()
 
 
-def test_get_watch_pods(kubesim):
-    core(kubesim).create_namespace({"metadata": {"name": "team-w"}})
-    env = {**os.environ, "KUBECONFIG": str(kubesim.kubeconfig),
-           "HOME": str(kubesim.kubeconfig.parent)}
-    proc = subprocess.Popen([KUBECTL, "get", "pods", "-n", "team-w", "-w",
-                             "--request-timeout=5s", "-o", "name"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def _watch_until(k, args, trigger, expect: str, timeout: float = 20.0) -> str:
+    """Run `kubectl get -w ...`, call trigger() once it runs, return its output up to the
+    first line containing `expect`."""
+    env = {**os.environ, "KUBECONFIG": str(k.kubeconfig), "HOME": str(k.kubeconfig.parent)}
+    proc = subprocess.Popen([KUBECTL, "get", "-w", "--request-timeout=15s", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    found = threading.Event()
+
+    def reader():
+        for line in proc.stdout:
+            lines.append(line)
+            if expect in line:
+                found.set()
+    th = threading.Thread(target=reader, daemon=True)
+    th.start()
     try:
-        time.sleep(1.0)
-        core(kubesim).create_namespaced_pod("team-w", {
-            "metadata": {"name": "watched"},
-            "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}})
-        out, err = proc.communicate(timeout=20)
+        time.sleep(0.7)
+        trigger()
+        found.wait(timeout)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert "pod/watched" in out, err
+        proc.kill()
+        proc.wait()
+    return "".join(lines)
+
+
+@pytest.mark.parametrize("what", ["pods", "namespaces", "resourcequotas", "pytorchjobs"])
+def test_get_watch(kubesim, what):
+    c = core(kubesim)
+    c.create_namespace({"metadata": {"name": "team-w"}})
+    created = {
+        "pods": lambda: c.create_namespaced_pod("team-w", {
+            "metadata": {"name": "watched"},
+            "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}}),
+        "namespaces": lambda: c.create_namespace({"metadata": {"name": "watched"}}),
+        "resourcequotas": lambda: c.create_namespaced_resource_quota("team-w", {
+            "metadata": {"name": "watched"}, "spec": {"hard": {"pods": "1"}}}),
+        "pytorchjobs": lambda: kubectl(kubesim, "apply", "--validate=false", "-f", "-",
+                                       input=MANIFEST.replace("team-k", "team-w")
+                                       .replace("name: train", "name: watched")),
+    }[what]
+    args = [what, "-o", "name"] + ([] if what == "namespaces" else ["-n", "team-w"])
+    out = _watch_until(kubesim, args, created, "watched")
+    assert "/watched" in out, out
 
 
 def test_create_namespace_and_delete(kubesim):
