@@ -6,7 +6,7 @@ It speaks plain dict manifests for any kind and offers a few idempotent verbs:
 * :meth:`KubeClient.apply_all` - apply a list in order and report what changed;
 * :meth:`KubeClient.ensure_absent` - delete; "already gone" (404) is success;
 * :meth:`KubeClient.read` - the object, or ``None`` when it does not exist;
-* :meth:`KubeClient.list_objects`, :meth:`KubeClient.patch`,
+* :meth:`KubeClient.list_objects`, :meth:`KubeClient.patch`, :meth:`KubeClient.prune`,
   :meth:`KubeClient.create_if_absent` (create-once objects such as PyTorchJobs).
 
 Contracts:
@@ -590,7 +590,10 @@ _clients_lock = threading.Lock()
 
 
 def get_client(config: ClusterConfig | None = None) -> KubeClient:
-    """The cached client for ``config`` (default: :func:`from_django_settings`)."""
+    """The cached client for ``config`` (default: :func:`from_django_settings`).
+
+    Cached per process; call it inside the task (after a Celery prefork), not at import.
+    """
     config = config or from_django_settings()
     with _clients_lock:
         if config not in _clients:
