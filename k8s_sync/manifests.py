@@ -37,8 +37,9 @@ Design choices, with the facts they rest on (``shared/reference/kubernetes-facts
 * **NetworkPolicy**: every pod is isolated both ways; allowed are traffic from/to pods
   of the same namespace (NCCL/Gloo between master and workers), DNS to the cluster
   DNS pods, and any ``NetworkSpec.egress_cidrs``. No ingress from other namespaces.
-* **Namespace** enforces the ``baseline`` Pod Security Standard (no privileged or
-  host-namespace pods), which GPU training pods do not need.
+* **Namespace** enforces the ``baseline`` Pod Security Standard by default (no privileged
+  or host-namespace pods), which GPU training pods do not need; ``PoolSpec.pod_security``
+  relaxes it where RDMA needs extra capabilities.
 """
 
 from __future__ import annotations
@@ -77,7 +78,6 @@ Manifest = dict[str, Any]
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
 POD_SECURITY_LABEL = "pod-security.kubernetes.io/enforce"
-POD_SECURITY_LEVEL = "baseline"
 _READ = ["get", "list", "watch"]
 
 
@@ -105,11 +105,9 @@ def _pool_object(spec: PoolSpec, api_version: str, kind: str, name: str) -> Mani
 
 def build_namespace(spec: PoolSpec) -> Manifest:
     """The pool's Namespace ``ty-<tenant>-<pool>``; kept (and labelled) when suspended."""
-    labels = {
-        **spec.labels,
-        naming.LABEL_SUSPENDED: "true" if spec.suspended else "false",
-        POD_SECURITY_LABEL: POD_SECURITY_LEVEL,
-    }
+    labels = {**spec.labels, naming.LABEL_SUSPENDED: "true" if spec.suspended else "false"}
+    if spec.pod_security is not None:
+        labels[POD_SECURITY_LABEL] = spec.pod_security
     return {"apiVersion": "v1", "kind": "Namespace",
             "metadata": _metadata(spec.namespace, labels)}
 

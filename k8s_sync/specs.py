@@ -293,6 +293,10 @@ class PoolSpec:
     ``tenant_group`` is the RBAC Group name the tenant's people authenticate with, as the
     API server sees it (with any OIDC prefix), e.g. ``"oidc:team-a"``. ``suspended``
     keeps the namespace and every object but zeroes pods and GPUs in the quota.
+    ``pod_security`` is the Pod Security Standard the namespace enforces; ``baseline``
+    forbids privileged pods, host namespaces and extra capabilities such as ``IPC_LOCK``
+    (which RDMA/InfiniBand setups need: pass ``"privileged"`` there); ``None`` leaves the
+    label off (the cluster default applies).
     """
 
     tenant_slug: str
@@ -302,9 +306,12 @@ class PoolSpec:
     limits: LimitSpec = field(default_factory=LimitSpec)
     network: NetworkSpec = field(default_factory=NetworkSpec)
     suspended: bool = False
+    pod_security: Literal["privileged", "baseline", "restricted"] | None = "baseline"
 
     def __post_init__(self) -> None:
         naming.validate_pool(self.pool)
+        if self.pod_security not in (None, "privileged", "baseline", "restricted"):
+            raise ValueError(f"unknown Pod Security level {self.pod_security!r}")
         if not self.tenant_slug:
             raise ValueError("tenant_slug must not be empty")
         if not self.tenant_group or not self.tenant_group.strip():

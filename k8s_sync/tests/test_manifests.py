@@ -251,6 +251,15 @@ def test_suspended_pool_keeps_every_object_and_zeroes_pods_and_gpus():
     assert suspended[1:-1] == normal[1:-1]
 
 
+def test_pod_security_level_is_configurable_or_omitted():
+    assert manifests.build_namespace(full_spec(pod_security="privileged"))["metadata"][
+        "labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    labels = manifests.build_namespace(full_spec(pod_security=None))["metadata"]["labels"]
+    assert "pod-security.kubernetes.io/enforce" not in labels
+    with pytest.raises(ValueError):
+        full_spec(pod_security="lax")
+
+
 def test_priority_classes_golden():
     assert manifests.desired_cluster_objects() == GOLDEN_PRIORITY_CLASSES
 
