@@ -27,6 +27,7 @@ elastic ceiling, the selector passes the ceiling, not the nominal quota.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -281,6 +282,13 @@ class NetworkSpec:
             raise ValueError(f"invalid namespace {self.dns_namespace!r}")
         object.__setattr__(self, "dns_pod_labels", _frozen(self.dns_pod_labels))
         object.__setattr__(self, "egress_cidrs", tuple(self.egress_cidrs))
+        for cidr in self.egress_cidrs:
+            try:
+                if "/" not in cidr:  # the API server parses with net.ParseCIDR
+                    raise ValueError("needs a /prefix")
+                ipaddress.ip_network(cidr, strict=True)
+            except ValueError as exc:  # the API server would answer 422 at every reconcile
+                raise ValueError(f"invalid egress CIDR {cidr!r}: {exc}") from exc
 
 
 # --- pool ------------------------------------------------------------------------------------

@@ -120,6 +120,14 @@ def test_specs_copy_and_freeze_their_mappings():
     assert dict(net.dns_pod_labels) == {"k8s-app": "kube-dns"}
 
 
+@pytest.mark.parametrize("cidr", ["10.0.0.0/33", "10.0.0.1/8", "nope", "10.0.0.0"])
+def test_network_spec_rejects_bad_cidrs(cidr):
+    assert NetworkSpec(egress_cidrs=["10.0.0.0/8", "fd00::/8"]).egress_cidrs == (
+        "10.0.0.0/8", "fd00::/8")
+    with pytest.raises(ValueError, match="invalid egress CIDR"):
+        NetworkSpec(egress_cidrs=(cidr,))
+
+
 def test_limit_spec_rejects_inverted_bounds():
     with pytest.raises(ValueError, match="must not exceed"):
         LimitSpec(default_request_cpu=4, default_cpu=2)
