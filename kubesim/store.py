@@ -29,11 +29,21 @@ from . import admission as adm
 from . import kinds
 from .apply import record_update, server_side_apply
 from .clock import Clock, rfc3339
-from .errors import ApiError, already_exists, bad_request, conflict, forbidden, gone, not_found
+from .errors import (
+    ApiError,
+    already_exists,
+    bad_request,
+    conflict,
+    forbidden,
+    gone,
+    invalid,
+    not_found,
+)
 from .jsonutil import jcopy
 from .patch import json_patch, merge_patch, strategic_merge
 from .resources import Registry, ResourceType, default_crds
 from .selectors import parse_field_selector, parse_label_selector
+from .validation import raise_if
 
 log = logging.getLogger("kubesim.store")
 
@@ -308,8 +318,7 @@ class Store:
                         break
                 meta["name"] = cand
             else:
-                from .errors import invalid
-                raise invalid(rt.kind, rt.group, "", [{
+                    raise invalid(rt.kind, rt.group, "", [{
                     "field": "metadata.name", "reason": "FieldValueRequired",
                     "message": "Required value: name or generateName is required"}])
         if rt.normalize is not None:
@@ -358,11 +367,23 @@ class Store:
                     spec["storageClassName"] = default["metadata"]["name"]
             if lrs:
                 adm.limit_range_pvc(lrs, new, name)
-        from .validation import raise_if
-        raise_if(kinds.validate(rt, new, None), rt.kind, rt.group, name)
+        raise_if(kinds.validate(rt, new, None) + self._cross_object_errors(rt, new), rt.kind,
+                 rt.group, name)
         quotas = self._data.get("resourcequotas", {}).get(ns) if ns else None
         if quotas:
             adm.check_quotas(list(quotas.values()), rt.key, new, rt.plural, name, rt.group)
+
+    def _cross_object_errors(self, rt: ResourceType, obj: dict) -> list[dict]:
+        """Checks that need other stored objects: only one default PriorityClass."""
+        if rt.key == PC_KEY and obj.get("globalDefault"):
+            other = next((p["metadata"]["name"] for p in self._data.get(PC_KEY, {}).get(
+                "", {}).values() if p.get("globalDefault")
+                and p["metadata"]["name"] != obj["metadata"]["name"]), None)
+            if other:
+                return [{"field": "globalDefault", "reason": "FieldValueInvalid",
+                         "message": f"Invalid value: true: PriorityClass {other} is already "
+                                    "marked as default. Only one default can exist"}]
+        return []
 
     # ---- update -----------------------------------------------------------------------------
     def replace(self, resource: str, obj: dict, *, namespace: str | None = None,
@@ -417,8 +438,8 @@ class Store:
         if rt.normalize is not None:
             rt.normalize(new)
         kinds.prepare_update(rt, old, new)
-        from .validation import raise_if
-        raise_if(kinds.validate(rt, new, old), rt.kind, rt.group, name)
+        raise_if(kinds.validate(rt, new, old) + self._cross_object_errors(rt, new), rt.kind,
+                 rt.group, name)
         if _content(new) != _content(old) and "generation" in old["metadata"]:
             new["metadata"]["generation"] = old["metadata"]["generation"] + 1
         if field_manager and not managed:
@@ -476,7 +497,6 @@ class Store:
 
     def _apply(self, rt, name, ns, old, body, subresource, field_manager, force, dry_run):
         if not field_manager:
-            from .errors import invalid
             raise invalid("PatchOptions", "meta.k8s.io", "", [{
                 "field": "fieldManager", "reason": "FieldValueRequired",
                 "message": "Required value: is required for apply patch"}])

@@ -133,3 +133,18 @@ def test_watch_sees_simulation_writes(kubesim):
             break
     th.join()
     assert phases[0] == "Pending" and "Running" in phases
+
+
+def test_legacy_watch_path_and_eviction(kubesim):
+    from .helpers import pod
+    c = core(kubesim)
+    ns(kubesim)
+    c.create_namespaced_pod("team-a", pod("p"))
+    status, _, body = request(kubesim, "GET", "/api/v1/watch/namespaces/team-a/pods/p"
+                              "?timeoutSeconds=1")
+    assert status == 200 and body.decode().count('"type":"ADDED"') == 1
+    status, _, _ = request(kubesim, "POST", "/api/v1/namespaces/team-a/pods/p/eviction",
+                           {"apiVersion": "policy/v1", "kind": "Eviction",
+                            "metadata": {"name": "p", "namespace": "team-a"}})
+    assert status == 201
+    assert c.list_namespaced_pod("team-a").items == []
