@@ -12,6 +12,7 @@ The README lists every variable.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import dj_database_url
@@ -254,6 +255,17 @@ TRAINYARD_TENANT_GROUP_FORMAT = env_str("TRAINYARD_TENANT_GROUP_FORMAT", "trainy
 TRAINYARD_STORAGE_CLASSES = env_list("TRAINYARD_STORAGE_CLASSES", [])
 TRAINYARD_MIG_PROFILES = env_list(
     "TRAINYARD_MIG_PROFILES", ["1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"])
+# The StorageClass parameter that sets provisioned IOPS, per CSI provisioner, as a JSON
+# object, e.g. {"csi.example.com": "iopsPerVolume"}; merged over the defaults in
+# k8s_sync/storage.py (AWS EBS, GCE PD, Azure Disk, kubesim).
+try:
+    TRAINYARD_IOPS_PARAMETERS = json.loads(env_str("TRAINYARD_IOPS_PARAMETERS", "{}"))
+except ValueError:
+    raise ImproperlyConfigured("TRAINYARD_IOPS_PARAMETERS must be a JSON object") from None
+if not isinstance(TRAINYARD_IOPS_PARAMETERS, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in TRAINYARD_IOPS_PARAMETERS.items()):
+    raise ImproperlyConfigured("TRAINYARD_IOPS_PARAMETERS must map provisioner names to "
+                               "parameter names (strings)")
 # Settings of the embedded cluster that `make run` starts.
 KUBESIM_PORT = env_int("KUBESIM_PORT", 6443, minimum=1)
 KUBESIM_SPEED = env_float("KUBESIM_SPEED", 60.0, minimum=0.0)

@@ -15,14 +15,16 @@ __all__ = ["quota_spec_for"]
 
 
 def quota_spec_for(grants: Mapping[str, Decimal], *, storage_classes: Iterable[str] = (),
-                   mig_profiles: Iterable[str] = ()) -> QuotaSpec:
+                   mig_profiles: Iterable[str] = (),
+                   class_remap: Mapping[str, str] | None = None) -> QuotaSpec:
     """The ResourceQuota limits for one pool's current grants.
 
     What is not granted is zero, never unlimited: CPU, memory, whole and shared GPUs,
     every known MIG profile and every known StorageClass (so a namespace can create PVCs
     only of the classes it was granted). ``requests.nvidia.com/gpu`` is the total over
     GPU models; the per-model split, GPU memory and IOPS are enforced by Trainyard's
-    admission, not by Kubernetes.
+    admission, not by Kubernetes. ``class_remap`` moves a storage grant from a base
+    StorageClass to the pool's own IOPS class (the base class then stays at zero).
     """
     parsed = {Resource.parse(key): Decimal(amount) for key, amount in grants.items()}
 
@@ -34,8 +36,12 @@ def quota_spec_for(grants: Mapping[str, Decimal], *, storage_classes: Iterable[s
 
     mig = dict.fromkeys(mig_profiles, 0)
     mig.update({profile: int(amount) for profile, amount in by_qualifier(ResourceKind.MIG).items()})
-    storage = {name: Decimal(0) for name in storage_classes}
-    storage.update(by_qualifier(ResourceKind.STORAGE))
+    storage = dict.fromkeys(storage_classes, Decimal(0))
+    for name, amount in by_qualifier(ResourceKind.STORAGE).items():
+        target = (class_remap or {}).get(name, name)
+        storage[target] = amount
+        if target != name:
+            storage[name] = Decimal(0)
     pvcs = int(total(ResourceKind.PVCS)) if any(r.kind == ResourceKind.PVCS for r in parsed) \
         else None
     return QuotaSpec(

@@ -91,15 +91,17 @@ def grant_history(pool: Pool) -> QuerySet[QuotaGrant]:
 
 
 def known_storage_classes() -> set[str]:
-    """StorageClasses to quota: configured ones plus every class granted to anyone."""
+    """StorageClasses named in settings or in anyone's grants (the cluster's own list is
+    added by the sync, which reads it)."""
     granted = QuotaGrant.objects.filter(superseded_at__isnull=True,
                                         resource__startswith="storage:")
     return set(settings.TRAINYARD_STORAGE_CLASSES) | {
         key.partition(":")[2] for key in granted.values_list("resource", flat=True)}
 
 
-def pool_spec(pool: Pool, *, storage_classes: set[str] | None = None):  # -> PoolSpec
-    """The plain spec of everything the pool should be in the cluster."""
+def pool_spec(pool: Pool, *, storage_classes: set[str] | None = None,
+              class_remap: dict[str, str] | None = None):  # -> PoolSpec
+    """The plain spec of the pool's namespace objects."""
     from k8s_sync.specs import PoolSpec
     from tenants.choices import TenantStatus
     from tenants.quota import quota_spec_for
@@ -111,9 +113,46 @@ def pool_spec(pool: Pool, *, storage_classes: set[str] | None = None):  # -> Poo
         pool=pool.kind,  # type: ignore[arg-type]
         tenant_group=settings.TRAINYARD_TENANT_GROUP_FORMAT.format(tenant=tenant.slug),
         quota=quota_spec_for(current_grants(pool), storage_classes=classes,
-                             mig_profiles=settings.TRAINYARD_MIG_PROFILES),
+                             mig_profiles=settings.TRAINYARD_MIG_PROFILES,
+                             class_remap=class_remap),
         suspended=tenant.status != TenantStatus.ACTIVE,
     )
+
+
+def pool_objects(pool: Pool, *, cluster_storage_classes: dict[str, dict]) -> list[dict]:
+    """Every object the pool should have in the cluster, in apply order.
+
+    ``cluster_storage_classes``: the cluster's StorageClasses by name (the caller lists
+    them). IOPS grants become StorageClasses of the pool's own (see k8s_sync.storage).
+    Raises ValueError when a granted class does not exist or cannot carry IOPS.
+    """
+    from k8s_sync import manifests, naming
+    from k8s_sync.storage import (
+        DEFAULT_IOPS_PARAMETERS,
+        build_iops_storage_class,
+        iops_class_name,
+    )
+
+    grants = current_grants(pool)
+    namespace = pool.namespace
+    iops_classes, remap = [], {}
+    for key, amount in sorted(grants.items()):
+        if not key.startswith("iops:"):
+            continue
+        base_name = key.partition(":")[2]
+        base = cluster_storage_classes.get(base_name)
+        if base is None:
+            raise ValueError(f"StorageClass {base_name!r} does not exist in the cluster")
+        name = iops_class_name(namespace, base_name, int(amount))
+        iops_classes.append(build_iops_storage_class(
+            base, name=name, iops=int(amount),
+            labels=naming.pool_labels(pool.tenant.slug, pool.kind),
+            parameters={**DEFAULT_IOPS_PARAMETERS, **settings.TRAINYARD_IOPS_PARAMETERS}))
+        remap[base_name] = name
+    classes = known_storage_classes() | set(cluster_storage_classes) | set(remap.values())
+    spec = pool_spec(pool, storage_classes=classes, class_remap=remap)
+    objects = manifests.desired_pool_objects(spec)
+    return [*objects[:-1], *iops_classes, objects[-1]]  # classes before the quota naming them
 
 
 def pools_to_sync() -> QuerySet[Pool]:

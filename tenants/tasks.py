@@ -53,8 +53,11 @@ def reconcile_pool(self, pool_id: int) -> str:  # type: ignore[no-untyped-def]
     try:
         if pool.tenant.status == TenantStatus.DELETING:
             return _remove_namespace(pool, version)
-        result = converge(client, manifests.desired_pool_objects(selectors.pool_spec(pool)),
-                          assume_missing=pool.synced_version == 0)
+        desired = selectors.pool_objects(pool, cluster_storage_classes=_storage_classes(client))
+        result = converge(client, desired, assume_missing=pool.synced_version == 0)
+    except ValueError as exc:  # the grants cannot be expressed in this cluster
+        services.pool_sync_failed(pool_id=pool_id, error=str(exc), transient=False)
+        return "error"
     except K8sError as exc:
         services.pool_sync_failed(pool_id=pool_id, error=str(exc), transient=is_transient(exc))
         log.warning("reconcile of pool %s failed: %s", pool, exc)
@@ -63,6 +66,11 @@ def reconcile_pool(self, pool_id: int) -> str:  # type: ignore[no-untyped-def]
         return "error"
     services.pool_sync_succeeded(pool_id=pool_id, version=version)
     return f"applied {result.writes}" if result.changed else "unchanged"
+
+
+def _storage_classes(client) -> dict[str, dict]:  # type: ignore[no-untyped-def]
+    return {sc["metadata"]["name"]: sc
+            for sc in client.list_objects("storage.k8s.io/v1", "StorageClass")}
 
 
 def _remove_namespace(pool: Pool, version: int) -> str:
@@ -83,7 +91,8 @@ def _remove_namespace(pool: Pool, version: int) -> str:
 def resync_pools() -> dict[str, int]:
     """Find pools that differ from the cluster and enqueue their reconcile.
 
-    Costs one list call per kind (paged), whatever the number of tenants.
+    Costs one list call per kind (paged), plus one for StorageClasses, whatever the
+    number of tenants.
     """
     client = get_client()
     selector = naming.label_selector(naming.managed_labels())
@@ -91,14 +100,18 @@ def resync_pools() -> dict[str, int]:
     for api_version, kind in POOL_KINDS:
         observed.update(index_observed(
             client.list_objects(api_version, kind, label_selector=selector)))
-    classes = selectors.known_storage_classes()
+    classes = _storage_classes(client)
+    observed.update(index_observed(classes.values()))
     drifted, in_sync = [], []
     for pool in selectors.pools_to_sync():
         if pool.tenant.status == TenantStatus.DELETING:
             drifted.append(pool.pk)
             continue
-        desired = manifests.desired_pool_objects(
-            selectors.pool_spec(pool, storage_classes=classes))
+        try:
+            desired = selectors.pool_objects(pool, cluster_storage_classes=classes)
+        except ValueError:  # reconcile_pool records the error on the pool
+            drifted.append(pool.pk)
+            continue
         if (pool.sync_state != "in_sync"
                 or any(needs_apply(obj, observed.get(_key(obj))) for obj in desired)):
             drifted.append(pool.pk)
