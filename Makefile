@@ -30,7 +30,7 @@ run: $(STAMP)-run
 	$(BIN)/python -m portal.launcher
 
 test: $(STAMP)-dev
-	@sh scripts/ensure-kubectl.sh || echo "kubectl unavailable: kubectl tests will be skipped"
+	@bash scripts/ensure-kubectl.sh || echo "kubectl unavailable: kubectl tests will be skipped"
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)-dev
