@@ -15,6 +15,7 @@ from time import perf_counter
 from kubesim.sim.events import EventRecorder
 from kubesim.sim.gc import GarbageCollector, NodeController
 from kubesim.sim.kubelet import Kubelet
+from kubesim.sim.logs import pod_log
 from kubesim.sim.metrics import Metrics
 from kubesim.sim.nodes import build_nodes, priority_class_objects, storage_class_objects
 from kubesim.sim.operator import Operator
@@ -117,6 +118,10 @@ class Simulation:
 
     def metrics_text(self) -> str:
         return self.metrics.text()
+
+    def pod_log(self, namespace: str, name: str, container: str | None = None) -> str:
+        """Simulated container log (served by the API server's pods/log)."""
+        return pod_log(self, namespace, name, container)
 
     def close(self) -> None:
         try:

@@ -125,3 +125,17 @@ def test_cordon_and_fail_node_through_the_api(kubesim, apis):
     node = core.read_node("h800-0")
     assert next(c for c in node.status.conditions if c.type == "Ready").status != "True"
     assert core.read_namespaced_pod("p", NS).status.phase == "Failed"
+
+
+def test_pod_log_over_http(kubesim, apis):
+    core, co = apis
+    body = make_job("logs", workers=1, gpus=1, run_seconds=200,
+                    annotations={"log": "hello from the annotation"})
+    co.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, body)
+    kubesim.advance(100)
+    text = core.read_namespaced_pod_log("logs-worker-0", NS)
+    lines = text.splitlines()
+    assert lines[0] == "hello from the annotation"
+    assert "started on" in lines[1] and "WORLD_SIZE=2" in lines[2]
+    assert any(" step 300 loss=" in ln for ln in lines)
+    assert core.read_namespaced_pod_log("logs-worker-0", NS, tail_lines=1).count("\n") == 1
