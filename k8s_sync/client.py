@@ -26,9 +26,10 @@ Contracts:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal
@@ -49,6 +50,7 @@ __all__ = [
     "K8sTransientError",
     "KubeClient",
     "ObjectRef",
+    "WatchStream",
     "from_django_settings",
     "get_client",
     "is_transient",
@@ -565,6 +567,135 @@ class KubeClient:
     def server_version(self) -> dict[str, Any]:
         """``GET /version`` (a cheap reachability check)."""
         return self._request("GET", "/version") or {}
+
+    # -- observing (list + watch: the reflector in observe.py builds on these) -----------
+
+    def list_with_resource_version(
+            self, api_version: str, kind: str, namespace: str | None = None, *,
+            label_selector: str | None = None, field_selector: str | None = None,
+            page_size: int = 500) -> tuple[list[dict[str, Any]], str]:
+        """Like :meth:`list_objects`, plus the list's ``resourceVersion``.
+
+        That version is where a :meth:`watch` continues from without missing a change. An
+        expired ``continue`` token while paging raises :class:`K8sTransientError` (410).
+        """
+        path = self._path(api_version, kind, None, namespace, listing=True)
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        version = ""
+        while True:
+            page = self._request("GET", path, query=[
+                ("labelSelector", label_selector), ("fieldSelector", field_selector),
+                ("limit", page_size), ("continue", token)]) or {}
+            meta = page.get("metadata") or {}
+            version = version or str(meta.get("resourceVersion") or "")
+            for item in page.get("items") or []:
+                item.setdefault("apiVersion", api_version)
+                item.setdefault("kind", kind)
+                items.append(item)
+            token = meta.get("continue") or None
+            if not token:
+                return items, version
+
+    def watch(self, api_version: str, kind: str, namespace: str | None = None, *,
+              resource_version: str | None = None, label_selector: str | None = None,
+              field_selector: str | None = None, timeout_seconds: int = 300,
+              allow_bookmarks: bool = True) -> WatchStream:
+        """Open a watch; iterate the result for ``(type, object)`` events.
+
+        Types are ADDED, MODIFIED, DELETED and BOOKMARK (only ``metadata.resourceVersion``
+        is meaningful). The server ends the stream after ``timeout_seconds`` (iteration
+        then stops normally); the socket read timeout is that plus ``request_timeout``.
+        An ERROR event raises the classified :class:`K8sError`: 410 Gone (the version is
+        too old) is a :class:`K8sTransientError` with ``status == 410``, meaning "relist".
+        ``close()`` on the stream, from any thread, ends the iteration quietly.
+        """
+        if timeout_seconds <= 0:
+            raise ValueError("timeout_seconds must be > 0")
+        path = self._path(api_version, kind, None, namespace, listing=True)
+        query = [("watch", "true"), ("resourceVersion", resource_version or None),
+                 ("labelSelector", label_selector), ("fieldSelector", field_selector),
+                 ("timeoutSeconds", int(timeout_seconds)),
+                 ("allowWatchBookmarks", "true" if allow_bookmarks else None)]
+        timeout = (self.config.request_timeout, timeout_seconds + self.config.request_timeout)
+        try:
+            req = self._api.param_serialize(
+                method="GET", resource_path=path,
+                query_params=[(k, v) for k, v in query if v is not None],
+                header_params={"Accept": "application/json"}, auth_settings=["BearerToken"])
+            resp = self._api.call_api(*req, _request_timeout=timeout).response
+        except (urllib3.exceptions.HTTPError, OSError, k8s_client.ApiException) as exc:
+            raise _stream_error(exc) from exc
+        if not 200 <= resp.status <= 299:
+            body = resp.data or b""
+            resp.release_conn()
+            raise _error_from_response(resp.status, resp.reason or "", resp.headers, body)
+        return WatchStream(resp, api_version, kind)
+
+
+class WatchStream:
+    """An open watch response: iterate for ``(type, object)``; :meth:`close` ends it."""
+
+    def __init__(self, response: Any, api_version: str, kind: str):
+        self._resp = response
+        self._api_version = api_version
+        self._kind = kind
+        self._closed = False
+
+    def __iter__(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        buffer = b""
+        try:
+            for chunk in self._resp.stream(None, decode_content=True):
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        yield self._event(line)
+            if buffer.strip():
+                yield self._event(buffer)
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+            if not self._closed:  # close() from another thread breaks the read: not an error
+                raise _stream_error(exc) from exc
+        finally:
+            self.close()
+
+    def _event(self, line: bytes) -> tuple[str, dict[str, Any]]:
+        try:
+            event = json.loads(line)
+            etype, obj = str(event["type"]), event["object"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise K8sTransientError(None, "BadWatchEvent", f"{line[:200]!r}") from exc
+        if etype == "ERROR":
+            obj = obj if isinstance(obj, dict) else {}
+            raise _error_from_response(int(obj.get("code") or 500), str(obj.get("reason") or ""),
+                                       {}, json.dumps(obj).encode())
+        obj.setdefault("apiVersion", self._api_version)
+        obj.setdefault("kind", self._kind)
+        return etype, obj
+
+    def close(self) -> None:
+        """End the watch; safe to call twice and from another thread (unblocks a read)."""
+        if self._closed:
+            return
+        self._closed = True
+        # ValueError/RuntimeError: already released, or never connected.
+        with contextlib.suppress(ValueError, RuntimeError, OSError, AttributeError):
+            self._resp.shutdown()
+        self._resp.release_conn()
+
+
+def _stream_error(exc: BaseException) -> K8sError:
+    """Classify a transport failure of a watch like :meth:`KubeClient._request` does."""
+    if isinstance(exc, k8s_client.ApiException):
+        return K8sPermanentError(exc.status or None, "TransportError", str(exc.reason))
+    if isinstance(exc, urllib3.exceptions.LocationValueError):
+        return K8sPermanentError(None, "ConfigError", str(exc))
+    reason = getattr(exc, "reason", exc)
+    if isinstance(reason, urllib3.exceptions.SSLError) and "CERTIFICATE_VERIFY" in str(reason):
+        return K8sPermanentError(None, "SSLError", str(reason))
+    if isinstance(exc, ValueError):  # a truncated or garbled stream: reconnect
+        return K8sTransientError(None, "BadWatchStream", str(exc))
+    return K8sTransientError(None, type(exc).__name__, str(exc))
 
 
 def _base_path(api_version: str) -> str:
