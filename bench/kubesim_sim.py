@@ -17,25 +17,39 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kubesim.clock import Clock  # noqa: E402
-from kubesim.sim import Simulation, load_profile  # noqa: E402
-from kubesim.store import Store  # noqa: E402
+from kubesim.clock import Clock
+from kubesim.sim import Simulation, load_profile
+from kubesim.store import Store
 
 PYTORCHJOBS = "pytorchjobs.kubeflow.org"
 
 
 def profile(nodes: int) -> dict:
     a100 = nodes * 4 // 5
-    return load_profile({
-        "name": "bench",
-        "simulation": {"startup_seconds": 2, "run_seconds": 600, "kubelet_events": True},
-        "pools": [
-            {"name": "a100", "count": a100, "switches": [f"sw-a{i}" for i in range(max(1, a100 // 16))],
-             "cpu": "128", "memory": "2Ti", "gpu": {"model": "A100-SXM4-80GB", "count": 8}},
-            {"name": "h800", "count": nodes - a100, "switches": [f"sw-h{i}" for i in range(max(1, (nodes - a100) // 16))],
-             "cpu": "192", "memory": "2Ti", "gpu": {"model": "H800", "count": 8}},
-        ],
-    })
+    return load_profile(
+        {
+            "name": "bench",
+            "simulation": {"startup_seconds": 2, "run_seconds": 600, "kubelet_events": True},
+            "pools": [
+                {
+                    "name": "a100",
+                    "count": a100,
+                    "switches": [f"sw-a{i}" for i in range(max(1, a100 // 16))],
+                    "cpu": "128",
+                    "memory": "2Ti",
+                    "gpu": {"model": "A100-SXM4-80GB", "count": 8},
+                },
+                {
+                    "name": "h800",
+                    "count": nodes - a100,
+                    "switches": [f"sw-h{i}" for i in range(max(1, (nodes - a100) // 16))],
+                    "cpu": "192",
+                    "memory": "2Ti",
+                    "gpu": {"model": "H800", "count": 8},
+                },
+            ],
+        }
+    )
 
 
 def job(name: str, ns: str, workers: int, gpus: int, product: str, run: int) -> dict:
@@ -44,14 +58,28 @@ def job(name: str, ns: str, workers: int, gpus: int, product: str, run: int) -> 
         "spec": {
             "nodeSelector": {"nvidia.com/gpu.product": product},
             "terminationGracePeriodSeconds": 30,
-            "containers": [{"name": "pytorch", "image": "registry.example/train:1",
-                            "resources": {"limits": {"nvidia.com/gpu": str(gpus), "cpu": "8", "memory": "64Gi"}}}],
+            "containers": [
+                {
+                    "name": "pytorch",
+                    "image": "registry.example/train:1",
+                    "resources": {
+                        "limits": {"nvidia.com/gpu": str(gpus), "cpu": "8", "memory": "64Gi"}
+                    },
+                }
+            ],
         },
     }
-    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
-            "metadata": {"name": name, "namespace": ns},
-            "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": tmpl},
-                                             "Worker": {"replicas": workers, "template": tmpl}}}}
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "pytorchReplicaSpecs": {
+                "Master": {"replicas": 1, "template": tmpl},
+                "Worker": {"replicas": workers, "template": tmpl},
+            }
+        },
+    }
 
 
 def main() -> None:
@@ -75,6 +103,7 @@ def main() -> None:
             finally:
                 store_time["s"] += time.perf_counter() - t
                 store_time["n"] += 1
+
         setattr(store, meth, timed)
     t0 = time.perf_counter()
     sim = Simulation(store, profile=profile(args.nodes), seed=args.seed)
@@ -98,17 +127,31 @@ def main() -> None:
     rng = random.Random(args.seed)
     namespaces = [f"team-{i}" for i in range(10)]
     for ns in namespaces:
-        store.create("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        store.create(
+            "namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+        )
     pods_per_job = 4
     n_jobs = args.pods // pods_per_job
     t_create = time.perf_counter()
     for i in range(n_jobs):
         product = "NVIDIA-A100-SXM4-80GB" if i % 5 else "NVIDIA-H800"
-        store.create(PYTORCHJOBS, job(f"job-{i}", namespaces[i % len(namespaces)], pods_per_job - 1,
-                                      rng.choice([1, 2, 4, 8]), product, rng.randint(300, 1800)),
-                     namespace=namespaces[i % len(namespaces)])
+        store.create(
+            PYTORCHJOBS,
+            job(
+                f"job-{i}",
+                namespaces[i % len(namespaces)],
+                pods_per_job - 1,
+                rng.choice([1, 2, 4, 8]),
+                product,
+                rng.randint(300, 1800),
+            ),
+            namespace=namespaces[i % len(namespaces)],
+        )
     t_create = time.perf_counter() - t_create
-    print(f"created {n_jobs} PyTorchJobs ({n_jobs * pods_per_job} pods) in the store: {t_create:.2f} s")
+    print(
+        f"created {n_jobs} PyTorchJobs ({n_jobs * pods_per_job} pods) in the store: "
+        f"{t_create:.2f} s"
+    )
 
     busy = []
     store_time.update(s=0.0, n=0)
@@ -123,9 +166,14 @@ def main() -> None:
         sim.tick()
         busy.append(time.perf_counter() - s)
         if int(sim_seconds) % 60 == 0:
-            done = sum(1 for j in sim.state.jobs.values()
-                       if any(c.get("type") == "Succeeded" and c.get("status") == "True"
-                              for c in (j.get("status") or {}).get("conditions") or []))
+            done = sum(
+                1
+                for j in sim.state.jobs.values()
+                if any(
+                    c.get("type") == "Succeeded" and c.get("status") == "True"
+                    for c in (j.get("status") or {}).get("conditions") or []
+                )
+            )
             if first_all_bound is None and sim.scheduler.binds >= n_jobs * pods_per_job:
                 first_all_bound = time.perf_counter() - t_run
             if done == n_jobs:
@@ -135,22 +183,36 @@ def main() -> None:
                 break
     wall = time.perf_counter() - t_run
     busy_sorted = sorted(busy)
-    print(f"all {done}/{n_jobs} jobs succeeded: {sim_seconds / 3600:.1f} simulated hours in {wall:.2f} s wall "
-          f"({len(busy)} ticks of {args.step:g} s; speed-up {sim_seconds / wall:,.0f}x)")
+    print(
+        f"all {done}/{n_jobs} jobs succeeded: {sim_seconds / 3600:.1f} simulated hours "
+        f"in {wall:.2f} s wall "
+        f"({len(busy)} ticks of {args.step:g} s; speed-up {sim_seconds / wall:,.0f}x)"
+    )
     if first_all_bound is not None:
         print(f"all {n_jobs * pods_per_job} pods bound after {first_all_bound:.2f} s wall")
-    print(f"pods bound {sim.scheduler.binds}, scheduling attempts {sim.scheduler.attempts}, "
-          f"pods created by the operator {sim.operator.created}, events written {sim.events.written}")
-    print(f"busy tick: median {statistics.median(busy) * 1e3:.2f} ms, p95 {busy_sorted[int(len(busy) * 0.95)] * 1e3:.2f} ms, "
-          f"max {busy_sorted[-1] * 1e3:.1f} ms")
-    print("time per controller (including their store writes): "
-          + ", ".join(f"{k} {v:.2f} s" for k, v in sim.timings.items()))
-    print(f"store writes during the run: {store_time['n']} taking {store_time['s']:.2f} s "
-          f"({store_time['s'] / max(1, store_time['n']) * 1e6:.0f} µs each); "
-          f"simulation's own work {wall - store_time['s']:.2f} s")
+    print(
+        f"pods bound {sim.scheduler.binds}, scheduling attempts {sim.scheduler.attempts}, "
+        f"pods created by the operator {sim.operator.created}, events written {sim.events.written}"
+    )
+    print(
+        f"busy tick: median {statistics.median(busy) * 1e3:.2f} ms, "
+        f"p95 {busy_sorted[int(len(busy) * 0.95)] * 1e3:.2f} ms, "
+        f"max {busy_sorted[-1] * 1e3:.1f} ms"
+    )
+    print(
+        "time per controller (including their store writes): "
+        + ", ".join(f"{k} {v:.2f} s" for k, v in sim.timings.items())
+    )
+    print(
+        f"store writes during the run: {store_time['n']} taking {store_time['s']:.2f} s "
+        f"({store_time['s'] / max(1, store_time['n']) * 1e6:.0f} µs each); "
+        f"simulation's own work {wall - store_time['s']:.2f} s"
+    )
     s = time.perf_counter()
     txt = sim.metrics_text()
-    print(f"metrics_text: {len(txt.splitlines())} lines in {(time.perf_counter() - s) * 1e3:.1f} ms")
+    print(
+        f"metrics_text: {len(txt.splitlines())} lines in {(time.perf_counter() - s) * 1e3:.1f} ms"
+    )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ kubelet.  All timing uses ``store.clock``; the seed makes runs repeatable.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from time import perf_counter
 
@@ -26,7 +27,13 @@ from kubesim.sim.state import PRIORITYCLASSES, PYTORCHJOBS, ClusterState
 __all__ = ["Simulation", "load_profile"]
 log = logging.getLogger("kubesim.sim")
 
-WATCHED = ("priorityclasses.scheduling.k8s.io", "nodes", "pytorchjobs.kubeflow.org", "pods", "services")
+WATCHED = (
+    "priorityclasses.scheduling.k8s.io",
+    "nodes",
+    "pytorchjobs.kubeflow.org",
+    "pods",
+    "services",
+)
 
 
 class Simulation:
@@ -47,13 +54,19 @@ class Simulation:
         self._bootstrapped = False
         self._last_expire = 0.0
         self.ticks = 0
-        self.timings: dict[str, float] = {}      # seconds spent per controller (for the bench)
-        self._controllers = [("nodes", self.nodes), ("operator", self.operator), ("gc", self.gc),
-                             ("scheduler", self.scheduler), ("kubelet", self.kubelet)]
+        self.timings: dict[str, float] = {}  # seconds spent per controller (for the bench)
+        self._controllers = [
+            ("nodes", self.nodes),
+            ("operator", self.operator),
+            ("gc", self.gc),
+            ("scheduler", self.scheduler),
+            ("kubelet", self.kubelet),
+        ]
         self._prime()
-        if hasattr(store, "subscribe_raw"):   # stored objects, never mutated in place: no copies
+        if hasattr(store, "subscribe_raw"):  # stored objects, never mutated in place: no copies
             self._unsubscribe = store.subscribe_raw(
-                lambda etype, rt, obj: self.state.on_event(etype, rt.key, obj))
+                lambda etype, rt, obj: self.state.on_event(etype, rt.key, obj)
+            )
         else:
             self._unsubscribe = store.subscribe(self.state.on_event)
 
@@ -65,13 +78,16 @@ class Simulation:
         for resource in WATCHED:
             try:
                 objs = self.store.list(resource)
-            except Exception:
+            except Exception as exc:  # resource not served by this store
+                log.debug("prime %s: %s", resource, exc)
                 continue
             for obj in objs:
                 self.state.on_event("ADDED", resource, obj)
 
     def bootstrap(self) -> None:
-        """Create the profile's Nodes, StorageClasses (and optional PriorityClasses); skip existing ones."""
+        """Create the profile's Nodes, StorageClasses (and optional PriorityClasses).
+
+        Idempotent: existing objects are skipped (their GPU inventories are attached)."""
         now = self.clock.timestamp()
         for node, inv in build_nodes(self.profile, now):
             name = node["metadata"]["name"]
@@ -88,13 +104,20 @@ class Simulation:
                     continue
                 raise
             if not (created.get("status") or {}).get("capacity"):
-                self.store.patch("nodes", name, {"status": node["status"]}, patch_type="merge",
-                                 subresource="status")
+                self.store.patch(
+                    "nodes",
+                    name,
+                    {"status": node["status"]},
+                    patch_type="merge",
+                    subresource="status",
+                )
             ns = self.state.nodes.get(name)
             if ns is not None:
                 ns.inv = inv
-        for resource, objs in (("storageclasses.storage.k8s.io", storage_class_objects(self.profile)),
-                               (PRIORITYCLASSES, priority_class_objects(self.profile))):
+        for resource, objs in (
+            ("storageclasses.storage.k8s.io", storage_class_objects(self.profile)),
+            (PRIORITYCLASSES, priority_class_objects(self.profile)),
+        ):
             for obj in objs:
                 try:
                     self.store.create(resource, obj)
@@ -124,10 +147,8 @@ class Simulation:
         return pod_log(self, namespace, name, container)
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self._unsubscribe()
-        except Exception:
-            pass
 
     # introspection for tests and the bench
     def gpu_assignment(self, namespace: str, name: str) -> list[dict]:
@@ -135,8 +156,10 @@ class Simulation:
         if info is None or info.node is None:
             return []
         inv = self.state.nodes[info.node].inv
-        return [{"gpu": d.gpu, "uuid": d.uuid, "resource": d.resource, "mig_profile": d.mig_profile}
-                for d in (inv.by_pod.get(info.key, []) if inv else [])]
+        return [
+            {"gpu": d.gpu, "uuid": d.uuid, "resource": d.resource, "mig_profile": d.mig_profile}
+            for d in (inv.by_pod.get(info.key, []) if inv else [])
+        ]
 
 
 _ = PYTORCHJOBS

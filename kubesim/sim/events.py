@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 
 from kubesim.sim.util import fmt_time, stable_hash
@@ -11,20 +12,31 @@ log = logging.getLogger("kubesim.sim.events")
 
 
 class EventRecorder:
-    """Creates Events; a repeat (same object, reason, message, type, source) bumps count/lastTimestamp."""
+    """Creates Events; a repeat (same object, reason, message, type, source) bumps
+    count and lastTimestamp instead of creating another Event."""
 
     def __init__(self, store, now_fn, *, ttl_seconds: float = 3600.0, enabled: bool = True):
         self.store = store
-        self.now_fn = now_fn           # -> float epoch seconds
+        self.now_fn = now_fn  # -> float epoch seconds
         self.ttl = ttl_seconds
         self.enabled = enabled
-        self._agg: dict[tuple, list] = {}       # key -> [namespace, name, count]
-        self._order: collections.deque = collections.deque()   # (created_at, key)
+        self._agg: dict[tuple, list] = {}  # key -> [namespace, name, count]
+        self._order: collections.deque = collections.deque()  # (created_at, key)
         self._seq = 0
         self.written = 0
 
-    def record(self, obj: dict, etype: str, reason: str, message: str, *, component: str,
-               host: str | None = None, kind: str | None = None, api_version: str | None = None) -> None:
+    def record(
+        self,
+        obj: dict,
+        etype: str,
+        reason: str,
+        message: str,
+        *,
+        component: str,
+        host: str | None = None,
+        kind: str | None = None,
+        api_version: str | None = None,
+    ) -> None:
         if not self.enabled:
             return
         md = obj.get("metadata") or {}
@@ -37,11 +49,16 @@ class EventRecorder:
         if hit is not None:
             hit[2] += 1
             try:
-                self.store.patch("events", hit[1], {"count": hit[2], "lastTimestamp": ts},
-                                 patch_type="merge", namespace=hit[0])
+                self.store.patch(
+                    "events",
+                    hit[1],
+                    {"count": hit[2], "lastTimestamp": ts},
+                    patch_type="merge",
+                    namespace=hit[0],
+                )
                 self.written += 1
                 return
-            except Exception:   # deleted meanwhile: fall through and create a new one
+            except Exception:  # deleted meanwhile: fall through and create a new one
                 del self._agg[key]
         self._seq += 1
         name = f"{md.get('name', 'obj')}.{stable_hash(uid, reason, message, self._seq):016x}"
@@ -75,7 +92,7 @@ class EventRecorder:
         }
         try:
             self.store.create("events", ev, namespace=ns)
-        except Exception as exc:    # namespace gone, etc.: events are best effort
+        except Exception as exc:  # namespace gone, etc.: events are best effort
             log.debug("event not recorded: %s", exc)
             return
         self.written += 1
@@ -92,7 +109,5 @@ class EventRecorder:
             hit = self._agg.pop(key, None)
             if hit is None:
                 continue
-            try:
+            with contextlib.suppress(Exception):
                 self.store.delete("events", hit[1], namespace=hit[0])
-            except Exception:
-                pass

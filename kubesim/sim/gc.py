@@ -15,12 +15,21 @@ from kubesim.sim.util import fmt_time
 log = logging.getLogger("kubesim.sim.gc")
 
 KIND_RESOURCE = {
-    ("v1", "Pod"): "pods", ("v1", "Service"): "services", ("v1", "ConfigMap"): "configmaps",
-    ("v1", "Secret"): "secrets", ("v1", "Node"): "nodes", ("v1", "Namespace"): "namespaces",
+    ("v1", "Pod"): "pods",
+    ("v1", "Service"): "services",
+    ("v1", "ConfigMap"): "configmaps",
+    ("v1", "Secret"): "secrets",
+    ("v1", "Node"): "nodes",
+    ("v1", "Namespace"): "namespaces",
     ("v1", "PersistentVolumeClaim"): "persistentvolumeclaims",
     ("kubeflow.org/v1", "PyTorchJob"): "pytorchjobs.kubeflow.org",
 }
-CLUSTER_SCOPED = {"nodes", "namespaces", "priorityclasses.scheduling.k8s.io", "storageclasses.storage.k8s.io"}
+CLUSTER_SCOPED = {
+    "nodes",
+    "namespaces",
+    "priorityclasses.scheduling.k8s.io",
+    "storageclasses.storage.k8s.io",
+}
 UNREACHABLE = "node.kubernetes.io/unreachable"
 
 
@@ -47,13 +56,15 @@ class GarbageCollector:
         st.gc_dirty.clear()
         for owner_uid in todo:
             if owner_uid in st.uids:
-                continue       # owner is alive
+                continue  # owner is alive
             deps = sorted(st.owners.get(owner_uid, ()))
             for resource, ns, name in deps:
                 if not self._owner_missing(resource, ns, name):
                     continue
                 try:
-                    self.store.delete(resource, name, namespace=ns or None, propagation_policy="Background")
+                    self.store.delete(
+                        resource, name, namespace=ns or None, propagation_policy="Background"
+                    )
                     self.deleted += 1
                 except Exception as exc:
                     log.debug("gc delete %s %s/%s: %s", resource, ns, name, exc)
@@ -73,11 +84,13 @@ class GarbageCollector:
                 return False
             ores = resource_for(ref.get("apiVersion", "v1"), ref.get("kind", ""))
             try:
-                owner = self.store.get(ores, ref.get("name"), namespace=None if ores in CLUSTER_SCOPED else ns)
+                owner = self.store.get(
+                    ores, ref.get("name"), namespace=None if ores in CLUSTER_SCOPED else ns
+                )
             except Exception as exc:
                 if getattr(exc, "code", None) == 404:
                     continue
-                return False      # unknown resource kind: never delete on a guess
+                return False  # unknown resource kind: never delete on a guess
             if (owner.get("metadata") or {}).get("uid") == ref.get("uid"):
                 return False
         return bool(refs)
@@ -110,15 +123,30 @@ class NodeController:
             self._failed[name] = node.failed
             self._set_ready(node, not node.failed, now)
             if node.failed:
-                self.events.record(node.obj, "Normal", "NodeNotReady", f"Node {name} status is now: NodeNotReady",
-                                   component="node-controller", kind="Node")
+                self.events.record(
+                    node.obj,
+                    "Normal",
+                    "NodeNotReady",
+                    f"Node {name} status is now: NodeNotReady",
+                    component="node-controller",
+                    kind="Node",
+                )
                 for key in sorted(node.pods):
                     info = st.pods.get(key)
-                    if info is not None and (info.obj.get("status") or {}).get("phase") not in TERMINAL:
+                    if (
+                        info is not None
+                        and (info.obj.get("status") or {}).get("phase") not in TERMINAL
+                    ):
                         self.kubelet.fail_for_node(info, now)
             elif was:
-                self.events.record(node.obj, "Normal", "NodeReady", f"Node {name} status is now: NodeReady",
-                                   component="node-controller", kind="Node")
+                self.events.record(
+                    node.obj,
+                    "Normal",
+                    "NodeReady",
+                    f"Node {name} status is now: NodeReady",
+                    component="node-controller",
+                    kind="Node",
+                )
         st.node_dirty.clear()
 
     @staticmethod
@@ -128,19 +156,36 @@ class NodeController:
 
     def _set_ready(self, node, ready: bool, now: float) -> None:
         ts = fmt_time(now)
-        taints = [t for t in ((node.obj.get("spec") or {}).get("taints") or []) if t.get("key") != UNREACHABLE]
+        taints = [
+            t
+            for t in ((node.obj.get("spec") or {}).get("taints") or [])
+            if t.get("key") != UNREACHABLE
+        ]
         if not ready:
-            taints += [{"key": UNREACHABLE, "effect": "NoSchedule", "timeAdded": ts},
-                       {"key": UNREACHABLE, "effect": "NoExecute", "timeAdded": ts}]
-        conds = node_conditions(ts, ready=ready, reason="NodeStatusUnknown",
-                                message="Kubelet stopped posting node status.")
+            taints += [
+                {"key": UNREACHABLE, "effect": "NoSchedule", "timeAdded": ts},
+                {"key": UNREACHABLE, "effect": "NoExecute", "timeAdded": ts},
+            ]
+        conds = node_conditions(
+            ts,
+            ready=ready,
+            reason="NodeStatusUnknown",
+            message="Kubelet stopped posting node status.",
+        )
         if not ready:
             for c in conds:
                 if c["type"] == "Ready":
                     c["status"] = "Unknown"
         try:
-            self.store.patch("nodes", node.name, {"spec": {"taints": taints or None}}, patch_type="merge")
-            self.store.patch("nodes", node.name, {"status": {"conditions": conds}}, patch_type="merge",
-                             subresource="status")
+            self.store.patch(
+                "nodes", node.name, {"spec": {"taints": taints or None}}, patch_type="merge"
+            )
+            self.store.patch(
+                "nodes",
+                node.name,
+                {"status": {"conditions": conds}},
+                patch_type="merge",
+                subresource="status",
+            )
         except Exception as exc:
             log.warning("node %s: %s", node.name, exc)

@@ -21,15 +21,25 @@ NODE_LOST_EXIT = 137
 
 
 class PodRun:
-    __slots__ = ("uid", "gen", "restarts", "started", "run_started", "ip", "last_term", "finished",
-                 "deleting_since", "phase")
+    __slots__ = (
+        "deleting_since",
+        "finished",
+        "gen",
+        "ip",
+        "last_term",
+        "phase",
+        "restarts",
+        "run_started",
+        "started",
+        "uid",
+    )
 
     def __init__(self, uid: str):
         self.uid = uid
         self.gen = 0
         self.restarts = 0
-        self.started = 0.0         # pod startTime (Running)
-        self.run_started = 0.0     # current container run
+        self.started = 0.0  # pod startTime (Running)
+        self.run_started = 0.0  # current container run
         self.ip = ""
         self.last_term: dict | None = None
         self.finished = 0.0
@@ -93,7 +103,11 @@ class Kubelet:
         if run is not None and run.uid != info.uid:
             run = None
         if md.get("deletionTimestamp"):
-            if phase in TERMINAL or not spec.get("nodeName") or (run is not None and run.phase in TERMINAL):
+            if (
+                phase in TERMINAL
+                or not spec.get("nodeName")
+                or (run is not None and run.phase in TERMINAL)
+            ):
                 self._remove(info)
                 return
             if run is None:
@@ -106,8 +120,15 @@ class Kubelet:
                 run.gen += 1
                 self._at(now + float(grace or 0), key, run.gen, "kill")
                 if self.kubelet_events:
-                    self.events.record(pod, "Normal", "Killing", f"Stopping container {self._main(pod)}",
-                                       component="kubelet", host=spec.get("nodeName"), kind="Pod")
+                    self.events.record(
+                        pod,
+                        "Normal",
+                        "Killing",
+                        f"Stopping container {self._main(pod)}",
+                        component="kubelet",
+                        host=spec.get("nodeName"),
+                        kind="Pod",
+                    )
             return
         node_name = spec.get("nodeName")
         if not node_name or phase in TERMINAL:
@@ -140,29 +161,56 @@ class Kubelet:
         self._schedule_finish(info, run, now)
         if self.kubelet_events:
             c = self._main(pod)
-            self.events.record(pod, "Normal", "Created", f"Created container: {c}", component="kubelet",
-                               host=node.name, kind="Pod")
-            self.events.record(pod, "Normal", "Started", f"Started container {c}", component="kubelet",
-                               host=node.name, kind="Pod")
+            self.events.record(
+                pod,
+                "Normal",
+                "Created",
+                f"Created container: {c}",
+                component="kubelet",
+                host=node.name,
+                kind="Pod",
+            )
+            self.events.record(
+                pod,
+                "Normal",
+                "Started",
+                f"Started container {c}",
+                component="kubelet",
+                host=node.name,
+                kind="Pod",
+            )
 
-    def _do_finish(self, info: PodInfo, run: PodRun, now: float, exit_code: int | None = None) -> None:
+    def _do_finish(
+        self, info: PodInfo, run: PodRun, now: float, exit_code: int | None = None
+    ) -> None:
         pod = info.obj
         code = self._planned_exit(info, run) if exit_code is None else exit_code
         policy = (pod.get("spec") or {}).get("restartPolicy") or "Always"
-        term = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
-                "startedAt": fmt_time(run.run_started), "finishedAt": fmt_time(now),
-                "containerID": self._cid(info, run)}
+        term = {
+            "exitCode": code,
+            "reason": "Completed" if code == 0 else "Error",
+            "startedAt": fmt_time(run.run_started),
+            "finishedAt": fmt_time(now),
+            "containerID": self._cid(info, run),
+        }
         run.last_term = term
         if policy == "Always" or (policy == "OnFailure" and code != 0):
-            backoff = min(300.0, float(self.sim["restart_backoff_seconds"]) * (2 ** run.restarts))
+            backoff = min(300.0, float(self.sim["restart_backoff_seconds"]) * (2**run.restarts))
             run.restarts += 1
             self._write_waiting(info, run, now, backoff)
             run.gen += 1
             self._at(now + backoff, info.key, run.gen, "restart")
             if self.kubelet_events:
-                self.events.record(pod, "Warning", "BackOff", "Back-off restarting failed container "
-                                   f"{self._main(pod)} in pod {info.key[1]}_{info.key[0]}({info.uid})",
-                                   component="kubelet", host=pod["spec"].get("nodeName"), kind="Pod")
+                self.events.record(
+                    pod,
+                    "Warning",
+                    "BackOff",
+                    "Back-off restarting failed container "
+                    f"{self._main(pod)} in pod {info.key[1]}_{info.key[0]}({info.uid})",
+                    component="kubelet",
+                    host=pod["spec"].get("nodeName"),
+                    kind="Pod",
+                )
             return
         run.phase = "Succeeded" if code == 0 else "Failed"
         run.finished = now
@@ -197,11 +245,22 @@ class Kubelet:
         run.phase = "Failed"
         run.finished = now
         node = (info.obj.get("spec") or {}).get("nodeName")
-        term = {"exitCode": NODE_LOST_EXIT, "reason": "Error", "message": f"node {node} failed",
-                "startedAt": fmt_time(run.run_started or now), "finishedAt": fmt_time(now),
-                "containerID": self._cid(info, run)}
-        self._write_terminated(info, run, now, term, reason="NodeLost",
-                               message=f"Node {node} which was running pod {info.key[1]} is unresponsive")
+        term = {
+            "exitCode": NODE_LOST_EXIT,
+            "reason": "Error",
+            "message": f"node {node} failed",
+            "startedAt": fmt_time(run.run_started or now),
+            "finishedAt": fmt_time(now),
+            "containerID": self._cid(info, run),
+        }
+        self._write_terminated(
+            info,
+            run,
+            now,
+            term,
+            reason="NodeLost",
+            message=f"Node {node} which was running pod {info.key[1]} is unresponsive",
+        )
 
     # ---- run time and failures ------------------------------------------------------------
     def run_seconds(self, pod: dict) -> float:
@@ -222,7 +281,11 @@ class Kubelet:
         total = self.run_seconds(pod)
         fail_after = ann_float(pod, "fail-after-seconds")
         code_s = ann(pod, "exit-code")
-        code = int(code_s) if code_s and code_s.lstrip("-").isdigit() else int(self.sim["failure_exit_code"])
+        code = (
+            int(code_s)
+            if code_s and code_s.lstrip("-").isdigit()
+            else int(self.sim["failure_exit_code"])
+        )
         if fail_after is not None and fail_after < total:
             return fail_after, code or 1
         rate = float(self.sim.get("failure_rate") or 0.0)
@@ -248,24 +311,33 @@ class Kubelet:
     def _cid(self, info: PodInfo, run: PodRun, cname: str = "") -> str:
         return "containerd://" + _hex(info.uid, cname or "c", run.restarts)[:64]
 
-    def _container_statuses(self, info: PodInfo, run: PodRun, state: dict, ready: bool,
-                            main_state: dict | None = None) -> list[dict]:
+    def _container_statuses(
+        self, info: PodInfo, run: PodRun, state: dict, ready: bool, main_state: dict | None = None
+    ) -> list[dict]:
         out = []
         for i, c in enumerate((info.obj.get("spec") or {}).get("containers") or []):
             image = c.get("image") or "unknown"
             repo = image if "/" in image else f"docker.io/library/{image}"
             repo = repo.split("@")[0].rsplit(":", 1)[0] if ":" in repo.split("/")[-1] else repo
             s = main_state if (i == 0 and main_state is not None) else state
-            cs = {"name": c.get("name", f"c{i}"), "image": image,
-                  "imageID": f"{repo}@sha256:{_hex(image)}", "containerID": self._cid(info, run, c.get("name", "")),
-                  "ready": ready, "restartCount": run.restarts if i == 0 else 0,
-                  "started": "running" in s, "state": s}
+            cs = {
+                "name": c.get("name", f"c{i}"),
+                "image": image,
+                "imageID": f"{repo}@sha256:{_hex(image)}",
+                "containerID": self._cid(info, run, c.get("name", "")),
+                "ready": ready,
+                "restartCount": run.restarts if i == 0 else 0,
+                "started": "running" in s,
+                "state": s,
+            }
             if i == 0 and run.last_term is not None:
                 cs["lastState"] = {"terminated": run.last_term}
             out.append(cs)
         return out
 
-    def _base_status(self, info: PodInfo, run: PodRun, now: float, ready: bool, reason: str = "") -> dict:
+    def _base_status(
+        self, info: PodInfo, run: PodRun, now: float, ready: bool, reason: str = ""
+    ) -> dict:
         node = self.state.nodes.get(info.obj["spec"].get("nodeName") or "")
         host_ip = ""
         if node is not None:
@@ -276,12 +348,31 @@ class Kubelet:
         nowt = fmt_time(now)
         rd = "True" if ready else "False"
         conds = [
-            {"type": "PodReadyToStartContainers", "status": "True" if run.phase == "Running" else "False",
-             "lastProbeTime": None, "lastTransitionTime": ts},
-            {"type": "Initialized", "status": "True", "lastProbeTime": None, "lastTransitionTime": ts},
+            {
+                "type": "PodReadyToStartContainers",
+                "status": "True" if run.phase == "Running" else "False",
+                "lastProbeTime": None,
+                "lastTransitionTime": ts,
+            },
+            {
+                "type": "Initialized",
+                "status": "True",
+                "lastProbeTime": None,
+                "lastTransitionTime": ts,
+            },
             {"type": "Ready", "status": rd, "lastProbeTime": None, "lastTransitionTime": nowt},
-            {"type": "ContainersReady", "status": rd, "lastProbeTime": None, "lastTransitionTime": nowt},
-            {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": ts},
+            {
+                "type": "ContainersReady",
+                "status": rd,
+                "lastProbeTime": None,
+                "lastTransitionTime": nowt,
+            },
+            {
+                "type": "PodScheduled",
+                "status": "True",
+                "lastProbeTime": None,
+                "lastTransitionTime": ts,
+            },
         ]
         if reason:
             for c in conds[2:4]:
@@ -289,8 +380,13 @@ class Kubelet:
         for c in (info.obj.get("status") or {}).get("conditions") or []:
             if c.get("type") == "DisruptionTarget":
                 conds.append(c)
-        st = {"phase": run.phase, "conditions": conds, "hostIP": host_ip, "startTime": ts,
-              "qosClass": _qos(info.obj)}
+        st = {
+            "phase": run.phase,
+            "conditions": conds,
+            "hostIP": host_ip,
+            "startTime": ts,
+            "qosClass": _qos(info.obj),
+        }
         if host_ip:
             st["hostIPs"] = [{"ip": host_ip}]
         if run.ip:
@@ -298,46 +394,94 @@ class Kubelet:
             st["podIPs"] = [{"ip": run.ip}]
         if info.obj["spec"].get("initContainers"):
             st["initContainerStatuses"] = [
-                {"name": c.get("name", "init"), "image": c.get("image", "unknown"),
-                 "imageID": f"sha256:{_hex(c.get('image'))}", "containerID": self._cid(info, run, "init" + str(i)),
-                 "ready": True, "restartCount": 0, "started": False,
-                 "state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": ts, "finishedAt": ts}}}
-                for i, c in enumerate(info.obj["spec"]["initContainers"])]
+                {
+                    "name": c.get("name", "init"),
+                    "image": c.get("image", "unknown"),
+                    "imageID": f"sha256:{_hex(c.get('image'))}",
+                    "containerID": self._cid(info, run, "init" + str(i)),
+                    "ready": True,
+                    "restartCount": 0,
+                    "started": False,
+                    "state": {
+                        "terminated": {
+                            "exitCode": 0,
+                            "reason": "Completed",
+                            "startedAt": ts,
+                            "finishedAt": ts,
+                        }
+                    },
+                }
+                for i, c in enumerate(info.obj["spec"]["initContainers"])
+            ]
         return st
 
     def _patch_status(self, info: PodInfo, status: dict) -> None:
         ns, name = info.key
         try:
-            self.store.patch("pods", name, {"status": status}, patch_type="merge", namespace=ns,
-                             subresource="status")
+            self.store.patch(
+                "pods",
+                name,
+                {"status": status},
+                patch_type="merge",
+                namespace=ns,
+                subresource="status",
+            )
         except Exception as exc:
             log.debug("status of %s/%s: %s", ns, name, exc)
 
     def _write_running(self, info: PodInfo, run: PodRun, now: float) -> None:
         st = self._base_status(info, run, now, ready=True)
         st["containerStatuses"] = self._container_statuses(
-            info, run, {"running": {"startedAt": fmt_time(run.run_started)}}, True)
+            info, run, {"running": {"startedAt": fmt_time(run.run_started)}}, True
+        )
         self._patch_status(info, st)
 
     def _write_waiting(self, info: PodInfo, run: PodRun, now: float, backoff: float) -> None:
         st = self._base_status(info, run, now, ready=False, reason="ContainersNotReady")
         main = self._main(info.obj)
-        waiting = {"waiting": {"reason": "CrashLoopBackOff",
-                               "message": f"back-off {int(backoff)}s restarting failed container={main} "
-                                          f"pod={info.key[1]}_{info.key[0]}({info.uid})"}}
+        waiting = {
+            "waiting": {
+                "reason": "CrashLoopBackOff",
+                "message": f"back-off {int(backoff)}s restarting failed container={main} "
+                f"pod={info.key[1]}_{info.key[0]}({info.uid})",
+            }
+        }
         st["containerStatuses"] = self._container_statuses(
-            info, run, {"running": {"startedAt": fmt_time(run.run_started)}}, False, main_state=waiting)
+            info,
+            run,
+            {"running": {"startedAt": fmt_time(run.run_started)}},
+            False,
+            main_state=waiting,
+        )
         self._patch_status(info, st)
 
-    def _write_terminated(self, info: PodInfo, run: PodRun, now: float, term: dict,
-                          reason: str = "", message: str = "") -> None:
-        st = self._base_status(info, run, now, ready=False, reason="PodCompleted" if run.phase == "Succeeded"
-                               else "PodFailed")
-        others = {"terminated": {"exitCode": 0 if term["exitCode"] == 0 or not reason else term["exitCode"],
-                                 "reason": "Completed" if term["exitCode"] == 0 or not reason else "Error",
-                                 "startedAt": term["startedAt"], "finishedAt": term["finishedAt"]}}
-        st["containerStatuses"] = self._container_statuses(info, run, others, False,
-                                                           main_state={"terminated": term})
+    def _write_terminated(
+        self,
+        info: PodInfo,
+        run: PodRun,
+        now: float,
+        term: dict,
+        reason: str = "",
+        message: str = "",
+    ) -> None:
+        st = self._base_status(
+            info,
+            run,
+            now,
+            ready=False,
+            reason="PodCompleted" if run.phase == "Succeeded" else "PodFailed",
+        )
+        others = {
+            "terminated": {
+                "exitCode": 0 if term["exitCode"] == 0 or not reason else term["exitCode"],
+                "reason": "Completed" if term["exitCode"] == 0 or not reason else "Error",
+                "startedAt": term["startedAt"],
+                "finishedAt": term["finishedAt"],
+            }
+        }
+        st["containerStatuses"] = self._container_statuses(
+            info, run, others, False, main_state={"terminated": term}
+        )
         run.last_term = None
         for cs in st["containerStatuses"]:
             cs.pop("lastState", None)

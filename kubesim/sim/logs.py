@@ -29,17 +29,21 @@ def pod_log(sim, namespace: str, name: str, container: str | None = None) -> str
         return "\n".join(lines) + ("\n" if lines else "")
     node = (pod.get("spec") or {}).get("nodeName", "")
     gpus = ",".join(str(d["gpu"]) for d in sim.gpu_assignment(namespace, name))
-    lines.append(f"{fmt_time(run.run_started)} [kubesim] container {container} started on {node}"
-                 + (f" (GPUs {gpus})" if gpus else ""))
+    lines.append(
+        f"{fmt_time(run.run_started)} [kubesim] container {container} started on {node}"
+        + (f" (GPUs {gpus})" if gpus else "")
+    )
     if container == main:
         env = {}
         for c in (pod.get("spec") or {}).get("containers") or []:
             if c.get("name") == container:
                 env = {e.get("name"): e.get("value") for e in c.get("env") or []}
         if "WORLD_SIZE" in env:
-            lines.append(f"{fmt_time(run.run_started)} [rank {env.get('RANK', '0')}] "
-                         f"MASTER_ADDR={env.get('MASTER_ADDR')} MASTER_PORT={env.get('MASTER_PORT')} "
-                         f"WORLD_SIZE={env.get('WORLD_SIZE')}")
+            lines.append(
+                f"{fmt_time(run.run_started)} [rank {env.get('RANK', '0')}] "
+                f"MASTER_ADDR={env.get('MASTER_ADDR')} MASTER_PORT={env.get('MASTER_PORT')} "
+                f"WORLD_SIZE={env.get('WORLD_SIZE')}"
+            )
         end = run.finished if run.phase in ("Succeeded", "Failed") else sim.now()
         elapsed = max(0.0, end - run.run_started)
         rng = random.Random(stable_hash(sim.seed, info.uid, "loss"))
@@ -48,9 +52,13 @@ def pod_log(sim, namespace: str, name: str, container: str | None = None) -> str
         first = max(1, steps - MAX_LINES + 1)
         for i in range(first, steps + 1):
             loss = loss0 * math.exp(-i / 200.0) + rng.uniform(0.0, 0.05)
-            lines.append(f"{fmt_time(run.run_started + i * STEP_SECONDS)} step {i * 100} "
-                         f"loss={loss:.4f} throughput={rng.uniform(900, 1100):.0f} samples/s")
+            lines.append(
+                f"{fmt_time(run.run_started + i * STEP_SECONDS)} step {i * 100} "
+                f"loss={loss:.4f} throughput={rng.uniform(900, 1100):.0f} samples/s"
+            )
     if run.phase in ("Succeeded", "Failed") and run.finished:
-        lines.append(f"{fmt_time(run.finished)} [kubesim] container {container} exited "
-                     f"({'Completed' if run.phase == 'Succeeded' else 'Error'})")
+        lines.append(
+            f"{fmt_time(run.finished)} [kubesim] container {container} exited "
+            f"({'Completed' if run.phase == 'Succeeded' else 'Error'})"
+        )
     return "\n".join(lines) + "\n"

@@ -79,8 +79,13 @@ class Metrics:
                 for d in devs:
                     devices_by_gpu.setdefault(d.gpu, []).append(d)
             for g in inv.gpus:
-                base = {"gpu": str(g.index), "UUID": g.uuid, "pci_bus_id": g.pci_bus_id,
-                        "device": f"nvidia{g.index}", "modelName": model_name}
+                base = {
+                    "gpu": str(g.index),
+                    "UUID": g.uuid,
+                    "pci_bus_id": g.pci_bus_id,
+                    "device": f"nvidia{g.index}",
+                    "modelName": model_name,
+                }
                 devs = devices_by_gpu.get(g.index, [])
                 if g.mig:
                     for d in sorted(devs, key=lambda d: d.gi_id or 0):
@@ -126,15 +131,18 @@ class Metrics:
                 lab.update(container="", namespace="", pod="")
             else:
                 cs = (info.obj.get("spec") or {}).get("containers") or [{}]
-                cname = next((c.get("name") for c in cs if c.get("name") == "pytorch"), cs[0].get("name", ""))
+                cname = next(
+                    (c.get("name") for c in cs if c.get("name") == "pytorch"), cs[0].get("name", "")
+                )
                 lab.update(container=cname, namespace=info.key[0], pod=info.key[1])
             ls = _labels(lab)
             if not mig:
-                rows["DCGM_FI_DEV_GPU_UTIL"].append(f"DCGM_FI_DEV_GPU_UTIL{ls} {int(round(util))}")
+                rows["DCGM_FI_DEV_GPU_UTIL"].append(f"DCGM_FI_DEV_GPU_UTIL{ls} {round(util)}")
             rows["DCGM_FI_DEV_FB_USED"].append(f"DCGM_FI_DEV_FB_USED{ls} {used}")
             rows["DCGM_FI_DEV_FB_FREE"].append(f"DCGM_FI_DEV_FB_FREE{ls} {free}")
             rows["DCGM_FI_PROF_GR_ENGINE_ACTIVE"].append(
-                f"DCGM_FI_PROF_GR_ENGINE_ACTIVE{ls} {round(util / 100.0, 6)}")
+                f"DCGM_FI_PROF_GR_ENGINE_ACTIVE{ls} {round(util / 100.0, 6)}"
+            )
 
     def _network(self, now: float) -> list[str]:
         tx, rx = [], []
@@ -145,12 +153,18 @@ class Metrics:
             run = self.kubelet.runs[key]
             secs = max(0.0, now - run.started)
             rate = self.egress_rate(info)
-            lab = _labels({"container": "", "interface": "eth0", "namespace": info.key[0], "pod": info.key[1]})
+            lab = _labels(
+                {"container": "", "interface": "eth0", "namespace": info.key[0], "pod": info.key[1]}
+            )
             tx.append(f"container_network_transmit_bytes_total{lab} {math.floor(rate * secs)}")
-            rx.append(f"container_network_receive_bytes_total{lab} {math.floor(rate * 0.97 * secs)}")
+            rx.append(
+                f"container_network_receive_bytes_total{lab} {math.floor(rate * 0.97 * secs)}"
+            )
         return [
             "# HELP container_network_transmit_bytes_total Cumulative count of bytes transmitted",
-            "# TYPE container_network_transmit_bytes_total counter", *tx,
+            "# TYPE container_network_transmit_bytes_total counter",
+            *tx,
             "# HELP container_network_receive_bytes_total Cumulative count of bytes received",
-            "# TYPE container_network_receive_bytes_total counter", *rx,
+            "# TYPE container_network_receive_bytes_total counter",
+            *rx,
         ]

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
 from kubesim.sim.profile import (
-    POOL_LABEL, RACK_LABEL, REGION_LABEL, SHARED_MEMORY_LABEL, SWITCH_LABEL, ZONE_LABEL,
+    POOL_LABEL,
+    RACK_LABEL,
+    REGION_LABEL,
+    SHARED_MEMORY_LABEL,
+    SWITCH_LABEL,
+    ZONE_LABEL,
 )
 from kubesim.sim.util import GPU, GPU_SHARED, MIG_PREFIX, parse_quantity, stable_hash, stable_uuid
 
@@ -18,13 +24,13 @@ class Device:
     """One schedulable device unit: a whole GPU, a MIG instance or a shared GPU (with replicas)."""
 
     resource: str
-    gpu: int                 # physical GPU index on the node
+    gpu: int  # physical GPU index on the node
     uuid: str
-    memory: int              # MiB available to the device
-    capacity: int = 1        # replicas for a shared GPU
+    memory: int  # MiB available to the device
+    capacity: int = 1  # replicas for a shared GPU
     mig_profile: str | None = None
     gi_id: int | None = None
-    users: list = field(default_factory=list)   # pod keys (one entry per replica used)
+    users: list = field(default_factory=list)  # pod keys (one entry per replica used)
 
 
 @dataclass
@@ -60,14 +66,22 @@ class GpuInventory:
                 for prof in sorted(mig["layout"], key=lambda p: (-model["mig"][p][0], p)):
                     for _ in range(mig["layout"][prof]):
                         res = GPU if mig["strategy"] == "single" else MIG_PREFIX + prof
-                        self.devices.setdefault(res, []).append(Device(
-                            res, i, "MIG-" + stable_uuid(node_name, "mig", i, gi), model["mig"][prof][2],
-                            mig_profile=prof, gi_id=gi))
+                        self.devices.setdefault(res, []).append(
+                            Device(
+                                res,
+                                i,
+                                "MIG-" + stable_uuid(node_name, "mig", i, gi),
+                                model["mig"][prof][2],
+                                mig_profile=prof,
+                                gi_id=gi,
+                            )
+                        )
                         gi += 1
             elif sharing:
                 res = GPU_SHARED if sharing["rename"] else GPU
                 self.devices.setdefault(res, []).append(
-                    Device(res, i, uuid, model["memory"], capacity=sharing["replicas"]))
+                    Device(res, i, uuid, model["memory"], capacity=sharing["replicas"])
+                )
             else:
                 self.devices.setdefault(GPU, []).append(Device(GPU, i, uuid, model["memory"]))
 
@@ -104,10 +118,8 @@ class GpuInventory:
 
     def release(self, pod_key: tuple) -> None:
         for d in self.by_pod.pop(pod_key, []):
-            try:
+            with contextlib.suppress(ValueError):
                 d.users.remove(pod_key)
-            except ValueError:
-                pass
 
 
 def _quantity_str(units: float) -> str:
@@ -131,14 +143,18 @@ def build_nodes(profile: dict, now: str) -> list[tuple[dict, GpuInventory]]:
     return out
 
 
-def build_node(profile: dict, pool: dict, i: int, seq: int, name: str, now: str, sim: dict
-               ) -> tuple[dict, GpuInventory]:
+def build_node(
+    profile: dict, pool: dict, i: int, seq: int, name: str, now: str, sim: dict
+) -> tuple[dict, GpuInventory]:
     model = profile["gpu_models"][pool["gpu"]["model"]] if pool["gpu"] else None
     inv = GpuInventory(name, model, pool["gpu"])
     per_rack = pool["nodes_per_rack"] or max(1, -(-pool["count"] // len(pool["racks"])))
     rack = pool["racks"][min(i // per_rack, len(pool["racks"]) - 1)]
-    switch = pool["switches"][i % len(pool["switches"])] if not pool["nodes_per_rack"] else \
-        pool["switches"][min(i // per_rack, len(pool["switches"]) - 1)]
+    switch = (
+        pool["switches"][i % len(pool["switches"])]
+        if not pool["nodes_per_rack"]
+        else pool["switches"][min(i // per_rack, len(pool["switches"]) - 1)]
+    )
     labels = {
         "kubernetes.io/hostname": name,
         "kubernetes.io/os": "linux",
@@ -162,7 +178,8 @@ def build_node(profile: dict, pool: dict, i: int, seq: int, name: str, now: str,
     }
     alloc = dict(cap)
     alloc["cpu"] = _fmt_cpu(parse_quantity(pool["cpu"]) - parse_quantity(pool["reserved"]["cpu"]))
-    alloc["memory"] = f"{int((parse_quantity(pool['memory']) - parse_quantity(pool['reserved']['memory'])) // 1024)}Ki"
+    mem = parse_quantity(pool["memory"]) - parse_quantity(pool["reserved"]["memory"])
+    alloc["memory"] = f"{int(mem // 1024)}Ki"
     alloc["ephemeral-storage"] = str(int(parse_quantity(pool["ephemeral_storage"]) * 0.9))
     if model:
         g = pool["gpu"]
@@ -198,7 +215,10 @@ def build_node(profile: dict, pool: dict, i: int, seq: int, name: str, now: str,
             "capacity": cap,
             "allocatable": alloc,
             "conditions": node_conditions(now, ready=True),
-            "addresses": [{"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": name}],
+            "addresses": [
+                {"type": "InternalIP", "address": ip},
+                {"type": "Hostname", "address": name},
+            ],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
             "nodeInfo": {
                 "architecture": "amd64",
@@ -223,7 +243,7 @@ def build_node(profile: dict, pool: dict, i: int, seq: int, name: str, now: str,
 
 
 def _fmt_cpu(v: float) -> str:
-    return str(int(v)) if float(v).is_integer() else f"{int(round(v * 1000))}m"
+    return str(int(v)) if float(v).is_integer() else f"{round(v * 1000)}m"
 
 
 def _gfd_labels(profile: dict, model: dict, g: dict, sim: dict) -> dict[str, str]:
@@ -256,7 +276,9 @@ def _gfd_labels(profile: dict, model: dict, g: dict, sim: dict) -> dict[str, str
     mig = g.get("mig")
     if mig:
         labels["nvidia.com/mig.strategy"] = mig["strategy"]
-        labels["nvidia.com/mig.config"] = "custom-" + "-".join(f"{n}x{p}" for p, n in sorted(mig["layout"].items()))
+        labels["nvidia.com/mig.config"] = "custom-" + "-".join(
+            f"{n}x{p}" for p, n in sorted(mig["layout"].items())
+        )
         labels["nvidia.com/mig.config.state"] = "success"
         if mig["strategy"] == "single":
             (prof,) = mig["layout"]
@@ -296,16 +318,28 @@ def node_conditions(now: str, *, ready: bool, reason: str = "", message: str = "
         ("DiskPressure", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
         ("PIDPressure", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
     ):
-        conds.append({"type": typ, "status": "False", "reason": r, "message": m,
-                      "lastHeartbeatTime": now, "lastTransitionTime": now})
-    conds.append({
-        "type": "Ready",
-        "status": "True" if ready else "False",
-        "reason": "KubeletReady" if ready else (reason or "KubeletNotReady"),
-        "message": "kubelet is posting ready status" if ready else (message or "kubelet stopped posting node status"),
-        "lastHeartbeatTime": now,
-        "lastTransitionTime": now,
-    })
+        conds.append(
+            {
+                "type": typ,
+                "status": "False",
+                "reason": r,
+                "message": m,
+                "lastHeartbeatTime": now,
+                "lastTransitionTime": now,
+            }
+        )
+    conds.append(
+        {
+            "type": "Ready",
+            "status": "True" if ready else "False",
+            "reason": "KubeletReady" if ready else (reason or "KubeletNotReady"),
+            "message": "kubelet is posting ready status"
+            if ready
+            else (message or "kubelet stopped posting node status"),
+            "lastHeartbeatTime": now,
+            "lastTransitionTime": now,
+        }
+    )
     return conds
 
 
@@ -337,10 +371,14 @@ def storage_class_objects(profile: dict) -> list[dict[str, Any]]:
 def priority_class_objects(profile: dict) -> list[dict[str, Any]]:
     out = []
     for pc in profile.get("priority_classes") or []:
-        obj = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-               "metadata": {"name": pc["name"]}, "value": int(pc["value"]),
-               "preemptionPolicy": pc.get("preemptionPolicy", "PreemptLowerPriority"),
-               "globalDefault": bool(pc.get("globalDefault", False))}
+        obj = {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": pc["name"]},
+            "value": int(pc["value"]),
+            "preemptionPolicy": pc.get("preemptionPolicy", "PreemptLowerPriority"),
+            "globalDefault": bool(pc.get("globalDefault", False)),
+        }
         if pc.get("description"):
             obj["description"] = pc["description"]
         out.append(obj)

@@ -9,6 +9,7 @@ FailedCreatePod events when a create is refused (e.g. by quota), retried later.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import heapq
 import logging
@@ -32,21 +33,33 @@ RETRY_SECONDS = 5.0
 ORDER = ("Master", "Worker")
 
 
-def set_condition(conds: list[dict], ctype: str, status: str, reason: str, message: str, now: str) -> list[dict]:
+def set_condition(
+    conds: list[dict], ctype: str, status: str, reason: str, message: str, now: str
+) -> list[dict]:
     """The operator's setCondition/filterOutCondition, returning a new list."""
     if any(c.get("type") == "Failed" and c.get("status") == "True" for c in conds):
         return conds
     cur = next((c for c in conds if c.get("type") == ctype), None)
     if cur is not None and cur.get("status") == status and cur.get("reason") == reason:
         return conds
-    new = {"type": ctype, "status": status, "reason": reason, "message": message,
-           "lastUpdateTime": now, "lastTransitionTime": now}
+    new = {
+        "type": ctype,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastUpdateTime": now,
+        "lastTransitionTime": now,
+    }
     if cur is not None and cur.get("status") == status:
         new["lastTransitionTime"] = cur.get("lastTransitionTime", now)
     out = []
     for c in conds:
         t = c.get("type")
-        if t == ctype or (ctype == "Restarting" and t == "Running") or (ctype == "Running" and t == "Restarting"):
+        if (
+            t == ctype
+            or (ctype == "Restarting" and t == "Running")
+            or (ctype == "Running" and t == "Restarting")
+        ):
             continue
         if ctype in ("Failed", "Succeeded") and t == "Running" and c.get("status") != "False":
             c = dict(c, status="False")
@@ -56,11 +69,15 @@ def set_condition(conds: list[dict], ctype: str, status: str, reason: str, messa
 
 
 def has_condition(status: dict, ctype: str) -> bool:
-    return any(c.get("type") == ctype and c.get("status") == "True" for c in status.get("conditions") or [])
+    return any(
+        c.get("type") == ctype and c.get("status") == "True" for c in status.get("conditions") or []
+    )
 
 
 def total_replicas(spec: dict) -> int:
-    return sum(int((r or {}).get("replicas", 1)) for r in (spec.get("pytorchReplicaSpecs") or {}).values())
+    return sum(
+        int((r or {}).get("replicas", 1)) for r in (spec.get("pytorchReplicaSpecs") or {}).values()
+    )
 
 
 def nproc_int(spec: dict) -> int:
@@ -91,7 +108,9 @@ def build_pod(job: dict, rtype: str, index: int) -> dict:
     pspec = tmpl.get("spec") or {}
     name = f"{md['name']}-{rtype.lower()}-{index}"
     labels = dict(tmd.get("labels") or {})
-    labels.update({L_JOB: md["name"], L_OPERATOR: OPERATOR, L_TYPE: rtype.lower(), L_INDEX: str(index)})
+    labels.update(
+        {L_JOB: md["name"], L_OPERATOR: OPERATOR, L_TYPE: rtype.lower(), L_INDEX: str(index)}
+    )
     if rtype == "Master":
         labels[L_ROLE] = "master"
     rp = rspec.get("restartPolicy") or "OnFailure"
@@ -111,6 +130,7 @@ def build_pod(job: dict, rtype: str, index: int) -> dict:
             if n not in have:
                 env.append({"name": n, "value": v})
                 have.add(n)
+
         add("PYTHONUNBUFFERED", "1")
         add("PET_NPROC_PER_NODE", str(nproc))
         if has_master:
@@ -124,8 +144,8 @@ def build_pod(job: dict, rtype: str, index: int) -> dict:
             add("PET_NODE_RANK", str(rank))
         c["env"] = env
         if rtype == "Master" and not any(p.get("name") == PORT_NAME for p in c.get("ports") or []):
-            c["ports"] = list(c.get("ports") or []) + [{"name": PORT_NAME, "containerPort": port,
-                                                        "protocol": "TCP"}]
+            port_spec = {"name": PORT_NAME, "containerPort": port, "protocol": "TCP"}
+            c["ports"] = [*list(c.get("ports") or []), port_spec]
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -133,8 +153,16 @@ def build_pod(job: dict, rtype: str, index: int) -> dict:
             "name": name,
             "namespace": md.get("namespace", "default"),
             "labels": labels,
-            "ownerReferences": [{"apiVersion": API_VERSION, "kind": KIND, "name": md["name"],
-                                 "uid": md.get("uid", ""), "controller": True, "blockOwnerDeletion": True}],
+            "ownerReferences": [
+                {
+                    "apiVersion": API_VERSION,
+                    "kind": KIND,
+                    "name": md["name"],
+                    "uid": md.get("uid", ""),
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
         },
         "spec": pspec,
     }
@@ -154,8 +182,10 @@ class Operator:
         self.events = events
         self.now_fn = now_fn
         self.timers: list = []
-        self._pending_create: set = set()       # jobs with a refused create, retried on quota/pod changes
-        self.restarts: dict[str, int] = {}      # job uid -> pods recreated after failures
+        self._pending_create: set = (
+            set()
+        )  # jobs with a refused create, retried on quota/pod changes
+        self.restarts: dict[str, int] = {}  # job uid -> pods recreated after failures
         self.created = 0
         self.refused = 0
 
@@ -197,7 +227,9 @@ class Operator:
         ts = fmt_time(now)
         name = md["name"]
         if not any(c.get("type") == "Created" for c in conds):
-            conds = set_condition(conds, "Created", "True", "PyTorchJobCreated", f"PyTorchJob {name} is created.", ts)
+            conds = set_condition(
+                conds, "Created", "True", "PyTorchJobCreated", f"PyTorchJob {name} is created.", ts
+            )
         pods = self._pods(key, md.get("uid", ""))
         status["conditions"] = conds
 
@@ -221,11 +253,13 @@ class Operator:
             status["replicaStatuses"] = rs
             msg = f"PyTorchJob {name} is suspended."
             if has_condition(status, "Running"):
-                status["conditions"] = set_condition(status["conditions"], "Running", "False",
-                                                     "PyTorchJobSuspended", msg, ts)
+                status["conditions"] = set_condition(
+                    status["conditions"], "Running", "False", "PyTorchJobSuspended", msg, ts
+                )
             if not has_condition(status, "Suspended"):
-                status["conditions"] = set_condition(status["conditions"], "Suspended", "True",
-                                                     "PyTorchJobSuspended", msg, ts)
+                status["conditions"] = set_condition(
+                    status["conditions"], "Suspended", "True", "PyTorchJobSuspended", msg, ts
+                )
                 self.events.record(job, "Normal", "PyTorchJobSuspended", msg, component=OPERATOR)
             status["startTime"] = None
             self._pending_create.discard(key)
@@ -234,8 +268,9 @@ class Operator:
 
         if has_condition(status, "Suspended"):
             msg = f"PyTorchJob {name} is resumed."
-            status["conditions"] = set_condition(status["conditions"], "Suspended", "False",
-                                                 "PyTorchJobResumed", msg, ts)
+            status["conditions"] = set_condition(
+                status["conditions"], "Suspended", "False", "PyTorchJobResumed", msg, ts
+            )
             status["startTime"] = ts
             self.events.record(job, "Normal", "PyTorchJobResumed", msg, component=OPERATOR)
         if not status.get("startTime"):
@@ -247,7 +282,10 @@ class Operator:
         if ads is not None:
             start = parse_time(status["startTime"]) or now
             if now >= start + int(ads):
-                fail_msg = f"PyTorchJob {name} has failed because it was active longer than specified deadline"
+                fail_msg = (
+                    f"PyTorchJob {name} has failed because it was active longer than "
+                    "specified deadline"
+                )
             else:
                 self._at(start + int(ads), key)
         bl = run_policy.get("backoffLimit")
@@ -258,7 +296,10 @@ class Operator:
                     for cs in (p.obj.get("status") or {}).get("containerStatuses") or []:
                         restarts += int(cs.get("restartCount") or 0)
             if (int(bl) == 0 and restarts > 0) or (int(bl) > 0 and restarts >= int(bl)):
-                fail_msg = f"PyTorchJob {name} has failed because it has reached the specified backoff limit"
+                fail_msg = (
+                    f"PyTorchJob {name} has failed because it has reached the specified "
+                    "backoff limit"
+                )
         if fail_msg:
             for p in pods:
                 if (p.obj.get("status") or {}).get("phase") not in TERMINAL:
@@ -266,7 +307,9 @@ class Operator:
             status["replicaStatuses"] = self._replica_statuses(name, rspecs, pods)
             if not status.get("completionTime"):
                 status["completionTime"] = ts
-            status["conditions"] = set_condition(status["conditions"], "Failed", "True", "PyTorchJobFailed", fail_msg, ts)
+            status["conditions"] = set_condition(
+                status["conditions"], "Failed", "True", "PyTorchJobFailed", fail_msg, ts
+            )
             self.events.record(job, "Normal", "PyTorchJobFailed", fail_msg, component=OPERATOR)
             self._pending_create.discard(key)
             self._write(key, old, status)
@@ -275,7 +318,7 @@ class Operator:
         # pods: create missing ones, restart failed ones, remove surplus
         by_slot: dict[tuple, list[PodInfo]] = {}
         for p in pods:
-            lab = (p.obj["metadata"].get("labels") or {})
+            lab = p.obj["metadata"].get("labels") or {}
             try:
                 slot = (lab.get(L_TYPE, ""), int(lab.get(L_INDEX, "-1")))
             except ValueError:
@@ -284,7 +327,9 @@ class Operator:
         refused = False
         restarting: dict[str, int] = {}
         counted = []
-        for rtype in [r for r in ORDER if r in rspecs] + sorted(r for r in rspecs if r not in ORDER):
+        for rtype in [r for r in ORDER if r in rspecs] + sorted(
+            r for r in rspecs if r not in ORDER
+        ):
             rspec = rspecs[rtype] or {}
             n = int(rspec.get("replicas", 1))
             rp = rspec.get("restartPolicy") or "OnFailure"
@@ -319,8 +364,9 @@ class Operator:
         self._update_conditions(job, status, rspecs, rs, restarting, ts)
         self._write(key, old, status)
 
-    def _update_conditions(self, job: dict, status: dict, rspecs: dict, rs: dict, restarting: dict,
-                           ts: str) -> None:
+    def _update_conditions(
+        self, job: dict, status: dict, rspecs: dict, rs: dict, restarting: dict, ts: str
+    ) -> None:
         name = job["metadata"]["name"]
         conds = status["conditions"]
         has_master = "Master" in rspecs
@@ -329,24 +375,38 @@ class Operator:
             n = int((rspecs[rtype] or {}).get("replicas", 1))
             if rtype == "Master" or not has_master:
                 if s.get("active", 0) > 0:
-                    conds = set_condition(conds, "Running", "True", "PyTorchJobRunning",
-                                          f"PyTorchJob {name} is running.", ts)
+                    conds = set_condition(
+                        conds,
+                        "Running",
+                        "True",
+                        "PyTorchJobRunning",
+                        f"PyTorchJob {name} is running.",
+                        ts,
+                    )
                 if n - s.get("succeeded", 0) == 0:
                     msg = f"PyTorchJob {name} is successfully completed."
                     if not status.get("completionTime"):
                         status["completionTime"] = ts
                     if not has_condition({"conditions": conds}, "Succeeded"):
-                        self.events.record(job, "Normal", "PyTorchJobSucceeded", msg, component=OPERATOR)
-                    conds = set_condition(conds, "Succeeded", "True", "PyTorchJobSucceeded", msg, ts)
+                        self.events.record(
+                            job, "Normal", "PyTorchJobSucceeded", msg, component=OPERATOR
+                        )
+                    conds = set_condition(
+                        conds, "Succeeded", "True", "PyTorchJobSucceeded", msg, ts
+                    )
                     status["conditions"] = conds
                     return
             if restarting.get(rtype):
-                msg = (f"PyTorchJob {name} is restarting because {restarting[rtype]} {rtype} "
-                       "replica(s) failed.")
+                msg = (
+                    f"PyTorchJob {name} is restarting because {restarting[rtype]} {rtype} "
+                    "replica(s) failed."
+                )
                 conds = set_condition(conds, "Restarting", "True", "PyTorchJobRestarting", msg, ts)
                 self.events.record(job, "Warning", "PyTorchJobRestarting", msg, component=OPERATOR)
             elif s.get("failed", 0) > 0:
-                msg = f"PyTorchJob {name} is failed because {s['failed']} {rtype} replica(s) failed."
+                msg = (
+                    f"PyTorchJob {name} is failed because {s['failed']} {rtype} replica(s) failed."
+                )
                 if not status.get("completionTime"):
                     status["completionTime"] = ts
                 conds = set_condition(conds, "Failed", "True", "PyTorchJobFailed", msg, ts)
@@ -356,7 +416,7 @@ class Operator:
     @staticmethod
     def _retryable(p: PodInfo, rp: str) -> bool:
         if rp in ("OnFailure", "Always"):
-            return True      # a pod-level failure (node lost, eviction): recreate it
+            return True  # a pod-level failure (node lost, eviction): recreate it
         if rp == "ExitCode":
             for cs in (p.obj.get("status") or {}).get("containerStatuses") or []:
                 if cs.get("name") == "pytorch":
@@ -413,11 +473,18 @@ class Operator:
                 return True
             msg = getattr(exc, "message", str(exc))
             self.refused += 1
-            self.events.record(job, "Warning", "FailedCreatePod", f"Error creating: {msg}", component=OPERATOR)
+            self.events.record(
+                job, "Warning", "FailedCreatePod", f"Error creating: {msg}", component=OPERATOR
+            )
             return False
         self.created += 1
-        self.events.record(job, "Normal", "SuccessfulCreatePod", f"Created pod: {pod['metadata']['name']}",
-                           component=OPERATOR)
+        self.events.record(
+            job,
+            "Normal",
+            "SuccessfulCreatePod",
+            f"Created pod: {pod['metadata']['name']}",
+            component=OPERATOR,
+        )
         if rtype == "Master":
             self._ensure_service(job)
         return True
@@ -426,22 +493,51 @@ class Operator:
         md = job["metadata"]
         name = f"{md['name']}-master-0"
         svc = {
-            "apiVersion": "v1", "kind": "Service",
-            "metadata": {"name": name, "namespace": md["namespace"],
-                         "labels": {L_JOB: md["name"], L_OPERATOR: OPERATOR, L_TYPE: "master", L_INDEX: "0",
-                                    L_ROLE: "master"},
-                         "ownerReferences": [{"apiVersion": API_VERSION, "kind": KIND, "name": md["name"],
-                                              "uid": md.get("uid", ""), "controller": True,
-                                              "blockOwnerDeletion": True}]},
-            "spec": {"clusterIP": "None",
-                     "selector": {L_JOB: md["name"], L_OPERATOR: OPERATOR, L_TYPE: "master", L_INDEX: "0"},
-                     "ports": [{"name": PORT_NAME, "port": master_port(job["spec"]),
-                                "targetPort": master_port(job["spec"]), "protocol": "TCP"}]},
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {
+                "name": name,
+                "namespace": md["namespace"],
+                "labels": {
+                    L_JOB: md["name"],
+                    L_OPERATOR: OPERATOR,
+                    L_TYPE: "master",
+                    L_INDEX: "0",
+                    L_ROLE: "master",
+                },
+                "ownerReferences": [
+                    {
+                        "apiVersion": API_VERSION,
+                        "kind": KIND,
+                        "name": md["name"],
+                        "uid": md.get("uid", ""),
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
+            },
+            "spec": {
+                "clusterIP": "None",
+                "selector": {
+                    L_JOB: md["name"],
+                    L_OPERATOR: OPERATOR,
+                    L_TYPE: "master",
+                    L_INDEX: "0",
+                },
+                "ports": [
+                    {
+                        "name": PORT_NAME,
+                        "port": master_port(job["spec"]),
+                        "targetPort": master_port(job["spec"]),
+                        "protocol": "TCP",
+                    }
+                ],
+            },
         }
         try:
             self.store.create("services", svc, namespace=md["namespace"])
-        except Exception:
-            pass    # exists already, or services not served: optional
+        except Exception as exc:  # exists already, or services not served: optional
+            log.debug("service %s: %s", name, exc)
 
     def _delete_pod(self, job: dict, p: PodInfo) -> None:
         if p.obj["metadata"].get("deletionTimestamp"):
@@ -452,13 +548,13 @@ class Operator:
         except Exception as exc:
             log.debug("delete %s/%s: %s", ns, name, exc)
             return
-        self.events.record(job, "Normal", "SuccessfulDeletePod", f"Deleted pod: {name}", component=OPERATOR)
+        self.events.record(
+            job, "Normal", "SuccessfulDeletePod", f"Deleted pod: {name}", component=OPERATOR
+        )
 
     def _delete_job(self, key: tuple) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self.store.delete(PYTORCHJOBS, key[1], namespace=key[0])
-        except Exception:
-            pass
 
     def _write(self, key: tuple, old: dict, status: dict) -> None:
         cmp_old = {k: v for k, v in old.items() if k != "lastReconcileTime"}
@@ -467,7 +563,13 @@ class Operator:
             return
         status["lastReconcileTime"] = fmt_time(self.now_fn())
         try:
-            self.store.patch(PYTORCHJOBS, key[1], {"status": status}, patch_type="merge", namespace=key[0],
-                             subresource="status")
+            self.store.patch(
+                PYTORCHJOBS,
+                key[1],
+                {"status": status},
+                patch_type="merge",
+                namespace=key[0],
+                subresource="status",
+            )
         except Exception as exc:
             log.debug("status of job %s/%s: %s", key[0], key[1], exc)

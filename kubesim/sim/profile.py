@@ -27,43 +27,91 @@ SHARED_MEMORY_LABEL = "trainyard.io/gpu.shared-memory"  # MiB of GPU memory per 
 # GPU catalog: key -> facts used for GFD labels, capacity and DCGM metrics.
 # mig: profile -> (compute slices, memory slices of 8, memory MiB, multiprocessors)
 _A100_80_MIG = {
-    "1g.10gb": (1, 1, 9856, 14), "1g.20gb": (1, 2, 19968, 14), "2g.20gb": (2, 2, 19968, 28),
-    "3g.40gb": (3, 4, 40192, 42), "4g.40gb": (4, 4, 40192, 56), "7g.80gb": (7, 8, 80768, 98),
+    "1g.10gb": (1, 1, 9856, 14),
+    "1g.20gb": (1, 2, 19968, 14),
+    "2g.20gb": (2, 2, 19968, 28),
+    "3g.40gb": (3, 4, 40192, 42),
+    "4g.40gb": (4, 4, 40192, 56),
+    "7g.80gb": (7, 8, 80768, 98),
 }
 _A100_40_MIG = {
-    "1g.5gb": (1, 1, 4864, 14), "1g.10gb": (1, 2, 9984, 14), "2g.10gb": (2, 2, 9984, 28),
-    "3g.20gb": (3, 4, 19968, 42), "4g.20gb": (4, 4, 19968, 56), "7g.40gb": (7, 8, 40192, 98),
+    "1g.5gb": (1, 1, 4864, 14),
+    "1g.10gb": (1, 2, 9984, 14),
+    "2g.10gb": (2, 2, 9984, 28),
+    "3g.20gb": (3, 4, 19968, 42),
+    "4g.20gb": (4, 4, 19968, 56),
+    "7g.40gb": (7, 8, 40192, 98),
 }
 _H100_MIG = {
-    "1g.10gb": (1, 1, 9984, 16), "1g.20gb": (1, 2, 20096, 26), "2g.20gb": (2, 2, 20096, 32),
-    "3g.40gb": (3, 4, 40320, 60), "4g.40gb": (4, 4, 40320, 64), "7g.80gb": (7, 8, 80640, 132),
+    "1g.10gb": (1, 1, 9984, 16),
+    "1g.20gb": (1, 2, 20096, 26),
+    "2g.20gb": (2, 2, 20096, 32),
+    "3g.40gb": (3, 4, 40320, 60),
+    "4g.40gb": (4, 4, 40320, 64),
+    "7g.80gb": (7, 8, 80640, 132),
 }
 GPU_MODELS: dict[str, dict[str, Any]] = {
-    "A100-SXM4-80GB": {"product": "NVIDIA-A100-SXM4-80GB", "name": "NVIDIA A100-SXM4-80GB",
-                       "memory": 81920, "family": "ampere", "compute": (8, 0), "mig": _A100_80_MIG},
-    "A100-SXM4-40GB": {"product": "NVIDIA-A100-SXM4-40GB", "name": "NVIDIA A100-SXM4-40GB",
-                       "memory": 40960, "family": "ampere", "compute": (8, 0), "mig": _A100_40_MIG},
-    "H100-80GB-HBM3": {"product": "NVIDIA-H100-80GB-HBM3", "name": "NVIDIA H100 80GB HBM3",
-                       "memory": 81559, "family": "hopper", "compute": (9, 0), "mig": _H100_MIG},
-    "H800": {"product": "NVIDIA-H800", "name": "NVIDIA H800", "memory": 81559,
-             "family": "hopper", "compute": (9, 0), "mig": _H100_MIG},
-    "L40S": {"product": "NVIDIA-L40S", "name": "NVIDIA L40S", "memory": 46068,
-             "family": "ada-lovelace", "compute": (8, 9), "mig": {}},
-    "T4": {"product": "Tesla-T4", "name": "Tesla T4", "memory": 15360,
-           "family": "turing", "compute": (7, 5), "mig": {}},
+    "A100-SXM4-80GB": {
+        "product": "NVIDIA-A100-SXM4-80GB",
+        "name": "NVIDIA A100-SXM4-80GB",
+        "memory": 81920,
+        "family": "ampere",
+        "compute": (8, 0),
+        "mig": _A100_80_MIG,
+    },
+    "A100-SXM4-40GB": {
+        "product": "NVIDIA-A100-SXM4-40GB",
+        "name": "NVIDIA A100-SXM4-40GB",
+        "memory": 40960,
+        "family": "ampere",
+        "compute": (8, 0),
+        "mig": _A100_40_MIG,
+    },
+    "H100-80GB-HBM3": {
+        "product": "NVIDIA-H100-80GB-HBM3",
+        "name": "NVIDIA H100 80GB HBM3",
+        "memory": 81559,
+        "family": "hopper",
+        "compute": (9, 0),
+        "mig": _H100_MIG,
+    },
+    "H800": {
+        "product": "NVIDIA-H800",
+        "name": "NVIDIA H800",
+        "memory": 81559,
+        "family": "hopper",
+        "compute": (9, 0),
+        "mig": _H100_MIG,
+    },
+    "L40S": {
+        "product": "NVIDIA-L40S",
+        "name": "NVIDIA L40S",
+        "memory": 46068,
+        "family": "ada-lovelace",
+        "compute": (8, 9),
+        "mig": {},
+    },
+    "T4": {
+        "product": "Tesla-T4",
+        "name": "Tesla T4",
+        "memory": 15360,
+        "family": "turing",
+        "compute": (7, 5),
+        "mig": {},
+    },
 }
 
 DEFAULT_SIM = {
-    "startup_seconds": 2.0,        # bind -> Running
-    "run_seconds": 3600.0,         # default container run time
-    "failure_rate": 0.0,           # probability that a container run fails (seeded RNG)
+    "startup_seconds": 2.0,  # bind -> Running
+    "run_seconds": 3600.0,  # default container run time
+    "failure_rate": 0.0,  # probability that a container run fails (seeded RNG)
     "failure_exit_code": 1,
     "restart_backoff_seconds": 10.0,
     "default_gpu_util": [70, 98],  # % range for pods without a gpu-util annotation
     "default_gpu_mem_fraction": [0.4, 0.9],
     "default_egress_bytes_per_second": [2.0e7, 2.0e8],
     "event_ttl_seconds": 3600.0,
-    "kubelet_events": True,        # Created/Started/Killing events per pod
+    "kubelet_events": True,  # Created/Started/Killing events per pod
     "driver_version": "550.90.07",
     "cuda_version": "12.4",
     "kubelet_version": "v1.31.4",
@@ -148,9 +196,16 @@ def _normalise_pool(p: dict, models: dict) -> dict:
     if g:
         model = g.get("model")
         if model not in models:
-            raise ValueError(f"pool {pool['name']}: unknown GPU model {model!r}; known: {sorted(models)}")
-        gpu = {"model": model, "count": int(g.get("count", 8)), "mig": None, "sharing": None,
-               "machine": str(g.get("machine", pool["instance_type"]))}
+            raise ValueError(
+                f"pool {pool['name']}: unknown GPU model {model!r}; known: {sorted(models)}"
+            )
+        gpu = {
+            "model": model,
+            "count": int(g.get("count", 8)),
+            "mig": None,
+            "sharing": None,
+            "machine": str(g.get("machine", pool["instance_type"])),
+        }
         mig = g.get("mig")
         if mig:
             gpu["mig"] = _normalise_mig(pool["name"], mig, models[model], gpu["count"])
@@ -160,9 +215,14 @@ def _normalise_pool(p: dict, models: dict) -> dict:
                 raise ValueError(f"pool {pool['name']}: MIG and sharing together are not simulated")
             strategy = sharing.get("strategy", "time-slicing")
             if strategy not in ("time-slicing", "mps"):
-                raise ValueError(f"pool {pool['name']}: sharing strategy must be time-slicing or mps")
-            gpu["sharing"] = {"strategy": strategy, "replicas": int(sharing.get("replicas", 4)),
-                              "rename": bool(sharing.get("rename", True))}
+                raise ValueError(
+                    f"pool {pool['name']}: sharing strategy must be time-slicing or mps"
+                )
+            gpu["sharing"] = {
+                "strategy": strategy,
+                "replicas": int(sharing.get("replicas", 4)),
+                "rename": bool(sharing.get("rename", True)),
+            }
         pool["gpu"] = gpu
     return pool
 
@@ -182,10 +242,14 @@ def _normalise_mig(pool: str, mig: dict, model: dict, count: int) -> dict:
     cslices = mslices = 0
     for prof_name, n in layout.items():
         if prof_name not in model["mig"]:
-            raise ValueError(f"pool {pool}: MIG profile {prof_name!r} not available on {model['product']}")
+            raise ValueError(
+                f"pool {pool}: MIG profile {prof_name!r} not available on {model['product']}"
+            )
         cs, ms, _mem, _sm = model["mig"][prof_name]
         cslices += cs * n
         mslices += ms * n
     if cslices > 7 or mslices > 8 or not layout:
-        raise ValueError(f"pool {pool}: MIG layout {layout} does not fit one GPU (7 compute, 8 memory slices)")
+        raise ValueError(
+            f"pool {pool}: MIG layout {layout} does not fit one GPU (7 compute, 8 memory slices)"
+        )
     return {"strategy": strategy, "gpus": partitioned, "layout": layout}

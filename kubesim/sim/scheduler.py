@@ -7,6 +7,7 @@ Pods that did not fit are parked until capacity is freed or a node changes (or
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
 
@@ -72,7 +73,9 @@ def match_node_selector_terms(labels: dict, fields: dict, terms: list[dict]) -> 
         fexprs = term.get("matchFields") or []
         if not exprs and not fexprs:
             continue
-        if all(match_expression(labels, e) for e in exprs) and all(match_expression(fields, e) for e in fexprs):
+        if all(match_expression(labels, e) for e in exprs) and all(
+            match_expression(fields, e) for e in fexprs
+        ):
             return True
     return False
 
@@ -82,31 +85,42 @@ def node_matches_pod(pod_spec: dict, labels: dict, node_name: str) -> bool:
     for k, v in sel.items():
         if labels.get(k) != v:
             return False
-    req = (((pod_spec.get("affinity") or {}).get("nodeAffinity") or {})
-           .get("requiredDuringSchedulingIgnoredDuringExecution"))
+    req = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    )
     if req and req.get("nodeSelectorTerms") is not None:
-        return match_node_selector_terms(labels, {"metadata.name": node_name}, req["nodeSelectorTerms"])
+        return match_node_selector_terms(
+            labels, {"metadata.name": node_name}, req["nodeSelectorTerms"]
+        )
     return True
 
 
 def static_filter(pod_spec: dict, node: NodeState) -> str | None:
     """Filters that do not depend on allocations, in kube-scheduler plugin order. None = passes."""
     tolerations = pod_spec.get("tolerations") or []
-    if node.unschedulable and not tolerates(tolerations, {"key": "node.kubernetes.io/unschedulable",
-                                                          "effect": "NoSchedule"}):
+    if node.unschedulable and not tolerates(
+        tolerations, {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+    ):
         return R_UNSCHEDULABLE
     if pod_spec.get("nodeName") and pod_spec["nodeName"] != node.name:
         return "node(s) didn't match the requested node name"
     for taint in node.taints:
         if not tolerates(tolerations, taint):
-            return f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value') or ''}}}"
+            return (
+                f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value') or ''}}}"
+            )
     if not node_matches_pod(pod_spec, node.labels, node.name):
         return R_AFFINITY
     return None
 
 
-def fit_reasons(req: dict[str, int], node: NodeState, extra: dict[str, int] | None = None,
-                minus: dict[str, int] | None = None, minus_pods: int = 0) -> list[str]:
+def fit_reasons(
+    req: dict[str, int],
+    node: NodeState,
+    extra: dict[str, int] | None = None,
+    minus: dict[str, int] | None = None,
+    minus_pods: int = 0,
+) -> list[str]:
     out = []
     if node.npods - minus_pods + 1 > node.max_pods:
         out.append("Too many pods")
@@ -195,9 +209,11 @@ class Scheduler:
         for _, gkey, live in heads:
             head = live[0]
             if not self.nominated and head.fkey is not None:
-                ok_nodes, _r, ok_names = self._static(head.obj.get("spec") or {}, self.signature(head))
+                ok_nodes, _r, ok_names = self._static(
+                    head.obj.get("spec") or {}, self.signature(head)
+                )
                 if not self._fitting(head, ok_nodes, ok_names, head.fkey[1]):
-                    continue      # still nowhere to go: leave the group parked, message unchanged
+                    continue  # still nowhere to go: leave the group parked, message unchanged
             for info in live:
                 st.sched_parked.pop(info.key, None)
                 self._groups.get(gkey, {}).pop(info.key, None)
@@ -209,8 +225,12 @@ class Scheduler:
     def signature(info: PodInfo) -> tuple:
         if info.sig is None:
             spec = info.obj.get("spec") or {}
-            info.sig = (repr(spec.get("nodeSelector")), repr(spec.get("affinity")),
-                        repr(spec.get("tolerations")), spec.get("nodeName"))
+            info.sig = (
+                repr(spec.get("nodeSelector")),
+                repr(spec.get("affinity")),
+                repr(spec.get("tolerations")),
+                spec.get("nodeName"),
+            )
         return info.sig
 
     def _static(self, spec: dict, sig: tuple) -> tuple[list[NodeState], dict[str, int], set]:
@@ -255,7 +275,9 @@ class Scheduler:
             else:
                 res_reasons: dict[str, int] = {}
                 for n in ok_nodes:
-                    for r in fit_reasons(info.req, n, self._reserved(n.name, info.priority, info.key)):
+                    for r in fit_reasons(
+                        info.req, n, self._reserved(n.name, info.priority, info.key)
+                    ):
                         res_reasons[r] = res_reasons.get(r, 0) + 1
                 reasons = dict(static_reasons)
                 for r, c in res_reasons.items():
@@ -276,8 +298,9 @@ class Scheduler:
         self._unschedulable(info, msg, fkey)
         return False
 
-    def _fitting(self, info: PodInfo, ok_nodes: list[NodeState], ok_names: set,
-                 req_items: tuple) -> list[NodeState]:
+    def _fitting(
+        self, info: PodInfo, ok_nodes: list[NodeState], ok_names: set, req_items: tuple
+    ) -> list[NodeState]:
         """Nodes where the pod fits (the hot loop: no reasons, no allocations)."""
         fitting = []
         ext = [r for r, _ in req_items if "/" in r]
@@ -285,7 +308,9 @@ class Scheduler:
             # only nodes with some of the scarcest requested device free
             free = min((self.state.free.get(r, set()) for r in ext), key=len)
             nodes = self.state.nodes
-            ok_nodes = sorted((nodes[n] for n in free if n in ok_names and n in nodes), key=lambda n: n.order)
+            ok_nodes = sorted(
+                (nodes[n] for n in free if n in ok_names and n in nodes), key=lambda n: n.order
+            )
         if self.nominated:
             for n in ok_nodes:
                 if not fit_reasons(info.req, n, self._reserved(n.name, info.priority, info.key)):
@@ -320,19 +345,27 @@ class Scheduler:
         best, best_score = None, None
         for n in nodes:
             if gpu_req:
-                # bin-pack GPUs: the fullest node that still fits, same leaf switch as the job's pods
-                free = sum(n.alloc.get(r, 0) - n.used.get(r, 0) for r in info.req if r.startswith(GPU_RESOURCES_PREFIX))
+                # bin-pack GPUs: the fullest node that fits, on the leaf switch of the job's pods
+                free = sum(
+                    n.alloc.get(r, 0) - n.used.get(r, 0)
+                    for r in info.req
+                    if r.startswith(GPU_RESOURCES_PREFIX)
+                )
                 score = (0 if n.switch in switches else 1, free, n.order)
             else:
                 # keep GPU nodes for GPU pods; spread CPU pods (least allocated cpu)
-                has_gpu = 1 if any(n.alloc.get(r, 0) for r in (GPU, GPU_SHARED)) or any(
-                    r.startswith(MIG_PREFIX) for r in n.alloc) else 0
+                has_gpu = (
+                    1
+                    if any(n.alloc.get(r, 0) for r in (GPU, GPU_SHARED))
+                    or any(r.startswith(MIG_PREFIX) for r in n.alloc)
+                    else 0
+                )
                 cpu_alloc = n.alloc.get("cpu", 1) or 1
                 score = (has_gpu, n.used.get("cpu", 0) * 1000 // cpu_alloc, n.order)
             if best_score is None or score < best_score:
                 best, best_score = n, score
                 if gpu_req and score[0] == 0 and score[1] == gpu_req:
-                    break     # perfect fit on the job's switch
+                    break  # perfect fit on the job's switch
         assert best is not None
         return best
 
@@ -340,17 +373,23 @@ class Scheduler:
         ns, name = info.key
         try:
             # spec.nodeName may be set once, as the pods/binding subresource does
-            self.store.patch("pods", name, {"spec": {"nodeName": node.name}}, patch_type="merge",
-                             namespace=ns)
+            self.store.patch(
+                "pods", name, {"spec": {"nodeName": node.name}}, patch_type="merge", namespace=ns
+            )
         except Exception as exc:
             log.info("bind %s/%s -> %s failed: %s", ns, name, node.name, exc)
             return False
         self.binds += 1
         self.nominated.pop(info.key, None)
         self._last_msg.pop(info.key, None)
-        self.events.record(info.obj, "Normal", "Scheduled",
-                           f"Successfully assigned {ns}/{name} to {node.name}", component=SCHEDULER,
-                           kind="Pod")
+        self.events.record(
+            info.obj,
+            "Normal",
+            "Scheduled",
+            f"Successfully assigned {ns}/{name} to {node.name}",
+            component=SCHEDULER,
+            kind="Pod",
+        )
         return True
 
     def _unschedulable(self, info: PodInfo, msg: str, gkey: Any) -> None:
@@ -361,17 +400,31 @@ class Scheduler:
         self._last_msg[info.key] = msg
         ns, name = info.key
         now = fmt_time(self.now_fn())
-        cond = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": msg,
-                "lastProbeTime": None, "lastTransitionTime": now}
-        conds = [c for c in ((info.obj.get("status") or {}).get("conditions") or []) if c.get("type") != "PodScheduled"]
-        body: dict = {"status": {"phase": "Pending", "conditions": conds + [cond]}}
+        cond = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": msg,
+            "lastProbeTime": None,
+            "lastTransitionTime": now,
+        }
+        conds = [
+            c
+            for c in ((info.obj.get("status") or {}).get("conditions") or [])
+            if c.get("type") != "PodScheduled"
+        ]
+        body: dict = {"status": {"phase": "Pending", "conditions": [*conds, cond]}}
         if info.key in self.nominated:
             body["status"]["nominatedNodeName"] = self.nominated[info.key][0]
         try:
-            self.store.patch("pods", name, body, patch_type="merge", namespace=ns, subresource="status")
+            self.store.patch(
+                "pods", name, body, patch_type="merge", namespace=ns, subresource="status"
+            )
         except Exception as exc:
             log.debug("status of %s/%s: %s", ns, name, exc)
-        self.events.record(info.obj, "Warning", "FailedScheduling", msg, component=SCHEDULER, kind="Pod")
+        self.events.record(
+            info.obj, "Warning", "FailedScheduling", msg, component=SCHEDULER, kind="Pod"
+        )
 
     # ---- preemption ----------------------------------------------------------------------
     def _preempt(self, info: PodInfo, candidates: list[NodeState]) -> str:
@@ -379,18 +432,24 @@ class Scheduler:
         pod = info.obj
         if st.preemption_policy(pod) == "Never":
             return "preemption: not eligible due to preemptionPolicy=Never."
-        nominated = (pod.get("status") or {}).get("nominatedNodeName") or (self.nominated.get(info.key) or [None])[0]
+        nominated = (pod.get("status") or {}).get("nominatedNodeName") or (
+            self.nominated.get(info.key) or [None]
+        )[0]
         if nominated and nominated in st.nodes:
             for k in st.nodes[nominated].pods:
                 p = st.pods.get(k)
-                if p is not None and p.priority < info.priority and (p.obj.get("metadata") or {}).get("deletionTimestamp"):
-                    return ""   # victims still terminating on the nominated node: wait for them
+                if (
+                    p is not None
+                    and p.priority < info.priority
+                    and (p.obj.get("metadata") or {}).get("deletionTimestamp")
+                ):
+                    return ""  # victims still terminating on the nominated node: wait for them
         n_total = len(st.nodes)
         not_helpful = n_total - len(candidates)
         no_victims = 0
         best = None
         if not st.bound_priorities or min(st.bound_priorities) >= info.priority:
-            candidates, no_victims = [], len(candidates)     # nothing of lower priority runs anywhere
+            candidates, no_victims = [], len(candidates)  # nothing of lower priority runs anywhere
         for n in candidates:
             victims = self._victims(info, n)
             if victims is None:
@@ -450,33 +509,65 @@ class Scheduler:
             vspec = v.obj.get("spec") or {}
             grace = vspec.get("terminationGracePeriodSeconds")
             grace = 30 if grace is None else int(grace)
-            conds = [c for c in ((v.obj.get("status") or {}).get("conditions") or []) if c.get("type") != "DisruptionTarget"]
-            conds.append({"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
-                          "message": f"{SCHEDULER}: preempting to accommodate a higher priority pod",
-                          "lastProbeTime": None, "lastTransitionTime": now})
-            try:
-                self.store.patch("pods", name, {"status": {"conditions": conds}}, patch_type="merge",
-                                 namespace=ns, subresource="status")
-            except Exception:
-                pass
-            self.events.record(v.obj, "Normal", "Preempted",
-                               f"Preempted by pod {info.uid} on node {node.name}", component=SCHEDULER, kind="Pod")
+            conds = [
+                c
+                for c in ((v.obj.get("status") or {}).get("conditions") or [])
+                if c.get("type") != "DisruptionTarget"
+            ]
+            conds.append(
+                {
+                    "type": "DisruptionTarget",
+                    "status": "True",
+                    "reason": "PreemptionByScheduler",
+                    "message": f"{SCHEDULER}: preempting to accommodate a higher priority pod",
+                    "lastProbeTime": None,
+                    "lastTransitionTime": now,
+                }
+            )
+            with contextlib.suppress(Exception):
+                self.store.patch(
+                    "pods",
+                    name,
+                    {"status": {"conditions": conds}},
+                    patch_type="merge",
+                    namespace=ns,
+                    subresource="status",
+                )
+            self.events.record(
+                v.obj,
+                "Normal",
+                "Preempted",
+                f"Preempted by pod {info.uid} on node {node.name}",
+                component=SCHEDULER,
+                kind="Pod",
+            )
             try:
                 self.store.delete("pods", name, namespace=ns, grace_period_seconds=grace)
             except Exception as exc:
                 log.debug("preemption delete %s/%s: %s", ns, name, exc)
         self.nominated[info.key] = (node.name, info.priority, dict(info.req))
         ns, name = info.key
-        try:
-            self.store.patch("pods", name, {"status": {"nominatedNodeName": node.name}}, patch_type="merge",
-                             namespace=ns, subresource="status")
-        except Exception:
-            pass
+        with contextlib.suppress(Exception):
+            self.store.patch(
+                "pods",
+                name,
+                {"status": {"nominatedNodeName": node.name}},
+                patch_type="merge",
+                namespace=ns,
+                subresource="status",
+            )
 
 
 def describe_requests(req: dict[str, int]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(req.items()))
 
 
-__all__ = ["Scheduler", "tolerates", "match_expression", "node_matches_pod", "static_filter",
-           "fit_error_message", "parse_quantity"]
+__all__ = [
+    "Scheduler",
+    "fit_error_message",
+    "match_expression",
+    "node_matches_pod",
+    "parse_quantity",
+    "static_filter",
+    "tolerates",
+]

@@ -20,8 +20,23 @@ TERMINAL = ("Succeeded", "Failed")
 
 
 class NodeState:
-    __slots__ = ("name", "obj", "labels", "taints", "unschedulable", "failed", "alloc", "used",
-                 "npods", "max_pods", "pods", "inv", "switch", "static_sig", "order")
+    __slots__ = (
+        "alloc",
+        "failed",
+        "inv",
+        "labels",
+        "max_pods",
+        "name",
+        "npods",
+        "obj",
+        "order",
+        "pods",
+        "static_sig",
+        "switch",
+        "taints",
+        "unschedulable",
+        "used",
+    )
 
     def __init__(self, name: str, order: int):
         self.name = name
@@ -47,22 +62,30 @@ class NodeState:
         spec = obj.get("spec") or {}
         status = obj.get("status") or {}
         self.labels = md.get("labels") or {}
-        self.taints = [t for t in (spec.get("taints") or []) if t.get("effect") in ("NoSchedule", "NoExecute")]
+        self.taints = [
+            t for t in (spec.get("taints") or []) if t.get("effect") in ("NoSchedule", "NoExecute")
+        ]
         self.unschedulable = bool(spec.get("unschedulable"))
         self.failed = node_failed_flag(obj)
         alloc = status.get("allocatable") or status.get("capacity") or {}
         self.alloc = {k: to_units(k, v) for k, v in alloc.items() if k != "pods"}
         self.max_pods = int(to_units("pods", alloc.get("pods", "110")))
         self.switch = self.labels.get(SWITCH_LABEL, "")
-        sig = (tuple(sorted(self.labels.items())), repr(self.taints), self.unschedulable, self.failed,
-               tuple(sorted(self.alloc.items())), self.max_pods)
+        sig = (
+            tuple(sorted(self.labels.items())),
+            repr(self.taints),
+            self.unschedulable,
+            self.failed,
+            tuple(sorted(self.alloc.items())),
+            self.max_pods,
+        )
         changed = sig != self.static_sig
         self.static_sig = sig
         return changed
 
 
 class PodInfo:
-    __slots__ = ("key", "uid", "obj", "req", "priority", "node", "start", "job", "sig", "fkey")
+    __slots__ = ("fkey", "job", "key", "node", "obj", "priority", "req", "sig", "start", "uid")
 
     def __init__(self, key: tuple, obj: dict):
         self.key = key
@@ -70,10 +93,10 @@ class PodInfo:
         self.obj = obj
         self.req: dict[str, int] = {}
         self.priority = 0
-        self.node: str | None = None      # node whose resources this pod holds
+        self.node: str | None = None  # node whose resources this pod holds
         self.start = 0.0
         self.job: tuple | None = None
-        self.sig: tuple | None = None      # scheduling signature, cached by the scheduler
+        self.sig: tuple | None = None  # scheduling signature, cached by the scheduler
         self.fkey: tuple | None = None
 
 
@@ -94,13 +117,13 @@ class ClusterState:
         self.kubelet_dirty: set = set()
         self.node_dirty: set = set()
         self.job_dirty: set = set()
-        self.ns_changed: set = set()          # namespaces where pods were deleted / quotas changed
-        self.owners: dict[str, set] = {}      # owner uid -> {(resource, ns, name)}
-        self.uids: dict[str, tuple] = {}      # uid -> (resource, ns, name) of every watched object
-        self.gc_dirty: set = set()            # owner uids deleted, or (resource, ns, name) to verify
+        self.ns_changed: set = set()  # namespaces where pods were deleted / quotas changed
+        self.owners: dict[str, set] = {}  # owner uid -> {(resource, ns, name)}
+        self.uids: dict[str, tuple] = {}  # uid -> (resource, ns, name) of every watched object
+        self.gc_dirty: set = set()  # owner uids deleted, or (resource, ns, name) to verify
         self.deleted_pods: list = []
-        self.bound_priorities: dict[int, int] = {}   # priority -> number of pods holding resources
-        self.free: dict[str, set] = {}    # extended resource -> names of nodes with some of it free
+        self.bound_priorities: dict[int, int] = {}  # priority -> number of pods holding resources
+        self.free: dict[str, set] = {}  # extended resource -> names of nodes with some of it free
 
     # ---- subscription -------------------------------------------------
     def on_event(self, etype: str, resource: str, obj: dict) -> None:
@@ -151,7 +174,7 @@ class ClusterState:
             elif ident not in deps:
                 deps.add(ident)
                 if ouid not in self.uids:
-                    self.gc_dirty.add(ouid)       # owner unknown: verify on the next GC pass
+                    self.gc_dirty.add(ouid)  # owner unknown: verify on the next GC pass
 
     def _on_node(self, etype: str, obj: dict) -> None:
         name = obj["metadata"]["name"]
@@ -211,8 +234,11 @@ class ClusterState:
         node = spec.get("nodeName")
         self._account(info, node if node and phase not in TERMINAL else None)
         if not node:
-            if (phase == "Pending" and not md.get("deletionTimestamp")
-                    and spec.get("schedulerName", "default-scheduler") == "default-scheduler"):
+            if (
+                phase == "Pending"
+                and not md.get("deletionTimestamp")
+                and spec.get("schedulerName", "default-scheduler") == "default-scheduler"
+            ):
                 if key in self.sched_parked:
                     self.sched_parked[key] = info
                 else:

@@ -7,9 +7,22 @@ import hashlib
 from typing import Any
 
 _SUFFIX = {
-    "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3, "Ti": 1024**4, "Pi": 1024**5, "Ei": 1024**6,
-    "n": 1e-9, "u": 1e-6, "m": 1e-3, "": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
-    "P": 1e15, "E": 1e18,
+    "Ki": 1024,
+    "Mi": 1024**2,
+    "Gi": 1024**3,
+    "Ti": 1024**4,
+    "Pi": 1024**5,
+    "Ei": 1024**6,
+    "n": 1e-9,
+    "u": 1e-6,
+    "m": 1e-3,
+    "": 1,
+    "k": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "P": 1e15,
+    "E": 1e18,
 }
 _QCACHE: dict[str, float] = {}
 
@@ -30,7 +43,7 @@ def parse_quantity(value: Any) -> float:
     num, suf = s, ""
     for cand in ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"):
         if s.endswith(cand):
-            num, suf = s[: -2], cand
+            num, suf = s[:-2], cand
             break
     else:
         if s and s[-1] in "numkMGTPE":
@@ -48,8 +61,8 @@ def to_units(resource: str, value: Any) -> int:
     """Internal integer unit of a resource: millicores for cpu, bytes or counts otherwise."""
     q = parse_quantity(value)
     if resource == "cpu":
-        return int(round(q * 1000))
-    return int(round(q))
+        return round(q * 1000)
+    return round(q)
 
 
 def pod_requests(pod: dict) -> dict[str, int]:
@@ -80,7 +93,7 @@ def _container_req(c: dict) -> dict[str, int]:
 
 
 def fmt_time(ts: float) -> str:
-    return _dt.datetime.fromtimestamp(int(ts), _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _dt.datetime.fromtimestamp(int(ts), _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_time(s: str | None) -> float | None:
@@ -96,7 +109,7 @@ def stable_hash(*parts: Any) -> int:
 
 
 def stable_uuid(*parts: Any) -> str:
-    h = hashlib.sha1("\x1f".join(str(p) for p in parts).encode()).hexdigest()
+    h = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()
     return f"{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 

@@ -14,15 +14,30 @@ def run(seed: int):
     h = SimHarness(prof, seed=seed)
     h.namespace(NS)
     for i in range(6):
-        h.store.create("pytorchjobs.kubeflow.org",
-                       make_job(f"j{i}", workers=2, gpus=2 + i % 3, run_seconds=200 + 50 * i), namespace=NS)
+        h.store.create(
+            "pytorchjobs.kubeflow.org",
+            make_job(f"j{i}", workers=2, gpus=2 + i % 3, run_seconds=200 + 50 * i),
+            namespace=NS,
+        )
     h.advance(900, step=5)
-    pods = sorted((p["metadata"]["name"], p["spec"].get("nodeName"), p["status"].get("phase"),
-                   tuple(c["restartCount"] for c in p["status"].get("containerStatuses") or []))
-                  for p in h.pods(NS))
-    jobs = sorted((j["metadata"]["name"], tuple((c["type"], c["status"], c["lastTransitionTime"])
-                                                for c in j["status"]["conditions"]))
-                  for j in h.store.list("pytorchjobs.kubeflow.org", namespace=NS))
+    pods = sorted(
+        (
+            p["metadata"]["name"],
+            p["spec"].get("nodeName"),
+            p["status"].get("phase"),
+            tuple(c["restartCount"] for c in p["status"].get("containerStatuses") or []),
+        )
+        for p in h.pods(NS)
+    )
+    jobs = sorted(
+        (
+            j["metadata"]["name"],
+            tuple(
+                (c["type"], c["status"], c["lastTransitionTime"]) for c in j["status"]["conditions"]
+            ),
+        )
+        for j in h.store.list("pytorchjobs.kubeflow.org", namespace=NS)
+    )
     return pods, jobs, h.sim.metrics_text()
 
 

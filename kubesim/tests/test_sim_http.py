@@ -1,4 +1,4 @@
-"""The whole path through the official kubernetes client over HTTP (kubesim fixture, profile small)."""
+"""The whole path through the official kubernetes client over HTTP (kubesim fixture, small)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,9 @@ MERGE = "application/merge-patch+json"
 def apis(kubesim):
     core = kubernetes.client.CoreV1Api(kubesim.api_client)
     co = kubernetes.client.CustomObjectsApi(kubesim.api_client)
-    core.create_namespace(kubernetes.client.V1Namespace(metadata=kubernetes.client.V1ObjectMeta(name=NS)))
+    core.create_namespace(
+        kubernetes.client.V1Namespace(metadata=kubernetes.client.V1ObjectMeta(name=NS))
+    )
     return core, co
 
 
@@ -39,8 +41,15 @@ def test_suspended_job_resumed_runs_on_the_right_gpus_and_succeeds(kubesim, apis
     assert condition(job, "Suspended")["status"] == "True"
     assert condition(job, "Created")["reason"] == "PyTorchJobCreated"
 
-    co.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "llm",
-                                      {"spec": {"runPolicy": {"suspend": False}}}, _content_type=MERGE)
+    co.patch_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        NS,
+        PLURAL,
+        "llm",
+        {"spec": {"runPolicy": {"suspend": False}}},
+        _content_type=MERGE,
+    )
     kubesim.advance(5)
     pods = core.list_namespaced_pod(NS, label_selector="training.kubeflow.org/job-name=llm").items
     assert sorted(p.metadata.name for p in pods) == ["llm-master-0", "llm-worker-0", "llm-worker-1"]
@@ -57,7 +66,11 @@ def test_suspended_job_resumed_runs_on_the_right_gpus_and_succeeds(kubesim, apis
     # metrics over HTTP carry the job's pods on H800 GPUs
     text = urllib.request.urlopen(kubesim.url + "/metrics", timeout=5).read().decode()
     _, samples = parse(text)
-    busy = [lab for n, lab, v in samples if n == "DCGM_FI_DEV_GPU_UTIL" and lab["pod"].startswith("llm-")]
+    busy = [
+        lab
+        for n, lab, v in samples
+        if n == "DCGM_FI_DEV_GPU_UTIL" and lab["pod"].startswith("llm-")
+    ]
     assert len(busy) == 6 and {lab["modelName"] for lab in busy} == {"NVIDIA H800"}
 
     kubesim.advance(125)
@@ -65,7 +78,11 @@ def test_suspended_job_resumed_runs_on_the_right_gpus_and_succeeds(kubesim, apis
     assert condition(job, "Succeeded")["status"] == "True"
     assert condition(job, "Succeeded")["reason"] == "PyTorchJobSucceeded"
     rs = job["status"]["replicaStatuses"]
-    assert (rs["Master"]["succeeded"], rs["Worker"]["succeeded"], rs["Worker"]["active"]) == (1, 2, 0)
+    assert (rs["Master"]["succeeded"], rs["Worker"]["succeeded"], rs["Worker"]["active"]) == (
+        1,
+        2,
+        0,
+    )
     assert job["status"]["startTime"] and job["status"]["completionTime"]
     assert {p.status.phase for p in core.list_namespaced_pod(NS).items} == {"Succeeded"}
     # everything the simulation wrote deserialises into the client's models
@@ -77,26 +94,35 @@ def test_suspended_job_resumed_runs_on_the_right_gpus_and_succeeds(kubesim, apis
 
 def test_quota_refusal_then_created_when_quota_frees(kubesim, apis):
     core, co = apis
-    core.create_namespaced_resource_quota(NS, kubernetes.client.V1ResourceQuota(
-        metadata=kubernetes.client.V1ObjectMeta(name="gpus"),
-        spec=kubernetes.client.V1ResourceQuotaSpec(hard={"requests.nvidia.com/gpu": "8"})))
+    core.create_namespaced_resource_quota(
+        NS,
+        kubernetes.client.V1ResourceQuota(
+            metadata=kubernetes.client.V1ObjectMeta(name="gpus"),
+            spec=kubernetes.client.V1ResourceQuotaSpec(hard={"requests.nvidia.com/gpu": "8"}),
+        ),
+    )
     first = make_job("first", workers=1, gpus=4, run_seconds=60)
     second = make_job("second", workers=1, gpus=4, run_seconds=60)
     co.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, first)
     kubesim.advance(2)
     co.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, second)
     kubesim.advance(3)
-    assert core.list_namespaced_pod(NS, label_selector="training.kubeflow.org/job-name=second").items == []
+    assert (
+        core.list_namespaced_pod(NS, label_selector="training.kubeflow.org/job-name=second").items
+        == []
+    )
     events = core.list_namespaced_event(NS, field_selector="involvedObject.name=second").items
     refused = [e for e in events if e.reason == "FailedCreatePod"]
     assert refused and refused[0].type == "Warning"
     assert "exceeded quota: gpus" in refused[0].message
-    assert refused[0].message.startswith("Error creating: pods \"second-master-0\" is forbidden")
+    assert refused[0].message.startswith('Error creating: pods "second-master-0" is forbidden')
     assert refused[0].involved_object.kind == "PyTorchJob"
-    kubesim.advance(70)          # "first" finishes, its pods stop counting against the quota
+    kubesim.advance(70)  # "first" finishes, its pods stop counting against the quota
     assert condition(get_job(co, "first"), "Succeeded")["status"] == "True"
     kubesim.advance(5)
-    pods = core.list_namespaced_pod(NS, label_selector="training.kubeflow.org/job-name=second").items
+    pods = core.list_namespaced_pod(
+        NS, label_selector="training.kubeflow.org/job-name=second"
+    ).items
     assert sorted(p.metadata.name for p in pods) == ["second-master-0", "second-worker-0"]
     kubesim.advance(5)
     assert condition(get_job(co, "second"), "Running")["status"] == "True"
@@ -109,9 +135,17 @@ def test_cordon_and_fail_node_through_the_api(kubesim, apis):
         metadata=kubernetes.client.V1ObjectMeta(name="p"),
         spec=kubernetes.client.V1PodSpec(
             node_selector={"nvidia.com/gpu.product": H800},
-            containers=[kubernetes.client.V1Container(
-                name="main", image="busybox", resources=kubernetes.client.V1ResourceRequirements(
-                    limits={"nvidia.com/gpu": "1"}))]))
+            containers=[
+                kubernetes.client.V1Container(
+                    name="main",
+                    image="busybox",
+                    resources=kubernetes.client.V1ResourceRequirements(
+                        limits={"nvidia.com/gpu": "1"}
+                    ),
+                )
+            ],
+        ),
+    )
     core.create_namespaced_pod(NS, pod)
     kubesim.advance(2)
     p = core.read_namespaced_pod("p", NS)
@@ -129,8 +163,9 @@ def test_cordon_and_fail_node_through_the_api(kubesim, apis):
 
 def test_pod_log_over_http(kubesim, apis):
     core, co = apis
-    body = make_job("logs", workers=1, gpus=1, run_seconds=200,
-                    annotations={"log": "hello from the annotation"})
+    body = make_job(
+        "logs", workers=1, gpus=1, run_seconds=200, annotations={"log": "hello from the annotation"}
+    )
     co.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, body)
     kubesim.advance(100)
     text = core.read_namespaced_pod_log("logs-worker-0", NS)

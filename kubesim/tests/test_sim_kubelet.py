@@ -25,14 +25,16 @@ def create(h, pod):
 def test_pod_runs_then_succeeds_with_complete_statuses(h):
     create(h, make_pod("p", gpus=1, annotations={"run-seconds": 60}))
     h.advance(1)
-    assert h.pod(NS, "p")["status"]["phase"] == "Pending"        # bound, container starting
+    assert h.pod(NS, "p")["status"]["phase"] == "Pending"  # bound, container starting
     h.advance(3)
     pod = h.pod(NS, "p")
     st = pod["status"]
     assert st["phase"] == "Running"
     cs = st["containerStatuses"][0]
     assert cs["ready"] is True and cs["started"] is True and cs["restartCount"] == 0
-    assert cs["image"] == "busybox:1.36" and cs["imageID"].startswith("docker.io/library/busybox@sha256:")
+    assert cs["image"] == "busybox:1.36" and cs["imageID"].startswith(
+        "docker.io/library/busybox@sha256:"
+    )
     assert cs["containerID"].startswith("containerd://")
     assert cs["state"]["running"]["startedAt"] == st["startTime"]
     assert st["podIP"] and st["hostIP"]
@@ -56,7 +58,9 @@ def test_run_seconds_from_env(h):
 
 
 def test_failure_injection_never_restart(h):
-    create(h, make_pod("f", annotations={"run-seconds": 100, "fail-after-seconds": 5, "exit-code": 3}))
+    create(
+        h, make_pod("f", annotations={"run-seconds": 100, "fail-after-seconds": 5, "exit-code": 3})
+    )
     h.advance(10)
     pod = h.pod(NS, "f")
     assert pod["status"]["phase"] == "Failed"
@@ -65,7 +69,14 @@ def test_failure_injection_never_restart(h):
 
 
 def test_on_failure_restarts_in_place_with_backoff(h):
-    create(h, make_pod("r", restart_policy="OnFailure", annotations={"run-seconds": 100, "fail-after-seconds": 5}))
+    create(
+        h,
+        make_pod(
+            "r",
+            restart_policy="OnFailure",
+            annotations={"run-seconds": 100, "fail-after-seconds": 5},
+        ),
+    )
     h.advance(8)
     cs = h.pod(NS, "r")["status"]["containerStatuses"][0]
     assert h.pod(NS, "r")["status"]["phase"] == "Running"
@@ -83,7 +94,9 @@ def test_graceful_deletion_honours_grace_period(h):
     h.store.delete("pods", "g", namespace=NS)
     h.advance(30)
     pod = h.pod(NS, "g")
-    assert pod["metadata"]["deletionTimestamp"] and pod["metadata"]["deletionGracePeriodSeconds"] == 45
+    assert (
+        pod["metadata"]["deletionTimestamp"] and pod["metadata"]["deletionGracePeriodSeconds"] == 45
+    )
     assert any(e["reason"] == "Killing" for e in h.events(NS))
     h.advance(20)
     assert [p for p in h.pods(NS) if p["metadata"]["name"] == "g"] == []
@@ -104,8 +117,10 @@ def test_node_failure_fails_pods_and_blocks_scheduling(h):
     assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 137
     create(h, make_pod("after", gpus=1, node_selector=sel))
     h.advance(1)
-    assert "untolerated taint {node.kubernetes.io/unreachable: }" in \
-        condition(h.pod(NS, "after"), "PodScheduled")["message"]
+    assert (
+        "untolerated taint {node.kubernetes.io/unreachable: }"
+        in condition(h.pod(NS, "after"), "PodScheduled")["message"]
+    )
     h.store.patch("nodes", "h800-0", {"metadata": {"annotations": {FAIL_ANNOTATION: None}}})
     h.advance(2)
     node = h.store.get("nodes", "h800-0")
@@ -116,9 +131,17 @@ def test_node_failure_fails_pods_and_blocks_scheduling(h):
 
 
 def test_gc_deletes_dependents_of_deleted_owner_and_orphans(h):
-    owner = h.store.create("configmaps", {"apiVersion": "v1", "kind": "ConfigMap",
-                                          "metadata": {"name": "owner"}}, namespace=NS)
-    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner["metadata"]["uid"]}
+    owner = h.store.create(
+        "configmaps",
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "owner"}},
+        namespace=NS,
+    )
+    ref = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "name": "owner",
+        "uid": owner["metadata"]["uid"],
+    }
     dep = make_pod("dep", annotations={"run-seconds": 1000})
     dep["metadata"]["ownerReferences"] = [ref]
     create(h, dep)
@@ -131,7 +154,7 @@ def test_gc_deletes_dependents_of_deleted_owner_and_orphans(h):
     h.store.delete("configmaps", "owner", namespace=NS)
     h.advance(1)
     dep = h.pod(NS, "dep")
-    assert dep["metadata"]["deletionTimestamp"]           # graceful, as a normal delete
+    assert dep["metadata"]["deletionTimestamp"]  # graceful, as a normal delete
     h.advance(31)
     assert "dep" not in {p["metadata"]["name"] for p in h.pods(NS)}
 
@@ -141,11 +164,15 @@ def test_events_aggregate_repeats(h):
     for _ in range(3):
         h.sim.events.record(pod, "Warning", "Custom", "same thing", component="test", kind="Pod")
     h.sim.events.record(pod, "Warning", "Custom", "other thing", component="test", kind="Pod")
-    evs = [e for e in h.events(NS, "Custom")]
+    evs = list(h.events(NS, "Custom"))
     assert sorted(e["count"] for e in evs) == [1, 3]
     three = next(e for e in evs if e["count"] == 3)
     assert three["involvedObject"]["uid"] == pod["metadata"]["uid"]
-    assert three["firstTimestamp"] and three["lastTimestamp"] and three["source"]["component"] == "test"
+    assert (
+        three["firstTimestamp"]
+        and three["lastTimestamp"]
+        and three["source"]["component"] == "test"
+    )
     ApiClient()._ApiClient__deserialize(three, "CoreV1Event")
 
 
@@ -159,9 +186,10 @@ def test_events_expire_after_ttl(h):
 
 def test_idle_tick_is_cheap(h):
     import time
+
     h.advance(5)
     t = time.perf_counter()
     for _ in range(200):
         h.sim.tick()
     per_tick = (time.perf_counter() - t) / 200
-    assert per_tick < 0.005, per_tick   # generous bound: an idle tick does no store work
+    assert per_tick < 0.005, per_tick  # generous bound: an idle tick does no store work

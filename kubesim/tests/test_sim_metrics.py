@@ -9,7 +9,7 @@ import pytest
 from kubesim.sim.harness import SimHarness, make_pod
 
 NS = "team-a"
-_LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$')
+_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(,|$)')
 
 
@@ -55,23 +55,48 @@ def test_idle_cluster_metrics(h):
     assert types["DCGM_FI_DEV_GPU_UTIL"] == "gauge"
     assert types["container_network_transmit_bytes_total"] == "counter"
     util = [s for s in samples if s[0] == "DCGM_FI_DEV_GPU_UTIL"]
-    # 2x8 A100 + 8 H800 + 4 whole GPUs on the MIG node + 4 shared L40S; MIG instances report no GPU_UTIL
+    # 2x8 A100 + 8 H800 + 4 whole GPUs on the MIG node + 4 shared L40S;
+    # MIG instances report no GPU_UTIL
     assert len(util) == 16 + 8 + 4 + 4
     for _, lab, v in util:
         assert v == 0 and lab["pod"] == "" and lab["namespace"] == "" and lab["container"] == ""
-        assert set(lab) >= {"gpu", "UUID", "device", "modelName", "Hostname", "pod", "namespace", "container"}
+        assert set(lab) >= {
+            "gpu",
+            "UUID",
+            "device",
+            "modelName",
+            "Hostname",
+            "pod",
+            "namespace",
+            "container",
+        }
         assert lab["UUID"].startswith("GPU-")
-    free = {(lab["Hostname"], lab["gpu"]): v for n, lab, v in samples
-            if n == "DCGM_FI_DEV_FB_FREE" and "GPU_I_ID" not in lab}
+    free = {
+        (lab["Hostname"], lab["gpu"]): v
+        for n, lab, v in samples
+        if n == "DCGM_FI_DEV_FB_FREE" and "GPU_I_ID" not in lab
+    }
     assert free[("h800-0", "0")] == 81559
     models = {lab["modelName"] for n, lab, _ in util}
     assert models == {"NVIDIA A100-SXM4-80GB", "NVIDIA H800", "NVIDIA L40S"}
 
 
 def test_running_pod_metrics_and_labels(h):
-    h.store.create("pods", make_pod("train", gpus=2, node_selector={"nvidia.com/gpu.product": "NVIDIA-H800"},
-                                    annotations={"gpu-util": 80, "gpu-mem-gib": 40, "run-seconds": 1000,
-                                                 "egress-bytes-per-second": 1000}), namespace=NS)
+    h.store.create(
+        "pods",
+        make_pod(
+            "train",
+            gpus=2,
+            node_selector={"nvidia.com/gpu.product": "NVIDIA-H800"},
+            annotations={
+                "gpu-util": 80,
+                "gpu-mem-gib": 40,
+                "run-seconds": 1000,
+                "egress-bytes-per-second": 1000,
+            },
+        ),
+        namespace=NS,
+    )
     h.advance(5)
     _, samples = parse(h.sim.metrics_text())
     mine = [(n, lab, v) for n, lab, v in samples if lab.get("pod") == "train"]
@@ -83,28 +108,51 @@ def test_running_pod_metrics_and_labels(h):
     uuids = {lab["UUID"] for n, lab, v in mine if n == "DCGM_FI_DEV_GPU_UTIL"}
     assumed = {str(d["gpu"]) for d in h.sim.gpu_assignment(NS, "train")}
     assert gpus == assumed and {d["uuid"] for d in h.sim.gpu_assignment(NS, "train")} == uuids
-    for n, lab, v in mine:
+    for n, lab, _v in mine:
         if n.startswith("DCGM"):
-            assert lab["namespace"] == NS and lab["container"] == "main" and lab["Hostname"] == "h800-0"
+            assert (
+                lab["namespace"] == NS
+                and lab["container"] == "main"
+                and lab["Hostname"] == "h800-0"
+            )
     tx1 = next(v for n, lab, v in mine if n == "container_network_transmit_bytes_total")
     h.advance(10)
     _, samples = parse(h.sim.metrics_text())
-    tx2 = next(v for n, lab, v in samples if n == "container_network_transmit_bytes_total" and lab["pod"] == "train")
+    tx2 = next(
+        v
+        for n, lab, v in samples
+        if n == "container_network_transmit_bytes_total" and lab["pod"] == "train"
+    )
     assert tx2 - tx1 == pytest.approx(10 * 1000, abs=1)
-    rx = next(v for n, lab, v in samples if n == "container_network_receive_bytes_total" and lab["pod"] == "train")
+    rx = next(
+        v
+        for n, lab, v in samples
+        if n == "container_network_receive_bytes_total" and lab["pod"] == "train"
+    )
     assert 0 < rx <= tx2
 
 
 def test_mig_instances_report_engine_activity(h):
-    h.store.create("pods", make_pod("mig", resources={"nvidia.com/mig-1g.10gb": "1"},
-                                    annotations={"gpu-util": 50, "run-seconds": 1000}), namespace=NS)
+    h.store.create(
+        "pods",
+        make_pod(
+            "mig",
+            resources={"nvidia.com/mig-1g.10gb": "1"},
+            annotations={"gpu-util": 50, "run-seconds": 1000},
+        ),
+        namespace=NS,
+    )
     h.advance(5)
     _, samples = parse(h.sim.metrics_text())
     mig = [(n, lab, v) for n, lab, v in samples if "GPU_I_PROFILE" in lab]
     assert mig and not any(n == "DCGM_FI_DEV_GPU_UTIL" for n, _, _ in mig)
     profiles = {lab["GPU_I_PROFILE"] for _, lab, _ in mig}
     assert profiles == {"3g.40gb", "1g.10gb"}
-    active = [(lab, v) for n, lab, v in mig if n == "DCGM_FI_PROF_GR_ENGINE_ACTIVE" and lab["pod"] == "mig"]
+    active = [
+        (lab, v)
+        for n, lab, v in mig
+        if n == "DCGM_FI_PROF_GR_ENGINE_ACTIVE" and lab["pod"] == "mig"
+    ]
     assert len(active) == 1
     lab, v = active[0]
     assert lab["GPU_I_PROFILE"] == "1g.10gb" and lab["GPU_I_ID"].isdigit() and 0.45 <= v <= 0.55
@@ -116,17 +164,28 @@ def test_mig_instances_report_engine_activity(h):
 
 def test_shared_gpu_lists_each_pod(h):
     for i in range(5):
-        h.store.create("pods", make_pod(f"s{i}", resources={"nvidia.com/gpu.shared": "1"},
-                                        annotations={"gpu-util": 20, "run-seconds": 1000}), namespace=NS)
+        h.store.create(
+            "pods",
+            make_pod(
+                f"s{i}",
+                resources={"nvidia.com/gpu.shared": "1"},
+                annotations={"gpu-util": 20, "run-seconds": 1000},
+            ),
+            namespace=NS,
+        )
     h.advance(5)
     _, samples = parse(h.sim.metrics_text())
-    util = [(lab, v) for n, lab, v in samples if n == "DCGM_FI_DEV_GPU_UTIL" and lab["Hostname"] == "shared-0"]
+    util = [
+        (lab, v)
+        for n, lab, v in samples
+        if n == "DCGM_FI_DEV_GPU_UTIL" and lab["Hostname"] == "shared-0"
+    ]
     pods = {lab["pod"] for lab, _ in util}
     assert pods == {f"s{i}" for i in range(5)}
     by_gpu: dict = {}
-    for lab, v in util:
+    for lab, _v in util:
         by_gpu.setdefault(lab["gpu"], set()).add(lab["pod"])
-    assert max(len(p) for p in by_gpu.values()) == 2     # 5 shares spread over 4 GPUs
+    assert max(len(p) for p in by_gpu.values()) == 2  # 5 shares spread over 4 GPUs
 
 
 def test_metrics_stop_after_pod_finishes(h):

@@ -25,41 +25,62 @@ def job(h, name):
 
 
 def pods_of(h, name):
-    return sorted((p for p in h.pods(NS, label_selector=f"training.kubeflow.org/job-name={name}")),
-                  key=lambda p: p["metadata"]["name"])
+    return sorted(
+        (p for p in h.pods(NS, label_selector=f"training.kubeflow.org/job-name={name}")),
+        key=lambda p: p["metadata"]["name"],
+    )
 
 
 def test_set_condition_semantics():
     c = set_condition([], "Created", "True", "PyTorchJobCreated", "m", "t0")
     c = set_condition(c, "Running", "True", "PyTorchJobRunning", "m", "t1")
     c = set_condition(c, "Restarting", "True", "PyTorchJobRestarting", "m", "t2")
-    assert [x["type"] for x in c] == ["Created", "Restarting"]           # Restarting replaces Running
+    assert [x["type"] for x in c] == ["Created", "Restarting"]  # Restarting replaces Running
     c = set_condition(c, "Running", "True", "PyTorchJobRunning", "m", "t3")
     c = set_condition(c, "Succeeded", "True", "PyTorchJobSucceeded", "m", "t4")
-    assert [(x["type"], x["status"]) for x in c] == [("Created", "True"), ("Running", "False"),
-                                                      ("Succeeded", "True")]
+    assert [(x["type"], x["status"]) for x in c] == [
+        ("Created", "True"),
+        ("Running", "False"),
+        ("Succeeded", "True"),
+    ]
     failed = set_condition(c, "Failed", "True", "PyTorchJobFailed", "m", "t5")
     assert set_condition(failed, "Running", "True", "PyTorchJobRunning", "m", "t6") == failed
 
 
 def test_pods_labels_env_owner_and_service(h):
-    j = h.store.create(PJ, make_job("llm", workers=2, gpus=2, product=H800, run_seconds=100), namespace=NS)
+    j = h.store.create(
+        PJ, make_job("llm", workers=2, gpus=2, product=H800, run_seconds=100), namespace=NS
+    )
     h.advance(1)
     pods = pods_of(h, "llm")
     assert [p["metadata"]["name"] for p in pods] == ["llm-master-0", "llm-worker-0", "llm-worker-1"]
     m, w1 = pods[0], pods[2]
     assert m["metadata"]["labels"] == {
-        "app": "llm", "training.kubeflow.org/job-name": "llm", "training.kubeflow.org/replica-type": "master",
-        "training.kubeflow.org/replica-index": "0", "training.kubeflow.org/job-role": "master",
-        "training.kubeflow.org/operator-name": "pytorchjob-controller"}
+        "app": "llm",
+        "training.kubeflow.org/job-name": "llm",
+        "training.kubeflow.org/replica-type": "master",
+        "training.kubeflow.org/replica-index": "0",
+        "training.kubeflow.org/job-role": "master",
+        "training.kubeflow.org/operator-name": "pytorchjob-controller",
+    }
     assert "training.kubeflow.org/job-role" not in w1["metadata"]["labels"]
     ref = m["metadata"]["ownerReferences"][0]
-    assert ref == {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "llm",
-                   "uid": j["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+    assert ref == {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "name": "llm",
+        "uid": j["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
     env = {e["name"]: e["value"] for e in w1["spec"]["containers"][0]["env"]}
     assert env["MASTER_ADDR"] == "llm-master-0" and env["MASTER_PORT"] == "23456"
     assert env["WORLD_SIZE"] == "3" and env["RANK"] == "2"
-    assert env["PET_NNODES"] == "3" and env["PET_NODE_RANK"] == "2" and env["PET_NPROC_PER_NODE"] == "auto"
+    assert (
+        env["PET_NNODES"] == "3"
+        and env["PET_NODE_RANK"] == "2"
+        and env["PET_NPROC_PER_NODE"] == "auto"
+    )
     menv = {e["name"]: e["value"] for e in m["spec"]["containers"][0]["env"]}
     assert menv["RANK"] == "0"
     assert m["spec"]["containers"][0]["ports"][0]["name"] == "pytorchjob-port"
@@ -71,7 +92,11 @@ def test_pods_labels_env_owner_and_service(h):
 
 
 def test_suspended_job_has_no_pods_until_resumed_then_succeeds(h):
-    h.store.create(PJ, make_job("s", workers=1, gpus=4, product=H800, suspend=True, run_seconds=50), namespace=NS)
+    h.store.create(
+        PJ,
+        make_job("s", workers=1, gpus=4, product=H800, suspend=True, run_seconds=50),
+        namespace=NS,
+    )
     h.advance(3)
     assert pods_of(h, "s") == []
     j = job(h, "s")
@@ -95,9 +120,13 @@ def test_suspended_job_has_no_pods_until_resumed_then_succeeds(h):
     assert condition(j, "Succeeded")["reason"] == "PyTorchJobSucceeded"
     assert condition(j, "Running")["status"] == "False"
     assert j["status"]["replicaStatuses"]["Master"] == {
-        "active": 0, "succeeded": 1, "failed": 0,
-        "selector": "training.kubeflow.org/job-name=s,training.kubeflow.org/operator-name=pytorchjob-controller,"
-                    "training.kubeflow.org/replica-type=master"}
+        "active": 0,
+        "succeeded": 1,
+        "failed": 0,
+        "selector": "training.kubeflow.org/job-name=s,"
+        "training.kubeflow.org/operator-name=pytorchjob-controller,"
+        "training.kubeflow.org/replica-type=master",
+    }
     assert j["status"]["completionTime"]
     assert j["status"]["conditions"][-1]["type"] == "Succeeded"
 
@@ -118,23 +147,45 @@ def test_suspending_a_running_job_deletes_pods(h):
 
 
 def test_quota_refusal_emits_failed_create_pod_then_retries(h):
-    h.store.create("resourcequotas", {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpu"},
-                                      "spec": {"hard": {"requests.nvidia.com/gpu": "4"}}}, namespace=NS)
+    h.store.create(
+        "resourcequotas",
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": "gpu"},
+            "spec": {"hard": {"requests.nvidia.com/gpu": "4"}},
+        },
+        namespace=NS,
+    )
     h.store.create(PJ, make_job("q", workers=1, gpus=4, run_seconds=100), namespace=NS)
     h.advance(2)
     assert [p["metadata"]["name"] for p in pods_of(h, "q")] == ["q-master-0"]
     ev = [e for e in h.events(NS, "FailedCreatePod") if e["involvedObject"]["name"] == "q"]
     assert ev and ev[0]["type"] == "Warning"
-    assert ev[0]["message"].startswith('Error creating: pods "q-worker-0" is forbidden: exceeded quota: gpu')
+    assert ev[0]["message"].startswith(
+        'Error creating: pods "q-worker-0" is forbidden: exceeded quota: gpu'
+    )
     assert ev[0]["involvedObject"]["kind"] == "PyTorchJob"
-    h.store.patch("resourcequotas", "gpu", {"spec": {"hard": {"requests.nvidia.com/gpu": "8"}}}, namespace=NS)
+    h.store.patch(
+        "resourcequotas", "gpu", {"spec": {"hard": {"requests.nvidia.com/gpu": "8"}}}, namespace=NS
+    )
     h.advance(2)
     assert [p["metadata"]["name"] for p in pods_of(h, "q")] == ["q-master-0", "q-worker-0"]
 
 
 def test_never_restart_policy_fails_the_job(h):
-    h.store.create(PJ, make_job("nf", workers=1, gpus=1, run_seconds=100, restart_policy="Never",
-                                annotations={"fail-after-seconds": 10}), namespace=NS)
+    h.store.create(
+        PJ,
+        make_job(
+            "nf",
+            workers=1,
+            gpus=1,
+            run_seconds=100,
+            restart_policy="Never",
+            annotations={"fail-after-seconds": 10},
+        ),
+        namespace=NS,
+    )
     h.advance(20)
     j = job(h, "nf")
     failed = condition(j, "Failed")
@@ -144,8 +195,18 @@ def test_never_restart_policy_fails_the_job(h):
 
 
 def test_exit_code_policy_recreates_on_retryable_code(h):
-    h.store.create(PJ, make_job("ec", workers=1, gpus=1, run_seconds=100, restart_policy="ExitCode",
-                                annotations={"fail-after-seconds": 10, "exit-code": 137}), namespace=NS)
+    h.store.create(
+        PJ,
+        make_job(
+            "ec",
+            workers=1,
+            gpus=1,
+            run_seconds=100,
+            restart_policy="ExitCode",
+            annotations={"fail-after-seconds": 10, "exit-code": 137},
+        ),
+        namespace=NS,
+    )
     h.advance(5)
     first_uids = {p["metadata"]["uid"] for p in pods_of(h, "ec")}
     assert {p["spec"]["restartPolicy"] for p in pods_of(h, "ec")} == {"Never"}
@@ -155,33 +216,62 @@ def test_exit_code_policy_recreates_on_retryable_code(h):
     assert condition(j, "Failed") is None
     h.advance(3)
     pods = pods_of(h, "ec")
-    assert len(pods) == 2 and not first_uids & {p["metadata"]["uid"] for p in pods}     # recreated
+    assert len(pods) == 2 and not first_uids & {p["metadata"]["uid"] for p in pods}  # recreated
 
 
 def test_backoff_limit(h):
-    h.store.create(PJ, make_job("bo", workers=0, gpus=1, run_seconds=100, restart_policy="OnFailure",
-                                annotations={"fail-after-seconds": 2}, run_policy={"backoffLimit": 2}),
-                   namespace=NS)
+    h.store.create(
+        PJ,
+        make_job(
+            "bo",
+            workers=0,
+            gpus=1,
+            run_seconds=100,
+            restart_policy="OnFailure",
+            annotations={"fail-after-seconds": 2},
+            run_policy={"backoffLimit": 2},
+        ),
+        namespace=NS,
+    )
     h.advance(60)
     failed = condition(job(h, "bo"), "Failed")
-    assert failed and failed["message"] == "PyTorchJob bo has failed because it has reached the specified backoff limit"
+    assert (
+        failed
+        and failed["message"]
+        == "PyTorchJob bo has failed because it has reached the specified backoff limit"
+    )
 
 
 def test_node_failure_recreates_on_failure_pods(h):
-    h.store.create(PJ, make_job("nl", workers=1, gpus=8, product=H800, run_seconds=500), namespace=NS)
+    h.store.create(
+        PJ, make_job("nl", workers=1, gpus=8, product=H800, run_seconds=500), namespace=NS
+    )
     h.advance(5)
-    h.store.patch("nodes", "h800-0", {"metadata": {"annotations": {"kubesim.trainyard.io/fail": "true"}}})
+    h.store.patch(
+        "nodes", "h800-0", {"metadata": {"annotations": {"kubesim.trainyard.io/fail": "true"}}}
+    )
     h.advance(2)
     j = job(h, "nl")
     assert condition(j, "Failed") is None
-    h.store.patch("nodes", "h800-0", {"metadata": {"annotations": {"kubesim.trainyard.io/fail": "false"}}})
+    h.store.patch(
+        "nodes", "h800-0", {"metadata": {"annotations": {"kubesim.trainyard.io/fail": "false"}}}
+    )
     h.advance(10)
     assert any(p["status"].get("phase") == "Running" for p in pods_of(h, "nl"))
 
 
 def test_clean_pod_policy_and_ttl(h):
-    h.store.create(PJ, make_job("ttl", workers=1, gpus=1, run_seconds=20,
-                                run_policy={"cleanPodPolicy": "All", "ttlSecondsAfterFinished": 30}), namespace=NS)
+    h.store.create(
+        PJ,
+        make_job(
+            "ttl",
+            workers=1,
+            gpus=1,
+            run_seconds=20,
+            run_policy={"cleanPodPolicy": "All", "ttlSecondsAfterFinished": 30},
+        ),
+        namespace=NS,
+    )
     h.advance(30)
     assert condition(job(h, "ttl"), "Succeeded")["status"] == "True"
     h.advance(2)

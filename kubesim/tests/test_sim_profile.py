@@ -28,7 +28,10 @@ def test_profiles_build_schema_complete_nodes(name):
 
 
 def test_small_profile_gpu_labels_and_capacity():
-    nodes = {n["metadata"]["name"]: n for n, _ in build_nodes(load_profile("small"), "2026-01-05T08:00:00Z")}
+    nodes = {
+        n["metadata"]["name"]: n
+        for n, _ in build_nodes(load_profile("small"), "2026-01-05T08:00:00Z")
+    }
     assert set(nodes) == {"a100-0", "a100-1", "h800-0", "a100-mig-0", "shared-0", "cpu-0"}
     a = nodes["a100-0"]
     assert a["metadata"]["labels"]["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-80GB"
@@ -36,7 +39,10 @@ def test_small_profile_gpu_labels_and_capacity():
     assert a["metadata"]["labels"]["nvidia.com/gpu.count"] == "8"
     assert a["metadata"]["labels"]["nvidia.com/gpu.family"] == "ampere"
     assert a["status"]["capacity"]["nvidia.com/gpu"] == "8"
-    assert nodes["a100-0"]["metadata"]["labels"][SWITCH_LABEL] != nodes["a100-1"]["metadata"]["labels"][SWITCH_LABEL]
+    assert (
+        nodes["a100-0"]["metadata"]["labels"][SWITCH_LABEL]
+        != nodes["a100-1"]["metadata"]["labels"][SWITCH_LABEL]
+    )
     h = nodes["h800-0"]
     assert h["metadata"]["labels"]["nvidia.com/gpu.product"] == "NVIDIA-H800"
     assert h["metadata"]["labels"]["nvidia.com/gpu.family"] == "hopper"
@@ -67,15 +73,39 @@ def test_gpu_uuids_are_stable_and_unique():
     assert len(set(ua)) == len(ua) == 8 * 4 + 4
 
 
-@pytest.mark.parametrize("bad, msg", [
-    ({"pools": []}, "no pools"),
-    ({"pools": [{"name": "x", "gpu": {"model": "B300"}}]}, "unknown GPU model"),
-    ({"pools": [{"name": "x", "gpu": {"model": "A100-SXM4-80GB", "mig": {"gpus": 1, "layout": {"3g.40gb": 3}}}}]},
-     "does not fit"),
-    ({"pools": [{"name": "x", "gpu": {"model": "L40S", "mig": {"gpus": 1, "layout": {"1g.10gb": 1}}}}]},
-     "not available"),
-    ({"pools": [{"name": "x"}, {"name": "x"}]}, "duplicate"),
-])
+@pytest.mark.parametrize(
+    "bad, msg",
+    [
+        ({"pools": []}, "no pools"),
+        ({"pools": [{"name": "x", "gpu": {"model": "B300"}}]}, "unknown GPU model"),
+        (
+            {
+                "pools": [
+                    {
+                        "name": "x",
+                        "gpu": {
+                            "model": "A100-SXM4-80GB",
+                            "mig": {"gpus": 1, "layout": {"3g.40gb": 3}},
+                        },
+                    }
+                ]
+            },
+            "does not fit",
+        ),
+        (
+            {
+                "pools": [
+                    {
+                        "name": "x",
+                        "gpu": {"model": "L40S", "mig": {"gpus": 1, "layout": {"1g.10gb": 1}}},
+                    }
+                ]
+            },
+            "not available",
+        ),
+        ({"pools": [{"name": "x"}, {"name": "x"}]}, "duplicate"),
+    ],
+)
 def test_invalid_profiles_are_refused(bad, msg):
     with pytest.raises(ValueError, match=msg):
         load_profile(bad)

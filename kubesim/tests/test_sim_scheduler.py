@@ -29,39 +29,66 @@ def node_of(h, name):
 
 
 def priority_class(h, name, value, policy="PreemptLowerPriority"):
-    h.store.create("priorityclasses.scheduling.k8s.io", {
-        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
-        "value": value, "preemptionPolicy": policy})
+    h.store.create(
+        "priorityclasses.scheduling.k8s.io",
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": name},
+            "value": value,
+            "preemptionPolicy": policy,
+        },
+    )
 
 
 # ---- pure predicates ------------------------------------------------------------------------
-@pytest.mark.parametrize("expr, labels, want", [
-    ({"key": "a", "operator": "In", "values": ["x", "y"]}, {"a": "y"}, True),
-    ({"key": "a", "operator": "In", "values": ["x"]}, {"a": "y"}, False),
-    ({"key": "a", "operator": "In", "values": ["x"]}, {}, False),
-    ({"key": "a", "operator": "NotIn", "values": ["x"]}, {"a": "y"}, True),
-    ({"key": "a", "operator": "NotIn", "values": ["x"]}, {}, True),
-    ({"key": "a", "operator": "Exists"}, {"a": ""}, True),
-    ({"key": "a", "operator": "DoesNotExist"}, {"a": ""}, False),
-    ({"key": "n", "operator": "Gt", "values": ["4"]}, {"n": "8"}, True),
-    ({"key": "n", "operator": "Gt", "values": ["8"]}, {"n": "8"}, False),
-    ({"key": "n", "operator": "Lt", "values": ["9"]}, {"n": "8"}, True),
-    ({"key": "n", "operator": "Lt", "values": ["9"]}, {"n": "x"}, False),
-])
+@pytest.mark.parametrize(
+    "expr, labels, want",
+    [
+        ({"key": "a", "operator": "In", "values": ["x", "y"]}, {"a": "y"}, True),
+        ({"key": "a", "operator": "In", "values": ["x"]}, {"a": "y"}, False),
+        ({"key": "a", "operator": "In", "values": ["x"]}, {}, False),
+        ({"key": "a", "operator": "NotIn", "values": ["x"]}, {"a": "y"}, True),
+        ({"key": "a", "operator": "NotIn", "values": ["x"]}, {}, True),
+        ({"key": "a", "operator": "Exists"}, {"a": ""}, True),
+        ({"key": "a", "operator": "DoesNotExist"}, {"a": ""}, False),
+        ({"key": "n", "operator": "Gt", "values": ["4"]}, {"n": "8"}, True),
+        ({"key": "n", "operator": "Gt", "values": ["8"]}, {"n": "8"}, False),
+        ({"key": "n", "operator": "Lt", "values": ["9"]}, {"n": "8"}, True),
+        ({"key": "n", "operator": "Lt", "values": ["9"]}, {"n": "x"}, False),
+    ],
+)
 def test_match_expression(expr, labels, want):
     assert match_expression(labels, expr) is want
 
 
-@pytest.mark.parametrize("tols, taint, want", [
-    ([], {"key": "k", "value": "v", "effect": "NoSchedule"}, False),
-    ([{"key": "k", "operator": "Equal", "value": "v", "effect": "NoSchedule"}],
-     {"key": "k", "value": "v", "effect": "NoSchedule"}, True),
-    ([{"key": "k", "operator": "Equal", "value": "w"}], {"key": "k", "value": "v", "effect": "NoSchedule"}, False),
-    ([{"key": "k", "operator": "Exists"}], {"key": "k", "value": "v", "effect": "NoExecute"}, True),
-    ([{"key": "k", "operator": "Exists", "effect": "NoExecute"}],
-     {"key": "k", "value": "v", "effect": "NoSchedule"}, False),
-    ([{"operator": "Exists"}], {"key": "anything", "effect": "NoSchedule"}, True),
-])
+@pytest.mark.parametrize(
+    "tols, taint, want",
+    [
+        ([], {"key": "k", "value": "v", "effect": "NoSchedule"}, False),
+        (
+            [{"key": "k", "operator": "Equal", "value": "v", "effect": "NoSchedule"}],
+            {"key": "k", "value": "v", "effect": "NoSchedule"},
+            True,
+        ),
+        (
+            [{"key": "k", "operator": "Equal", "value": "w"}],
+            {"key": "k", "value": "v", "effect": "NoSchedule"},
+            False,
+        ),
+        (
+            [{"key": "k", "operator": "Exists"}],
+            {"key": "k", "value": "v", "effect": "NoExecute"},
+            True,
+        ),
+        (
+            [{"key": "k", "operator": "Exists", "effect": "NoExecute"}],
+            {"key": "k", "value": "v", "effect": "NoSchedule"},
+            False,
+        ),
+        ([{"operator": "Exists"}], {"key": "anything", "effect": "NoSchedule"}, True),
+    ],
+)
 def test_tolerates(tols, taint, want):
     assert tolerates(tols, taint) is want
 
@@ -74,23 +101,55 @@ def test_node_selector_on_gpu_product(h):
     h.advance(1)
     assert node_of(h, "p-h800") == "h800-0"
     assert node_of(h, "p-a100") in ("a100-0", "a100-1")
-    assert node_of(h, "p-cpu") == "cpu-0"          # CPU pods keep off GPU nodes
+    assert node_of(h, "p-cpu") == "cpu-0"  # CPU pods keep off GPU nodes
     ev = h.events(NS, "Scheduled")
     assert any(e["message"] == f"Successfully assigned {NS}/p-h800 to h800-0" for e in ev)
     assert h.sim.gpu_assignment(NS, "p-h800") and len(h.sim.gpu_assignment(NS, "p-h800")) == 4
 
 
 def test_required_node_affinity_and_taints(h):
-    h.store.patch("nodes", "a100-0", {"spec": {"taints": [
-        {"key": "dedicated", "value": "research", "effect": "NoSchedule"}]}})
-    aff = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-        {"matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "In", "values": [A100]},
-                              {"key": "nvidia.com/gpu.count", "operator": "Gt", "values": ["4"]},
-                              {"key": "nvidia.com/mig.strategy", "operator": "NotIn", "values": ["mixed"]},
-                              {"key": "no-such-label", "operator": "DoesNotExist"}]}]}}}
+    h.store.patch(
+        "nodes",
+        "a100-0",
+        {"spec": {"taints": [{"key": "dedicated", "value": "research", "effect": "NoSchedule"}]}},
+    )
+    aff = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {"key": "nvidia.com/gpu.product", "operator": "In", "values": [A100]},
+                            {"key": "nvidia.com/gpu.count", "operator": "Gt", "values": ["4"]},
+                            {
+                                "key": "nvidia.com/mig.strategy",
+                                "operator": "NotIn",
+                                "values": ["mixed"],
+                            },
+                            {"key": "no-such-label", "operator": "DoesNotExist"},
+                        ]
+                    }
+                ]
+            }
+        }
+    }
     create(h, make_pod("aff", gpus=1, affinity=aff))
-    create(h, make_pod("tol", gpus=1, affinity=aff, tolerations=[
-        {"key": "dedicated", "operator": "Equal", "value": "research", "effect": "NoSchedule"}]))
+    create(
+        h,
+        make_pod(
+            "tol",
+            gpus=1,
+            affinity=aff,
+            tolerations=[
+                {
+                    "key": "dedicated",
+                    "operator": "Equal",
+                    "value": "research",
+                    "effect": "NoSchedule",
+                }
+            ],
+        ),
+    )
     h.advance(1)
     # "aff" cannot use the tainted a100-0; a100-mig-0 is excluded by NotIn
     assert node_of(h, "aff") == "a100-1"
@@ -105,11 +164,15 @@ def test_unschedulable_condition_message_and_event(h):
     assert pod["spec"].get("nodeName") is None
     cond = condition(pod, "PodScheduled")
     assert cond["status"] == "False" and cond["reason"] == "Unschedulable"
-    assert cond["message"] == ("0/6 nodes are available: 6 Insufficient nvidia.com/gpu. preemption: "
-                               "0/6 nodes are available: 6 No preemption victims found for incoming pod.")
+    assert cond["message"] == (
+        "0/6 nodes are available: 6 Insufficient nvidia.com/gpu. preemption: "
+        "0/6 nodes are available: 6 No preemption victims found for incoming pod."
+    )
     msg2 = condition(h.pod(NS, "h800-big"), "PodScheduled")["message"]
-    assert msg2.startswith("0/6 nodes are available: 1 Insufficient nvidia.com/gpu, "
-                           "5 node(s) didn't match Pod's node affinity/selector.")
+    assert msg2.startswith(
+        "0/6 nodes are available: 1 Insufficient nvidia.com/gpu, "
+        "5 node(s) didn't match Pod's node affinity/selector."
+    )
     assert "5 Preemption is not helpful for scheduling" in msg2
     ev = [e for e in h.events(NS, "FailedScheduling") if e["involvedObject"]["name"] == "huge"]
     assert ev and ev[0]["type"] == "Warning" and ev[0]["message"] == cond["message"]
@@ -127,8 +190,15 @@ def test_cordoned_node_is_skipped_and_reported(h):
 
 
 def test_pending_pod_binds_when_capacity_frees(h):
-    create(h, make_pod("first", gpus=8, node_selector={"nvidia.com/gpu.product": H800},
-                       annotations={"run-seconds": 30}))
+    create(
+        h,
+        make_pod(
+            "first",
+            gpus=8,
+            node_selector={"nvidia.com/gpu.product": H800},
+            annotations={"run-seconds": 30},
+        ),
+    )
     h.advance(1)
     create(h, make_pod("second", gpus=8, node_selector={"nvidia.com/gpu.product": H800}))
     h.advance(5)
@@ -142,8 +212,18 @@ def test_pending_pod_binds_when_capacity_frees(h):
 def test_higher_priority_pending_pod_goes_first(h):
     priority_class(h, "low", 100)
     priority_class(h, "high", 1000, policy="Never")
-    create(h, make_pod("low", gpus=8, node_selector={"nvidia.com/gpu.product": H800}, priority_class="low"))
-    create(h, make_pod("high", gpus=8, node_selector={"nvidia.com/gpu.product": H800}, priority_class="high"))
+    create(
+        h,
+        make_pod(
+            "low", gpus=8, node_selector={"nvidia.com/gpu.product": H800}, priority_class="low"
+        ),
+    )
+    create(
+        h,
+        make_pod(
+            "high", gpus=8, node_selector={"nvidia.com/gpu.product": H800}, priority_class="high"
+        ),
+    )
     h.advance(1)
     assert node_of(h, "high") == "h800-0"
     assert node_of(h, "low") is None
@@ -152,10 +232,22 @@ def test_higher_priority_pending_pod_goes_first(h):
 def test_preemption_never_policy(h):
     priority_class(h, "low", 100)
     priority_class(h, "polite", 1000, policy="Never")
-    create(h, make_pod("victim", gpus=8, node_selector={"nvidia.com/gpu.product": H800}, priority_class="low"))
+    create(
+        h,
+        make_pod(
+            "victim", gpus=8, node_selector={"nvidia.com/gpu.product": H800}, priority_class="low"
+        ),
+    )
     h.advance(1)
-    create(h, make_pod("polite", gpus=8, node_selector={"nvidia.com/gpu.product": H800},
-                       priority_class="polite"))
+    create(
+        h,
+        make_pod(
+            "polite",
+            gpus=8,
+            node_selector={"nvidia.com/gpu.product": H800},
+            priority_class="polite",
+        ),
+    )
     h.advance(2)
     msg = condition(h.pod(NS, "polite"), "PodScheduled")["message"]
     assert msg.endswith("preemption: not eligible due to preemptionPolicy=Never.")
@@ -165,13 +257,34 @@ def test_preemption_never_policy(h):
 def test_preemption_evicts_lower_priority_with_grace(h):
     priority_class(h, "low", 100)
     priority_class(h, "high", 1000)
-    create(h, make_pod("victim", gpus=6, node_selector={"nvidia.com/gpu.product": H800}, priority_class="low",
-                       grace=20))
-    create(h, make_pod("small-low", gpus=2, node_selector={"nvidia.com/gpu.product": H800},
-                       priority_class="low", grace=20))
+    create(
+        h,
+        make_pod(
+            "victim",
+            gpus=6,
+            node_selector={"nvidia.com/gpu.product": H800},
+            priority_class="low",
+            grace=20,
+        ),
+    )
+    create(
+        h,
+        make_pod(
+            "small-low",
+            gpus=2,
+            node_selector={"nvidia.com/gpu.product": H800},
+            priority_class="low",
+            grace=20,
+        ),
+    )
     h.advance(5)
     assert h.pod(NS, "victim")["status"]["phase"] == "Running"
-    create(h, make_pod("boss", gpus=6, node_selector={"nvidia.com/gpu.product": H800}, priority_class="high"))
+    create(
+        h,
+        make_pod(
+            "boss", gpus=6, node_selector={"nvidia.com/gpu.product": H800}, priority_class="high"
+        ),
+    )
     h.advance(1)
     victim = h.pod(NS, "victim")
     assert victim["metadata"]["deletionTimestamp"]
@@ -187,7 +300,7 @@ def test_preemption_evicts_lower_priority_with_grace(h):
     assert pre and pre[0]["involvedObject"]["name"] == "victim"
     assert pre[0]["message"] == f"Preempted by pod {boss['metadata']['uid']} on node h800-0"
     h.advance(10)
-    assert node_of(h, "boss") is None          # still inside the victim's grace period
+    assert node_of(h, "boss") is None  # still inside the victim's grace period
     h.advance(15)
     assert [p["metadata"]["name"] for p in h.pods(NS) if p["metadata"]["name"] == "victim"] == []
     assert node_of(h, "boss") == "h800-0"
@@ -203,12 +316,15 @@ def test_mig_and_shared_resources(h):
     assert node_of(h, "mig1") == "a100-mig-0"
     assert node_of(h, "shared") == "shared-0"
     assert node_of(h, "mig-too-many") is None
-    assert "Insufficient nvidia.com/mig-3g.40gb" in condition(h.pod(NS, "mig-too-many"), "PodScheduled")["message"]
+    assert (
+        "Insufficient nvidia.com/mig-3g.40gb"
+        in condition(h.pod(NS, "mig-too-many"), "PodScheduled")["message"]
+    )
     mig = h.sim.gpu_assignment(NS, "mig3")
     assert [d["mig_profile"] for d in mig] == ["3g.40gb", "3g.40gb"]
     assert len({d["gpu"] for d in mig}) == 2 and all(d["gpu"] >= 4 for d in mig)
     shared = h.sim.gpu_assignment(NS, "shared")
-    assert len(shared) == 3 and len({d["gpu"] for d in shared}) == 3    # spread over GPUs
+    assert len(shared) == 3 and len({d["gpu"] for d in shared}) == 3  # spread over GPUs
     # whole GPUs on the MIG node stay available as nvidia.com/gpu
     create(h, make_pod("whole", gpus=4, node_selector={"nvidia.com/mig.strategy": "mixed"}))
     h.advance(1)
@@ -218,8 +334,15 @@ def test_mig_and_shared_resources(h):
 
 def test_job_pods_prefer_one_switch_and_pack(h):
     for i in range(3):
-        create(h, make_pod(f"w{i}", gpus=2, node_selector={"trainyard.io/node-pool": "a100"},
-                           labels={"training.kubeflow.org/job-name": "j"}))
+        create(
+            h,
+            make_pod(
+                f"w{i}",
+                gpus=2,
+                node_selector={"trainyard.io/node-pool": "a100"},
+                labels={"training.kubeflow.org/job-name": "j"},
+            ),
+        )
     h.advance(1)
     assert {node_of(h, f"w{i}") for i in range(3)} == {"a100-0"}
 
