@@ -22,6 +22,12 @@ BEAT_SCHEDULE: dict[str, dict] = {
         "schedule": crontab(minute="2-59/5"),
         "options": {"queue": "k8s", "expires": 450},
     },
+    # every 5 min (at :03, :08, ...): dedicated nodes keep their label and taint
+    "tenants.reconcile_nodes": {
+        "task": "tenants.reconcile_nodes",
+        "schedule": crontab(minute="3-59/5"),
+        "options": {"queue": "k8s", "expires": 450},
+    },
     # every 15 min: the tiers' PriorityClasses exist and are unchanged
     "tenants.reconcile_cluster": {
         "task": "tenants.reconcile_cluster",

@@ -193,3 +193,20 @@ class QuotaGrant(models.Model):
 
     def __str__(self) -> str:
         return f"{self.pool} {self.resource}={self.amount}"
+
+
+class NodeDedication(models.Model):
+    """A node reserved for one tenant (labelled and tainted; its jobs tolerate it)."""
+
+    node_name = models.CharField(_("node"), max_length=253, unique=True)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="dedicated_nodes")
+    reason = models.TextField(_("reason"), blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                   on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["node_name"]
+
+    def __str__(self) -> str:
+        return f"{self.node_name} -> {self.tenant}"

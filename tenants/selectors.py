@@ -10,7 +10,7 @@ from django.db.models import Count, Prefetch, Q, QuerySet
 from django.http import Http404
 
 from tenants.access import AnyUser, TenantAccess, access_for, sees_all_tenants
-from tenants.models import AuditEvent, Membership, Pool, QuotaGrant, Tenant
+from tenants.models import AuditEvent, Membership, NodeDedication, Pool, QuotaGrant, Tenant
 
 User = get_user_model()
 
@@ -168,3 +168,13 @@ def resource_suggestions() -> list[str]:
     keys |= {f"mig:{p}" for p in settings.TRAINYARD_MIG_PROFILES}
     keys |= {f"storage:{c}" for c in settings.TRAINYARD_STORAGE_CLASSES}
     return sorted(keys)
+
+
+def node_dedications() -> dict[str, str]:
+    """Node name -> slug of the tenant it is dedicated to (active or suspended tenants)."""
+    return dict(NodeDedication.objects.exclude(tenant__status__in=["deleting", "deleted"])
+                .values_list("node_name", "tenant__slug"))
+
+
+def dedicated_nodes_of(tenant: Tenant) -> QuerySet[NodeDedication]:
+    return NodeDedication.objects.filter(tenant=tenant).select_related("created_by")

@@ -19,7 +19,15 @@ from django.utils.translation import gettext as _
 from portal.exceptions import ApplicationError, Conflict
 from tenants.access import AnyUser, TenantAccess, require_platform_admin
 from tenants.choices import MembershipRole, PlatformRoleName, PoolKind, TenantStatus
-from tenants.models import AuditEvent, Membership, PlatformRole, Pool, QuotaGrant, Tenant
+from tenants.models import (
+    AuditEvent,
+    Membership,
+    NodeDedication,
+    PlatformRole,
+    Pool,
+    QuotaGrant,
+    Tenant,
+)
 
 User = get_user_model()
 
@@ -422,6 +430,7 @@ def tenant_delete(*, access: TenantAccess, actor: AnyUser, confirm: str) -> Tena
         _audit(actor=actor, action="tenant.delete", tenant=tenant,
                summary=f"started deleting {tenant.slug} and its namespaces")
         _schedule_sync(tenant)
+        _schedule_nodes_sync()  # its dedicated nodes return to the shared pool
     return tenant
 
 
@@ -434,3 +443,52 @@ def tenant_mark_deleted(*, tenant_id: int) -> None:
             Membership.objects.filter(tenant_id=tenant_id).delete()
             AuditEvent.objects.create(tenant_id=tenant_id, action="tenant.deleted",
                                       summary="namespaces removed; tenant deleted")
+
+
+# --- dedicated nodes ------------------------------------------------------------------------
+
+_NODE_NAME = __import__("re").compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+
+
+def node_dedicate(*, access: TenantAccess, actor: AnyUser, node_name: str,
+                  reason: str = "") -> NodeDedication:
+    """Reserve a node for the tenant (platform admins). Idempotent for the same tenant; a
+    node dedicated to another tenant is a Conflict (release it first)."""
+    access.require_platform_admin()
+    node_name = (node_name or "").strip()
+    if not _NODE_NAME.match(node_name):
+        raise ApplicationError(_("“%(n)s” is not a valid node name.") % {"n": node_name},
+                               field="node_name")
+    existing = NodeDedication.objects.filter(node_name=node_name).select_related("tenant").first()
+    if existing is not None:
+        if existing.tenant_id == access.tenant.pk:
+            return existing
+        raise Conflict(_("Node %(n)s is dedicated to %(t)s already.")
+                       % {"n": node_name, "t": existing.tenant.slug}, field="node_name")
+    with transaction.atomic():
+        dedication = NodeDedication.objects.create(node_name=node_name, tenant=access.tenant,
+                                                   reason=reason.strip(), created_by=actor)
+        _audit(actor=actor, action="node.dedicate", tenant=access.tenant,
+               summary=f"dedicated node {node_name} to {access.tenant.slug}", node=node_name)
+        _schedule_nodes_sync()
+    return dedication
+
+
+def node_release(*, access: TenantAccess, actor: AnyUser, node_name: str) -> None:
+    """Return a dedicated node to the shared pool (platform admins). Idempotent."""
+    access.require_platform_admin()
+    with transaction.atomic():
+        deleted, _rows = NodeDedication.objects.filter(node_name=node_name,
+                                                       tenant=access.tenant).delete()
+        if deleted:
+            _audit(actor=actor, action="node.release", tenant=access.tenant,
+                   summary=f"released node {node_name}", node=node_name)
+            _schedule_nodes_sync()
+
+
+def _schedule_nodes_sync() -> None:
+    from tenants.tasks import reconcile_nodes
+
+    def enqueue() -> None:
+        reconcile_nodes.delay()
+    transaction.on_commit(enqueue, robust=True)

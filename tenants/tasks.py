@@ -138,3 +138,30 @@ def reconcile_cluster(self) -> str:  # type: ignore[no-untyped-def]
             raise self.retry(exc=exc, countdown=backoff_seconds(self.request.retries)) from exc
         raise
     return f"applied {result.writes}" if result.changed else "unchanged"
+
+
+@shared_task(name="tenants.reconcile_nodes", queue="k8s", bind=True, max_retries=MAX_RETRIES)
+def reconcile_nodes(self) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    """Label and taint dedicated nodes, and clear nodes no longer dedicated.
+
+    One list call; one patch per node that differs (none when nothing changed).
+    Returns counts of patched nodes and of dedications naming nodes that do not exist.
+    """
+    from k8s_sync.placement import node_dedication_patch
+
+    wanted = selectors.node_dedications()
+    try:
+        client = get_client()
+        nodes = client.list_objects("v1", "Node")
+        patched = 0
+        for node in nodes:
+            patch = node_dedication_patch(node, wanted.get(node["metadata"]["name"]))
+            if patch is not None:
+                client.patch("v1", "Node", node["metadata"]["name"], patch)
+                patched += 1
+    except K8sError as exc:
+        if is_transient(exc) and self.request.retries < MAX_RETRIES:
+            raise self.retry(exc=exc, countdown=backoff_seconds(self.request.retries)) from exc
+        raise
+    present = {n["metadata"]["name"] for n in nodes}
+    return {"patched": patched, "missing": len(set(wanted) - present)}

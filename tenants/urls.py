@@ -9,6 +9,7 @@ urlpatterns = [
     path("t/<slug:slug>/pools/<str:kind>/", views.pool_detail, name="pool"),
     path("t/<slug:slug>/pools/<str:kind>/sync/", views.pool_sync, name="pool_sync"),
     path("t/<slug:slug>/members/", views.members, name="members"),
+    path("t/<slug:slug>/dedicated-nodes/", views.dedicated_nodes, name="dedicated_nodes"),
     path("t/<slug:slug>/members/<int:pk>/", views.member_change, name="member_change"),
     path("t/<slug:slug>/edit/", views.tenant_edit, name="edit"),
     path("t/<slug:slug>/status/", views.tenant_status, name="status"),

@@ -47,6 +47,7 @@ def tenant_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "pools": selectors.pools_of(access.tenant),
         "member_count": selectors.members_of(access.tenant).count(),
         "suspend_form": forms.SuspendForm(),
+        "dedicated_nodes": selectors.dedicated_nodes_of(access.tenant),
     })
 
 
@@ -90,6 +91,25 @@ def pool_sync(request: HttpRequest, slug: str, kind: str) -> HttpResponse:
     except ApplicationError as exc:
         messages.error(request, exc.message)
     return redirect("tenants:pool", slug=slug, kind=kind)
+
+
+@login_required
+@require_POST
+def dedicated_nodes(request: HttpRequest, slug: str) -> HttpResponse:
+    access = selectors.tenant_access_or_404(request.user, slug)
+    node_name = request.POST.get("node_name", "")
+    try:
+        if request.POST.get("action") == "release":
+            services.node_release(access=access, actor=request.user, node_name=node_name)
+            messages.success(request, _("Node %(n)s returns to the shared pool.") % {"n": node_name})
+        else:
+            services.node_dedicate(access=access, actor=request.user, node_name=node_name,
+                                   reason=request.POST.get("reason", ""))
+            messages.success(request, _("Node %(n)s is now dedicated to this tenant.")
+                             % {"n": node_name})
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+    return redirect("tenants:detail", slug=slug)
 
 
 @login_required

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from tenants.choices import MembershipRole
-from tenants.models import Membership, Pool, Tenant
+from tenants.models import Membership, NodeDedication, Pool, Tenant
 
 
 class PoolSyncSerializer(serializers.Serializer):
@@ -92,3 +92,14 @@ class MembershipAddInput(serializers.Serializer):
 
 class MembershipRoleInput(serializers.Serializer):
     role = serializers.ChoiceField(choices=MembershipRole.choices)
+
+
+class NodeDedicationSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = NodeDedication
+        fields = ["node_name", "reason", "created_at"]
+
+
+class NodeDedicationInput(serializers.Serializer):
+    node_name = serializers.CharField(max_length=253)
+    reason = serializers.CharField(max_length=2000, required=False, default="", allow_blank=True)

@@ -9,6 +9,8 @@ router.register("tenants", views.TenantViewSet, basename="tenant")
 tenant_router = SimpleRouter()
 tenant_router.register("members", views.MembershipViewSet, basename="tenant-member")
 tenant_router.register("pools", views.PoolViewSet, basename="tenant-pool")
+tenant_router.register("dedicated-nodes", views.DedicatedNodeViewSet,
+                       basename="tenant-dedicated-node")
 
 urlpatterns = [
     *router.urls,

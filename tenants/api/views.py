@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from portal.api import TenantScopedViewSet
 from tenants import services
 from tenants.api import serializers as s
-from tenants.models import Membership, Pool, QuotaGrant, Tenant
+from tenants.models import Membership, NodeDedication, Pool, QuotaGrant, Tenant
 from tenants.selectors import tenant_access_or_404, tenants_visible_to
 
 
@@ -124,6 +124,28 @@ class PoolViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScoped
         self.access.require_admin()
         services.pool_sync_request(pool=self.get_object())
         return Response(s.PoolSerializer(self.get_object()).data, status=status.HTTP_202_ACCEPTED)
+
+
+class DedicatedNodeViewSet(mixins.ListModelMixin, TenantScopedViewSet):
+    """Nodes dedicated to the tenant; platform admins dedicate and release them."""
+
+    queryset = NodeDedication.objects.all()
+    serializer_class = s.NodeDedicationSerializer
+    lookup_field = "node_name"
+    lookup_value_regex = "[a-z0-9.-]+"
+    pagination_class = None
+
+    @extend_schema(request=s.NodeDedicationInput, responses={201: s.NodeDedicationSerializer})
+    def create(self, request: Request, tenant_slug: str) -> Response:
+        data = _valid(s.NodeDedicationInput, request)
+        dedication = services.node_dedicate(access=self.access, actor=request.user, **data)
+        return Response(s.NodeDedicationSerializer(dedication).data,
+                        status=status.HTTP_201_CREATED)
+
+    def destroy(self, request: Request, tenant_slug: str, node_name: str) -> Response:
+        services.node_release(access=self.access, actor=request.user,
+                              node_name=self.get_object().node_name)
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 def _valid(serializer_class: type, request: Request) -> dict:
