@@ -96,6 +96,8 @@ class Simulation:
                 ns = self.state.nodes[name]
                 if ns.inv is None or not ns.inv.gpus:
                     ns.inv = inv
+                    for key in sorted(ns.pods):  # pods bound before the inventory existed
+                        inv.allocate(key, self.state.pods[key].req)
                 continue
             try:
                 created = self.store.create("nodes", node)

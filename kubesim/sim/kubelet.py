@@ -14,7 +14,7 @@ import logging
 import random
 
 from kubesim.sim.state import TERMINAL, ClusterState, PodInfo
-from kubesim.sim.util import ann, ann_float, fmt_time, stable_hash
+from kubesim.sim.util import ann, ann_float, fmt_time, parse_time, stable_hash
 
 log = logging.getLogger("kubesim.sim.kubelet")
 NODE_LOST_EXIT = 137
@@ -141,7 +141,25 @@ class Kubelet:
             if node is None or node.failed:
                 self._fail_node_lost(info, run, now)
                 return
+            if phase == "Running":
+                self._adopt(info, run, now)
+                return
             self._at(now + float(self.sim["startup_seconds"]), key, run.gen, "start")
+
+    def _adopt(self, info: PodInfo, run: PodRun, now: float) -> None:
+        """A pod already Running when this kubelet first sees it (a restored state file):
+        carry on from its recorded start instead of starting it again."""
+        status = info.obj.get("status") or {}
+        run.phase = "Running"
+        run.started = parse_time(status.get("startTime")) or now
+        run.ip = status.get("podIP", "")
+        cs = (status.get("containerStatuses") or [{}])[0]
+        run.restarts = int(cs.get("restartCount") or 0)
+        running = (cs.get("state") or {}).get("running") or {}
+        run.run_started = parse_time(running.get("startedAt")) or run.started
+        secs, _ = self._plan(info, run)
+        run.gen += 1
+        self._at(max(now, run.run_started + secs), info.key, run.gen, "finish")
 
     # ---- actions --------------------------------------------------------------------------
     def _do_start(self, info: PodInfo, run: PodRun, now: float) -> None:

@@ -381,7 +381,32 @@ class Scheduler:
             return False
         self.binds += 1
         self.nominated.pop(info.key, None)
-        self._last_msg.pop(info.key, None)
+        if self._last_msg.pop(info.key, None) is not None:
+            # it was reported Unschedulable: the binding flips PodScheduled to True right away
+            conds = [
+                c
+                for c in ((info.obj.get("status") or {}).get("conditions") or [])
+                if c.get("type") != "PodScheduled"
+            ]
+            conds.append(
+                {
+                    "type": "PodScheduled",
+                    "status": "True",
+                    "lastProbeTime": None,
+                    "lastTransitionTime": fmt_time(self.now_fn()),
+                }
+            )
+            try:
+                self.store.patch(
+                    "pods",
+                    name,
+                    {"status": {"conditions": conds}},
+                    patch_type="merge",
+                    namespace=ns,
+                    subresource="status",
+                )
+            except Exception as exc:
+                log.debug("PodScheduled of %s/%s: %s", ns, name, exc)
         self.events.record(
             info.obj,
             "Normal",

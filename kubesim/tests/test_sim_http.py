@@ -174,3 +174,28 @@ def test_pod_log_over_http(kubesim, apis):
     assert "started on" in lines[1] and "WORLD_SIZE=2" in lines[2]
     assert any(" step 300 loss=" in ln for ln in lines)
     assert core.read_namespaced_pod_log("logs-worker-0", NS, tail_lines=1).count("\n") == 1
+
+
+def test_real_time_speed_factor(kubesim_factory):
+    """Wall-clock mode: the cluster ticks by itself; speed 300 turns 1 s into 5 minutes."""
+    import time
+
+    handle = kubesim_factory(profile="small", deterministic=False, speed=300, tick_seconds=0.02)
+    core = kubernetes.client.CoreV1Api(handle.api_client)
+    co = kubernetes.client.CustomObjectsApi(handle.api_client)
+    core.create_namespace(
+        kubernetes.client.V1Namespace(metadata=kubernetes.client.V1ObjectMeta(name=NS))
+    )
+    co.create_namespaced_custom_object(
+        GROUP, VERSION, NS, PLURAL, make_job("rt", workers=1, gpus=1, run_seconds=120)
+    )
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        job = get_job(co, "rt")
+        done = condition(job, "Succeeded")
+        if done and done["status"] == "True":
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"job did not finish at speed 300: {job.get('status')}")
+    assert {p.status.phase for p in core.list_namespaced_pod(NS).items} == {"Succeeded"}

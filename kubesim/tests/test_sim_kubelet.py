@@ -193,3 +193,21 @@ def test_idle_tick_is_cheap(h):
         h.sim.tick()
     per_tick = (time.perf_counter() - t) / 200
     assert per_tick < 0.005, per_tick  # generous bound: an idle tick does no store work
+
+
+def test_new_simulation_adopts_running_pods_of_an_existing_store(h):
+    from kubesim.sim import Simulation
+
+    create(h, make_pod("keep", gpus=2, annotations={"run-seconds": 100}))
+    h.advance(10)
+    started = h.pod(NS, "keep")["status"]["startTime"]
+    gpus = h.sim.gpu_assignment(NS, "keep")
+    h.sim.close()
+    h.sim = Simulation(h.store, profile=h.sim.profile, seed=5)   # e.g. restored from a state file
+    h.sim.bootstrap()
+    assert h.sim.gpu_assignment(NS, "keep") == gpus
+    h.advance(50)
+    pod = h.pod(NS, "keep")
+    assert pod["status"]["phase"] == "Running" and pod["status"]["startTime"] == started
+    h.advance(50)
+    assert h.pod(NS, "keep")["status"]["phase"] == "Succeeded"

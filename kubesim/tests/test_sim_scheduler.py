@@ -203,9 +203,12 @@ def test_pending_pod_binds_when_capacity_frees(h):
     create(h, make_pod("second", gpus=8, node_selector={"nvidia.com/gpu.product": H800}))
     h.advance(5)
     assert node_of(h, "second") is None
-    h.advance(40)
+    h.advance(28)  # "first" ends at t=33; "second" is bound on the next tick
     assert h.pod(NS, "first")["status"]["phase"] == "Succeeded"
     assert node_of(h, "second") == "h800-0"
+    assert h.pod(NS, "second")["status"]["phase"] == "Pending"  # bound, container not started
+    assert condition(h.pod(NS, "second"), "PodScheduled")["status"] == "True"
+    h.advance(6)
     assert condition(h.pod(NS, "second"), "PodScheduled")["status"] == "True"
 
 
