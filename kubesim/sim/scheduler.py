@@ -175,6 +175,7 @@ class Scheduler:
             st.sched_parked.clear()
             self._groups.clear()
             self._last_flush = now
+            self._last_msg = {k: v for k, v in self._last_msg.items() if k in st.pods}
         elif st.sched_parked and st.capacity_freed:
             self._retry_groups(fail_cache)
         st.capacity_freed = False

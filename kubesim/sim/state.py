@@ -121,7 +121,6 @@ class ClusterState:
         self.owners: dict[str, set] = {}  # owner uid -> {(resource, ns, name)}
         self.uids: dict[str, tuple] = {}  # uid -> (resource, ns, name) of every watched object
         self.gc_dirty: set = set()  # owner uids deleted, or (resource, ns, name) to verify
-        self.deleted_pods: list = []
         self.bound_priorities: dict[int, int] = {}  # priority -> number of pods holding resources
         self.free: dict[str, set] = {}  # extended resource -> names of nodes with some of it free
 
@@ -213,7 +212,6 @@ class ClusterState:
                 self.job_dirty.add(info.job)
             self.ns_changed.add(key[0])
             self.kubelet_dirty.add(key)
-            self.deleted_pods.append(info)
             return
         if info is None or info.uid != md.get("uid"):
             if info is not None:

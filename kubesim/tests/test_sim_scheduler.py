@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from kubernetes.client import ApiClient
 
-from kubesim.sim.harness import SimHarness, condition, make_pod
+from kubesim.sim.harness import SimHarness, condition, make_job, make_pod
 from kubesim.sim.scheduler import match_expression, tolerates
 
 NS = "team-a"
@@ -361,3 +361,48 @@ def test_all_pods_round_trip_through_client_models(h):
         api._ApiClient__deserialize(e, "CoreV1Event")
     for n in h.store.list("nodes"):
         api._ApiClient__deserialize(n, "V1Node")
+
+
+def test_cpu_memory_and_pod_count_fit(h):
+    create(h, make_pod("cpu-hog", resources={"cpu": "62", "memory": "8Gi"}))
+    h.advance(1)
+    assert node_of(h, "cpu-hog") == "cpu-0"  # 63 allocatable cpus on cpu-0, keeps off GPU nodes
+    create(h, make_pod("mem-hog", resources={"cpu": "1", "memory": "4Ti"}))
+    create(h, make_pod("milli", resources={"cpu": "500m", "memory": "512Mi"}))
+    h.advance(1)
+    msg = condition(h.pod(NS, "mem-hog"), "PodScheduled")["message"]
+    assert msg.startswith("0/6 nodes are available: 6 Insufficient memory.")
+    assert node_of(h, "milli") == "cpu-0"  # 62.5 of 63 cpus
+
+
+def test_too_many_pods():
+    from kubesim.sim.profile import load_profile
+
+    prof = load_profile("small")
+    for pool in prof["pools"]:
+        pool["pods"] = "2"
+    h = SimHarness(prof)
+    h.namespace(NS)
+    for i in range(13):
+        create(h, make_pod(f"p{i}", resources={"cpu": "10m"}))
+    h.advance(1)
+    pending = [p for p in h.pods(NS) if not p["spec"].get("nodeName")]
+    assert len(pending) == 1
+    assert condition(pending[0], "PodScheduled")["message"].startswith(
+        "0/6 nodes are available: 6 Too many pods."
+    )
+
+
+def test_default_profile_runs_a_job():
+    h = SimHarness("default", seed=2)
+    h.namespace(NS)
+    assert len(h.store.list("nodes")) == 18
+    h.store.create(
+        "pytorchjobs.kubeflow.org",
+        make_job("d", workers=3, gpus=8, product=H800, run_seconds=30),
+        namespace=NS,
+    )
+    h.advance(40)
+    nodes = {p["spec"]["nodeName"] for p in h.pods(NS)}
+    assert len(nodes) == 4 and all(n.startswith("h800-") for n in nodes)
+    assert {p["status"]["phase"] for p in h.pods(NS)} == {"Succeeded"}
