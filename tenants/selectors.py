@@ -178,3 +178,15 @@ def node_dedications() -> dict[str, str]:
 
 def dedicated_nodes_of(tenant: Tenant) -> QuerySet[NodeDedication]:
     return NodeDedication.objects.filter(tenant=tenant).select_related("created_by")
+
+
+def deletion_impact(tenant: Tenant) -> dict:
+    """What deleting ``tenant`` destroys, for the confirmation page and the API."""
+    pools = list(pools_of(tenant))
+    return {
+        "namespaces": [p.namespace for p in pools],
+        "members": members_of(tenant).count(),
+        "quota_grants": QuotaGrant.objects.filter(pool__tenant=tenant,
+                                                  superseded_at__isnull=True).count(),
+        "dedicated_nodes": list(dedicated_nodes_of(tenant).values_list("node_name", flat=True)),
+    }

@@ -13,6 +13,7 @@ urlpatterns = [
     path("t/<slug:slug>/members/<int:pk>/", views.member_change, name="member_change"),
     path("t/<slug:slug>/edit/", views.tenant_edit, name="edit"),
     path("t/<slug:slug>/status/", views.tenant_status, name="status"),
+    path("t/<slug:slug>/delete/", views.tenant_delete, name="delete"),
     path("platform/tenants/", views.platform_tenants, name="platform_tenants"),
     path("platform/people/", views.people, name="people"),
     path("platform/people/<int:user_id>/roles/", views.people_role, name="people_role"),

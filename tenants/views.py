@@ -101,7 +101,8 @@ def dedicated_nodes(request: HttpRequest, slug: str) -> HttpResponse:
     try:
         if request.POST.get("action") == "release":
             services.node_release(access=access, actor=request.user, node_name=node_name)
-            messages.success(request, _("Node %(n)s returns to the shared pool.") % {"n": node_name})
+            messages.success(request, _("Node %(n)s returns to the shared pool.")
+                             % {"n": node_name})
         else:
             services.node_dedicate(access=access, actor=request.user, node_name=node_name,
                                    reason=request.POST.get("reason", ""))
@@ -203,6 +204,27 @@ def tenant_status(request: HttpRequest, slug: str) -> HttpResponse:
     except ApplicationError as exc:
         messages.error(request, exc.message)
     return redirect("tenants:detail", slug=slug)
+
+
+@login_required
+def tenant_delete(request: HttpRequest, slug: str) -> HttpResponse:
+    """Deleting a tenant: say exactly what will be lost, then require the slug typed."""
+    _platform_admin_or_404(request)
+    access = selectors.tenant_access_or_404(request.user, slug)
+    error = ""
+    if request.method == "POST":
+        try:
+            services.tenant_delete(access=access, actor=request.user,
+                                   confirm=request.POST.get("confirm", ""))
+        except ApplicationError as exc:
+            error = exc.message
+        else:
+            messages.success(request, _("Tenant %(t)s is being deleted: its namespaces are "
+                                        "being removed.") % {"t": slug})
+            return redirect("tenants:detail", slug=slug)
+    return render(request, "tenants/delete.html", {
+        "tenant": access.tenant, "error": error, "loss": selectors.deletion_impact(access.tenant),
+    }, status=400 if error else 200)
 
 
 @login_required

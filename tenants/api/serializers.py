@@ -71,6 +71,10 @@ class TenantUpdateInput(serializers.Serializer):
     contact_name = serializers.CharField(max_length=200, required=False, allow_blank=True)
 
 
+class DeleteInput(serializers.Serializer):
+    confirm = serializers.CharField(max_length=40, help_text="The tenant's slug, repeated")
+
+
 class SuspendInput(serializers.Serializer):
     reason = serializers.CharField(max_length=2000)
 

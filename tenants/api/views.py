@@ -51,6 +51,18 @@ class TenantViewSet(viewsets.ViewSet):
         return self._render(request, services.tenant_update(access=access, actor=request.user,
                                                             **data))
 
+    @extend_schema(request=s.DeleteInput, responses={202: s.TenantSerializer})
+    @action(detail=True, methods=["post"])
+    def delete(self, request: Request, slug: str) -> Response:
+        """Delete the tenant's namespaces and everything in them; ``confirm`` repeats the
+        slug. The tenant's history and invoices stay (status ``deleted``)."""
+        access = tenant_access_or_404(request.user, slug)
+        data = _valid(s.DeleteInput, request)
+        tenant = services.tenant_delete(access=access, actor=request.user, confirm=data["confirm"])
+        response = self._render(request, tenant)
+        response.status_code = status.HTTP_202_ACCEPTED
+        return response
+
     @extend_schema(request=s.SuspendInput, responses=s.TenantSerializer)
     @action(detail=True, methods=["post"])
     def suspend(self, request: Request, slug: str) -> Response:

@@ -159,3 +159,28 @@ def test_finance_sees_every_tenant_read_only(login, finance_user, tenant_a, tena
     assert client.get("/t/acme/").status_code == 200
     client.post(reverse("tenants:members", kwargs={"slug": "acme"}), {"user": "charlie"})
     assert not Membership.objects.filter(tenant=tenant_a, user__username="charlie").exists()
+
+
+def test_the_delete_page_names_what_will_be_lost_and_needs_the_slug(login, platform_admin,
+                                                                   alice, tenant_a):
+    client = login(platform_admin)
+    body = client.get("/t/acme/delete/").content.decode()
+    assert "ty-acme-prod" in body and "ty-acme-dev" in body and "2 members" in body
+    wrong = client.post("/t/acme/delete/", {"confirm": "acm"})
+    assert wrong.status_code == 400 and "to confirm" in wrong.content.decode()
+    tenant_a.refresh_from_db()
+    assert tenant_a.status == "active"
+    assert client.post("/t/acme/delete/", {"confirm": "acme"}).status_code == 302
+    tenant_a.refresh_from_db()
+    assert tenant_a.status == "deleting"
+    assert login(alice).get("/t/acme/delete/").status_code == 404
+
+
+def test_the_api_deletes_only_with_confirmation(api, platform_admin, alice, tenant_a):
+    assert api(platform_admin).post("/api/v1/tenants/acme/delete/", {"confirm": "x"},
+                                    format="json").status_code == 400
+    assert api(alice).post("/api/v1/tenants/acme/delete/", {"confirm": "acme"},
+                           format="json").status_code == 403
+    done = api(platform_admin).post("/api/v1/tenants/acme/delete/", {"confirm": "acme"},
+                                    format="json")
+    assert done.status_code == 202 and done.json()["status"] == "deleting"
