@@ -30,6 +30,7 @@ class ResourceType:
     normalize: object = None                 # callable(obj) -> obj (built-ins)
     served_versions: tuple[str, ...] = ()    # CRDs may serve several versions
     crd_name: str | None = None
+    printer_columns: list = field(default_factory=list)  # CRD additionalPrinterColumns
 
     @property
     def key(self) -> str:
@@ -139,6 +140,8 @@ class Registry:
             schema=schema, validator=compile_crd_schema(schema) if schema else None,
             served_versions=tuple(v["name"] for v in versions),
             crd_name=(crd.get("metadata") or {}).get("name"),
+            printer_columns=[c for c in storage.get("additionalPrinterColumns") or []
+                             if c.get("jsonPath") != ".metadata.creationTimestamp"],
         )
         with self._lock:
             old = self._by_key.get(rt.key)

@@ -12,6 +12,7 @@ from aiohttp import web
 
 from .errors import ApiError, bad_request
 from .resources import yaml_load_all
+from .tables import table, wants_table
 from .watch import serve_watch
 
 if TYPE_CHECKING:
@@ -203,12 +204,17 @@ class Server:
                 field_sel = ",".join(x for x in (field_sel, f"metadata.name={name}") if x)
             return await serve_watch(self, request, rt, ns, q.get("labelSelector"), field_sel)
         if m == "GET":
+            as_table = wants_table(request.headers.get("Accept", ""))
             if name is None:
-                return self._list(rt, ns, q)
+                return self._list(rt, ns, q, as_table)
             if sub == "log":
                 return self._log(rt, ns, name, q)
-            return jresponse(self.store.raw(rt, name, ns) or self.store.get(rt.key, name,
-                                                                             namespace=ns))
+            obj = self.store.raw(rt, name, ns) or self.store.get(rt.key, name, namespace=ns)
+            if as_table and sub is None:
+                return jresponse(table(rt, [obj], self.store.clock.now(),
+                                       obj["metadata"]["resourceVersion"],
+                                       q.get("includeObject")))
+            return jresponse(obj)
         if m == "POST":
             body = await self._body(request)
             if name is None:
@@ -298,7 +304,7 @@ class Server:
         except (ValueError, yaml.YAMLError) as e:
             raise bad_request(f"the body of the request could not be decoded: {e}") from None
 
-    def _list(self, rt, ns, q) -> web.Response:
+    def _list(self, rt, ns, q, as_table: bool = False) -> web.Response:
         limit = q.get("limit")
         try:
             limit = int(limit) if limit else None
@@ -306,6 +312,9 @@ class Server:
             raise bad_request(f"invalid limit {limit!r}") from None
         items, rv, token, remaining = self.store.list_page(
             rt, ns, q.get("labelSelector"), q.get("fieldSelector"), limit, q.get("continue"))
+        if as_table:
+            return jresponse(table(rt, items, self.store.clock.now(), rv,
+                                   q.get("includeObject"), token))
         meta = {"resourceVersion": rv}
         if token:
             meta["continue"] = token

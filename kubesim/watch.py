@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from .errors import ApiError, bad_request
+from .tables import table, wants_table
 
 if TYPE_CHECKING:
     from .resources import ResourceType
@@ -19,6 +20,11 @@ DEFAULT_TIMEOUT = 1800
 
 def _line(etype: str, obj: dict) -> bytes:
     return json.dumps({"type": etype, "object": obj}, separators=(",", ":")).encode() + b"\n"
+
+
+def _table_line(etype: str, obj: dict, rt, store, include) -> bytes:
+    return _line(etype, table(rt, [obj], store.clock.now(), obj["metadata"]["resourceVersion"],
+                              include))
 
 
 async def serve_watch(server: Server, request: web.Request, rt: ResourceType, ns: str | None,
@@ -37,6 +43,13 @@ async def serve_watch(server: Server, request: web.Request, rt: ResourceType, ns
     except ValueError:
         raise bad_request(f"invalid resource version: {rv_param!r}") from None
     send_initial = since is None
+    if wants_table(request.headers.get("Accept", "")):
+        include = q.get("includeObject")
+
+        def line(etype: str, obj: dict) -> bytes:
+            return _table_line(etype, obj, rt, store, include)
+    else:
+        line = _line
     backlog: list[tuple[str, dict]] = []
     error: ApiError | None = None
     if since is not None:
@@ -106,11 +119,11 @@ async def serve_watch(server: Server, request: web.Request, rt: ResourceType, ns
             await resp.write(_line("ERROR", error.status()))
             return resp
         for et, obj in initial:
-            await resp.write(_line(et, obj))
+            await resp.write(line(et, obj))
         for et, obj in backlog:
             t = translate(et, obj) if pred is not None else et
             if t:
-                await resp.write(_line(t, obj))
+                await resp.write(line(t, obj))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         interval = server.cluster.bookmark_interval
@@ -133,7 +146,7 @@ async def serve_watch(server: Server, request: web.Request, rt: ResourceType, ns
                 continue
             t = translate(et, obj)
             if t:
-                await resp.write(_line(t, obj))
+                await resp.write(line(t, obj))
         with contextlib.suppress(ConnectionError, RuntimeError):
             await resp.write_eof()
     except ConnectionError:

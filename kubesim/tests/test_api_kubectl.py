@@ -139,11 +139,15 @@ def _watch_until(k, args, trigger, expect: str, timeout: float = 20.0) -> str:
     return "".join(lines)
 
 
-@pytest.mark.parametrize("what", ["pods", "namespaces", "resourcequotas", "pytorchjobs"])
+@pytest.mark.parametrize("what", ["pods", "namespaces", "resourcequotas", "pytorchjobs",
+                                  "pods-table"])
 def test_get_watch(kubesim, what):
     c = core(kubesim)
     c.create_namespace({"metadata": {"name": "team-w"}})
+    pod = {"metadata": {"name": "watched"},
+           "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}}
     created = {
+        "pods-table": lambda: c.create_namespaced_pod("team-w", pod),
         "pods": lambda: c.create_namespaced_pod("team-w", {
             "metadata": {"name": "watched"},
             "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}}),
@@ -154,6 +158,11 @@ def test_get_watch(kubesim, what):
                                        input=MANIFEST.replace("team-k", "team-w")
                                        .replace("name: train", "name: watched")),
     }[what]
+    if what == "pods-table":   # server-side printing: a Table per watch event
+        out = _watch_until(kubesim, ["pods", "-n", "team-w"], created, "watched")
+        assert out.splitlines()[0].split()[:3] == ["NAME", "READY", "STATUS"], out
+        assert out.splitlines()[1].split()[:3] == ["watched", "0/1", "Pending"], out
+        return
     args = [what, "-o", "name"] + ([] if what == "namespaces" else ["-n", "team-w"])
     out = _watch_until(kubesim, args, created, "watched")
     assert "/watched" in out, out
@@ -165,3 +174,25 @@ def test_create_namespace_and_delete(kubesim):
     kubectl(kubesim, "delete", "namespace", "made-by-kubectl")
     p = kubectl(kubesim, "get", "ns", "made-by-kubectl", check=False)
     assert p.returncode != 0 and "NotFound" in p.stderr
+
+
+def test_server_side_printing(kubesim):
+    c = core(kubesim)
+    c.create_namespace({"metadata": {"name": "team-t"}})
+    c.create_namespaced_pod("team-t", {"metadata": {"name": "p"}, "spec": {
+        "containers": [{"name": "c", "image": "busybox:1"}]}})
+    kubesim.advance(120)
+    out = kubectl(kubesim, "get", "pods", "-n", "team-t", "-o", "wide").stdout
+    header, row = out.splitlines()[:2]
+    assert header.split()[:5] == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    assert row.split()[:3] == ["p", "1/1", "Running"]
+    assert row.split()[4] in ("2m", "2m1s", "2m2s")      # age from the simulated clock
+    assert "No resources found" in kubectl(kubesim, "get", "pytorchjobs", "-A").stderr
+    kubectl(kubesim, "apply", "--validate=false", "-f", "-",
+            input=MANIFEST.replace("team-k", "team-t").split("---", 1)[1])
+    out = kubectl(kubesim, "get", "pytorchjobs", "-n", "team-t").stdout
+    assert out.splitlines()[0].split() == ["NAME", "STATE", "AGE"]
+    out = kubectl(kubesim, "get", "quota", "-A").stdout
+    assert "requests.nvidia.com/gpu: 0/4" in out
+    out = kubectl(kubesim, "get", "events", "-n", "team-t").stdout
+    assert out.splitlines()[0].split()[:3] == ["LAST", "SEEN", "TYPE"] and "pod/p" in out
