@@ -1,14 +1,6 @@
-"""Writes of the tenants app: ``<entity>_<verb>``, keyword-only.
-
-Each service checks permission (through ``tenants.access``), validates, writes inside
-one transaction and records an AuditEvent. Bad input raises ApplicationError before
-anything is written. Repeating a call with the same arguments is harmless
-(idempotent) wherever a retry can repeat it.
-"""
+"""Tenants, members, accounts and platform roles."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
@@ -22,53 +14,13 @@ from tenants.choices import MembershipRole, PlatformRoleName, PoolKind, TenantSt
 from tenants.models import (
     AuditEvent,
     Membership,
-    NodeDedication,
     PlatformRole,
     Pool,
-    QuotaGrant,
     Tenant,
 )
+from tenants.services._common import _audit, _clean, _schedule_nodes_sync, _schedule_sync
 
 User = get_user_model()
-
-
-
-def _audit(*, actor: Any, action: str, summary: str, tenant: Tenant | None = None,
-           **data: Any) -> None:
-    AuditEvent.objects.create(actor=actor if actor and actor.is_authenticated else None,
-                              tenant=tenant, action=action, summary=summary, data=data)
-
-
-def _schedule_sync(tenant: Tenant) -> None:
-    """Mark the tenant's pools as needing a sync and enqueue it once the commit lands.
-
-    Call inside the transaction that made the change. If the broker is down the enqueue
-    fails quietly (``robust``): the pools stay *pending* and the periodic resync picks
-    them up, so nothing is lost.
-    """
-    _schedule_pools(list(Pool.objects.filter(tenant=tenant).values_list("pk", flat=True)))
-
-
-def _schedule_pools(pool_ids: list[int]) -> None:
-    from django.db.models import F
-
-    from tenants.tasks import reconcile_pool
-
-    Pool.objects.filter(pk__in=pool_ids).update(desired_version=F("desired_version") + 1)
-    for pool_id in pool_ids:
-        def enqueue(pool_id: int = pool_id) -> None:
-            reconcile_pool.delay(pool_id)
-        transaction.on_commit(enqueue, robust=True)
-
-
-def _clean(instance: Any, *, exclude: list[str] | None = None) -> None:
-    """Run model validation; the first message becomes an ApplicationError."""
-    try:
-        instance.full_clean(exclude=exclude)
-    except ValidationError as exc:
-        field, messages = next(iter(exc.message_dict.items()))
-        raise ApplicationError(f"{messages[0]}", field=None if field == "__all__" else field,
-                               extra={"errors": exc.message_dict}) from None
 
 
 def tenant_create(*, actor: AnyUser, slug: str, name: str, cost_center: str,
@@ -318,95 +270,6 @@ def platform_role_set(*, actor: AnyUser, user: AnyUser, role: str,
                    user=user.get_username(), role=role)
 
 
-# --- quota ------------------------------------------------------------------------------
-
-
-def quota_set(*, actor: AnyUser, pool: Pool, amounts: dict[str, Any], reason: str,
-              valid_until: Any = None) -> list[QuotaGrant]:
-    """Set the pool's quota for the given resources (platform admins; static mode).
-
-    ``amounts`` maps resource keys (see ``tenants.catalog``) to amounts in catalog units.
-    Every key and amount is validated before anything is written. A resource whose amount
-    is unchanged keeps its current grant (idempotent). Returns the new grant rows.
-    """
-    from decimal import Decimal, InvalidOperation
-
-    from tenants.catalog import Resource
-
-    require_platform_admin(actor)
-    if not amounts:
-        raise ApplicationError(_("Name at least one resource."), field="amounts")
-    parsed: dict[str, Decimal] = {}
-    for key, raw in amounts.items():
-        try:
-            resource = Resource.parse(key)
-            parsed[resource.key] = resource.check_amount(Decimal(str(raw)))
-        except (ValueError, InvalidOperation) as exc:
-            raise ApplicationError(str(exc) if isinstance(exc, ValueError) else
-                                   _("“%(v)s” is not a number.") % {"v": raw},
-                                   field="amounts", extra={"resource": key}) from None
-    created: list[QuotaGrant] = []
-    with transaction.atomic():
-        now = timezone.now()
-        current = {g.resource: g for g in QuotaGrant.objects.select_for_update().filter(
-            pool=pool, superseded_at__isnull=True, resource__in=list(parsed))}
-        for key, amount in parsed.items():
-            old = current.get(key)
-            if old is not None and old.amount == amount and old.valid_until == valid_until:
-                continue
-            if old is not None:
-                old.superseded_at = now
-                old.save(update_fields=["superseded_at"])
-            created.append(QuotaGrant.objects.create(
-                pool=pool, resource=key, amount=amount, granted_by=actor, reason=reason,
-                valid_until=valid_until))
-        if created:
-            _audit(actor=actor, action="quota.set", tenant=pool.tenant,
-                   summary=f"set quota of {pool}: " + ", ".join(
-                       f"{g.resource}={g.amount.normalize()}" for g in created),
-                   pool=pool.kind, amounts={g.resource: str(g.amount) for g in created},
-                   reason=reason)
-            _schedule_pools([pool.pk])
-    return created
-
-
-# --- sync bookkeeping (called by tenants.tasks) -------------------------------------------
-
-
-def pool_sync_request(*, pool: Pool) -> None:
-    """Ask for a reconcile of ``pool`` now (idempotent: one more pass is harmless)."""
-    with transaction.atomic():
-        _schedule_pools([pool.pk])
-
-
-def pool_sync_started(*, pool_id: int) -> None:
-    Pool.objects.filter(pk=pool_id).update(last_attempt_at=timezone.now())
-
-
-def pool_sync_succeeded(*, pool_id: int, version: int) -> None:
-    """Record that ``version`` of the pool's desired state is in the cluster.
-
-    Never moves ``synced_version`` backwards (an older task finishing late).
-    """
-    now = timezone.now()
-    Pool.objects.filter(pk=pool_id, synced_version__lt=version).update(synced_version=version)
-    Pool.objects.filter(pk=pool_id).update(sync_error="", sync_error_transient=False,
-                                           last_synced_at=now)
-
-
-def pool_sync_failed(*, pool_id: int, error: str, transient: bool) -> None:
-    Pool.objects.filter(pk=pool_id).update(sync_error=error[:2000],
-                                           sync_error_transient=transient)
-
-
-def pools_verified_in_sync(*, pool_ids: list[int]) -> None:
-    """The resync found these pools exactly as desired: stamp them, clear stale errors."""
-    from django.db.models import F
-
-    Pool.objects.filter(pk__in=pool_ids, synced_version=F("desired_version")).update(
-        last_synced_at=timezone.now(), sync_error="", sync_error_transient=False)
-
-
 # --- deletion -------------------------------------------------------------------------------
 
 
@@ -443,52 +306,3 @@ def tenant_mark_deleted(*, tenant_id: int) -> None:
             Membership.objects.filter(tenant_id=tenant_id).delete()
             AuditEvent.objects.create(tenant_id=tenant_id, action="tenant.deleted",
                                       summary="namespaces removed; tenant deleted")
-
-
-# --- dedicated nodes ------------------------------------------------------------------------
-
-_NODE_NAME = __import__("re").compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
-
-
-def node_dedicate(*, access: TenantAccess, actor: AnyUser, node_name: str,
-                  reason: str = "") -> NodeDedication:
-    """Reserve a node for the tenant (platform admins). Idempotent for the same tenant; a
-    node dedicated to another tenant is a Conflict (release it first)."""
-    access.require_platform_admin()
-    node_name = (node_name or "").strip()
-    if not _NODE_NAME.match(node_name):
-        raise ApplicationError(_("“%(n)s” is not a valid node name.") % {"n": node_name},
-                               field="node_name")
-    existing = NodeDedication.objects.filter(node_name=node_name).select_related("tenant").first()
-    if existing is not None:
-        if existing.tenant_id == access.tenant.pk:
-            return existing
-        raise Conflict(_("Node %(n)s is dedicated to %(t)s already.")
-                       % {"n": node_name, "t": existing.tenant.slug}, field="node_name")
-    with transaction.atomic():
-        dedication = NodeDedication.objects.create(node_name=node_name, tenant=access.tenant,
-                                                   reason=reason.strip(), created_by=actor)
-        _audit(actor=actor, action="node.dedicate", tenant=access.tenant,
-               summary=f"dedicated node {node_name} to {access.tenant.slug}", node=node_name)
-        _schedule_nodes_sync()
-    return dedication
-
-
-def node_release(*, access: TenantAccess, actor: AnyUser, node_name: str) -> None:
-    """Return a dedicated node to the shared pool (platform admins). Idempotent."""
-    access.require_platform_admin()
-    with transaction.atomic():
-        deleted, _rows = NodeDedication.objects.filter(node_name=node_name,
-                                                       tenant=access.tenant).delete()
-        if deleted:
-            _audit(actor=actor, action="node.release", tenant=access.tenant,
-                   summary=f"released node {node_name}", node=node_name)
-            _schedule_nodes_sync()
-
-
-def _schedule_nodes_sync() -> None:
-    from tenants.tasks import reconcile_nodes
-
-    def enqueue() -> None:
-        reconcile_nodes.delay()
-    transaction.on_commit(enqueue, robust=True)

@@ -1,0 +1,39 @@
+"""Writes of the tenants app: ``<entity>_<verb>``, keyword-only.
+
+Each service checks permission (through ``tenants.access``), validates, writes inside
+one transaction and records an AuditEvent. Bad input raises ApplicationError before
+anything is written. Repeating a call with the same arguments is harmless
+(idempotent) wherever a retry can repeat it.
+"""
+
+from tenants.services.cluster import (
+    node_dedicate,
+    node_release,
+    pool_sync_failed,
+    pool_sync_request,
+    pool_sync_started,
+    pool_sync_succeeded,
+    pools_verified_in_sync,
+)
+from tenants.services.quota import quota_set
+from tenants.services.tenancy import (
+    membership_add,
+    membership_remove,
+    membership_set_role,
+    platform_role_set,
+    tenant_create,
+    tenant_delete,
+    tenant_mark_deleted,
+    tenant_reactivate,
+    tenant_suspend,
+    tenant_update,
+    user_create,
+)
+
+__all__ = [
+    "membership_add", "membership_remove", "membership_set_role", "node_dedicate",
+    "node_release", "platform_role_set", "pool_sync_failed", "pool_sync_request",
+    "pool_sync_started", "pool_sync_succeeded", "pools_verified_in_sync", "quota_set",
+    "tenant_create", "tenant_delete", "tenant_mark_deleted", "tenant_reactivate",
+    "tenant_suspend", "tenant_update", "user_create",
+]

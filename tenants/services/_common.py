@@ -1,0 +1,63 @@
+"""Helpers shared by the tenants services: audit rows, model validation, sync scheduling."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from portal.exceptions import ApplicationError
+from tenants.models import (
+    AuditEvent,
+    Pool,
+    Tenant,
+)
+
+__all__ = ["_audit", "_clean", "_schedule_nodes_sync", "_schedule_pools", "_schedule_sync"]
+
+
+def _audit(*, actor: Any, action: str, summary: str, tenant: Tenant | None = None,
+           **data: Any) -> None:
+    AuditEvent.objects.create(actor=actor if actor and actor.is_authenticated else None,
+                              tenant=tenant, action=action, summary=summary, data=data)
+
+
+def _schedule_sync(tenant: Tenant) -> None:
+    """Mark the tenant's pools as needing a sync and enqueue it once the commit lands.
+
+    Call inside the transaction that made the change. If the broker is down the enqueue
+    fails quietly (``robust``): the pools stay *pending* and the periodic resync picks
+    them up, so nothing is lost.
+    """
+    _schedule_pools(list(Pool.objects.filter(tenant=tenant).values_list("pk", flat=True)))
+
+
+def _schedule_pools(pool_ids: list[int]) -> None:
+    from django.db.models import F
+
+    from tenants.tasks import reconcile_pool
+
+    Pool.objects.filter(pk__in=pool_ids).update(desired_version=F("desired_version") + 1)
+    for pool_id in pool_ids:
+        def enqueue(pool_id: int = pool_id) -> None:
+            reconcile_pool.delay(pool_id)
+        transaction.on_commit(enqueue, robust=True)
+
+
+def _clean(instance: Any, *, exclude: list[str] | None = None) -> None:
+    """Run model validation; the first message becomes an ApplicationError."""
+    try:
+        instance.full_clean(exclude=exclude)
+    except ValidationError as exc:
+        field, messages = next(iter(exc.message_dict.items()))
+        raise ApplicationError(f"{messages[0]}", field=None if field == "__all__" else field,
+                               extra={"errors": exc.message_dict}) from None
+
+
+def _schedule_nodes_sync() -> None:
+    from tenants.tasks import reconcile_nodes
+
+    def enqueue() -> None:
+        reconcile_nodes.delay()
+    transaction.on_commit(enqueue, robust=True)
