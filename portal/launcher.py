@@ -118,6 +118,8 @@ def main() -> int:
                 print("kubesim did not start; see its output above.", file=sys.stderr)
                 return 1
             env["KUBECONFIG"] = str(kubeconfig)
+        # Observes the cluster into the database (after kubesim is up, when embedded).
+        start("watch", [PY, str(ROOT / "manage.py"), "k8s_watch"])
         start("worker", [PY, "-m", "celery", "-A", "portal", "worker", "-P", "solo",
                          "-Q", "default,k8s,billing", "--loglevel", "WARNING"])
         start("beat", [PY, "-m", "celery", "-A", "portal", "beat", "--loglevel", "WARNING",

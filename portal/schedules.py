@@ -34,4 +34,11 @@ BEAT_SCHEDULE: dict[str, dict] = {
         "schedule": crontab(minute="4-59/15"),
         "options": {"queue": "k8s", "expires": 1350},
     },
+    # every 10 min (at :03, :13, ...): relists what k8s_watch observes, in case a watch
+    # event was lost or the watcher is down (the level-triggered safety net)
+    "k8s_sync.relist": {
+        "task": "k8s_sync.relist",
+        "schedule": crontab(minute="3-59/10"),
+        "options": {"queue": "k8s", "expires": 900},
+    },
 }

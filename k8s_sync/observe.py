@@ -1,0 +1,479 @@
+"""Observe the cluster into k8s_sync's tables: record functions and the reflector loop.
+
+* :func:`record_relist` and :func:`record_event` apply a list result or one watch event
+  to the tables of a kind (:data:`KINDS`). Idempotent: an object whose ``uid`` and
+  ``resourceVersion`` match its row is not written again, so recording the same list or
+  event twice writes nothing the second time. A relist deletes the rows of objects that
+  vanished (Events excepted: they are kept, see :class:`~k8s_sync.models.ClusterEvent`).
+  After a change, :data:`~k8s_sync.signals.observed_changed` is sent on commit.
+* :class:`Reflector` is the watch loop for one kind (the client-go reflector design):
+  list, then watch from the list's ``resourceVersion``; a watch that ends normally is
+  reopened from the last version seen; on 410 Gone relist at once; on any other error
+  back off exponentially (capped) and relist; relist every ``relist_interval`` anyway.
+* :func:`relist_all` relists every kind once (``k8s_watch --once`` and the periodic
+  ``k8s_sync.relist`` task, the level-triggered safety net).
+
+Nothing here decides anything: rows are what the API server said.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import close_old_connections, transaction
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from k8s_sync.client import K8sError, KubeClient, WatchStream
+from k8s_sync.models import (
+    ClusterEvent,
+    Observed,
+    ObservedKind,
+    ObservedNode,
+    ObservedPod,
+    ObservedPVC,
+    ObservedQuota,
+    ObservedStorageClass,
+)
+from k8s_sync.quantity import format_decimal, parse_quantity
+from k8s_sync.signals import observed_changed
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "EVENT_REASONS", "EVENT_RETENTION", "KINDS", "Backoff", "KindSpec", "Reflector",
+    "TooManyFailures", "record_error", "record_event", "record_relist", "relist_all",
+]
+
+# Events users need to see: a refused pod (quota), preemption, and why a pod waits.
+EVENT_REASONS = frozenset({
+    "FailedCreatePod", "FailedCreate", "Preempted", "Preempting", "FailedScheduling",
+    "Unschedulable", "Evicted",
+})
+EVENT_RETENTION = timedelta(days=7)
+TENANT_LABEL, POOL_LABEL, JOB_LABEL = "trainyard.io/tenant", "trainyard.io/pool", "trainyard.io/job"
+RACK_LABEL, SWITCH_LABEL = "trainyard.io/rack", "trainyard.io/switch"
+ZONE_LABEL, NODE_POOL_LABEL = "topology.kubernetes.io/zone", "trainyard.io/node-pool"
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+# --- parsing: object -> columns ---------------------------------------------------------
+
+
+def _time(value: Any) -> datetime | None:
+    return parse_datetime(value) if isinstance(value, str) and value else None
+
+
+def _int(value: Any, default: int | None = None) -> int | None:
+    try:
+        return int(str(value))
+    except (TypeError, ValueError):
+        return default
+
+
+def gpu_model_of(product: str) -> str:
+    """The card model of a ``nvidia.com/gpu.product`` label, without the ``-MIG-<profile>``
+    (MIG single strategy) and ``-SHARED`` (shared GPUs) suffixes GFD appends."""
+    model = product.removesuffix("-SHARED")
+    return model.split("-MIG-", 1)[0]
+
+
+def parse_node(obj: Mapping[str, Any]) -> dict[str, Any]:
+    labels = obj["metadata"].get("labels") or {}
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                for c in status.get("conditions") or [])
+    product = labels.get("nvidia.com/gpu.product", "")
+    return {
+        "gpu_product": product, "gpu_model": gpu_model_of(product),
+        "gpu_count": _int(labels.get("nvidia.com/gpu.count"), 0),
+        "gpu_memory_mib": _int(labels.get("nvidia.com/gpu.memory")),
+        "mig_strategy": labels.get("nvidia.com/mig.strategy", ""),
+        "sharing_strategy": labels.get("nvidia.com/gpu.sharing-strategy", ""),
+        "gpu_replicas": _int(labels.get("nvidia.com/gpu.replicas"), 1) or 1,
+        "capacity": dict(status.get("capacity") or {}),
+        "allocatable": dict(status.get("allocatable") or {}),
+        "unschedulable": bool(spec.get("unschedulable")), "ready": ready,
+        "taints": list(spec.get("taints") or []),
+        "zone": labels.get(ZONE_LABEL, ""), "rack": labels.get(RACK_LABEL, ""),
+        "switch": labels.get(SWITCH_LABEL, ""), "node_pool": labels.get(NODE_POOL_LABEL, ""),
+    }
+
+
+def pod_requests(spec: Mapping[str, Any]) -> dict[str, str]:
+    """Effective requests of a pod, as the scheduler counts them: per resource, the larger
+    of the containers' sum and the largest init container, plus the pod overhead. A
+    resource with only a limit requests its limit (the API server's defaulting)."""
+    def of(container: Mapping[str, Any]) -> dict[str, Any]:
+        res = container.get("resources") or {}
+        return {**(res.get("limits") or {}), **(res.get("requests") or {})}
+
+    total: dict[str, Any] = {}
+    for container in spec.get("containers") or []:
+        for name, qty in of(container).items():
+            total[name] = total.get(name, 0) + parse_quantity(qty)
+    for container in spec.get("initContainers") or []:
+        for name, qty in of(container).items():
+            total[name] = max(total.get(name, 0), parse_quantity(qty))
+    for name, qty in (spec.get("overhead") or {}).items():
+        total[name] = total.get(name, 0) + parse_quantity(qty)
+    return {name: format_decimal(value) for name, value in sorted(total.items())}
+
+
+def parse_pod(obj: Mapping[str, Any]) -> dict[str, Any]:
+    labels = obj["metadata"].get("labels") or {}
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    reason, message = status.get("reason", ""), status.get("message", "")
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            reason, message = cond.get("reason", reason), cond.get("message", message)
+    return {
+        "phase": status.get("phase", ""), "node_name": spec.get("nodeName", ""),
+        "requests": pod_requests(spec), "priority": _int(spec.get("priority")),
+        "priority_class": spec.get("priorityClassName", ""),
+        "tenant": labels.get(TENANT_LABEL, ""), "pool": labels.get(POOL_LABEL, ""),
+        "job": labels.get(JOB_LABEL, ""), "reason": reason or "", "message": message or "",
+    }
+
+
+def parse_quota(obj: Mapping[str, Any]) -> dict[str, Any]:
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    scopes = list(spec.get("scopes") or [])
+    for expr in (spec.get("scopeSelector") or {}).get("matchExpressions") or []:
+        scopes.append(f"{expr.get('scopeName')} {expr.get('operator')} "
+                      f"{','.join(expr.get('values') or [])}".strip())
+    return {"hard": dict(status.get("hard") or spec.get("hard") or {}),
+            "used": dict(status.get("used") or {}), "scopes": scopes}
+
+
+def parse_pvc(obj: Mapping[str, Any]) -> dict[str, Any]:
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    requested = ((spec.get("resources") or {}).get("requests") or {}).get("storage", "")
+    try:
+        size: int | None = int(parse_quantity(requested)) if requested else None
+    except ValueError:
+        size = None
+    return {
+        "storage_class": spec.get("storageClassName") or "", "requested": requested,
+        "requested_bytes": size, "capacity": (status.get("capacity") or {}).get("storage", ""),
+        "phase": status.get("phase", ""), "volume_name": spec.get("volumeName") or "",
+    }
+
+
+def parse_storage_class(obj: Mapping[str, Any]) -> dict[str, Any]:
+    annotations = obj["metadata"].get("annotations") or {}
+    return {
+        "provisioner": obj.get("provisioner", ""), "parameters": dict(obj.get("parameters") or {}),
+        "is_default": annotations.get("storageclass.kubernetes.io/is-default-class") == "true",
+        "reclaim_policy": obj.get("reclaimPolicy") or "",
+        "volume_binding_mode": obj.get("volumeBindingMode") or "",
+        "allow_volume_expansion": bool(obj.get("allowVolumeExpansion")),
+    }
+
+
+def parse_event(obj: Mapping[str, Any]) -> dict[str, Any]:
+    involved = obj.get("involvedObject") or obj.get("regarding") or {}
+    source = obj.get("source") or {}
+    last = (obj.get("lastTimestamp") or obj.get("eventTime")
+            or (obj.get("series") or {}).get("lastObservedTime"))
+    return {
+        "type": obj.get("type", ""), "reason": obj.get("reason", ""),
+        "message": obj.get("message") or obj.get("note") or "",
+        "involved_kind": involved.get("kind", ""),
+        "involved_namespace": involved.get("namespace", ""),
+        "involved_name": involved.get("name", ""), "involved_uid": involved.get("uid", ""),
+        "source": source.get("component") or obj.get("reportingController") or "",
+        "count": _int(obj.get("count"), 1) or 1,
+        "first_seen": _time(obj.get("firstTimestamp") or obj.get("eventTime")),
+        "last_seen": _time(last) or _time(obj["metadata"].get("creationTimestamp")),
+    }
+
+
+def _keeps_event(obj: Mapping[str, Any]) -> bool:
+    return obj.get("reason") in EVENT_REASONS
+
+
+def _always(obj: Mapping[str, Any]) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    """How one kind is observed: where it lives, which table, how an object is parsed."""
+
+    name: str
+    api_version: str
+    kind: str
+    model: type[Observed]
+    parse: Callable[[Mapping[str, Any]], dict[str, Any]]
+    keep: Callable[[Mapping[str, Any]], bool] = _always
+    prune: bool = True  # a relist deletes rows of vanished objects
+
+
+
+KINDS: dict[str, KindSpec] = {spec.name: spec for spec in (
+    KindSpec("nodes", "v1", "Node", ObservedNode, parse_node),
+    KindSpec("pods", "v1", "Pod", ObservedPod, parse_pod),
+    KindSpec("quotas", "v1", "ResourceQuota", ObservedQuota, parse_quota),
+    KindSpec("pvcs", "v1", "PersistentVolumeClaim", ObservedPVC, parse_pvc),
+    KindSpec("storageclasses", "storage.k8s.io/v1", "StorageClass", ObservedStorageClass,
+             parse_storage_class),
+    KindSpec("events", "v1", "Event", ClusterEvent, parse_event, keep=_keeps_event, prune=False),
+)}
+_COMMON = ["uid", "resource_version", "labels", "raw", "created_at", "observed_at"]
+
+
+# --- recording --------------------------------------------------------------------------
+
+
+def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
+    meta = obj["metadata"]
+    return meta.get("namespace") or "", meta["name"]
+
+
+def _label(key: tuple[str, str]) -> str:
+    return f"{key[0]}/{key[1]}" if key[0] else key[1]
+
+
+def _columns(spec: KindSpec, obj: Mapping[str, Any], now: datetime) -> dict[str, Any]:
+    meta = obj["metadata"]
+    return {
+        "uid": meta.get("uid", ""), "resource_version": str(meta.get("resourceVersion", "")),
+        "labels": dict(meta.get("labels") or {}), "raw": dict(obj),
+        "created_at": _time(meta.get("creationTimestamp")), "observed_at": now,
+        **spec.parse(obj),
+    }
+
+
+def _announce(kind: str, keys: list[str]) -> None:
+    if keys:
+        transaction.on_commit(
+            lambda: observed_changed.send(sender=KindSpec, kind=kind, keys=keys))
+
+
+def record_relist(spec: KindSpec, items: Iterable[Mapping[str, Any]], resource_version: str,
+                  *, now: datetime | None = None) -> list[str]:
+    """Make the kind's table equal to a full list; returns the keys that changed.
+
+    Creates rows for new objects, updates rows whose uid or resourceVersion moved,
+    deletes rows of objects no longer listed (Events: only rows older than
+    ``EVENT_RETENTION``) and stores the bookkeeping. Idempotent; one transaction.
+    """
+    now = now or timezone.now()
+    model = spec.model
+    with transaction.atomic():
+        existing = {(ns, name): (pk, uid, rv) for pk, ns, name, uid, rv in
+                    model.objects.values_list("pk", "namespace", "name", "uid",
+                                              "resource_version")}
+        create, update, changed, seen = [], [], [], set()
+        fields: list[str] = []
+        for obj in items:
+            if not spec.keep(obj):
+                continue
+            key = _key(obj)
+            seen.add(key)
+            meta = obj["metadata"]
+            row = existing.get(key)
+            if row and row[1] == meta.get("uid", "") and row[2] == str(
+                    meta.get("resourceVersion", "")):
+                continue
+            columns = _columns(spec, obj, now)
+            fields = fields or [f for f in columns if f not in ("namespace", "name")]
+            instance = model(namespace=key[0], name=key[1], **columns)
+            if row:
+                instance.pk = row[0]
+                update.append(instance)
+            else:
+                create.append(instance)
+            changed.append(_label(key))
+        model.objects.bulk_create(create, batch_size=500)
+        if update:
+            model.objects.bulk_update(update, fields, batch_size=500)
+        gone = [existing[k][0] for k in existing.keys() - seen]
+        if gone:
+            doomed = model.objects.filter(pk__in=gone)
+            if not spec.prune:
+                doomed = doomed.filter(last_seen__lt=now - EVENT_RETENTION)
+            doomed_keys = [_label(k) for k in doomed.values_list("namespace", "name")]
+            doomed.delete()
+            changed += doomed_keys
+        ObservedKind.objects.update_or_create(kind=spec.name, defaults={
+            "resource_version": resource_version, "last_list_at": now, "last_error": "",
+            "object_count": model.objects.count()})
+        _announce(spec.name, changed)
+    return changed
+
+
+def record_event(spec: KindSpec, event_type: str, obj: Mapping[str, Any], *,
+                 now: datetime | None = None) -> list[str]:
+    """Apply one watch event to the kind's table; returns the keys that changed.
+
+    ADDED/MODIFIED upsert the row unless it already holds this uid and resourceVersion;
+    DELETED removes it (Events are kept); BOOKMARK and objects ``spec.keep`` rejects
+    change nothing. Idempotent.
+    """
+    if event_type not in ("ADDED", "MODIFIED", "DELETED") or not spec.keep(obj):
+        return []
+    now = now or timezone.now()
+    key = _key(obj)
+    meta = obj["metadata"]
+    rows = spec.model.objects.filter(namespace=key[0], name=key[1])
+    with transaction.atomic():
+        if event_type == "DELETED":
+            if not spec.prune or not rows.filter(uid=meta.get("uid", "")).delete()[0]:
+                return []
+        else:
+            current = rows.values_list("uid", "resource_version").first()
+            if current == (meta.get("uid", ""), str(meta.get("resourceVersion", ""))):
+                return []
+            spec.model.objects.update_or_create(namespace=key[0], name=key[1],
+                                                defaults=_columns(spec, obj, now))
+        _announce(spec.name, [_label(key)])
+    return [_label(key)]
+
+
+def record_error(kind: str, error: BaseException, *, now: datetime | None = None) -> None:
+    """Remember the last failure of a kind's observer (shown on the health page)."""
+    ObservedKind.objects.update_or_create(kind=kind, defaults={
+        "last_error": str(error)[:2000], "last_error_at": now or timezone.now()})
+
+
+def record_activity(kind: str, resource_version: str, *, now: datetime | None = None) -> None:
+    """Remember that a kind's watch delivered events up to ``resource_version``."""
+    ObservedKind.objects.update_or_create(kind=kind, defaults={
+        "resource_version": resource_version, "last_event_at": now or timezone.now()})
+
+
+# --- the loop ---------------------------------------------------------------------------
+
+
+class TooManyFailures(Exception):
+    """The reflector failed ``max_failures`` times in a row (a supervisor restarts us)."""
+
+
+@dataclass
+class Backoff:
+    """Exponential backoff with jitter: ``base``, 2x ``base`` ... capped at ``cap`` seconds."""
+
+    base: float = 1.0
+    cap: float = 60.0
+    jitter: bool = True
+    failures: int = 0
+
+    def next(self) -> float:
+        delay = min(self.cap, self.base * 2 ** self.failures)
+        self.failures += 1
+        return delay * random.uniform(0.5, 1.0) if self.jitter else delay
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
+@dataclass
+class Reflector:
+    """List-then-watch loop for one kind; :meth:`run` until :meth:`stop` (any thread).
+
+    ``sleep(seconds)`` waits between retries (default: an interruptible wait on the stop
+    event; tests inject a fast one). ``manage_connections`` makes each cycle drop stale
+    database connections (long-running threads; not inside a test transaction).
+    """
+
+    client: KubeClient
+    spec: KindSpec
+    backoff: Backoff = field(default_factory=Backoff)
+    watch_timeout: int = 300
+    relist_interval: float = 600.0
+    max_failures: int | None = None
+    sleep: Callable[[float], Any] | None = None
+    manage_connections: bool = False
+    activity_interval: float = 5.0
+    clock: Callable[[], float] = time.monotonic
+    stopped: threading.Event = field(default_factory=threading.Event)
+    lists: int = 0
+    _stream: WatchStream | None = field(default=None, repr=False)
+
+    def stop(self) -> None:
+        self.stopped.set()
+        stream = self._stream
+        if stream is not None:
+            stream.close()
+
+    def relist(self) -> str:
+        items, version = self.client.list_with_resource_version(self.spec.api_version,
+                                                                self.spec.kind)
+        record_relist(self.spec, items, version)
+        self.lists += 1
+        return version
+
+    def run(self, until: Callable[[], bool] | None = None) -> None:
+        """Observe until stopped (or ``until()`` is true, checked after each event)."""
+        version, listed_at = "", None
+        while not self.stopped.is_set() and not (until and until()):
+            if self.manage_connections:
+                close_old_connections()
+            try:
+                if not version or listed_at is None or (
+                        self.clock() - listed_at >= self.relist_interval):
+                    version, listed_at = self.relist(), self.clock()
+                version = self._watch(version, until)
+                self.backoff.reset()  # a watch that ran to its timeout: healthy
+            except K8sError as exc:
+                self._failed(exc)
+                version = ""  # relist next
+                if exc.status == 410 and self.backoff.failures == 0:
+                    self.backoff.failures = 1  # the first 410 relists at once
+                    continue
+                if self.max_failures and self.backoff.failures >= self.max_failures:
+                    raise TooManyFailures(f"{self.spec.name}: {exc}") from exc
+                delay = self.backoff.next()
+                (self.sleep or self.stopped.wait)(delay)
+
+    def _failed(self, exc: K8sError) -> None:
+        log.warning("observing %s failed (%s); relisting", self.spec.name, exc)
+        record_error(self.spec.name, exc)
+
+    def _watch(self, version: str, until: Callable[[], bool] | None) -> str:
+        self._stream = self.client.watch(self.spec.api_version, self.spec.kind,
+                                         resource_version=version,
+                                         timeout_seconds=self.watch_timeout)
+        touched = self.clock()
+        try:
+            if self.stopped.is_set():
+                return version
+            for event_type, obj in self._stream:
+                version = str(obj.get("metadata", {}).get("resourceVersion") or version)
+                record_event(self.spec, event_type, obj)
+                if self.clock() - touched >= self.activity_interval:
+                    record_activity(self.spec.name, version)
+                    touched = self.clock()
+                if self.stopped.is_set() or (until and until()):
+                    break
+        finally:
+            self._stream.close()
+            self._stream = None
+        return version
+
+
+def relist_all(client: KubeClient, kinds: Iterable[str] | None = None) -> dict[str, Any]:
+    """Relist every kind once; returns ``{kind: row count or "error: ..."}``.
+
+    One kind failing does not stop the others; its error is recorded.
+    """
+    result: dict[str, Any] = {}
+    for name in kinds or KINDS:
+        spec = KINDS[name]
+        try:
+            items, version = client.list_with_resource_version(spec.api_version, spec.kind)
+            record_relist(spec, items, version)
+            result[name] = spec.model.objects.count()
+        except K8sError as exc:
+            record_error(name, exc)
+            result[name] = f"error: {exc}"
+    return result
