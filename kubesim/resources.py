@@ -135,7 +135,7 @@ class Registry:
             group=spec["group"], version=storage["name"], kind=names["kind"],
             plural=names["plural"], namespaced=spec.get("scope", "Namespaced") == "Namespaced",
             short_names=list(names.get("shortNames") or []),
-            subresources=tuple((storage.get("subresources") or {}).keys()),
+            subresources=("status",) if "status" in (storage.get("subresources") or {}) else (),
             categories=list(names.get("categories") or []),
             schema=schema, validator=compile_crd_schema(schema) if schema else None,
             served_versions=tuple(v["name"] for v in versions),

@@ -23,12 +23,12 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
 from datetime import timedelta
-from fractions import Fraction
 
 from . import admission as adm
 from . import kinds
 from .apply import record_update, server_side_apply
 from .clock import Clock, rfc3339
+from .controllers import CRD_KEY, ControllersMixin
 from .errors import (
     ApiError,
     already_exists,
@@ -47,7 +47,6 @@ from .validation import raise_if
 
 log = logging.getLogger("kubesim.store")
 
-CRD_KEY = "customresourcedefinitions.apiextensions.k8s.io"
 PC_KEY = "priorityclasses.scheduling.k8s.io"
 SC_KEY = "storageclasses.storage.k8s.io"
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
@@ -80,7 +79,7 @@ def _content(obj: dict) -> dict:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
 
 
-class Store:
+class Store(ControllersMixin):
     def __init__(self, clock: Clock | None = None, *, history: int = 20000,
                  default_crds: bool = True, seed: int | None = None):
         self.clock = clock or Clock()
@@ -586,84 +585,6 @@ class Store:
     def _remove(self, rt: ResourceType, obj: dict) -> dict:
         old = self.raw(rt, obj["metadata"]["name"], obj["metadata"].get("namespace"))
         return self._commit(rt, "DELETED", obj, old)
-
-    def _delete_namespace(self, rt: ResourceType, ns_obj: dict) -> dict:
-        name = ns_obj["metadata"]["name"]
-        if not ns_obj["metadata"].get("deletionTimestamp"):
-            new = jcopy(ns_obj)
-            new["metadata"]["deletionTimestamp"] = self.clock.timestamp()
-            new["metadata"]["deletionGracePeriodSeconds"] = 0
-            new["status"] = {"phase": "Terminating"}
-            ns_obj = self._commit(rt, "MODIFIED", new, ns_obj)
-        for other in self.registry.all():
-            if not other.namespaced:
-                continue
-            for obj_name in list(self._data.get(other.key, {}).get(name, {})):
-                obj = self._data[other.key][name].get(obj_name)
-                if obj is not None and not obj["metadata"].get("deletionTimestamp"):
-                    self.delete(other.key, obj_name, namespace=name)
-        return self._maybe_finalize_namespace(name) or ns_obj
-
-    def _maybe_finalize_namespace(self, name: str) -> dict | None:
-        nso = self._data.get("namespaces", {}).get("", {}).get(name)
-        if nso is None or not nso["metadata"].get("deletionTimestamp"):
-            return None
-        for buckets in self._data.values():
-            if buckets.get(name):
-                return None
-        self._data.get("resourcequotas", {}).pop(name, None)
-        final = jcopy(nso)
-        final.setdefault("spec", {})["finalizers"] = []
-        return self._remove(self.rt("namespaces"), final)
-
-    # ---- controllers run synchronously on every change --------------------------------------
-    def _after_change(self, rt: ResourceType, ns: str, old: dict | None, new: dict | None):
-        if rt.key == CRD_KEY:
-            self._crd_changed(old, new)
-            return
-        if rt.key == "resourcequotas":
-            if new is not None and (old is None or old.get("spec") != new.get("spec")):
-                self._recompute_quota(new)
-            return
-        if not ns:
-            return
-        quotas = self._data.get("resourcequotas", {}).get(ns)
-        if quotas:
-            for quota in list(quotas.values()):
-                before = adm.quota_usage_for(quota, rt.key, old)
-                after = adm.quota_usage_for(quota, rt.key, new)
-                delta = {k: after.get(k, Fraction(0)) - before.get(k, Fraction(0))
-                         for k in set(before) | set(after)}
-                status = adm.apply_delta(quota, delta)
-                if status is not None:
-                    updated = jcopy(quota)
-                    updated["status"] = status
-                    self._commit(self.rt("resourcequotas"), "MODIFIED", updated, quota)
-        if new is None:
-            self._maybe_finalize_namespace(ns)
-
-    def _recompute_quota(self, quota: dict) -> None:
-        ns = quota["metadata"]["namespace"]
-
-        def objects(key: str):
-            rt = self.registry.find(key)
-            return list(self._data.get(rt.key, {}).get(ns, {}).values()) if rt else []
-        status = adm.compute_status(quota, objects)
-        if status != quota.get("status"):
-            updated = jcopy(quota)
-            updated["status"] = status
-            self._commit(self.rt("resourcequotas"), "MODIFIED", updated, quota)
-
-    def _crd_changed(self, old: dict | None, new: dict | None) -> None:
-        if new is None:
-            rt = self.registry.unregister_crd(old)
-            if rt is not None:
-                for _ns, bucket in list(self._data.get(rt.key, {}).items()):
-                    for obj in list(bucket.values()):
-                        self._commit(rt, "DELETED", jcopy(obj), obj)
-                self._data.pop(rt.key, None)
-        elif old is None or old.get("spec") != new.get("spec"):
-            self.registry.register_crd(new)
 
     # ---- fixtures' fast reset ---------------------------------------------------------------
     def snapshot(self) -> None:

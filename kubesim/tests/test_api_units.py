@@ -107,3 +107,22 @@ def test_clock_modes():
         c.advance(-1)
     fast = Clock(speed=1000, start=start)
     assert fast.now() >= start
+
+
+@pytest.mark.parametrize("seconds,expected", [
+    (5, "5s"), (119, "119s"), (125, "2m5s"), (600, "10m"), (3 * 3600, "3h"),
+    (3 * 3600 + 120, "3h2m"), (30 * 3600, "30h"), (3 * 86400 + 3600, "3d1h"), (40 * 86400, "40d"),
+])
+def test_table_ages_like_kubectl(seconds, expected):
+    from kubesim.tables import human_duration
+    assert human_duration(seconds) == expected
+
+
+def test_printer_column_json_path():
+    from kubesim.tables import json_path
+    obj = {"status": {"conditions": [{"type": "Created"}, {"type": "Running"}]},
+           "spec": {"a": {"b": 3}}}
+    assert json_path(obj, ".status.conditions[-1:].type") == "Running"
+    assert json_path(obj, ".status.conditions[0].type") == "Created"
+    assert json_path(obj, ".spec.a.b") == 3
+    assert json_path(obj, ".spec.missing.b") is None
