@@ -11,136 +11,21 @@ import contextlib
 import logging
 from typing import Any
 
+from kubesim.sim.predicates import (
+    R_NO_VICTIMS,
+    R_NOT_HELPFUL,
+    fit_error_message,
+    fit_reasons,
+    static_filter,
+)
 from kubesim.sim.state import ClusterState, NodeState, PodInfo
-from kubesim.sim.util import GPU, GPU_SHARED, MIG_PREFIX, fmt_time, parse_quantity
+from kubesim.sim.util import GPU, GPU_SHARED, MIG_PREFIX, fmt_time
 
 log = logging.getLogger("kubesim.sim.scheduler")
 
 SCHEDULER = "default-scheduler"
-RETRY_SECONDS = 60.0
-R_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
-R_UNSCHEDULABLE = "node(s) were unschedulable"
-R_NOT_HELPFUL = "Preemption is not helpful for scheduling"
-R_NO_VICTIMS = "No preemption victims found for incoming pod"
+RETRY_SECONDS = 300.0  # podMaxInUnschedulablePodsDuration
 GPU_RESOURCES_PREFIX = "nvidia.com/"
-
-
-# ---- pure predicates ---------------------------------------------------------------------
-def tolerates(tolerations: list[dict], taint: dict) -> bool:
-    for t in tolerations:
-        if t.get("effect") and t["effect"] != taint.get("effect"):
-            continue
-        op = t.get("operator") or "Equal"
-        if not t.get("key"):
-            if op == "Exists":
-                return True
-            continue
-        if t["key"] != taint.get("key"):
-            continue
-        if op == "Exists" or (t.get("value") or "") == (taint.get("value") or ""):
-            return True
-    return False
-
-
-def match_expression(labels: dict, expr: dict) -> bool:
-    key, op = expr.get("key"), expr.get("operator")
-    vals = expr.get("values") or []
-    has = key in labels
-    v = labels.get(key)
-    if op == "In":
-        return has and v in vals
-    if op == "NotIn":
-        return not has or v not in vals
-    if op == "Exists":
-        return has
-    if op == "DoesNotExist":
-        return not has
-    if op in ("Gt", "Lt"):
-        if not has or len(vals) != 1:
-            return False
-        try:
-            a, b = int(v), int(vals[0])
-        except (TypeError, ValueError):
-            return False
-        return a > b if op == "Gt" else a < b
-    return False
-
-
-def match_node_selector_terms(labels: dict, fields: dict, terms: list[dict]) -> bool:
-    """NodeSelectorTerms are ORed; expressions inside one term are ANDed."""
-    for term in terms:
-        exprs = term.get("matchExpressions") or []
-        fexprs = term.get("matchFields") or []
-        if not exprs and not fexprs:
-            continue
-        if all(match_expression(labels, e) for e in exprs) and all(
-            match_expression(fields, e) for e in fexprs
-        ):
-            return True
-    return False
-
-
-def node_matches_pod(pod_spec: dict, labels: dict, node_name: str) -> bool:
-    sel = pod_spec.get("nodeSelector") or {}
-    for k, v in sel.items():
-        if labels.get(k) != v:
-            return False
-    req = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    )
-    if req and req.get("nodeSelectorTerms") is not None:
-        return match_node_selector_terms(
-            labels, {"metadata.name": node_name}, req["nodeSelectorTerms"]
-        )
-    return True
-
-
-def static_filter(pod_spec: dict, node: NodeState) -> str | None:
-    """Filters that do not depend on allocations, in kube-scheduler plugin order. None = passes."""
-    tolerations = pod_spec.get("tolerations") or []
-    if node.unschedulable and not tolerates(
-        tolerations, {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
-    ):
-        return R_UNSCHEDULABLE
-    if pod_spec.get("nodeName") and pod_spec["nodeName"] != node.name:
-        return "node(s) didn't match the requested node name"
-    for taint in node.taints:
-        if not tolerates(tolerations, taint):
-            return (
-                f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value') or ''}}}"
-            )
-    if not node_matches_pod(pod_spec, node.labels, node.name):
-        return R_AFFINITY
-    return None
-
-
-def fit_reasons(
-    req: dict[str, int],
-    node: NodeState,
-    extra: dict[str, int] | None = None,
-    minus: dict[str, int] | None = None,
-    minus_pods: int = 0,
-) -> list[str]:
-    out = []
-    if node.npods - minus_pods + 1 > node.max_pods:
-        out.append("Too many pods")
-    for r, v in req.items():
-        used = node.used.get(r, 0)
-        if extra:
-            used += extra.get(r, 0)
-        if minus:
-            used -= minus.get(r, 0)
-        if used + v > node.alloc.get(r, 0):
-            out.append(f"Insufficient {r}")
-    return out
-
-
-def fit_error_message(n_nodes: int, reasons: dict[str, int], post: str = "") -> str:
-    parts = sorted(f"{n} {r}" for r, n in reasons.items())
-    msg = f"0/{n_nodes} nodes are available: " + ", ".join(parts) + "."
-    if post:
-        msg += " " + post
-    return msg
 
 
 # ---- the scheduler -----------------------------------------------------------------------
@@ -582,18 +467,3 @@ class Scheduler:
                 namespace=ns,
                 subresource="status",
             )
-
-
-def describe_requests(req: dict[str, int]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(req.items()))
-
-
-__all__ = [
-    "Scheduler",
-    "fit_error_message",
-    "match_expression",
-    "node_matches_pod",
-    "parse_quantity",
-    "static_filter",
-    "tolerates",
-]

@@ -203,7 +203,7 @@ def test_new_simulation_adopts_running_pods_of_an_existing_store(h):
     started = h.pod(NS, "keep")["status"]["startTime"]
     gpus = h.sim.gpu_assignment(NS, "keep")
     h.sim.close()
-    h.sim = Simulation(h.store, profile=h.sim.profile, seed=5)   # e.g. restored from a state file
+    h.sim = Simulation(h.store, profile=h.sim.profile, seed=5)  # e.g. restored from a state file
     h.sim.bootstrap()
     assert h.sim.gpu_assignment(NS, "keep") == gpus
     h.advance(50)

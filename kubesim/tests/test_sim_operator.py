@@ -286,3 +286,20 @@ def test_deleting_the_job_garbage_collects_pods(h):
     h.store.delete(PJ, "del", namespace=NS)
     h.advance(40)
     assert pods_of(h, "del") == []
+
+
+def test_active_deadline_fails_the_job(h):
+    h.store.create(
+        PJ,
+        make_job(
+            "dl", workers=1, gpus=1, run_seconds=1000, run_policy={"activeDeadlineSeconds": 30}
+        ),
+        namespace=NS,
+    )
+    h.advance(20)
+    assert condition(job(h, "dl"), "Failed") is None
+    h.advance(15)
+    failed = condition(job(h, "dl"), "Failed")
+    assert failed["reason"] == "PyTorchJobFailed"
+    assert "active longer than specified deadline" in failed["message"]
+    assert all(p["metadata"].get("deletionTimestamp") for p in pods_of(h, "dl"))

@@ -6,7 +6,7 @@ import pytest
 from kubernetes.client import ApiClient
 
 from kubesim.sim.harness import SimHarness, condition, make_job, make_pod
-from kubesim.sim.scheduler import match_expression, tolerates
+from kubesim.sim.predicates import match_expression, tolerates
 
 NS = "team-a"
 A100 = "NVIDIA-A100-SXM4-80GB"
