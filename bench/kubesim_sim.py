@@ -25,31 +25,14 @@ PYTORCHJOBS = "pytorchjobs.kubeflow.org"
 
 
 def profile(nodes: int) -> dict:
-    a100 = nodes * 4 // 5
-    return load_profile(
-        {
-            "name": "bench",
-            "simulation": {"startup_seconds": 2, "run_seconds": 600, "kubelet_events": True},
-            "pools": [
-                {
-                    "name": "a100",
-                    "count": a100,
-                    "switches": [f"sw-a{i}" for i in range(max(1, a100 // 16))],
-                    "cpu": "128",
-                    "memory": "2Ti",
-                    "gpu": {"model": "A100-SXM4-80GB", "count": 8},
-                },
-                {
-                    "name": "h800",
-                    "count": nodes - a100,
-                    "switches": [f"sw-h{i}" for i in range(max(1, (nodes - a100) // 16))],
-                    "cpu": "192",
-                    "memory": "2Ti",
-                    "gpu": {"model": "H800", "count": 8},
-                },
-            ],
-        }
-    )
+    """Profile "large" (400 A100 + 100 H800 nodes) for the default 500 nodes, else scaled."""
+    prof = load_profile("large")
+    if nodes != 500:
+        a100 = nodes * 4 // 5
+        prof["pools"][0]["count"] = a100
+        prof["pools"][1]["count"] = nodes - a100
+    prof["simulation"].update(startup_seconds=2, run_seconds=600, kubelet_events=True)
+    return prof
 
 
 def job(name: str, ns: str, workers: int, gpus: int, product: str, run: int) -> dict:

@@ -14,7 +14,7 @@ def _deser(obj: dict, kind: str):
     return ApiClient()._ApiClient__deserialize(obj, kind)
 
 
-@pytest.mark.parametrize("name", ["small", "default"])
+@pytest.mark.parametrize("name", ["small", "default", "large"])
 def test_profiles_build_schema_complete_nodes(name):
     prof = load_profile(name)
     nodes = build_nodes(prof, "2026-01-05T08:00:00Z")
