@@ -1,10 +1,17 @@
-"""Fast deep copy for JSON-shaped data (dict/list/scalars)."""
+"""JSON helpers: fast deep copies and (de)serialisation with orjson."""
 from __future__ import annotations
+
+import orjson
+
+loads = orjson.loads
+
+
+def dumps(obj) -> bytes:
+    return orjson.dumps(obj)
 
 
 def jcopy(v):
-    if isinstance(v, dict):
-        return {k: jcopy(x) if isinstance(x, dict | list) else x for k, x in v.items()}
-    if isinstance(v, list):
-        return [jcopy(x) if isinstance(x, dict | list) else x for x in v]
+    """Deep copy of JSON-shaped data (dict/list/str/number/bool/None)."""
+    if isinstance(v, dict | list):
+        return orjson.loads(orjson.dumps(v))
     return v

@@ -1,11 +1,11 @@
 """Save and load the store to a JSON state file (atomic write)."""
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from pathlib import Path
 
+from .jsonutil import dumps, loads
 from .store import CRD_KEY, Store
 
 FORMAT = 1
@@ -21,10 +21,10 @@ def dump(store: Store) -> dict:
 def save(store: Store, path: Path) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = json.dumps(dump(store), separators=(",", ":"))
+    data = dumps(dump(store))
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as f:
+        with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
@@ -39,7 +39,7 @@ def load(store: Store, path: Path) -> bool:
     path = Path(path)
     if not path.exists():
         return False
-    data = json.loads(path.read_text())
+    data = loads(path.read_bytes())
     if data.get("format") != FORMAT:
         raise ValueError(f"{path}: unknown state format {data.get('format')!r}")
     objects = data.get("objects") or {}

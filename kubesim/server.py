@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import re
 from typing import TYPE_CHECKING
@@ -11,6 +10,7 @@ import yaml
 from aiohttp import web
 
 from .errors import ApiError, bad_request
+from .jsonutil import dumps, loads
 from .resources import yaml_load_all
 from .tables import table, wants_table
 from .watch import serve_watch
@@ -34,10 +34,6 @@ def yaml_load(raw: bytes):
     if len(docs) != 1:
         raise bad_request("expected exactly one YAML document")
     return docs[0]
-
-
-def dumps(obj) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode()
 
 
 def jresponse(obj, status: int = 200, headers: dict | None = None) -> web.Response:
@@ -259,7 +255,7 @@ class Server:
                                f"media types include: {', '.join(PATCH_TYPES)}")
             raw = await request.read()
             try:
-                body = yaml_load(raw) if ptype == "apply" else json.loads(raw)
+                body = yaml_load(raw) if ptype == "apply" else loads(raw)
             except (ValueError, yaml.YAMLError) as e:
                 raise bad_request(f"error decoding patch: {e}") from None
             manager = q.get("fieldManager")
@@ -275,7 +271,7 @@ class Server:
                 raw = await request.read()
                 if raw.strip():
                     try:
-                        opts = json.loads(raw)
+                        opts = loads(raw)
                     except ValueError:
                         raise bad_request("could not decode DeleteOptions") from None
             grace = opts.get("gracePeriodSeconds", q.get("gracePeriodSeconds"))
@@ -300,7 +296,7 @@ class Server:
         try:
             if ctype in ("application/yaml", "application/x-yaml"):
                 return yaml_load(raw)
-            return json.loads(raw)
+            return loads(raw)
         except (ValueError, yaml.YAMLError) as e:
             raise bad_request(f"the body of the request could not be decoded: {e}") from None
 

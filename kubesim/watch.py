@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from .errors import ApiError, bad_request
+from .jsonutil import dumps
 from .tables import table, wants_table
 
 if TYPE_CHECKING:
@@ -19,7 +19,7 @@ DEFAULT_TIMEOUT = 1800
 
 
 def _line(etype: str, obj: dict) -> bytes:
-    return json.dumps({"type": etype, "object": obj}, separators=(",", ":")).encode() + b"\n"
+    return dumps({"type": etype, "object": obj}) + b"\n"
 
 
 def _table_line(etype: str, obj: dict, rt, store, include) -> bytes:
