@@ -6,11 +6,13 @@ from django.urls import include, path
 from django.views.i18n import JavaScriptCatalog
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from portal import views
+from portal import cluster_views, views
 
 api_v1 = [
     path("me/", views.me, name="api-me"),
     path("", include("tenants.api.urls")),
+    path("cluster/", include("k8s_sync.api.urls")),
+    path("cluster/health/", cluster_views.health_api, name="api-cluster-health"),
 ]
 
 urlpatterns = [
@@ -23,6 +25,8 @@ urlpatterns = [
     path("i18n/", include("django.conf.urls.i18n")),
     path("jsi18n/", JavaScriptCatalog.as_view(), name="javascript-catalog"),
     path("", include("tenants.urls")),
+    path("platform/capacity/", cluster_views.capacity, name="platform_capacity"),
+    path("platform/cluster/", cluster_views.cluster, name="platform_cluster"),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),

@@ -1,0 +1,76 @@
+"""Read-only representations of the capacity inventory and the cluster health."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+
+class MigSerializer(serializers.Serializer):
+    profile = serializers.CharField()
+    allocatable = serializers.IntegerField()
+    allocated = serializers.IntegerField()
+    free = serializers.IntegerField()
+    memory_mib = serializers.IntegerField(allow_null=True)
+
+
+class ModelCapacitySerializer(serializers.Serializer):
+    gpu_model = serializers.CharField()
+    nodes = serializers.IntegerField()
+    schedulable_nodes = serializers.IntegerField()
+    cards = serializers.IntegerField()
+    memory_mib = serializers.IntegerField()
+    whole_allocatable = serializers.IntegerField()
+    whole_allocated = serializers.IntegerField()
+    whole_free_schedulable = serializers.IntegerField()
+    mig = MigSerializer(many=True)
+    shared_allocatable = serializers.IntegerField()
+    shared_allocated = serializers.IntegerField()
+
+
+class NodeCapacitySerializer(serializers.Serializer):
+    name = serializers.CharField()
+    gpu_model = serializers.CharField()
+    zone = serializers.CharField()
+    rack = serializers.CharField()
+    switch = serializers.CharField()
+    schedulable = serializers.BooleanField()
+    ready = serializers.BooleanField()
+    unschedulable = serializers.BooleanField()
+    cards = serializers.IntegerField()
+    card_memory_mib = serializers.IntegerField(allow_null=True)
+    memory_mib = serializers.IntegerField()
+    whole_allocatable = serializers.IntegerField()
+    whole_allocated = serializers.IntegerField()
+    mig = MigSerializer(many=True)
+    shared_allocatable = serializers.IntegerField()
+    shared_allocated = serializers.IntegerField()
+    sharing_strategy = serializers.CharField()
+    share_memory_mib = serializers.IntegerField(allow_null=True)
+
+
+class CapacitySerializer(serializers.Serializer):
+    observed_at = serializers.DateTimeField(allow_null=True)
+    totals = serializers.DictField(child=serializers.IntegerField())
+    models = ModelCapacitySerializer(many=True)
+    nodes = NodeCapacitySerializer(many=True)
+
+
+class ObserverSerializer(serializers.Serializer):
+    kind = serializers.CharField()
+    resource_version = serializers.CharField()
+    last_list_at = serializers.DateTimeField(allow_null=True)
+    last_event_at = serializers.DateTimeField(allow_null=True)
+    last_error = serializers.CharField()
+    last_error_at = serializers.DateTimeField(allow_null=True)
+    object_count = serializers.IntegerField()
+
+
+class HealthSerializer(serializers.Serializer):
+    ok = serializers.BooleanField()
+    reachable = serializers.BooleanField()
+    error = serializers.CharField()
+    version = serializers.CharField()
+    training_operator = serializers.BooleanField(allow_null=True)
+    checked_at = serializers.DateTimeField()
+    kinds = ObserverSerializer(many=True)
+    counts = serializers.DictField(child=serializers.IntegerField())

@@ -1,0 +1,247 @@
+"""Reads of the observed tables: the GPU capacity inventory and the observers' bookkeeping.
+
+Only observed rows are read (never the API server): a page view costs a few queries,
+whatever the cluster does. Per node, the inventory splits the GPU resources the device
+plugin advertises into whole cards (``nvidia.com/gpu``), MIG instances by profile
+(``nvidia.com/mig-<profile>``, or ``nvidia.com/gpu`` on a MIG-single node) and shared GPU
+replicas (time-slicing/MPS: ``nvidia.com/gpu.shared``, or ``nvidia.com/gpu`` when not
+renamed). *Allocated* is what non-terminal pods bound to the node request.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from k8s_sync.models import (
+    ClusterEvent,
+    ObservedKind,
+    ObservedNode,
+    ObservedPod,
+    ObservedPVC,
+    ObservedQuota,
+    ObservedStorageClass,
+)
+from k8s_sync.quantity import parse_quantity
+
+__all__ = [
+    "CapacityReport", "MigCapacity", "ModelCapacity", "NodeCapacity", "capacity_report",
+    "mig_profile_memory_mib", "observed_counts", "observer_status",
+]
+
+GPU, GPU_SHARED, MIG_PREFIX = "nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-"
+_MIG_NAME = re.compile(r"^(\d+)g\.(\d+)gb$")
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+def mig_profile_memory_mib(profile: str) -> int | None:
+    """GPU memory of one MIG instance from its profile name: ``1g.10gb`` -> 10240 MiB."""
+    match = _MIG_NAME.match(profile)
+    return int(match.group(2)) * 1024 if match else None
+
+
+@dataclass(frozen=True)
+class MigCapacity:
+    """MIG instances of one profile: allocatable, allocated, memory per instance."""
+
+    profile: str
+    allocatable: int
+    allocated: int
+    memory_mib: int | None
+
+    @property
+    def free(self) -> int:
+        return max(0, self.allocatable - self.allocated)
+
+
+@dataclass(frozen=True)
+class NodeCapacity:
+    """The GPU inventory of one observed node."""
+
+    name: str
+    gpu_model: str
+    rack: str
+    switch: str
+    zone: str
+    schedulable: bool
+    ready: bool
+    unschedulable: bool
+    cards: int  # physical GPUs (nvidia.com/gpu.count)
+    card_memory_mib: int | None  # per physical GPU
+    whole_allocatable: int
+    whole_allocated: int
+    mig: tuple[MigCapacity, ...]
+    shared_allocatable: int  # replicas of shared GPUs
+    shared_allocated: int
+    sharing_strategy: str
+    share_memory_mib: int | None  # GPU memory per replica
+
+    @property
+    def whole_free(self) -> int:
+        return max(0, self.whole_allocatable - self.whole_allocated)
+
+    @property
+    def memory_mib(self) -> int:
+        """Physical GPU memory of the node."""
+        return self.cards * (self.card_memory_mib or 0)
+
+    @property
+    def whole_memory_allocatable_mib(self) -> int:
+        return self.whole_allocatable * (self.card_memory_mib or 0)
+
+
+@dataclass(frozen=True)
+class ModelCapacity:
+    """Totals for one GPU model over every node carrying it."""
+
+    gpu_model: str
+    nodes: int
+    schedulable_nodes: int
+    cards: int
+    memory_mib: int
+    whole_allocatable: int
+    whole_allocated: int
+    whole_free_schedulable: int  # free whole cards on schedulable nodes
+    mig: tuple[MigCapacity, ...]
+    shared_allocatable: int
+    shared_allocated: int
+
+
+@dataclass(frozen=True)
+class CapacityReport:
+    """Per GPU model, then per node (GPU nodes first, by model and name)."""
+
+    models: tuple[ModelCapacity, ...]
+    nodes: tuple[NodeCapacity, ...]
+    observed_at: datetime | None  # the last node list
+    totals: Mapping[str, int] = field(default_factory=dict)
+
+
+def _count(values: Mapping[str, Any], resource: str) -> int:
+    try:
+        return int(parse_quantity(values.get(resource) or 0))
+    except ValueError:
+        return 0
+
+
+def _allocated_by_node() -> dict[str, dict[str, Decimal]]:
+    """GPU-ish requests of non-terminal pods bound to each node."""
+    out: dict[str, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
+    pods = (ObservedPod.objects.exclude(node_name="").exclude(phase__in=TERMINAL_PHASES)
+            .values_list("node_name", "requests"))
+    for node_name, requests in pods:
+        for resource, qty in (requests or {}).items():
+            if resource.startswith("nvidia.com/"):
+                try:
+                    out[node_name][resource] += parse_quantity(qty)
+                except ValueError:
+                    continue
+    return out
+
+
+def node_capacity(node: ObservedNode, allocated: Mapping[str, Decimal]) -> NodeCapacity:
+    """Split one node's allocatable GPU resources into whole cards, MIG and shared."""
+    alloc = node.allocatable or {}
+    used = {k: int(v) for k, v in allocated.items()}
+    shared = node.sharing_strategy not in ("", "none")
+    mig: dict[str, tuple[int, int]] = {}
+    for resource in alloc:
+        if resource.startswith(MIG_PREFIX):
+            profile = resource.removeprefix(MIG_PREFIX)
+            mig[profile] = (_count(alloc, resource), used.get(resource, 0))
+    whole, whole_used = _count(alloc, GPU), used.get(GPU, 0)
+    shared_alloc, shared_used = _count(alloc, GPU_SHARED), used.get(GPU_SHARED, 0)
+    if node.mig_strategy == "single" and "-MIG-" in node.gpu_product:
+        profile = node.gpu_product.split("-MIG-", 1)[1].removesuffix("-SHARED")
+        mig[profile] = (whole, whole_used)
+        whole = whole_used = 0
+    elif shared and not shared_alloc:  # replicas advertised as nvidia.com/gpu (no rename)
+        shared_alloc, shared_used, whole, whole_used = whole, whole_used, 0, 0
+    share_mem = None
+    if shared and node.gpu_memory_mib:
+        share_mem = int(node.labels.get("trainyard.io/gpu.shared-memory") or
+                        node.gpu_memory_mib // max(1, node.gpu_replicas))
+    return NodeCapacity(
+        name=node.name, gpu_model=node.gpu_model, rack=node.rack, switch=node.switch,
+        zone=node.zone, schedulable=node.schedulable, ready=node.ready,
+        unschedulable=node.unschedulable, cards=node.gpu_count,
+        card_memory_mib=node.gpu_memory_mib, whole_allocatable=whole, whole_allocated=whole_used,
+        mig=tuple(MigCapacity(p, a, u, mig_profile_memory_mib(p))
+                  for p, (a, u) in sorted(mig.items(), key=_mig_order)),
+        shared_allocatable=shared_alloc, shared_allocated=shared_used,
+        sharing_strategy=node.sharing_strategy if shared else "", share_memory_mib=share_mem,
+    )
+
+
+def _mig_order(item: tuple[str, Any]) -> tuple[int, int, str]:
+    match = _MIG_NAME.match(item[0])
+    return (int(match.group(1)), int(match.group(2)), item[0]) if match else (99, 0, item[0])
+
+
+def _model_totals(model: str, nodes: Iterable[NodeCapacity]) -> ModelCapacity:
+    nodes = list(nodes)
+    mig: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for node in nodes:
+        for m in node.mig:
+            mig[m.profile][0] += m.allocatable
+            mig[m.profile][1] += m.allocated
+    return ModelCapacity(
+        gpu_model=model, nodes=len(nodes), schedulable_nodes=sum(n.schedulable for n in nodes),
+        cards=sum(n.cards for n in nodes), memory_mib=sum(n.memory_mib for n in nodes),
+        whole_allocatable=sum(n.whole_allocatable for n in nodes),
+        whole_allocated=sum(n.whole_allocated for n in nodes),
+        whole_free_schedulable=sum(n.whole_free for n in nodes if n.schedulable),
+        mig=tuple(MigCapacity(p, a, u, mig_profile_memory_mib(p))
+                  for p, (a, u) in sorted(mig.items(), key=_mig_order)),
+        shared_allocatable=sum(n.shared_allocatable for n in nodes),
+        shared_allocated=sum(n.shared_allocated for n in nodes),
+    )
+
+
+def capacity_report() -> CapacityReport:
+    """The GPU inventory from the observed nodes and pods (three queries)."""
+    allocated = _allocated_by_node()
+    nodes = [node_capacity(n, allocated.get(n.name, {}))
+             for n in ObservedNode.objects.order_by("name")]
+    nodes.sort(key=lambda n: (not n.gpu_model, n.gpu_model, n.name))
+    by_model: dict[str, list[NodeCapacity]] = defaultdict(list)
+    for node in nodes:
+        if node.gpu_model:
+            by_model[node.gpu_model].append(node)
+    models = tuple(_model_totals(m, ns) for m, ns in sorted(by_model.items()))
+    bookkeeping = ObservedKind.objects.filter(kind="nodes").first()
+    totals = {
+        "nodes": len(nodes), "gpu_nodes": sum(m.nodes for m in models),
+        "cards": sum(m.cards for m in models),
+        "whole_allocatable": sum(m.whole_allocatable for m in models),
+        "whole_allocated": sum(m.whole_allocated for m in models),
+        "mig_allocatable": sum(x.allocatable for m in models for x in m.mig),
+        "mig_allocated": sum(x.allocated for m in models for x in m.mig),
+        "shared_allocatable": sum(m.shared_allocatable for m in models),
+        "shared_allocated": sum(m.shared_allocated for m in models),
+        "memory_mib": sum(m.memory_mib for m in models),
+    }
+    return CapacityReport(models=models, nodes=tuple(nodes),
+                          observed_at=bookkeeping.last_list_at if bookkeeping else None,
+                          totals=totals)
+
+
+_COUNTED = {"nodes": ObservedNode, "pods": ObservedPod, "quotas": ObservedQuota,
+            "pvcs": ObservedPVC, "storageclasses": ObservedStorageClass,
+            "events": ClusterEvent}
+
+
+def observed_counts() -> dict[str, int]:
+    """Rows per observed kind."""
+    return {kind: model.objects.count() for kind, model in _COUNTED.items()}
+
+
+def observer_status() -> list[ObservedKind]:
+    """The watcher's bookkeeping per kind (last list, last event, last error)."""
+    known = {k.kind: k for k in ObservedKind.objects.all()}
+    return [known.get(kind) or ObservedKind(kind=kind) for kind in _COUNTED]

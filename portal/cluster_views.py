@@ -1,0 +1,48 @@
+"""Platform-admin pages about the cluster (capacity, health) and the health API.
+
+They compose k8s_sync (the observed cluster) with tenants' access rules, which is why
+they live in portal/: k8s_sync does not know who is a platform admin. Thin: check
+access, call one selector, render. Everyone else gets 404 (the pages do not exist for
+them), like the other platform pages.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from drf_spectacular.utils import extend_schema
+from rest_framework.decorators import api_view
+from rest_framework.exceptions import NotFound
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from k8s_sync.api.serializers import HealthSerializer
+from k8s_sync.health import cluster_health
+from k8s_sync.selectors import capacity_report
+from tenants.access import is_platform_admin
+
+
+@login_required
+def capacity(request: HttpRequest) -> HttpResponse:
+    """GPU capacity per model, then per node (from the observed cluster)."""
+    if not is_platform_admin(request.user):
+        raise Http404
+    return render(request, "portal/capacity.html", {"report": capacity_report()})
+
+
+@login_required
+def cluster(request: HttpRequest) -> HttpResponse:
+    """Is the API reachable, its version, the training operator, what the watcher saw."""
+    if not is_platform_admin(request.user):
+        raise Http404
+    return render(request, "portal/cluster.html", {"health": cluster_health()})
+
+
+@extend_schema(responses=HealthSerializer)
+@api_view(["GET"])
+def health_api(request: Request) -> Response:
+    """Cluster health for platform admins (404 for everyone else); cached ~15 s."""
+    if not is_platform_admin(request.user):
+        raise NotFound
+    return Response(HealthSerializer(cluster_health()).data)
