@@ -55,6 +55,8 @@ class Simulation:
         self._last_expire = 0.0
         self.ticks = 0
         self.timings: dict[str, float] = {}  # seconds spent per controller (for the bench)
+        self.operator.max_per_tick = int(sim.get("max_job_reconciles_per_tick", 200))
+        self.scheduler.max_per_tick = int(sim.get("max_schedule_attempts_per_tick", 1000))
         self._controllers = [
             ("nodes", self.nodes),
             ("operator", self.operator),

@@ -188,6 +188,7 @@ class Operator:
         self.restarts: dict[str, int] = {}  # job uid -> pods recreated after failures
         self.created = 0
         self.refused = 0
+        self.max_per_tick = 200
 
     def _at(self, when: float, key: tuple) -> None:
         heapq.heappush(self.timers, (when, key))
@@ -203,7 +204,11 @@ class Operator:
             st.ns_changed.clear()
         while self.timers and self.timers[0][0] <= now:
             dirty.add(heapq.heappop(self.timers)[1])
-        for key in sorted(dirty):
+        todo = sorted(dirty)
+        if len(todo) > self.max_per_tick:  # bounded work per tick; the rest on the next one
+            st.job_dirty.update(todo[self.max_per_tick :])
+            todo = todo[: self.max_per_tick]
+        for key in todo:
             job = st.jobs.get(key)
             if job is None:
                 self._pending_create.discard(key)

@@ -43,6 +43,7 @@ class Scheduler:
         self._groups: dict[Any, dict[tuple, PodInfo]] = {}
         self.binds = 0
         self.attempts = 0
+        self.max_per_tick = 1000
 
     # public
     def tick(self) -> None:
@@ -68,6 +69,10 @@ class Scheduler:
             return
         queue = sorted(st.sched_active.values(), key=lambda p: (-p.priority, p.start, p.key))
         st.sched_active.clear()
+        if len(queue) > self.max_per_tick:  # bounded work per tick; the rest on the next one
+            for info in queue[self.max_per_tick :]:
+                st.sched_active[info.key] = info
+            queue = queue[: self.max_per_tick]
         for info in queue:
             self._attempt(info, fail_cache)
 

@@ -90,6 +90,8 @@ def test_suspended_job_resumed_runs_on_the_right_gpus_and_succeeds(kubesim, apis
     core.list_node()
     core.list_event_for_all_namespaces()
     core.list_namespaced_service(NS)
+    scs = kubernetes.client.StorageV1Api(kubesim.api_client).list_storage_class().items
+    assert {"fast-ssd", "shared-nfs"} <= {sc.metadata.name for sc in scs}
 
 
 def test_quota_refusal_then_created_when_quota_frees(kubesim, apis):
