@@ -31,3 +31,29 @@ class SyncState(models.TextChoices):
     IN_SYNC = "in_sync", _("In sync")
     PENDING = "pending", _("Pending")
     ERROR = "error", _("Error")
+
+
+class QuotaMode(models.TextChoices):
+    STATIC = "static", _("Static")
+    DYNAMIC = "dynamic", _("Dynamic (proposed from usage)")
+    OVERCOMMITTED = "overcommitted", _("Overcommitted (elastic)")
+
+
+class RequestStatus(models.TextChoices):
+    PENDING = "pending", _("Pending")
+    APPROVED = "approved", _("Approved")
+    REJECTED = "rejected", _("Rejected")
+    CANCELLED = "cancelled", _("Cancelled")
+
+
+class RequestSource(models.TextChoices):
+    PERSON = "person", _("Asked by a person")
+    DYNAMIC = "dynamic", _("Proposed from usage")
+
+
+class LoanStatus(models.TextChoices):
+    PROPOSED = "proposed", _("Proposed")
+    ACTIVE = "active", _("Active")
+    DECLINED = "declined", _("Declined")
+    ENDED = "ended", _("Ended")
+    CANCELLED = "cancelled", _("Cancelled")

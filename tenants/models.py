@@ -13,9 +13,13 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from tenants.choices import (
+    LoanStatus,
     MembershipRole,
     PlatformRoleName,
     PoolKind,
+    QuotaMode,
+    RequestSource,
+    RequestStatus,
     SyncState,
     TenantStatus,
 )
@@ -41,6 +45,15 @@ class Tenant(models.Model):
     status = models.CharField(_("status"), max_length=16, choices=TenantStatus.choices,
                               default=TenantStatus.ACTIVE)
     suspended_reason = models.TextField(_("reason for suspension"), blank=True)
+    quota_mode = models.CharField(_("quota mode"), max_length=16, choices=QuotaMode.choices,
+                                  default=QuotaMode.STATIC)
+    # Overcommitted mode: the tenant may use up to quota x elastic factor when capacity
+    # is idle; the part above its quota is borrowed and reclaimed first.
+    elastic_factor = models.DecimalField(_("elastic ceiling factor"), max_digits=5,
+                                         decimal_places=2, default=1)
+    members_may_request_quota = models.BooleanField(
+        _("members may request quota"), default=False,
+        help_text=_("When off, only tenant admins ask for quota changes."))
     suspended_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -179,6 +192,10 @@ class QuotaGrant(models.Model):
                                    on_delete=models.SET_NULL, related_name="+")
     reason = models.TextField(_("reason"), blank=True)
     valid_until = models.DateTimeField(_("valid until"), null=True, blank=True)
+    # Temporary grants: the amount to return to when ``valid_until`` passes.
+    restore_amount = models.DecimalField(max_digits=14, decimal_places=3, null=True, blank=True)
+    request = models.ForeignKey("QuotaRequest", null=True, blank=True, on_delete=models.SET_NULL,
+                                related_name="grants")
     created_at = models.DateTimeField(auto_now_add=True)
     superseded_at = models.DateTimeField(null=True, blank=True)
 
@@ -210,3 +227,163 @@ class NodeDedication(models.Model):
 
     def __str__(self) -> str:
         return f"{self.node_name} -> {self.tenant}"
+
+
+class QuotaRequest(models.Model):
+    """A request to change several resources of one pool at once, and its decision.
+
+    Made by a tenant admin (or a member, if the tenant allows it), or proposed by the
+    dynamic quota job (``source`` dynamic, with the ``formula`` that produced it). A
+    platform admin approves (optionally with amended amounts) or rejects with a reason;
+    the requester cannot decide their own request.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="quota_requests")
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="quota_requests")
+    source = models.CharField(max_length=16, choices=RequestSource.choices,
+                              default=RequestSource.PERSON)
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                     on_delete=models.SET_NULL, related_name="quota_requests")
+    justification = models.TextField(_("justification"))
+    formula = models.TextField(blank=True)
+    valid_until = models.DateTimeField(_("valid until"), null=True, blank=True,
+                                       help_text=_("Leave empty for a permanent change."))
+    language = models.CharField(max_length=16, default="en")  # for the e-mail back
+    status = models.CharField(max_length=16, choices=RequestStatus.choices,
+                              default=RequestStatus.PENDING, db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                   on_delete=models.SET_NULL, related_name="+")
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_note = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"request #{self.pk} for {self.pool} ({self.status})"
+
+
+class QuotaRequestItem(models.Model):
+    """One resource of a request: the amount at the time, asked for, and approved."""
+
+    request = models.ForeignKey(QuotaRequest, on_delete=models.CASCADE, related_name="items")
+    resource = models.CharField(max_length=300)
+    current_amount = models.DecimalField(max_digits=14, decimal_places=3)
+    requested_amount = models.DecimalField(max_digits=14, decimal_places=3)
+    approved_amount = models.DecimalField(max_digits=14, decimal_places=3, null=True,
+                                          blank=True)
+
+    class Meta:
+        ordering = ["resource"]
+        constraints = [models.UniqueConstraint(fields=["request", "resource"],
+                                               name="quota_request_item_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.resource}: {self.current_amount} -> {self.requested_amount}"
+
+
+class QuotaLoan(models.Model):
+    """Part of one pool's quota lent to another tenant's pool for a period.
+
+    While active, the lender's effective quota is lower and the borrower's higher by
+    ``amount``; grants are untouched, so the loan simply ends on ``ends_at``.
+    """
+
+    lender = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="loans_out")
+    borrower = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="loans_in")
+    resource = models.CharField(max_length=300)
+    amount = models.DecimalField(max_digits=14, decimal_places=3)
+    ends_at = models.DateTimeField(_("ends at"))
+    note = models.TextField(blank=True)
+    status = models.CharField(max_length=16, choices=LoanStatus.choices,
+                              default=LoanStatus.PROPOSED, db_index=True)
+    proposed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True,
+                                    on_delete=models.SET_NULL, related_name="+")
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                   on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.lender} lends {self.amount} {self.resource} to {self.borrower}"
+
+
+class Notification(models.Model):
+    """A message for one user in the portal (also sent by e-mail where it matters)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                             related_name="notifications")
+    tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.CASCADE)
+    message = models.CharField(max_length=500)
+    link = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    read_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["user", "read_at"])]
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class Policy(models.Model):
+    """Platform-wide policy: one row (pk=1), changed only by platform admins.
+
+    ``overcommit_factors`` maps a resource kind (``gpu``, ``cpu`` ...) or a full key
+    (``gpu:NVIDIA-H800``) to the factor by which total grants may exceed physical
+    capacity; a key wins over its kind; missing means 1.0.
+    """
+
+    overcommit_factors = models.JSONField(default=dict, blank=True)
+    eviction_watermark = models.DecimalField(max_digits=4, decimal_places=3, default=0.85)
+    production_grace_seconds = models.PositiveIntegerField(default=0)  # never preempted
+    development_grace_seconds = models.PositiveIntegerField(default=300)
+    batch_grace_seconds = models.PositiveIntegerField(default=30)
+    default_quota = models.JSONField(default=dict, blank=True)  # {pool: {key: amount}}
+    dev_pvc_reclaim_days = models.PositiveIntegerField(null=True, blank=True)
+    dynamic_headroom = models.DecimalField(max_digits=4, decimal_places=2, default=0.2)
+    dynamic_idle_threshold = models.DecimalField(max_digits=4, decimal_places=2, default=0.5)
+    updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                   on_delete=models.SET_NULL, related_name="+")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "policy"
+
+    def __str__(self) -> str:
+        return "policy"
+
+    @classmethod
+    def current(cls) -> Policy:
+        return cls.objects.get_or_create(pk=1)[0]
+
+
+class UsageDaily(models.Model):
+    """The daily peak and mean of what a pool had allocated, per catalog resource.
+
+    Written by the usage sampler from observed pods; the history behind 30-day peaks,
+    dynamic quota proposals and the request queue's facts.
+    """
+
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="usage_days")
+    resource = models.CharField(max_length=300)
+    day = models.DateField()
+    peak = models.DecimalField(max_digits=14, decimal_places=3, default=0)
+    total = models.DecimalField(max_digits=20, decimal_places=3, default=0)  # sum of samples
+    samples = models.PositiveIntegerField(default=0)
+    utilised_total = models.DecimalField(max_digits=20, decimal_places=3, default=0)
+    utilised_samples = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["pool", "resource", "day"],
+                                               name="usage_daily_unique")]
+        indexes = [models.Index(fields=["pool", "resource", "-day"])]
+
+    def __str__(self) -> str:
+        return f"{self.pool} {self.resource} {self.day}: peak {self.peak}"

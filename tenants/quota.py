@@ -63,3 +63,88 @@ def quota_spec_for(grants: Mapping[str, Decimal], *, storage_classes: Iterable[s
 def _plain(amount: Decimal) -> Decimal:
     """Drop trailing zeros so 16.000 renders as "16", not "16000m"."""
     return amount.normalize() if amount else Decimal(0)
+
+
+# --- overcommit --------------------------------------------------------------------------
+
+
+def overcommit_factor(resource_key: str, factors: Mapping[str, object]) -> Decimal:
+    """The factor for a resource: its full key wins over its kind; default 1."""
+    kind = resource_key.partition(":")[0]
+    raw = factors.get(resource_key, factors.get(kind, 1))
+    return Decimal(str(raw))
+
+
+def overcommit_violation(*, resource_key: str, capacity: Decimal | None,
+                         granted_elsewhere: Decimal, new_amount: Decimal,
+                         factor: Decimal) -> str | None:
+    """Why approving ``new_amount`` would break the overcommit limit, or None.
+
+    The limit: the sum of every pool's grant of the resource may reach
+    ``factor x capacity``. Resources with no known capacity (storage, IOPS) are not
+    limited here. The message gives the numbers.
+    """
+    if capacity is None:
+        return None
+    limit = factor * capacity
+    total = granted_elsewhere + new_amount
+    if total <= limit:
+        return None
+    room = max(Decimal(0), limit - granted_elsewhere)
+    return (f"{resource_key}: approving {_n(new_amount)} would bring total grants to "
+            f"{_n(total)}, above the limit of {_n(limit)} ({_n(factor)} x capacity "
+            f"{_n(capacity)}); at most {_n(room)} can be granted to this pool.")
+
+
+def _n(value: Decimal) -> str:
+    text = f"{value.quantize(Decimal('0.001')).normalize():f}"
+    return text
+
+
+def guaranteed_share(*, capacity: Decimal | None, granted_static: Decimal,
+                     granted_overcommitted: Decimal) -> Decimal:
+    """The fraction (0..1) of an overcommitted-mode quota backed by physical capacity.
+
+    Static-mode quotas are backed first; overcommitted-mode quotas share what is left
+    pro rata. The rest of their quota is the overcommitted part, reclaimed by priority
+    when everyone uses what they were granted (its size is the reclaim risk).
+    """
+    if capacity is None or granted_overcommitted <= 0:
+        return Decimal(1)
+    left = max(Decimal(0), capacity - granted_static)
+    return min(Decimal(1), left / granted_overcommitted)
+
+
+# --- dynamic proposals -------------------------------------------------------------------
+
+
+def percentile(values: list[Decimal], pct: float) -> Decimal:
+    """Nearest-rank percentile (``pct`` in 0..100) of a non-empty list."""
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * pct // 100))  # ceil
+    return ordered[int(rank) - 1]
+
+
+def propose_amount(*, daily_peaks: list[Decimal], current: Decimal, idle_rate: float | None,
+                   headroom: Decimal, idle_threshold: Decimal, integral: bool
+                   ) -> tuple[Decimal, str] | None:
+    """A dynamic-mode proposal: 30-day p95 of daily peaks plus headroom, lowered for a
+    high idle rate. Returns (amount, formula shown to the admin), or None when there is
+    no history or the proposal equals the current quota."""
+    if not daily_peaks:
+        return None
+    p95 = percentile(daily_peaks, 95)
+    amount = p95 * (1 + headroom)
+    formula = (f"p95 of {len(daily_peaks)} daily peaks = {_n(p95)}; "
+               f"x (1 + headroom {_n(headroom)}) = {_n(amount)}")
+    if idle_rate is not None and Decimal(str(idle_rate)) > idle_threshold:
+        busy = 1 - Decimal(str(idle_rate))
+        amount = amount * (busy + idle_threshold)
+        formula += (f"; idle rate {idle_rate:.0%} above {_n(idle_threshold * 100)}%: "
+                    f"x ({_n(busy)} busy + {_n(idle_threshold)}) = {_n(amount)}")
+    amount = amount.to_integral_value(rounding="ROUND_CEILING") if integral else \
+        amount.quantize(Decimal("0.001"))
+    formula += f"; proposed {_n(amount)} (now {_n(current)})"
+    if amount == current:
+        return None
+    return amount, formula

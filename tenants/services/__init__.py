@@ -15,7 +15,15 @@ from tenants.services.cluster import (
     pool_sync_succeeded,
     pools_verified_in_sync,
 )
-from tenants.services.quota import quota_set
+from tenants.services.quota import (
+    quota_expire_temporary,
+    quota_request_approve,
+    quota_request_cancel,
+    quota_request_propose,
+    quota_request_reject,
+    quota_request_submit,
+    quota_set,
+)
 from tenants.services.tenancy import (
     membership_add,
     membership_remove,
@@ -33,7 +41,9 @@ from tenants.services.tenancy import (
 __all__ = [
     "membership_add", "membership_remove", "membership_set_role", "node_dedicate",
     "node_release", "platform_role_set", "pool_sync_failed", "pool_sync_request",
-    "pool_sync_started", "pool_sync_succeeded", "pools_verified_in_sync", "quota_set",
+    "pool_sync_started", "pool_sync_succeeded", "pools_verified_in_sync",
+    "quota_expire_temporary", "quota_request_approve", "quota_request_cancel",
+    "quota_request_propose", "quota_request_reject", "quota_request_submit", "quota_set",
     "tenant_create", "tenant_delete", "tenant_mark_deleted", "tenant_reactivate",
     "tenant_suspend", "tenant_update", "user_create",
 ]
