@@ -188,9 +188,13 @@ class Operator:
         self.restarts: dict[str, int] = {}  # job uid -> pods recreated after failures
         self.created = 0
         self.refused = 0
+        self._timer_set: set = set()
         self.max_per_tick = 200
 
     def _at(self, when: float, key: tuple) -> None:
+        if (when, key) in self._timer_set:
+            return
+        self._timer_set.add((when, key))
         heapq.heappush(self.timers, (when, key))
 
     def tick(self) -> None:
@@ -203,7 +207,9 @@ class Operator:
                 dirty |= {k for k in self._pending_create if k[0] in st.ns_changed}
             st.ns_changed.clear()
         while self.timers and self.timers[0][0] <= now:
-            dirty.add(heapq.heappop(self.timers)[1])
+            item = heapq.heappop(self.timers)
+            self._timer_set.discard(item)
+            dirty.add(item[1])
         todo = sorted(dirty)
         if len(todo) > self.max_per_tick:  # bounded work per tick; the rest on the next one
             st.job_dirty.update(todo[self.max_per_tick :])
