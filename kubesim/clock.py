@@ -34,6 +34,7 @@ class Clock:
         self._mono0 = time.monotonic()
         self._offset = 0.0
         self._lock = threading.Lock()
+        self._stamp: tuple[int, str] = (-1, "")
 
     def now(self) -> datetime:
         with self._lock:
@@ -49,7 +50,12 @@ class Clock:
             self._offset += seconds
 
     def timestamp(self) -> str:
-        return rfc3339(self.now())
+        now = self.now()
+        second = int(now.timestamp())
+        cached = self._stamp
+        if cached[0] != second:
+            cached = self._stamp = (second, rfc3339(now))
+        return cached[1]
 
     def micro_timestamp(self) -> str:
         """RFC3339 with microseconds (metav1.MicroTime, used by events.k8s.io)."""

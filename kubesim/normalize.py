@@ -25,7 +25,8 @@ QUANTITY_MAPS = frozenset({
 })
 QUANTITY_SCALARS = frozenset({"sizeLimit"})
 
-# Node kinds: ("model", fields) fields = {json: (node, required)}; ("list", n); ("map", n);
+# Node kinds: ("model", {json: (node, required, quantity)}, [required names]); ("list", n);
+# ("map", n);
 # ("str",); ("int",); ("float",); ("bool",); ("any",)
 _cache: dict[type, tuple] = {}
 
@@ -74,66 +75,87 @@ def model_node(cls) -> tuple:
     if cls in _cache:
         return _cache[cls]
     fields: dict[str, tuple] = {}
-    node = ("model", fields)
+    required: list[str] = []
+    node = ("model", fields, required)
     _cache[cls] = node
     for name, f in cls.model_fields.items():
         json_name = f.serialization_alias or name
-        fields[json_name] = (_node(f.annotation), f.is_required())
+        fields[json_name] = (_node(f.annotation), f.is_required(),
+                             json_name in QUANTITY_MAPS or json_name in QUANTITY_SCALARS)
+        if f.is_required():
+            required.append(json_name)
     return node
+
+
+class _FieldError(Exception):
+    """A type error at a field; the path is assembled on the way up (only on errors)."""
+
+    def __init__(self, path: list[str], message: str):
+        self.path, self.message = path, message
 
 
 def _zero(node: tuple):
     kind = node[0]
     if kind == "model":
-        return complete(node, {}, "")
+        return complete(node, {})
     return {"str": "", "int": 0, "float": 0.0, "bool": False, "list": [], "map": {}}.get(kind)
 
 
-def _qty(value, path: str):
-    try:
-        return canonical(value)
-    except QuantityError as e:
-        raise ApiError(400, "BadRequest", f"{path}: {e}") from None
-
-
-def complete(node: tuple, value: Any, path: str, qctx: bool = False) -> Any:
+def complete(node: tuple, value: Any, qctx: bool = False) -> Any:
     kind = node[0]
     if kind == "model":
         if not isinstance(value, dict):
-            raise ApiError(400, "BadRequest",
-                           f"{path or 'body'}: expected an object, got {type(value).__name__}")
+            raise _FieldError([], f"expected an object, got {type(value).__name__}")
         fields = node[1]
-        for key in [k for k in value if k not in fields]:
-            del value[key]
-        for key, (sub, required) in fields.items():
-            if key in value:
-                v = value[key]
-                if v is None:
-                    if required:
-                        value[key] = _zero(sub)
-                    else:
-                        del value[key]
-                    continue
-                value[key] = complete(sub, v, f"{path}.{key}" if path else key,
-                                      key in QUANTITY_MAPS or key in QUANTITY_SCALARS)
-            elif required:
-                value[key] = _zero(sub)
+        for key in list(value):
+            spec = fields.get(key)
+            if spec is None:
+                del value[key]
+                continue
+            v = value[key]
+            if v is None:
+                if spec[1]:
+                    value[key] = _zero(spec[0])
+                else:
+                    del value[key]
+                continue
+            try:
+                value[key] = complete(spec[0], v, spec[2])
+            except _FieldError as e:
+                e.path.append("." + key)
+                raise
+        for key in node[2]:
+            if key not in value:
+                value[key] = _zero(fields[key][0])
         return value
     if kind == "list":
         if not isinstance(value, list):
-            raise ApiError(400, "BadRequest", f"{path}: expected a list")
+            raise _FieldError([], "expected a list")
         sub = node[1]
-        return [complete(sub, v, f"{path}[{i}]") for i, v in enumerate(value)]
+        for i, v in enumerate(value):
+            try:
+                value[i] = complete(sub, v)
+            except _FieldError as e:
+                e.path.append(f"[{i}]")
+                raise
+        return value
     if kind == "map":
         if not isinstance(value, dict):
-            raise ApiError(400, "BadRequest", f"{path}: expected a map")
+            raise _FieldError([], "expected a map")
         sub = node[1]
-        for k in list(value):
-            value[k] = complete(sub, value[k], f"{path}[{k}]", qctx)
+        for k, v in value.items():
+            try:
+                value[k] = complete(sub, v, qctx)
+            except _FieldError as e:
+                e.path.append(f"[{k}]")
+                raise
         return value
     if kind == "str":
         if qctx:
-            return _qty(value, path)
+            try:
+                return canonical(value)
+            except QuantityError as e:
+                raise _FieldError([], str(e)) from None
         if isinstance(value, bool):
             return "true" if value else "false"
         if isinstance(value, int | float):
@@ -143,16 +165,16 @@ def complete(node: tuple, value: Any, path: str, qctx: bool = False) -> Any:
         if isinstance(value, float) and value.is_integer():
             return int(value)
         if not isinstance(value, int) or isinstance(value, bool):
-            raise ApiError(400, "BadRequest", f"{path}: expected an integer, got {value!r}")
+            raise _FieldError([], f"expected an integer, got {value!r}")
         return value
     if kind == "bool":
         if not isinstance(value, bool):
-            raise ApiError(400, "BadRequest", f"{path}: expected a boolean, got {value!r}")
+            raise _FieldError([], f"expected a boolean, got {value!r}")
         return value
     if kind == "float":
         if isinstance(value, int | float) and not isinstance(value, bool):
             return value
-        raise ApiError(400, "BadRequest", f"{path}: expected a number, got {value!r}")
+        raise _FieldError([], f"expected a number, got {value!r}")
     return value
 
 
@@ -162,5 +184,9 @@ def normalizer(model_name: str):
     node = model_node(getattr(models, model_name))
 
     def run(obj: dict) -> dict:
-        return complete(node, obj, "")
+        try:
+            return complete(node, obj)
+        except _FieldError as e:
+            path = "".join(reversed(e.path)).lstrip(".") or "body"
+            raise ApiError(400, "BadRequest", f"{path}: {e.message}") from None
     return run
