@@ -32,6 +32,8 @@ class Metrics:
         self.profile = profile
         self.seed = seed
         self.now_fn = now_fn
+        # dcgm-exporter <= 4.5.3-4.8.2 says "Hostname"; main after d5e5f51 says "hostname"
+        self.hostname_label = str(self.sim.get("metrics_hostname_label") or "Hostname")
 
     # per-pod workload characteristics -----------------------------------------------------
     def pod_util(self, info, now: float) -> float:
@@ -126,7 +128,9 @@ class Metrics:
             pods = users
         free = max(0, d.memory - used)
         for info in pods:
-            lab = dict(base, Hostname=host, DCGM_FI_DRIVER_VERSION=driver)
+            lab = dict(base)
+            lab[self.hostname_label] = host
+            lab["DCGM_FI_DRIVER_VERSION"] = driver
             if info is None:
                 lab.update(container="", namespace="", pod="")
             else:

@@ -125,3 +125,13 @@ def fit_error_message(n_nodes: int, reasons: dict[str, int], post: str = "") -> 
     if post:
         msg += " " + post
     return msg
+
+
+def preferred_weight(terms: list[dict], labels: dict, node_name: str) -> int:
+    """Sum of the weights of the matching preferredDuringScheduling node-affinity terms."""
+    total = 0
+    for t in terms:
+        pref = t.get("preference") or {}
+        if match_node_selector_terms(labels, {"metadata.name": node_name}, [pref]):
+            total += int(t.get("weight", 0))
+    return total

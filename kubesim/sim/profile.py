@@ -115,6 +115,7 @@ DEFAULT_SIM = {
     "driver_version": "550.90.07",
     "cuda_version": "12.4",
     "kubelet_version": "v1.31.4",
+    "metrics_hostname_label": "Hostname",  # or "hostname" (dcgm-exporter main since d5e5f51)
     # work bounds per tick, so a burst never stalls the API server's event loop for long
     "max_job_reconciles_per_tick": 200,
     "max_schedule_attempts_per_tick": 1000,

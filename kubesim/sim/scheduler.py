@@ -16,6 +16,7 @@ from kubesim.sim.predicates import (
     R_NOT_HELPFUL,
     fit_error_message,
     fit_reasons,
+    preferred_weight,
     static_filter,
 )
 from kubesim.sim.state import ClusterState, NodeState, PodInfo
@@ -233,8 +234,12 @@ class Scheduler:
                     n = self.state.nodes.get(p.node)
                     if n is not None:
                         switches.add(n.switch)
+        preferred = (
+            ((info.obj.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}
+        ).get("preferredDuringSchedulingIgnoredDuringExecution") or []
         best, best_score = None, None
         for n in nodes:
+            pref = -preferred_weight(preferred, n.labels, n.name) if preferred else 0
             if gpu_req:
                 # bin-pack GPUs: the fullest node that fits, on the leaf switch of the job's pods
                 free = sum(
@@ -242,7 +247,7 @@ class Scheduler:
                     for r in info.req
                     if r.startswith(GPU_RESOURCES_PREFIX)
                 )
-                score = (0 if n.switch in switches else 1, free, n.order)
+                score = (pref, 0 if n.switch in switches else 1, free, n.order)
             else:
                 # keep GPU nodes for GPU pods; spread CPU pods (least allocated cpu)
                 has_gpu = (
@@ -252,10 +257,10 @@ class Scheduler:
                     else 0
                 )
                 cpu_alloc = n.alloc.get("cpu", 1) or 1
-                score = (has_gpu, n.used.get("cpu", 0) * 1000 // cpu_alloc, n.order)
+                score = (pref, has_gpu, n.used.get("cpu", 0) * 1000 // cpu_alloc, n.order)
             if best_score is None or score < best_score:
                 best, best_score = n, score
-                if gpu_req and score[0] == 0 and score[1] == gpu_req:
+                if gpu_req and not preferred and score[1] == 0 and score[2] == gpu_req:
                     break  # perfect fit on the job's switch
         assert best is not None
         return best

@@ -194,3 +194,14 @@ def test_metrics_stop_after_pod_finishes(h):
     assert 'pod="short"' in h.sim.metrics_text()
     h.advance(10)
     assert 'pod="short"' not in h.sim.metrics_text()
+
+
+def test_hostname_label_variant():
+    from kubesim.sim.profile import load_profile
+
+    prof = load_profile("small")
+    prof["simulation"]["metrics_hostname_label"] = "hostname"
+    h = SimHarness(prof)
+    _, samples = parse(h.sim.metrics_text())
+    dcgm = [lab for n, lab, _ in samples if n.startswith("DCGM")]
+    assert dcgm and all("hostname" in lab and "Hostname" not in lab for lab in dcgm)

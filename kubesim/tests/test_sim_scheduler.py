@@ -406,3 +406,36 @@ def test_default_profile_runs_a_job():
     nodes = {p["spec"]["nodeName"] for p in h.pods(NS)}
     assert len(nodes) == 4 and all(n.startswith("h800-") for n in nodes)
     assert {p["status"]["phase"] for p in h.pods(NS)} == {"Succeeded"}
+
+
+def test_preferred_node_affinity_wins_over_packing(h):
+    create(h, make_pod("filler", gpus=4, node_selector={"kubernetes.io/hostname": "a100-0"}))
+    h.advance(1)
+    pref = {
+        "nodeAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 50,
+                    "preference": {
+                        "matchExpressions": [
+                            {
+                                "key": "trainyard.io/switch",
+                                "operator": "In",
+                                "values": ["switch-a2"],
+                            }
+                        ]
+                    },
+                }
+            ]
+        }
+    }
+    create(h, make_pod("packed", gpus=2, node_selector={"trainyard.io/node-pool": "a100"}))
+    create(
+        h,
+        make_pod(
+            "prefers", gpus=2, node_selector={"trainyard.io/node-pool": "a100"}, affinity=pref
+        ),
+    )
+    h.advance(1)
+    assert node_of(h, "packed") == "a100-0"  # bin-packing: the fuller node
+    assert node_of(h, "prefers") == "a100-1"  # a100-1 is on switch-a2
