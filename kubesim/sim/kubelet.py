@@ -131,6 +131,10 @@ class Kubelet:
                     )
             return
         node_name = spec.get("nodeName")
+        if node_name and node_name not in self.state.nodes:
+            # the pod garbage collector force-deletes pods bound to a node that does not exist
+            self._remove(info)
+            return
         if not node_name or phase in TERMINAL:
             if run is not None and phase in TERMINAL:
                 run.phase = phase

@@ -211,3 +211,13 @@ def test_new_simulation_adopts_running_pods_of_an_existing_store(h):
     assert pod["status"]["phase"] == "Running" and pod["status"]["startTime"] == started
     h.advance(50)
     assert h.pod(NS, "keep")["status"]["phase"] == "Succeeded"
+
+
+def test_pods_of_a_deleted_node_are_garbage_collected(h):
+    create(h, make_pod("gone", gpus=1, node_selector={"kubernetes.io/hostname": "h800-0"}))
+    h.advance(5)
+    assert h.pod(NS, "gone")["status"]["phase"] == "Running"
+    h.store.delete("nodes", "h800-0")
+    h.advance(1)
+    assert "gone" not in {p["metadata"]["name"] for p in h.pods(NS)}
+    assert h.sim.metrics_text().count('Hostname="h800-0"') == 0
