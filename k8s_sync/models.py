@@ -176,3 +176,11 @@ class ObservedKind(models.Model):
 
     def __str__(self) -> str:
         return self.kind
+
+    @property
+    def failing(self) -> bool:
+        """The last error is newer than the last successful list."""
+        if not self.last_error:
+            return False
+        return not (self.last_list_at and self.last_error_at
+                    and self.last_list_at > self.last_error_at)

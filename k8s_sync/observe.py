@@ -305,7 +305,7 @@ def record_relist(spec: KindSpec, items: Iterable[Mapping[str, Any]], resource_v
             doomed.delete()
             changed += doomed_keys
         ObservedKind.objects.update_or_create(kind=spec.name, defaults={
-            "resource_version": resource_version, "last_list_at": now, "last_error": "",
+            "resource_version": resource_version, "last_list_at": now,
             "object_count": model.objects.count()})
         _announce(spec.name, changed)
     return changed
@@ -397,6 +397,7 @@ class Reflector:
     clock: Callable[[], float] = time.monotonic
     stopped: threading.Event = field(default_factory=threading.Event)
     lists: int = 0
+    failures: int = 0  # in a row
     _stream: WatchStream | None = field(default=None, repr=False)
 
     def stop(self) -> None:
@@ -423,17 +424,17 @@ class Reflector:
                         self.clock() - listed_at >= self.relist_interval):
                     version, listed_at = self.relist(), self.clock()
                 version = self._watch(version, until)
-                self.backoff.reset()  # a watch that ran to its timeout: healthy
+                self.failures = 0  # a watch that ran to its end: healthy again
+                self.backoff.reset()
             except K8sError as exc:
                 self._failed(exc)
                 version = ""  # relist next
-                if exc.status == 410 and self.backoff.failures == 0:
-                    self.backoff.failures = 1  # the first 410 relists at once
-                    continue
-                if self.max_failures and self.backoff.failures >= self.max_failures:
+                self.failures += 1
+                if self.max_failures and self.failures >= self.max_failures:
                     raise TooManyFailures(f"{self.spec.name}: {exc}") from exc
-                delay = self.backoff.next()
-                (self.sleep or self.stopped.wait)(delay)
+                if exc.status == 410 and self.failures == 1:
+                    continue  # the version expired: relist at once, the server is fine
+                (self.sleep or self.stopped.wait)(self.backoff.next())
 
     def _failed(self, exc: K8sError) -> None:
         log.warning("observing %s failed (%s); relisting", self.spec.name, exc)

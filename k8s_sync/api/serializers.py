@@ -62,6 +62,7 @@ class ObserverSerializer(serializers.Serializer):
     last_event_at = serializers.DateTimeField(allow_null=True)
     last_error = serializers.CharField()
     last_error_at = serializers.DateTimeField(allow_null=True)
+    failing = serializers.BooleanField()
     object_count = serializers.IntegerField()
 
 
