@@ -28,6 +28,24 @@ BEAT_SCHEDULE: dict[str, dict] = {
         "schedule": crontab(minute="3-59/5"),
         "options": {"queue": "k8s", "expires": 450},
     },
+    # every 5 min (at :01, :06, ...): folds each pool's allocation into today's usage row
+    "tenants.sample_usage": {
+        "task": "tenants.sample_usage",
+        "schedule": crontab(minute="1-59/5"),
+        "options": {"queue": "default", "expires": 450},
+    },
+    # every 15 min: temporary quota ends within a quarter of an hour of its date
+    "tenants.expire_temporary_quota": {
+        "task": "tenants.expire_temporary_quota",
+        "schedule": crontab(minute="7-59/15"),
+        "options": {"queue": "default", "expires": 1350},
+    },
+    # daily at 05:20: dynamic-mode proposals from the last 30 days, for admins to decide
+    "tenants.propose_dynamic_quotas": {
+        "task": "tenants.propose_dynamic_quotas",
+        "schedule": crontab(hour=5, minute=20),
+        "options": {"queue": "default", "expires": 3600 * 12},
+    },
     # every 15 min: the tiers' PriorityClasses exist and are unchanged
     "tenants.reconcile_cluster": {
         "task": "tenants.reconcile_cluster",

@@ -126,11 +126,12 @@ def percentile(values: list[Decimal], pct: float) -> Decimal:
 
 
 def propose_amount(*, daily_peaks: list[Decimal], current: Decimal, idle_rate: float | None,
-                   headroom: Decimal, idle_threshold: Decimal, integral: bool
+                   headroom: Decimal, idle_threshold: Decimal
                    ) -> tuple[Decimal, str] | None:
     """A dynamic-mode proposal: 30-day p95 of daily peaks plus headroom, lowered for a
-    high idle rate. Returns (amount, formula shown to the admin), or None when there is
-    no history or the proposal equals the current quota."""
+    high idle rate, rounded up to whole units (cores, GiB, cards). Returns (amount,
+    formula shown to the admin), or None when there is no history or the change is
+    below 5% of the current quota and below one unit."""
     if not daily_peaks:
         return None
     p95 = percentile(daily_peaks, 95)
@@ -142,9 +143,8 @@ def propose_amount(*, daily_peaks: list[Decimal], current: Decimal, idle_rate: f
         amount = amount * (busy + idle_threshold)
         formula += (f"; idle rate {idle_rate:.0%} above {_n(idle_threshold * 100)}%: "
                     f"x ({_n(busy)} busy + {_n(idle_threshold)}) = {_n(amount)}")
-    amount = amount.to_integral_value(rounding="ROUND_CEILING") if integral else \
-        amount.quantize(Decimal("0.001"))
-    formula += f"; proposed {_n(amount)} (now {_n(current)})"
-    if amount == current:
+    amount = amount.to_integral_value(rounding="ROUND_CEILING")
+    formula += f"; rounded up: {_n(amount)} (now {_n(current)})"
+    if abs(amount - current) < max(Decimal(1), current * Decimal("0.05")):
         return None
     return amount, formula

@@ -190,3 +190,41 @@ def deletion_impact(tenant: Tenant) -> dict:
                                                   superseded_at__isnull=True).count(),
         "dedicated_nodes": list(dedicated_nodes_of(tenant).values_list("node_name", flat=True)),
     }
+
+
+def pool_usage_now(pool: Pool) -> dict[str, Decimal]:
+    """What the pool has allocated now (from the observed cluster)."""
+    from tenants.usage import allocation_by_namespace
+
+    return allocation_by_namespace([pool.namespace]).get(pool.namespace, {})
+
+
+def daily_peaks(pool: Pool, resource: str, *, days: int = 30) -> list[Decimal]:
+    """The pool's daily allocation peaks of ``resource`` over the last ``days`` days."""
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from tenants.models import UsageDaily
+
+    since = timezone.now().date() - dt.timedelta(days=days)
+    return list(UsageDaily.objects.filter(pool=pool, resource=resource, day__gt=since)
+                .values_list("peak", flat=True))
+
+
+def idle_rate(pool: Pool, resource: str, *, days: int = 30) -> float | None:
+    """1 - utilised / allocated over the period, when utilisation was measured."""
+    import datetime as dt
+
+    from django.db.models import Sum
+    from django.utils import timezone
+
+    from tenants.models import UsageDaily
+
+    since = timezone.now().date() - dt.timedelta(days=days)
+    sums = UsageDaily.objects.filter(pool=pool, resource=resource, day__gt=since,
+                                     utilised_samples__gt=0).aggregate(
+        allocated=Sum("total"), utilised=Sum("utilised_total"))
+    if not sums["allocated"]:
+        return None
+    return max(0.0, 1 - float(sums["utilised"] or 0) / float(sums["allocated"]))

@@ -165,3 +165,52 @@ def reconcile_nodes(self) -> dict[str, int]:  # type: ignore[no-untyped-def]
         raise
     present = {n["metadata"]["name"] for n in nodes}
     return {"patched": patched, "missing": len(set(wanted) - present)}
+
+
+@shared_task(name="tenants.sample_usage", queue="default")
+def sample_usage() -> int:
+    """Fold the pools' current allocation into today's UsageDaily rows (peak, mean).
+
+    Reads only the observed tables. Idempotent per sample in the sense that matters: a
+    repeated sample raises neither the peak nor the mean beyond what was observed.
+    """
+    from tenants.usage import allocation_by_namespace
+
+    pools = list(selectors.pools_to_sync())
+    usage = allocation_by_namespace([p.namespace for p in pools])
+    return services.usage_record(samples={p.pk: usage.get(p.namespace, {}) for p in pools},
+                                 keys={p.pk: set(selectors.current_grants(p)) for p in pools})
+
+
+@shared_task(name="tenants.expire_temporary_quota", queue="default")
+def expire_temporary_quota() -> int:
+    """End temporary grants whose date has passed (their amount returns)."""
+    return services.quota_expire_temporary()
+
+
+@shared_task(name="tenants.propose_dynamic_quotas", queue="default")
+def propose_dynamic_quotas() -> int:
+    """For dynamic-mode tenants, propose quota from 30 days of usage; an admin decides."""
+    from decimal import Decimal
+
+    from tenants.models import Policy
+    from tenants.quota import propose_amount
+
+    policy = Policy.current()
+    proposed = 0
+    for pool in selectors.pools_to_sync().filter(tenant__quota_mode="dynamic",
+                                                 tenant__status="active"):
+        amounts, formulas = {}, []
+        for key, current in selectors.current_grants(pool).items():
+            result = propose_amount(
+                daily_peaks=selectors.daily_peaks(pool, key), current=Decimal(current),
+                idle_rate=selectors.idle_rate(pool, key),
+                headroom=policy.dynamic_headroom, idle_threshold=policy.dynamic_idle_threshold)
+            if result is not None:
+                amounts[key], formula = result
+                formulas.append(f"{key}: {formula}")
+        if amounts:
+            services.quota_request_propose(pool=pool, amounts=amounts,
+                                           formula="\n".join(formulas))
+            proposed += 1
+    return proposed

@@ -311,3 +311,32 @@ def quota_expire_temporary(*, now: dt.datetime | None = None) -> int:
                    amounts={grant.resource: grant.restore_amount or Decimal(0)})
             ended += 1
     return ended
+
+
+# --- usage history --------------------------------------------------------------------------
+
+
+def usage_record(*, samples: dict[int, dict[str, Decimal]], keys: dict[int, set[str]],
+                 day: dt.date | None = None) -> int:
+    """Fold one allocation sample per pool into the day's UsageDaily rows.
+
+    ``samples``: pool id -> resource -> allocated now; ``keys``: resources to record as
+    zero when not allocated (the pool's granted ones), so idle days count. Returns the
+    number of rows written.
+    """
+    from tenants.models import UsageDaily
+
+    day = day or timezone.now().date()
+    written = 0
+    with transaction.atomic():
+        for pool_id, usage in samples.items():
+            for key in set(usage) | keys.get(pool_id, set()):
+                amount = usage.get(key, Decimal(0))
+                row, _created = UsageDaily.objects.select_for_update().get_or_create(
+                    pool_id=pool_id, resource=key, day=day)
+                row.peak = max(row.peak, amount)
+                row.total += amount
+                row.samples += 1
+                row.save(update_fields=["peak", "total", "samples"])
+                written += 1
+    return written

@@ -104,7 +104,7 @@ def test_who_may_request(alice, bob, charlie, tenant_a, tenant_b):
     tenant_a.members_may_request_quota = True
     tenant_a.save()
     assert _submit(bob, tenant_a, {"cpu": 4}).requested_by == bob
-    with pytest.raises(ApplicationError, match="justification|why"):
+    with pytest.raises(ApplicationError, match=r"justification|why"):
         _submit(alice, tenant_a, {"cpu": 4}, justification="")
     with pytest.raises(ApplicationError, match="future"):
         _submit(alice, tenant_a, {"cpu": 4},
@@ -211,14 +211,14 @@ def test_overcommit_and_guarantee_arithmetic():
 def test_dynamic_proposals_follow_the_formula():
     peaks = [Decimal(n) for n in range(1, 31)]  # p95 of 1..30 is 29
     amount, formula = propose_amount(daily_peaks=peaks, current=Decimal(10), idle_rate=None,
-                                     headroom=Decimal("0.2"), idle_threshold=Decimal("0.5"),
-                                     integral=True)
+                                     headroom=Decimal("0.2"), idle_threshold=Decimal("0.5"))
     assert amount == 35 and "p95 of 30 daily peaks = 29" in formula  # ceil(29 x 1.2 = 34.8)
     lowered, formula = propose_amount(daily_peaks=peaks, current=Decimal(10), idle_rate=0.7,
-                                      headroom=Decimal("0.2"), idle_threshold=Decimal("0.5"),
-                                      integral=True)
+                                      headroom=Decimal("0.2"), idle_threshold=Decimal("0.5"))
     assert lowered == 28 and "idle rate 70%" in formula  # ceil(34.8 x (0.3 + 0.5) = 27.84)
     assert propose_amount(daily_peaks=[], current=Decimal(1), idle_rate=None,
-                          headroom=Decimal(0), idle_threshold=Decimal(1), integral=True) is None
+                          headroom=Decimal(0), idle_threshold=Decimal(1)) is None
     assert propose_amount(daily_peaks=[Decimal(5)], current=Decimal(5), idle_rate=None,
-                          headroom=Decimal(0), idle_threshold=Decimal(1), integral=True) is None
+                          headroom=Decimal(0), idle_threshold=Decimal(1)) is None
+    assert propose_amount(daily_peaks=[Decimal(100)], current=Decimal(98), idle_rate=None,
+                          headroom=Decimal(0), idle_threshold=Decimal(1)) is None  # < 5%
