@@ -39,7 +39,6 @@ class ControllersMixin:
         for buckets in self._data.values():
             if buckets.get(name):
                 return None
-        self._data.get("resourcequotas", {}).pop(name, None)
         final = jcopy(nso)
         final.setdefault("spec", {})["finalizers"] = []
         return self._remove(self.rt("namespaces"), final)

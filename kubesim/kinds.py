@@ -125,7 +125,7 @@ def prepare_update(rt: ResourceType, old: dict, new: dict) -> None:
     if rt.kind == "LimitRange" and not rt.crd_name:
         v.default_limit_range(new)
     if rt.kind == "Pod" and not rt.crd_name:
-        new.setdefault("status", {})
+        _default_pod(new)   # defaulting runs on every decode, so a PUT may omit defaults
 
 
 def validate(rt: ResourceType, obj: dict, old: dict | None) -> list[dict]:

@@ -179,6 +179,13 @@ def test_pod_validation(kubesim):
         {"name": "main", "image": "busybox:2"}]}})
     assert c.read_namespaced_pod("ok", "team-a").spec.containers[0].image == "busybox:2"
     assert p.metadata.name == "ok"
+    # a PUT that omits defaulted fields is defaulted again, not taken as a spec change
+    p = c.read_namespaced_pod("ok", "team-a")
+    p.spec.tolerations = None
+    p.spec.dns_policy = None
+    p.spec.containers[0].image = "busybox:3"
+    out = c.replace_namespaced_pod("ok", "team-a", p)
+    assert out.spec.containers[0].image == "busybox:3" and len(out.spec.tolerations) == 2
 
 
 def test_immutable_fields(kubesim):
