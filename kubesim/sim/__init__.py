@@ -4,7 +4,19 @@
 Nodes and StorageClasses (``bootstrap``) and runs the controllers on every
 ``tick``: node lifecycle, training operator, garbage collector, scheduler and
 kubelet.  All timing uses ``store.clock``; the seed makes runs repeatable.
-``metrics_text()`` renders DCGM-exporter / cAdvisor style Prometheus text.
+``metrics_text()`` renders DCGM-exporter / cAdvisor style Prometheus text and
+``pod_log()`` a simulated container log.
+
+Controls through the API (annotations are ``kubesim.trainyard.io/<name>``):
+
+* Node ``fail: "true"``: NotReady (Ready=Unknown) with unreachable NoSchedule/NoExecute
+  taints; its pods fail (reason NodeLost, exit code 137).  ``spec.unschedulable``
+  (kubectl cordon) keeps new pods off.  Deleting a Node force-deletes its pods.
+* Pod (or PyTorchJob pod template) ``run-seconds`` (or env ``KUBESIM_RUN_SECONDS``),
+  ``fail-after-seconds``, ``exit-code``, ``gpu-util`` (%), ``gpu-mem-gib``,
+  ``egress-bytes-per-second``, ``log`` (text prepended to the simulated log).
+* Topology labels: ``topology.kubernetes.io/zone``, ``trainyard.io/rack``,
+  ``trainyard.io/switch`` (leaf switch), ``trainyard.io/node-pool``.
 """
 
 from __future__ import annotations

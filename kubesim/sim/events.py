@@ -36,6 +36,7 @@ class EventRecorder:
         host: str | None = None,
         kind: str | None = None,
         api_version: str | None = None,
+        field_path: str | None = None,
     ) -> None:
         if not self.enabled:
             return
@@ -72,6 +73,8 @@ class EventRecorder:
             ref["namespace"] = md["namespace"]
         if md.get("resourceVersion"):
             ref["resourceVersion"] = md["resourceVersion"]
+        if field_path:
+            ref["fieldPath"] = field_path
         source = {"component": component}
         if host:
             source["host"] = host

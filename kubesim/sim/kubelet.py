@@ -128,6 +128,7 @@ class Kubelet:
                         component="kubelet",
                         host=spec.get("nodeName"),
                         kind="Pod",
+                        field_path=f"spec.containers{{{self._main(pod)}}}",
                     )
             return
         node_name = spec.get("nodeName")
@@ -191,6 +192,7 @@ class Kubelet:
                 component="kubelet",
                 host=node.name,
                 kind="Pod",
+                field_path=f"spec.containers{{{c}}}",
             )
             self.events.record(
                 pod,
@@ -200,6 +202,7 @@ class Kubelet:
                 component="kubelet",
                 host=node.name,
                 kind="Pod",
+                field_path=f"spec.containers{{{c}}}",
             )
 
     def _do_finish(
@@ -232,6 +235,7 @@ class Kubelet:
                     component="kubelet",
                     host=pod["spec"].get("nodeName"),
                     kind="Pod",
+                    field_path=f"spec.containers{{{self._main(pod)}}}",
                 )
             return
         run.phase = "Succeeded" if code == 0 else "Failed"

@@ -47,8 +47,10 @@ def test_pod_runs_then_succeeds_with_complete_statuses(h):
     assert term["exitCode"] == 0 and term["reason"] == "Completed"
     assert condition(pod, "Ready")["reason"] == "PodCompleted"
     ApiClient()._ApiClient__deserialize(pod, "V1Pod")
-    reasons = {e["reason"] for e in h.events(NS) if e["involvedObject"]["name"] == "p"}
-    assert {"Scheduled", "Created", "Started"} <= reasons
+    evs = {e["reason"]: e for e in h.events(NS) if e["involvedObject"]["name"] == "p"}
+    assert {"Scheduled", "Created", "Started"} <= set(evs)
+    assert evs["Started"]["involvedObject"]["fieldPath"] == "spec.containers{main}"
+    assert evs["Started"]["source"] == {"component": "kubelet", "host": pod["spec"]["nodeName"]}
 
 
 def test_run_seconds_from_env(h):
