@@ -24,14 +24,14 @@ from kubesim.store import Store
 PYTORCHJOBS = "pytorchjobs.kubeflow.org"
 
 
-def profile(nodes: int) -> dict:
+def profile(nodes: int, kubelet_events: bool = True) -> dict:
     """Profile "large" (400 A100 + 100 H800 nodes) for the default 500 nodes, else scaled."""
     prof = load_profile("large")
     if nodes != 500:
         a100 = nodes * 4 // 5
         prof["pools"][0]["count"] = a100
         prof["pools"][1]["count"] = nodes - a100
-    prof["simulation"].update(startup_seconds=2, run_seconds=600, kubelet_events=True)
+    prof["simulation"].update(startup_seconds=2, run_seconds=600, kubelet_events=kubelet_events)
     return prof
 
 
@@ -71,6 +71,11 @@ def main() -> None:
     ap.add_argument("--pods", type=int, default=5000)
     ap.add_argument("--step", type=float, default=5.0, help="simulated seconds per tick")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--no-kubelet-events",
+        action="store_true",
+        help="skip the kubelet's Created/Started/Killing events (fewer store writes)",
+    )
     args = ap.parse_args()
 
     clock = Clock(deterministic=True)
@@ -89,7 +94,7 @@ def main() -> None:
 
         setattr(store, meth, timed)
     t0 = time.perf_counter()
-    sim = Simulation(store, profile=profile(args.nodes), seed=args.seed)
+    sim = Simulation(store, profile=profile(args.nodes, not args.no_kubelet_events), seed=args.seed)
     sim.bootstrap()
     t_boot = time.perf_counter() - t0
     gpus = sum(int(n["status"]["capacity"].get("nvidia.com/gpu", 0)) for n in store.list("nodes"))
