@@ -53,8 +53,8 @@ class Command(BaseCommand):
         if options["once"]:
             try:
                 client = get_client()
-            except K8sError as exc:
-                raise CommandError(str(exc)) from exc
+            except (K8sError, ValueError) as exc:
+                raise CommandError(f"cannot reach the cluster: {exc}") from exc
             result = relist_all(client, kinds)
             for kind, outcome in result.items():
                 self.stdout.write(f"{kind}: {outcome}")
@@ -91,6 +91,8 @@ class Command(BaseCommand):
         while not stop.is_set():
             try:
                 return get_client()
+            except ValueError as exc:  # TRAINYARD_CLUSTER itself is wrong: no retry helps
+                raise CommandError(f"invalid TRAINYARD_CLUSTER: {exc}") from exc
             except K8sError as exc:
                 self.stderr.write(f"cannot reach the cluster: {exc}")
                 for kind in kinds:
