@@ -40,6 +40,12 @@ BEAT_SCHEDULE: dict[str, dict] = {
         "schedule": crontab(minute="7-59/15"),
         "options": {"queue": "default", "expires": 1350},
     },
+    # every 15 min: loans end within a quarter of an hour of their date
+    "tenants.expire_loans": {
+        "task": "tenants.expire_loans",
+        "schedule": crontab(minute="11-59/15"),
+        "options": {"queue": "default", "expires": 1350},
+    },
     # daily at 05:20: dynamic-mode proposals from the last 30 days, for admins to decide
     "tenants.propose_dynamic_quotas": {
         "task": "tenants.propose_dynamic_quotas",

@@ -85,6 +85,19 @@ def current_grants(pool: Pool) -> dict[str, Decimal]:
                 .values_list("resource", "amount"))
 
 
+def effective_grants(pool: Pool) -> dict[str, Decimal]:
+    """Current grants, minus what the pool lends and plus what it borrows (active loans)."""
+    from tenants.models import QuotaLoan
+
+    amounts = current_grants(pool)
+    loans = QuotaLoan.objects.filter(status="active").filter(
+        Q(lender=pool) | Q(borrower=pool)).values_list("lender_id", "resource", "amount")
+    for lender_id, resource, amount in loans:
+        sign = -1 if lender_id == pool.pk else 1
+        amounts[resource] = max(Decimal(0), amounts.get(resource, Decimal(0)) + sign * amount)
+    return amounts
+
+
 def grant_history(pool: Pool) -> QuerySet[QuotaGrant]:
     return QuotaGrant.objects.filter(pool=pool).select_related("granted_by").order_by(
         "resource", "-created_at")
@@ -112,7 +125,7 @@ def pool_spec(pool: Pool, *, storage_classes: set[str] | None = None,
         tenant_slug=tenant.slug,
         pool=pool.kind,  # type: ignore[arg-type]
         tenant_group=settings.TRAINYARD_TENANT_GROUP_FORMAT.format(tenant=tenant.slug),
-        quota=quota_spec_for(current_grants(pool), storage_classes=classes,
+        quota=quota_spec_for(effective_grants(pool), storage_classes=classes,
                              mig_profiles=settings.TRAINYARD_MIG_PROFILES,
                              class_remap=class_remap),
         suspended=tenant.status != TenantStatus.ACTIVE,

@@ -214,3 +214,9 @@ def propose_dynamic_quotas() -> int:
                                            formula="\n".join(formulas))
             proposed += 1
     return proposed
+
+
+@shared_task(name="tenants.expire_loans", queue="default")
+def expire_loans() -> int:
+    """End quota loans whose date has passed; both pools are re-synced."""
+    return services.loans_expire()

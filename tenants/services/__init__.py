@@ -15,6 +15,13 @@ from tenants.services.cluster import (
     pool_sync_succeeded,
     pools_verified_in_sync,
 )
+from tenants.services.loans import (
+    loan_decide,
+    loan_end,
+    loan_propose,
+    loans_expire,
+    policy_update,
+)
 from tenants.services.quota import (
     quota_expire_temporary,
     quota_request_approve,
@@ -40,12 +47,17 @@ from tenants.services.tenancy import (
 )
 
 __all__ = [
+    "loan_decide",
+    "loan_end",
+    "loan_propose",
+    "loans_expire",
     "membership_add",
     "membership_remove",
     "membership_set_role",
     "node_dedicate",
     "node_release",
     "platform_role_set",
+    "policy_update",
     "pool_sync_failed",
     "pool_sync_request",
     "pool_sync_started",

@@ -16,6 +16,7 @@ from tenants.models import (
     Membership,
     PlatformRole,
     Pool,
+    QuotaGrant,
     Tenant,
 )
 from tenants.services._common import _audit, _clean, _schedule_nodes_sync, _schedule_sync
@@ -39,7 +40,9 @@ def tenant_create(*, actor: AnyUser, slug: str, name: str, cost_center: str,
     try:
         with transaction.atomic():
             tenant.save()
-            Pool.objects.bulk_create([Pool(tenant=tenant, kind=k) for k in PoolKind.values])
+            pools = Pool.objects.bulk_create([Pool(tenant=tenant, kind=k)
+                                              for k in PoolKind.values])
+            _default_quota(actor, pools)
             for user in admins or []:
                 Membership.objects.create(user=user, tenant=tenant, role=MembershipRole.ADMIN)
             _audit(actor=actor, action="tenant.create", tenant=tenant,
@@ -306,3 +309,16 @@ def tenant_mark_deleted(*, tenant_id: int) -> None:
             Membership.objects.filter(tenant_id=tenant_id).delete()
             AuditEvent.objects.create(tenant_id=tenant_id, action="tenant.deleted",
                                       summary="namespaces removed; tenant deleted")
+
+
+def _default_quota(actor: AnyUser, pools: list[Pool]) -> None:
+    """Grant a new tenant's pools the policy's default quota (in the same transaction)."""
+    from decimal import Decimal
+
+    from tenants.models import Policy
+
+    defaults = Policy.current().default_quota or {}
+    for pool in pools:
+        for key, amount in (defaults.get(pool.kind) or {}).items():
+            QuotaGrant.objects.create(pool=pool, resource=key, amount=Decimal(str(amount)),
+                                      granted_by=actor, reason="default quota for new tenants")

@@ -1,0 +1,193 @@
+"""Quota loans between tenants, and the platform policy."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Sum
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from portal.exceptions import ApplicationError, Conflict, NotAllowed
+from tenants.access import AnyUser, TenantAccess, require_platform_admin
+from tenants.choices import LoanStatus, TenantStatus
+from tenants.models import Policy, Pool, QuotaGrant, QuotaLoan, Tenant
+from tenants.services._common import _audit, _schedule_pools
+from tenants.services.notify import notify
+from tenants.services.quota import parse_amounts
+
+
+def lent_out(pool: Pool, resource: str, *, statuses: tuple[str, ...] = (LoanStatus.ACTIVE,
+                                                                        LoanStatus.PROPOSED)
+             ) -> Decimal:
+    return (QuotaLoan.objects.filter(lender=pool, resource=resource, status__in=statuses)
+            .aggregate(total=Sum("amount"))["total"]) or Decimal(0)
+
+
+def loan_propose(*, access: TenantAccess, actor: AnyUser, lender_pool: Pool, borrower: str,
+                 borrower_pool: str, resource: str, amount: Any, ends_at: dt.datetime,
+                 note: str = "") -> QuotaLoan:
+    """Offer part of a pool's quota to another tenant until ``ends_at`` (tenant admins).
+
+    The lender cannot lend more than it was granted minus what it lends already. The
+    borrower's admins are notified and must accept.
+    """
+    access.require_admin()
+    if lender_pool.tenant_id != access.tenant.pk:
+        raise ApplicationError(_("That pool belongs to another tenant."))
+    parsed = parse_amounts({resource: amount})
+    key, value = next(iter(parsed.items()))
+    if value <= 0:
+        raise ApplicationError(_("Lend more than nothing."), field="amount")
+    target = Tenant.objects.filter(slug=borrower).exclude(
+        status__in=[TenantStatus.DELETING, TenantStatus.DELETED]).first()
+    if target is None or target.pk == access.tenant.pk:
+        raise ApplicationError(_("There is no other tenant “%(t)s”.") % {"t": borrower},
+                               field="borrower")
+    pool = Pool.objects.filter(tenant=target, kind=borrower_pool).first()
+    if pool is None:
+        raise ApplicationError(_("Unknown pool “%(p)s”.") % {"p": borrower_pool},
+                               field="borrower_pool")
+    if ends_at <= timezone.now():
+        raise ApplicationError(_("The end date must be in the future."), field="ends_at")
+    with transaction.atomic():
+        granted = QuotaGrant.objects.select_for_update().filter(
+            pool=lender_pool, resource=key, superseded_at__isnull=True).first()
+        available = (granted.amount if granted else Decimal(0)) - lent_out(lender_pool, key)
+        if value > available:
+            raise Conflict(_("Only %(a)s of %(r)s can be lent (granted minus already lent).")
+                           % {"a": available.normalize(), "r": key}, field="amount")
+        loan = QuotaLoan.objects.create(lender=lender_pool, borrower=pool, resource=key,
+                                        amount=value, ends_at=ends_at, note=note.strip(),
+                                        proposed_by=actor)
+        _audit(actor=actor, action="loan.propose", tenant=access.tenant,
+               summary=f"offered {value.normalize()} {key} to {target.slug}/{pool.kind} "
+                       f"until {ends_at:%Y-%m-%d}", loan=loan.pk)
+        admins = [m.user for m in target.memberships.filter(role="admin").select_related("user")]
+        notify(users=admins, tenant=target, link=f"/t/{target.slug}/quota/", email=True,
+               message=_("%(t)s offers to lend you %(a)s %(r)s until %(d)s.")
+               % {"t": access.tenant.slug, "a": value.normalize(), "r": key,
+                  "d": f"{ends_at:%Y-%m-%d}"})
+    return loan
+
+
+def loan_decide(*, access: TenantAccess, actor: AnyUser, loan: QuotaLoan, accept: bool
+                ) -> QuotaLoan:
+    """The borrower's admin accepts (the loan starts now) or declines a proposed loan."""
+    access.require_admin()
+    with transaction.atomic():
+        locked = QuotaLoan.objects.select_for_update().select_related(
+            "lender__tenant", "borrower__tenant").get(pk=loan.pk)
+        if locked.borrower.tenant_id != access.tenant.pk:
+            raise NotAllowed(_("Only the borrowing tenant can accept or decline."))
+        if locked.status != LoanStatus.PROPOSED:
+            raise Conflict(_("This loan was %(s)s already.")
+                           % {"s": locked.get_status_display().lower()})
+        locked.status = LoanStatus.ACTIVE if accept else LoanStatus.DECLINED
+        locked.decided_by = actor
+        locked.started_at = timezone.now() if accept else None
+        locked.save(update_fields=["status", "decided_by", "started_at"])
+        verb = "accepted" if accept else "declined"
+        _audit(actor=actor, action=f"loan.{verb}", tenant=locked.borrower.tenant,
+               summary=f"{verb} {locked}", loan=locked.pk)
+        if accept:
+            _schedule_pools([locked.lender_id, locked.borrower_id])
+    return locked
+
+
+def loan_end(*, loan: QuotaLoan, actor: AnyUser | None = None,
+             access: TenantAccess | None = None) -> QuotaLoan:
+    """End an active loan now, or withdraw a proposed one (the lender's admins); the
+    periodic job ends loans on their date. Idempotent."""
+    if access is not None:
+        access.require_admin()
+    with transaction.atomic():
+        locked = QuotaLoan.objects.select_for_update().select_related(
+            "lender__tenant", "borrower__tenant").get(pk=loan.pk)
+        if access is not None and locked.lender.tenant_id != access.tenant.pk:
+            raise NotAllowed(_("Only the lending tenant can end a loan early."))
+        if locked.status not in (LoanStatus.ACTIVE, LoanStatus.PROPOSED):
+            return locked
+        was_active = locked.status == LoanStatus.ACTIVE
+        locked.status = LoanStatus.ENDED if was_active else LoanStatus.CANCELLED
+        locked.ended_at = timezone.now()
+        locked.save(update_fields=["status", "ended_at"])
+        _audit(actor=actor, action="loan.end", tenant=locked.lender.tenant,
+               summary=f"ended {locked}", loan=locked.pk)
+        if was_active:
+            _schedule_pools([locked.lender_id, locked.borrower_id])
+    return locked
+
+
+def loans_expire(*, now: dt.datetime | None = None) -> int:
+    """End every loan whose date has passed (proposed ones lapse). Idempotent."""
+    now = now or timezone.now()
+    due = QuotaLoan.objects.filter(status__in=[LoanStatus.ACTIVE, LoanStatus.PROPOSED],
+                                   ends_at__lte=now)
+    count = 0
+    for loan in due:
+        loan_end(loan=loan)
+        count += 1
+    return count
+
+
+# --- policy ---------------------------------------------------------------------------------
+
+_POLICY_FIELDS = {"overcommit_factors", "eviction_watermark", "development_grace_seconds",
+                  "batch_grace_seconds", "default_quota", "dev_pvc_reclaim_days",
+                  "dynamic_headroom", "dynamic_idle_threshold"}
+
+
+def policy_update(*, actor: AnyUser, **fields: Any) -> Policy:
+    """Change platform policy (platform admins); every value is checked first."""
+    from tenants.catalog import Resource, ResourceKind
+
+    require_platform_admin(actor)
+    unknown = set(fields) - _POLICY_FIELDS
+    if unknown:
+        raise ApplicationError(_("Unknown policy settings: %(f)s") % {"f": ", ".join(unknown)})
+    factors = fields.get("overcommit_factors")
+    if factors is not None:
+        if not isinstance(factors, dict):
+            raise ApplicationError(_("Overcommit factors map resources to numbers."),
+                                   field="overcommit_factors")
+        for key, value in factors.items():
+            if key not in ResourceKind.values:
+                try:
+                    Resource.parse(key)
+                except ValueError as exc:
+                    raise ApplicationError(str(exc), field="overcommit_factors") from None
+            try:
+                number = Decimal(str(value))
+            except ArithmeticError:
+                number = Decimal(-1)
+            if not (Decimal(1) <= number <= Decimal(10)):
+                raise ApplicationError(_("An overcommit factor is between 1 and 10, not "
+                                         "%(v)s (%(k)s).") % {"v": value, "k": key},
+                                       field="overcommit_factors")
+    watermark = fields.get("eviction_watermark")
+    if watermark is not None and not (Decimal("0.5") <= Decimal(str(watermark)) <= 1):
+        raise ApplicationError(_("The eviction watermark is between 50% and 100%."),
+                               field="eviction_watermark")
+    default_quota = fields.get("default_quota")
+    if default_quota is not None:
+        if not isinstance(default_quota, dict) or set(default_quota) - {"prod", "dev"}:
+            raise ApplicationError(_("Default quota maps the pools prod and dev to amounts."),
+                                   field="default_quota")
+        for amounts in default_quota.values():
+            parse_amounts(amounts or {"cpu": 0})
+    with transaction.atomic():
+        policy = Policy.objects.select_for_update().get(pk=Policy.current().pk)
+        changes = {k: v for k, v in fields.items() if getattr(policy, k) != v}
+        for key, value in changes.items():
+            setattr(policy, key, value)
+        policy.updated_by = actor
+        policy.save()
+        if changes:
+            _audit(actor=actor, action="policy.update",
+                   summary="changed policy: " + ", ".join(sorted(changes)),
+                   changes={k: str(v) for k, v in changes.items()})
+    return policy
