@@ -24,6 +24,16 @@ VERSION = {"major": "1", "minor": "31", "gitVersion": "v1.31.0-kubesim", "gitCom
            "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.22",
            "compiler": "gc", "platform": "linux/amd64"}
 _TRUE = ("1", "true", "True", "yes")
+
+
+def _pb_string(field: int, value: bytes) -> bytes:
+    assert len(value) < 128
+    return bytes([field << 3 | 2, len(value)]) + value
+
+
+# openapi_v2.Document{swagger: "2.0", info: {title: "kubesim", version: ...}} (gnostic)
+_INFO = _pb_string(1, b"kubesim") + _pb_string(2, VERSION["gitVersion"].encode())
+OPENAPI_V2_PB = _pb_string(1, b"2.0") + _pb_string(2, _INFO)
 PATCH_TYPES = {"application/json-patch+json": "json", "application/merge-patch+json": "merge",
                "application/strategic-merge-patch+json": "strategic",
                "application/apply-patch+yaml": "apply", "application/apply-patch+json": "apply"}
@@ -69,6 +79,7 @@ class Server:
         for p in ("/healthz", "/readyz", "/livez"):
             r.add_get(p, self.healthz)
         r.add_get("/metrics", self.metrics)
+        r.add_get("/openapi/v2", self.openapi_v2)
         r.add_route("*", "/kubesim/faults", self.faults)
         r.add_get("/api", self.api_versions)
         r.add_get("/apis", self.api_groups)
@@ -140,6 +151,16 @@ class Server:
                 raise bad_request(f"bad fault rule: {e}") from None
             return jresponse(rule.to_dict(), 201)
         raise ApiError(405, "MethodNotAllowed", "use GET, POST or DELETE")
+
+    async def openapi_v2(self, request):
+        """An empty OpenAPI v2 document: kubectl downloads one before client-side validation
+        and skips kinds it does not describe, so `kubectl apply` works without
+        --validate=false. kubectl asks for gnostic protobuf; JSON for everyone else."""
+        if "protobuf" in request.headers.get("Accept", ""):
+            return web.Response(body=OPENAPI_V2_PB, content_type="application/octet-stream")
+        return jresponse({"swagger": "2.0", "info": {"title": "kubesim",
+                                                     "version": VERSION["gitVersion"]},
+                          "paths": {}, "definitions": {}})
 
     async def api_versions(self, request):
         return jresponse({"kind": "APIVersions", "versions": ["v1"],

@@ -196,3 +196,12 @@ def test_server_side_printing(kubesim):
     assert "requests.nvidia.com/gpu: 0/4" in out
     out = kubectl(kubesim, "get", "events", "-n", "team-t").stdout
     assert out.splitlines()[0].split()[:3] == ["LAST", "SEEN", "TYPE"] and "pod/p" in out
+
+
+def test_apply_without_validate_flag(kubesim):
+    """An empty /openapi/v2 lets kubectl's client-side validation pass (it skips kinds the
+    document does not describe), as with a CRD-only schema."""
+    out = kubectl(kubesim, "apply", "-f", "-", input=MANIFEST).stdout
+    assert "resourcequota/gpu created" in out and "pytorchjob.kubeflow.org/train created" in out
+    out = kubectl(kubesim, "apply", "--server-side", "-f", "-", input=MANIFEST).stdout
+    assert "configmap/settings serverside-applied" in out
