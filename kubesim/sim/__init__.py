@@ -35,13 +35,17 @@ from kubesim.sim.operator import Operator
 from kubesim.sim.profile import load_profile
 from kubesim.sim.scheduler import Scheduler
 from kubesim.sim.state import PRIORITYCLASSES, PYTORCHJOBS, ClusterState
+from kubesim.sim.volumes import VolumeController
 
 __all__ = ["Simulation", "load_profile"]
 log = logging.getLogger("kubesim.sim")
 
 WATCHED = (
     "priorityclasses.scheduling.k8s.io",
+    "storageclasses.storage.k8s.io",
     "nodes",
+    "persistentvolumes",
+    "persistentvolumeclaims",
     "pytorchjobs.kubeflow.org",
     "pods",
     "services",
@@ -62,6 +66,7 @@ class Simulation:
         self.operator = Operator(store, self.state, self.events, self.now)
         self.gc = GarbageCollector(store, self.state)
         self.nodes = NodeController(store, self.state, self.kubelet, self.events, self.now)
+        self.volumes = VolumeController(store, self.state, self.events, self.now)
         self.metrics = Metrics(self.state, self.kubelet, self.profile, seed, self.now)
         self._bootstrapped = False
         self._last_expire = 0.0
@@ -73,6 +78,7 @@ class Simulation:
             ("nodes", self.nodes),
             ("operator", self.operator),
             ("gc", self.gc),
+            ("volumes", self.volumes),
             ("scheduler", self.scheduler),
             ("kubelet", self.kubelet),
         ]

@@ -150,9 +150,27 @@ class Scheduler:
                 out["__pods"] = out.get("__pods", 0) + 1
         return out or None
 
+    def _missing_claim(self, info: PodInfo) -> str | None:
+        for vol in (info.obj.get("spec") or {}).get("volumes") or ():
+            claim = (vol.get("persistentVolumeClaim") or {}).get("claimName")
+            if claim:
+                pvc = self.state.pvcs.get((info.key[0], claim))
+                if pvc is None or pvc["metadata"].get("deletionTimestamp"):
+                    return claim
+        return None
+
     def _schedule_one(self, info: PodInfo, fail_cache: dict) -> bool:
         pod = info.obj
         spec = pod.get("spec") or {}
+        claim = self._missing_claim(info) if spec.get("volumes") else None
+        if claim:
+            n = len(self.state.nodes)
+            msg = (
+                f'0/{n} nodes are available: persistentvolumeclaim "{claim}" not found. '
+                f"preemption: 0/{n} nodes are available: {n} {R_NOT_HELPFUL}."
+            )
+            self._unschedulable(info, msg, ("pvc", info.key))
+            return False
         sig = self.signature(info)
         ok_nodes, static_reasons, ok_names = self._static(spec, sig)
         fkey = info.fkey

@@ -15,6 +15,7 @@ from kubesim.sim.util import key_of, parse_time, pod_requests, to_units
 
 PYTORCHJOBS = "pytorchjobs.kubeflow.org"
 PRIORITYCLASSES = "priorityclasses.scheduling.k8s.io"
+STORAGECLASSES = "storageclasses.storage.k8s.io"
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 TERMINAL = ("Succeeded", "Failed")
 
@@ -123,6 +124,13 @@ class ClusterState:
         self.gc_dirty: set = set()  # owner uids deleted, or (resource, ns, name) to verify
         self.bound_priorities: dict[int, int] = {}  # priority -> number of pods holding resources
         self.free: dict[str, set] = {}  # extended resource -> names of nodes with some of it free
+        # volumes
+        self.pvcs: dict[tuple, dict] = {}
+        self.pvc_dirty: set = set()
+        self.pvc_consumers: dict[tuple, set] = {}  # (ns, claim) -> nodes of bound pods using it
+        self.storage_classes: dict[str, dict] = {}
+        self.released_pvs: set = set()  # (pv name, reclaim policy)
+        self.pvs: dict[str, dict] = {}
 
     # ---- subscription -------------------------------------------------
     def on_event(self, etype: str, resource: str, obj: dict) -> None:
@@ -145,6 +153,19 @@ class ClusterState:
                 self.priority_classes[name] = obj
         elif resource == "resourcequotas":
             self.ns_changed.add(obj["metadata"].get("namespace", ""))
+        elif resource == "persistentvolumeclaims":
+            self._on_pvc(etype, obj)
+        elif resource == "persistentvolumes":
+            if etype == "DELETED":
+                self.pvs.pop(obj["metadata"]["name"], None)
+            else:
+                self.pvs[obj["metadata"]["name"]] = obj
+        elif resource == STORAGECLASSES:
+            if etype == "DELETED":
+                self.storage_classes.pop(obj["metadata"]["name"], None)
+            else:
+                self.storage_classes[obj["metadata"]["name"]] = obj
+                self.pvc_dirty.update(self.pvcs)
         elif resource == "events":
             return
         self._track_owner(etype, resource, obj)
@@ -174,6 +195,24 @@ class ClusterState:
                 deps.add(ident)
                 if ouid not in self.uids:
                     self.gc_dirty.add(ouid)  # owner unknown: verify on the next GC pass
+
+    def _on_pvc(self, etype: str, obj: dict) -> None:
+        key = key_of(obj)
+        if etype == "DELETED":
+            self.pvcs.pop(key, None)
+            self.pvc_consumers.pop(key, None)
+            uid = obj["metadata"].get("uid")
+            vol = (obj.get("spec") or {}).get("volumeName")
+            for name, pv in self.pvs.items():
+                ref = (pv.get("spec") or {}).get("claimRef") or {}
+                if name == vol or (uid and ref.get("uid") == uid):
+                    policy = (pv.get("spec") or {}).get("persistentVolumeReclaimPolicy", "Delete")
+                    self.released_pvs.add((name, policy))
+            return
+        self.pvcs[key] = obj
+        self.pvc_dirty.add(key)
+        if etype == "ADDED":
+            self.capacity_freed = True  # pods waiting for this claim can be retried
 
     def _on_node(self, etype: str, obj: dict) -> None:
         name = obj["metadata"]["name"]
@@ -249,6 +288,14 @@ class ClusterState:
             self.sched_parked.pop(key, None)
         if node or md.get("deletionTimestamp"):
             self.kubelet_dirty.add(key)
+        if node:
+            for vol in spec.get("volumes") or ():
+                claim = (vol.get("persistentVolumeClaim") or {}).get("claimName")
+                if claim:
+                    consumers = self.pvc_consumers.setdefault((key[0], claim), set())
+                    if node not in consumers:
+                        consumers.add(node)
+                        self.pvc_dirty.add((key[0], claim))
         if info.job:
             self.job_dirty.add(info.job)
 

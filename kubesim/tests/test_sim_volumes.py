@@ -1,0 +1,93 @@
+"""PersistentVolumeClaims: provisioning, binding modes, missing claims, reclaim."""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes.client import ApiClient
+
+from kubesim.sim.harness import SimHarness, condition, make_pod
+
+NS = "team-a"
+
+
+@pytest.fixture
+def h():
+    h = SimHarness("small", seed=9)
+    h.namespace(NS)
+    return h
+
+
+def pvc(h, name, size="100Gi", sc=None):
+    body = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}},
+    }
+    if sc:
+        body["spec"]["storageClassName"] = sc
+    return h.store.create("persistentvolumeclaims", body, namespace=NS)
+
+
+def with_claim(pod, claim):
+    pod["spec"]["volumes"] = [{"name": "ckpt", "persistentVolumeClaim": {"claimName": claim}}]
+    pod["spec"]["containers"][0]["volumeMounts"] = [{"name": "ckpt", "mountPath": "/ckpt"}]
+    return pod
+
+
+def test_immediate_class_binds_at_once(h):
+    pvc(h, "data", sc="shared-nfs")
+    h.advance(1)
+    claim = h.store.get("persistentvolumeclaims", "data", namespace=NS)
+    assert claim["status"]["phase"] == "Bound"
+    assert claim["status"]["capacity"]["storage"] == "100Gi"
+    pv = h.store.get("persistentvolumes", f"pvc-{claim['metadata']['uid']}")
+    assert pv["spec"]["claimRef"]["name"] == "data" and pv["status"]["phase"] == "Bound"
+    assert pv["spec"]["storageClassName"] == "shared-nfs"
+    ApiClient()._ApiClient__deserialize(claim, "V1PersistentVolumeClaim")
+    ApiClient()._ApiClient__deserialize(pv, "V1PersistentVolume")
+    assert any(e["reason"] == "ProvisioningSucceeded" for e in h.events(NS))
+
+
+def test_wait_for_first_consumer_binds_when_pod_is_scheduled(h):
+    pvc(h, "ckpt")  # default class fast-ssd is WaitForFirstConsumer
+    h.advance(2)
+    assert (h.store.get("persistentvolumeclaims", "ckpt", namespace=NS).get("status") or {}).get(
+        "phase"
+    ) != "Bound"
+    assert any(e["reason"] == "WaitForFirstConsumer" for e in h.events(NS))
+    h.store.create("pods", with_claim(make_pod("user", gpus=1), "ckpt"), namespace=NS)
+    h.advance(2)
+    claim = h.store.get("persistentvolumeclaims", "ckpt", namespace=NS)
+    node = h.pod(NS, "user")["spec"]["nodeName"]
+    assert claim["status"]["phase"] == "Bound"
+    assert claim["metadata"]["annotations"]["volume.kubernetes.io/selected-node"] == node
+
+
+def test_pod_with_missing_claim_is_unschedulable_until_it_exists(h):
+    h.store.create("pods", with_claim(make_pod("waits", gpus=1), "later"), namespace=NS)
+    h.advance(1)
+    msg = condition(h.pod(NS, "waits"), "PodScheduled")["message"]
+    assert msg == (
+        '0/6 nodes are available: persistentvolumeclaim "later" not found. preemption: '
+        "0/6 nodes are available: 6 Preemption is not helpful for scheduling."
+    )
+    pvc(h, "later")
+    h.advance(2)
+    assert h.pod(NS, "waits")["spec"]["nodeName"]
+
+
+def test_deleting_claim_reclaims_volume(h):
+    pvc(h, "tmp", sc="shared-nfs")
+    h.advance(1)
+    uid = h.store.get("persistentvolumeclaims", "tmp", namespace=NS)["metadata"]["uid"]
+    h.store.delete("persistentvolumeclaims", "tmp", namespace=NS)
+    h.advance(1)
+    assert f"pvc-{uid}" not in {pv["metadata"]["name"] for pv in h.store.list("persistentvolumes")}
+
+
+def test_unknown_storage_class_reports_provisioning_failed(h):
+    pvc(h, "nope", sc="no-such-class")
+    h.advance(1)
+    ev = [e for e in h.events(NS) if e["reason"] == "ProvisioningFailed"]
+    assert ev and ev[0]["message"] == 'storageclass.storage.k8s.io "no-such-class" not found'
