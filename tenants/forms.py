@@ -53,35 +53,134 @@ class PlatformRoleForm(forms.Form):
                                      coerce=lambda v: v == "1")
 
 
-class QuotaForm(forms.Form):
-    """Amounts for several resources at once; blank rows are ignored."""
+class AmountRowsForm(forms.Form):
+    """Rows of (resource key, amount); blank rows are ignored."""
 
-    ROWS = 8
-    reason = forms.CharField(label=_("Reason"), max_length=2000,
-                             widget=forms.Textarea(attrs={"rows": 2}))
+    ROWS = 6
 
     def __init__(self, *args, initial_grants: dict | None = None, **kwargs) -> None:  # type: ignore[no-untyped-def]
         super().__init__(*args, **kwargs)
         rows = list((initial_grants or {}).items())
-        for i in range(max(self.ROWS, len(rows) + 3)):
+        self.row_count = max(self.ROWS, len(rows) + 3)
+        for i in range(self.row_count):
             key, amount = rows[i] if i < len(rows) else ("", None)
             self.fields[f"resource_{i}"] = forms.CharField(
                 required=False, initial=key, label=_("Resource"),
                 widget=forms.TextInput(attrs={"list": "resource-keys", "size": 34}))
-            self.fields[f"amount_{i}"] = forms.DecimalField(
+            self.fields[f"amount_{i}"] = forms.CharField(
                 required=False, initial=amount.normalize() if amount is not None else None,
-                label=_("Amount"), min_value=0, max_digits=14, decimal_places=3)
+                label=_("Amount"), widget=forms.TextInput(attrs={"size": 8,
+                                                                 "inputmode": "decimal"}))
 
     def rows(self) -> list[tuple]:
-        return [(self[f"resource_{i}"], self[f"amount_{i}"])
-                for i in range(len([f for f in self.fields if f.startswith("resource_")]))]
+        return [(self[f"resource_{i}"], self[f"amount_{i}"]) for i in range(self.row_count)]
 
-    def amounts(self) -> dict[str, object]:
+    def amounts(self) -> dict[str, str]:
+        """Filled rows as {resource: amount text}; the service validates both."""
         result = {}
-        for name, value in self.cleaned_data.items():
-            if name.startswith("resource_") and value:
-                amount = self.cleaned_data.get("amount_" + name.removeprefix("resource_"))
-                if amount is None:
-                    raise forms.ValidationError(_("Give an amount for %(r)s.") % {"r": value})
-                result[value.strip()] = amount
+        for i in range(self.row_count):
+            key = (self.cleaned_data.get(f"resource_{i}") or "").strip()
+            amount = (self.cleaned_data.get(f"amount_{i}") or "").strip()
+            if key and not amount:
+                raise forms.ValidationError(_("Give an amount for %(r)s.") % {"r": key})
+            if key:
+                result[key] = amount
         return result
+
+
+class QuotaForm(AmountRowsForm):
+    ROWS = 8
+    reason = forms.CharField(label=_("Reason"), max_length=2000,
+                             widget=forms.Textarea(attrs={"rows": 2}))
+
+
+class QuotaRequestForm(AmountRowsForm):
+    ROWS = 4
+    pool = forms.ChoiceField(label=_("Pool"), choices=[("prod", _("Production")),
+                                                       ("dev", _("Development"))])
+    justification = forms.CharField(label=_("Why does the team need it?"), max_length=4000,
+                                    widget=forms.Textarea(attrs={"rows": 3}))
+    valid_until = forms.DateField(label=_("Until (optional, for a temporary change)"),
+                                  required=False, widget=forms.DateInput(attrs={"type": "date"}))
+
+
+class DecisionForm(forms.Form):
+    note = forms.CharField(label=_("Note or reason for the requester"), max_length=2000,
+                           required=False, widget=forms.Textarea(attrs={"rows": 2}))
+
+
+class LoanForm(forms.Form):
+    pool = forms.ChoiceField(label=_("From pool"), choices=[("prod", _("Production")),
+                                                            ("dev", _("Development"))])
+    borrower = forms.CharField(label=_("To tenant (slug)"), max_length=40)
+    borrower_pool = forms.ChoiceField(label=_("Their pool"), choices=[
+        ("prod", _("Production")), ("dev", _("Development"))])
+    resource = forms.CharField(label=_("Resource"), max_length=300,
+                               widget=forms.TextInput(attrs={"list": "resource-keys"}))
+    amount = forms.CharField(label=_("Amount"), max_length=20)
+    ends_at = forms.DateField(label=_("Until"), widget=forms.DateInput(attrs={"type": "date"}))
+    note = forms.CharField(label=_("Note"), max_length=2000, required=False)
+
+
+class PolicyForm(forms.Form):
+    overcommit_factors = forms.CharField(
+        label=_("Overcommit factors"), required=False, widget=forms.Textarea(attrs={"rows": 4}),
+        help_text=_("One per line: a resource kind or key and its factor, e.g. gpu = 1.2. "
+                    "Missing means 1 (no overcommit)."))
+    eviction_watermark = forms.DecimalField(label=_("Eviction watermark (%)"), min_value=50,
+                                            max_value=100, decimal_places=1)
+    development_grace_seconds = forms.IntegerField(label=_("Development grace (seconds)"),
+                                                   min_value=0, max_value=86400)
+    batch_grace_seconds = forms.IntegerField(label=_("Batch grace (seconds)"), min_value=0,
+                                             max_value=86400)
+    default_quota = forms.CharField(
+        label=_("Default quota for new tenants"), required=False,
+        widget=forms.Textarea(attrs={"rows": 4}),
+        help_text=_("One per line: pool, resource and amount, e.g. dev cpu = 8."))
+    dev_pvc_reclaim_days = forms.IntegerField(
+        label=_("Reclaim dev-pool volumes unused for (days)"), required=False, min_value=1)
+    dynamic_headroom = forms.DecimalField(label=_("Dynamic mode headroom (%)"), min_value=0,
+                                          max_value=200, decimal_places=0)
+    dynamic_idle_threshold = forms.DecimalField(label=_("Dynamic mode idle threshold (%)"),
+                                                min_value=0, max_value=100, decimal_places=0)
+
+    def clean_overcommit_factors(self) -> dict[str, str]:
+        return _pairs(self.cleaned_data["overcommit_factors"])
+
+    def clean_default_quota(self) -> dict[str, dict[str, str]]:
+        result: dict[str, dict[str, str]] = {}
+        for line in (self.cleaned_data["default_quota"] or "").splitlines():
+            if not line.strip():
+                continue
+            head, sep, amount = line.partition("=")
+            parts = head.split()
+            if not sep or len(parts) != 2:
+                raise forms.ValidationError(_("Write each line as: pool resource = amount"))
+            result.setdefault(parts[0], {})[parts[1]] = amount.strip()
+        return result
+
+
+def _pairs(text: str) -> dict[str, str]:
+    result = {}
+    for line in (text or "").splitlines():
+        if not line.strip():
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            raise forms.ValidationError(_("Write each line as: resource = number"))
+        result[key.strip()] = value.strip()
+    return result
+
+
+class TenantSettingsForm(forms.Form):
+    quota_mode = forms.ChoiceField(label=_("Quota mode"), choices=[])
+    elastic_factor = forms.DecimalField(label=_("Elastic ceiling (x quota)"), min_value=1,
+                                        max_value=10, decimal_places=2)
+    members_may_request_quota = forms.BooleanField(label=_("Members may request quota"),
+                                                   required=False)
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        from tenants.choices import QuotaMode
+
+        super().__init__(*args, **kwargs)
+        self.fields["quota_mode"].choices = QuotaMode.choices

@@ -125,11 +125,29 @@ def pool_spec(pool: Pool, *, storage_classes: set[str] | None = None,
         tenant_slug=tenant.slug,
         pool=pool.kind,  # type: ignore[arg-type]
         tenant_group=settings.TRAINYARD_TENANT_GROUP_FORMAT.format(tenant=tenant.slug),
-        quota=quota_spec_for(effective_grants(pool), storage_classes=classes,
+        quota=quota_spec_for(_backstop(tenant, effective_grants(pool)), storage_classes=classes,
                              mig_profiles=settings.TRAINYARD_MIG_PROFILES,
                              class_remap=class_remap),
         suspended=tenant.status != TenantStatus.ACTIVE,
     )
+
+
+def _backstop(tenant: Tenant, amounts: dict[str, Decimal]) -> dict[str, Decimal]:
+    """The amounts the ResourceQuota must allow: for an overcommitted-mode tenant, compute
+    resources up to its elastic ceiling (admission keeps the borrowed part reclaimable)."""
+    from tenants.catalog import Resource
+
+    if tenant.quota_mode != "overcommitted" or tenant.elastic_factor <= 1:
+        return amounts
+    out = {}
+    for key, amount in amounts.items():
+        resource = Resource.parse(key)
+        if resource.kind in ("cpu", "memory", "gpu", "mig", "gpu-shared"):
+            amount = amount * tenant.elastic_factor
+            amount = amount.to_integral_value(rounding="ROUND_FLOOR") if resource.integral \
+                else amount.quantize(Decimal("0.001"))
+        out[key] = amount
+    return out
 
 
 def pool_objects(pool: Pool, *, cluster_storage_classes: dict[str, dict]) -> list[dict]:
@@ -241,3 +259,129 @@ def idle_rate(pool: Pool, resource: str, *, days: int = 30) -> float | None:
     if not sums["allocated"]:
         return None
     return max(0.0, 1 - float(sums["utilised"] or 0) / float(sums["allocated"]))
+
+
+# --- quota pages ----------------------------------------------------------------------------
+
+
+def quota_overview(tenant: Tenant) -> list[dict]:
+    """Per pool: each resource's grant, effective amount (loans), use now, and for
+    overcommitted-mode tenants the guaranteed part and the reclaim risk."""
+    from tenants.catalog import Resource
+    from tenants.usage import allocation_by_namespace
+
+    pools = list(pools_of(tenant))
+    usage = allocation_by_namespace([p.namespace for p in pools])
+    guarantees = _guarantees() if tenant.quota_mode == "overcommitted" else {}
+    out = []
+    for pool in pools:
+        granted, effective = current_grants(pool), effective_grants(pool)
+        used = usage.get(pool.namespace, {})
+        rows = []
+        for key in sorted(set(granted) | set(effective) | set(used)):
+            share = guarantees.get(key)
+            amount = effective.get(key, Decimal(0))
+            rows.append({
+                "resource": Resource.parse(key) if _parses(key) else None, "key": key,
+                "granted": granted.get(key, Decimal(0)), "effective": amount,
+                "used": used.get(key, Decimal(0)),
+                "guaranteed": (amount * share).quantize(Decimal("0.001")) if share is not None
+                else None,
+                "reclaim_risk": (1 - share) if share is not None else None,
+                "ceiling": (amount * tenant.elastic_factor).quantize(Decimal("0.001"))
+                if tenant.quota_mode == "overcommitted" else None,
+            })
+        out.append({"pool": pool, "rows": rows})
+    return out
+
+
+def _parses(key: str) -> bool:
+    from tenants.catalog import Resource
+
+    try:
+        Resource.parse(key)
+    except ValueError:
+        return False
+    return True
+
+
+def _guarantees() -> dict[str, Decimal]:
+    """Resource key -> guaranteed share of overcommitted-mode quotas (see quota.py)."""
+    from django.db.models import Sum
+
+    from tenants.capacity import capacity_by_resource
+    from tenants.quota import guaranteed_share
+
+    capacity = capacity_by_resource()
+    totals: dict[tuple[str, bool], Decimal] = {}
+    rows = (QuotaGrant.objects.filter(superseded_at__isnull=True)
+            .exclude(pool__tenant__status="deleted")
+            .values("resource", "pool__tenant__quota_mode").annotate(total=Sum("amount")))
+    for row in rows:
+        over = row["pool__tenant__quota_mode"] == "overcommitted"
+        totals[(row["resource"], over)] = row["total"]
+    return {key: guaranteed_share(capacity=capacity.get(key),
+                                  granted_static=totals.get((key, False), Decimal(0)),
+                                  granted_overcommitted=totals.get((key, True), Decimal(0)))
+            for key, _over in totals}
+
+
+def quota_requests_of(tenant: Tenant) -> QuerySet:
+    from tenants.models import QuotaRequest
+
+    return (QuotaRequest.objects.filter(tenant=tenant)
+            .select_related("pool", "requested_by", "decided_by").prefetch_related("items"))
+
+
+def pending_quota_requests(status: str = "pending") -> QuerySet:
+    from tenants.models import QuotaRequest
+
+    qs = QuotaRequest.objects.select_related("tenant", "pool", "requested_by",
+                                             "decided_by").prefetch_related("items")
+    return qs.filter(status=status) if status else qs
+
+
+def request_facts(request) -> list[dict]:  # type: ignore[no-untyped-def]
+    """What an admin needs to decide each item: quota and use now, 30-day peak, idle
+    rate, capacity, total granted, and the overcommit ratio before and after."""
+    from django.db.models import Sum
+
+    from tenants.capacity import capacity_by_resource
+    from tenants.models import Policy
+    from tenants.quota import overcommit_factor
+
+    capacity = capacity_by_resource()
+    usage = pool_usage_now(request.pool)
+    factors = Policy.current().overcommit_factors
+    facts = []
+    for item in request.items.all():
+        key = item.resource
+        total = (QuotaGrant.objects.filter(resource=key, superseded_at__isnull=True)
+                 .exclude(pool__tenant__status="deleted")
+                 .aggregate(t=Sum("amount"))["t"]) or Decimal(0)
+        current = current_grants(request.pool).get(key, Decimal(0))
+        cap = capacity.get(key)
+        after = total - current + item.requested_amount
+        peaks = daily_peaks(request.pool, key)
+        facts.append({
+            "item": item, "current": current, "used": usage.get(key, Decimal(0)),
+            "peak_30d": max(peaks) if peaks else None, "idle_rate": idle_rate(request.pool, key),
+            "capacity": cap, "total_granted": total, "total_after": after,
+            "ratio_now": (total / cap) if cap else None,
+            "ratio_after": (after / cap) if cap else None,
+            "factor": overcommit_factor(key, factors),
+        })
+    return facts
+
+
+def unread_notifications(user) -> QuerySet:  # type: ignore[no-untyped-def]
+    from tenants.models import Notification
+
+    return Notification.objects.filter(user=user, read_at__isnull=True)
+
+
+def loans_of(tenant: Tenant) -> QuerySet:
+    from tenants.models import QuotaLoan
+
+    return (QuotaLoan.objects.filter(Q(lender__tenant=tenant) | Q(borrower__tenant=tenant))
+            .select_related("lender__tenant", "borrower__tenant").order_by("-created_at"))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
@@ -67,16 +69,19 @@ def _clean_slug(tenant: Tenant) -> None:
         )
 
 
-def tenant_update(*, access: TenantAccess, actor: AnyUser, **fields: str) -> Tenant:
-    """Change name, cost center or contact; the slug never changes (it names namespaces)."""
+def tenant_update(*, access: TenantAccess, actor: AnyUser, **fields: Any) -> Tenant:
+    """Change name, cost center, contact, quota mode, elastic ceiling or whether members
+    may request quota (platform admins); the slug never changes (it names namespaces)."""
     access.require_platform_admin()
-    allowed = {"name", "cost_center", "contact_email", "contact_name"}
+    allowed = {"name", "cost_center", "contact_email", "contact_name", "quota_mode",
+               "elastic_factor", "members_may_request_quota"}
     unknown = set(fields) - allowed
     if unknown:
         raise ApplicationError(_("These fields cannot be changed: %(f)s")
                                % {"f": ", ".join(sorted(unknown))})
     tenant = Tenant.objects.get(pk=access.tenant.pk)
-    changed = {k: v.strip() for k, v in fields.items() if getattr(tenant, k) != v.strip()}
+    cleaned = {k: v.strip() if isinstance(v, str) else v for k, v in fields.items()}
+    changed = {k: v for k, v in cleaned.items() if getattr(tenant, k) != v}
     if not changed:
         return tenant
     for key, value in changed.items():
@@ -85,7 +90,10 @@ def tenant_update(*, access: TenantAccess, actor: AnyUser, **fields: str) -> Ten
     with transaction.atomic():
         tenant.save(update_fields=[*changed, "updated_at"])
         _audit(actor=actor, action="tenant.update", tenant=tenant,
-               summary=f"changed {', '.join(sorted(changed))} of {tenant.slug}", changes=changed)
+               summary=f"changed {', '.join(sorted(changed))} of {tenant.slug}",
+               changes={k: str(v) for k, v in changed.items()})
+        if "quota_mode" in changed or "elastic_factor" in changed:
+            _schedule_sync(tenant)
     return tenant
 
 

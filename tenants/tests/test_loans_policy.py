@@ -98,3 +98,19 @@ def test_new_tenants_get_the_default_quota(platform_admin):
     assert selectors.current_grants(tenant.pools.get(kind="dev")) == {
         "cpu": Decimal(8), H800: Decimal(1)}
     assert selectors.current_grants(tenant.pools.get(kind="prod")) == {}
+
+
+def test_an_overcommitted_tenants_backstop_is_its_elastic_ceiling(platform_admin, tenant_a):
+    pool = tenant_a.pools.get(kind="prod")
+    services.quota_set(actor=platform_admin, pool=pool, reason="t",
+                       amounts={H800: 5, "cpu": 10, "storage:fast": 100})
+    hard = selectors.pool_spec(pool, storage_classes=set()).quota.to_hard()
+    assert hard["requests.nvidia.com/gpu"] == "5"
+    services.tenant_update(access=access_for(platform_admin, tenant_a), actor=platform_admin,
+                           quota_mode="overcommitted", elastic_factor=Decimal("1.5"))
+    tenant_a.refresh_from_db()
+    pool.refresh_from_db()
+    hard = selectors.pool_spec(pool, storage_classes=set()).quota.to_hard()
+    assert hard["requests.nvidia.com/gpu"] == "7"  # floor(5 x 1.5)
+    assert hard["requests.cpu"] == "15"
+    assert hard["fast.storageclass.storage.k8s.io/requests.storage"] == "100Gi"  # not elastic
