@@ -151,3 +151,26 @@ def test_every_shared_crd_loads_and_is_served(kubesim):
     cq["spec"]["resourceGroups"] = "nope"
     assert api_error(co.create_cluster_custom_object, "kueue.x-k8s.io", "v1beta2",
                      "clusterqueues", cq)[0] == 422
+
+
+def test_custom_resources_are_pruned_and_defaulted(kubesim):
+    ext = kubernetes.client.ApiextensionsV1Api(kubesim.api_client)
+    crd = _widget_crd()
+    props = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    props["properties"]["color"] = {"type": "string", "default": "blue"}
+    props["properties"]["extra"] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    props["properties"]["labels"] = {"type": "object",
+                                     "additionalProperties": {"type": "string"}}
+    ext.create_custom_resource_definition(crd)
+    ns(kubesim)
+    co = custom(kubesim)
+    out = co.create_namespaced_custom_object("example.com", "v1", "team-a", "widgets", {
+        "apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"},
+        "spec": {"size": 1, "typo": 5, "extra": {"anything": [1]}, "labels": {"a": "b"}},
+        "unknownTop": True})
+    assert out["spec"] == {"size": 1, "color": "blue", "extra": {"anything": [1]},
+                           "labels": {"a": "b"}}
+    assert "unknownTop" not in out
+    out = co.patch_namespaced_custom_object("example.com", "v1", "team-a", "widgets", "w",
+                                            {"spec": {"color": None, "typo2": 1}})
+    assert out["spec"]["color"] == "blue" and "typo2" not in out["spec"]
