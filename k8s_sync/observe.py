@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import close_old_connections, transaction
+from django.db import DatabaseError, close_old_connections, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -255,7 +255,7 @@ def _columns(spec: KindSpec, obj: Mapping[str, Any], now: datetime) -> dict[str,
 def _announce(kind: str, keys: list[str]) -> None:
     if keys:
         transaction.on_commit(
-            lambda: observed_changed.send(sender=KindSpec, kind=kind, keys=keys))
+            lambda: observed_changed.send(sender=KINDS[kind].model, kind=kind, keys=keys))
 
 
 def record_relist(spec: KindSpec, items: Iterable[Mapping[str, Any]], resource_version: str,
@@ -426,19 +426,24 @@ class Reflector:
                 version = self._watch(version, until)
                 self.failures = 0  # a watch that ran to its end: healthy again
                 self.backoff.reset()
-            except K8sError as exc:
+            except (K8sError, DatabaseError) as exc:
+                # DatabaseError: a locked SQLite file or a restarting Postgres; like an
+                # API error, wait and relist rather than kill the watcher.
                 self._failed(exc)
                 version = ""  # relist next
                 self.failures += 1
                 if self.max_failures and self.failures >= self.max_failures:
                     raise TooManyFailures(f"{self.spec.name}: {exc}") from exc
-                if exc.status == 410 and self.failures == 1:
+                if getattr(exc, "status", None) == 410 and self.failures == 1:
                     continue  # the version expired: relist at once, the server is fine
                 (self.sleep or self.stopped.wait)(self.backoff.next())
 
-    def _failed(self, exc: K8sError) -> None:
+    def _failed(self, exc: Exception) -> None:
         log.warning("observing %s failed (%s); relisting", self.spec.name, exc)
-        record_error(self.spec.name, exc)
+        try:
+            record_error(self.spec.name, exc)
+        except DatabaseError:
+            log.exception("cannot record the failure of %s", self.spec.name)
 
     def _watch(self, version: str, until: Callable[[], bool] | None) -> str:
         self._stream = self.client.watch(self.spec.api_version, self.spec.kind,

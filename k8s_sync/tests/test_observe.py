@@ -40,6 +40,7 @@ def announced():
     seen: list[tuple[str, list[str]]] = []
 
     def receiver(sender, kind, keys, **kwargs):
+        assert sender is KINDS[kind].model
         seen.append((kind, keys))
     observed_changed.connect(receiver)
     yield seen
@@ -113,7 +114,6 @@ def test_pods_appear_with_phase_and_node_after_the_sim_advances(client, cluster)
     relist_all(client, ["pods"])
     row.refresh_from_db()
     assert row.phase == "Running"
-    assert ObservedNode.objects.none() is not None
     assert row.node_name.startswith(("a100-", "h800-"))  # a node with whole cards
 
 
@@ -240,3 +240,23 @@ def test_pod_requests_follow_the_scheduler_rules():
 ])
 def test_gpu_model_strips_mig_and_shared_suffixes(product, model):
     assert gpu_model_of(product) == model
+
+
+def test_preemption_events_are_recorded(client, cluster):
+    namespace(client)
+    for name, value in (("obs-low", 10), ("obs-high", 1000)):
+        client.apply({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                      "metadata": {"name": name}, "value": value})
+    on_h800 = {"kubernetes.io/hostname": "h800-0"}
+    low = pod("victim", gpus=8, node_selector=on_h800)
+    low["spec"]["priorityClassName"] = "obs-low"
+    client.apply(low)
+    cluster.advance(5)
+    high = pod("urgent", gpus=8, node_selector=on_h800)
+    high["spec"]["priorityClassName"] = "obs-high"
+    client.apply(high)
+    cluster.advance(10)
+    relist_all(client, ["pods", "events"])
+    event = ClusterEvent.objects.get(reason="Preempted", involved_name="victim")
+    assert event.involved_kind == "Pod" and "h800-0" in event.message
+    assert ObservedPod.objects.get(name="victim").priority == 10

@@ -124,3 +124,10 @@ def test_close_from_another_thread_ends_the_iteration_quietly(client):
     started = time.monotonic()
     assert list(stream) == []
     assert time.monotonic() - started < 5
+
+
+def test_it_relists_every_relist_interval_even_without_errors(client):
+    sleeps: list[float] = []
+    r = reflector(client, sleeps, relist_interval=0.5)
+    r.run(until=lambda: r.lists >= 2)
+    assert r.lists == 2 and sleeps == []
