@@ -25,6 +25,8 @@ class Observed(models.Model):
     created_at = models.DateTimeField(null=True, blank=True)  # metadata.creationTimestamp
     observed_at = models.DateTimeField()  # when Trainyard last wrote the row
 
+    objects = models.Manager()  # declared on the base so code generic over kinds type-checks
+
     class Meta:
         abstract = True
         ordering = ["namespace", "name"]

@@ -300,7 +300,8 @@ def record_relist(spec: KindSpec, items: Iterable[Mapping[str, Any]], resource_v
         if gone:
             doomed = model.objects.filter(pk__in=gone)
             if not spec.prune:
-                doomed = doomed.filter(last_seen__lt=now - EVENT_RETENTION)
+                # kept kinds (Events) carry last_seen; only old ones go
+                doomed = doomed.filter(**{"last_seen__lt": now - EVENT_RETENTION})
             doomed_keys = [_label(k) for k in doomed.values_list("namespace", "name")]
             doomed.delete()
             changed += doomed_keys

@@ -260,3 +260,20 @@ def test_preemption_events_are_recorded(client, cluster):
     event = ClusterEvent.objects.get(reason="Preempted", involved_name="victim")
     assert event.involved_kind == "Pod" and "h800-0" in event.message
     assert ObservedPod.objects.get(name="victim").priority == 10
+
+
+def test_event_rows_are_pruned_after_the_retention_period(client):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from k8s_sync.observe import EVENT_RETENTION
+
+    old = timezone.now() - EVENT_RETENTION - timedelta(hours=1)
+    ClusterEvent.objects.create(namespace=NS, name="ancient", uid="u", resource_version="1",
+                                reason="FailedCreatePod", last_seen=old, observed_at=old)
+    ClusterEvent.objects.create(namespace=NS, name="recent", uid="v", resource_version="2",
+                                reason="FailedCreatePod", last_seen=timezone.now(),
+                                observed_at=old)
+    relist_all(client, ["events"])
+    assert list(ClusterEvent.objects.values_list("name", flat=True)) == ["recent"]

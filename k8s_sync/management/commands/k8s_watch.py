@@ -69,11 +69,11 @@ class Command(BaseCommand):
 
         previous = {sig: signal.signal(sig, shutdown) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
-            client = self._connect(kinds, stop, options["backoff_cap"])
-            if client is None:
+            connected = self._connect(kinds, stop, options["backoff_cap"])
+            if connected is None:
                 return
             reflectors = [
-                Reflector(client, KINDS[kind], backoff=Backoff(cap=options["backoff_cap"]),
+                Reflector(connected, KINDS[kind], backoff=Backoff(cap=options["backoff_cap"]),
                           watch_timeout=options["watch_timeout"],
                           relist_interval=options["relist_interval"],
                           max_failures=options["max_failures"] or None, manage_connections=True)
