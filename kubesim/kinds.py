@@ -6,7 +6,6 @@ import hashlib
 
 from . import validation as v
 from .resources import ResourceType
-from .structural import prune_and_default
 
 
 def qos_class(spec: dict) -> str:
@@ -68,7 +67,6 @@ def prepare_create(rt: ResourceType, obj: dict) -> None:
     if rt.crd_name:
         if rt.has_status:
             obj.pop("status", None)
-        prune_and_default(rt.schema, obj)
         return
     if kind == "Namespace":
         obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
@@ -124,8 +122,6 @@ def prepare_create(rt: ResourceType, obj: dict) -> None:
 
 
 def prepare_update(rt: ResourceType, old: dict, new: dict) -> None:
-    if rt.crd_name:
-        prune_and_default(rt.schema, new)
     if rt.kind == "LimitRange" and not rt.crd_name:
         v.default_limit_range(new)
     if rt.kind == "Pod" and not rt.crd_name:

@@ -6,6 +6,7 @@ import logging
 import re
 from typing import TYPE_CHECKING
 
+import multidict
 import yaml
 from aiohttp import web
 
@@ -109,6 +110,7 @@ class Server:
         try:
             return await handler(request)
         except ApiError as e:
+            self.store.warnings.clear()
             return error_response(e)
         except web.HTTPException:
             raise
@@ -237,8 +239,9 @@ class Server:
             if name is None:
                 obj = self.store.create(rt.key, body, namespace=ns, dry_run=_dry_run(q),
                                         field_manager=q.get("fieldManager")
-                                        or _user_agent_manager(request))
-                return jresponse(obj, 201)
+                                        or _user_agent_manager(request),
+                                        field_validation=q.get("fieldValidation"))
+                return jresponse(obj, 201, self._warnings())
             if sub == "binding":
                 return self._binding(rt, ns, name, body)
             if sub == "eviction":
@@ -263,8 +266,9 @@ class Server:
                 sub = None
             obj = self.store.replace(rt.key, body, namespace=ns, subresource=sub,
                                      dry_run=_dry_run(q), field_manager=q.get("fieldManager")
-                                     or _user_agent_manager(request))
-            return jresponse(obj)
+                                     or _user_agent_manager(request),
+                                     field_validation=q.get("fieldValidation"))
+            return jresponse(obj, 200, self._warnings())
         if m == "PATCH":
             if name is None:
                 raise ApiError(405, "MethodNotAllowed", "PATCH needs a name")
@@ -284,8 +288,9 @@ class Server:
                 manager = manager or _user_agent_manager(request)
             obj = self.store.patch(rt.key, name, body, patch_type=ptype, namespace=ns,
                                    subresource=sub, field_manager=manager,
-                                   force=_qp_bool(q, "force"), dry_run=_dry_run(q))
-            return jresponse(obj)
+                                   force=_qp_bool(q, "force"), dry_run=_dry_run(q),
+                                   field_validation=q.get("fieldValidation"))
+            return jresponse(obj, 200, self._warnings())
         if m == "DELETE":
             opts = {}
             if request.can_read_body:
@@ -306,6 +311,14 @@ class Server:
                                     dry_run=dry, preconditions=opts.get("preconditions"))
             return jresponse(obj)
         raise ApiError(405, "MethodNotAllowed", f"{m} is not supported")
+
+    def _warnings(self) -> dict | None:
+        """Warning headers for what the last write dropped (fieldValidation=Warn)."""
+        warnings, self.store.warnings[:] = list(self.store.warnings), []
+        if not warnings:
+            return None
+        return multidict.CIMultiDict(("Warning", '299 - "' + w.replace('"', '\\"') + '"')
+                                     for w in warnings)
 
     async def _body(self, request: web.Request):
         ctype = request.content_type

@@ -43,6 +43,7 @@ from .jsonutil import jcopy
 from .patch import json_patch, merge_patch, strategic_merge
 from .resources import Registry, ResourceType, default_crds
 from .selectors import parse_field_selector, parse_label_selector
+from .structural import dropped_fields, prune_and_default
 from .validation import raise_if
 
 log = logging.getLogger("kubesim.store")
@@ -92,6 +93,7 @@ class Store(ControllersMixin):
         self._rng = random.Random(seed)
         self._snapshot = None
         self._sorted: dict[tuple[str, str], list[str]] = {}
+        self.warnings: list[str] = []   # from field_validation="Warn"; the server drains it
         if default_crds:
             for crd in _default_crds():
                 self.create(CRD_KEY, crd)
@@ -270,9 +272,12 @@ class Store(ControllersMixin):
 
     # ---- create -----------------------------------------------------------------------------
     def create(self, resource: str, obj: dict, *, namespace: str | None = None,
-               dry_run: bool = False, field_manager: str | None = None) -> dict:
+               dry_run: bool = False, field_manager: str | None = None,
+               field_validation: str | None = None) -> dict:
+        """field_validation: None/"Ignore" drop unknown fields silently, "Warn" also records
+        them in self.warnings, "Strict" rejects them (400), as the real server does."""
         rt = self.rt(resource)
-        new = self._prepare_new(rt, obj, namespace)
+        new = self._prepare_new(rt, obj, namespace, field_validation)
         ns = new["metadata"].get("namespace", "")
         name = new["metadata"]["name"]
         if self.raw(rt, name, ns) is not None:
@@ -290,7 +295,8 @@ class Store(ControllersMixin):
             return jcopy(new)
         return jcopy(self._commit(rt, "ADDED", new, None))
 
-    def _prepare_new(self, rt: ResourceType, obj, namespace: str | None) -> dict:
+    def _prepare_new(self, rt: ResourceType, obj, namespace: str | None,
+                     field_validation: str | None = None) -> dict:
         if not isinstance(obj, dict):
             raise bad_request("the body of the request was in an unknown format")
         new = jcopy(obj)
@@ -320,10 +326,24 @@ class Store(ControllersMixin):
                     raise invalid(rt.kind, rt.group, "", [{
                     "field": "metadata.name", "reason": "FieldValueRequired",
                     "message": "Required value: name or generateName is required"}])
-        if rt.normalize is not None:
-            rt.normalize(new)
+        self._shape(rt, new, field_validation)
         kinds.prepare_create(rt, new)
         return new
+
+    def _shape(self, rt: ResourceType, obj: dict, field_validation: str | None) -> None:
+        """Normalise a built-in object or prune/default a custom one; unknown fields are
+        dropped, reported (Warn) or rejected (Strict)."""
+        before = jcopy(obj) if field_validation in ("Strict", "Warn") else None
+        if rt.normalize is not None:
+            rt.normalize(obj)
+        elif rt.crd_name:
+            prune_and_default(rt.schema, obj)
+        if before is None:
+            return
+        unknown = [f'unknown field "{p}"' for p in sorted(dropped_fields(before, obj))]
+        if unknown and field_validation == "Strict":
+            raise bad_request("strict decoding error: " + ", ".join(unknown))
+        self.warnings.extend(unknown)
 
     def _check_type(self, rt: ResourceType, obj: dict) -> None:
         kind, av = obj.get("kind"), obj.get("apiVersion")
@@ -387,7 +407,7 @@ class Store(ControllersMixin):
     # ---- update -----------------------------------------------------------------------------
     def replace(self, resource: str, obj: dict, *, namespace: str | None = None,
                 subresource: str | None = None, dry_run: bool = False,
-                field_manager: str | None = None) -> dict:
+                field_manager: str | None = None, field_validation: str | None = None) -> dict:
         rt = self.rt(resource)
         if not isinstance(obj, dict) or not isinstance(obj.get("metadata") or {}, dict):
             raise bad_request("the body of the request was in an unknown format")
@@ -396,11 +416,12 @@ class Store(ControllersMixin):
             raise bad_request("name is required in the body")
         ns = self._ns_of(rt, namespace, obj)
         old = self._get_or_404(rt, name, ns)
-        return self._update(rt, old, jcopy(obj), subresource, dry_run, field_manager)
+        return self._update(rt, old, jcopy(obj), subresource, dry_run, field_manager,
+                            field_validation=field_validation)
 
     def _update(self, rt: ResourceType, old: dict, new: dict, subresource: str | None,
                 dry_run: bool = False, field_manager: str | None = None,
-                managed: bool = False) -> dict:
+                managed: bool = False, field_validation: str | None = None) -> dict:
         meta_in = new.get("metadata") or {}
         name = old["metadata"]["name"]
         rv = meta_in.get("resourceVersion")
@@ -434,8 +455,7 @@ class Store(ControllersMixin):
                     new["status"] = jcopy(old["status"])
                 else:
                     new.pop("status", None)
-        if rt.normalize is not None:
-            rt.normalize(new)
+        self._shape(rt, new, field_validation)
         kinds.prepare_update(rt, old, new)
         raise_if(kinds.validate(rt, new, old) + self._cross_object_errors(rt, new), rt.kind,
                  rt.group, name)
@@ -457,13 +477,13 @@ class Store(ControllersMixin):
     def patch(self, resource: str, name: str, body, *, patch_type: str = "merge",
               namespace: str | None = None, subresource: str | None = None,
               field_manager: str | None = None, force: bool = False,
-              dry_run: bool = False) -> dict:
+              dry_run: bool = False, field_validation: str | None = None) -> dict:
         rt = self.rt(resource)
         ns = self._ns_of(rt, namespace)
         old = self.raw(rt, name, ns)
         if patch_type == "apply":
             return self._apply(rt, name, ns, old, body, subresource, field_manager, force,
-                               dry_run)
+                               dry_run, field_validation)
         if old is None:
             raise not_found(rt.plural, rt.group, name)
         if patch_type == "json":
@@ -492,9 +512,11 @@ class Store(ControllersMixin):
         if meta.get("name") != name:
             raise bad_request(f"the name of the object ({meta.get('name')}) does not match the "
                               f"name on the URL ({name})")
-        return self._update(rt, old, patched, subresource, dry_run, field_manager)
+        return self._update(rt, old, patched, subresource, dry_run, field_manager,
+                            field_validation=field_validation)
 
-    def _apply(self, rt, name, ns, old, body, subresource, field_manager, force, dry_run):
+    def _apply(self, rt, name, ns, old, body, subresource, field_manager, force, dry_run,
+               field_validation=None):
         if not field_manager:
             raise invalid("PatchOptions", "meta.k8s.io", "", [{
                 "field": "fieldManager", "reason": "FieldValueRequired",
@@ -513,8 +535,7 @@ class Store(ControllersMixin):
                                   "namespace sent on the request")
             meta["namespace"] = ns
         self._check_type(rt, body)
-        if rt.normalize is not None:
-            rt.normalize(body)
+        self._shape(rt, body, field_validation)
         if subresource != "status" and rt.has_status:
             body.pop("status", None)
         now = self.clock.timestamp()

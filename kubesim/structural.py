@@ -41,3 +41,20 @@ def _walk(schema, value, root: bool = False) -> None:
         if isinstance(items, dict):
             for v in value:
                 _walk(items, v)
+
+
+def dropped_fields(before, after, path: str = "") -> list[str]:
+    """Paths of the map keys present in `before` but gone from `after`."""
+    out: list[str] = []
+    if isinstance(before, dict) and isinstance(after, dict):
+        for k, v in before.items():
+            p = f"{path}.{k}" if path else k
+            if k not in after:
+                if v is not None:   # explicit nulls are not unknown fields
+                    out.append(p)
+            else:
+                out.extend(dropped_fields(v, after[k], p))
+    elif isinstance(before, list) and isinstance(after, list):
+        for i, (a, b) in enumerate(zip(before, after, strict=False)):
+            out.extend(dropped_fields(a, b, f"{path}[{i}]"))
+    return out

@@ -1,6 +1,9 @@
 """Create/read/update/delete semantics through the official client."""
 from __future__ import annotations
 
+import json
+
+import kubernetes
 import pytest
 
 from .helpers import api_error, core, ns, pod, request
@@ -294,3 +297,36 @@ def test_binding_subresource(kubesim):
     status, _, _ = request(kubesim, "POST", "/api/v1/namespaces/team-a/pods/p/binding",
                            {"target": {"kind": "Node", "name": "a100-1"}})
     assert status == 409
+
+
+def test_field_validation_strict_warn_ignore(kubesim):
+    c = core(kubesim)
+    ns(kubesim)
+    body = {"metadata": {"name": "s"}, "data": {"a": "1"}}
+    status, _, raw = request(kubesim, "POST",
+                             "/api/v1/namespaces/team-a/configmaps?fieldValidation=Strict",
+                             {**body, "dta": {"typo": "1"}, "metadata": {"name": "s",
+                                                                        "lables": {}}})
+    assert status == 400
+    msg = json.loads(raw)["message"]
+    assert msg == ('strict decoding error: unknown field "dta", '
+                   'unknown field "metadata.lables"')
+    assert c.list_namespaced_config_map("team-a").items == []
+    status, headers, _ = request(kubesim, "POST",
+                                 "/api/v1/namespaces/team-a/configmaps?fieldValidation=Warn",
+                                 {**body, "dta": 1})
+    assert status == 201 and headers["Warning"] == '299 - "unknown field \\"dta\\""'
+    status, headers, _ = request(kubesim, "PATCH",
+                                 "/api/v1/namespaces/team-a/configmaps/s",
+                                 {"data": {"b": "2"}}, "application/merge-patch+json")
+    assert status == 200 and "Warning" not in headers
+    # custom resources: unknown fields of the structural schema
+    from kubernetes.client.exceptions import ApiException
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "j"},
+           "spec": {"runPolicy": {"suspnd": True}, "pytorchReplicaSpecs": {}}}
+    with pytest.raises(ApiException) as ei:
+        kubernetes.client.CustomObjectsApi(kubesim.api_client).create_namespaced_custom_object(
+            "kubeflow.org", "v1", "team-a", "pytorchjobs", job, field_validation="Strict")
+    assert ei.value.status == 400
+    assert json.loads(ei.value.body)["message"] == (
+        'strict decoding error: unknown field "spec.runPolicy.suspnd"')
