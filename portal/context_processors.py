@@ -16,9 +16,15 @@ def navigation(request: HttpRequest) -> dict[str, Any]:
         return {}
     match = getattr(request, "resolver_match", None)
     current_slug = match.kwargs.get("slug") if match else None
+    from tenants.models import Notification, QuotaRequest
+
+    admin = is_platform_admin(user)
     return {
+        "nav_unread": Notification.objects.filter(user=user, read_at__isnull=True).count(),
+        "nav_pending_requests": QuotaRequest.objects.filter(status="pending").count()
+        if admin else 0,
         "nav_tenants": list(tenants_visible_to(user).values("slug", "name", "status")[:200]),
         "nav_current_slug": current_slug or request.session.get("tenant_slug"),
-        "nav_platform_admin": is_platform_admin(user),
+        "nav_platform_admin": admin,
         "nav_finance": is_finance(user),
     }

@@ -75,17 +75,22 @@ class AmountRowsForm(forms.Form):
     def rows(self) -> list[tuple]:
         return [(self[f"resource_{i}"], self[f"amount_{i}"]) for i in range(self.row_count)]
 
-    def amounts(self) -> dict[str, str]:
-        """Filled rows as {resource: amount text}; the service validates both."""
-        result = {}
+    def clean(self) -> dict:
+        cleaned = super().clean() or {}
+        amounts = {}
         for i in range(self.row_count):
-            key = (self.cleaned_data.get(f"resource_{i}") or "").strip()
-            amount = (self.cleaned_data.get(f"amount_{i}") or "").strip()
+            key = (cleaned.get(f"resource_{i}") or "").strip()
+            amount = (cleaned.get(f"amount_{i}") or "").strip()
             if key and not amount:
                 raise forms.ValidationError(_("Give an amount for %(r)s.") % {"r": key})
             if key:
-                result[key] = amount
-        return result
+                amounts[key] = amount
+        self.parsed_amounts = amounts
+        return cleaned
+
+    def amounts(self) -> dict[str, str]:
+        """Filled rows as {resource: amount text}; the service validates both."""
+        return self.parsed_amounts
 
 
 class QuotaForm(AmountRowsForm):

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from tenants import views
+from tenants import views, views_quota
 
 app_name = "tenants"
 
@@ -14,6 +14,17 @@ urlpatterns = [
     path("t/<slug:slug>/edit/", views.tenant_edit, name="edit"),
     path("t/<slug:slug>/status/", views.tenant_status, name="status"),
     path("t/<slug:slug>/delete/", views.tenant_delete, name="delete"),
+    path("t/<slug:slug>/quota/", views_quota.quota_page, name="quota"),
+    path("t/<slug:slug>/quota/requests/<int:pk>/cancel/", views_quota.quota_request_cancel,
+         name="quota_request_cancel"),
+    path("t/<slug:slug>/quota/settings/", views_quota.tenant_settings, name="quota_settings"),
+    path("t/<slug:slug>/loans/", views_quota.loan_offer, name="loan_offer"),
+    path("t/<slug:slug>/loans/<int:pk>/<str:action>/", views_quota.loan_action,
+         name="loan_action"),
+    path("platform/quota-requests/", views_quota.request_queue, name="request_queue"),
+    path("platform/quota-requests/<int:pk>/", views_quota.request_detail, name="request_detail"),
+    path("platform/policy/", views_quota.policy_page, name="policy"),
+    path("notifications/", views_quota.notifications, name="notifications"),
     path("platform/tenants/", views.platform_tenants, name="platform_tenants"),
     path("platform/people/", views.people, name="people"),
     path("platform/people/<int:user_id>/roles/", views.people_role, name="people_role"),

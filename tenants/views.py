@@ -11,7 +11,6 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -65,8 +64,8 @@ def pool_detail(request: HttpRequest, slug: str, kind: str) -> HttpResponse:
             try:
                 services.quota_set(actor=request.user, pool=pool, amounts=form.amounts(),
                                    reason=form.cleaned_data["reason"])
-            except (ApplicationError, ValidationError) as exc:
-                form.add_error(None, getattr(exc, "message", None) or exc.messages[0])
+            except ApplicationError as exc:
+                form.add_error(None, exc.message)
             else:
                 messages.success(request, _("The quota was saved; the cluster is being "
                                             "updated."))

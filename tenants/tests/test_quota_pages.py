@@ -1,0 +1,125 @@
+"""Quota pages end to end: request, approve with an amendment, the cluster changes, the
+member sees the new quota and a notification, the audit log shows each step."""
+
+import pytest
+from kubernetes import client as k8s
+
+from tenants import services
+from tenants.models import AuditEvent, Notification, Policy, QuotaRequest
+
+H800 = "gpu:NVIDIA-H800"
+
+
+def test_request_approve_amended_cluster_changes_member_sees_it(
+        client, alice, bob, platform_admin, tenant_a, cluster,
+        django_capture_on_commit_callbacks):
+    tenant_a.members_may_request_quota = True
+    tenant_a.save()
+    client.force_login(bob)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post("/t/acme/quota/", {
+            "pool": "prod", "resource_0": H800, "amount_0": "8",
+            "justification": "fine-tune the 70B model"})
+    assert response.status_code == 302
+    request = QuotaRequest.objects.get()
+    client.force_login(platform_admin)
+    queue = client.get("/platform/quota-requests/").content.decode()
+    assert f"/platform/quota-requests/{request.pk}/" in queue and "fine-tune" not in queue
+    detail = client.get(f"/platform/quota-requests/{request.pk}/").content.decode()
+    assert "fine-tune the 70B model" in detail and "30-day peak" in detail
+    item = request.items.get()
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(f"/platform/quota-requests/{request.pk}/", {
+            "decision": "approve", f"amount_{item.pk}": "6", "note": "6 for now"})
+    assert response.status_code == 302
+    hard = k8s.CoreV1Api(cluster.api_client).read_namespaced_resource_quota(
+        "trainyard-quota", "ty-acme-prod").spec.hard
+    assert hard["requests.nvidia.com/gpu"] == "6"
+    client.force_login(bob)
+    page = client.get("/t/acme/quota/").content.decode()
+    assert "gpu:NVIDIA-H800" in page and "6 for now" in page
+    assert client.get("/").content.decode().count('class="count"') == 1  # the bell
+    notes = client.get("/notifications/").content.decode()
+    assert "was approved" in notes
+    client.post("/notifications/")
+    assert not Notification.objects.filter(user=bob, read_at__isnull=True).exists()
+    client.force_login(platform_admin)
+    audit = client.get("/platform/audit/?tenant=acme").content.decode()
+    for action in ("quota_request.submit", "quota_request.approve", "quota.set"):
+        assert action in audit
+
+
+def test_the_request_form_shows_clear_errors_and_changes_nothing(login, alice, tenant_a):
+    client = login(alice)
+    for amounts, message in [({"resource_0": H800, "amount_0": "-2"}, "zero or more"),
+                             ({"resource_0": "gpus", "amount_0": "2"}, "unknown resource"),
+                             ({"resource_0": "cpu", "amount_0": "lots"}, "not a number"),
+                             ({"resource_0": "cpu", "amount_0": ""}, "Give an amount")]:
+        response = client.post("/t/acme/quota/", {"pool": "prod", "justification": "x",
+                                                   **amounts})
+        assert response.status_code == 400 and message in response.content.decode()
+    assert not QuotaRequest.objects.exists()
+
+
+def test_members_see_quota_but_cannot_request_unless_allowed(login, bob, tenant_a):
+    page = login(bob).get("/t/acme/quota/").content.decode()
+    assert "Ask for quota" not in page
+    response = login(bob).post("/t/acme/quota/", {"pool": "prod", "resource_0": "cpu",
+                                                  "amount_0": "4", "justification": "x"})
+    assert response.status_code == 400 and "Only a tenant admin" in response.content.decode()
+
+
+@pytest.mark.parametrize("url", ["/t/acme/quota/", "/t/acme/quota/requests/1/cancel/",
+                                 "/t/acme/loans/", "/t/acme/loans/1/accept/"])
+def test_outsiders_get_404_on_quota_pages(login, charlie, tenant_a, tenant_b, url):
+    client = login(charlie)
+    response = client.post(url) if "cancel" in url or "loans" in url else client.get(url)
+    assert response.status_code == 404
+
+
+@pytest.mark.parametrize("url", ["/platform/quota-requests/", "/platform/policy/"])
+def test_platform_quota_pages_are_for_platform_admins(login, client, alice, tenant_a, url):
+    assert client.get(url).status_code == 302  # anonymous: to the login page
+    assert login(alice).get(url).status_code == 404
+
+
+def test_rejecting_from_the_page_needs_a_reason(login, alice, platform_admin, tenant_a):
+    request = services.quota_request_submit(
+        access=__import__("tenants.access", fromlist=["x"]).access_for(alice, tenant_a),
+        actor=alice, pool=tenant_a.pools.get(kind="dev"), amounts={"cpu": 4},
+        justification="x")
+    client = login(platform_admin)
+    response = client.post(f"/platform/quota-requests/{request.pk}/", {"decision": "reject"})
+    assert response.status_code == 400 and "reason" in response.content.decode()
+    client.post(f"/platform/quota-requests/{request.pk}/", {"decision": "reject",
+                                                            "note": "not now"})
+    assert QuotaRequest.objects.get(pk=request.pk).status == "rejected"
+
+
+def test_the_policy_page_saves_and_validates(login, platform_admin):
+    client = login(platform_admin)
+    form = {"overcommit_factors": "gpu = 1.2\ncpu = 2", "eviction_watermark": "90",
+            "development_grace_seconds": "300", "batch_grace_seconds": "30",
+            "default_quota": "dev cpu = 8", "dynamic_headroom": "20",
+            "dynamic_idle_threshold": "50"}
+    assert client.post("/platform/policy/", form).status_code == 302
+    policy = Policy.current()
+    assert policy.overcommit_factors == {"gpu": 1.2, "cpu": 2.0}
+    assert str(policy.eviction_watermark) == "0.900"
+    assert policy.default_quota == {"dev": {"cpu": "8"}}
+    bad = client.post("/platform/policy/", {**form, "overcommit_factors": "gpu = 0.5"})
+    assert bad.status_code == 400 and "between 1 and 10" in bad.content.decode()
+    assert AuditEvent.objects.filter(action="policy.update").count() == 1
+
+
+def test_the_tenant_settings_form(login, platform_admin, alice, tenant_a):
+    login(platform_admin).post("/t/acme/quota/settings/", {
+        "quota_mode": "overcommitted", "elastic_factor": "1.5",
+        "members_may_request_quota": "on"})
+    tenant_a.refresh_from_db()
+    assert (tenant_a.quota_mode, str(tenant_a.elastic_factor),
+            tenant_a.members_may_request_quota) == ("overcommitted", "1.50", True)
+    page = login(alice).get("/t/acme/quota/").content.decode()
+    assert "Guaranteed" in page and "Reclaim risk" in page
+    assert login(alice).post("/t/acme/quota/settings/", {
+        "quota_mode": "static", "elastic_factor": "1"}).status_code == 404

@@ -1,0 +1,244 @@
+"""Quota pages: the tenant's quota and requests, loans, the admins' request queue, the
+policy page and notifications. Thin: resolve access, validate a form, call a service."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+from django import forms as django_forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.utils.translation import get_language
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST
+
+from portal.exceptions import ApplicationError
+from tenants import forms, selectors, services
+from tenants.access import is_platform_admin
+from tenants.choices import QuotaMode
+from tenants.models import Notification, Policy, Pool, QuotaRequest
+
+
+def _end_of(day: dt.date | None) -> dt.datetime | None:
+    if day is None:
+        return None
+    return timezone.make_aware(dt.datetime.combine(day, dt.time(23, 59, 59)))
+
+
+def _form_error(form: django_forms.Form, exc: ApplicationError) -> None:
+    form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+
+
+@login_required
+def quota_page(request: HttpRequest, slug: str) -> HttpResponse:
+    """The tenant's quota per pool (granted, effective, in use, guaranteed), its requests
+    and loans; tenant admins (and members, if allowed) ask for more here."""
+    access = selectors.tenant_access_or_404(request.user, slug)
+    tenant = access.tenant
+    form = forms.QuotaRequestForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            created = services.quota_request_submit(
+                access=access, actor=request.user,
+                pool=get_object_or_404(Pool, tenant=tenant, kind=form.cleaned_data["pool"]),
+                amounts=form.amounts(), justification=form.cleaned_data["justification"],
+                valid_until=_end_of(form.cleaned_data["valid_until"]),
+                language=get_language() or "en")
+        except ApplicationError as exc:
+            _form_error(form, exc)
+        else:
+            messages.success(request, _("Request #%(n)s was sent to the platform admins.")
+                             % {"n": created.pk})
+            return redirect("tenants:quota", slug=slug)
+    may_request = access.role == "admin" or (access.is_member
+                                             and tenant.members_may_request_quota)
+    return render(request, "tenants/quota.html", {
+        "access": access, "tenant": tenant, "form": form, "may_request": may_request,
+        "overview": selectors.quota_overview(tenant),
+        "requests": selectors.quota_requests_of(tenant)[:50],
+        "loans": selectors.loans_of(tenant)[:50], "loan_form": forms.LoanForm(),
+        "resource_suggestions": selectors.resource_suggestions(),
+        "quota_modes": QuotaMode.choices,
+    }, status=400 if request.method == "POST" else 200)
+
+
+@login_required
+@require_POST
+def quota_request_cancel(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    access = selectors.tenant_access_or_404(request.user, slug)
+    quota_request = get_object_or_404(QuotaRequest, pk=pk, tenant=access.tenant)
+    try:
+        services.quota_request_cancel(access=access, actor=request.user, request=quota_request)
+        messages.success(request, _("Request #%(n)s was withdrawn.") % {"n": pk})
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+    return redirect("tenants:quota", slug=slug)
+
+
+@login_required
+@require_POST
+def loan_offer(request: HttpRequest, slug: str) -> HttpResponse:
+    access = selectors.tenant_access_or_404(request.user, slug)
+    form = forms.LoanForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, " ".join(m for errs in form.errors.values() for m in errs))
+        return redirect("tenants:quota", slug=slug)
+    data = form.cleaned_data
+    try:
+        services.loan_propose(
+            access=access, actor=request.user,
+            lender_pool=get_object_or_404(Pool, tenant=access.tenant, kind=data["pool"]),
+            borrower=data["borrower"].strip(), borrower_pool=data["borrower_pool"],
+            resource=data["resource"].strip(), amount=data["amount"],
+            ends_at=_end_of(data["ends_at"]), note=data["note"])  # type: ignore[arg-type]
+        messages.success(request, _("The offer was sent; the borrower's admins must accept."))
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+    return redirect("tenants:quota", slug=slug)
+
+
+@login_required
+@require_POST
+def loan_action(request: HttpRequest, slug: str, pk: int, action: str) -> HttpResponse:
+    access = selectors.tenant_access_or_404(request.user, slug)
+    loan = get_object_or_404(selectors.loans_of(access.tenant), pk=pk)
+    try:
+        if action in ("accept", "decline"):
+            services.loan_decide(access=access, actor=request.user, loan=loan,
+                                 accept=action == "accept")
+        elif action == "end":
+            services.loan_end(access=access, actor=request.user, loan=loan)
+        else:
+            raise Http404
+        messages.success(request, _("Done."))
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+    return redirect("tenants:quota", slug=slug)
+
+
+@login_required
+@require_POST
+def tenant_settings(request: HttpRequest, slug: str) -> HttpResponse:
+    if not is_platform_admin(request.user):
+        raise Http404
+    access = selectors.tenant_access_or_404(request.user, slug)
+    form = forms.TenantSettingsForm(request.POST)
+    if form.is_valid():
+        try:
+            services.tenant_update(access=access, actor=request.user, **form.cleaned_data)
+            messages.success(request, _("Quota settings were saved."))
+        except ApplicationError as exc:
+            messages.error(request, exc.message)
+    else:
+        messages.error(request, _("Check the quota settings."))
+    return redirect("tenants:quota", slug=slug)
+
+
+def _platform_admin_or_404(request: HttpRequest) -> None:
+    if not is_platform_admin(request.user):
+        raise Http404
+
+
+@login_required
+def request_queue(request: HttpRequest) -> HttpResponse:
+    _platform_admin_or_404(request)
+    status = request.GET.get("status", "pending")
+    page = Paginator(selectors.pending_quota_requests(status), 50).get_page(
+        request.GET.get("page"))
+    return render(request, "tenants/request_queue.html", {"page": page, "status": status})
+
+
+@login_required
+def request_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """One request with the facts to decide it; approve (amended) or reject."""
+    _platform_admin_or_404(request)
+    quota_request = get_object_or_404(QuotaRequest.objects.select_related(
+        "tenant", "pool", "requested_by"), pk=pk)
+    form = forms.DecisionForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        note = form.cleaned_data["note"]
+        try:
+            if request.POST.get("decision") == "reject":
+                services.quota_request_reject(actor=request.user, request=quota_request,
+                                              reason=note)
+                messages.success(request, _("Request #%(n)s was rejected.") % {"n": pk})
+            else:
+                amended = {item.resource: request.POST.get(f"amount_{item.pk}", "").strip()
+                           for item in quota_request.items.all()}
+                amended = {k: v for k, v in amended.items() if v}
+                services.quota_request_approve(actor=request.user, request=quota_request,
+                                               amended=amended, note=note)
+                messages.success(request, _("Request #%(n)s was approved; the cluster is "
+                                            "being updated.") % {"n": pk})
+            return redirect("tenants:request_queue")
+        except ApplicationError as exc:
+            form.add_error(None, exc.message)
+    return render(request, "tenants/request_detail.html", {
+        "req": quota_request, "form": form, "facts": selectors.request_facts(quota_request),
+        "posted": request.POST,
+    }, status=400 if request.method == "POST" else 200)
+
+
+def _pairs_text(mapping: dict) -> str:
+    return "\n".join(f"{k} = {v}" for k, v in sorted(mapping.items()))
+
+
+@login_required
+def policy_page(request: HttpRequest) -> HttpResponse:
+    _platform_admin_or_404(request)
+    policy = Policy.current()
+    initial = {
+        "overcommit_factors": _pairs_text(policy.overcommit_factors),
+        "eviction_watermark": policy.eviction_watermark * 100,
+        "development_grace_seconds": policy.development_grace_seconds,
+        "batch_grace_seconds": policy.batch_grace_seconds,
+        "default_quota": "\n".join(f"{pool} {k} = {v}" for pool, amounts in
+                                   sorted(policy.default_quota.items())
+                                   for k, v in sorted(amounts.items())),
+        "dev_pvc_reclaim_days": policy.dev_pvc_reclaim_days,
+        "dynamic_headroom": policy.dynamic_headroom * 100,
+        "dynamic_idle_threshold": policy.dynamic_idle_threshold * 100,
+    }
+    form = forms.PolicyForm(request.POST or None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        data = dict(form.cleaned_data)
+        data["eviction_watermark"] = data["eviction_watermark"] / 100
+        data["dynamic_headroom"] = data["dynamic_headroom"] / 100
+        data["dynamic_idle_threshold"] = data["dynamic_idle_threshold"] / 100
+        data["overcommit_factors"] = {k: float(Decimal(v)) if _number(v) else v
+                                      for k, v in data["overcommit_factors"].items()}
+        try:
+            services.policy_update(actor=request.user, **data)
+        except ApplicationError as exc:
+            _form_error(form, exc)
+        else:
+            messages.success(request, _("The policy was saved."))
+            return redirect("tenants:policy")
+    return render(request, "tenants/policy.html", {"form": form, "policy": policy},
+                  status=400 if request.method == "POST" else 200)
+
+
+def _number(text: str) -> bool:
+    try:
+        Decimal(text)
+    except ArithmeticError:
+        return False
+    return True
+
+
+@login_required
+def notifications(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        Notification.objects.filter(user=request.user, read_at__isnull=True).update(
+            read_at=timezone.now())
+        return redirect("tenants:notifications")
+    page = Paginator(Notification.objects.filter(user=request.user), 50).get_page(
+        request.GET.get("page"))
+    return render(request, "tenants/notifications.html", {"page": page})
+
+
