@@ -240,7 +240,7 @@ class Server:
                 obj = self.store.create(rt.key, body, namespace=ns, dry_run=_dry_run(q),
                                         field_manager=q.get("fieldManager")
                                         or _user_agent_manager(request),
-                                        field_validation=q.get("fieldValidation"))
+                                        field_validation=q.get("fieldValidation", "Warn"))
                 return jresponse(obj, 201, self._warnings())
             if sub == "binding":
                 return self._binding(rt, ns, name, body)
@@ -267,7 +267,7 @@ class Server:
             obj = self.store.replace(rt.key, body, namespace=ns, subresource=sub,
                                      dry_run=_dry_run(q), field_manager=q.get("fieldManager")
                                      or _user_agent_manager(request),
-                                     field_validation=q.get("fieldValidation"))
+                                     field_validation=q.get("fieldValidation", "Warn"))
             return jresponse(obj, 200, self._warnings())
         if m == "PATCH":
             if name is None:
@@ -289,7 +289,7 @@ class Server:
             obj = self.store.patch(rt.key, name, body, patch_type=ptype, namespace=ns,
                                    subresource=sub, field_manager=manager,
                                    force=_qp_bool(q, "force"), dry_run=_dry_run(q),
-                                   field_validation=q.get("fieldValidation"))
+                                   field_validation=q.get("fieldValidation", "Warn"))
             return jresponse(obj, 200, self._warnings())
         if m == "DELETE":
             opts = {}

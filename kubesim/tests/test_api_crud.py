@@ -320,6 +320,14 @@ def test_field_validation_strict_warn_ignore(kubesim):
                                  "/api/v1/namespaces/team-a/configmaps/s",
                                  {"data": {"b": "2"}}, "application/merge-patch+json")
     assert status == 200 and "Warning" not in headers
+    status, headers, _ = request(kubesim, "PATCH",   # Warn is the default
+                                 "/api/v1/namespaces/team-a/configmaps/s",
+                                 {"dataa": {"b": "2"}}, "application/merge-patch+json")
+    assert status == 200 and "dataa" in headers["Warning"]
+    status, headers, _ = request(kubesim, "PATCH",
+                                 "/api/v1/namespaces/team-a/configmaps/s?fieldValidation=Ignore",
+                                 {"dataa": {"b": "3"}}, "application/merge-patch+json")
+    assert status == 200 and "Warning" not in headers
     # custom resources: unknown fields of the structural schema
     from kubernetes.client.exceptions import ApiException
     job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "j"},
