@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from rest_framework import viewsets
 from rest_framework.request import Request
 
@@ -31,7 +31,9 @@ class TenantScopedViewSet(viewsets.GenericViewSet):
     available in every handler.
     """
 
-    tenant_field: ClassVar[str] = "tenant"
+    # The lookup path from the model to its Tenant; a tuple means "any of these" (a loan
+    # belongs to both its lender and its borrower).
+    tenant_field: ClassVar[str | tuple[str, ...]] = "tenant"
     access: TenantAccess
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -58,7 +60,12 @@ class TenantScopedViewSet(viewsets.GenericViewSet):
         base = super().get_queryset()
         narrowed = self.scope_queryset(base)
         # Applied last, so whatever scope_queryset returned is cut to this tenant.
-        return narrowed.filter(**{self.tenant_field: self.access.tenant})
+        fields = (self.tenant_field,) if isinstance(self.tenant_field, str) else self.tenant_field
+        condition = Q()
+        for field in fields:
+            condition |= Q(**{field: self.access.tenant})
+        return narrowed.filter(condition).distinct() if len(fields) > 1 else \
+            narrowed.filter(condition)
 
     def get_serializer_context(self) -> dict[str, Any]:
         context = super().get_serializer_context()

@@ -5,7 +5,17 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from tenants.choices import MembershipRole
-from tenants.models import Membership, NodeDedication, Pool, Tenant
+from tenants.models import (
+    Membership,
+    NodeDedication,
+    Notification,
+    Policy,
+    Pool,
+    QuotaLoan,
+    QuotaRequest,
+    QuotaRequestItem,
+    Tenant,
+)
 
 
 class PoolSyncSerializer(serializers.Serializer):
@@ -107,3 +117,88 @@ class NodeDedicationSerializer(serializers.ModelSerializer):
 class NodeDedicationInput(serializers.Serializer):
     node_name = serializers.CharField(max_length=253)
     reason = serializers.CharField(max_length=2000, required=False, default="", allow_blank=True)
+
+
+class QuotaRequestItemSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = QuotaRequestItem
+        fields = ["resource", "current_amount", "requested_amount", "approved_amount"]
+
+
+class QuotaRequestSerializer(serializers.ModelSerializer):
+    tenant = serializers.CharField(source="tenant.slug", read_only=True)
+    pool = serializers.CharField(source="pool.kind", read_only=True)
+    requested_by = serializers.CharField(source="requested_by.username", read_only=True,
+                                         default=None)
+    decided_by = serializers.CharField(source="decided_by.username", read_only=True,
+                                       default=None)
+    items = QuotaRequestItemSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = QuotaRequest
+        fields = ["id", "tenant", "pool", "source", "status", "justification", "formula",
+                  "valid_until", "requested_by", "created_at", "decided_by", "decided_at",
+                  "decision_note", "items"]
+
+
+class QuotaRequestInput(serializers.Serializer):
+    pool = serializers.ChoiceField(choices=["prod", "dev"])
+    amounts = serializers.DictField(child=serializers.CharField(max_length=30),
+                                    help_text="resource key -> new amount, e.g. "
+                                              "{\"gpu:NVIDIA-H800\": \"8\"}")
+    justification = serializers.CharField(max_length=4000)
+    valid_until = serializers.DateTimeField(required=False, allow_null=True, default=None)
+
+
+class ApproveInput(serializers.Serializer):
+    amended = serializers.DictField(child=serializers.CharField(max_length=30), required=False,
+                                    default=dict)
+    note = serializers.CharField(max_length=2000, required=False, default="", allow_blank=True)
+
+
+class RejectInput(serializers.Serializer):
+    reason = serializers.CharField(max_length=2000)
+
+
+class LoanSerializer(serializers.ModelSerializer):
+    lender = serializers.SerializerMethodField()
+    borrower = serializers.SerializerMethodField()
+
+    class Meta:
+        model = QuotaLoan
+        fields = ["id", "lender", "borrower", "resource", "amount", "ends_at", "note", "status",
+                  "created_at", "started_at", "ended_at"]
+
+    def get_lender(self, loan: QuotaLoan) -> str:
+        return f"{loan.lender.tenant.slug}/{loan.lender.kind}"
+
+    def get_borrower(self, loan: QuotaLoan) -> str:
+        return f"{loan.borrower.tenant.slug}/{loan.borrower.kind}"
+
+
+class LoanInput(serializers.Serializer):
+    pool = serializers.ChoiceField(choices=["prod", "dev"])
+    borrower = serializers.CharField(max_length=40)
+    borrower_pool = serializers.ChoiceField(choices=["prod", "dev"])
+    resource = serializers.CharField(max_length=300)
+    amount = serializers.CharField(max_length=30)
+    ends_at = serializers.DateTimeField()
+    note = serializers.CharField(max_length=2000, required=False, default="", allow_blank=True)
+
+
+class PolicySerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Policy
+        fields = ["overcommit_factors", "eviction_watermark", "production_grace_seconds",
+                  "development_grace_seconds", "batch_grace_seconds", "default_quota",
+                  "dev_pvc_reclaim_days", "dynamic_headroom", "dynamic_idle_threshold",
+                  "updated_at"]
+        read_only_fields = ["production_grace_seconds", "updated_at"]
+
+
+class NotificationSerializer(serializers.ModelSerializer):
+    tenant = serializers.CharField(source="tenant.slug", read_only=True, default=None)
+
+    class Meta:
+        model = Notification
+        fields = ["id", "tenant", "message", "link", "created_at", "read_at"]
