@@ -229,6 +229,12 @@ class ClusterState:
         if ns is None:
             ns = self.nodes[name] = NodeState(name, len(self.nodes))
             ns.inv = self.inventories.get(name) or GpuInventory(name, None, None)
+            for info in self.pods.values():  # pods bound to this name before the node existed
+                if info.node == name:
+                    for r, v in info.req.items():
+                        ns.used[r] = ns.used.get(r, 0) + v
+                    ns.npods += 1
+                    ns.pods.add(info.key)
         if ns.update(obj):
             self.node_gen += 1
             self.capacity_freed = True
