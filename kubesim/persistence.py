@@ -56,4 +56,5 @@ def load(store: Store, path: Path) -> bool:
     store._rv = max(store._rv, int(data.get("resourceVersion") or 0))
     store._history.clear()
     store._sorted = {}
+    store._rng.seed(store._rv)   # a new uid/name stream, not the one that made these objects
     return True
