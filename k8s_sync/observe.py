@@ -450,7 +450,7 @@ class Reflector:
         self._stream = self.client.watch(self.spec.api_version, self.spec.kind,
                                          resource_version=version,
                                          timeout_seconds=self.watch_timeout)
-        touched = self.clock()
+        touched = float("-inf")  # the first event is always noted, later ones throttled
         try:
             if self.stopped.is_set():
                 return version
