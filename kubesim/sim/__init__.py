@@ -34,7 +34,7 @@ from kubesim.sim.nodes import build_nodes, priority_class_objects, storage_class
 from kubesim.sim.operator import Operator
 from kubesim.sim.profile import load_profile
 from kubesim.sim.scheduler import Scheduler
-from kubesim.sim.state import PRIORITYCLASSES, PYTORCHJOBS, ClusterState
+from kubesim.sim.state import PRIORITYCLASSES, ClusterState
 from kubesim.sim.volumes import VolumeController
 
 __all__ = ["Simulation", "load_profile"]
@@ -183,5 +183,3 @@ class Simulation:
             for d in (inv.by_pod.get(info.key, []) if inv else [])
         ]
 
-
-_ = PYTORCHJOBS
