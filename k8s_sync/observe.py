@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from django.db import DatabaseError, close_old_connections, transaction
@@ -115,15 +116,22 @@ def pod_requests(spec: Mapping[str, Any]) -> dict[str, str]:
         res = container.get("resources") or {}
         return {**(res.get("limits") or {}), **(res.get("requests") or {})}
 
-    total: dict[str, Any] = {}
+    def amounts(resources: Mapping[str, Any]) -> Iterable[tuple[str, Decimal]]:
+        for name, qty in resources.items():
+            try:
+                yield name, parse_quantity(qty)
+            except ValueError:  # the API server validates quantities; never count junk
+                log.warning("ignoring unparseable quantity %s=%r", name, qty)
+
+    total: dict[str, Decimal] = {}
     for container in spec.get("containers") or []:
-        for name, qty in of(container).items():
-            total[name] = total.get(name, 0) + parse_quantity(qty)
+        for name, value in amounts(of(container)):
+            total[name] = total.get(name, Decimal(0)) + value
     for container in spec.get("initContainers") or []:
-        for name, qty in of(container).items():
-            total[name] = max(total.get(name, 0), parse_quantity(qty))
-    for name, qty in (spec.get("overhead") or {}).items():
-        total[name] = total.get(name, 0) + parse_quantity(qty)
+        for name, value in amounts(of(container)):
+            total[name] = max(total.get(name, Decimal(0)), value)
+    for name, value in amounts(spec.get("overhead") or {}):
+        total[name] = total.get(name, Decimal(0)) + value
     return {name: format_decimal(value) for name, value in sorted(total.items())}
 
 
@@ -480,7 +488,9 @@ def relist_all(client: KubeClient, kinds: Iterable[str] | None = None) -> dict[s
             items, version = client.list_with_resource_version(spec.api_version, spec.kind)
             record_relist(spec, items, version)
             result[name] = spec.model.objects.count()
-        except K8sError as exc:
+        except (K8sError, DatabaseError) as exc:
+            # DatabaseError: e.g. the watcher inserted the same new row first; the next
+            # run (or the watcher) converges.
             record_error(name, exc)
             result[name] = f"error: {exc}"
     return result

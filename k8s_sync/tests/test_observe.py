@@ -277,3 +277,8 @@ def test_event_rows_are_pruned_after_the_retention_period(client):
                                 observed_at=old)
     relist_all(client, ["events"])
     assert list(ClusterEvent.objects.values_list("name", flat=True)) == ["recent"]
+
+
+def test_an_unparseable_quantity_is_ignored_not_fatal():
+    spec = {"containers": [{"resources": {"requests": {"cpu": "lots", "memory": "1Gi"}}}]}
+    assert pod_requests(spec) == {"memory": str(2**30)}
