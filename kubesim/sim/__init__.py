@@ -182,4 +182,3 @@ class Simulation:
             {"gpu": d.gpu, "uuid": d.uuid, "resource": d.resource, "mig_profile": d.mig_profile}
             for d in (inv.by_pod.get(info.key, []) if inv else [])
         ]
-

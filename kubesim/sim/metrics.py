@@ -13,6 +13,9 @@ GAUGES = [
     ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB)."),
     ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB)."),
     ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Ratio of time the graphics engine is active."),
+    ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "Ratio of cycles the tensor (HMMA) pipe is active."),
+    ("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W)."),
+    ("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C)."),
 ]
 
 
@@ -32,6 +35,7 @@ class Metrics:
         self.profile = profile
         self.seed = seed
         self.now_fn = now_fn
+        self.tdp = {m["name"]: m.get("tdp", 400) for m in profile["gpu_models"].values()}
         # dcgm-exporter <= 4.5.3-4.8.2 says "Hostname"; main after d5e5f51 says "hostname"
         self.hostname_label = str(self.sim.get("metrics_hostname_label") or "Hostname")
 
@@ -147,6 +151,16 @@ class Metrics:
             rows["DCGM_FI_PROF_GR_ENGINE_ACTIVE"].append(
                 f"DCGM_FI_PROF_GR_ENGINE_ACTIVE{ls} {round(util / 100.0, 6)}"
             )
+            rows["DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"].append(
+                f"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{ls} {round(util * 0.0055, 6)}"
+            )
+            if not mig:  # power and temperature belong to the physical GPU
+                tdp = float(self.tdp.get(base.get("modelName", ""), 400))
+                power = 0.15 * tdp + 0.8 * tdp * util / 100.0
+                rows["DCGM_FI_DEV_POWER_USAGE"].append(f"DCGM_FI_DEV_POWER_USAGE{ls} {power:.3f}")
+                rows["DCGM_FI_DEV_GPU_TEMP"].append(
+                    f"DCGM_FI_DEV_GPU_TEMP{ls} {32 + round(util * 0.45)}"
+                )
 
     def _network(self, now: float) -> list[str]:
         tx, rx = [], []

@@ -52,6 +52,7 @@ _H100_MIG = {
 }
 GPU_MODELS: dict[str, dict[str, Any]] = {
     "A100-SXM4-80GB": {
+        "tdp": 400,
         "product": "NVIDIA-A100-SXM4-80GB",
         "name": "NVIDIA A100-SXM4-80GB",
         "memory": 81920,
@@ -60,6 +61,7 @@ GPU_MODELS: dict[str, dict[str, Any]] = {
         "mig": _A100_80_MIG,
     },
     "A100-SXM4-40GB": {
+        "tdp": 400,
         "product": "NVIDIA-A100-SXM4-40GB",
         "name": "NVIDIA A100-SXM4-40GB",
         "memory": 40960,
@@ -68,6 +70,7 @@ GPU_MODELS: dict[str, dict[str, Any]] = {
         "mig": _A100_40_MIG,
     },
     "H100-80GB-HBM3": {
+        "tdp": 700,
         "product": "NVIDIA-H100-80GB-HBM3",
         "name": "NVIDIA H100 80GB HBM3",
         "memory": 81559,
@@ -76,6 +79,7 @@ GPU_MODELS: dict[str, dict[str, Any]] = {
         "mig": _H100_MIG,
     },
     "H800": {
+        "tdp": 700,
         "product": "NVIDIA-H800",
         "name": "NVIDIA H800",
         "memory": 81559,
@@ -84,6 +88,7 @@ GPU_MODELS: dict[str, dict[str, Any]] = {
         "mig": _H100_MIG,
     },
     "L40S": {
+        "tdp": 350,
         "product": "NVIDIA-L40S",
         "name": "NVIDIA L40S",
         "memory": 46068,
@@ -92,6 +97,7 @@ GPU_MODELS: dict[str, dict[str, Any]] = {
         "mig": {},
     },
     "T4": {
+        "tdp": 70,
         "product": "Tesla-T4",
         "name": "Tesla T4",
         "memory": 15360,

@@ -102,6 +102,14 @@ def test_running_pod_metrics_and_labels(h):
     mine = [(n, lab, v) for n, lab, v in samples if lab.get("pod") == "train"]
     util = [v for n, lab, v in mine if n == "DCGM_FI_DEV_GPU_UTIL"]
     assert len(util) == 2 and all(75 <= v <= 85 for v in util)
+    power = [v for n, lab, v in mine if n == "DCGM_FI_DEV_POWER_USAGE"]
+    assert len(power) == 2 and all(500 < v < 700 for v in power)  # H800: 700 W at full load
+    idle_power = [
+        v
+        for n, lab, v in samples
+        if n == "DCGM_FI_DEV_POWER_USAGE" and lab["Hostname"] == "h800-0" and lab["pod"] == ""
+    ]
+    assert idle_power and all(v < min(power) for v in idle_power)
     used = [v for n, lab, v in mine if n == "DCGM_FI_DEV_FB_USED"]
     assert used == [40960, 40960]
     gpus = {lab["gpu"] for n, lab, v in mine if n == "DCGM_FI_DEV_GPU_UTIL"}
