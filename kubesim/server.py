@@ -4,7 +4,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import multidict
 import yaml
@@ -12,7 +12,7 @@ from aiohttp import web
 
 from .errors import ApiError, bad_request
 from .jsonutil import dumps, loads
-from .resources import yaml_load_all
+from .resources import ResourceType, yaml_load_all
 from .tables import table, wants_table
 from .watch import serve_watch
 
@@ -45,6 +45,18 @@ def yaml_load(raw: bytes):
     if len(docs) != 1:
         raise bad_request("expected exactly one YAML document")
     return docs[0]
+
+
+class Target(NamedTuple):
+    rt: ResourceType
+    ns: str | None
+    name: str | None
+    sub: str | None
+    watch: bool
+
+
+def _not_found() -> ApiError:
+    return ApiError(404, "NotFound", "the server could not find the requested resource")
 
 
 def jresponse(obj, status: int = 200, headers: dict | None = None) -> web.Response:
@@ -171,146 +183,167 @@ class Server:
 
     async def api_groups(self, request):
         return jresponse(self.store.registry.api_group_list())
-
     # ---- resource paths ----------------------------------------------------------------------
     async def dispatch(self, request: web.Request):
-        legacy = request.path.startswith("/api/")
+        target = self._route(request)
+        if isinstance(target, web.Response):
+            return target
+        handler = {"GET": self._get, "POST": self._post, "PUT": self._put,
+                   "PATCH": self._patch, "DELETE": self._delete}.get(request.method)
+        if handler is None:
+            raise ApiError(405, "MethodNotAllowed", f"{request.method} is not supported")
+        return await handler(request, target)
+
+    def _route(self, request: web.Request) -> Target | web.Response:
+        """Parse /api/v1/... and /apis/GROUP/VERSION/...; discovery documents come back as
+        responses, resource paths as a Target."""
         parts = [p for p in request.match_info["path"].split("/") if p]
-        if legacy:
+        if request.path.startswith("/api/"):
             if not parts:
-                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+                raise _not_found()
             group, version, rest = "", parts[0], parts[1:]
         else:
-            if not parts:
-                return await self.api_groups(request)
             if len(parts) == 1:
                 doc = self.store.registry.api_group(parts[0])
                 if doc is None:
-                    raise ApiError(404, "NotFound", "the server could not find the requested "
-                                                    "resource")
+                    raise _not_found()
                 return jresponse(doc)
+            if not parts:
+                return jresponse(self.store.registry.api_group_list())
             group, version, rest = parts[0], parts[1], parts[2:]
         if not rest:
             doc = self.store.registry.resource_list(group, version)
             if doc is None:
-                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+                raise _not_found()
             return jresponse(doc)
-        watch_path = False
-        if rest[0] == "watch":
-            watch_path, rest = True, rest[1:]
+        watch_path = rest[0] == "watch"
+        if watch_path:
+            rest = rest[1:]
         ns = None
         if rest and rest[0] == "namespaces" and len(rest) >= 3 and not (
                 len(rest) == 3 and rest[2] in ("status", "finalize")):
             ns, rest = rest[1], rest[2:]
         if not rest or len(rest) > 3:
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            raise _not_found()
         rt = self.store.registry.lookup(group, version, rest[0])
-        if rt is None:
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else None
-        if sub and sub not in rt.subresources:
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        if rt.namespaced and ns is None and name is not None:
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        if not rt.namespaced and ns is not None:
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if rt is None or (sub and sub not in rt.subresources) or \
+                (rt.namespaced and ns is None and name is not None) or \
+                (not rt.namespaced and ns is not None):
+            raise _not_found()
+        watch = watch_path or (request.method == "GET" and name is None
+                               and _qp_bool(request.query, "watch"))
+        return Target(rt, ns, name, sub, watch)
+
+    async def _get(self, request: web.Request, t: Target):
         q = request.query
-        m = request.method
-        if watch_path or (m == "GET" and name is None and _qp_bool(q, "watch")):
+        if t.watch:
             field_sel = q.get("fieldSelector")
-            if name is not None:
-                field_sel = ",".join(x for x in (field_sel, f"metadata.name={name}") if x)
-            return await serve_watch(self, request, rt, ns, q.get("labelSelector"), field_sel)
-        if m == "GET":
-            as_table = wants_table(request.headers.get("Accept", ""))
-            if name is None:
-                return self._list(rt, ns, q, as_table)
-            if sub == "log":
-                return self._log(rt, ns, name, q)
-            obj = self.store.raw(rt, name, ns) or self.store.get(rt.key, name, namespace=ns)
-            if as_table and sub is None:
-                return jresponse(table(rt, [obj], self.store.clock.now(),
-                                       obj["metadata"]["resourceVersion"],
-                                       q.get("includeObject")))
-            return jresponse(obj)
-        if m == "POST":
-            body = await self._body(request)
-            if name is None:
-                obj = self.store.create(rt.key, body, namespace=ns, dry_run=_dry_run(q),
-                                        field_manager=q.get("fieldManager")
-                                        or _user_agent_manager(request),
-                                        field_validation=q.get("fieldValidation", "Warn"))
-                return jresponse(obj, 201, self._warnings())
-            if sub == "binding":
-                return self._binding(rt, ns, name, body)
-            if sub == "eviction":
-                self.store.delete(rt.key, name, namespace=ns,
-                                  grace_period_seconds=(body.get("deleteOptions") or {}).get(
-                                      "gracePeriodSeconds"))
-                return jresponse({"kind": "Status", "apiVersion": "v1", "metadata": {},
-                                  "status": "Success", "code": 201}, 201)
-            raise ApiError(405, "MethodNotAllowed", f"POST is not supported on {request.path}")
-        if m == "PUT":
-            if name is None:
-                raise ApiError(405, "MethodNotAllowed", "PUT needs a name")
-            body = await self._body(request)
-            if not isinstance(body, dict):
-                raise bad_request("the body of the request was in an unknown format")
-            meta = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
-            if meta.get("name") and meta["name"] != name:
-                raise bad_request(f"the name of the object ({meta['name']}) does not match the "
-                                  f"name on the URL ({name})")
-            body.setdefault("metadata", {})["name"] = name
-            if sub == "finalize":
-                sub = None
-            obj = self.store.replace(rt.key, body, namespace=ns, subresource=sub,
-                                     dry_run=_dry_run(q), field_manager=q.get("fieldManager")
-                                     or _user_agent_manager(request),
-                                     field_validation=q.get("fieldValidation", "Warn"))
-            return jresponse(obj, 200, self._warnings())
-        if m == "PATCH":
-            if name is None:
-                raise ApiError(405, "MethodNotAllowed", "PATCH needs a name")
-            ctype = request.content_type
-            ptype = PATCH_TYPES.get(ctype)
-            if ptype is None:
-                raise ApiError(415, "UnsupportedMediaType",
-                               f"the body of the request was in an unknown format - accepted "
-                               f"media types include: {', '.join(PATCH_TYPES)}")
+            if t.name is not None:
+                field_sel = ",".join(x for x in (field_sel, f"metadata.name={t.name}") if x)
+            return await serve_watch(self, request, t.rt, t.ns, q.get("labelSelector"),
+                                     field_sel)
+        as_table = wants_table(request.headers.get("Accept", ""))
+        if t.name is None:
+            return self._list(t.rt, t.ns, q, as_table)
+        if t.sub == "log":
+            return self._log(t.rt, t.ns, t.name, q)
+        obj = self.store.raw(t.rt, t.name, t.ns) or self.store.get(t.rt.key, t.name,
+                                                                   namespace=t.ns)
+        if as_table and t.sub is None:
+            return jresponse(table(t.rt, [obj], self.store.clock.now(),
+                                   obj["metadata"]["resourceVersion"], q.get("includeObject")))
+        return jresponse(obj)
+
+    async def _post(self, request: web.Request, t: Target):
+        q = request.query
+        body = await self._body(request)
+        if t.name is None:
+            obj = self.store.create(t.rt.key, body, namespace=t.ns, dry_run=_dry_run(q),
+                                    field_manager=q.get("fieldManager")
+                                    or _user_agent_manager(request),
+                                    field_validation=q.get("fieldValidation", "Warn"))
+            return jresponse(obj, 201, self._warnings())
+        if not isinstance(body, dict):
+            raise bad_request("the body of the request was in an unknown format")
+        if t.sub == "binding":
+            return self._binding(t.rt, t.ns, t.name, body)
+        if t.sub == "eviction":
+            opts = body.get("deleteOptions") or {}
+            self.store.delete(t.rt.key, t.name, namespace=t.ns,
+                              grace_period_seconds=opts.get("gracePeriodSeconds"))
+            return jresponse({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                              "status": "Success", "code": 201}, 201)
+        raise ApiError(405, "MethodNotAllowed", f"POST is not supported on {request.path}")
+
+    async def _put(self, request: web.Request, t: Target):
+        q = request.query
+        if t.name is None:
+            raise ApiError(405, "MethodNotAllowed", "PUT needs a name")
+        body = await self._body(request)
+        if not isinstance(body, dict):
+            raise bad_request("the body of the request was in an unknown format")
+        meta = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
+        if meta.get("name") and meta["name"] != t.name:
+            raise bad_request(f"the name of the object ({meta['name']}) does not match the "
+                              f"name on the URL ({t.name})")
+        body.setdefault("metadata", {})["name"] = t.name
+        obj = self.store.replace(t.rt.key, body, namespace=t.ns,
+                                 subresource=None if t.sub == "finalize" else t.sub,
+                                 dry_run=_dry_run(q), field_manager=q.get("fieldManager")
+                                 or _user_agent_manager(request),
+                                 field_validation=q.get("fieldValidation", "Warn"))
+        return jresponse(obj, 200, self._warnings())
+
+    async def _patch(self, request: web.Request, t: Target):
+        q = request.query
+        if t.name is None:
+            raise ApiError(405, "MethodNotAllowed", "PATCH needs a name")
+        ptype = PATCH_TYPES.get(request.content_type)
+        if ptype is None:
+            raise ApiError(415, "UnsupportedMediaType",
+                           f"the body of the request was in an unknown format - accepted "
+                           f"media types include: {', '.join(PATCH_TYPES)}")
+        raw = await request.read()
+        try:
+            body = yaml_load(raw) if ptype == "apply" else loads(raw)
+        except (ValueError, yaml.YAMLError) as e:
+            raise bad_request(f"error decoding patch: {e}") from None
+        manager = q.get("fieldManager")
+        if ptype != "apply":
+            manager = manager or _user_agent_manager(request)
+        obj = self.store.patch(t.rt.key, t.name, body, patch_type=ptype, namespace=t.ns,
+                               subresource=t.sub, field_manager=manager,
+                               force=_qp_bool(q, "force"), dry_run=_dry_run(q),
+                               field_validation=q.get("fieldValidation", "Warn"))
+        return jresponse(obj, 200, self._warnings())
+
+    async def _delete(self, request: web.Request, t: Target):
+        q = request.query
+        opts = {}
+        if request.can_read_body:
             raw = await request.read()
-            try:
-                body = yaml_load(raw) if ptype == "apply" else loads(raw)
-            except (ValueError, yaml.YAMLError) as e:
-                raise bad_request(f"error decoding patch: {e}") from None
-            manager = q.get("fieldManager")
-            if ptype != "apply":
-                manager = manager or _user_agent_manager(request)
-            obj = self.store.patch(rt.key, name, body, patch_type=ptype, namespace=ns,
-                                   subresource=sub, field_manager=manager,
-                                   force=_qp_bool(q, "force"), dry_run=_dry_run(q),
-                                   field_validation=q.get("fieldValidation", "Warn"))
-            return jresponse(obj, 200, self._warnings())
-        if m == "DELETE":
-            opts = {}
-            if request.can_read_body:
-                raw = await request.read()
-                if raw.strip():
-                    try:
-                        opts = loads(raw)
-                    except ValueError:
-                        raise bad_request("could not decode DeleteOptions") from None
-            grace = opts.get("gracePeriodSeconds", q.get("gracePeriodSeconds"))
+            if raw.strip():
+                try:
+                    opts = loads(raw)
+                except ValueError:
+                    raise bad_request("could not decode DeleteOptions") from None
+        if not isinstance(opts, dict):
+            raise bad_request("DeleteOptions must be an object")
+        grace = opts.get("gracePeriodSeconds", q.get("gracePeriodSeconds"))
+        try:
             grace = int(grace) if grace is not None else None
-            dry = _dry_run(q) or "All" in (opts.get("dryRun") or [])
-            if name is None:
-                return self._delete_collection(rt, ns, q, grace, dry)
-            obj = self.store.delete(rt.key, name, namespace=ns, grace_period_seconds=grace,
-                                    propagation_policy=opts.get("propagationPolicy")
-                                    or q.get("propagationPolicy"),
-                                    dry_run=dry, preconditions=opts.get("preconditions"))
-            return jresponse(obj)
-        raise ApiError(405, "MethodNotAllowed", f"{m} is not supported")
+        except ValueError:
+            raise bad_request(f"invalid gracePeriodSeconds {grace!r}") from None
+        dry = _dry_run(q) or "All" in (opts.get("dryRun") or [])
+        if t.name is None:
+            return self._delete_collection(t.rt, t.ns, q, grace, dry)
+        obj = self.store.delete(t.rt.key, t.name, namespace=t.ns, grace_period_seconds=grace,
+                                propagation_policy=opts.get("propagationPolicy")
+                                or q.get("propagationPolicy"),
+                                dry_run=dry, preconditions=opts.get("preconditions"))
+        return jresponse(obj)
 
     def _warnings(self) -> dict | None:
         """Warning headers for what the last write dropped (fieldValidation=Warn)."""
