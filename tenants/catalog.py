@@ -95,3 +95,11 @@ class Resource:
         if amount != amount.quantize(Decimal("0.001")):
             raise ValueError(f"{self.label()}: at most three decimals")
         return amount.quantize(Decimal("0.001"))
+
+
+def fmt_amount(value: Decimal | None) -> str | None:
+    """An amount as people write it: ``Decimal("48.000")`` -> ``"48"``, 0.5 -> ``"0.5"``."""
+    if value is None:
+        return None
+    text = f"{Decimal(value).normalize():f}"
+    return text

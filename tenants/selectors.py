@@ -192,13 +192,54 @@ def pools_to_sync() -> QuerySet[Pool]:
 
 
 def resource_suggestions() -> list[str]:
-    """Resource keys to offer in quota forms: the catalog's plain resources plus every
-    qualified key known from grants and settings (the observed inventory adds models)."""
+    """Resource keys to offer in quota forms: the plain resources, the observed cluster's
+    GPU models, MIG profiles and StorageClasses, and every key granted so far."""
     keys = {"cpu", "memory", "gpu-memory", "gpu-shared", "pvcs"}
     keys |= set(QuotaGrant.objects.values_list("resource", flat=True).distinct()[:500])
     keys |= {f"mig:{p}" for p in settings.TRAINYARD_MIG_PROFILES}
     keys |= {f"storage:{c}" for c in settings.TRAINYARD_STORAGE_CLASSES}
-    return sorted(keys)
+    keys |= {r.key for r in observed_resources()}
+    return sorted(k for k in keys if _parses(k))
+
+
+def observed_resources() -> list:
+    """Catalog resources the observed cluster offers (GPU models, MIG, storage, IOPS)."""
+    from k8s_sync.models import ObservedNode, ObservedStorageClass
+    from tenants.catalog import Resource, ResourceKind
+
+    found: set[Resource] = set()
+    for model, allocatable in ObservedNode.objects.exclude(gpu_model="").values_list(
+            "gpu_model", "allocatable"):
+        if (allocatable or {}).get("nvidia.com/gpu") not in (None, "0"):
+            found.add(Resource(ResourceKind.GPU, model))
+        for name in allocatable or {}:
+            if name.startswith("nvidia.com/mig-"):
+                found.add(Resource(ResourceKind.MIG, name.removeprefix("nvidia.com/mig-")))
+    for name in ObservedStorageClass.objects.values_list("name", flat=True):
+        if not name.startswith("ty-"):  # the pools' own IOPS classes
+            found |= {Resource(ResourceKind.STORAGE, name), Resource(ResourceKind.IOPS, name)}
+    return sorted(found)
+
+
+def catalog() -> list[dict]:
+    """Every resource a quota can name: label, unit, capacity, total granted."""
+    from django.db.models import Sum
+
+    from tenants.capacity import capacity_by_resource
+    from tenants.catalog import Resource, ResourceKind
+
+    capacity = capacity_by_resource()
+    granted = dict(QuotaGrant.objects.filter(superseded_at__isnull=True)
+                   .exclude(pool__tenant__status="deleted").values_list("resource")
+                   .annotate(total=Sum("amount")).values_list("resource", "total"))
+    plain = [Resource(kind) for kind in (ResourceKind.CPU, ResourceKind.MEMORY,
+                                         ResourceKind.GPU_MEMORY, ResourceKind.GPU_SHARED,
+                                         ResourceKind.PVCS)]
+    resources = sorted(set(plain) | set(observed_resources())
+                       | {Resource.parse(k) for k in granted if _parses(k)})
+    return [{"key": r.key, "kind": str(r.kind), "label": r.label(), "unit": r.unit,
+             "capacity": capacity.get(r.key), "granted": granted.get(r.key)}
+            for r in resources]
 
 
 def node_dedications() -> dict[str, str]:

@@ -25,6 +25,7 @@ urlpatterns = [
     path("platform/quota-requests/<int:pk>/", views_quota.request_detail, name="request_detail"),
     path("platform/policy/", views_quota.policy_page, name="policy"),
     path("notifications/", views_quota.notifications, name="notifications"),
+    path("catalog/", views_quota.catalog_page, name="catalog"),
     path("platform/tenants/", views.platform_tenants, name="platform_tenants"),
     path("platform/people/", views.people, name="people"),
     path("platform/people/<int:user_id>/roles/", views.people_role, name="people_role"),

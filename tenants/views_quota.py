@@ -242,3 +242,14 @@ def notifications(request: HttpRequest) -> HttpResponse:
     return render(request, "tenants/notifications.html", {"page": page})
 
 
+
+
+@login_required
+def catalog_page(request: HttpRequest) -> HttpResponse:
+    """Every resource a quota can name, in the units people count in, with the cluster's
+    capacity and how much of it is granted."""
+    rows = selectors.catalog()
+    for row in rows:
+        cap, granted = row["capacity"], row["granted"]
+        row["ratio"] = (granted / cap) if cap and granted is not None else None
+    return render(request, "tenants/catalog.html", {"rows": rows})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from django.db.models import QuerySet
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -16,6 +18,7 @@ from portal.api import TenantScopedViewSet
 from tenants import selectors, services
 from tenants.access import is_platform_admin, require_platform_admin
 from tenants.api import serializers as s
+from tenants.catalog import fmt_amount
 from tenants.models import Notification, Policy, Pool, QuotaLoan, QuotaRequest
 
 
@@ -76,7 +79,7 @@ class PlatformQuotaRequestViewSet(viewsets.GenericViewSet, mixins.ListModelMixin
         if obj is None:
             raise NotFound
         body = s.QuotaRequestSerializer(obj).data
-        body["facts"] = [{k: (str(v) if v is not None and k != "item" else None)
+        body["facts"] = [{k: fmt_amount(v) if isinstance(v, Decimal) else v
                           for k, v in f.items() if k != "item"} | {"resource": f["item"].resource}
                          for f in selectors.request_facts(obj)]
         return Response(body)
@@ -181,8 +184,16 @@ class QuotaOverviewView(APIView):
             "quota_mode": access.tenant.quota_mode,
             "elastic_factor": str(access.tenant.elastic_factor),
             "pools": [{"pool": block["pool"].kind, "namespace": block["pool"].namespace,
-                       "resources": [{k: (str(v) if v is not None else None)
+                       "resources": [{k: v if k == "key" else fmt_amount(v)
                                       for k, v in row.items() if k != "resource"}
                                      for row in block["rows"]]}
                       for block in selectors.quota_overview(access.tenant)],
         })
+
+
+class CatalogView(APIView):
+    """Every resource a quota can name: key, label, unit, capacity, total granted."""
+
+    def get(self, request: Request) -> Response:
+        return Response([{k: fmt_amount(v) if k in ("capacity", "granted") else v
+                          for k, v in row.items()} for row in selectors.catalog()])

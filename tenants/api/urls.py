@@ -21,6 +21,7 @@ tenant_router.register("dedicated-nodes", views.DedicatedNodeViewSet,
 urlpatterns = [
     *router.urls,
     path("policy/", quota_views.PolicyView.as_view(), name="policy"),
+    path("catalog/", quota_views.CatalogView.as_view(), name="catalog"),
     path("tenants/<slug:tenant_slug>/quota/", quota_views.QuotaOverviewView.as_view(),
          name="tenant-quota"),
     path("tenants/<slug:tenant_slug>/", include(tenant_router.urls)),

@@ -43,8 +43,7 @@ def test_request_and_decide_through_the_api(api, alice, bob, platform_admin, ten
     assert again.status_code == 409
     overview = api(bob).get("/api/v1/tenants/acme/quota/").json()
     prod = next(p for p in overview["pools"] if p["pool"] == "prod")
-    assert {r["key"]: r["granted"] for r in prod["resources"]} == {H800: "4.000",
-                                                                    "cpu": "32.000"}
+    assert {r["key"]: r["granted"] for r in prod["resources"]} == {H800: "4", "cpu": "32"}
     notes = api(alice).get("/api/v1/notifications/").json()["results"]
     assert "approved" in notes[0]["message"]
     assert api(alice).post("/api/v1/notifications/read-all/").status_code == 204
@@ -103,3 +102,29 @@ def test_policy_is_readable_by_all_and_changed_by_platform_admins(api, alice, pl
     bad = api(platform_admin).patch("/api/v1/policy/", {"eviction_watermark": "0.1"},
                                     format="json")
     assert bad.status_code == 400
+
+
+def test_the_catalog_lists_observed_resources_with_capacity(api, login, bob, platform_admin,
+                                                            tenant_a):
+    from django.utils import timezone
+
+    from k8s_sync.models import ObservedNode, ObservedStorageClass
+
+    now = timezone.now()
+    ObservedNode.objects.create(name="n1", uid="1", resource_version="1", observed_at=now,
+                                gpu_model="NVIDIA-A100-SXM4-80GB", gpu_count=8,
+                                gpu_memory_mib=81920, ready=True, mig_strategy="mixed",
+                                allocatable={"cpu": "96", "memory": "1Ti",
+                                             "nvidia.com/gpu": "6", "nvidia.com/mig-1g.10gb": "7"})
+    ObservedStorageClass.objects.create(name="fast-ssd", uid="2", resource_version="1",
+                                        observed_at=now, provisioner="x")
+    services.quota_set(actor=platform_admin, pool=tenant_a.pools.get(kind="prod"),
+                       amounts={"cpu": 48}, reason="t")
+    rows = {r["key"]: r for r in api(bob).get("/api/v1/catalog/").json()}
+    assert rows["gpu:NVIDIA-A100-SXM4-80GB"]["capacity"] == "6"
+    assert rows["mig:1g.10gb"]["capacity"] == "7"
+    assert rows["cpu"]["capacity"] == "96" and rows["cpu"]["granted"] == "48"
+    assert rows["memory"]["capacity"] == "1024" and rows["memory"]["unit"] == "GiB"
+    assert {"storage:fast-ssd", "iops:fast-ssd"} <= set(rows)
+    page = login(bob).get("/catalog/").content.decode()
+    assert "NVIDIA-A100-SXM4-80GB" in page and "0.50" in page
