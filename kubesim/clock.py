@@ -56,7 +56,3 @@ class Clock:
         if cached[0] != second:
             cached = self._stamp = (second, rfc3339(now))
         return cached[1]
-
-    def micro_timestamp(self) -> str:
-        """RFC3339 with microseconds (metav1.MicroTime, used by events.k8s.io)."""
-        return self.now().strftime("%Y-%m-%dT%H:%M:%S.%fZ")

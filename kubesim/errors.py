@@ -3,23 +3,6 @@ from __future__ import annotations
 
 from typing import Any
 
-REASONS = {
-    400: "BadRequest",
-    401: "Unauthorized",
-    403: "Forbidden",
-    404: "NotFound",
-    405: "MethodNotAllowed",
-    406: "NotAcceptable",
-    409: "Conflict",
-    410: "Gone",
-    415: "UnsupportedMediaType",
-    422: "Invalid",
-    429: "TooManyRequests",
-    500: "InternalError",
-    503: "ServiceUnavailable",
-    504: "Timeout",
-}
-
 
 class ApiError(Exception):
     def __init__(self, code: int, reason: str, message: str, details: dict | None = None):

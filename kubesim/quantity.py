@@ -95,11 +95,3 @@ def canonical(value) -> str:
     """Canonical string of a quantity (as the API server stores it)."""
     v, fmt = _parse(value)
     return format_quantity(v, fmt)
-
-
-def is_quantity(value) -> bool:
-    try:
-        _parse(value)
-        return True
-    except QuantityError:
-        return False

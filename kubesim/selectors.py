@@ -64,27 +64,6 @@ def parse_label_selector(text: str | None) -> Predicate | None:
     return pred
 
 
-def match_label_selector_object(selector: dict | None, labels: dict) -> bool:
-    """metav1.LabelSelector {matchLabels, matchExpressions} against a label map.
-    An empty selector matches everything."""
-    if not selector:
-        return True
-    for k, v in (selector.get("matchLabels") or {}).items():
-        if labels.get(k) != v:
-            return False
-    for e in selector.get("matchExpressions") or []:
-        key, op, values = e.get("key"), e.get("operator"), e.get("values") or []
-        if op == "In" and labels.get(key) not in values:
-            return False
-        if op == "NotIn" and key in labels and labels[key] in values:
-            return False
-        if op == "Exists" and key not in labels:
-            return False
-        if op == "DoesNotExist" and key in labels:
-            return False
-    return True
-
-
 def field_value(obj: dict, path: str):
     cur = obj
     for part in path.split("."):
