@@ -5,7 +5,7 @@ import re
 
 import jsonschema
 
-from .errors import ApiError, invalid
+from .errors import invalid
 from .quantity import QuantityError, parse_quantity
 
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -208,24 +208,17 @@ def validate_resource_quota(obj: dict) -> list[dict]:
                                       "must be no values for 'Exists' or 'DoesNotExist' "
                                       "operator"))
         scopes.append(name)
-    for field, val in (("spec.scopes", spec.get("scopes")),
-                       ("spec.scopeSelector.matchExpressions", exprs)):
-        if not val:
-            continue
-        for sc in (s for s in scopes if s != "BestEffort"):
-            bad = [k for k in hard if _is_standard_quota_name(k) and k not in POD_SCOPE_OK
-                   and not k.startswith("hugepages-")]
-            if sc in SCOPES and bad:
-                errs.append(invalid_value(field, val if field == "spec.scopes" else
-                                          [e.get("scopeName") for e in exprs],
-                                          "unsupported scope applied to resource"))
-                break
-        if "BestEffort" in scopes:
-            bad = [k for k in hard if k not in ("pods",) and _is_standard_quota_name(k)]
-            if bad:
-                errs.append(invalid_value(field, "BestEffort",
-                                          "unsupported scope applied to resource"))
-        break
+    # scoped quotas may only track what their scope can count (standard names only;
+    # extended resources such as requests.nvidia.com/gpu are not standard, so allowed)
+    scope_field = "spec.scopeSelector.matchExpressions" if exprs else "spec.scopes"
+    scope_value = [e.get("scopeName") for e in exprs] if exprs else spec.get("scopes")
+    standard = [k for k in hard if _is_standard_quota_name(k) and not k.startswith("hugepages-")]
+    for sc in dict.fromkeys(scopes):
+        allowed = {"pods"} if sc == "BestEffort" else POD_SCOPE_OK
+        if sc in SCOPES and any(k not in allowed for k in standard):
+            errs.append(invalid_value(scope_field, scope_value,
+                                      "unsupported scope applied to resource"))
+            break
     pairs = [("BestEffort", "NotBestEffort"), ("Terminating", "NotTerminating")]
     for a, b in pairs:
         if a in scopes and b in scopes:
@@ -426,7 +419,3 @@ def check_metadata(kind: str, meta: dict) -> list[dict]:
                             or any(not isinstance(v, str) for v in ann.values())):
         errs.append(invalid_value("metadata.annotations", "map", "values must be strings"))
     return errs
-
-
-def bad(code: int, message: str) -> ApiError:
-    return ApiError(code, {400: "BadRequest", 422: "Invalid"}[code], message)
