@@ -46,6 +46,12 @@ BEAT_SCHEDULE: dict[str, dict] = {
         "schedule": crontab(minute="11-59/15"),
         "options": {"queue": "default", "expires": 1350},
     },
+    # hourly at :37: dev-pool volumes unused for the policy's N days are deleted
+    "tenants.reclaim_dev_volumes": {
+        "task": "tenants.reclaim_dev_volumes",
+        "schedule": crontab(minute=37),
+        "options": {"queue": "k8s", "expires": 5400},
+    },
     # daily at 05:20: dynamic-mode proposals from the last 30 days, for admins to decide
     "tenants.propose_dynamic_quotas": {
         "task": "tenants.propose_dynamic_quotas",

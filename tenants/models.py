@@ -387,3 +387,19 @@ class UsageDaily(models.Model):
 
     def __str__(self) -> str:
         return f"{self.pool} {self.resource} {self.day}: peak {self.peak}"
+
+
+class VolumeUse(models.Model):
+    """When a dev-pool volume (PVC) was last mounted by a pod, for auto-reclaim."""
+
+    namespace = models.CharField(max_length=253)
+    name = models.CharField(max_length=253)
+    uid = models.CharField(max_length=64)
+    last_used_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["namespace", "name"],
+                                               name="volume_use_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name} last used {self.last_used_at:%Y-%m-%d}"

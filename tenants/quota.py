@@ -148,3 +148,20 @@ def propose_amount(*, daily_peaks: list[Decimal], current: Decimal, idle_rate: f
     if abs(amount - current) < max(Decimal(1), current * Decimal("0.05")):
         return None
     return amount, formula
+
+
+# --- dev volume reclaim ----------------------------------------------------------------
+
+
+def volumes_to_reclaim(*, volumes: Mapping[str, object], in_use: set[str],
+                       last_used: Mapping[str, object], now, days: int) -> list[str]:  # type: ignore[no-untyped-def]
+    """Names of volumes not mounted by any pod for ``days`` days.
+
+    ``volumes``: name -> creation time; ``last_used``: name -> last time a pod mounted it.
+    A volume never seen mounted counts from its creation.
+    """
+    import datetime as dt
+
+    cutoff = now - dt.timedelta(days=days)
+    return sorted(name for name, created in volumes.items()
+                  if name not in in_use and (last_used.get(name) or created) < cutoff)

@@ -220,3 +220,44 @@ def propose_dynamic_quotas() -> int:
 def expire_loans() -> int:
     """End quota loans whose date has passed; both pools are re-synced."""
     return services.loans_expire()
+
+
+@shared_task(name="tenants.reclaim_dev_volumes", queue="k8s")
+def reclaim_dev_volumes() -> int:
+    """Delete dev-pool PVCs no pod has mounted for the policy's N days (off when unset).
+
+    Tracks when each volume was last mounted (from observed pods); tenant admins are
+    told what was removed. Returns how many volumes were deleted.
+    """
+    from django.utils import timezone
+
+    from k8s_sync.models import ObservedPod, ObservedPVC
+    from tenants.models import Policy, VolumeUse
+    from tenants.quota import volumes_to_reclaim
+
+    days = Policy.current().dev_pvc_reclaim_days
+    if not days:
+        return 0
+    now = timezone.now()
+    deleted = 0
+    client = get_client()
+    for pool in selectors.pools_to_sync().filter(kind="dev", tenant__status="active"):
+        pvcs = {p.name: p.created_at or now for p in ObservedPVC.objects.filter(
+            namespace=pool.namespace)}
+        in_use = {vol["persistentVolumeClaim"]["claimName"]
+                  for raw in ObservedPod.objects.filter(namespace=pool.namespace).exclude(
+                      phase__in=["Succeeded", "Failed"]).values_list("raw", flat=True)
+                  for vol in ((raw or {}).get("spec") or {}).get("volumes") or []
+                  if "persistentVolumeClaim" in vol}
+        services.volumes_seen_in_use(namespace=pool.namespace, names=in_use & set(pvcs),
+                                     now=now)
+        last = dict(VolumeUse.objects.filter(namespace=pool.namespace).values_list(
+            "name", "last_used_at"))
+        doomed = volumes_to_reclaim(volumes=pvcs, in_use=in_use, last_used=last, now=now,
+                                    days=days)
+        for name in doomed:
+            client.ensure_absent("v1", "PersistentVolumeClaim", name, pool.namespace)
+        if doomed:
+            services.volumes_reclaimed(pool=pool, names=doomed, days=days)
+            deleted += len(doomed)
+    return deleted

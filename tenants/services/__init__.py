@@ -14,6 +14,8 @@ from tenants.services.cluster import (
     pool_sync_started,
     pool_sync_succeeded,
     pools_verified_in_sync,
+    volumes_reclaimed,
+    volumes_seen_in_use,
 )
 from tenants.services.loans import (
     loan_decide,
@@ -78,4 +80,6 @@ __all__ = [
     "tenant_update",
     "usage_record",
     "user_create",
+    "volumes_reclaimed",
+    "volumes_seen_in_use",
 ]

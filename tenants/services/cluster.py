@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -90,3 +92,32 @@ def node_release(*, access: TenantAccess, actor: AnyUser, node_name: str) -> Non
             _audit(actor=actor, action="node.release", tenant=access.tenant,
                    summary=f"released node {node_name}", node=node_name)
             _schedule_nodes_sync()
+
+
+# --- dev volume reclaim -------------------------------------------------------------------
+
+
+def volumes_seen_in_use(*, namespace: str, names: set[str], now: Any) -> None:
+    """Record that these volumes are mounted now."""
+    from tenants.models import VolumeUse
+
+    for name in names:
+        VolumeUse.objects.update_or_create(namespace=namespace, name=name,
+                                           defaults={"last_used_at": now})
+
+
+def volumes_reclaimed(*, pool: Pool, names: list[str], days: int) -> None:
+    """Audit and tell the tenant's admins which unused dev volumes were deleted."""
+    from tenants.models import VolumeUse
+    from tenants.services.notify import notify
+
+    with transaction.atomic():
+        VolumeUse.objects.filter(namespace=pool.namespace, name__in=names).delete()
+        _audit(actor=None, action="volume.reclaim", tenant=pool.tenant,
+               summary=f"deleted {len(names)} dev volume(s) unused for {days} days: "
+                       + ", ".join(names), volumes=names)
+        admins = [m.user for m in pool.tenant.memberships.filter(role="admin")
+                  .select_related("user")]
+        notify(users=admins, tenant=pool.tenant, link=f"/t/{pool.tenant.slug}/",
+               message=_("%(n)s dev volume(s) unused for %(d)s days were deleted: %(v)s")
+               % {"n": len(names), "d": days, "v": ", ".join(names)})
