@@ -85,6 +85,7 @@ BUILTINS = [
     _b("storage.k8s.io", "v1", "StorageClass", "storageclasses", False, ["sc"],
        immutable=("provisioner", "parameters", "reclaimPolicy", "volumeBindingMode")),
     _b("coordination.k8s.io", "v1", "Lease", "leases", True),
+    _b("batch", "v1", "Job", "jobs", True, sub=["status"], cats=["all"]),
     _b("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions",
        False, ["crd", "crds"], ["status"]),
 ]
