@@ -94,3 +94,24 @@ def test_metrics_404_without_simulation(kubesim_factory):
     k = kubesim_factory(simulate=False)
     resp = k.api_client.rest_client.pool_manager.request("GET", k.url + "/metrics", timeout=10)
     assert resp.status == 404
+
+
+def test_cluster_state_round_trip_with_simulation(kubesim_factory, tmp_path):
+    state = tmp_path / "state.json"
+    k = kubesim_factory(state_file=state)
+    c = kubernetes.client.CoreV1Api(k.api_client)
+    c.create_namespace({"metadata": {"name": "keep"}})
+    c.create_namespaced_pod("keep", {"metadata": {"name": "p"}, "spec": {
+        "containers": [{"name": "c", "image": "busybox:1"}]}})
+    k.advance(10)
+    nodes = sorted(n.metadata.name for n in c.list_node().items)
+    k.cluster.stop()
+    assert state.exists()
+    k2 = kubesim_factory(state_file=state)
+    c2 = kubernetes.client.CoreV1Api(k2.api_client)
+    p = c2.read_namespaced_pod("p", "keep")
+    assert p.status.phase == "Running" and p.spec.node_name
+    assert sorted(n.metadata.name for n in c2.list_node().items) == nodes
+    fresh = c2.create_namespaced_config_map("keep", {"metadata": {"name": "x"}})
+    assert int(fresh.metadata.resource_version) > int(p.metadata.resource_version)
+    assert fresh.metadata.uid not in {p.metadata.uid}
