@@ -96,3 +96,15 @@ def test_unknown_paths_and_protobuf(kubesim):
     assert json.loads(body)["reason"] == "UnsupportedMediaType"
     status, _, body = request(kubesim, "POST", "/api/v1/namespaces", b"{not json")
     assert status == 400 and json.loads(body)["reason"] == "BadRequest"
+
+
+def test_method_not_allowed(kubesim):
+    ns(kubesim)
+    core(kubesim).create_namespaced_config_map("team-a", {"metadata": {"name": "x"}})
+    for method, path in (("POST", "/api/v1/namespaces/team-a/configmaps/x"),
+                         ("PUT", "/api/v1/namespaces/team-a/configmaps"),
+                         ("PATCH", "/api/v1/namespaces/team-a/configmaps")):
+        status, _, body = request(kubesim, method, path, {"metadata": {"name": "x"}},
+                                  content_type="application/merge-patch+json"
+                                  if method == "PATCH" else "application/json")
+        assert status == 405 and json.loads(body)["reason"] == "MethodNotAllowed", method

@@ -82,6 +82,11 @@ def test_get_apply_delete(kubesim):
     assert "pytorchjob.kubeflow.org/train unchanged" in out
     assert c.read_namespaced_config_map("settings", "team-k").data == {"a": "2"}
     assert c.read_namespaced_resource_quota("gpu", "team-k").spec.hard["pods"] == "12"
+    c.create_namespaced_pod("team-k", {"metadata": {"name": "p"}, "spec": {
+        "containers": [{"name": "c", "image": "busybox:1"}]}})
+    assert "pod \"p\" deleted" in kubectl(kubesim, "delete", "pod", "p", "-n", "team-k").stdout
+    kubectl(kubesim, "delete", "quota", "gpu", "-n", "team-k")
+    assert c.list_namespaced_resource_quota("team-k").items == []
     kubectl(kubesim, "delete", "pytorchjob", "train", "-n", "team-k")
     assert custom(kubesim).list_namespaced_custom_object(
         "kubeflow.org", "v1", "team-k", "pytorchjobs")["items"] == []
