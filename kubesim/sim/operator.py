@@ -22,6 +22,7 @@ log = logging.getLogger("kubesim.sim.operator")
 KIND = "PyTorchJob"
 API_VERSION = "kubeflow.org/v1"
 OPERATOR = "pytorchjob-controller"
+MANAGED_BY = "kubeflow.org/training-operator"
 L_JOB = "training.kubeflow.org/job-name"
 L_TYPE = "training.kubeflow.org/replica-type"
 L_INDEX = "training.kubeflow.org/replica-index"
@@ -232,6 +233,8 @@ class Operator:
         spec = job.get("spec") or {}
         rspecs = spec.get("pytorchReplicaSpecs") or {}
         run_policy = spec.get("runPolicy") or {}
+        if run_policy.get("managedBy") not in (None, "", MANAGED_BY):
+            return  # another controller (e.g. MultiKueue) owns this job
         old = job.get("status") or {}
         status = copy.deepcopy(old)
         conds = list(status.get("conditions") or [])

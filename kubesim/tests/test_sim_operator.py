@@ -303,3 +303,13 @@ def test_active_deadline_fails_the_job(h):
     assert failed["reason"] == "PyTorchJobFailed"
     assert "active longer than specified deadline" in failed["message"]
     assert all(p["metadata"].get("deletionTimestamp") for p in pods_of(h, "dl"))
+
+
+def test_jobs_managed_by_another_controller_are_left_alone(h):
+    h.store.create(
+        PJ,
+        make_job("mk", workers=1, run_policy={"managedBy": "kueue.x-k8s.io/multikueue"}),
+        namespace=NS,
+    )
+    h.advance(3)
+    assert pods_of(h, "mk") == [] and not job(h, "mk").get("status")
