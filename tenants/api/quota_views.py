@@ -6,8 +6,8 @@ from decimal import Decimal
 
 from django.db.models import QuerySet
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import mixins, status, viewsets
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
@@ -61,6 +61,7 @@ class PlatformQuotaRequestViewSet(viewsets.GenericViewSet, mixins.ListModelMixin
     """Every tenant's quota requests, for platform admins to decide (404 for others)."""
 
     serializer_class = s.QuotaRequestSerializer
+    queryset = QuotaRequest.objects.all()  # for the schema; get_queryset decides the rows
 
     def get_queryset(self) -> QuerySet:
         if not is_platform_admin(self.request.user):
@@ -178,6 +179,9 @@ class NotificationViewSet(viewsets.GenericViewSet, mixins.ListModelMixin):
 class QuotaOverviewView(APIView):
     """The tenant's quota per pool: granted, with loans, in use, guaranteed part."""
 
+    @extend_schema(responses=inline_serializer("QuotaOverview", {
+        "quota_mode": serializers.CharField(), "elastic_factor": serializers.CharField(),
+        "pools": serializers.ListField(child=serializers.DictField())}))
     def get(self, request: Request, tenant_slug: str) -> Response:
         access = selectors.tenant_access_or_404(request.user, tenant_slug)
         return Response({
@@ -194,6 +198,11 @@ class QuotaOverviewView(APIView):
 class CatalogView(APIView):
     """Every resource a quota can name: key, label, unit, capacity, total granted."""
 
+    @extend_schema(responses=inline_serializer("CatalogEntry", {
+        "key": serializers.CharField(), "kind": serializers.CharField(),
+        "label": serializers.CharField(), "unit": serializers.CharField(),
+        "capacity": serializers.CharField(allow_null=True),
+        "granted": serializers.CharField(allow_null=True)}, many=True))
     def get(self, request: Request) -> Response:
         return Response([{k: fmt_amount(v) if k in ("capacity", "granted") else v
                           for k, v in row.items()} for row in selectors.catalog()])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from tenants.choices import MembershipRole
+from tenants.choices import MembershipRole, PoolKind
 from tenants.models import (
     Membership,
     NodeDedication,
@@ -142,7 +142,7 @@ class QuotaRequestSerializer(serializers.ModelSerializer):
 
 
 class QuotaRequestInput(serializers.Serializer):
-    pool = serializers.ChoiceField(choices=["prod", "dev"])
+    pool = serializers.ChoiceField(choices=PoolKind.choices)
     amounts = serializers.DictField(child=serializers.CharField(max_length=30),
                                     help_text="resource key -> new amount, e.g. "
                                               "{\"gpu:NVIDIA-H800\": \"8\"}")
@@ -177,9 +177,9 @@ class LoanSerializer(serializers.ModelSerializer):
 
 
 class LoanInput(serializers.Serializer):
-    pool = serializers.ChoiceField(choices=["prod", "dev"])
+    pool = serializers.ChoiceField(choices=PoolKind.choices)
     borrower = serializers.CharField(max_length=40)
-    borrower_pool = serializers.ChoiceField(choices=["prod", "dev"])
+    borrower_pool = serializers.ChoiceField(choices=PoolKind.choices)
     resource = serializers.CharField(max_length=300)
     amount = serializers.CharField(max_length=30)
     ends_at = serializers.DateTimeField()
