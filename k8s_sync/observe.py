@@ -280,8 +280,7 @@ def record_relist(spec: KindSpec, items: Iterable[Mapping[str, Any]], resource_v
         existing = {(ns, name): (pk, uid, rv) for pk, ns, name, uid, rv in
                     model.objects.values_list("pk", "namespace", "name", "uid",
                                               "resource_version")}
-        create, update, changed, seen = [], [], [], set()
-        fields: list[str] = []
+        fresh, replaced, changed, seen = [], [], [], set()
         for obj in items:
             if not spec.keep(obj):
                 continue
@@ -292,18 +291,15 @@ def record_relist(spec: KindSpec, items: Iterable[Mapping[str, Any]], resource_v
             if row and row[1] == meta.get("uid", "") and row[2] == str(
                     meta.get("resourceVersion", "")):
                 continue
-            columns = _columns(spec, obj, now)
-            fields = fields or [f for f in columns if f not in ("namespace", "name")]
-            instance = model(namespace=key[0], name=key[1], **columns)
             if row:
-                instance.pk = row[0]
-                update.append(instance)
-            else:
-                create.append(instance)
+                replaced.append(row[0])
+            fresh.append(model(namespace=key[0], name=key[1], **_columns(spec, obj, now)))
             changed.append(_label(key))
-        model.objects.bulk_create(create, batch_size=500)
-        if update:
-            model.objects.bulk_update(update, fields, batch_size=500)
+        # A changed row is replaced (delete + insert): nothing references these tables,
+        # and it is several times faster than bulk_update's per-row CASE expressions.
+        for start in range(0, len(replaced), 500):
+            model.objects.filter(pk__in=replaced[start:start + 500]).delete()
+        model.objects.bulk_create(fresh, batch_size=500)
         gone = [existing[k][0] for k in existing.keys() - seen]
         if gone:
             doomed = model.objects.filter(pk__in=gone)
@@ -339,11 +335,15 @@ def record_event(spec: KindSpec, event_type: str, obj: Mapping[str, Any], *,
             if not spec.prune or not rows.filter(uid=meta.get("uid", "")).delete()[0]:
                 return []
         else:
-            current = rows.values_list("uid", "resource_version").first()
-            if current == (meta.get("uid", ""), str(meta.get("resourceVersion", ""))):
+            current = rows.values_list("pk", "uid", "resource_version").first()
+            if current and current[1:] == (meta.get("uid", ""),
+                                           str(meta.get("resourceVersion", ""))):
                 return []
-            spec.model.objects.update_or_create(namespace=key[0], name=key[1],
-                                                defaults=_columns(spec, obj, now))
+            columns = _columns(spec, obj, now)
+            if current:
+                spec.model.objects.filter(pk=current[0]).update(**columns)
+            else:
+                spec.model.objects.create(namespace=key[0], name=key[1], **columns)
         _announce(spec.name, [_label(key)])
     return [_label(key)]
 
