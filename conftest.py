@@ -10,7 +10,6 @@ objects) and for anonymous access (redirect to login, or 401).
 
 from __future__ import annotations
 
-
 import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient

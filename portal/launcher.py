@@ -62,7 +62,7 @@ def main() -> int:
     host = env.get("TRAINYARD_HOST", "127.0.0.1")
     port = int(env.get("TRAINYARD_PORT", "8000"))
     var = Path(env.get("TRAINYARD_VAR_DIR", str(ROOT / "var")))
-    for sub in ("", "broker/out", "broker/processed", "kubesim", "cache"):
+    for sub in ("", "broker/out", "broker/processed", "broker/control", "kubesim", "cache"):
         (var / sub).mkdir(parents=True, exist_ok=True)
 
     sim_port = int(env.get("KUBESIM_PORT", "6443"))
