@@ -162,6 +162,16 @@ class Scheduler:
     def _schedule_one(self, info: PodInfo, fail_cache: dict) -> bool:
         pod = info.obj
         spec = pod.get("spec") or {}
+        if spec.get("schedulingGates"):
+            self.state.sched_gated.add(info.key)
+            self._unschedulable(
+                info,
+                "Scheduling is blocked due to non-empty scheduling gates",
+                ("gated", info.key),
+                reason="SchedulingGated",
+                event=False,
+            )
+            return False
         claim = self._missing_claim(info) if spec.get("volumes") else None
         if claim:
             n = len(self.state.nodes)
@@ -331,7 +341,9 @@ class Scheduler:
         )
         return True
 
-    def _unschedulable(self, info: PodInfo, msg: str, gkey: Any) -> None:
+    def _unschedulable(
+        self, info: PodInfo, msg: str, gkey: Any, reason: str = "Unschedulable", event: bool = True
+    ) -> None:
         self.state.sched_parked[info.key] = info
         self._groups.setdefault(gkey, {})[info.key] = info
         if self._last_msg.get(info.key) == msg:
@@ -342,7 +354,7 @@ class Scheduler:
         cond = {
             "type": "PodScheduled",
             "status": "False",
-            "reason": "Unschedulable",
+            "reason": reason,
             "message": msg,
             "lastProbeTime": None,
             "lastTransitionTime": now,
@@ -361,9 +373,10 @@ class Scheduler:
             )
         except Exception as exc:
             log.debug("status of %s/%s: %s", ns, name, exc)
-        self.events.record(
-            info.obj, "Warning", "FailedScheduling", msg, component=SCHEDULER, kind="Pod"
-        )
+        if event:
+            self.events.record(
+                info.obj, "Warning", "FailedScheduling", msg, component=SCHEDULER, kind="Pod"
+            )
 
     # ---- preemption ----------------------------------------------------------------------
     def _preempt(self, info: PodInfo, candidates: list[NodeState]) -> str:

@@ -114,6 +114,7 @@ class ClusterState:
         # dirty sets / flags consumed by controllers
         self.sched_active: dict[tuple, PodInfo] = {}
         self.sched_parked: dict[tuple, PodInfo] = {}
+        self.sched_gated: set = set()
         self.capacity_freed = False
         self.kubelet_dirty: set = set()
         self.node_dirty: set = set()
@@ -282,7 +283,11 @@ class ClusterState:
                 and not md.get("deletionTimestamp")
                 and spec.get("schedulerName", "default-scheduler") == "default-scheduler"
             ):
-                if key in self.sched_parked:
+                if key in self.sched_gated and not spec.get("schedulingGates"):
+                    self.sched_gated.discard(key)  # gates removed: schedule it now
+                    self.sched_parked.pop(key, None)
+                    self.sched_active[key] = info
+                elif key in self.sched_parked:
                     self.sched_parked[key] = info
                 else:
                     self.sched_active[key] = info

@@ -439,3 +439,26 @@ def test_preferred_node_affinity_wins_over_packing(h):
     h.advance(1)
     assert node_of(h, "packed") == "a100-0"  # bin-packing: the fuller node
     assert node_of(h, "prefers") == "a100-1"  # a100-1 is on switch-a2
+
+
+def test_scheduling_gates_hold_the_pod(h):
+    pod = make_pod("gated", gpus=1)
+    pod["spec"]["schedulingGates"] = [{"name": "example.com/wait"}]
+    create(h, pod)
+    h.advance(2)
+    cond = condition(h.pod(NS, "gated"), "PodScheduled")
+    assert node_of(h, "gated") is None
+    assert cond["reason"] == "SchedulingGated"
+    assert cond["message"] == "Scheduling is blocked due to non-empty scheduling gates"
+    assert not [
+        e for e in h.events(NS, "FailedScheduling") if e["involvedObject"]["name"] == "gated"
+    ]
+    h.store.patch(
+        "pods",
+        "gated",
+        [{"op": "remove", "path": "/spec/schedulingGates"}],
+        patch_type="json",
+        namespace=NS,
+    )
+    h.advance(1)
+    assert node_of(h, "gated")
