@@ -1,0 +1,77 @@
+"""Read-only admin views of the observed tables (rows are written only by observe.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from k8s_sync.models import (
+    ClusterEvent,
+    ObservedKind,
+    ObservedNode,
+    ObservedPod,
+    ObservedPVC,
+    ObservedQuota,
+    ObservedStorageClass,
+)
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Observations are what the cluster said: never edited by hand."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(ObservedNode)
+class ObservedNodeAdmin(ReadOnlyAdmin):
+    list_display = ["name", "gpu_model", "gpu_count", "rack", "switch", "ready",
+                    "unschedulable", "observed_at"]
+    list_filter = ["gpu_model", "ready", "unschedulable", "rack"]
+    search_fields = ["name"]
+
+
+@admin.register(ObservedPod)
+class ObservedPodAdmin(ReadOnlyAdmin):
+    list_display = ["namespace", "name", "phase", "node_name", "tenant", "pool", "job",
+                    "observed_at"]
+    list_filter = ["phase", "tenant"]
+    search_fields = ["namespace", "name", "job"]
+
+
+@admin.register(ObservedQuota)
+class ObservedQuotaAdmin(ReadOnlyAdmin):
+    list_display = ["namespace", "name", "observed_at"]
+    search_fields = ["namespace", "name"]
+
+
+@admin.register(ObservedPVC)
+class ObservedPVCAdmin(ReadOnlyAdmin):
+    list_display = ["namespace", "name", "storage_class", "requested", "phase"]
+    search_fields = ["namespace", "name"]
+
+
+@admin.register(ObservedStorageClass)
+class ObservedStorageClassAdmin(ReadOnlyAdmin):
+    list_display = ["name", "provisioner", "is_default"]
+
+
+@admin.register(ClusterEvent)
+class ClusterEventAdmin(ReadOnlyAdmin):
+    list_display = ["last_seen", "namespace", "reason", "involved_kind", "involved_name",
+                    "count"]
+    list_filter = ["reason", "type"]
+    search_fields = ["namespace", "involved_name", "message"]
+
+
+@admin.register(ObservedKind)
+class ObservedKindAdmin(ReadOnlyAdmin):
+    list_display = ["kind", "object_count", "last_list_at", "last_event_at", "last_error_at"]
