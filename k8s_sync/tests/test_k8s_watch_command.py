@@ -68,7 +68,9 @@ def test_the_watcher_observes_until_sigterm_and_then_exits_cleanly(kubesim, tmp_
                TRAINYARD_CLUSTER_MODE="kubeconfig", PYTHONUNBUFFERED="1")
     manage = [sys.executable, str(ROOT / "manage.py")]
     subprocess.run([*manage, "migrate", "-v", "0"], env=env, cwd=ROOT, check=True, timeout=60)
-    proc = subprocess.Popen([*manage, "k8s_watch", "--watch-timeout", "5"], env=env, cwd=ROOT,
+    alive = tmp_path / "alive"
+    proc = subprocess.Popen([*manage, "k8s_watch", "--watch-timeout", "5", "--heartbeat-file",
+                             str(alive)], env=env, cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         db = tmp_path / "trainyard.sqlite3"
@@ -78,8 +80,20 @@ def test_the_watcher_observes_until_sigterm_and_then_exits_cleanly(kubesim, tmp_
             with sqlite3.connect(db) as conn:
                 nodes = conn.execute("SELECT count(*) FROM k8s_sync_observednode").fetchone()[0]
         assert nodes == 6
+        while time.monotonic() < deadline and not alive.exists():
+            time.sleep(0.1)
+        assert alive.exists()  # the heartbeat a container healthcheck reads
     finally:
         proc.send_signal(signal.SIGTERM)
         output, _ = proc.communicate(timeout=20)
     assert proc.returncode == 0, output
     assert "watching nodes, pods" in output and "stopped" in output
+
+
+def test_compose_runs_one_watcher_with_a_heartbeat_healthcheck():
+    import yaml
+
+    watch = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]["watch"]
+    assert watch["command"][:3] == ["python", "manage.py", "k8s_watch"]
+    heartbeat = watch["command"][watch["command"].index("--heartbeat-file") + 1]
+    assert heartbeat in watch["healthcheck"]["test"][1]

@@ -5,12 +5,15 @@ relist on 410 or error with capped exponential backoff). SIGTERM or SIGINT stops
 watch at once and the command exits 0. ``--once`` relists every kind and exits (non-zero
 if a kind failed). With ``--max-failures N`` the command exits non-zero after N failures
 in a row of one kind, for a supervisor to restart it; by default it retries forever.
+``--heartbeat-file`` is touched every 10 s while every watch thread lives.
 """
 
 from __future__ import annotations
 
 import signal
 import threading
+import time
+from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -18,6 +21,8 @@ from django.db import connection
 
 from k8s_sync.client import K8sError, KubeClient, get_client
 from k8s_sync.observe import KINDS, Backoff, Reflector, TooManyFailures, record_error, relist_all
+
+HEARTBEAT_SECONDS = 10.0
 
 
 def _kinds(value: str) -> list[str]:
@@ -45,6 +50,9 @@ class Command(BaseCommand):
                             help="longest wait between retries, seconds (default 60)")
         parser.add_argument("--max-failures", type=int, default=0,
                             help="exit non-zero after this many failures in a row (0: never)")
+        parser.add_argument("--heartbeat-file", default="",
+                            help="touch this file every few seconds while every watch thread "
+                                 "lives (for a container healthcheck)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         kinds = _kinds(options["kinds"])
@@ -78,7 +86,7 @@ class Command(BaseCommand):
                           relist_interval=options["relist_interval"],
                           max_failures=options["max_failures"] or None, manage_connections=True)
                 for kind in kinds]
-            self._run(reflectors, stop)
+            self._run(reflectors, stop, heartbeat=options["heartbeat_file"])
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
@@ -100,7 +108,8 @@ class Command(BaseCommand):
                 stop.wait(backoff.next())
         return None
 
-    def _run(self, reflectors: list[Reflector], stop: threading.Event) -> None:
+    def _run(self, reflectors: list[Reflector], stop: threading.Event, *,
+             heartbeat: str = "") -> None:
         failures: list[BaseException] = []
 
         def loop(reflector: Reflector) -> None:
@@ -121,9 +130,13 @@ class Command(BaseCommand):
             thread.start()
         self.stdout.write(f"watching {', '.join(r.spec.name for r in reflectors)}", ending="\n")
         self.stdout.flush()
+        beat_at = 0.0
         try:
             while not stop.wait(0.5):
-                pass
+                if heartbeat and time.monotonic() - beat_at >= HEARTBEAT_SECONDS and all(
+                        t.is_alive() for t in threads):
+                    Path(heartbeat).touch()
+                    beat_at = time.monotonic()
         finally:
             for reflector in reflectors:
                 reflector.stop()
