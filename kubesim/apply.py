@@ -219,8 +219,7 @@ def record_update(old: dict | None, new: dict, *, manager: str, api_version: str
         changed = {p for p in _status_fields(new) if value_at(old or {}, p) != value_at(new, p)}
     else:
         changed = field_set(new) if old is None else changed_fields(old, new)
-    entries = managers(old or {}) if old is not None else []
-    present_new = field_set(new) | (_status_fields(new) if subresource else set())
+    entries = managers(old) if old is not None else []
     out, mine = [], set()
     for e in entries:
         fs = from_fields_v1(e.get("fieldsV1") or {})
@@ -231,8 +230,8 @@ def record_update(old: dict | None, new: dict, *, manager: str, api_version: str
             continue
         if bool(e.get("subresource")) == bool(subresource):
             fs = fs - changed
-        if not subresource:
-            fs = {p for p in fs if p in present_new or value_at(new, p) is not _MISSING}
+        if not subresource:   # fields the write removed are no longer owned by anyone
+            fs = {p for p in fs if value_at(new, p) is not _MISSING}
         if fs:
             out.append({**e, "fieldsV1": to_fields_v1(fs)})
     mine = {p for p in (mine | changed) if value_at(new, p) is not _MISSING}
