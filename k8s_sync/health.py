@@ -17,8 +17,7 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from k8s_sync.client import K8sError, from_django_settings, get_client
-from k8s_sync.models import ObservedKind
-from k8s_sync.selectors import observed_counts, observer_status
+from k8s_sync.selectors import KindStatus, observed_counts, observer_status
 
 __all__ = ["CACHE_KEY", "CACHE_SECONDS", "TRAINING_CRD", "ClusterHealth", "cluster_health"]
 
@@ -37,7 +36,7 @@ class ClusterHealth:
     version: str  # gitVersion
     training_operator: bool | None  # the CRD is installed; None when unknown
     checked_at: datetime
-    kinds: list[ObservedKind]
+    kinds: list[KindStatus]
     counts: dict[str, int]
 
     @property
@@ -73,4 +72,5 @@ def cluster_health(*, refresh: bool = False) -> ClusterHealth:
     if live is None:
         live = _live_check()
         cache.set(CACHE_KEY, live, CACHE_SECONDS)
-    return ClusterHealth(**live, kinds=observer_status(), counts=observed_counts())
+    counts = observed_counts()
+    return ClusterHealth(**live, kinds=observer_status(counts), counts=counts)

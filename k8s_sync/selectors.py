@@ -30,8 +30,8 @@ from k8s_sync.models import (
 from k8s_sync.quantity import parse_quantity
 
 __all__ = [
-    "CapacityReport", "MigCapacity", "ModelCapacity", "NodeCapacity", "capacity_report",
-    "mig_profile_memory_mib", "observed_counts", "observer_status",
+    "CapacityReport", "KindStatus", "MigCapacity", "ModelCapacity", "NodeCapacity",
+    "capacity_report", "mig_profile_memory_mib", "observed_counts", "observer_status",
 ]
 
 GPU, GPU_SHARED, MIG_PREFIX = "nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-"
@@ -241,7 +241,28 @@ def observed_counts() -> dict[str, int]:
     return {kind: model.objects.count() for kind, model in _COUNTED.items()}
 
 
-def observer_status() -> list[ObservedKind]:
-    """The watcher's bookkeeping per kind (last list, last event, last error)."""
+@dataclass(frozen=True)
+class KindStatus:
+    """One observed kind: rows recorded now, and the watcher's bookkeeping."""
+
+    kind: str
+    objects: int
+    resource_version: str
+    last_list_at: datetime | None
+    last_event_at: datetime | None
+    last_error: str
+    last_error_at: datetime | None
+    failing: bool  # the last error is newer than the last successful list
+
+
+def observer_status(counts: Mapping[str, int] | None = None) -> list[KindStatus]:
+    """Per observed kind: row count and last list, last event, last error."""
+    counts = counts if counts is not None else observed_counts()
     known = {k.kind: k for k in ObservedKind.objects.all()}
-    return [known.get(kind) or ObservedKind(kind=kind) for kind in _COUNTED]
+    out = []
+    for kind in _COUNTED:
+        row = known.get(kind) or ObservedKind(kind=kind)
+        out.append(KindStatus(kind, counts.get(kind, 0), row.resource_version,
+                              row.last_list_at, row.last_event_at, row.last_error,
+                              row.last_error_at, row.failing))
+    return out

@@ -63,7 +63,7 @@ class ObserverSerializer(serializers.Serializer):
     last_error = serializers.CharField()
     last_error_at = serializers.DateTimeField(allow_null=True)
     failing = serializers.BooleanField()
-    object_count = serializers.IntegerField()
+    objects = serializers.IntegerField()
 
 
 class HealthSerializer(serializers.Serializer):

@@ -71,3 +71,12 @@ def test_a_hanging_api_costs_at_most_the_live_timeout(cluster, settings):
     started = time.monotonic()
     health = cluster_health()
     assert not health.reachable and time.monotonic() - started < 3
+
+
+def test_observer_rows_count_what_is_recorded_now(cluster):
+    from k8s_sync.models import ObservedStorageClass
+
+    relist_all(get_client())
+    ObservedStorageClass.objects.filter(name="shared-nfs").delete()
+    kinds = {k.kind: k for k in cluster_health().kinds}
+    assert kinds["storageclasses"].objects == 1 and kinds["nodes"].objects == 6
