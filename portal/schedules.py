@@ -10,6 +10,13 @@ from __future__ import annotations
 from celery.schedules import crontab
 
 BEAT_SCHEDULE: dict[str, dict] = {
+    # every 5 s: the admission loop (also kicked on every submit, cancel and finish);
+    # a level-triggered pass so nothing waits for an event that was lost
+    "jobs.admission_cycle": {
+        "task": "jobs.admission_cycle",
+        "schedule": 5.0,
+        "options": {"queue": "default", "expires": 8},
+    },
     # every minute: proves the worker and the broker are alive (shown on the health page)
     "portal.heartbeat": {
         "task": "portal.heartbeat",

@@ -1,0 +1,29 @@
+"""Enumerations of the jobs app."""
+
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+
+class JobState(models.TextChoices):
+    QUEUED = "queued", _("Queued")
+    ADMITTED = "admitted", _("Admitted")
+    RUNNING = "running", _("Running")
+    PREEMPTING = "preempting", _("Preempting")
+    SUCCEEDED = "succeeded", _("Succeeded")
+    FAILED = "failed", _("Failed")
+    CANCELLED = "cancelled", _("Cancelled")
+
+
+TERMINAL_STATES = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+ACTIVE_STATES = (JobState.QUEUED, JobState.ADMITTED, JobState.RUNNING, JobState.PREEMPTING)
+
+
+class Tier(models.TextChoices):
+    PRODUCTION = "production", _("Production")
+    DEVELOPMENT = "development", _("Development")
+    BATCH = "batch", _("Batch")
+
+
+# Which pools a tier may run in.
+TIER_POOLS = {Tier.PRODUCTION: ("prod",), Tier.DEVELOPMENT: ("dev",),
+              Tier.BATCH: ("prod", "dev")}

@@ -1,0 +1,141 @@
+"""Training jobs and their history.
+
+A TrainingJob is one PyTorchJob a researcher submitted. Its life:
+``queued -> admitted -> running -> succeeded | failed | cancelled`` and
+``running -> preempting -> queued`` (resumed later from its checkpoint). Every change is
+one JobTransition row: the audit log, the notification outbox and the billing source
+(GPU-seconds are the sum of running intervals). Writes go through ``jobs.services``.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from jobs.choices import ACTIVE_STATES, JobState, Tier
+
+
+class TrainingJob(models.Model):
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.PROTECT, related_name="jobs")
+    pool = models.ForeignKey("tenants.Pool", on_delete=models.PROTECT, related_name="jobs")
+    submitted_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True,
+                                     on_delete=models.SET_NULL, related_name="jobs")
+    name = models.CharField(_("name"), max_length=60)
+    k8s_name = models.CharField(max_length=63, blank=True)
+    template = models.CharField(max_length=40, blank=True)
+    # what to run
+    image = models.CharField(_("image"), max_length=500)
+    command = models.JSONField(default=list, blank=True)
+    args = models.JSONField(default=list, blank=True)
+    env = models.JSONField(default=dict, blank=True)
+    # how much of what
+    workers = models.PositiveIntegerField(_("workers"), default=1)  # replicas (pods), >= 1
+    gpus_per_worker = models.PositiveIntegerField(_("GPUs per worker"), default=0)
+    gpu_model = models.CharField(_("GPU model"), max_length=200, blank=True)
+    mig_profile = models.CharField(_("MIG profile"), max_length=20, blank=True)
+    cpu_per_worker = models.DecimalField(_("CPU cores per worker"), max_digits=8,
+                                         decimal_places=3, default=4)
+    memory_gib_per_worker = models.DecimalField(_("memory GiB per worker"), max_digits=10,
+                                                decimal_places=3, default=16)
+    tier = models.CharField(_("tier"), max_length=16, choices=Tier.choices)
+    max_run_seconds = models.PositiveIntegerField(_("maximum run time (seconds)"))
+    expected_seconds = models.PositiveIntegerField(null=True, blank=True)
+    checkpoint_claim = models.CharField(_("checkpoint volume"), max_length=253, blank=True)
+    checkpoint_path = models.CharField(_("checkpoint path"), max_length=500,
+                                       default="/checkpoints")
+    checkpoint_size_gib = models.PositiveIntegerField(null=True, blank=True)
+    checkpoint_storage_class = models.CharField(max_length=253, blank=True)
+    annotations = models.JSONField(default=dict, blank=True)  # e.g. simulator hints
+    # where it stands
+    state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.QUEUED,
+                             db_index=True)
+    priority = models.IntegerField(default=0)
+    held = models.BooleanField(default=False)
+    hold_reason = models.TextField(blank=True)
+    borrowing = models.BooleanField(default=False)
+    placement = models.JSONField(default=list, blank=True)  # node per replica, when admitted
+    switch = models.CharField(max_length=200, blank=True)
+    restart_count = models.PositiveIntegerField(default=0)
+    preempt_deadline = models.DateTimeField(null=True, blank=True)
+    preempt_reason = models.TextField(blank=True)
+    submitted_at = models.DateTimeField(auto_now_add=True)
+    admitted_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    # the admission engine's view of a waiting job, refreshed every cycle
+    position_in_pool = models.PositiveIntegerField(null=True, blank=True)
+    position_in_model = models.PositiveIntegerField(null=True, blank=True)
+    eta_p50 = models.DateTimeField(null=True, blank=True)
+    eta_p90 = models.DateTimeField(null=True, blank=True)
+    wait_reason = models.TextField(blank=True)
+    # the cluster side
+    in_cluster = models.BooleanField(default=False)   # the PyTorchJob was created
+    cluster_suspended = models.BooleanField(default=True)
+    last_error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-submitted_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "name"], name="job_unique_name"),
+        ]
+        indexes = [
+            models.Index(fields=["state"], name="job_active_state",
+                         condition=models.Q(state__in=list(ACTIVE_STATES))),
+            models.Index(fields=["tenant", "-submitted_at"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tenant.slug}/{self.name} ({self.state})"
+
+    @property
+    def replicas(self) -> int:
+        return self.workers
+
+    @property
+    def total_gpus(self) -> int:
+        return self.workers * self.gpus_per_worker
+
+    @property
+    def resource_key(self) -> str:
+        """The quota resource this job's accelerators count against ("" for CPU only)."""
+        if self.mig_profile:
+            return f"mig:{self.mig_profile}"
+        return f"gpu:{self.gpu_model}" if self.gpus_per_worker else ""
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in ACTIVE_STATES
+
+
+class JobTransition(models.Model):
+    """One change of a job's state: the audit log, the outbox and the billing source."""
+
+    job = models.ForeignKey(TrainingJob, on_delete=models.CASCADE, related_name="transitions")
+    from_state = models.CharField(max_length=16, blank=True)
+    to_state = models.CharField(max_length=16)
+    reason = models.CharField(max_length=100)
+    message = models.TextField(blank=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                              on_delete=models.SET_NULL, related_name="+")
+    at = models.DateTimeField(db_index=True)
+    processed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+        indexes = [models.Index(fields=["processed_at"], name="transition_unprocessed",
+                                condition=models.Q(processed_at__isnull=True))]
+
+    def __str__(self) -> str:
+        return f"{self.job_id}: {self.from_state or '-'} -> {self.to_state} ({self.reason})"
+
+
+class AdmissionState(models.Model):
+    """One row, locked by each admission cycle so cycles never overlap (several workers)."""
+
+    last_cycle_at = models.DateTimeField(null=True, blank=True)
+    last_cycle_ms = models.FloatField(default=0)
+    last_decisions = models.JSONField(default=dict, blank=True)
+
+    def __str__(self) -> str:
+        return f"admission cycle at {self.last_cycle_at}"

@@ -1,0 +1,180 @@
+"""Reads of the jobs app: tenant-scoped job lists, the inventory, admission inputs."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from decimal import Decimal
+
+from django.db.models import QuerySet
+from django.http import Http404
+
+from jobs.choices import ACTIVE_STATES
+from jobs.models import JobTransition, TrainingJob
+from jobs.validation import Inventory
+from k8s_sync.models import ObservedNode
+from k8s_sync.quantity import parse_quantity
+
+GIB = Decimal(1024**3)
+
+
+def jobs_for_tenant(tenant, *, state: str = "", tier: str = "", pool: str = "",  # type: ignore[no-untyped-def]
+                    query: str = "") -> QuerySet[TrainingJob]:
+    qs = TrainingJob.objects.filter(tenant=tenant).select_related("pool", "submitted_by")
+    if state == "active":
+        qs = qs.filter(state__in=ACTIVE_STATES)
+    elif state:
+        qs = qs.filter(state=state)
+    if tier:
+        qs = qs.filter(tier=tier)
+    if pool:
+        qs = qs.filter(pool__kind=pool)
+    if query:
+        qs = qs.filter(name__icontains=query)
+    return qs
+
+
+def job_or_404(tenant, pk: int) -> TrainingJob:  # type: ignore[no-untyped-def]
+    job = TrainingJob.objects.select_related("pool", "tenant", "submitted_by").filter(
+        tenant=tenant, pk=pk).first()
+    if job is None:
+        raise Http404("No such job")
+    return job
+
+
+def transitions_of(job: TrainingJob) -> QuerySet[JobTransition]:
+    return job.transitions.select_related("actor").order_by("at", "id")
+
+
+def inventory() -> Inventory:
+    """The largest node per GPU model and MIG profile, and the largest node's CPU/memory."""
+    gpus: dict[str, int] = defaultdict(int)
+    mig: dict[str, int] = defaultdict(int)
+    max_cpu, max_mem = Decimal(0), Decimal(0)
+    for model, allocatable in ObservedNode.objects.values_list("gpu_model", "allocatable"):
+        alloc = allocatable or {}
+        whole = _int(alloc.get("nvidia.com/gpu"))
+        if model and whole:
+            gpus[model] = max(gpus[model], whole)
+        for key, value in alloc.items():
+            if key.startswith("nvidia.com/mig-"):
+                profile = key.removeprefix("nvidia.com/mig-")
+                mig[profile] = max(mig[profile], _int(value))
+        max_cpu = max(max_cpu, _dec(alloc.get("cpu")))
+        max_mem = max(max_mem, _dec(alloc.get("memory")) / GIB)
+    return Inventory(dict(gpus), dict(mig), max_cpu, max_mem.quantize(Decimal("0.001")))
+
+
+def _dec(value: object) -> Decimal:
+    try:
+        return parse_quantity(value or 0)  # type: ignore[arg-type]
+    except ValueError:
+        return Decimal(0)
+
+
+def _int(value: object) -> int:
+    return int(_dec(value))
+
+
+# --- admission inputs -------------------------------------------------------------------
+
+
+def admission_inputs(now):  # type: ignore[no-untyped-def]
+    """Everything ``jobs.admission.decide`` needs, from the database and the observed
+    cluster (no cluster calls): nodes, active jobs, pool quotas, policy, history."""
+    from jobs.admission import JobView, NodeView, PoolQuota
+    from jobs.admission import Policy as EnginePolicy
+    from k8s_sync.selectors import capacity_report
+    from tenants.models import Policy, Pool
+    from tenants.selectors import effective_grants, node_dedications
+
+    dedicated = node_dedications()
+    nodes = [NodeView(name=n.name, gpu_model=n.gpu_model, switch=n.switch,
+                      gpus=n.whole_allocatable, gpus_used=n.whole_allocated,
+                      mig={m.profile: m.allocatable for m in n.mig},
+                      mig_used={m.profile: m.allocated for m in n.mig},
+                      schedulable=n.schedulable, dedicated_to=dedicated.get(n.name, ""))
+             for n in capacity_report().nodes]
+    active = list(TrainingJob.objects.filter(state__in=ACTIVE_STATES).select_related(
+        "tenant", "pool"))
+    jobs = [JobView(
+        id=j.pk, tenant=j.tenant.slug, pool=j.pool.kind, tier=j.tier, gpu_model=j.gpu_model,
+        mig_profile=j.mig_profile, replicas=j.workers, gpus_per_replica=j.gpus_per_worker,
+        state=j.state, submitted_at=j.submitted_at, admitted_at=j.admitted_at,
+        started_at=j.started_at, expected_seconds=float(j.expected_seconds or j.max_run_seconds),
+        priority=j.priority, held=j.held, borrowing=j.borrowing,
+        placement=tuple(j.placement or ()) if j.state == "admitted" else (),
+        preempt_deadline=j.preempt_deadline) for j in active]
+    quotas = []
+    for pool in Pool.objects.select_related("tenant").exclude(
+            tenant__status__in=["deleting", "deleted"]):
+        amounts = {k: int(v) for k, v in effective_grants(pool).items()
+                   if k.startswith(("gpu:", "mig:"))}
+        factor = pool.tenant.elastic_factor if pool.tenant.quota_mode == "overcommitted" else 1
+        quotas.append(PoolQuota(tenant=pool.tenant.slug, pool=pool.kind, nominal=amounts,
+                                ceiling={k: int(v * factor) for k, v in amounts.items()}))
+    policy = Policy.current()
+    engine_policy = EnginePolicy(
+        watermark=float(policy.eviction_watermark),
+        grace_seconds={"production": 0, "development": policy.development_grace_seconds,
+                       "batch": policy.batch_grace_seconds})
+    return {"nodes": nodes, "jobs": jobs, "quotas": quotas, "policy": engine_policy,
+            "history": job_history(now), "now": now}
+
+
+def job_history(now, *, days: int = 30, half_life_days: float = 7.0):  # type: ignore[no-untyped-def]
+    """Decayed GPU-seconds per tenant and recent run durations per (tenant, tier), from
+    jobs that ran in the last ``days`` days."""
+    import datetime as dt
+    import math
+
+    from jobs.admission import History
+
+    since = now - dt.timedelta(days=days)
+    usage: dict[str, float] = defaultdict(float)
+    durations: dict[tuple[str, str], list[float]] = defaultdict(list)
+    rows = (TrainingJob.objects.filter(started_at__isnull=False, started_at__gte=since)
+            .values_list("tenant__slug", "tier", "workers", "gpus_per_worker", "started_at",
+                         "finished_at", "state"))
+    for tenant, tier, workers, gpus, started, finished, state in rows:
+        end = finished or now
+        seconds = max(0.0, (end - started).total_seconds())
+        age_days = (now - end).total_seconds() / 86400
+        usage[tenant] += workers * gpus * seconds * math.pow(0.5, age_days / half_life_days)
+        if finished is not None and state == "succeeded":
+            durations[(tenant, tier)].append(seconds)
+    return History(usage=dict(usage),
+                   durations={k: tuple(sorted(v)[-200:]) for k, v in durations.items()})
+
+
+def job_spec(job: TrainingJob):  # type: ignore[no-untyped-def]
+    """The plain spec of the job's PyTorchJob (k8s_sync builds the manifest)."""
+    from k8s_sync.naming import Tier as K8sTier
+    from k8s_sync.placement import dedicated_placement
+    from k8s_sync.specs import JobSpec
+    from tenants.models import NodeDedication, Policy
+
+    policy = Policy.current()
+    grace = {"production": 30, "development": policy.development_grace_seconds,
+             "batch": policy.batch_grace_seconds}[job.tier]
+    placement = dedicated_placement(job.tenant.slug) if NodeDedication.objects.filter(
+        tenant=job.tenant).exists() else {}
+    return JobSpec(
+        job_id=job.pk, tenant_slug=job.tenant.slug, pool=job.pool.kind,
+        tier=K8sTier(job.tier), name_hint=job.name, image=job.image,
+        command=tuple(job.command), args=tuple(job.args), env=dict(job.env),
+        workers=job.workers - 1, gpus_per_replica=job.gpus_per_worker,
+        gpu_product=job.gpu_model if not job.mig_profile else "",
+        mig_profile=job.mig_profile,
+        cpu_request=job.cpu_per_worker / 2 if job.cpu_per_worker >= 1 else job.cpu_per_worker,
+        cpu_limit=job.cpu_per_worker,
+        memory_request_gib=(job.memory_gib_per_worker * 9 / 10).quantize(Decimal("0.001")),
+        memory_limit_gib=job.memory_gib_per_worker,
+        grace_seconds=grace, max_run_seconds=job.max_run_seconds,
+        checkpoint_claim=job.checkpoint_claim,
+        checkpoint_path=job.checkpoint_path,
+        checkpoint_interval_seconds=1800 if job.tier == "production" else 300,
+        resume=job.restart_count > 0, restart_count=job.restart_count,
+        switch=job.switch if job.workers > 1 else "",
+        placement=placement, annotations=dict(job.annotations),
+        suspend=job.state not in ("admitted", "running"),
+    )

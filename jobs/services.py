@@ -1,0 +1,193 @@
+"""Writes of the jobs app: submit, cancel, hold, re-prioritise, and state transitions.
+
+Every state change goes through :func:`job_transition`, a conditional update (it happens
+only from the expected states, so two workers racing cannot both apply it) that writes a
+JobTransition row in the same transaction.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from jobs import selectors
+from jobs.choices import ACTIVE_STATES, JobState
+from jobs.models import JobTransition, TrainingJob
+from jobs.validation import SubmissionError, validate_submission
+from portal.exceptions import ApplicationError, Conflict, NotAllowed
+from tenants.access import AnyUser, TenantAccess, require_platform_admin
+from tenants.models import AuditEvent, Pool
+
+
+def _kick_admission() -> None:
+    from jobs.tasks import admission_cycle
+
+    def enqueue() -> None:
+        admission_cycle.delay()
+    transaction.on_commit(enqueue, robust=True)
+
+
+def schedule_sync(job_id: int) -> None:
+    """Converge the job's PyTorchJob once the current transaction commits."""
+    from jobs.tasks import sync_job
+
+    def enqueue() -> None:
+        sync_job.delay(job_id)
+    transaction.on_commit(enqueue, robust=True)
+
+
+def job_submit(*, access: TenantAccess, actor: AnyUser, pool: str, data: dict[str, Any],
+               template: str = "") -> TrainingJob:
+    """Queue a training job. Everything is checked first; a bad field is an
+    ApplicationError naming it, and nothing is created. The PyTorchJob is created in the
+    cluster (suspended) once the row commits; admission then decides when it runs."""
+    if not access.is_member:
+        raise NotAllowed(_("Only members of this tenant can submit jobs."))
+    if not access.tenant.is_active:
+        raise ApplicationError(_("This tenant is suspended and cannot submit work: %(r)s")
+                               % {"r": access.tenant.suspended_reason})
+    pool_row = Pool.objects.filter(tenant=access.tenant, kind=pool).first()
+    if pool_row is None:
+        raise ApplicationError(_("Unknown pool “%(p)s”.") % {"p": pool}, field="pool")
+    try:
+        clean = validate_submission(data, pool=pool, inventory=selectors.inventory())
+    except SubmissionError as exc:
+        field, message = next(iter(exc.errors.items()))
+        raise ApplicationError(message, field=field, extra={"errors": exc.errors}) from None
+    if TrainingJob.objects.filter(tenant=access.tenant, name=clean["name"]).exists():
+        raise Conflict(_("A job named “%(n)s” exists already in this tenant; choose another "
+                         "name.") % {"n": clean["name"]}, field="name")
+    annotations = {k: str(v) for k, v in (data.get("annotations") or {}).items()
+                   if str(k).startswith("kubesim.trainyard.io/")}
+    try:
+        with transaction.atomic():
+            job = TrainingJob.objects.create(
+                tenant=access.tenant, pool=pool_row, submitted_by=actor, template=template,
+                annotations=annotations, expected_seconds=data.get("expected_seconds"),
+                **clean)
+            from k8s_sync.naming import job_name
+
+            job.k8s_name = job_name(job.pk, job.name)
+            job.save(update_fields=["k8s_name"])
+            _record(job, "", JobState.QUEUED, "Submitted", actor=actor)
+            schedule_sync(job.pk)
+            _kick_admission()
+    except IntegrityError:
+        raise Conflict(_("A job named “%(n)s” exists already in this tenant; choose another "
+                         "name.") % {"n": clean["name"]}, field="name") from None
+    return job
+
+
+def _record(job: TrainingJob, from_state: str, to_state: str, reason: str, *,
+            message: str = "", actor: AnyUser | None = None,
+            at: dt.datetime | None = None) -> JobTransition:
+    return JobTransition.objects.create(
+        job=job, from_state=from_state, to_state=to_state, reason=reason, message=message,
+        actor=actor if actor is not None and getattr(actor, "is_authenticated", False) else None,
+        at=at or timezone.now())
+
+
+def job_transition(*, job_id: int, from_states: Iterable[str], to_state: str, reason: str,
+                   message: str = "", actor: AnyUser | None = None,
+                   at: dt.datetime | None = None, **fields: Any) -> bool:
+    """Move a job to ``to_state`` if it is in one of ``from_states``; True when it moved.
+
+    A conditional update: when another worker moved the job first, this does nothing
+    (returns False), so a decision is never applied twice. ``fields`` are set with it.
+    """
+    at = at or timezone.now()
+    with transaction.atomic():
+        job = TrainingJob.objects.select_for_update().filter(pk=job_id,
+                                                             state__in=list(from_states)).first()
+        if job is None:
+            return False
+        previous = job.state
+        TrainingJob.objects.filter(pk=job_id).update(state=to_state, **fields)
+        _record(job, previous, to_state, reason, message=message, actor=actor, at=at)
+    return True
+
+
+def job_cancel(*, access: TenantAccess, actor: AnyUser, job: TrainingJob) -> TrainingJob:
+    """Cancel in any state; a finished job is left as it is (idempotent)."""
+    if not (access.is_member or access.platform_admin):
+        raise NotAllowed(_("Only members of this tenant can cancel its jobs."))
+    if job.state not in ACTIVE_STATES:
+        return job
+    moved = job_transition(job_id=job.pk, from_states=ACTIVE_STATES, to_state=JobState.CANCELLED,
+                           reason="Cancelled", actor=actor, finished_at=timezone.now(),
+                           message=_("Cancelled by %(u)s") % {"u": actor.get_username()})
+    if moved:
+        schedule_sync(job.pk)
+        _kick_admission()
+    job.refresh_from_db()
+    return job
+
+
+def job_hold(*, actor: AnyUser, job: TrainingJob, held: bool, reason: str) -> TrainingJob:
+    """Hold a queued job (never admitted while held) or release it (platform admins)."""
+    require_platform_admin(actor)
+    if not (reason or "").strip():
+        raise ApplicationError(_("Give a reason; it is shown to the job's owners."),
+                               field="reason")
+    with transaction.atomic():
+        TrainingJob.objects.filter(pk=job.pk).update(held=held,
+                                                     hold_reason=reason.strip() if held else "")
+        AuditEvent.objects.create(actor=actor, tenant=job.tenant,
+                                  action="job.hold" if held else "job.release",
+                                  summary=f"{'held' if held else 'released'} job {job.name}: "
+                                          f"{reason.strip()}", data={"job": job.pk})
+        _kick_admission()
+    job.refresh_from_db()
+    return job
+
+
+def job_set_priority(*, actor: AnyUser, job: TrainingJob, priority: int,
+                     reason: str) -> TrainingJob:
+    """Re-prioritise a job within its tier (platform admins), with a reason."""
+    require_platform_admin(actor)
+    if not (reason or "").strip():
+        raise ApplicationError(_("Give a reason for the audit log."), field="reason")
+    if not -1000 <= int(priority) <= 1000:
+        raise ApplicationError(_("Priority is between -1000 and 1000."), field="priority")
+    with transaction.atomic():
+        TrainingJob.objects.filter(pk=job.pk).update(priority=int(priority))
+        AuditEvent.objects.create(actor=actor, tenant=job.tenant, action="job.priority",
+                                  summary=f"set priority of {job.name} to {priority}: "
+                                          f"{reason.strip()}", data={"job": job.pk})
+        _kick_admission()
+    job.refresh_from_db()
+    return job
+
+
+def clone_initial(job: TrainingJob) -> dict[str, Any]:
+    """A submission form's initial values copied from ``job`` (a new name)."""
+    return {
+        "name": f"{job.name}-2"[:60], "pool": job.pool.kind, "image": job.image,
+        "command": job.command, "args": job.args, "env": job.env, "workers": job.workers,
+        "gpus_per_worker": job.gpus_per_worker, "gpu_model": job.gpu_model,
+        "mig_profile": job.mig_profile, "cpu_per_worker": job.cpu_per_worker,
+        "memory_gib_per_worker": job.memory_gib_per_worker, "tier": job.tier,
+        "max_run_seconds": job.max_run_seconds, "checkpoint_path": job.checkpoint_path,
+        "checkpoint_claim": job.checkpoint_claim,
+    }
+
+
+
+
+def record_waiting(waiting: dict) -> None:  # dict[int, WaitInfo]
+    """Store each waiting job's position, ETA and reason (from the engine)."""
+    jobs = list(TrainingJob.objects.filter(pk__in=list(waiting), state=JobState.QUEUED).only(
+        "id", "position_in_pool", "position_in_model", "eta_p50", "eta_p90", "wait_reason"))
+    for job in jobs:
+        info = waiting[job.pk]
+        job.position_in_pool = info.position_in_pool
+        job.position_in_model = info.position_in_model
+        job.eta_p50, job.eta_p90 = info.eta_p50, info.eta_p90
+        job.wait_reason = info.reason[:2000]
+    TrainingJob.objects.bulk_update(jobs, ["position_in_pool", "position_in_model", "eta_p50",
+                                           "eta_p90", "wait_reason"], batch_size=500)

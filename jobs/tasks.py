@@ -1,0 +1,182 @@
+"""The admission loop and the cluster side of jobs.
+
+* ``jobs.admission_cycle``: observe the PyTorchJobs, move jobs by what the cluster says
+  (running, succeeded, failed, preempted and gone), then ask the pure engine
+  (``jobs.admission.decide``) what to admit and preempt, apply its decisions and record
+  every waiting job's position, ETA and reason. One cycle at a time cluster-wide (a row
+  lock); every decision is a conditional state change, so it is never applied twice.
+  Runs on every submit, cancel and finish, and every few seconds from beat.
+* ``jobs.sync_job(job_id)``: make the cluster match one job: the PyTorchJob exists
+  (suspended unless admitted or running); a cancelled job's PyTorchJob is deleted.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from typing import Any
+
+from celery import shared_task
+from django.core.cache import cache
+from django.db import transaction
+from django.utils import timezone
+
+from jobs import selectors, services
+from jobs.choices import JobState
+from jobs.models import AdmissionState, TrainingJob
+from k8s_sync import manifests, naming
+from k8s_sync.client import K8sError, get_client, is_transient
+
+log = logging.getLogger(__name__)
+CYCLE_LOCK = "jobs:admission-cycle"
+MAX_RETRIES = 8
+
+
+def _backoff(retries: int) -> float:
+    from tenants.tasks import backoff_seconds
+
+    return backoff_seconds(retries)
+
+
+@shared_task(name="jobs.sync_job", queue="k8s", bind=True, max_retries=MAX_RETRIES)
+def sync_job(self, job_id: int) -> str:  # type: ignore[no-untyped-def]
+    """Converge one job's PyTorchJob (and checkpoint volume) with its row. Idempotent."""
+    job = TrainingJob.objects.select_related("tenant", "pool").filter(pk=job_id).first()
+    if job is None:
+        return "gone"
+    client = get_client()
+    try:
+        if job.state == JobState.CANCELLED:
+            client.ensure_absent("kubeflow.org/v1", "PyTorchJob", job.k8s_name,
+                                 job.pool.namespace)
+            return "absent"
+        if job.state in (JobState.SUCCEEDED, JobState.FAILED):
+            return "finished"
+        spec = selectors.job_spec(job)
+        pvc = manifests.build_checkpoint_pvc(spec)
+        if pvc is not None:
+            client.create_if_absent(pvc)
+        obj, created = client.create_if_absent(manifests.build_pytorchjob(spec))
+        suspended = bool(((obj.get("spec") or {}).get("runPolicy") or {}).get("suspend"))
+        if suspended != spec.suspend:
+            client.patch("kubeflow.org/v1", "PyTorchJob", job.k8s_name,
+                         manifests.pytorchjob_suspend_patch(spec.suspend), job.pool.namespace)
+        TrainingJob.objects.filter(pk=job.pk).update(in_cluster=True,
+                                                     cluster_suspended=spec.suspend,
+                                                     last_error="")
+    except K8sError as exc:
+        TrainingJob.objects.filter(pk=job.pk).update(last_error=str(exc)[:2000])
+        if is_transient(exc) and self.request.retries < MAX_RETRIES:
+            raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
+        return "error"
+    return "created" if created else ("suspended" if spec.suspend else "running")
+
+
+def _conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c.get("type"): c for c in (obj.get("status") or {}).get("conditions") or []
+            if c.get("status") == "True"}
+
+
+def observe_jobs(now: dt.datetime) -> dict[str, int]:
+    """Read every managed PyTorchJob (one list call) and record what happened to jobs."""
+    selector = naming.label_selector(naming.managed_labels())
+    objs = {o["metadata"]["name"]: o for o in get_client().list_objects(
+        "kubeflow.org/v1", "PyTorchJob", label_selector=selector)}
+    counts = {"running": 0, "succeeded": 0, "failed": 0, "requeued": 0}
+    active = TrainingJob.objects.filter(state__in=[JobState.ADMITTED, JobState.RUNNING,
+                                                   JobState.PREEMPTING]).only(
+        "id", "state", "k8s_name", "preempt_deadline", "restart_count", "in_cluster")
+    for job in active:
+        obj = objs.get(job.k8s_name)
+        if obj is None:
+            continue
+        conditions = _conditions(obj)
+        active_pods = sum((rs or {}).get("active", 0) for rs in
+                          ((obj.get("status") or {}).get("replicaStatuses") or {}).values())
+        if "Succeeded" in conditions and job.state != JobState.PREEMPTING:
+            counts["succeeded"] += services.job_transition(
+                job_id=job.pk, from_states=[JobState.ADMITTED, JobState.RUNNING],
+                to_state=JobState.SUCCEEDED, reason="Succeeded", finished_at=now,
+                message=conditions["Succeeded"].get("message", ""))
+        elif "Failed" in conditions and job.state != JobState.PREEMPTING:
+            counts["failed"] += services.job_transition(
+                job_id=job.pk, from_states=[JobState.ADMITTED, JobState.RUNNING],
+                to_state=JobState.FAILED, reason="Failed", finished_at=now,
+                message=conditions["Failed"].get("message", ""))
+        elif job.state == JobState.ADMITTED and "Running" in conditions:
+            counts["running"] += services.job_transition(
+                job_id=job.pk, from_states=[JobState.ADMITTED], to_state=JobState.RUNNING,
+                reason="Running", started_at=now, placement=[])
+        elif job.state == JobState.PREEMPTING and (active_pods == 0 or (
+                job.preempt_deadline and now >= job.preempt_deadline + dt.timedelta(
+                    seconds=30))):
+            counts["requeued"] += services.job_transition(
+                job_id=job.pk, from_states=[JobState.PREEMPTING], to_state=JobState.QUEUED,
+                reason="Requeued", restart_count=job.restart_count + 1, preempt_deadline=None,
+                message="stopped after its checkpoint grace; it resumes from its checkpoint",
+                started_at=None, admitted_at=None, borrowing=False, placement=[])
+    return counts
+
+
+@shared_task(name="jobs.admission_cycle", queue="default")
+def admission_cycle() -> dict[str, Any]:
+    """One admission pass (see the module docstring). Returns counts of what it did."""
+    if not cache.add(CYCLE_LOCK, "1", timeout=120):
+        return {"skipped": "another cycle is running"}
+    started = time.monotonic()
+    try:
+        now = timezone.now()
+        try:
+            observed = observe_jobs(now)
+        except K8sError as exc:
+            log.warning("admission cycle: cannot read PyTorchJobs: %s", exc)
+            observed = {}
+        with transaction.atomic():
+            state = AdmissionState.objects.select_for_update().get_or_create(pk=1)[0]
+            result = _decide_and_apply(now)
+            state.last_cycle_at = now
+            state.last_cycle_ms = (time.monotonic() - started) * 1000
+            state.last_decisions = {**result, **observed}
+            state.save()
+        return {**result, **observed}
+    finally:
+        cache.delete(CYCLE_LOCK)
+
+
+def _decide_and_apply(now: dt.datetime) -> dict[str, int]:
+    from jobs.admission import decide
+
+    decisions = decide(**selectors.admission_inputs(now))
+    admitted = preempted = 0
+    for admission in decisions.admit:
+        if services.job_transition(
+                job_id=admission.job_id, from_states=[JobState.QUEUED], to_state=JobState.ADMITTED,
+                reason="Admitted", admitted_at=now, borrowing=admission.borrowing,
+                placement=list(admission.placement),
+                switch=_switch_of(admission.placement),
+                message="borrowing idle capacity beyond the pool's quota"
+                if admission.borrowing else "", wait_reason="", position_in_pool=None,
+                position_in_model=None, eta_p50=None, eta_p90=None):
+            admitted += 1
+            services.schedule_sync(admission.job_id)
+    for preemption in decisions.preempt:
+        if services.job_transition(
+                job_id=preemption.job_id, from_states=[JobState.RUNNING, JobState.ADMITTED],
+                to_state=JobState.PREEMPTING, reason="Preempted", message=preemption.reason,
+                preempt_reason=preemption.reason,
+                preempt_deadline=now + dt.timedelta(seconds=preemption.grace_seconds)):
+            preempted += 1
+            services.schedule_sync(preemption.job_id)
+    services.record_waiting(decisions.waiting)
+    return {"admitted": admitted, "preempted": preempted, "waiting": len(decisions.waiting)}
+
+
+def _switch_of(placement: tuple[str, ...]) -> str:
+    from k8s_sync.models import ObservedNode
+
+    if len(set(placement)) < 2:
+        return ""
+    switches = set(ObservedNode.objects.filter(name__in=set(placement)).values_list(
+        "switch", flat=True))
+    return switches.pop() if len(switches) == 1 else ""

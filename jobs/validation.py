@@ -1,0 +1,150 @@
+"""Checks of a job submission, pure: the inventory comes in as plain data.
+
+Each problem is reported against the field it concerns, in words the researcher can act
+on. Nothing here touches the database or the cluster.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from jobs.choices import TIER_POOLS, Tier
+
+NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,58}[a-z0-9])?$")
+# [registry[:port]/]path[:tag][@sha256:digest] with lower-case path components.
+IMAGE_RE = re.compile(
+    r"^(?:(?:[a-zA-Z0-9](?:[a-zA-Z0-9.-]*[a-zA-Z0-9])?)(?::[0-9]+)?/)?"
+    r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$")
+ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+MAX_RUN_SECONDS = 30 * 86400
+MAX_WORKERS = 64
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """What the cluster offers, per node: the largest node of each kind bounds a worker."""
+
+    gpus_per_node: dict[str, int] = field(default_factory=dict)   # GPU model -> max per node
+    mig_per_node: dict[str, int] = field(default_factory=dict)    # MIG profile -> max per node
+    max_cpu: Decimal = Decimal(0)
+    max_memory_gib: Decimal = Decimal(0)
+
+
+class SubmissionError(ValueError):
+    """Invalid submission; ``errors`` maps field -> message."""
+
+    def __init__(self, errors: dict[str, str]) -> None:
+        super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
+        self.errors = errors
+
+
+def _number(data: dict, key: str, errors: dict, *, integer: bool = False) -> Any:
+    raw = data.get(key)
+    try:
+        value = Decimal(str(raw).strip())
+    except (InvalidOperation, ValueError):
+        errors[key] = f"“{raw}” is not a number."
+        return None
+    if not value.is_finite() or (integer and value != value.to_integral_value()):
+        errors[key] = f"“{raw}” is not a whole number." if integer else f"“{raw}” is not a number."
+        return None
+    return int(value) if integer else value
+
+
+def validate_submission(data: dict[str, Any], *, pool: str, inventory: Inventory
+                        ) -> dict[str, Any]:
+    """Return the cleaned submission or raise SubmissionError naming every bad field."""
+    errors: dict[str, str] = {}
+    name = str(data.get("name") or "").strip()
+    if not NAME_RE.match(name):
+        errors["name"] = ("Use 1 to 60 lower-case letters, digits and hyphens, starting and "
+                          "ending with a letter or digit.")
+    image = str(data.get("image") or "").strip()
+    if not image or not IMAGE_RE.match(image) or len(image) > 500:
+        errors["image"] = (f"“{image}” is not a valid image reference, e.g. "
+                           "registry.example.org/team/trainer:1.4 or pytorch/pytorch:2.4.0.")
+    tier = data.get("tier")
+    if tier not in Tier.values:
+        errors["tier"] = "Choose production, development or batch."
+    elif pool not in TIER_POOLS[Tier(tier)]:
+        errors["tier"] = {Tier.PRODUCTION: "Production jobs run in the prod pool.",
+                          Tier.DEVELOPMENT: "Development jobs run in the dev pool."}.get(
+            Tier(tier), "This tier cannot run in this pool.")
+    workers = _number(data, "workers", errors, integer=True)
+    if workers is not None and not 1 <= workers <= MAX_WORKERS:
+        errors["workers"] = f"Use 1 to {MAX_WORKERS} workers."
+    gpus = _number(data, "gpus_per_worker", errors, integer=True)
+    model = str(data.get("gpu_model") or "").strip()
+    mig = str(data.get("mig_profile") or "").strip()
+    if gpus is not None:
+        _check_accelerators(gpus, model, mig, inventory, errors)
+    cpu = _number(data, "cpu_per_worker", errors)
+    if cpu is not None and not (Decimal("0.1") <= cpu <= max(inventory.max_cpu, Decimal("0.1"))):
+        errors["cpu_per_worker"] = (f"Use 0.1 to {inventory.max_cpu.normalize()} cores: the "
+                                    "largest node has that many.")
+    memory = _number(data, "memory_gib_per_worker", errors)
+    if memory is not None and not (Decimal("0.25") <= memory
+                                   <= max(inventory.max_memory_gib, Decimal("0.25"))):
+        errors["memory_gib_per_worker"] = (f"Use 0.25 to {inventory.max_memory_gib.normalize()}"
+                                           " GiB: the largest node has that much.")
+    run = _number(data, "max_run_seconds", errors, integer=True)
+    if run is not None and not 60 <= run <= MAX_RUN_SECONDS:
+        errors["max_run_seconds"] = "Use between one minute and 30 days."
+    env = data.get("env") or {}
+    if not isinstance(env, dict) or any(not ENV_RE.match(str(k)) or str(k).startswith(
+            "TRAINYARD_") for k in env):
+        errors["env"] = ("Variable names are letters, digits and underscores; TRAINYARD_ "
+                         "names are reserved.")
+    for key in ("command", "args"):
+        value = data.get(key) or []
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            errors[key] = "Give a list of strings."
+    path = str(data.get("checkpoint_path") or "/checkpoints")
+    if not path.startswith("/") or ".." in path.split("/"):
+        errors["checkpoint_path"] = "Use an absolute path inside the container."
+    if errors:
+        raise SubmissionError(errors)
+    return {
+        "name": name, "image": image, "tier": tier, "workers": workers,
+        "gpus_per_worker": gpus, "gpu_model": model if not mig else "", "mig_profile": mig,
+        "cpu_per_worker": cpu, "memory_gib_per_worker": memory, "max_run_seconds": run,
+        "env": {str(k): str(v) for k, v in env.items()},
+        "command": list(data.get("command") or []), "args": list(data.get("args") or []),
+        "checkpoint_path": path,
+        "checkpoint_claim": str(data.get("checkpoint_claim") or "").strip(),
+    }
+
+
+def _check_accelerators(gpus: int, model: str, mig: str, inventory: Inventory,
+                        errors: dict[str, str]) -> None:
+    if gpus < 0 or gpus > 64:
+        errors["gpus_per_worker"] = "Use 0 to 64 GPUs per worker."
+        return
+    if gpus == 0:
+        if model or mig:
+            errors["gpus_per_worker"] = "A GPU model or MIG profile needs at least one GPU."
+        return
+    if model and mig:
+        errors["mig_profile"] = "Choose either a whole-GPU model or a MIG profile, not both."
+    elif mig:
+        most = inventory.mig_per_node.get(mig)
+        if most is None:
+            known = ", ".join(sorted(inventory.mig_per_node)) or "none"
+            errors["mig_profile"] = f"The cluster has no MIG profile “{mig}” (it has: {known})."
+        elif gpus > most:
+            errors["gpus_per_worker"] = (f"No node has {gpus} {mig} instances; the largest "
+                                         f"has {most}.")
+    elif not model:
+        errors["gpu_model"] = "Choose the GPU model the workers need."
+    else:
+        most = inventory.gpus_per_node.get(model)
+        if most is None:
+            known = ", ".join(sorted(inventory.gpus_per_node)) or "none observed yet"
+            errors["gpu_model"] = f"The cluster has no GPU model “{model}” (it has: {known})."
+        elif gpus > most:
+            errors["gpus_per_worker"] = (f"No node has {gpus} {model} GPUs; the largest has "
+                                         f"{most}: use more workers with fewer GPUs each.")
