@@ -73,9 +73,11 @@ def field_value(obj: dict, path: str):
     return cur
 
 
-def parse_field_selector(text: str | None, allowed: set[str] | None = None) -> Predicate | None:
-    """Field selectors support =, == and != on a field path; `allowed` limits the paths
-    (the real server answers 400 'field label not supported' for others)."""
+def parse_field_selector(text: str | None, allowed: set[str] | None = None,
+                         aliases: dict[str, str] | None = None) -> Predicate | None:
+    """Field selectors support =, == and != on a field path; `allowed` limits the labels
+    (the real server answers 400 'field label not supported' for others) and `aliases`
+    maps a label to the path it reads (events: source -> source.component)."""
     if not text or not text.strip():
         return None
     reqs = []
@@ -86,7 +88,7 @@ def parse_field_selector(text: str | None, allowed: set[str] | None = None) -> P
         path, op, val = m.groups()
         if allowed is not None and path not in allowed:
             raise bad_request(f'field label not supported: {path}')
-        reqs.append((path, op == "!=", val))
+        reqs.append(((aliases or {}).get(path, path), op == "!=", val))
 
     def pred(obj: dict) -> bool:
         for path, neg, val in reqs:

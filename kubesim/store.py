@@ -65,6 +65,7 @@ FIELD_LABELS = {
     "secrets": {"type"},
     "persistentvolumeclaims": set(),
 }
+FIELD_ALIASES = {"events": {"source": "source.component"}}
 _DEFAULT_CRDS: list[dict] | None = None
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
@@ -185,7 +186,7 @@ class Store(ControllersMixin):
                 field_selector: str | None) -> Callable[[dict], bool] | None:
         lp = parse_label_selector(label_selector)
         allowed = None if rt.crd_name else _META_FIELDS | FIELD_LABELS.get(rt.key, set())
-        fp = parse_field_selector(field_selector, allowed)
+        fp = parse_field_selector(field_selector, allowed, FIELD_ALIASES.get(rt.key))
         if lp and fp:
             return lambda o: lp(o) and fp(o)
         return lp or fp

@@ -66,10 +66,13 @@ def test_event_involved_object_field_selector(kubesim):
     for i, kind in enumerate(["Pod", "PyTorchJob"]):
         c.create_namespaced_event("team-a", {
             "metadata": {"name": f"ev{i}"}, "reason": "Test", "message": "m", "type": "Normal",
+            "source": {"component": "kubelet" if i else "scheduler"},
             "involvedObject": {"kind": kind, "name": "j", "namespace": "team-a"}})
     evs = c.list_namespaced_event("team-a",
                                   field_selector="involvedObject.kind=PyTorchJob").items
     assert [e.metadata.name for e in evs] == ["ev1"]
+    evs = c.list_namespaced_event("team-a", field_selector="source=scheduler,type=Normal").items
+    assert [e.metadata.name for e in evs] == ["ev0"]
 
 
 def test_limit_and_continue(kubesim):
