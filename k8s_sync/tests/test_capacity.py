@@ -7,6 +7,7 @@ the selector's output.
 from __future__ import annotations
 
 from collections import defaultdict
+from decimal import Decimal
 
 import pytest
 
@@ -140,3 +141,39 @@ def test_the_report_costs_a_fixed_number_of_queries(client, django_assert_max_nu
     ("1g.10gb", 10240), ("3g.40gb", 40960), ("7g.80gb", 81920), ("1g.5gb", 5120), ("odd", None)])
 def test_mig_memory_comes_from_the_profile_name(profile, mib):
     assert mig_profile_memory_mib(profile) == mib
+
+
+def _node(**kwargs):
+    from k8s_sync.observe import parse_node
+
+    labels = kwargs.pop("labels")
+    obj = {"metadata": {"name": "n", "labels": labels},
+           "status": {"allocatable": kwargs.pop("allocatable"),
+                      "conditions": [{"type": "Ready", "status": "True"}]}}
+    return ObservedNode(name="n", labels=labels, **parse_node(obj))
+
+
+def test_a_mig_single_node_counts_its_gpus_as_mig_instances():
+    from k8s_sync.selectors import node_capacity
+
+    node = _node(labels={"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb",
+                         "nvidia.com/gpu.count": "56", "nvidia.com/gpu.memory": "4864",
+                         "nvidia.com/mig.strategy": "single"},
+                 allocatable={"nvidia.com/gpu": "56"})
+    cap = node_capacity(node, {"nvidia.com/gpu": Decimal(3)})
+    assert cap.gpu_model == "NVIDIA-A100-SXM4-40GB"
+    assert (cap.whole_allocatable, cap.whole_allocated) == (0, 0)
+    assert [(m.profile, m.allocatable, m.allocated, m.memory_mib) for m in cap.mig] == [
+        ("1g.5gb", 56, 3, 5120)]
+
+
+def test_time_slicing_without_rename_counts_replicas_as_shared():
+    from k8s_sync.selectors import node_capacity
+
+    node = _node(labels={"nvidia.com/gpu.product": "Tesla-T4-SHARED", "nvidia.com/gpu.count": "2",
+                         "nvidia.com/gpu.memory": "15360", "nvidia.com/gpu.replicas": "4",
+                         "nvidia.com/gpu.sharing-strategy": "time-slicing"},
+                 allocatable={"nvidia.com/gpu": "8"})
+    cap = node_capacity(node, {"nvidia.com/gpu": Decimal(5)})
+    assert (cap.whole_allocatable, cap.shared_allocatable, cap.shared_allocated) == (0, 8, 5)
+    assert cap.share_memory_mib == 15360 // 4 and cap.memory_mib == 2 * 15360
