@@ -49,7 +49,10 @@ from typing import Any
 
 from k8s_sync import naming
 from k8s_sync.specs import (
+    GPU_PRODUCT_LABEL,
     GPU_RESOURCE,
+    SWITCH_LABEL,
+    JobSpec,
     LimitSpec,
     NetworkSpec,
     PoolSpec,
@@ -57,21 +60,29 @@ from k8s_sync.specs import (
     cpu_quantity,
     default_tiers,
     gib_quantity,
+    thaw,
 )
 
 __all__ = [
     "POOL_NAMESPACED_KINDS",
+    "PYTORCHJOB_API_VERSION",
+    "PYTORCHJOB_KIND",
     "Manifest",
+    "build_checkpoint_pvc",
     "build_limit_range",
     "build_namespace",
     "build_network_policy",
     "build_priority_class",
+    "build_pytorchjob",
     "build_resource_quota",
     "build_role",
     "build_role_binding",
     "build_service_account",
     "desired_cluster_objects",
     "desired_pool_objects",
+    "merge_node_affinity",
+    "pytorchjob_resume_patch",
+    "pytorchjob_suspend_patch",
 ]
 
 Manifest = dict[str, Any]
@@ -278,3 +289,233 @@ def desired_cluster_objects(tiers: Iterable[TierSpec] | None = None) -> list[Man
     if len(names) != len(set(names)):
         raise ValueError(f"duplicate tiers: {names}")
     return [build_priority_class(tier) for tier in chosen]
+
+
+# --- per job ---------------------------------------------------------------------------------
+#
+# Design choices of the PyTorchJob (facts: kubernetes-facts §5, §6, §8):
+#
+# * Created once with ``runPolicy.suspend: true`` (``client.create_if_absent``), never
+#   re-applied: admission un-suspends it (:func:`pytorchjob_resume_patch`), preemption
+#   suspends it after the tier's grace period (:func:`pytorchjob_suspend_patch`); the
+#   operator then deletes the pods (SIGTERM, ``terminationGracePeriodSeconds``) and
+#   recreates them from the template on resume.
+# * ``cleanPodPolicy: Running``: when the job finishes (Master succeeded, failed, or
+#   deadline), pods still Running or Pending (typically Workers) are deleted so they
+#   stop holding GPUs nobody accounts for any more; finished pods stay for their logs.
+#   ``None`` (operator default) would leave stragglers on GPUs; ``All`` loses the logs.
+# * Whole GPUs: ``nodeSelector nvidia.com/gpu.product=<model>`` (GFD label) so the model
+#   admission counted is the model the pods get. MIG (mixed strategy): the resource name
+#   ``nvidia.com/mig-<profile>`` already restricts pods to nodes with such slices, and a
+#   mixed-strategy node keeps its base product label, so ``gpu_product`` is optional and,
+#   when given, selects the base product (a profile such as 1g.10gb exists on A100-80GB
+#   and H100-80GB alike). MIG-single product labels (``...-MIG-1g.10gb``) advertise
+#   ``nvidia.com/gpu`` and are rejected with a MIG profile by JobSpec.
+# * GPU/MIG in requests and limits with equal values (the device plugin's extended
+#   resources cannot be overcommitted); CPU/memory requests may be below limits.
+# * GPU pods tolerate ``nvidia.com/gpu:NoSchedule`` (the GPU Operator's customary taint);
+#   CPU-only pods do not, so they stay off GPU nodes where that taint is used.
+# * ``nprocPerNode``: one process per whole GPU; ``"1"`` for MIG (a CUDA process sees one
+#   MIG device) and for CPU-only jobs (``auto`` would start one process per host CPU).
+# * ``/dev/shm``: an ``emptyDir`` with ``medium: Memory`` (the container runtime's 64 MiB
+#   default breaks NCCL and DataLoader workers); its ``sizeLimit`` (JobSpec.shm_gib,
+#   default half the memory limit, at most 64 GiB) bounds tmpfs pages, which count
+#   against the memory limit.
+# * Checkpoints: a PVC volume mounted at ``checkpoint_path`` in every replica. The PVC
+#   is *not* owned by the PyTorchJob (no ownerReference), so it survives suspension,
+#   preemption and deletion of the job; removing it is the jobs app's decision.
+
+PYTORCHJOB_API_VERSION = "kubeflow.org/v1"
+PYTORCHJOB_KIND = "PyTorchJob"
+PYTORCH_CONTAINER = "pytorch"
+CLEAN_POD_POLICY = "Running"
+RESTART_POLICY = "OnFailure"
+GPU_TOLERATION: dict[str, str] = {"key": GPU_RESOURCE, "operator": "Exists",
+                                  "effect": "NoSchedule"}
+CHECKPOINT_VOLUME = "checkpoints"
+SHM_VOLUME = "dshm"
+SHM_PATH = "/dev/shm"  # noqa: S108 - the container's shared-memory mount, not a temp file
+
+
+def _job_env(spec: JobSpec) -> list[dict[str, str]]:
+    """Trainyard's variables first (so user values may reference them as ``$(NAME)``),
+    then the user's, sorted by name."""
+    ours = [
+        ("TRAINYARD_JOB_ID", str(spec.job_id)),
+        ("TRAINYARD_TIER", spec.tier.value),
+        ("TRAINYARD_CHECKPOINT_DIR", spec.checkpoint_path),
+        ("TRAINYARD_CHECKPOINT_INTERVAL_SECONDS", str(spec.checkpoint_interval_seconds)),
+        ("TRAINYARD_RESUME", "1" if spec.resume else "0"),
+        ("TRAINYARD_RESTART_COUNT", str(spec.restart_count)),
+        ("TRAINYARD_GRACE_SECONDS", str(spec.grace_seconds)),
+    ]
+    return [{"name": k, "value": v} for k, v in [*ours, *sorted(spec.env.items())]]
+
+
+def _job_resources(spec: JobSpec) -> dict[str, dict[str, str]]:
+    requests = {"cpu": cpu_quantity(spec.cpu_request),
+                "memory": gib_quantity(spec.memory_request_gib)}
+    limits = {"cpu": cpu_quantity(spec.cpu_limit),
+              "memory": gib_quantity(spec.memory_limit_gib)}
+    device = spec.gpu_resource
+    if device is not None:
+        requests[device] = limits[device] = str(spec.gpus_per_replica)
+    return {"requests": dict(sorted(requests.items())), "limits": dict(sorted(limits.items()))}
+
+
+def merge_node_affinity(affinity: Mapping[str, Any] | None,
+                        required: list[dict[str, Any]]) -> dict[str, Any]:
+    """``affinity`` (copied) with ``required`` match expressions ANDed into its required
+    node affinity.
+
+    ``nodeSelectorTerms`` are ORed and the expressions inside a term ANDed, so each
+    expression is added to *every* existing term; with no required terms yet, one term
+    holding ``required`` is created. Preferred terms, pod (anti-)affinity are kept as-is.
+    """
+    merged = thaw(affinity or {})
+    if not required:
+        return merged
+    node = merged.setdefault("nodeAffinity", {})
+    req = node.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    terms = req.get("nodeSelectorTerms") or [{}]
+    for term in terms:
+        term["matchExpressions"] = [*term.get("matchExpressions", []), *thaw(required)]
+    req["nodeSelectorTerms"] = terms
+    return merged
+
+
+def _job_pod_spec(spec: JobSpec) -> dict[str, Any]:
+    placement = thaw(spec.placement)
+    node_selector: dict[str, str] = dict(placement.get("nodeSelector") or {})
+    if spec.gpu_product:
+        node_selector[GPU_PRODUCT_LABEL] = spec.gpu_product
+    tolerations: list[dict[str, Any]] = list(placement.get("tolerations") or [])
+    if spec.gpu_resource is not None and GPU_TOLERATION not in tolerations:
+        tolerations.append(dict(GPU_TOLERATION))
+    required = ([{"key": SWITCH_LABEL, "operator": "In", "values": [spec.switch]}]
+                if spec.switch else [])
+    affinity = merge_node_affinity(placement.get("affinity"), required)
+
+    mounts = [{"name": SHM_VOLUME, "mountPath": SHM_PATH}]
+    volumes: list[dict[str, Any]] = [
+        {"name": SHM_VOLUME,
+         "emptyDir": {"medium": "Memory", "sizeLimit": gib_quantity(spec.effective_shm_gib)}},
+    ]
+    claim = spec.checkpoint_claim_name
+    mounts.insert(0, {"name": CHECKPOINT_VOLUME, "mountPath": spec.checkpoint_path})
+    volumes.insert(0, {"name": CHECKPOINT_VOLUME,
+                       **({"persistentVolumeClaim": {"claimName": claim}} if claim
+                          else {"emptyDir": {}})})
+    container: dict[str, Any] = {"name": PYTORCH_CONTAINER, "image": spec.image}
+    if spec.command:
+        container["command"] = list(spec.command)
+    if spec.args:
+        container["args"] = list(spec.args)
+    container["env"] = _job_env(spec)
+    container["resources"] = _job_resources(spec)
+    container["volumeMounts"] = mounts
+
+    pod: dict[str, Any] = {
+        "serviceAccountName": naming.SERVICE_ACCOUNT_NAME,
+        "automountServiceAccountToken": False,
+        "priorityClassName": naming.priority_class_name(spec.tier),
+        "terminationGracePeriodSeconds": spec.grace_seconds,
+    }
+    if node_selector:
+        pod["nodeSelector"] = dict(sorted(node_selector.items()))
+    if affinity:
+        pod["affinity"] = affinity
+    if tolerations:
+        pod["tolerations"] = tolerations
+    pod["containers"] = [container]
+    pod["volumes"] = volumes
+    return pod
+
+
+def _replica_specs(spec: JobSpec) -> dict[str, Any]:
+    def replica(count: int) -> dict[str, Any]:
+        metadata: dict[str, Any] = {"labels": dict(sorted(spec.labels.items()))}
+        if spec.annotations:
+            metadata["annotations"] = dict(spec.annotations)
+        return {"replicas": count, "restartPolicy": RESTART_POLICY,
+                "template": {"metadata": metadata, "spec": _job_pod_spec(spec)}}
+
+    replicas = {"Master": replica(1)}
+    if spec.workers:
+        replicas["Worker"] = replica(spec.workers)
+    return replicas
+
+
+def build_pytorchjob(spec: JobSpec) -> Manifest:
+    """The ``kubeflow.org/v1`` PyTorchJob of one Trainyard job (see the design notes above).
+
+    Contract: pure and deterministic; one Master (``replicas: 1``) plus a Worker replica
+    spec only when ``spec.workers > 0``; every pod template carries the job labels, the
+    single container ``pytorch``, the tier's PriorityClass and grace period, the
+    workload ServiceAccount without a token, the checkpoint and ``/dev/shm`` volumes.
+    The result validates against the bundled CRD schema and the operator's webhook
+    rules (``k8s_sync.crd_validation.validate_pytorchjob``).
+    """
+    gpus = spec.gpus_per_replica if spec.gpu_resource == GPU_RESOURCE else 0
+    return {
+        "apiVersion": PYTORCHJOB_API_VERSION,
+        "kind": PYTORCHJOB_KIND,
+        "metadata": _metadata(spec.name, spec.labels, spec.namespace),
+        "spec": {
+            "nprocPerNode": str(gpus or 1),
+            "runPolicy": {
+                "cleanPodPolicy": CLEAN_POD_POLICY,
+                "suspend": spec.suspend,
+                "activeDeadlineSeconds": spec.max_run_seconds,
+                "backoffLimit": spec.backoff_limit,
+            },
+            "pytorchReplicaSpecs": _replica_specs(spec),
+        },
+    }
+
+
+def build_checkpoint_pvc(spec: JobSpec) -> Manifest | None:
+    """The PVC ``<job>-ckpt`` Trainyard creates for the job's checkpoints, or ``None``.
+
+    ``None`` unless ``checkpoint_storage_class`` and ``checkpoint_size_gib`` are given
+    (an existing ``checkpoint_claim`` is the user's, not Trainyard's). The claim carries
+    the job labels and no ownerReference: it outlives suspensions and the PyTorchJob.
+    Access mode: ``ReadWriteOnce`` for a single-pod job; ``ReadWriteMany`` when there are
+    Workers, because their pods land on other nodes and a RWO volume attaches to one node
+    only (so multi-node jobs need an RWX-capable class such as NFS/CephFS/Lustre). Create
+    it once, before the PyTorchJob (``client.create_if_absent``): a PVC's spec is
+    immutable apart from growing ``resources.requests.storage``.
+    """
+    if not spec.checkpoint_storage_class or spec.checkpoint_size_gib is None:
+        return None
+    name = spec.checkpoint_claim_name
+    assert name is not None  # derived from the storage class above
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": _metadata(name, spec.labels, spec.namespace),
+        "spec": {
+            "accessModes": ["ReadWriteMany" if spec.workers else "ReadWriteOnce"],
+            "storageClassName": spec.checkpoint_storage_class,
+            "resources": {"requests": {"storage": gib_quantity(spec.checkpoint_size_gib)}},
+        },
+    }
+
+
+def pytorchjob_suspend_patch(suspend: bool) -> dict[str, Any]:
+    """Merge patch that suspends (``True``: the operator deletes the pods, which get their
+    grace period) or un-suspends (``False``: the operator recreates them) a PyTorchJob."""
+    return {"spec": {"runPolicy": {"suspend": bool(suspend)}}}
+
+
+def pytorchjob_resume_patch(spec: JobSpec) -> dict[str, Any]:
+    """Merge patch that un-suspends the job *and* refreshes its pod templates from
+    ``spec`` (e.g. ``resume=True`` and the new ``restart_count``).
+
+    JSON merge patch replaces lists wholesale, so containers, env and volumes become
+    exactly what :func:`build_pytorchjob` renders; maps (labels) are merged. Replica
+    counts are part of the templates, so ``spec.workers`` must be the job's original.
+    ``spec.suspend`` is ignored: the patch always sets ``suspend: false``.
+    """
+    return {"spec": {"runPolicy": {"suspend": False},
+                     "pytorchReplicaSpecs": _replica_specs(spec)}}

@@ -33,13 +33,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from types import MappingProxyType
-from typing import Literal
+from typing import Any, Literal
 
 from k8s_sync import naming
 
 __all__ = [
+    "GPU_PRODUCT_LABEL",
     "GPU_RESOURCE",
+    "MAX_RUN_SECONDS",
     "SHARED_GPU_RESOURCE",
+    "SWITCH_LABEL",
+    "JobSpec",
     "LimitSpec",
     "NetworkSpec",
     "PoolSpec",
@@ -50,6 +54,8 @@ __all__ = [
     "default_tiers",
     "gib_quantity",
     "mig_resource",
+    "thaw",
+    "validate_image",
 ]
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -395,3 +401,351 @@ def default_tiers() -> tuple[TierSpec, ...]:
         TierSpec(naming.Tier.BATCH, 1_000, "Never",
                  "Trainyard batch training on idle capacity; first to be preempted."),
     )
+
+
+# --- training jobs ----------------------------------------------------------------------------
+
+#: Node label (GPU Feature Discovery) naming the GPU model, e.g. ``NVIDIA-H800``.
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+#: Node label naming the leaf switch a node hangs off (kubesim and Trainyard topology).
+SWITCH_LABEL = "trainyard.io/switch"
+#: Prefix of the environment variables Trainyard sets itself; users may not set them.
+RESERVED_ENV_PREFIX = "TRAINYARD_"
+#: Set by the training operator on the ``pytorch`` container (and read by torchrun); a
+#: user value would silently win over the operator's and break the rendezvous.
+OPERATOR_ENV = frozenset({"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK"})
+OPERATOR_ENV_PREFIX = "PET_"
+#: Upper bound of ``max_run_seconds``: anything longer is a typo, not a training run.
+MAX_RUN_SECONDS = 30 * 24 * 3600
+#: ``/dev/shm`` default cap (a tmpfs counts against the container's memory limit).
+SHM_MAX_GIB = 64
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# OCI / distribution reference grammar (github.com/distribution/reference, regexp.go),
+# restricted to what Trainyard accepts: [registry[:port]/]path[:tag][@sha256:<64 hex>].
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN = re.compile(rf"^{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*(?::[0-9]+)?$")
+_PATH_COMPONENT = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$")
+_TAG = re.compile(r"^[\w][\w.-]{0,127}$")
+_DIGEST = re.compile(r"^sha256:[a-f0-9]{64}$")
+_IMAGE_NAME_MAX = 255
+
+
+def validate_image(ref: str) -> str:
+    """Return ``ref`` if it is an image reference Trainyard accepts, else raise ``ValueError``.
+
+    Grammar: ``[registry[:port]/]path[:tag][@sha256:<64 hex>]``. The first ``/``-separated
+    component is a registry when it contains ``.`` or ``:`` or is ``localhost`` (as docker
+    decides); every path component is lower-case ``[a-z0-9]`` runs joined by ``.``, ``_``,
+    ``__`` or dashes. No whitespace, no upper-case repository, name <= 255 characters.
+    """
+    if not isinstance(ref, str) or not ref:
+        raise ValueError("image: must not be empty")
+    if ref != ref.strip() or any(ch.isspace() for ch in ref):
+        raise ValueError(f"image: must not contain whitespace: {ref!r}")
+    rest, _, digest = ref.partition("@")
+    if digest and not _DIGEST.match(digest):
+        raise ValueError(f"image: digest must be sha256:<64 lower-case hex>: {ref!r}")
+    name, tag = rest, ""
+    last_slash = rest.rfind("/")
+    if rest.rfind(":") > last_slash:  # a ':' after the last '/' starts the tag
+        name, _, tag = rest.rpartition(":")
+        if not _TAG.match(tag):
+            raise ValueError(f"image: invalid tag {tag!r} in {ref!r}")
+    if not name or len(name) > _IMAGE_NAME_MAX:
+        raise ValueError(f"image: repository name empty or longer than 255: {ref!r}")
+    parts = name.split("/")
+    first = parts[0]
+    if len(parts) > 1 and ("." in first or ":" in first or first == "localhost"):
+        if not _DOMAIN.match(first):
+            raise ValueError(f"image: invalid registry {first!r} in {ref!r}")
+        parts = parts[1:]
+    for part in parts:
+        if not _PATH_COMPONENT.match(part):
+            raise ValueError(
+                f"image: invalid repository component {part!r} in {ref!r} "
+                "(lower-case letters, digits and . _ - separators only)")
+    return ref
+
+
+def _int_field(value: object, name: str, *, minimum: int = 0,
+               maximum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name}: expected an int, got {value!r}")
+    if value < minimum or (maximum is not None and value > maximum):
+        bound = f">= {minimum}" if maximum is None else f"in {minimum}..{maximum}"
+        raise ValueError(f"{name}: must be {bound}, got {value}")
+    return value
+
+
+def _deep_freeze(value: Any) -> Any:
+    """Dicts -> read-only mappings, lists -> tuples (recursively), so a spec cannot change."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({str(k): _deep_freeze(v) for k, v in value.items()})
+    if isinstance(value, list | tuple):
+        return tuple(_deep_freeze(v) for v in value)
+    return value
+
+
+def thaw(value: Any) -> Any:
+    """The inverse of the freezing done by specs: fresh dicts and lists (for manifests)."""
+    if isinstance(value, Mapping):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, tuple | list):
+        return [thaw(v) for v in value]
+    return value
+
+
+_PLACEMENT_KEYS = frozenset({"tolerations", "affinity", "nodeSelector"})
+#: Mount points a checkpoint volume must not shadow.
+_SYSTEM_DIRS = frozenset({"", "/dev", "/dev/shm", "/proc", "/sys", "/etc"})  # noqa: S108
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One Trainyard training job, as ``k8s_sync.manifests.build_pytorchjob`` renders it.
+
+    Built by the jobs app from a TrainingJob row; every check that would otherwise come
+    back from the API server (or worse, silently from the training operator) is done in
+    ``__post_init__`` and raises ``ValueError`` whose message starts with the field name.
+
+    Shape: one Master plus ``workers`` Workers, each with ``gpus_per_replica`` whole GPUs
+    of model ``gpu_product`` (the ``nvidia.com/gpu.product`` node label) or that many MIG
+    slices of ``mig_profile`` (``nvidia.com/mig-<profile>``, mixed strategy), or no GPU.
+
+    * CPU and memory: requests may be below limits (idle headroom is shared); each
+      request must not exceed its limit. GPUs/MIG slices are always requests == limits.
+    * ``grace_seconds`` (terminationGracePeriodSeconds) and
+      ``checkpoint_interval_seconds`` come from the tier policy; the caller passes them.
+    * ``max_run_seconds`` becomes ``runPolicy.activeDeadlineSeconds``; the operator counts
+      it from ``status.startTime``, which a suspend resets, so it bounds one *run segment*
+      (admission to preemption/finish), not the job's total running time.
+    * Checkpoint volume: ``checkpoint_claim`` names an existing PVC; or
+      ``checkpoint_storage_class`` + ``checkpoint_size_gib`` make Trainyard create
+      ``<job>-ckpt`` (``manifests.build_checkpoint_pvc``); with neither, the checkpoint
+      directory is an ``emptyDir`` that does **not** survive preemption.
+    * ``switch``: required node affinity on ``trainyard.io/switch`` (all replicas under one
+      leaf switch); ``placement`` is ``placement.dedicated_placement(tenant)`` (or any
+      ``{"tolerations", "affinity", "nodeSelector"}`` mapping), merged into every pod.
+    * ``annotations`` go on the pod templates (kubesim reads ``kubesim.trainyard.io/*``
+      there). ``shm_gib`` sizes ``/dev/shm``; ``None`` derives it (see
+      :attr:`effective_shm_gib`).
+    """
+
+    job_id: int | str
+    tenant_slug: str
+    pool: Literal["prod", "dev"]
+    tier: naming.Tier
+    image: str
+    max_run_seconds: int
+    grace_seconds: int
+    checkpoint_interval_seconds: int
+    name_hint: str = ""
+    command: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    workers: int = 0
+    gpus_per_replica: int = 0
+    gpu_product: str = ""
+    mig_profile: str = ""
+    cpu_request: Number = 1
+    cpu_limit: Number = 1
+    memory_request_gib: Number = 4
+    memory_limit_gib: Number = 4
+    shm_gib: Number | None = None
+    backoff_limit: int = 3
+    checkpoint_claim: str = ""
+    checkpoint_path: str = "/checkpoints"
+    checkpoint_storage_class: str = ""
+    checkpoint_size_gib: Number | None = None
+    resume: bool = False
+    restart_count: int = 0
+    switch: str = ""
+    placement: Mapping[str, Any] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    suspend: bool = True
+
+    def __post_init__(self) -> None:
+        # identity
+        naming.job_name(self.job_id, self.name_hint)  # raises for a bad job_id
+        naming.validate_pool(self.pool)
+        if not self.tenant_slug:
+            raise ValueError("tenant_slug: must not be empty")
+        try:
+            object.__setattr__(self, "tier", naming.Tier(self.tier))
+        except ValueError:
+            raise ValueError(f"tier: unknown tier {self.tier!r}") from None
+        # container
+        validate_image(self.image)
+        for name in ("command", "args"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                raise ValueError(f"{name}: expected a sequence of strings, not one string")
+            value = tuple(value)
+            if not all(isinstance(item, str) for item in value):
+                raise ValueError(f"{name}: every item must be a string")
+            object.__setattr__(self, name, value)
+        for key, value in dict(self.env).items():
+            if not isinstance(key, str) or not _ENV_NAME.match(key):
+                raise ValueError(f"env: {key!r} is not a valid variable name "
+                                 "(letters, digits, '_', not starting with a digit)")
+            if key.upper().startswith(RESERVED_ENV_PREFIX):
+                raise ValueError(f"env: {key!r} is reserved (TRAINYARD_* is set by Trainyard)")
+            if key in OPERATOR_ENV or key.startswith(OPERATOR_ENV_PREFIX):
+                raise ValueError(f"env: {key!r} is set by the training operator")
+            if not isinstance(value, str):
+                raise ValueError(f"env: value of {key!r} must be a string, got {value!r}")
+        object.__setattr__(self, "env", _frozen(self.env))
+        # shape and devices
+        _int_field(self.workers, "workers")
+        _int_field(self.gpus_per_replica, "gpus_per_replica")
+        if self.mig_profile:
+            try:
+                mig_resource(self.mig_profile)
+            except ValueError as exc:
+                raise ValueError(f"mig_profile: {exc}") from None
+            if self.gpus_per_replica != 1:
+                # CUDA shows a process one MIG device, and NCCL cannot use MIG devices
+                # for GPU-to-GPU traffic: more than one slice per pod cannot be used.
+                raise ValueError("mig_profile: a MIG job takes exactly 1 slice per replica "
+                                 f"(gpus_per_replica=1), got {self.gpus_per_replica}")
+            if "-MIG-" in self.gpu_product or self.gpu_product.endswith("-SHARED"):
+                raise ValueError(
+                    f"gpu_product: {self.gpu_product!r} is a MIG-single/shared product label, "
+                    f"which conflicts with mig_profile {self.mig_profile!r} (mixed strategy "
+                    "keeps the base product, e.g. NVIDIA-A100-SXM4-80GB)")
+        elif self.gpus_per_replica > 0 and not self.gpu_product:
+            raise ValueError("gpu_product: required when gpus_per_replica > 0 "
+                             "(the nvidia.com/gpu.product label value, e.g. NVIDIA-H800)")
+        if self.gpu_product:
+            if self.gpus_per_replica == 0:
+                raise ValueError("gpu_product: given but gpus_per_replica is 0 (a CPU-only "
+                                 "job would occupy a GPU node)")
+            if not naming.is_label_value(self.gpu_product):
+                raise ValueError(f"gpu_product: not a label value: {self.gpu_product!r}")
+        # compute
+        for low, high, render in (("cpu_request", "cpu_limit", cpu_quantity),
+                                  ("memory_request_gib", "memory_limit_gib", gib_quantity)):
+            for name in (low, high):
+                try:
+                    render(getattr(self, name))
+                except ValueError as exc:
+                    raise ValueError(f"{name}: {exc}") from None
+                if _decimal(getattr(self, name), name) == 0:
+                    raise ValueError(f"{name}: must be > 0")
+            if _decimal(getattr(self, low), low) > _decimal(getattr(self, high), high):
+                raise ValueError(f"{low}: {getattr(self, low)} exceeds {high} "
+                                 f"{getattr(self, high)}")
+        if self.shm_gib is not None:
+            try:
+                gib_quantity(self.shm_gib)
+            except ValueError as exc:
+                raise ValueError(f"shm_gib: {exc}") from None
+            if _decimal(self.shm_gib, "shm_gib") > _decimal(self.memory_limit_gib, "limit"):
+                raise ValueError("shm_gib: /dev/shm counts against memory_limit_gib and "
+                                 "must not exceed it")
+        # policy
+        _int_field(self.max_run_seconds, "max_run_seconds", minimum=1, maximum=MAX_RUN_SECONDS)
+        _int_field(self.grace_seconds, "grace_seconds", maximum=24 * 3600)
+        _int_field(self.checkpoint_interval_seconds, "checkpoint_interval_seconds", minimum=1)
+        _int_field(self.backoff_limit, "backoff_limit", maximum=1000)
+        _int_field(self.restart_count, "restart_count")
+        if not isinstance(self.resume, bool):
+            raise ValueError(f"resume: expected a bool, got {self.resume!r}")
+        if not isinstance(self.suspend, bool):
+            raise ValueError(f"suspend: expected a bool, got {self.suspend!r}")
+        # checkpoints
+        if self.checkpoint_claim and not naming.is_dns1123_subdomain(self.checkpoint_claim):
+            raise ValueError(f"checkpoint_claim: not a valid PVC name: {self.checkpoint_claim!r}")
+        if (not self.checkpoint_path.startswith("/")
+                or self.checkpoint_path.rstrip("/") in _SYSTEM_DIRS):
+            raise ValueError(f"checkpoint_path: must be an absolute path outside system "
+                             f"directories, got {self.checkpoint_path!r}")
+        if ":" in self.checkpoint_path or any(ch.isspace() for ch in self.checkpoint_path):
+            raise ValueError(f"checkpoint_path: no ':' or whitespace: {self.checkpoint_path!r}")
+        wants_pvc = bool(self.checkpoint_storage_class) or self.checkpoint_size_gib is not None
+        if wants_pvc:
+            if self.checkpoint_claim:
+                raise ValueError("checkpoint_claim: give an existing claim or "
+                                 "checkpoint_storage_class + checkpoint_size_gib, not both")
+            if not self.checkpoint_storage_class or self.checkpoint_size_gib is None:
+                raise ValueError("checkpoint_storage_class: needs checkpoint_size_gib too "
+                                 "(and vice versa)")
+            if not naming.is_dns1123_subdomain(self.checkpoint_storage_class):
+                raise ValueError("checkpoint_storage_class: invalid StorageClass name "
+                                 f"{self.checkpoint_storage_class!r}")
+            try:
+                gib_quantity(self.checkpoint_size_gib)
+            except ValueError as exc:
+                raise ValueError(f"checkpoint_size_gib: {exc}") from None
+            if _decimal(self.checkpoint_size_gib, "checkpoint_size_gib") == 0:
+                raise ValueError("checkpoint_size_gib: must be > 0")
+        # placement
+        if self.switch and not naming.is_label_value(self.switch):
+            raise ValueError(f"switch: not a label value: {self.switch!r}")
+        unknown = set(self.placement) - _PLACEMENT_KEYS
+        if unknown:
+            raise ValueError(f"placement: unknown keys {sorted(unknown)}; "
+                             f"expected some of {sorted(_PLACEMENT_KEYS)}")
+        selector = dict(self.placement.get("nodeSelector") or {})
+        if self.gpu_product and selector.get(GPU_PRODUCT_LABEL, self.gpu_product) != (
+                self.gpu_product):
+            raise ValueError(f"placement: nodeSelector {GPU_PRODUCT_LABEL}="
+                             f"{selector[GPU_PRODUCT_LABEL]!r} conflicts with gpu_product "
+                             f"{self.gpu_product!r}")
+        object.__setattr__(self, "placement", _deep_freeze(dict(self.placement)))
+        for key, value in dict(self.annotations).items():
+            if not isinstance(key, str) or not key or not isinstance(value, str):
+                raise ValueError(f"annotations: {key!r} -> {value!r}: keys and values must be "
+                                 "non-empty strings and strings")
+        object.__setattr__(self, "annotations", _frozen(self.annotations))
+
+    # --- derived -----------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """The PyTorchJob name, ``naming.job_name(job_id, name_hint)``."""
+        return naming.job_name(self.job_id, self.name_hint)
+
+    @property
+    def namespace(self) -> str:
+        """The tenant pool's namespace."""
+        return naming.namespace_name(self.tenant_slug, self.pool)
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """Job labels plus the tier label (a fresh dict)."""
+        return {**naming.job_labels(self.tenant_slug, self.pool, self.job_id),
+                naming.LABEL_TIER: self.tier.value}
+
+    @property
+    def replicas(self) -> int:
+        """Pods of the job: the Master plus the Workers."""
+        return 1 + self.workers
+
+    @property
+    def gpu_resource(self) -> str | None:
+        """The extended resource each pod requests (``None`` for CPU-only jobs)."""
+        if self.gpus_per_replica == 0:
+            return None
+        return mig_resource(self.mig_profile) if self.mig_profile else GPU_RESOURCE
+
+    @property
+    def checkpoint_claim_name(self) -> str | None:
+        """The PVC mounted at ``checkpoint_path``: the given claim, ``<job>-ckpt`` when
+        Trainyard creates it, or ``None`` (an emptyDir)."""
+        if self.checkpoint_claim:
+            return self.checkpoint_claim
+        if self.checkpoint_storage_class:
+            return f"{self.name}-ckpt"
+        return None
+
+    @property
+    def effective_shm_gib(self) -> Decimal:
+        """``/dev/shm`` size: ``shm_gib``, else half the memory limit capped at 64 GiB,
+        rounded down to a whole MiB (tmpfs pages are charged to the memory limit)."""
+        if self.shm_gib is not None:
+            return _decimal(self.shm_gib, "shm_gib")
+        half = _decimal(self.memory_limit_gib, "memory_limit_gib") / 2
+        mib = int(min(half, Decimal(SHM_MAX_GIB)) * 1024)
+        return Decimal(mib) / 1024
