@@ -101,7 +101,10 @@ def _zero(node: tuple):
     return {"str": "", "int": 0, "float": 0.0, "bool": False, "list": [], "map": {}}.get(kind)
 
 
-def complete(node: tuple, value: Any, qctx: bool = False) -> Any:
+def complete(node: tuple, value: Any, qctx: bool = False, dropped: list | None = None,
+             chain: tuple | None = None) -> Any:
+    """Normalise `value` in place. With a `dropped` list, the paths of pruned unknown fields
+    are collected there (as (chain, key) links; see chain_path)."""
     kind = node[0]
     if kind == "model":
         if not isinstance(value, dict):
@@ -110,6 +113,8 @@ def complete(node: tuple, value: Any, qctx: bool = False) -> Any:
         for key in list(value):
             spec = fields.get(key)
             if spec is None:
+                if dropped is not None and value[key] is not None:
+                    dropped.append((chain, key))
                 del value[key]
                 continue
             v = value[key]
@@ -120,7 +125,8 @@ def complete(node: tuple, value: Any, qctx: bool = False) -> Any:
                     del value[key]
                 continue
             try:
-                value[key] = complete(spec[0], v, spec[2])
+                value[key] = complete(spec[0], v, spec[2], dropped,
+                                      None if dropped is None else (chain, key))
             except _FieldError as e:
                 e.path.append("." + key)
                 raise
@@ -134,7 +140,8 @@ def complete(node: tuple, value: Any, qctx: bool = False) -> Any:
         sub = node[1]
         for i, v in enumerate(value):
             try:
-                value[i] = complete(sub, v)
+                value[i] = complete(sub, v, False, dropped,
+                                    None if dropped is None else (chain, i))
             except _FieldError as e:
                 e.path.append(f"[{i}]")
                 raise
@@ -145,7 +152,8 @@ def complete(node: tuple, value: Any, qctx: bool = False) -> Any:
         sub = node[1]
         for k, v in value.items():
             try:
-                value[k] = complete(sub, v, qctx)
+                value[k] = complete(sub, v, qctx, dropped,
+                                    None if dropped is None else (chain, k))
             except _FieldError as e:
                 e.path.append(f"[{k}]")
                 raise
@@ -183,10 +191,22 @@ def normalizer(model_name: str):
     from kubernetes.client import models
     node = model_node(getattr(models, model_name))
 
-    def run(obj: dict) -> dict:
+    def run(obj: dict, dropped: list | None = None) -> dict:
         try:
-            return complete(node, obj)
+            return complete(node, obj, False, dropped)
         except _FieldError as e:
             path = "".join(reversed(e.path)).lstrip(".") or "body"
             raise ApiError(400, "BadRequest", f"{path}: {e.message}") from None
     return run
+
+
+def chain_path(chain: tuple | None, key) -> str:
+    """'spec.containers[0].name' from the (parent, key) links complete() records."""
+    parts = [key]
+    while chain is not None:
+        chain, k = chain
+        parts.append(k)
+    out = ""
+    for p in reversed(parts):
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else p)
+    return out

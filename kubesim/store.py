@@ -40,10 +40,11 @@ from .errors import (
     not_found,
 )
 from .jsonutil import jcopy
+from .normalize import chain_path
 from .patch import json_patch, merge_patch, strategic_merge
 from .resources import Registry, ResourceType, default_crds
 from .selectors import parse_field_selector, parse_label_selector
-from .structural import dropped_fields, prune_and_default
+from .structural import prune_and_default
 from .validation import raise_if
 
 log = logging.getLogger("kubesim.store")
@@ -334,15 +335,15 @@ class Store(ControllersMixin):
     def _shape(self, rt: ResourceType, obj: dict, field_validation: str | None) -> None:
         """Normalise a built-in object or prune/default a custom one; unknown fields are
         dropped, reported (Warn) or rejected (Strict)."""
-        before = jcopy(obj) if field_validation in ("Strict", "Warn") else None
+        dropped: list | None = [] if field_validation in ("Strict", "Warn") else None
         if rt.normalize is not None:
-            rt.normalize(obj)
+            rt.normalize(obj, dropped)
         elif rt.crd_name:
-            prune_and_default(rt.schema, obj)
-        if before is None:
+            prune_and_default(rt.schema, obj, dropped)
+        if not dropped:
             return
-        unknown = [f'unknown field "{p}"' for p in sorted(dropped_fields(before, obj))]
-        if unknown and field_validation == "Strict":
+        unknown = [f'unknown field "{p}"' for p in sorted(chain_path(c, k) for c, k in dropped)]
+        if field_validation == "Strict":
             raise bad_request("strict decoding error: " + ", ".join(unknown))
         self.warnings.extend(unknown)
 

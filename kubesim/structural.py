@@ -8,13 +8,15 @@ from .jsonutil import jcopy
 _META = ("apiVersion", "kind", "metadata")
 
 
-def prune_and_default(schema: dict | None, obj: dict) -> dict:
+def prune_and_default(schema: dict | None, obj: dict, dropped: list | None = None) -> dict:
+    """In place. With a `dropped` list, pruned fields are recorded there as (chain, key)
+    links (see normalize.chain_path)."""
     if schema:
-        _walk(schema, obj, root=True)
+        _walk(schema, obj, True, dropped, None)
     return obj
 
 
-def _walk(schema, value, root: bool = False) -> None:
+def _walk(schema, value, root: bool, dropped: list | None, chain: tuple | None) -> None:
     if not isinstance(schema, dict):
         return
     if isinstance(value, dict):
@@ -25,36 +27,21 @@ def _walk(schema, value, root: bool = False) -> None:
         for key in list(value):
             if key in props:
                 if not (root and key == "metadata"):   # ObjectMeta is the server's business
-                    _walk(props[key], value[key])
+                    _walk(props[key], value[key], False, dropped, (chain, key))
             elif keep_meta and key in _META:
                 continue
             elif isinstance(addl, dict):
-                _walk(addl, value[key])
+                _walk(addl, value[key], False, dropped, (chain, key))
             elif not (addl is True or preserve):
+                if dropped is not None and value[key] is not None:
+                    dropped.append((chain, key))
                 del value[key]
         for key, sub in props.items():
             if key not in value and isinstance(sub, dict) and "default" in sub:
                 value[key] = jcopy(sub["default"])
-                _walk(sub, value[key])
+                _walk(sub, value[key], False, None, None)
     elif isinstance(value, list):
         items = schema.get("items")
         if isinstance(items, dict):
-            for v in value:
-                _walk(items, v)
-
-
-def dropped_fields(before, after, path: str = "") -> list[str]:
-    """Paths of the map keys present in `before` but gone from `after`."""
-    out: list[str] = []
-    if isinstance(before, dict) and isinstance(after, dict):
-        for k, v in before.items():
-            p = f"{path}.{k}" if path else k
-            if k not in after:
-                if v is not None:   # explicit nulls are not unknown fields
-                    out.append(p)
-            else:
-                out.extend(dropped_fields(v, after[k], p))
-    elif isinstance(before, list) and isinstance(after, list):
-        for i, (a, b) in enumerate(zip(before, after, strict=False)):
-            out.extend(dropped_fields(a, b, f"{path}[{i}]"))
-    return out
+            for i, v in enumerate(value):
+                _walk(items, v, False, dropped, (chain, i))
