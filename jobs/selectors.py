@@ -178,3 +178,62 @@ def job_spec(job: TrainingJob):  # type: ignore[no-untyped-def]
         placement=placement, annotations=dict(job.annotations),
         suspend=job.state not in ("admitted", "running"),
     )
+
+
+def preview(tenant, pool_kind: str, clean: dict, now):  # type: ignore[no-untyped-def]
+    """What would happen if this job were submitted now: quota fit, placement, start.
+
+    Runs the admission engine on the current state plus this hypothetical job (id -1);
+    nothing is written.
+    """
+    from jobs.admission import JobView, decide
+    from tenants.models import Pool
+    from tenants.selectors import effective_grants
+
+    pool = Pool.objects.get(tenant=tenant, kind=pool_kind)
+    key = (f"mig:{clean['mig_profile']}" if clean["mig_profile"]
+           else f"gpu:{clean['gpu_model']}" if clean["gpus_per_worker"] else "")
+    wanted = clean["workers"] * clean["gpus_per_worker"]
+    in_use = sum(j.workers * j.gpus_per_worker for j in TrainingJob.objects.filter(
+        pool=pool, state__in=["admitted", "running", "preempting"], gpu_model=clean["gpu_model"],
+        mig_profile=clean["mig_profile"]).only("workers", "gpus_per_worker")) if key else 0
+    quota = int(effective_grants(pool).get(key, 0)) if key else None
+    inputs = admission_inputs(now)
+    job = JobView(id=-1, tenant=tenant.slug, pool=pool_kind, tier=clean["tier"],
+                  gpu_model=clean["gpu_model"], mig_profile=clean["mig_profile"],
+                  replicas=clean["workers"], gpus_per_replica=clean["gpus_per_worker"],
+                  state="queued", submitted_at=now,
+                  expected_seconds=float(clean["max_run_seconds"]))
+    decisions = decide(**{**inputs, "jobs": [*inputs["jobs"], job]})
+    admitted = next((a for a in decisions.admit if a.job_id == -1), None)
+    waiting = decisions.waiting.get(-1)
+    return {
+        "resource": key, "gpus": wanted, "quota": quota, "in_use": in_use,
+        "fits_quota": quota is None or in_use + wanted <= quota,
+        "nodes": len(set(admitted.placement)) if admitted else None,
+        "starts_now": admitted is not None,
+        "borrowing": bool(admitted and admitted.borrowing),
+        "eta_p50": waiting.eta_p50 if waiting else (now if admitted else None),
+        "eta_p90": waiting.eta_p90 if waiting else (now if admitted else None),
+        "reason": waiting.reason if waiting else "",
+        "position_in_pool": waiting.position_in_pool if waiting else None,
+    }
+
+
+def pods_of(job: TrainingJob):  # type: ignore[no-untyped-def]
+    """The job's pods as last observed (name, phase, node, reason)."""
+    from k8s_sync.models import ObservedPod
+
+    return ObservedPod.objects.filter(namespace=job.pool.namespace,
+                                      job=str(job.pk)).order_by("name")
+
+
+def events_of(job: TrainingJob):  # type: ignore[no-untyped-def]
+    """Recent cluster events about the job and its pods."""
+    from k8s_sync.models import ClusterEvent
+
+    if not job.k8s_name:
+        return ClusterEvent.objects.none()
+    return ClusterEvent.objects.filter(involved_namespace=job.pool.namespace,
+                                       involved_name__startswith=job.k8s_name).order_by(
+        "-last_seen")[:50]

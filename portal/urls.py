@@ -11,6 +11,7 @@ from portal import cluster_views, views
 api_v1 = [
     path("me/", views.me, name="api-me"),
     path("", include("tenants.api.urls")),
+    path("", include("jobs.api.urls")),
     path("cluster/", include("k8s_sync.api.urls")),
     path("cluster/health/", cluster_views.health_api, name="api-cluster-health"),
 ]
@@ -25,6 +26,7 @@ urlpatterns = [
     path("i18n/", include("django.conf.urls.i18n")),
     path("jsi18n/", JavaScriptCatalog.as_view(), name="javascript-catalog"),
     path("", include("tenants.urls")),
+    path("", include("jobs.urls")),
     path("platform/capacity/", cluster_views.capacity, name="platform_capacity"),
     path("platform/cluster/", cluster_views.cluster, name="platform_cluster"),
     path("api/v1/", include(api_v1)),

@@ -1,0 +1,71 @@
+"""API serializers of the jobs app."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from jobs.choices import Tier
+from jobs.models import JobTransition, TrainingJob
+from tenants.choices import PoolKind
+
+
+class JobTransitionSerializer(serializers.ModelSerializer):
+    actor = serializers.CharField(source="actor.username", default=None, read_only=True)
+
+    class Meta:
+        model = JobTransition
+        fields = ["from_state", "to_state", "reason", "message", "actor", "at"]
+
+
+class JobSerializer(serializers.ModelSerializer):
+    tenant = serializers.CharField(source="tenant.slug", read_only=True)
+    pool = serializers.CharField(source="pool.kind", read_only=True)
+    namespace = serializers.CharField(source="pool.namespace", read_only=True)
+    submitted_by = serializers.CharField(source="submitted_by.username", default=None,
+                                         read_only=True)
+
+    class Meta:
+        model = TrainingJob
+        fields = ["id", "name", "tenant", "pool", "namespace", "k8s_name", "tier", "state",
+                  "image", "command", "args", "env", "workers", "gpus_per_worker", "gpu_model",
+                  "mig_profile", "cpu_per_worker", "memory_gib_per_worker", "max_run_seconds",
+                  "checkpoint_claim", "checkpoint_path", "priority", "held", "hold_reason",
+                  "borrowing", "restart_count", "submitted_by", "submitted_at", "admitted_at",
+                  "started_at", "finished_at", "position_in_pool", "position_in_model",
+                  "eta_p50", "eta_p90", "wait_reason", "preempt_reason", "preempt_deadline",
+                  "last_error"]
+
+
+class JobInput(serializers.Serializer):
+    """A submission; the service checks the values and names the field at fault."""
+
+    name = serializers.CharField(max_length=60)
+    pool = serializers.ChoiceField(choices=PoolKind.choices)
+    tier = serializers.ChoiceField(choices=Tier.choices)
+    image = serializers.CharField(max_length=500)
+    command = serializers.ListField(child=serializers.CharField(), required=False, default=list)
+    args = serializers.ListField(child=serializers.CharField(), required=False, default=list)
+    env = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False,
+                                default=dict)
+    workers = serializers.IntegerField()
+    gpus_per_worker = serializers.IntegerField(default=0)
+    gpu_model = serializers.CharField(required=False, default="", allow_blank=True)
+    mig_profile = serializers.CharField(required=False, default="", allow_blank=True)
+    cpu_per_worker = serializers.DecimalField(max_digits=8, decimal_places=3, default=4)
+    memory_gib_per_worker = serializers.DecimalField(max_digits=10, decimal_places=3,
+                                                     default=16)
+    max_run_seconds = serializers.IntegerField()
+    expected_seconds = serializers.IntegerField(required=False, allow_null=True, default=None)
+    checkpoint_claim = serializers.CharField(required=False, default="", allow_blank=True)
+    checkpoint_path = serializers.CharField(required=False, default="/checkpoints")
+    annotations = serializers.DictField(child=serializers.CharField(), required=False,
+                                        default=dict)
+
+
+class HoldInput(serializers.Serializer):
+    reason = serializers.CharField(max_length=2000)
+
+
+class PriorityInput(serializers.Serializer):
+    priority = serializers.IntegerField(min_value=-1000, max_value=1000)
+    reason = serializers.CharField(max_length=2000)

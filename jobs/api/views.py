@@ -1,0 +1,116 @@
+"""REST endpoints of the jobs app."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from jobs import selectors, services
+from jobs.api import serializers as s
+from jobs.choices import ACTIVE_STATES
+from jobs.models import TrainingJob
+from jobs.validation import SubmissionError, validate_submission
+from portal.api import TenantScopedViewSet
+from portal.exceptions import ApplicationError
+from tenants.access import is_platform_admin
+
+
+def _valid(serializer_class: type, request: Request) -> dict:
+    serializer = serializer_class(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+
+
+class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedViewSet):
+    """A tenant's training jobs: submit, follow (position, ETA, reason), cancel."""
+
+    queryset = TrainingJob.objects.all()
+    serializer_class = s.JobSerializer
+
+    def scope_queryset(self, queryset: QuerySet) -> QuerySet:
+        params = self.request.query_params
+        queryset = queryset.select_related("tenant", "pool", "submitted_by")
+        if params.get("state") == "active":
+            queryset = queryset.filter(state__in=ACTIVE_STATES)
+        elif params.get("state"):
+            queryset = queryset.filter(state=params["state"])
+        return queryset
+
+    @extend_schema(request=s.JobInput, responses={201: s.JobSerializer})
+    def create(self, request: Request, tenant_slug: str) -> Response:
+        data = _valid(s.JobInput, request)
+        job = services.job_submit(access=self.access, actor=request.user,
+                                  pool=data.pop("pool"), data=data)
+        return Response(s.JobSerializer(job).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=s.JobInput, responses={200: dict})
+    @action(detail=False, methods=["post"])
+    def preview(self, request: Request, tenant_slug: str) -> Response:
+        """Would this job fit the quota, where would it run, when would it start."""
+        data = _valid(s.JobInput, request)
+        pool = data.pop("pool")
+        try:
+            clean = validate_submission(data, pool=pool, inventory=selectors.inventory())
+        except SubmissionError as exc:
+            raise ApplicationError(next(iter(exc.errors.values())),
+                                   field=next(iter(exc.errors)),
+                                   extra={"errors": exc.errors}) from None
+        return Response(selectors.preview(self.access.tenant, pool, clean, timezone.now()))
+
+    @extend_schema(request=None, responses=s.JobSerializer)
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, tenant_slug: str, pk: str) -> Response:
+        job = services.job_cancel(access=self.access, actor=request.user, job=self.get_object())
+        return Response(s.JobSerializer(job).data)
+
+    @extend_schema(responses=s.JobTransitionSerializer(many=True))
+    @action(detail=True, methods=["get"])
+    def transitions(self, request: Request, tenant_slug: str, pk: str) -> Response:
+        return Response(s.JobTransitionSerializer(
+            selectors.transitions_of(self.get_object()), many=True).data)
+
+
+class PlatformJobViewSet(viewsets.GenericViewSet, mixins.ListModelMixin):
+    """Every tenant's active jobs (platform admins): hold, release, re-prioritise."""
+
+    serializer_class = s.JobSerializer
+    queryset = TrainingJob.objects.all()  # for the schema; get_queryset decides
+
+    def get_queryset(self) -> QuerySet:
+        if not is_platform_admin(self.request.user):
+            raise NotFound
+        return TrainingJob.objects.filter(state__in=ACTIVE_STATES).select_related(
+            "tenant", "pool", "submitted_by").order_by("position_in_model", "submitted_at")
+
+    def _job(self, pk: str) -> TrainingJob:
+        job = self.get_queryset().filter(pk=pk).first()
+        if job is None:
+            raise NotFound
+        return job
+
+    @extend_schema(request=s.HoldInput, responses=s.JobSerializer)
+    @action(detail=True, methods=["post"])
+    def hold(self, request: Request, pk: str) -> Response:
+        data = _valid(s.HoldInput, request)
+        return Response(s.JobSerializer(services.job_hold(
+            actor=request.user, job=self._job(pk), held=True, reason=data["reason"])).data)
+
+    @extend_schema(request=s.HoldInput, responses=s.JobSerializer)
+    @action(detail=True, methods=["post"])
+    def release(self, request: Request, pk: str) -> Response:
+        data = _valid(s.HoldInput, request)
+        return Response(s.JobSerializer(services.job_hold(
+            actor=request.user, job=self._job(pk), held=False, reason=data["reason"])).data)
+
+    @extend_schema(request=s.PriorityInput, responses=s.JobSerializer)
+    @action(detail=True, methods=["post"])
+    def priority(self, request: Request, pk: str) -> Response:
+        data = _valid(s.PriorityInput, request)
+        return Response(s.JobSerializer(services.job_set_priority(
+            actor=request.user, job=self._job(pk), **data)).data)

@@ -1,0 +1,103 @@
+"""The job submission form: shapes what people type into the service's data."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from django import forms
+from django.utils.translation import gettext_lazy as _
+
+from jobs.choices import Tier
+from jobs.templates import TEMPLATES
+
+
+class JobForm(forms.Form):
+    template = forms.ChoiceField(label=_("Start from"), required=False, choices=[])
+    name = forms.CharField(label=_("Name"), max_length=60,
+                           help_text=_("Lower-case letters, digits and hyphens."))
+    pool = forms.ChoiceField(label=_("Pool"), choices=[("dev", _("Development")),
+                                                       ("prod", _("Production"))])
+    tier = forms.ChoiceField(label=_("Tier"), choices=Tier.choices, initial=Tier.DEVELOPMENT,
+                             help_text=_("Production: never preempted (prod pool). "
+                                         "Development: preemptible after 5 minutes (dev pool). "
+                                         "Batch: idle capacity only, in either pool."))
+    image = forms.CharField(label=_("Container image"), max_length=500,
+                            initial="pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime")
+    command = forms.CharField(label=_("Command"), required=False, initial="python train.py",
+                              help_text=_("As you would type it in a shell."))
+    args = forms.CharField(label=_("Arguments"), required=False)
+    env = forms.CharField(label=_("Environment"), required=False,
+                          widget=forms.Textarea(attrs={"rows": 3}),
+                          help_text=_("One NAME=value per line."))
+    workers = forms.IntegerField(label=_("Workers"), initial=1, min_value=1, max_value=64,
+                                 help_text=_("Pods of the gang: all start together or none."))
+    gpus_per_worker = forms.IntegerField(label=_("GPUs per worker"), initial=1, min_value=0,
+                                         max_value=64)
+    gpu_model = forms.ChoiceField(label=_("GPU model"), required=False, choices=[])
+    mig_profile = forms.ChoiceField(label=_("or MIG slice"), required=False, choices=[])
+    cpu_per_worker = forms.DecimalField(label=_("CPU cores per worker"), initial=8,
+                                        min_value=0, decimal_places=3)
+    memory_gib_per_worker = forms.DecimalField(label=_("Memory GiB per worker"), initial=64,
+                                               min_value=0, decimal_places=3)
+    max_run_hours = forms.DecimalField(label=_("Maximum run time (hours)"), initial=12,
+                                       min_value=0, decimal_places=2)
+    checkpoint_claim = forms.CharField(label=_("Checkpoint volume (PVC name)"), required=False)
+    checkpoint_path = forms.CharField(label=_("Checkpoint path"), initial="/checkpoints")
+
+    def __init__(self, *args: Any, inventory: Any = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["template"].choices = [("", _("(blank)"))] + [
+            (key, t["label"]) for key, t in TEMPLATES.items()]
+        models = sorted((inventory.gpus_per_node if inventory else {}).items())
+        self.fields["gpu_model"].choices = [("", _("(none)"))] + [
+            (m, f"{m} (≤{n}/node)") for m, n in models]
+        profiles = sorted((inventory.mig_per_node if inventory else {}).items())
+        self.fields["mig_profile"].choices = [("", _("(none)"))] + [
+            (p, f"{p} (≤{n}/node)") for p, n in profiles]
+
+    def clean_env(self) -> dict[str, str]:
+        env = {}
+        for line in (self.cleaned_data.get("env") or "").splitlines():
+            if not line.strip():
+                continue
+            key, sep, value = line.partition("=")
+            if not sep:
+                raise forms.ValidationError(_("Write each line as NAME=value."))
+            env[key.strip()] = value.strip()
+        return env
+
+    def _split(self, name: str) -> list[str]:
+        try:
+            return shlex.split(self.cleaned_data.get(name) or "")
+        except ValueError as exc:
+            raise forms.ValidationError(_("Unbalanced quotes: %(e)s") % {"e": exc}) from None
+
+    def clean_command(self) -> list[str]:
+        return self._split("command")
+
+    def clean_args(self) -> list[str]:
+        return self._split("args")
+
+    def submission(self) -> dict[str, Any]:
+        """The service's ``data`` from the cleaned form."""
+        data = dict(self.cleaned_data)
+        hours = data.pop("max_run_hours")
+        data["max_run_seconds"] = int(hours * 3600)
+        for key in ("template", "pool"):
+            data.pop(key, None)
+        return data
+
+
+def template_initial(key: str) -> dict[str, Any]:
+    """Form initial values for a template (commands joined back for the text inputs)."""
+    template = TEMPLATES.get(key)
+    if template is None:
+        return {}
+    initial = {k: v for k, v in template.items() if k not in ("label", "description")}
+    initial["command"] = shlex.join(initial.get("command", []))
+    initial["args"] = shlex.join(initial.get("args", []))
+    initial["max_run_hours"] = initial.pop("max_run_seconds") / 3600
+    initial["pool"] = "prod" if initial.get("tier") == "production" else "dev"
+    initial["template"] = key
+    return initial

@@ -1,0 +1,136 @@
+"""Job pages: list, submit (with a live preview), detail, cancel, clone; the platform
+admins' view of every queue with hold, release and re-prioritise. Thin views."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST
+
+from jobs import selectors, services
+from jobs.choices import ACTIVE_STATES, JobState, Tier
+from jobs.forms import JobForm, template_initial
+from jobs.models import TrainingJob
+from jobs.timeline import running_seconds
+from jobs.validation import SubmissionError, validate_submission
+from portal.exceptions import ApplicationError
+from tenants.access import is_platform_admin
+from tenants.selectors import tenant_access_or_404
+
+
+@login_required
+def job_list(request: HttpRequest, slug: str) -> HttpResponse:
+    access = tenant_access_or_404(request.user, slug)
+    filters = {k: request.GET.get(k, "") for k in ("state", "tier", "pool", "q")}
+    jobs = selectors.jobs_for_tenant(access.tenant, state=filters["state"],
+                                     tier=filters["tier"], pool=filters["pool"],
+                                     query=filters["q"])
+    page = Paginator(jobs, 50).get_page(request.GET.get("page"))
+    return render(request, "jobs/list.html", {
+        "access": access, "tenant": access.tenant, "page": page, "filters": filters,
+        "states": JobState.choices, "tiers": Tier.choices,
+    })
+
+
+@login_required
+def job_new(request: HttpRequest, slug: str) -> HttpResponse:
+    access = tenant_access_or_404(request.user, slug)
+    inventory = selectors.inventory()
+    initial = template_initial(request.GET.get("template", ""))
+    if request.GET.get("clone"):
+        source = selectors.job_or_404(access.tenant, int(request.GET["clone"]))
+        initial = {**services.clone_initial(source), "max_run_hours":
+                   source.max_run_seconds / 3600}
+        initial["command"] = " ".join(initial["command"])
+        initial["args"] = " ".join(initial["args"])
+        initial["env"] = "\n".join(f"{k}={v}" for k, v in source.env.items())
+    form = JobForm(request.POST or None, initial=initial, inventory=inventory)
+    if request.method == "POST" and form.is_valid():
+        try:
+            job = services.job_submit(access=access, actor=request.user,
+                                      pool=form.cleaned_data["pool"], data=form.submission(),
+                                      template=form.cleaned_data.get("template") or "")
+        except ApplicationError as exc:
+            for field, message in (exc.extra.get("errors") or {exc.field: exc.message}).items():
+                form.add_error(field if field in form.fields else None, message)
+        else:
+            messages.success(request, _("Job %(n)s is queued.") % {"n": job.name})
+            return redirect("jobs:detail", slug=slug, pk=job.pk)
+    return render(request, "jobs/new.html", {
+        "access": access, "tenant": access.tenant, "form": form,
+    }, status=400 if request.method == "POST" else 200)
+
+
+@login_required
+@require_POST
+def job_preview(request: HttpRequest, slug: str) -> JsonResponse:
+    """The live preview of the submission form: errors, or quota fit and start estimate."""
+    access = tenant_access_or_404(request.user, slug)
+    form = JobForm(request.POST, inventory=selectors.inventory())
+    if not form.is_valid():
+        return JsonResponse({"errors": {k: v[0] for k, v in form.errors.items()}})
+    pool = form.cleaned_data["pool"]
+    try:
+        clean = validate_submission(form.submission(), pool=pool,
+                                    inventory=selectors.inventory())
+    except SubmissionError as exc:
+        return JsonResponse({"errors": exc.errors})
+    result = selectors.preview(access.tenant, pool, clean, timezone.now())
+    for key in ("eta_p50", "eta_p90"):
+        result[key] = result[key].isoformat() if result[key] else None
+    return JsonResponse({"errors": {}, "preview": result})
+
+
+@login_required
+def job_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    access = tenant_access_or_404(request.user, slug)
+    job = selectors.job_or_404(access.tenant, pk)
+    transitions = list(selectors.transitions_of(job))
+    seconds = running_seconds([(t.to_state, t.at) for t in transitions], timezone.now())
+    return render(request, "jobs/detail.html", {
+        "access": access, "tenant": access.tenant, "job": job, "transitions": transitions,
+        "gpu_hours": seconds * job.total_gpus / 3600, "run_seconds": seconds,
+        "pods": selectors.pods_of(job), "events": selectors.events_of(job),
+        "platform_admin": is_platform_admin(request.user),
+    })
+
+
+@login_required
+@require_POST
+def job_action(request: HttpRequest, slug: str, pk: int, action: str) -> HttpResponse:
+    access = tenant_access_or_404(request.user, slug)
+    job = selectors.job_or_404(access.tenant, pk)
+    reason = request.POST.get("reason", "")
+    try:
+        if action == "cancel":
+            services.job_cancel(access=access, actor=request.user, job=job)
+            messages.success(request, _("Job %(n)s was cancelled.") % {"n": job.name})
+        elif action in ("hold", "release"):
+            services.job_hold(actor=request.user, job=job, held=action == "hold", reason=reason)
+            messages.success(request, _("Done."))
+        elif action == "priority":
+            services.job_set_priority(actor=request.user, job=job,
+                                      priority=int(request.POST.get("priority") or 0),
+                                      reason=reason)
+            messages.success(request, _("Done."))
+        else:
+            raise Http404
+    except (ApplicationError, ValueError) as exc:
+        messages.error(request, getattr(exc, "message", str(exc)))
+    return redirect("jobs:detail", slug=slug, pk=pk)
+
+
+@login_required
+def platform_queue(request: HttpRequest) -> HttpResponse:
+    """Every active job of every tenant, in the engine's order (platform admins)."""
+    if not is_platform_admin(request.user):
+        raise Http404
+    jobs = (TrainingJob.objects.filter(state__in=ACTIVE_STATES)
+            .select_related("tenant", "pool").order_by("state", "position_in_model",
+                                                       "submitted_at"))
+    return render(request, "jobs/platform_queue.html", {"jobs": jobs[:500]})
