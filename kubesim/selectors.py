@@ -7,6 +7,7 @@ from collections.abc import Callable
 from .errors import bad_request
 
 Predicate = Callable[[dict], bool]
+_EMPTY: dict = {}
 
 _KEY = r"[A-Za-z0-9][-A-Za-z0-9_./]*"
 _SET_RE = re.compile(rf"^\s*(!?)\s*({_KEY})\s*(?:(notin|in)\s*\(([^)]*)\))?\s*$")
@@ -57,10 +58,16 @@ def parse_label_selector(text: str | None) -> Predicate | None:
     if not text or not text.strip():
         return None
     reqs = [_label_req(t) for t in _split_top(text)]
+    if len(reqs) == 1:
+        req = reqs[0]
+        return lambda obj: req(obj["metadata"].get("labels") or _EMPTY)
 
     def pred(obj: dict) -> bool:
-        labels = (obj.get("metadata") or {}).get("labels") or {}
-        return all(r(labels) for r in reqs)
+        labels = obj["metadata"].get("labels") or _EMPTY
+        for r in reqs:
+            if not r(labels):
+                return False
+        return True
     return pred
 
 
