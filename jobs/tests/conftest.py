@@ -1,0 +1,46 @@
+"""Fixtures of the jobs tests: an observed GPU inventory and a quota for tenant A."""
+
+import pytest
+from django.utils import timezone
+
+from k8s_sync.models import ObservedNode
+from tenants import services as tenant_services
+
+H800 = "NVIDIA-H800"
+A100 = "NVIDIA-A100-SXM4-80GB"
+
+
+@pytest.fixture
+def inventory(db):
+    """Two H800 nodes of 8 and one A100 node with MIG slices, as the observer records."""
+    now = timezone.now()
+    for i in range(2):
+        ObservedNode.objects.create(
+            name=f"h800-{i}", uid=f"h{i}", resource_version="1", observed_at=now,
+            gpu_product=H800, gpu_model=H800, gpu_count=8, gpu_memory_mib=81920, ready=True,
+            switch="switch-b1",
+            allocatable={"cpu": "192", "memory": "2Ti", "nvidia.com/gpu": "8", "pods": "110"})
+    ObservedNode.objects.create(
+        name="a100-mig-0", uid="m0", resource_version="1", observed_at=now, gpu_product=A100,
+        gpu_model=A100, gpu_count=8, gpu_memory_mib=81920, ready=True, mig_strategy="mixed",
+        switch="switch-a3",
+        allocatable={"cpu": "128", "memory": "1Ti", "nvidia.com/gpu": "4",
+                     "nvidia.com/mig-1g.10gb": "12", "nvidia.com/mig-3g.40gb": "4"})
+
+
+@pytest.fixture
+def quota(platform_admin, tenant_a, inventory):
+    for kind in ("prod", "dev"):
+        tenant_services.quota_set(actor=platform_admin, pool=tenant_a.pools.get(kind=kind),
+                                  reason="test", amounts={f"gpu:{H800}": 8, "cpu": 256,
+                                                          "memory": 2048, "mig:1g.10gb": 4})
+    return tenant_a
+
+
+def submission(**overrides):
+    data = {"name": "llama-ft", "image": "registry.example.org/team/trainer:1.4",
+            "tier": "development", "workers": 1, "gpus_per_worker": 2, "gpu_model": H800,
+            "cpu_per_worker": 8, "memory_gib_per_worker": 64, "max_run_seconds": 3600,
+            "command": ["python", "train.py"], "args": [], "env": {"EPOCHS": "3"}}
+    data.update(overrides)
+    return data

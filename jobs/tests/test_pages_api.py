@@ -1,0 +1,101 @@
+"""Job pages and API: anonymous and outsider checks, submit from the form and the API."""
+
+import pytest
+
+from jobs import services
+from jobs.models import TrainingJob
+from jobs.tests.conftest import H800, submission
+from tenants.access import access_for
+
+PAGES = ["/t/acme/jobs/", "/t/acme/jobs/new/"]
+
+
+@pytest.fixture
+def job(bob, quota):
+    return services.job_submit(access=access_for(bob, quota), actor=bob, pool="dev",
+                               data=submission())
+
+
+@pytest.mark.parametrize("url", PAGES)
+def test_anonymous_is_sent_to_login(client, tenant_a, url):
+    response = client.get(url)
+    assert response.status_code == 302 and "/login/" in response.url
+
+
+def test_outsiders_get_404_on_every_job_page_and_endpoint(login, api, charlie, tenant_b, job):
+    client = login(charlie)
+    for url in [*PAGES, f"/t/acme/jobs/{job.pk}/"]:
+        assert client.get(url).status_code == 404, url
+    assert client.post(f"/t/acme/jobs/{job.pk}/cancel/").status_code == 404
+    assert client.post("/t/acme/jobs/preview/", {}).status_code == 404
+    # tenant B's own URL does not reach tenant A's job either
+    assert client.get(f"/t/globex/jobs/{job.pk}/").status_code == 404
+    for url in ["/api/v1/tenants/acme/jobs/", f"/api/v1/tenants/acme/jobs/{job.pk}/",
+                f"/api/v1/tenants/globex/jobs/{job.pk}/"]:
+        assert api(charlie).get(url).status_code == 404, url
+    assert api(charlie).post(f"/api/v1/tenants/globex/jobs/{job.pk}/cancel/").status_code == 404
+    job.refresh_from_db()
+    assert job.state == "queued"
+
+
+def test_anonymous_api_is_401(api, job):
+    for url in ["/api/v1/tenants/acme/jobs/", f"/api/v1/tenants/acme/jobs/{job.pk}/",
+                "/api/v1/jobs/"]:
+        assert api().get(url).status_code == 401
+
+
+def test_submit_from_the_form(login, bob, quota):
+    client = login(bob)
+    page = client.get("/t/acme/jobs/new/?template=ddp-8gpu").content.decode()
+    assert "torchrun --nproc-per-node=8 train.py" in page and H800 in page
+    response = client.post("/t/acme/jobs/new/", {
+        "name": "ddp-run", "pool": "dev", "tier": "development",
+        "image": "pytorch/pytorch:2.4.0", "command": "torchrun train.py", "args": "--lr 3e-4",
+        "env": "SEED=1", "workers": "1", "gpus_per_worker": "8", "gpu_model": H800,
+        "mig_profile": "", "cpu_per_worker": "32", "memory_gib_per_worker": "256",
+        "max_run_hours": "2", "checkpoint_claim": "", "checkpoint_path": "/checkpoints"})
+    assert response.status_code == 302, response.content.decode()[:3000]
+    job = TrainingJob.objects.get(name="ddp-run")
+    assert job.command == ["torchrun", "train.py"] and job.args == ["--lr", "3e-4"]
+    assert job.env == {"SEED": "1"} and job.max_run_seconds == 7200
+    detail = client.get(f"/t/acme/jobs/{job.pk}/").content.decode()
+    assert "ddp-run" in detail and "Submitted" in detail
+
+
+def test_the_form_shows_field_errors(login, bob, quota):
+    response = login(bob).post("/t/acme/jobs/new/", {
+        "name": "x", "pool": "dev", "tier": "development", "image": "Bad Image",
+        "workers": "1", "gpus_per_worker": "12", "gpu_model": H800, "cpu_per_worker": "8",
+        "memory_gib_per_worker": "16", "max_run_hours": "1", "checkpoint_path": "/c"})
+    body = response.content.decode()
+    assert response.status_code == 400
+    assert "not a valid image reference" in body and "the largest has 8" in body
+    assert not TrainingJob.objects.exists()
+
+
+def test_submit_and_cancel_through_the_api(api, bob, quota):
+    data = {**submission(name="api-job"), "pool": "dev"}
+    created = api(bob).post("/api/v1/tenants/acme/jobs/", data, format="json")
+    assert created.status_code == 201, created.json()
+    pk = created.json()["id"]
+    bad = api(bob).post("/api/v1/tenants/acme/jobs/", {**data, "name": "other",
+                                                        "gpu_model": "TPU"}, format="json")
+    assert bad.status_code == 400 and bad.json()["field"] == "gpu_model"
+    dup = api(bob).post("/api/v1/tenants/acme/jobs/", data, format="json")
+    assert dup.status_code == 409
+    cancelled = api(bob).post(f"/api/v1/tenants/acme/jobs/{pk}/cancel/")
+    assert cancelled.json()["state"] == "cancelled"
+    states = [t["to_state"] for t in api(bob).get(
+        f"/api/v1/tenants/acme/jobs/{pk}/transitions/").json()]
+    assert states == ["queued", "cancelled"]
+
+
+def test_platform_admins_see_every_queue(api, login, bob, platform_admin, alice, job):
+    assert api(alice).get("/api/v1/jobs/").status_code == 404
+    listed = api(platform_admin).get("/api/v1/jobs/").json()["results"]
+    assert [j["id"] for j in listed] == [job.pk]
+    held = api(platform_admin).post(f"/api/v1/jobs/{job.pk}/hold/", {"reason": "maintenance"},
+                                    format="json")
+    assert held.json()["held"] is True
+    assert "llama-ft" in login(platform_admin).get("/platform/queue/").content.decode()
+    assert login(alice).get("/platform/queue/").status_code == 404
