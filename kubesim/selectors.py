@@ -64,10 +64,7 @@ def parse_label_selector(text: str | None) -> Predicate | None:
 
     def pred(obj: dict) -> bool:
         labels = obj["metadata"].get("labels") or _EMPTY
-        for r in reqs:
-            if not r(labels):
-                return False
-        return True
+        return all(r(labels) for r in reqs)
     return pred
 
 
