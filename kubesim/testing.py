@@ -20,6 +20,7 @@ Fixtures
 from __future__ import annotations
 
 import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,7 +86,12 @@ class _Pool:
         key = tuple(sorted(options.items()))
         handle = self.clusters.get(key)
         if handle is None:
-            cluster = Cluster(**options)
+            try:
+                cluster = Cluster(**options)
+            except (FileNotFoundError, KeyError) as e:   # e.g. the profile is missing
+                warnings.warn(f"kubesim: {e}; running this cluster without simulation",
+                              stacklevel=2)
+                cluster = Cluster(**{**options, "simulate": False})
             url = cluster.start()
             kc = cluster.write_kubeconfig(self.tmpdir / f"kubeconfig-{len(self.clusters)}")
             cluster.call(cluster.store.snapshot)
