@@ -148,7 +148,7 @@ def pytorchjob_errors(obj: Mapping[str, Any]) -> list[str]:
         if rtype == "Master" and count != 1:
             errors.append(f"{where}.replicas: must be 1 for Master, got {count}")
         if not isinstance(count, int) or count < 1:
-            errors.append(f"{where}.replicas: must be >= 1, got {count}")
+            errors.append(f"{where}.replicas: must be an integer >= 1, got {count!r}")
         restart = rspec.get("restartPolicy")
         if restart is not None and restart not in _RESTART_POLICIES:
             errors.append(f"{where}.restartPolicy: {restart!r} not in {_RESTART_POLICIES}")

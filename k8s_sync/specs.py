@@ -567,8 +567,12 @@ class JobSpec:
 
     def __post_init__(self) -> None:
         # identity
-        naming.job_name(self.job_id, self.name_hint)  # raises for a bad job_id
-        naming.validate_pool(self.pool)
+        try:
+            naming.job_name(self.job_id, self.name_hint)
+        except ValueError as exc:
+            raise ValueError(f"job_id: {exc}") from None
+        if self.pool not in naming.POOLS:
+            raise ValueError(f"pool: unknown pool {self.pool!r}; expected one of {naming.POOLS}")
         if not self.tenant_slug:
             raise ValueError("tenant_slug: must not be empty")
         try:
