@@ -13,7 +13,10 @@ Contracts:
 
 Per tenant pool, in apply order (:func:`desired_pool_objects`): Namespace,
 ServiceAccount, Role, RoleBinding, NetworkPolicy, LimitRange, ResourceQuota. Cluster-wide
-(:func:`desired_cluster_objects`): one PriorityClass per tier.
+(:func:`desired_cluster_objects`): one PriorityClass per tier. Per job
+(:func:`build_pytorchjob`, :func:`build_checkpoint_pvc`, :func:`pytorchjob_suspend_patch`,
+:func:`pytorchjob_resume_patch`): a suspended PyTorchJob and its checkpoint PVC; the design
+notes of those are at the "per job" section below.
 
 Design choices, with the facts they rest on (``shared/reference/kubernetes-facts.md``):
 

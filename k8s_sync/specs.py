@@ -468,6 +468,19 @@ def validate_image(ref: str) -> str:
     return ref
 
 
+_QUALIFIED_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+
+
+def _is_qualified_name(key: object) -> bool:
+    """A label/annotation key: ``[<DNS-1123 subdomain>/]<name of <= 63 chars>``."""
+    if not isinstance(key, str):
+        return False
+    prefix, _, name = key.rpartition("/")
+    if prefix and not naming.is_dns1123_subdomain(prefix):
+        return False
+    return bool(_QUALIFIED_NAME.match(name))
+
+
 def _int_field(value: object, name: str, *, minimum: int = 0,
                maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
@@ -699,9 +712,12 @@ class JobSpec:
                              f"{self.gpu_product!r}")
         object.__setattr__(self, "placement", _deep_freeze(dict(self.placement)))
         for key, value in dict(self.annotations).items():
-            if not isinstance(key, str) or not key or not isinstance(value, str):
-                raise ValueError(f"annotations: {key!r} -> {value!r}: keys and values must be "
-                                 "non-empty strings and strings")
+            if not _is_qualified_name(key):
+                raise ValueError(f"annotations: {key!r} is not a qualified name "
+                                 "([prefix/]name, e.g. kubesim.trainyard.io/run-seconds)")
+            if not isinstance(value, str):
+                raise ValueError(f"annotations: value of {key!r} must be a string, "
+                                 f"got {value!r}")
         object.__setattr__(self, "annotations", _frozen(self.annotations))
 
     # --- derived -----------------------------------------------------------------------------

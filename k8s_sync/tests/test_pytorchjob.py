@@ -1098,6 +1098,9 @@ BAD_SPECS = [
     ({**A100, "placement": {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H800"}}},
      "placement"),
     ({"annotations": {"kubesim.trainyard.io/run-seconds": 60}}, "annotations"),
+    ({"annotations": {"Bad Prefix/run-seconds": "60"}}, "annotations"),
+    ({"annotations": {"kubesim.trainyard.io/": "60"}}, "annotations"),
+    ({"annotations": {"": "60"}}, "annotations"),
 ]
 
 
@@ -1214,3 +1217,26 @@ def test_pytorchjob_lifecycle_against_kubesim(cluster):
     cluster.advance(130, step=5)
     assert _conditions(client, spec).get("Succeeded") == "True"
     assert time.perf_counter() - started < 10
+
+
+def test_mig_and_cpu_only_jobs_schedule_in_kubesim(cluster):
+    """A MIG job lands on a node offering its mixed-strategy resource (no product
+    selector needed); a CPU-only job runs with no GPU (the pool's LimitRange fills in
+    ``nvidia.com/gpu: 0``)."""
+    client = get_client()
+    pool = PoolSpec(tenant_slug="acme", pool="dev", tenant_group="oidc:acme")
+    client.apply_all([*manifests.desired_cluster_objects(), *manifests.desired_pool_objects(pool)])
+    nodes = {n["metadata"]["name"]: n for n in client.list_objects("v1", "Node")}
+    mig = dataclasses.replace(SPECS["mig"](), suspend=False)
+    cpu = dataclasses.replace(SPECS["cpu_only"](), suspend=False)
+    for spec in (mig, cpu):
+        client.create_if_absent(manifests.build_pytorchjob(spec))
+    cluster.advance(10)
+    (mig_pod,) = _pods(client, mig)
+    (cpu_pod,) = _pods(client, cpu)
+    assert mig_pod["status"]["phase"] == cpu_pod["status"]["phase"] == "Running"
+    mig_node = nodes[mig_pod["spec"]["nodeName"]]
+    assert int(mig_node["status"]["allocatable"].get("nvidia.com/mig-1g.10gb", "0")) > 0
+    assert mig_node["metadata"]["labels"]["nvidia.com/mig.strategy"] == "mixed"
+    limits = cpu_pod["spec"]["containers"][0]["resources"]["limits"]
+    assert limits.get("nvidia.com/gpu", "0") == "0"
