@@ -11,8 +11,11 @@ silently, so :func:`schema_errors` also reports fields the schema does not decla
 The operator's admission webhook (trainer v1.9 ``pytorchjob_webhook.go``, summarised in
 kubernetes-facts §6) adds rules the schema cannot express; :func:`pytorchjob_errors`
 checks them: DNS-1035 name, ``pytorchReplicaSpecs`` present with only Master/Worker,
-``Master.replicas == 1``, every ``replicas >= 1``, every container with an image, a
-container named ``pytorch`` in every template.
+``Master.replicas`` set to exactly 1 (the webhook sees the object before the operator's
+defaulting), other ``replicas >= 1``, at least one container, each with an image, one
+named ``pytorch`` in every template, a known ``runPolicy.managedBy``. (The webhook does
+not forbid changing pod templates of an existing job: only ``managedBy`` is immutable,
+which :func:`k8s_sync.manifests.pytorchjob_resume_patch` relies on.)
 
 Pure and side-effect free apart from reading the bundled file once.
 """
@@ -43,6 +46,7 @@ _CRD_FILES = {("kubeflow.org", "PyTorchJob"): "kubeflow.org_pytorchjobs.yaml"}
 _REPLICA_TYPES = ("Master", "Worker")
 _CLEAN_POD_POLICIES = ("None", "Running", "All")
 _RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")
+_MANAGERS = ("kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue")
 
 
 class CrdValidationError(ValueError):
@@ -133,9 +137,13 @@ def pytorchjob_errors(obj: Mapping[str, Any]) -> list[str]:
     if not naming.is_dns1035_label(name):
         errors.append(f".metadata.name: {name!r} is not a DNS-1035 label")
     spec = obj.get("spec") or {}
-    policy = (spec.get("runPolicy") or {}).get("cleanPodPolicy")
+    run_policy = spec.get("runPolicy") or {}
+    policy = run_policy.get("cleanPodPolicy")
     if policy is not None and policy not in _CLEAN_POD_POLICIES:
         errors.append(f".spec.runPolicy.cleanPodPolicy: {policy!r} not in {_CLEAN_POD_POLICIES}")
+    manager = run_policy.get("managedBy")
+    if manager is not None and manager not in _MANAGERS:
+        errors.append(f".spec.runPolicy.managedBy: {manager!r} not in {_MANAGERS}")
     replicas = spec.get("pytorchReplicaSpecs")
     if not replicas:
         return [*errors, ".spec.pytorchReplicaSpecs: required"]
@@ -144,15 +152,17 @@ def pytorchjob_errors(obj: Mapping[str, Any]) -> list[str]:
         if rtype not in _REPLICA_TYPES:
             errors.append(f"{where}: replica type must be one of {_REPLICA_TYPES}")
         rspec = rspec or {}
-        count = rspec.get("replicas", 1)
-        if rtype == "Master" and count != 1:
+        count = rspec.get("replicas")
+        if rtype == "Master" and count != 1:  # the webhook runs before defaulting: explicit 1
             errors.append(f"{where}.replicas: must be 1 for Master, got {count}")
-        if not isinstance(count, int) or count < 1:
+        elif count is not None and (not isinstance(count, int) or count < 1):
             errors.append(f"{where}.replicas: must be an integer >= 1, got {count!r}")
         restart = rspec.get("restartPolicy")
         if restart is not None and restart not in _RESTART_POLICIES:
             errors.append(f"{where}.restartPolicy: {restart!r} not in {_RESTART_POLICIES}")
         containers = ((rspec.get("template") or {}).get("spec") or {}).get("containers") or []
+        if not containers:
+            errors.append(f"{where}.template.spec.containers: must be specified")
         if not any(c.get("name") == "pytorch" for c in containers):
             errors.append(f"{where}.template.spec.containers: needs a container named pytorch")
         for index, container in enumerate(containers):
