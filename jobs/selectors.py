@@ -172,6 +172,9 @@ def job_spec(job: TrainingJob):  # type: ignore[no-untyped-def]
         grace_seconds=grace, max_run_seconds=job.max_run_seconds,
         checkpoint_claim=job.checkpoint_claim,
         checkpoint_path=job.checkpoint_path,
+        checkpoint_storage_class=job.checkpoint_storage_class if not job.checkpoint_claim
+        else "",
+        checkpoint_size_gib=job.checkpoint_size_gib if not job.checkpoint_claim else None,
         checkpoint_interval_seconds=1800 if job.tier == "production" else 300,
         resume=job.restart_count > 0, restart_count=job.restart_count,
         switch=job.switch if job.workers > 1 else "",

@@ -49,7 +49,7 @@ def sync_job(self, job_id: int) -> str:  # type: ignore[no-untyped-def]
     try:
         if job.state == JobState.CANCELLED:
             client.ensure_absent("kubeflow.org/v1", "PyTorchJob", job.k8s_name,
-                                 job.pool.namespace)
+                                 job.pool.namespace, propagation_policy="Foreground")
             return "absent"
         if job.state in (JobState.SUCCEEDED, JobState.FAILED):
             return "finished"
@@ -60,8 +60,11 @@ def sync_job(self, job_id: int) -> str:  # type: ignore[no-untyped-def]
         obj, created = client.create_if_absent(manifests.build_pytorchjob(spec))
         suspended = bool(((obj.get("spec") or {}).get("runPolicy") or {}).get("suspend"))
         if suspended != spec.suspend:
-            client.patch("kubeflow.org/v1", "PyTorchJob", job.k8s_name,
-                         manifests.pytorchjob_suspend_patch(spec.suspend), job.pool.namespace)
+            # Un-suspending also refreshes the pod templates (TRAINYARD_RESUME, the restart
+            # count), so a preempted job resumes from its checkpoint.
+            patch = (manifests.pytorchjob_suspend_patch(True) if spec.suspend
+                     else manifests.pytorchjob_resume_patch(spec))
+            client.patch("kubeflow.org/v1", "PyTorchJob", spec.name, patch, job.pool.namespace)
         TrainingJob.objects.filter(pk=job.pk).update(in_cluster=True,
                                                      cluster_suspended=spec.suspend,
                                                      last_error="")
