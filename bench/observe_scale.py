@@ -34,11 +34,14 @@ def _pod(name: str, namespace: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pods", type=int, default=5000)
+    parser.add_argument("--database-url", default="",
+                        help="e.g. postgres://... (default: a fresh SQLite file)")
     args = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="trainyard-bench-"))
+    database = args.database_url or f"sqlite:///{tmp}/bench.sqlite3"
     os.environ.update(DJANGO_SETTINGS_MODULE="portal.settings_test",
-                      TRAINYARD_VAR_DIR=str(tmp), DATABASE_URL=f"sqlite:///{tmp}/bench.sqlite3")
+                      TRAINYARD_VAR_DIR=str(tmp), DATABASE_URL=database)
     import django
 
     django.setup()
@@ -108,7 +111,7 @@ def main() -> None:
     reflector.stop()
     thread.join(10)
 
-    print(f"observe_scale: {n} pods (kubesim 'default' profile, SQLite)")
+    print(f"observe_scale: {n} pods (kubesim 'default' profile, {connection.vendor})")
     print(f"  bare list over HTTP (baseline): {baseline:6.2f} s")
     print(f"  first relist (insert {n}):     {first:6.2f} s  ({n / first:,.0f} pods/s, "
           f"{first / baseline:.1f}x the bare list)")

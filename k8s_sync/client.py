@@ -641,18 +641,20 @@ class WatchStream:
         self._api_version = api_version
         self._kind = kind
         self._closed = False
+        self._buffer = b""
 
     def __iter__(self) -> Iterator[tuple[str, dict[str, Any]]]:
-        buffer = b""
         try:
             for chunk in self._resp.stream(None, decode_content=True):
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
+                self._buffer += chunk
+                if b"\n" not in chunk:
+                    continue
+                *lines, self._buffer = self._buffer.split(b"\n")
+                for line in lines:
                     if line.strip():
                         yield self._event(line)
-            if buffer.strip():
-                yield self._event(buffer)
+            if self._buffer.strip():
+                yield self._event(self._buffer)
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
             if not self._closed:  # close() from another thread breaks the read: not an error
                 raise _stream_error(exc) from exc

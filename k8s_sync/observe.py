@@ -19,9 +19,11 @@ Nothing here decides anything: rows are what the API server said.
 from __future__ import annotations
 
 import logging
+import queue
 import random
 import threading
 import time
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -51,7 +53,8 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "EVENT_REASONS", "EVENT_RETENTION", "KINDS", "Backoff", "KindSpec", "Reflector",
-    "TooManyFailures", "record_error", "record_event", "record_relist", "relist_all",
+    "TooManyFailures", "record_error", "record_event", "record_events", "record_relist",
+    "relist_all",
 ]
 
 # Events users need to see: a refused pod (quota), preemption, and why a pod waits.
@@ -344,30 +347,59 @@ def record_event(spec: KindSpec, event_type: str, obj: Mapping[str, Any], *,
 
     ADDED/MODIFIED upsert the row unless it already holds this uid and resourceVersion;
     DELETED removes it (Events are kept); BOOKMARK and objects ``spec.keep`` rejects
-    change nothing. Idempotent.
+    change nothing. Idempotent. See :func:`record_events` for a batch.
     """
-    if event_type not in ("ADDED", "MODIFIED", "DELETED") or not spec.keep(obj):
+    return record_events(spec, [(event_type, obj)], now=now)
+
+
+def record_events(spec: KindSpec, events: Iterable[tuple[str, Mapping[str, Any]]], *,
+                  now: datetime | None = None) -> list[str]:
+    """Apply watch events, in order, in one transaction; returns the keys that changed.
+
+    The end state equals applying :func:`record_event` to each in turn: only the last
+    event per object matters, except that a DELETED removes the row only if it holds
+    one of the uids this batch saw for that name (a late DELETED of an old object never
+    removes the row of a newer one that a relist already recorded).
+    """
+    last: dict[tuple[str, str], tuple[str, Mapping[str, Any]]] = {}
+    uids: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for event_type, obj in events:
+        if event_type in ("ADDED", "MODIFIED", "DELETED") and spec.keep(obj):
+            key = _key(obj)
+            last[key] = (event_type, obj)
+            uids[key].add(obj["metadata"].get("uid", ""))
+    if not last:
         return []
     now = now or timezone.now()
-    key = _key(obj)
-    meta = obj["metadata"]
-    rows = spec.model.objects.filter(namespace=key[0], name=key[1])
+    model = spec.model
     with transaction.atomic():
-        if event_type == "DELETED":
-            if not spec.prune or not rows.filter(uid=meta.get("uid", "")).delete()[0]:
-                return []
-        else:
-            current = rows.values_list("pk", "uid", "resource_version").first()
-            if current and current[1:] == (meta.get("uid", ""),
-                                           str(meta.get("resourceVersion", ""))):
-                return []
+        existing = {(ns, name): (pk, uid, rv) for pk, ns, name, uid, rv in
+                    model.objects.filter(namespace__in={k[0] for k in last},
+                                         name__in={k[1] for k in last})
+                    .values_list("pk", "namespace", "name", "uid", "resource_version")}
+        fresh, updates, doomed, changed = [], [], [], []
+        for key, (event_type, obj) in last.items():
+            row = existing.get(key)
+            meta = obj["metadata"]
+            if event_type == "DELETED":
+                if spec.prune and row and row[1] in uids[key]:
+                    doomed.append(row[0])
+                    changed.append(_label(key))
+                continue
+            if row and row[1:] == (meta.get("uid", ""), str(meta.get("resourceVersion", ""))):
+                continue
             columns = _columns(spec, obj, now)
-            if current:
-                spec.model.objects.filter(pk=current[0]).update(**columns)
+            if row:
+                updates.append((row[0], columns))
             else:
-                spec.model.objects.create(namespace=key[0], name=key[1], **columns)
-        _announce(spec.name, [_label(key)])
-    return [_label(key)]
+                fresh.append(model(namespace=key[0], name=key[1], **columns))
+            changed.append(_label(key))
+        if doomed:
+            model.objects.filter(pk__in=doomed).delete()
+        model.objects.bulk_create(fresh)
+        _update_rows(model, updates)
+        _announce(spec.name, changed)
+    return changed
 
 
 def record_error(kind: str, error: BaseException, *, now: datetime | None = None) -> None:
@@ -427,7 +459,9 @@ class Reflector:
     activity_interval: float = 5.0
     clock: Callable[[], float] = time.monotonic
     stopped: threading.Event = field(default_factory=threading.Event)
+    batch_size: int = 500  # events recorded in one transaction, at most
     lists: int = 0
+    events: int = 0
     failures: int = 0  # in a row
     _stream: WatchStream | None = field(default=None, repr=False)
 
@@ -477,25 +511,89 @@ class Reflector:
             log.exception("cannot record the failure of %s", self.spec.name)
 
     def _watch(self, version: str, until: Callable[[], bool] | None) -> str:
-        self._stream = self.client.watch(self.spec.api_version, self.spec.kind,
-                                         resource_version=version,
-                                         timeout_seconds=self.watch_timeout)
-        touched = float("-inf")  # the first event is always noted, later ones throttled
+        """Follow one watch stream. A reader thread queues events as they arrive, so
+        whatever arrived while a batch was being written is recorded together."""
+        stream = self._stream = self.client.watch(self.spec.api_version, self.spec.kind,
+                                                  resource_version=version,
+                                                  timeout_seconds=self.watch_timeout)
+        pump = _Pump(stream, maxsize=self.batch_size * 4)
+        touched = float("-inf")  # the first batch is always noted, later ones throttled
         try:
             if self.stopped.is_set():
                 return version
-            for event_type, obj in self._stream:
-                version = str(obj.get("metadata", {}).get("resourceVersion") or version)
-                record_event(self.spec, event_type, obj)
-                if self.clock() - touched >= self.activity_interval:
-                    record_activity(self.spec.name, version)
-                    touched = self.clock()
-                if self.stopped.is_set() or (until and until()):
+            pump.start()
+            while True:
+                batch, end = pump.take(self.batch_size)
+                if batch:
+                    version = self._record(batch, version)
+                    if self.clock() - touched >= self.activity_interval:
+                        record_activity(self.spec.name, version)
+                        touched = self.clock()
+                if isinstance(end, BaseException):
+                    raise end
+                if end is _END or self.stopped.is_set() or (until and until()):
                     break
         finally:
-            self._stream.close()
+            pump.done.set()
+            stream.close()
             self._stream = None
         return version
+
+    def _record(self, batch: list[tuple[str, dict[str, Any]]], version: str) -> str:
+        record_events(self.spec, batch)
+        self.events += len(batch)
+        for _, obj in reversed(batch):
+            found = (obj.get("metadata") or {}).get("resourceVersion")
+            if found:
+                return str(found)
+        return version
+
+
+_END = object()
+
+
+class _Pump(threading.Thread):
+    """Reads a watch stream into a bounded queue (never touches the database)."""
+
+    def __init__(self, stream: Iterable[tuple[str, dict[str, Any]]], maxsize: int):
+        super().__init__(name="k8s-watch-reader", daemon=True)
+        self.stream = stream
+        self.queue: queue.Queue[Any] = queue.Queue(maxsize)
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        try:
+            for event in self.stream:
+                if not self._put(event):
+                    return
+            self._put(_END)
+        except Exception as exc:  # handed to the consumer, which raises it
+            self._put(exc)
+
+    def _put(self, item: Any) -> bool:
+        while not self.done.is_set():
+            try:
+                self.queue.put(item, timeout=0.2)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def take(self, limit: int) -> tuple[list[tuple[str, dict[str, Any]]], Any]:
+        """Block for one item, then take what is queued; returns (events, end marker or
+        exception or None)."""
+        batch: list[tuple[str, dict[str, Any]]] = []
+        item = self.queue.get()
+        while True:
+            if item is _END or isinstance(item, BaseException):
+                return batch, item
+            batch.append(item)
+            if len(batch) >= limit:
+                return batch, None
+            try:
+                item = self.queue.get_nowait()
+            except queue.Empty:
+                return batch, None
 
 
 def relist_all(client: KubeClient, kinds: Iterable[str] | None = None) -> dict[str, Any]:

@@ -131,3 +131,33 @@ def test_it_relists_every_relist_interval_even_without_errors(client):
     r = reflector(client, sleeps, relist_interval=0.5)
     r.run(until=lambda: r.lists >= 2)
     assert r.lists == 2 and sleeps == []
+
+
+def test_an_expired_version_in_the_stream_relists_at_once(kubesim, client):
+    sleeps: list[float] = []
+    r = reflector(client, sleeps)
+    # kubesim forgets its watch history: the next watch from the old version gets 410
+    threading.Timer(0.3, lambda: reset(kubesim.cluster)).start()
+    threading.Timer(1.8, lambda: client.apply(pod("fresh", namespace="default"))).start()
+    r.run(until=lambda: ObservedPod.objects.filter(namespace="default", name="fresh").exists())
+    assert r.lists >= 2 and sleeps == []
+    assert "410" in ObservedKind.objects.get(kind="pods").last_error
+    assert not ObservedPod.objects.filter(namespace=NS).exists()  # the relist pruned them
+
+
+def test_a_batch_of_events_ends_as_applying_them_one_by_one(client):
+    from k8s_sync.observe import record_events
+
+    namespace(client)
+    a = client.apply(pod("a"))
+    b = client.apply(pod("b"))
+    b2 = client.patch("v1", "Pod", "b", {"metadata": {"labels": {"v": "2"}}}, NS)
+    spec = KINDS["pods"]
+    changed = record_events(spec, [("ADDED", a), ("ADDED", b), ("MODIFIED", b2),
+                                   ("DELETED", a), ("BOOKMARK", {"metadata": {}})])
+    assert changed == [f"{NS}/b"]  # a came and went within the batch
+    assert ObservedPod.objects.get(name="b").labels == {"v": "2"}
+    # a late DELETED of an older object never removes the newer row of the same name
+    old = {**b, "metadata": {**b["metadata"], "uid": "some-older-uid"}}
+    assert record_events(spec, [("DELETED", old)]) == []
+    assert ObservedPod.objects.filter(name="b").exists()
