@@ -462,6 +462,7 @@ class Reflector:
     batch_size: int = 500  # events recorded in one transaction, at most
     lists: int = 0
     events: int = 0
+    batches: int = 0
     failures: int = 0  # in a row
     _stream: WatchStream | None = field(default=None, repr=False)
 
@@ -542,6 +543,7 @@ class Reflector:
     def _record(self, batch: list[tuple[str, dict[str, Any]]], version: str) -> str:
         record_events(self.spec, batch)
         self.events += len(batch)
+        self.batches += 1
         for _, obj in reversed(batch):
             found = (obj.get("metadata") or {}).get("resourceVersion")
             if found:
