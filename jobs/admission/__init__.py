@@ -1,0 +1,38 @@
+"""The pure admission engine: ``decide()`` and its plain-data inputs and outputs.
+
+No Django, no database, no cluster, no I/O, no wall clock: time comes in as ``now``.
+See :mod:`jobs.admission.engine` for the algorithm and ARCHITECTURE.md ("Admission, in
+one paragraph") for the semantics.
+"""
+
+from .engine import decide
+from .types import (
+    ACTIVE_STATES,
+    TIER_RANK,
+    TIERS,
+    Admission,
+    Decisions,
+    History,
+    JobView,
+    NodeView,
+    Policy,
+    PoolQuota,
+    Preemption,
+    WaitInfo,
+)
+
+__all__ = [
+    "ACTIVE_STATES",
+    "TIERS",
+    "TIER_RANK",
+    "Admission",
+    "Decisions",
+    "History",
+    "JobView",
+    "NodeView",
+    "Policy",
+    "PoolQuota",
+    "Preemption",
+    "WaitInfo",
+    "decide",
+]

@@ -1,0 +1,666 @@
+"""``decide()``: one admission pass over the whole cluster.
+
+Steps, all deterministic (ties break by id or name):
+
+1. Account capacity: free units per node and resource key (``gpus - gpus_used`` minus the
+   placements of admitted jobs whose pods are not bound yet), quota use per tenant pool
+   and key (running + admitted + preempting), and the GPUs of preempting jobs that are
+   about to be released.
+2. Order the queue: tier, then fair share across tenants (current use against nominal
+   quota plus decayed history, updated as each job is taken, so tenants interleave),
+   then ``priority``, then submission time, then id. Held jobs are left out.
+3. In that order, admit each job whose gang fits free capacity and its pool's quota
+   (nominal, else borrowing up to the ceiling, batch always on idle capacity only).
+   A job that does not fit may claim capacity that preempting jobs are about to release,
+   or, when within its nominal quota (or a higher tier), preempt just enough victims:
+   batch and borrowers first, lowest tier first, most recently admitted first. Its room
+   is then reserved for the rest of the pass.
+4. Evict above the watermark: per resource key, when allocation exceeds
+   ``watermark × capacity`` while jobs within their nominal quota wait for it, preempt
+   batch, then borrowing development jobs (most recent first) until at or below it.
+5. For every waiting job: positions, ETA p50/p90 (``eta.simulate``) and a reason.
+
+Cost: O(J log J) for the ordering and the ETA simulation, O(nodes of the key) per
+placement attempt, with memoised failures so a long queue of jobs that do not fit stays
+cheap.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from . import text
+from .capacity import Capacity, Plan, Slot, plan_nodes
+from .eta import TPK, KeySim, simulate
+from .types import (
+    ACTIVE_STATES,
+    TIER_RANK,
+    TIERS,
+    Admission,
+    Decisions,
+    History,
+    JobView,
+    NodeView,
+    Policy,
+    PoolQuota,
+    Preemption,
+    WaitInfo,
+)
+
+_MAX_VICTIMS = 256
+"""Victims considered for one reclaim attempt (the most preferred ones)."""
+
+_NOMINAL, _BORROW, _BATCH, _OVER = "nominal", "borrow", "batch", "over"
+
+
+def decide(*, nodes: Sequence[NodeView], jobs: Sequence[JobView], quotas: Sequence[PoolQuota],
+           policy: Policy, history: History, now: datetime) -> Decisions:
+    """Decide admissions and preemptions, and explain every waiting job.
+
+    Pure: reads only its arguments (``now`` is the clock). Returns at most one decision
+    per job: an :class:`Admission` (queued jobs), a :class:`Preemption` (running or
+    admitted jobs, never production ones, never jobs already preempting), or — for every
+    queued job not admitted — a :class:`WaitInfo`. Every admission fits free capacity
+    (no node over-allocated, counting admitted-but-unbound placements), its pool's
+    ceiling, and places a multi-node gang under one switch. A preemption is only made
+    for a job that then fits (its room reserved), or for watermark eviction.
+    """
+    return _Pass(nodes, jobs, quotas, policy, history, now).run()
+
+
+def _ts(when: datetime | None, default: float) -> float:
+    return when.timestamp() if when is not None else default
+
+
+def _quantile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+class _Pass:
+    """The working state of one ``decide()`` call."""
+
+    def __init__(self, nodes: Sequence[NodeView], jobs: Sequence[JobView],
+                 quotas: Sequence[PoolQuota], policy: Policy, history: History,
+                 now: datetime) -> None:
+        self.policy = policy
+        self.history = history
+        self.now = now
+        self.now_ts = now.timestamp()
+        self.cap = Capacity(nodes)
+        self.quota: dict[tuple[str, str], PoolQuota] = {(q.tenant, q.pool): q for q in quotas}
+        self.decisions = Decisions()
+        self.admitted: dict[int, Admission] = {}
+        self.victims: dict[int, Preemption] = {}
+        self.reasons: dict[int, str] = {}
+        self.capacity_bound: set[int] = set()   # reasons that get a queue-position suffix
+        self.never: set[int] = set()            # cannot start without a change: no ETA
+        self.nominal_waiting: dict[str, int] = defaultdict(int)
+        self.new_alloc: dict[str, int] = defaultdict(int)
+        self.place_fail: dict[tuple[str, str, int], int] = {}
+        self.reclaim_fail: set[tuple[object, ...]] = set()
+        self._durations: dict[tuple[str, str], tuple[float, float]] = {}
+
+        ordered = sorted(jobs, key=lambda j: j.id)
+        self.active = [j for j in ordered if j.state in ACTIVE_STATES]
+        self.queued = [j for j in ordered if j.state == "queued"]
+        self.use_nb: dict[TPK, int] = defaultdict(int)    # non-batch use per tenant pool key
+        self.use_all: dict[TPK, int] = defaultdict(int)   # including batch
+        self.tenant_use: dict[str, int] = defaultdict(int)
+        self.pending: dict[str, dict[Slot, int]] = defaultdict(dict)
+        self.preempting_units: dict[str, int] = defaultdict(int)
+        self.candidates: dict[str, list[JobView]] = defaultdict(list)
+        for job in self.active:
+            key, units = job.resource_key, job.demand
+            if job.state == "admitted" and key:
+                self.cap.take(key, job.placement, job.gpus_per_replica)
+            if not key:
+                continue
+            tpk = (job.tenant, job.pool, key)
+            self.use_all[tpk] += units
+            if job.tier != "batch":
+                self.use_nb[tpk] += units
+            self.tenant_use[job.tenant] += units
+            if job.state == "preempting":
+                self.preempting_units[key] += units
+                for name in job.placement:
+                    slot = self.cap.index.get((key, name))
+                    if slot is not None and slot.schedulable:
+                        pend = self.pending[key]
+                        pend[slot] = pend.get(slot, 0) + job.gpus_per_replica
+            elif job.tier != "production" and job.placement:
+                self.candidates[key].append(job)
+        for cands in self.candidates.values():
+            cands.sort(key=self._victim_order)
+        self.alloc_start = {key: sum(s.cap - s.free for s in slots)
+                            for key, slots in self.cap.slots.items()}
+        self.nominal_total: dict[str, int] = defaultdict(int)
+        for q in quotas:
+            self.nominal_total[q.tenant] += sum(q.nominal.values())
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _victim_order(self, job: JobView) -> tuple[int, int, float, int]:
+        """Batch and borrowers first, lowest tier first, most recently admitted first."""
+        preferred = 0 if job.tier == "batch" or job.borrowing else 1
+        return (preferred, -TIER_RANK.get(job.tier, len(TIERS)),
+                -_ts(job.admitted_at or job.started_at, self.now_ts), -job.id)
+
+    def durations(self, job: JobView) -> tuple[float, float]:
+        """(p50, p90) run time in seconds: the job's own estimate, else history, else default."""
+        if job.expected_seconds is not None and job.expected_seconds > 0:
+            return job.expected_seconds, job.expected_seconds
+        key = (job.tenant, job.tier)
+        cached = self._durations.get(key)
+        if cached is None:
+            past = [d for d in self.history.durations.get(key, ()) if d > 0]
+            if past:
+                cached = (_quantile(past, 0.5), _quantile(past, 0.9))
+            else:
+                base = self.policy.default_duration_seconds
+                cached = (base, 2 * base)
+            self._durations[key] = cached
+        return cached
+
+    def end_offsets(self, job: JobView) -> tuple[float, float]:
+        """When a holder releases its GPUs, seconds from now (p50, p90)."""
+        if job.state == "preempting":
+            end = _ts(job.preempt_deadline, self.now_ts) - self.now_ts
+            return max(end, 0.0), max(end, 0.0)
+        d50, d90 = self.durations(job)
+        if job.state == "running":
+            start = _ts(job.started_at or job.admitted_at, self.now_ts) - self.now_ts
+        else:
+            start = 0.0
+        return max(start + d50, 0.0), max(start + d90, 0.0)
+
+    def limits(self, job: JobView, key: str) -> tuple[int, int]:
+        quota = self.quota.get((job.tenant, job.pool))
+        if quota is None:
+            return 0, 0
+        nominal = quota.nominal.get(key, 0)
+        return nominal, max(nominal, quota.ceiling.get(key, nominal))
+
+    def grace(self, tier: str) -> int:
+        return int(self.policy.grace_seconds.get(tier, 0))
+
+    # -- ordering ------------------------------------------------------------------------
+
+    def order(self, queued: list[JobView]) -> list[JobView]:
+        """Tier, then fair share (recomputed as each job is taken), priority, submission, id."""
+        groups: dict[int, dict[str, list[JobView]]] = defaultdict(lambda: defaultdict(list))
+        for job in queued:
+            groups[TIER_RANK.get(job.tier, len(TIERS))][job.tenant].append(job)
+        use = dict(self.tenant_use)
+        half_life = max(self.policy.fair_share_half_life_seconds, 1.0) / math.log(2)
+
+        def share(tenant: str) -> float:
+            nominal = max(self.nominal_total.get(tenant, 0), 1)
+            past = self.history.usage.get(tenant, 0.0)
+            return use.get(tenant, 0) / nominal + past / (nominal * half_life)
+
+        result: list[JobView] = []
+        for rank in sorted(groups):
+            per_tenant = groups[rank]
+            heap: list[tuple[float, int, float, int, str]] = []
+            for tenant, lst in per_tenant.items():
+                lst.sort(key=lambda j: (-j.priority, j.submitted_at, j.id))
+                head = lst[0]
+                heap.append((share(tenant), -head.priority, head.submitted_at.timestamp(),
+                             head.id, tenant))
+            heapq.heapify(heap)
+            pointer = dict.fromkeys(per_tenant, 0)
+            while heap:
+                tenant = heapq.heappop(heap)[4]
+                lst = per_tenant[tenant]
+                job = lst[pointer[tenant]]
+                pointer[tenant] += 1
+                result.append(job)
+                use[tenant] = use.get(tenant, 0) + job.demand
+                if pointer[tenant] < len(lst):
+                    head = lst[pointer[tenant]]
+                    heapq.heappush(heap, (share(tenant), -head.priority,
+                                          head.submitted_at.timestamp(), head.id, tenant))
+        return result
+
+    # -- the pass ------------------------------------------------------------------------
+
+    def run(self) -> Decisions:
+        unheld = [j for j in self.queued if not j.held]
+        order = self.order(unheld)
+        for job in order:
+            self.consider(job)
+        self.watermark()
+        held = sorted((j for j in self.queued if j.held),
+                      key=lambda j: (TIER_RANK.get(j.tier, len(TIERS)), j.submitted_at, j.id))
+        for job in held:
+            self.reasons[job.id] = "held by a platform admin"
+            self.never.add(job.id)
+        waiting = [j for j in order if j.id not in self.admitted] + held
+        self.explain(waiting)
+        self.decisions.admit = sorted(self.admitted.values(), key=lambda a: a.job_id)
+        self.decisions.preempt = sorted(self.victims.values(), key=lambda p: p.job_id)
+        return self.decisions
+
+    def consider(self, job: JobView) -> None:
+        key, units = job.resource_key, job.demand
+        if not key:
+            self.admit_cpu(job)
+            return
+        tenant, replicas, per = job.tenant, job.replicas, job.gpus_per_replica
+        name = text.resource_name(key)
+        if not self.cap.eligible(key, tenant):
+            self.block(job, f"no schedulable node you may use has {name}", never=True)
+            return
+        if not self.cap.fits_empty(key, tenant, replicas, per):
+            node_max, switch_max = self.cap.largest(key, tenant)
+            if per > node_max:
+                self.block(job, f"no schedulable node has {per} {name} for one replica; "
+                                f"the largest node has {node_max}", never=True)
+            else:
+                self.block(job, f"no switch has room for {replicas} replicas of {per} {name} "
+                                f"together; the largest switch has {switch_max}", never=True)
+            return
+        nominal, ceiling = self.limits(job, key)
+        tpk = (tenant, job.pool, key)
+        batch = job.tier == "batch"
+        limit = ceiling if batch or ceiling > nominal else nominal
+        if units > limit:
+            what = "ceiling" if limit == ceiling and ceiling > nominal else "quota"
+            if limit == 0:
+                self.block(job, f"your tenant has no {job.pool} quota for {name}: ask for quota",
+                           never=True)
+            else:
+                self.block(job, f"asks for {units} {name}, more than your {job.pool} {what} of "
+                                f"{limit}: ask for more quota or make the job smaller", never=True)
+            return
+        if batch:
+            mode = _BATCH if self.use_all[tpk] + units <= ceiling else _OVER
+        elif self.use_nb[tpk] + units <= nominal:
+            mode = _NOMINAL
+        elif ceiling > nominal and self.use_all[tpk] + units <= ceiling:
+            mode = _BORROW
+        else:
+            mode = _OVER
+        if mode != _OVER:
+            plan = self.place(key, tenant, replicas, per)
+            if plan is not None:
+                self.admit(job, key, plan, borrowing=mode == _BORROW)
+                return
+        if not (batch and mode == _OVER) and self.reclaim(job, key, mode, nominal):
+            return
+        if mode == _NOMINAL:
+            self.nominal_waiting[key] += 1
+        self.block(job, self.why(job, key, mode, nominal, ceiling),
+                   capacity=mode != _OVER)
+
+    def block(self, job: JobView, reason: str, *, never: bool = False,
+              capacity: bool = False) -> None:
+        self.reasons[job.id] = reason
+        if never:
+            self.never.add(job.id)
+        if capacity:
+            self.capacity_bound.add(job.id)
+
+    def place(self, key: str, tenant: str, replicas: int, per: int) -> Plan | None:
+        """Place on free capacity; failures are memoised (free only shrinks during a pass)."""
+        memo = (key, self.cap.scope(key, tenant), per)
+        failed = self.place_fail.get(memo)
+        if failed is not None and replicas >= failed:
+            return None
+        plan = self.cap.place(key, tenant, replicas, per)
+        if plan is None:
+            self.place_fail[memo] = replicas if failed is None else min(failed, replicas)
+        return plan
+
+    def admit(self, job: JobView, key: str, plan: Plan, *, borrowing: bool) -> None:
+        per = job.gpus_per_replica
+        for slot, count in plan:
+            slot.free -= count * per
+        self.admitted[job.id] = Admission(job.id, plan_nodes(plan), borrowing)
+        self.account(job, key, job.demand)
+        self.new_alloc[key] += job.demand
+
+    def account(self, job: JobView, key: str, units: int) -> None:
+        tpk = (job.tenant, job.pool, key)
+        self.use_all[tpk] += units
+        if job.tier != "batch":
+            self.use_nb[tpk] += units
+
+    def admit_cpu(self, job: JobView) -> None:
+        """A CPU-only job: no GPU quota; one schedulable node per replica, round robin."""
+        nodes = [n for n in self.cap.cpu_nodes if n.dedicated_to in ("", job.tenant)]
+        if not nodes:
+            self.block(job, "no schedulable node you may use", never=True)
+            return
+        placement = tuple(nodes[i % len(nodes)].name for i in range(max(job.replicas, 1)))
+        self.admitted[job.id] = Admission(job.id, placement, False)
+
+    # -- reclaim -------------------------------------------------------------------------
+
+    def eligible_victim(self, victim: JobView, job: JobView, mode: str) -> bool:
+        if victim.id in self.victims or victim.tier == "production":
+            return False
+        if victim.tier == "batch":
+            return job.tier != "batch"
+        if (self.policy.preempt_lower_priority_within_tenant
+                and victim.tenant == job.tenant and victim.pool == job.pool
+                and victim.tier == job.tier and victim.priority < job.priority):
+            return True
+        if mode in (_BORROW, _BATCH):
+            return False
+        return victim.borrowing or TIER_RANK.get(victim.tier, 99) > TIER_RANK.get(job.tier, 99)
+
+    def reclaim(self, job: JobView, key: str, mode: str, nominal: int) -> bool:
+        """Make room: capacity preempting jobs are about to release, then victims.
+
+        Returns True when the job's room is now promised (its reason says what it waits
+        for); the free part of that room is reserved for the rest of the pass.
+        """
+        tenant, replicas, per, units = job.tenant, job.replicas, job.gpus_per_replica, job.demand
+        pend = self.pending.get(key, {})
+        if mode != _OVER and pend:
+            plan = self.cap.place(key, tenant, replicas, per, pend)
+            if plan is not None:
+                self.reserve(plan, per, pend)
+                self.account(job, key, units)
+                count = sum(1 for j in self.active
+                            if j.state == "preempting" and j.resource_key == key)
+                deadline = max((j.preempt_deadline for j in self.active
+                                if j.state == "preempting" and j.resource_key == key
+                                and j.preempt_deadline is not None), default=self.now)
+                self.block(job, f"waiting for {text.plural(count, 'preempted job')} to "
+                                f"checkpoint and stop (by {text.clock(deadline, self.now)})")
+                return True
+        if mode == _BATCH:
+            return False
+        if mode == _OVER and not self.policy.preempt_lower_priority_within_tenant:
+            return False
+        tpk = (tenant, job.pool, key)
+        memo = (key, tenant, job.pool, job.tier, mode, job.priority, replicas, per)
+        if memo in self.reclaim_fail:
+            return False
+        def own(victim: JobView) -> bool:
+            return victim.tenant == tenant and victim.pool == job.pool and victim.tier != "batch"
+
+        cands = [v for v in self.candidates.get(key, ()) if self.eligible_victim(v, job, mode)]
+        if mode == _OVER:
+            cands.sort(key=lambda v: 0 if own(v) else 1)  # stable: keeps victim order
+        cands = cands[:_MAX_VICTIMS]
+        if not cands:
+            self.reclaim_fail.add(memo)
+            return False
+        usable = {id(s) for s in self.cap.eligible(key, tenant)}
+        base = self.cap.free_total(key, tenant) + sum(v for s, v in pend.items() if id(s) in usable)
+
+        def freed_by(victim: JobView) -> list[Slot]:
+            slots = []
+            for name in victim.placement:
+                slot = self.cap.index.get((key, name))
+                if slot is not None and id(slot) in usable:
+                    slots.append(slot)
+            return slots
+
+        def quota_ok(own_freed: int) -> bool:
+            return mode != _OVER or self.use_nb[tpk] - own_freed + units <= nominal
+
+        extra: dict[Slot, int] = dict(pend)
+        chosen: list[JobView] = []
+        own_freed = freed = 0
+        plan: Plan | None = None
+        for victim in cands:
+            chosen.append(victim)
+            for slot in freed_by(victim):
+                extra[slot] = extra.get(slot, 0) + victim.gpus_per_replica
+                freed += victim.gpus_per_replica
+            if own(victim):
+                own_freed += victim.demand
+            if not quota_ok(own_freed) or base + freed < units:
+                continue
+            plan = self.cap.place(key, tenant, replicas, per, extra)
+            if plan is not None:
+                break
+        if plan is None:
+            self.reclaim_fail.add(memo)
+            return False
+        for victim in reversed(list(chosen)):  # just enough: drop victims not needed
+            trial = dict(extra)
+            for slot in freed_by(victim):
+                trial[slot] -= victim.gpus_per_replica
+            trial_own = own_freed - (victim.demand if own(victim) else 0)
+            if not quota_ok(trial_own):
+                continue
+            trial_plan = self.cap.place(key, tenant, replicas, per, trial)
+            if trial_plan is not None:
+                chosen.remove(victim)
+                extra, own_freed, plan = trial, trial_own, trial_plan
+        for victim in chosen:
+            self.victims[victim.id] = Preemption(
+                victim.id, self.victim_reason(victim, job, key), self.grace(victim.tier), job.id)
+            if own(victim):
+                self.use_nb[tpk] -= victim.demand
+                self.use_all[tpk] -= victim.demand
+        self.reserve(plan, per, pend)
+        self.account(job, key, units)
+        deadline = self.now + timedelta(seconds=max(self.grace(v.tier) for v in chosen))
+        tiers = text.tiers_phrase({v.tier for v in chosen})
+        self.block(job, f"waiting for {text.plural(len(chosen), tiers + ' job')} to checkpoint "
+                        f"and stop (by {text.clock(deadline, self.now)})")
+        return True
+
+    def reserve(self, plan: Plan, per: int, pend: dict[Slot, int]) -> None:
+        """Hold the room of a promised job: free units first, then units being released."""
+        for slot, count in plan:
+            need = count * per
+            from_free = min(max(slot.free, 0), need)
+            slot.free -= from_free
+            rest = need - from_free
+            if rest and pend.get(slot):
+                pend[slot] -= min(rest, pend[slot])
+
+    def victim_reason(self, victim: JobView, job: JobView, key: str) -> str:
+        name = text.resource_name(key)
+        if victim.tier == "batch":
+            return (f"batch jobs run only on idle capacity; a {job.tier} job of {job.tenant} "
+                    f"needs these {name}")
+        if victim.borrowing:
+            return (f"returning borrowed {name}: {job.tenant} needs its {job.pool} quota back "
+                    f"for a {job.tier} job")
+        if TIER_RANK.get(victim.tier, 99) > TIER_RANK.get(job.tier, 99):
+            return f"a {job.tier} job takes precedence over {victim.tier} jobs for these {name}"
+        return (f"a higher-priority job of your tenant (priority {job.priority} over "
+                f"{victim.priority}) needs these {name}")
+
+    # -- watermark -----------------------------------------------------------------------
+
+    def watermark(self) -> None:
+        """Evict batch, then borrowing development jobs, while above the watermark."""
+        for key in sorted(self.cap.slots):
+            if not self.nominal_waiting.get(key):
+                continue
+            capacity = self.cap.capacity_total(key)
+            limit = self.policy.watermark * capacity
+            taken = sum(self.victims_units(key))
+            alloc = (self.alloc_start.get(key, 0) + self.new_alloc.get(key, 0)
+                     - self.preempting_units.get(key, 0) - taken)
+            if alloc <= limit:
+                continue
+            pool = [j for j in self.active
+                    if j.resource_key == key and j.state in ("running", "admitted")
+                    and j.id not in self.victims
+                    and (j.tier == "batch" or (j.tier == "development" and j.borrowing))]
+            pool.sort(key=lambda j: (0 if j.tier == "batch" else 1,
+                                     -_ts(j.admitted_at or j.started_at, self.now_ts), -j.id))
+            percent = round(self.policy.watermark * 100)
+            for victim in pool:
+                if alloc <= limit:
+                    break
+                self.victims[victim.id] = Preemption(
+                    victim.id,
+                    f"{text.resource_name(key)} are above the {percent}% eviction watermark "
+                    f"while jobs within their quota wait",
+                    self.grace(victim.tier), None)
+                alloc -= victim.demand
+
+    def victims_units(self, key: str) -> list[int]:
+        by_id = {j.id: j for j in self.active if j.resource_key == key}
+        return [by_id[v].demand for v in self.victims if v in by_id]
+
+    # -- explanations --------------------------------------------------------------------
+
+    def why(self, job: JobView, key: str, mode: str, nominal: int, ceiling: int) -> str:
+        """The reason a job that could start some day did not start now."""
+        tpk = (job.tenant, job.pool, key)
+        units = job.demand
+        name = text.resource_name(key)
+        if mode == _OVER:
+            if job.tier == "batch":
+                return (f"above your {job.pool} ceiling of {text.amount(ceiling, key)} for batch "
+                        f"jobs ({self.use_all[tpk]} in use): waits for your jobs to finish")
+            if ceiling > nominal:
+                return (f"above your {job.pool} borrowing ceiling of {text.amount(ceiling, key)} "
+                        f"({self.use_all[tpk]} in use): waits for your jobs to finish, "
+                        f"or ask for more quota")
+            return (f"above your {job.pool} quota of {text.amount(nominal, key)} "
+                    f"({self.use_nb[tpk]} in use): ask for more quota or use the batch tier")
+        free = self.cap.free_total(key, job.tenant)
+        if mode == _BORROW:
+            prefix = (f"above your {job.pool} quota of {text.amount(nominal, key)} "
+                      f"({self.use_nb[tpk]} in use), so it borrows idle {name}: ")
+        elif mode == _BATCH:
+            prefix = "batch jobs run only on idle capacity: "
+        else:
+            prefix = ""
+        if free >= units:
+            if job.replicas == 1:
+                return (prefix + f"needs {text.amount(units, key)} on one node, {free} free "
+                        f"but no node has {units} free")
+            return (prefix + f"needs {job.replicas} replicas of {job.gpus_per_replica} {name} "
+                    f"on one node or under one switch, {free} free but too scattered")
+        short = units - free
+        return prefix + f"needs {text.amount(units, key)}, {free} free; " + self.holders(
+            key, short)
+
+    def holders(self, key: str, short: int) -> str:
+        """"2 held by production jobs expected to finish around 14:20 UTC"."""
+        table = self._holders_table(key)
+        ends, cumulative, tiers = table
+        idx = bisect.bisect_left(cumulative, short)
+        if idx >= len(ends):
+            if not ends:
+                return f"{short} held by other workloads"
+            return (f"{short} held by running jobs (the last expected to finish around "
+                    f"{text.clock(self.now + timedelta(seconds=ends[-1]), self.now)}) "
+                    f"and other workloads")
+        when = self.now + timedelta(seconds=ends[idx])
+        phrase = text.tiers_phrase(set(tiers[: idx + 1]))
+        return (f"{short} held by {phrase} jobs expected to finish around "
+                f"{text.clock(when, self.now)}")
+
+    _holder_cache: dict[str, tuple[list[float], list[int], list[str]]]
+
+    def _holders_table(self, key: str) -> tuple[list[float], list[int], list[str]]:
+        if not hasattr(self, "_holder_cache"):
+            self._holder_cache = {}
+        table = self._holder_cache.get(key)
+        if table is None:
+            rows = sorted((self.end_offsets(j)[0], j.id, j.demand, j.tier) for j in self.active
+                          if j.resource_key == key and j.id not in self.victims)
+            cumulative: list[int] = []
+            total = 0
+            for row in rows:
+                total += row[2]
+                cumulative.append(total)
+            table = ([r[0] for r in rows], cumulative, [r[3] for r in rows])
+            self._holder_cache[key] = table
+        return table
+
+    def explain(self, waiting: list[JobView]) -> None:
+        """Positions, ETA and the final reason of every waiting job."""
+        etas = self.etas(waiting)
+        pool_pos: dict[str, int] = defaultdict(int)
+        model_pos: dict[str, int] = defaultdict(int)
+        pool_tenants: dict[str, set[str]] = defaultdict(set)
+        for job in waiting:
+            key = job.resource_key
+            pool_pos[job.pool] += 1
+            model_pos[key] += 1
+            ahead = pool_tenants[job.pool]
+            reason = self.reasons.get(job.id, "waiting for capacity")
+            position = pool_pos[job.pool]
+            if job.id in self.capacity_bound and position > 1:
+                suffix = f"{text.ordinal(position)} in the {job.pool} queue"
+                if ahead == {job.tenant}:
+                    suffix += " behind jobs of your own tenant"
+                reason = f"{reason}; {suffix}"
+            ahead.add(job.tenant)
+            p50, p90 = etas.get(job.id, (None, None))
+            self.decisions.waiting[job.id] = WaitInfo(position, model_pos[key], p50, p90, reason)
+
+    def etas(self, waiting: list[JobView]) -> dict[int, tuple[datetime | None, datetime | None]]:
+        sims: dict[str, KeySim] = {}
+
+        def sim_for(key: str) -> KeySim:
+            sim = sims.get(key)
+            if sim is None:
+                free = (self.cap.capacity_total(key) - self.alloc_start.get(key, 0)
+                        - self.new_alloc.get(key, 0))
+                sim = sims[key] = KeySim(free=free)
+            return sim
+
+        for job in self.active:
+            key = job.resource_key
+            if not key or key not in self.cap.slots:
+                continue
+            sim = sim_for(key)
+            tpk = (job.tenant, job.pool, key)
+            if job.id in self.victims:
+                end = float(self.victims[job.id].grace_seconds)
+                sim.releases.append((end, end, job.demand, tpk))
+            else:
+                end50, end90 = self.end_offsets(job)
+                sim.releases.append((end50, end90, job.demand, tpk))
+        by_id = {j.id: j for j in self.queued}
+        for admission in self.admitted.values():
+            job = by_id[admission.job_id]
+            key = job.resource_key
+            if not key:
+                continue
+            d50, d90 = self.durations(job)
+            sim_for(key).releases.append((d50, d90, job.demand, (job.tenant, job.pool, key)))
+        ids_by_key: dict[str, list[JobView]] = defaultdict(list)
+        for job in waiting:
+            if job.id in self.never or not job.resource_key:
+                continue
+            ids_by_key[job.resource_key].append(job)
+        result: dict[int, tuple[datetime | None, datetime | None]] = {}
+        for key, queue in ids_by_key.items():
+            sim = sim_for(key)
+            for job in queue:
+                tpk = (job.tenant, job.pool, key)
+                _, ceiling = self.limits(job, key)
+                sim.ceiling[tpk] = ceiling
+                d50, d90 = self.durations(job)
+                sim.queue.append((job.id, job.demand, tpk, d50, d90))
+            for rel in sim.releases:
+                sim.use[rel[3]] = sim.use.get(rel[3], 0) + rel[2]
+            for rel in sim.releases:
+                sim.ceiling.setdefault(rel[3], 0)
+            first = simulate(sim, 0)
+            second = simulate(sim, 1)
+            for job in queue:
+                s50 = first.get(job.id)
+                s90 = second.get(job.id)
+                p50 = self.now + timedelta(seconds=s50) if s50 is not None else None
+                p90 = self.now + timedelta(seconds=s90) if s90 is not None else None
+                if p50 is not None and p90 is not None and p90 < p50:
+                    p90 = p50
+                if p50 is None:
+                    p90 = None
+                result[job.id] = (p50, p90)
+        return result

@@ -1,0 +1,185 @@
+"""The admission engine's inputs and outputs: plain frozen dataclasses, no Django.
+
+The admission loop (``jobs/tasks.py``) builds these from the database and the observed
+cluster, calls :func:`jobs.admission.decide`, and applies the returned decisions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import MappingProxyType
+
+TIERS: tuple[str, ...] = ("production", "development", "batch")
+"""Tiers in order of precedence: production first, batch last."""
+
+TIER_RANK: Mapping[str, int] = MappingProxyType({tier: rank for rank, tier in enumerate(TIERS)})
+
+ACTIVE_STATES: frozenset[str] = frozenset({"admitted", "running", "preempting"})
+"""Job states that hold quota and GPUs."""
+
+
+def _frozen(mapping: Mapping[str, int] | None = None) -> Mapping[str, int]:
+    return MappingProxyType(dict(mapping or {}))
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """One node as observed now.
+
+    ``gpus_used``/``mig_used`` count what pods bound to the node hold (any pods), so
+    running and preempting jobs are already in them; admitted jobs whose pods are not
+    bound yet are not (the engine subtracts their ``placement``).
+    """
+
+    name: str
+    gpu_model: str
+    """e.g. "NVIDIA-H800"; "" for CPU-only nodes."""
+    switch: str
+    """Label ``trainyard.io/switch``; "" when unknown (unlabelled nodes form one group)."""
+    gpus: int
+    gpus_used: int
+    mig: Mapping[str, int]
+    mig_used: Mapping[str, int]
+    schedulable: bool
+    dedicated_to: str = ""
+    """Tenant slug when the node is dedicated: only that tenant's jobs may use it."""
+
+
+@dataclass(frozen=True)
+class JobView:
+    """One job that is queued, admitted, running or preempting.
+
+    ``placement``: for ``admitted`` jobs (pods not bound yet) the node of each replica;
+    their GPUs are not yet in ``NodeView.gpus_used`` and the engine reserves them. For
+    ``running`` and ``preempting`` jobs pass the node of each replica's pod as observed
+    (their GPUs are already in ``gpus_used``): the engine uses it to know which nodes a
+    preemption frees. A running job without ``placement`` is never chosen as a victim for
+    reclaim (the engine could not prove the preemption makes room) but still can be
+    evicted above the watermark.
+    """
+
+    id: int
+    tenant: str
+    pool: str
+    tier: str
+    gpu_model: str
+    mig_profile: str
+    replicas: int
+    gpus_per_replica: int
+    state: str
+    submitted_at: datetime
+    admitted_at: datetime | None = None
+    started_at: datetime | None = None
+    expected_seconds: float | None = None
+    priority: int = 0
+    held: bool = False
+    borrowing: bool = False
+    placement: tuple[str, ...] = ()
+    preempt_deadline: datetime | None = None
+
+    @property
+    def resource_key(self) -> str:
+        """"gpu:<model>", "mig:<profile>", or "" for a CPU-only job."""
+        if self.gpus_per_replica <= 0:
+            return ""
+        if self.mig_profile:
+            return f"mig:{self.mig_profile}"
+        return f"gpu:{self.gpu_model}"
+
+    @property
+    def demand(self) -> int:
+        """Whole GPUs or MIG instances the whole gang needs."""
+        return max(self.replicas, 0) * max(self.gpus_per_replica, 0)
+
+
+@dataclass(frozen=True)
+class PoolQuota:
+    """A tenant pool's quota per resource key ("gpu:<model>", "mig:<profile>")."""
+
+    tenant: str
+    pool: str
+    nominal: Mapping[str, int]
+    ceiling: Mapping[str, int]
+    """The elastic ceiling (>= nominal) when the tenant may borrow; == nominal otherwise."""
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Cluster policy knobs the engine reads.
+
+    ``preempt_lower_priority_within_tenant`` (added): when True, a job within its nominal
+    quota may also preempt jobs of the same tenant, pool and tier with a lower
+    ``priority`` (Kueue's ``withinClusterQueue: LowerPriority``). Off by default.
+    ``default_duration_seconds`` (added): assumed run time for ETA when neither the job
+    nor History knows one; p90 is twice that.
+    """
+
+    watermark: float = 0.85
+    grace_seconds: Mapping[str, int] = field(
+        default_factory=lambda: _frozen({"production": 0, "development": 300, "batch": 30}))
+    fair_share_half_life_seconds: float = 7 * 86400
+    preempt_lower_priority_within_tenant: bool = False
+    default_duration_seconds: float = 3600.0
+
+
+@dataclass(frozen=True)
+class History:
+    """What the engine knows of the past: decayed usage (the caller decays it) and durations."""
+
+    usage: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    """tenant -> decayed GPU-seconds."""
+    durations: Mapping[tuple[str, str], tuple[float, ...]] = field(
+        default_factory=lambda: MappingProxyType({}))
+    """(tenant, tier) -> recent run durations in seconds."""
+
+
+@dataclass(frozen=True)
+class Admission:
+    """Admit ``job_id`` now: one node per replica (in replica order: master first)."""
+
+    job_id: int
+    placement: tuple[str, ...]
+    borrowing: bool
+
+
+@dataclass(frozen=True)
+class Preemption:
+    """Preempt ``job_id``: suspend after ``grace_seconds`` and re-queue it.
+
+    ``for_job`` is the queued job the room is made for (None for watermark eviction).
+    """
+
+    job_id: int
+    reason: str
+    grace_seconds: int
+    for_job: int | None
+
+
+@dataclass(frozen=True)
+class WaitInfo:
+    """Where a queued job stands.
+
+    Positions are 1-based in the order the engine would admit (held jobs come last).
+    ``eta_p50``/``eta_p90`` are None when the job cannot start in the simulated future
+    (held, too large for any node or switch, above its ceiling).
+    """
+
+    position_in_pool: int
+    position_in_model: int
+    eta_p50: datetime | None
+    eta_p90: datetime | None
+    reason: str
+
+
+@dataclass
+class Decisions:
+    """The outcome of one :func:`decide` call; at most one decision per job.
+
+    ``waiting`` holds every queued job that is not admitted by this call.
+    """
+
+    admit: list[Admission] = field(default_factory=list)
+    preempt: list[Preemption] = field(default_factory=list)
+    waiting: dict[int, WaitInfo] = field(default_factory=dict)
