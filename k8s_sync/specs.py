@@ -31,7 +31,7 @@ import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_FLOOR, Decimal, InvalidOperation
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -527,7 +527,9 @@ class JobSpec:
     slices of ``mig_profile`` (``nvidia.com/mig-<profile>``, mixed strategy), or no GPU.
 
     * CPU and memory: requests may be below limits (idle headroom is shared); each
-      request must not exceed its limit. GPUs/MIG slices are always requests == limits.
+      request must not exceed its limit. Requests are rounded down to 1 millicore / 1 MiB
+      (so ``0.9 * limit`` always works); limits must be exact. GPUs/MIG slices are always
+      requests == limits.
     * ``grace_seconds`` (terminationGracePeriodSeconds) and
       ``checkpoint_interval_seconds`` come from the tier policy; the caller passes them.
     * ``max_run_seconds`` becomes ``runPolicy.activeDeadlineSeconds``; the operator counts
@@ -640,7 +642,18 @@ class JobSpec:
                                  "job would occupy a GPU node)")
             if not naming.is_label_value(self.gpu_product):
                 raise ValueError(f"gpu_product: not a label value: {self.gpu_product!r}")
-        # compute
+        # compute: requests are policy-derived (e.g. 90 % of the limit), so they are
+        # rounded *down* to what a quantity can carry (1m, 1Mi); limits must be exact.
+        for name, unit in (("cpu_request", Decimal("0.001")),
+                           ("memory_request_gib", Decimal(1) / 1024)):
+            value = getattr(self, name)
+            try:
+                number = _decimal(value, name)
+            except ValueError as exc:
+                raise ValueError(f"{name}: {exc}") from None
+            floored = (number / unit).to_integral_value(rounding=ROUND_FLOOR) * unit
+            if floored != number:
+                object.__setattr__(self, name, floored)
         for low, high, render in (("cpu_request", "cpu_limit", cpu_quantity),
                                   ("memory_request_gib", "memory_limit_gib", gib_quantity)):
             for name in (low, high):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import time
+from decimal import Decimal
 
 import kubernetes_validate
 import pytest
@@ -1077,7 +1078,9 @@ BAD_SPECS = [
     ({"cpu_request": 8, "cpu_limit": 4}, "cpu_request"),
     ({"memory_request_gib": 65, "memory_limit_gib": 64}, "memory_request_gib"),
     ({"cpu_request": 0}, "cpu_request"),
-    ({"cpu_request": "0.0001"}, "cpu_request"),
+    ({"cpu_request": "0.0001"}, "cpu_request"),  # rounds down to 0
+    ({"memory_request_gib": "0.0001"}, "memory_request_gib"),
+    ({"cpu_limit": "1.0001"}, "cpu_limit"),  # limits are not rounded
     ({"memory_limit_gib": -4}, "memory_limit_gib"),
     ({"memory_request_gib": "lots"}, "memory_request_gib"),
     ({"shm_gib": 5}, "shm_gib"),  # more than the 4 GiB memory limit
@@ -1119,6 +1122,19 @@ def test_bad_spec_raises_value_error_naming_the_field(overrides, field):
     with pytest.raises(ValueError) as info:
         JobSpec(**{**BASE, **DEV, "job_id": 1, **overrides})
     assert str(info.value).startswith(f"{field}: "), str(info.value)
+
+
+def test_requests_are_rounded_down_to_a_millicore_and_a_mib():
+    spec = JobSpec(**{**BASE, **DEV, "job_id": 1, "cpu_request": Decimal("1.2345"),
+                      "cpu_limit": 2, "memory_request_gib": Decimal("57.600"),
+                      "memory_limit_gib": 64})
+    assert spec.cpu_request == Decimal("1.234")
+    assert spec.memory_request_gib == Decimal(58982) / 1024  # 57.6 GiB = 58982.4 MiB
+    resources = manifests.build_pytorchjob(spec)["spec"]["pytorchReplicaSpecs"]["Master"][
+        "template"]["spec"]["containers"][0]["resources"]
+    assert resources["requests"] == {"cpu": "1234m", "memory": "58982Mi"}
+    assert resources["limits"] == {"cpu": "2", "memory": "64Gi"}
+    assert JobSpec(**{**BASE, **DEV, "job_id": 1, "cpu_request": 1}).cpu_request == 1
 
 
 def test_limits_at_the_edges_are_accepted():
