@@ -62,6 +62,14 @@ class Command(BaseCommand):
                     Membership.objects.get_or_create(
                         user=User.objects.get(username=username), tenant=tenant,
                         defaults={"role": role})
+        # Bring the cluster in line with the demo rows (the worker picks these up).
+        from tenants.tasks import reconcile_cluster, reconcile_nodes, resync_pools
+
+        for task in (reconcile_cluster, resync_pools, reconcile_nodes):
+            try:
+                task.delay()
+            except Exception as exc:  # noqa: BLE001 - no broker: the beat schedule catches up
+                self.stderr.write(f"could not queue {task.name}: {exc}")
         if created:
             self.stdout.write(self.style.SUCCESS(
                 "Demo accounts (shown once; change them on a shared machine):"))

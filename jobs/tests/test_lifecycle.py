@@ -1,0 +1,130 @@
+"""A job's whole life against kubesim over HTTP: queued, admitted, running, preempted by
+production, resumed from its checkpoint, succeeded; batch yields; cancel removes it."""
+
+import pytest
+from kubernetes import client as k8s
+
+from jobs import services
+from jobs.models import TrainingJob
+from jobs.tasks import admission_cycle
+from k8s_sync.client import get_client
+from k8s_sync.observe import relist_all
+from tenants import services as tenant_services
+from tenants.access import access_for
+from tenants.tasks import reconcile_pool
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def world(cluster, platform_admin, tenant_a, tenant_b, django_capture_on_commit_callbacks):
+    """Both tenants' pools synced with H800 and A100 quota; the cluster observed."""
+    relist_all(get_client())
+    h800 = _model(cluster, "H800")
+    a100 = _model(cluster, "A100")
+    for tenant in (tenant_a, tenant_b):
+        for pool in tenant.pools.all():
+            tenant_services.quota_set(actor=platform_admin, pool=pool, reason="test", amounts={
+                f"gpu:{h800}": 8, f"gpu:{a100}": 8, "cpu": 512, "memory": 4096})
+            reconcile_pool.apply(args=[pool.pk]).get()
+    return {"h800": h800, "a100": a100, "capture": django_capture_on_commit_callbacks}
+
+
+def _model(cluster, fragment):
+    for node in k8s.CoreV1Api(cluster.api_client).list_node().items:
+        product = (node.metadata.labels or {}).get("nvidia.com/gpu.product", "")
+        if fragment in product and "MIG" not in product and "SHARED" not in product:
+            return product
+    raise AssertionError(f"no {fragment} node in the profile")
+
+
+def _submit(world, user, tenant, name, tier, pool, model, gpus=8, run_seconds=600):
+    with world["capture"](execute=True):
+        return services.job_submit(access=access_for(user, tenant), actor=user, pool=pool, data={
+            "name": name, "image": "registry.example.org/ml/trainer:1", "tier": tier,
+            "workers": 1, "gpus_per_worker": gpus, "gpu_model": model, "cpu_per_worker": 8,
+            "memory_gib_per_worker": 32, "max_run_seconds": 86400,
+            "annotations": {"kubesim.trainyard.io/run-seconds": str(run_seconds)}})
+
+
+def _cycle(world, cluster, seconds=0.0):
+    if seconds:
+        cluster.advance(seconds, step=5)
+    relist_all(get_client())
+    with world["capture"](execute=True):
+        return admission_cycle.apply().get()
+
+
+def _states(*jobs):
+    return [TrainingJob.objects.get(pk=j.pk).state for j in jobs]
+
+
+def test_production_preempts_development_which_resumes_from_its_checkpoint(
+        world, cluster, alice, bob, tenant_a):
+    dev = _submit(world, bob, tenant_a, "dev-exp", "development", "dev", world["h800"],
+                  run_seconds=3600)
+    _cycle(world, cluster)
+    assert _states(dev) == ["admitted"]
+    _cycle(world, cluster, 30)
+    assert _states(dev) == ["running"]
+
+    prod = _submit(world, alice, tenant_a, "prod-run", "production", "prod", world["h800"],
+                   run_seconds=600)
+    _cycle(world, cluster)
+    dev.refresh_from_db()
+    assert dev.state == "preempting" and dev.preempt_deadline is not None
+    assert _states(prod) == ["queued"]
+    assert "checkpoint" in TrainingJob.objects.get(pk=prod.pk).wait_reason
+    for _ in range(80):  # the development grace is 5 minutes of simulated time
+        _cycle(world, cluster, 10)
+        if _states(prod) == ["running"]:
+            break
+    dev.refresh_from_db()
+    assert dev.state == "queued" and dev.restart_count == 1
+    assert _states(prod) == ["running"]
+    for _ in range(80):
+        _cycle(world, cluster, 10)
+        if _states(dev) == ["running"]:
+            break
+    assert _states(prod, dev) == ["succeeded", "running"]
+    pods = k8s.CoreV1Api(cluster.api_client).list_namespaced_pod(
+        "ty-acme-dev", label_selector=f"trainyard.io/job={dev.pk}").items
+    env = {e.name: e.value for e in pods[0].spec.containers[0].env}
+    assert env["TRAINYARD_RESUME"] == "1" and env["TRAINYARD_RESTART_COUNT"] == "1"
+    states = list(dev.transitions.values_list("to_state", flat=True))
+    assert states == ["queued", "admitted", "running", "preempting", "queued", "admitted",
+                      "running"]
+
+
+def test_batch_runs_on_idle_capacity_and_yields(world, cluster, bob, charlie, tenant_a,
+                                                tenant_b):
+    batch = _submit(world, charlie, tenant_b, "sweep", "batch", "dev", world["a100"],
+                    run_seconds=7200)
+    _cycle(world, cluster, 30)
+    _cycle(world, cluster, 30)
+    assert _states(batch) == ["running"]
+    # Another tenant's job within its nominal quota takes the capacity back.
+    dev = _submit(world, bob, tenant_a, "needs-a100", "development", "dev", world["a100"],
+                  gpus=8)
+    dev2 = _submit(world, bob, tenant_a, "needs-a100-2", "development", "dev", world["a100"],
+                   gpus=8)
+    for _ in range(20):
+        _cycle(world, cluster, 10)
+        if _states(dev, dev2) == ["running", "running"]:
+            break
+    assert _states(dev, dev2) == ["running", "running"]
+    assert TrainingJob.objects.get(pk=batch.pk).state in ("preempting", "queued")
+
+
+def test_cancel_removes_the_pytorchjob_in_every_state(world, cluster, bob, tenant_a):
+    job = _submit(world, bob, tenant_a, "short", "development", "dev", world["h800"])
+    _cycle(world, cluster, 30)
+    _cycle(world, cluster, 30)
+    assert _states(job) == ["running"]
+    with world["capture"](execute=True):
+        services.job_cancel(access=access_for(bob, tenant_a), actor=bob,
+                            job=TrainingJob.objects.get(pk=job.pk))
+    objs = k8s.CustomObjectsApi(cluster.api_client).list_namespaced_custom_object(
+        "kubeflow.org", "v1", "ty-acme-dev", "pytorchjobs")["items"]
+    assert [o["metadata"]["name"] for o in objs] == []
+    assert _states(job) == ["cancelled"]
