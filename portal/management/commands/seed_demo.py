@@ -68,7 +68,7 @@ class Command(BaseCommand):
         for task in (reconcile_cluster, resync_pools, reconcile_nodes):
             try:
                 task.delay()
-            except Exception as exc:  # noqa: BLE001 - no broker: the beat schedule catches up
+            except Exception as exc:  # no broker reachable: the beat schedule catches up
                 self.stderr.write(f"could not queue {task.name}: {exc}")
         if created:
             self.stdout.write(self.style.SUCCESS(
