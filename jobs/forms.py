@@ -47,13 +47,14 @@ class JobForm(forms.Form):
 
     def __init__(self, *args: Any, inventory: Any = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["template"].choices = [("", _("(blank)"))] + [
+        fields: Any = self.fields  # ChoiceFields; django-stubs types them as Field
+        fields["template"].choices = [("", _("(blank)"))] + [
             (key, t["label"]) for key, t in TEMPLATES.items()]
         models = sorted((inventory.gpus_per_node if inventory else {}).items())
-        self.fields["gpu_model"].choices = [("", _("(none)"))] + [
+        fields["gpu_model"].choices = [("", _("(none)"))] + [
             (m, f"{m} (≤{n}/node)") for m, n in models]
         profiles = sorted((inventory.mig_per_node if inventory else {}).items())
-        self.fields["mig_profile"].choices = [("", _("(none)"))] + [
+        fields["mig_profile"].choices = [("", _("(none)"))] + [
             (p, f"{p} (≤{n}/node)") for p, n in profiles]
 
     def clean_env(self) -> dict[str, str]:

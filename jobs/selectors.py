@@ -136,6 +136,8 @@ def job_history(now, *, days: int = 30, half_life_days: float = 7.0):  # type: i
             .values_list("tenant__slug", "tier", "workers", "gpus_per_worker", "started_at",
                          "finished_at", "state"))
     for tenant, tier, workers, gpus, started, finished, state in rows:
+        if started is None:
+            continue
         end = finished or now
         seconds = max(0.0, (end - started).total_seconds())
         age_days = (now - end).total_seconds() / 86400
@@ -159,7 +161,7 @@ def job_spec(job: TrainingJob):  # type: ignore[no-untyped-def]
     placement = dedicated_placement(job.tenant.slug) if NodeDedication.objects.filter(
         tenant=job.tenant).exists() else {}
     return JobSpec(
-        job_id=job.pk, tenant_slug=job.tenant.slug, pool=job.pool.kind,
+        job_id=job.pk, tenant_slug=job.tenant.slug, pool=job.pool.kind,  # type: ignore[arg-type]
         tier=K8sTier(job.tier), name_hint=job.name, image=job.image,
         command=tuple(job.command), args=tuple(job.args), env=dict(job.env),
         workers=job.workers - 1, gpus_per_replica=job.gpus_per_worker,

@@ -158,7 +158,7 @@ USE_TZ = True
 STATIC_URL = "/static/"
 STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
 # plotly.js comes from the pinned plotly package, served as /static/vendor/plotly/.
-_PLOTLY_JS_DIR = Path(__import__("plotly").__file__).parent / "package_data"
+_PLOTLY_JS_DIR = Path(str(__import__("plotly").__file__)).parent / "package_data"
 STATICFILES_DIRS = [BASE_DIR / "static", ("vendor/plotly", _PLOTLY_JS_DIR)]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -282,3 +282,19 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+
+# --- GPU metrics in (k8s_sync.metrics) and Trainyard's metrics out (/metrics) -----------
+# Prometheus with dcgm-exporter; unset: scrape TRAINYARD_DCGM_URLS, else the cluster's
+# base URL + /metrics (the embedded kubesim serves DCGM-style metrics there).
+PROMETHEUS_URL = env_str("PROMETHEUS_URL")
+PROMETHEUS_TOKEN = env_secret("PROMETHEUS_TOKEN", "") or ""
+TRAINYARD_DCGM_URLS = env_list("TRAINYARD_DCGM_URLS", [])
+TRAINYARD_METRICS_SOURCE_TIMEOUT = env_float("TRAINYARD_METRICS_SOURCE_TIMEOUT", 5.0,
+                                             minimum=0.1)
+# /metrics is served to a bearer token or to clients in the allow-list (IPs or CIDRs);
+# with neither set it answers 404.
+TRAINYARD_METRICS_TOKEN = env_secret("TRAINYARD_METRICS_TOKEN", "") or ""
+TRAINYARD_METRICS_ALLOW = env_list("TRAINYARD_METRICS_ALLOW", [])
+# Usage series retention: minute rows, hourly rows (daily rows are kept).
+TRAINYARD_USAGE_MINUTE_DAYS = env_int("TRAINYARD_USAGE_MINUTE_DAYS", 2, minimum=1)
+TRAINYARD_USAGE_HOURLY_DAYS = env_int("TRAINYARD_USAGE_HOURLY_DAYS", 35, minimum=8)

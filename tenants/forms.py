@@ -188,4 +188,4 @@ class TenantSettingsForm(forms.Form):
         from tenants.choices import QuotaMode
 
         super().__init__(*args, **kwargs)
-        self.fields["quota_mode"].choices = QuotaMode.choices
+        self.fields["quota_mode"].choices = QuotaMode.choices  # type: ignore[attr-defined]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
+from typing import Any
 
 from django import forms as django_forms
 from django.contrib import messages
@@ -86,7 +87,7 @@ def loan_offer(request: HttpRequest, slug: str) -> HttpResponse:
     access = selectors.tenant_access_or_404(request.user, slug)
     form = forms.LoanForm(request.POST)
     if not form.is_valid():
-        messages.error(request, " ".join(m for errs in form.errors.values() for m in errs))
+        messages.error(request, " ".join(str(m) for errs in form.errors.values() for m in errs))
         return redirect("tenants:quota", slug=slug)
     data = form.cleaned_data
     try:
@@ -233,11 +234,12 @@ def _number(text: str) -> bool:
 
 @login_required
 def notifications(request: HttpRequest) -> HttpResponse:
+    user: Any = request.user  # authenticated (login_required)
     if request.method == "POST":
-        Notification.objects.filter(user=request.user, read_at__isnull=True).update(
+        Notification.objects.filter(user=user, read_at__isnull=True).update(
             read_at=timezone.now())
         return redirect("tenants:notifications")
-    page = Paginator(Notification.objects.filter(user=request.user), 50).get_page(
+    page = Paginator(Notification.objects.filter(user=user), 50).get_page(
         request.GET.get("page"))
     return render(request, "tenants/notifications.html", {"page": page})
 
