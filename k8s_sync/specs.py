@@ -523,8 +523,9 @@ class JobSpec:
     ``__post_init__`` and raises ``ValueError`` whose message starts with the field name.
 
     Shape: one Master plus ``workers`` Workers, each with ``gpus_per_replica`` whole GPUs
-    of model ``gpu_product`` (the ``nvidia.com/gpu.product`` node label) or that many MIG
-    slices of ``mig_profile`` (``nvidia.com/mig-<profile>``, mixed strategy), or no GPU.
+    of model ``gpu_product`` (the ``nvidia.com/gpu.product`` node label), or exactly one
+    MIG slice of ``mig_profile`` (``nvidia.com/mig-<profile>``, mixed strategy; a CUDA
+    process sees one MIG device and NCCL cannot use MIG peers), or no GPU.
 
     * CPU and memory: requests may be below limits (idle headroom is shared); each
       request must not exceed its limit. Requests are rounded down to 1 millicore / 1 MiB
