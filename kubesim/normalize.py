@@ -24,6 +24,23 @@ QUANTITY_MAPS = frozenset({
     "allocatedResources",
 })
 QUANTITY_SCALARS = frozenset({"sizeLimit"})
+MICRO_TIMES = frozenset({"eventTime", "lastObservedTime", "renewTime", "acquireTime"})
+
+
+def _time(value, micro: bool) -> str:
+    """metav1.Time as the server writes it: RFC3339 in UTC, seconds (MicroTime: micros)."""
+    if not isinstance(value, str):
+        raise _FieldError([], f"expected an RFC3339 time, got {value!r}")
+    if len(value) == (27 if micro else 20) and value[-1] == "Z" and value[10] == "T":
+        return value   # already canonical (the common case)
+    try:
+        t = _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise _FieldError([], f"invalid time {value!r}") from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=_dt.UTC)
+    t = t.astimezone(_dt.UTC)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ" if micro else "%Y-%m-%dT%H:%M:%SZ")
 
 # Node kinds: ("model", {json: (node, required, quantity)}, [required names]); ("list", n);
 # ("map", n);
@@ -65,7 +82,7 @@ def _node(ann) -> tuple:
     if ann is float:
         return ("float",)
     if ann is _dt.datetime:
-        return ("str",)
+        return ("time",)
     if isinstance(ann, type) and hasattr(ann, "model_fields"):
         return model_node(ann)
     return ("any",)
@@ -80,8 +97,10 @@ def model_node(cls) -> tuple:
     _cache[cls] = node
     for name, f in cls.model_fields.items():
         json_name = f.serialization_alias or name
+        # the third slot is a flag for the child: a quantity map/scalar, or a MicroTime
         fields[json_name] = (_node(f.annotation), f.is_required(),
-                             json_name in QUANTITY_MAPS or json_name in QUANTITY_SCALARS)
+                             json_name in QUANTITY_MAPS or json_name in QUANTITY_SCALARS
+                             or json_name in MICRO_TIMES)
         if f.is_required():
             required.append(json_name)
     return node
@@ -98,7 +117,8 @@ def _zero(node: tuple):
     kind = node[0]
     if kind == "model":
         return complete(node, {})
-    return {"str": "", "int": 0, "float": 0.0, "bool": False, "list": [], "map": {}}.get(kind)
+    return {"str": "", "int": 0, "float": 0.0, "bool": False, "list": [], "map": {},
+            "time": "1970-01-01T00:00:00Z"}.get(kind)
 
 
 def complete(node: tuple, value: Any, qctx: bool = False, dropped: list | None = None,
@@ -169,6 +189,8 @@ def complete(node: tuple, value: Any, qctx: bool = False, dropped: list | None =
         if isinstance(value, int | float):
             return str(value)
         return value
+    if kind == "time":
+        return _time(value, qctx)
     if kind == "int":
         if isinstance(value, float) and value.is_integer():
             return int(value)

@@ -31,6 +31,7 @@ class ResourceType:
     served_versions: tuple[str, ...] = ()    # CRDs may serve several versions
     crd_name: str | None = None
     printer_columns: list = field(default_factory=list)  # CRD additionalPrinterColumns
+    view_of: str | None = None               # another representation of this stored kind
 
     @property
     def key(self) -> str:
@@ -54,9 +55,9 @@ class ResourceType:
 
 
 def _b(group, version, kind, plural, namespaced, short=(), sub=(), model=None, cats=(),
-       immutable=()):
+       immutable=(), view_of=None):
     return ResourceType(group, version, kind, plural, namespaced, list(short), tuple(sub),
-                        model or f"V1{kind}", list(cats), tuple(immutable))
+                        model or f"V1{kind}", list(cats), tuple(immutable), view_of=view_of)
 
 
 BUILTINS = [
@@ -86,6 +87,9 @@ BUILTINS = [
        immutable=("provisioner", "parameters", "reclaimPolicy", "volumeBindingMode")),
     _b("coordination.k8s.io", "v1", "Lease", "leases", True),
     _b("batch", "v1", "Job", "jobs", True, sub=["status"], cats=["all"]),
+    # served from the core v1 Events (one storage, two representations; see events_v1.py)
+    _b("events.k8s.io", "v1", "Event", "events", True, ["ev"], model="EventsV1Event",
+       view_of="events"),
     _b("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions",
        False, ["crd", "crds"], ["status"]),
 ]
@@ -102,6 +106,7 @@ class Registry:
         for rt in BUILTINS:
             rt.normalize = normalizer(rt.model)
             self._add(rt)
+
 
     def _add(self, rt: ResourceType) -> None:
         self._by_key[rt.key] = rt

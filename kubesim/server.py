@@ -10,8 +10,10 @@ import multidict
 import yaml
 from aiohttp import web
 
+from . import events_v1
 from .errors import ApiError, bad_request
 from .jsonutil import dumps, loads
+from .patch import json_patch, merge_patch, strategic_merge
 from .resources import ResourceType, yaml_load_all
 from .tables import table, wants_table
 from .watch import serve_watch
@@ -188,11 +190,75 @@ class Server:
         target = self._route(request)
         if isinstance(target, web.Response):
             return target
+        if target.rt.view_of:
+            return await self._view(request, target)
         handler = {"GET": self._get, "POST": self._post, "PUT": self._put,
                    "PATCH": self._patch, "DELETE": self._delete}.get(request.method)
         if handler is None:
             raise ApiError(405, "MethodNotAllowed", f"{request.method} is not supported")
         return await handler(request, target)
+
+    async def _view(self, request: web.Request, t: Target):
+        """events.k8s.io/v1 Events: the core Events, converted both ways."""
+        core = self.store.registry.get(t.rt.view_of)
+        q, m, conv = request.query, request.method, events_v1.to_v1
+        fsel = events_v1.field_selector(q.get("fieldSelector"))
+        manager = q.get("fieldManager") or _user_agent_manager(request)
+        if m == "GET" and t.watch:
+            if t.name is not None:
+                fsel = ",".join(x for x in (fsel, f"metadata.name={t.name}") if x)
+            return await serve_watch(self, request, core, t.ns, q.get("labelSelector"), fsel,
+                                     convert=conv, shown_as=t.rt)
+        if m == "GET" and t.name is None:
+            items, rv, token, _remaining = self.store.list_page(
+                core, t.ns, q.get("labelSelector"), fsel, int(q.get("limit") or 0) or None,
+                q.get("continue"))
+            meta = {"resourceVersion": rv, **({"continue": token} if token else {})}
+            return jresponse({"kind": "EventList", "apiVersion": t.rt.api_version,
+                              "metadata": meta, "items": [conv(o) for o in items]})
+        if m == "GET":
+            return jresponse(conv(self.store.get(core.key, t.name, namespace=t.ns)))
+        if m == "POST" and t.name is None:
+            obj = self.store.create(core.key, events_v1.to_core(await self._body(request)),
+                                    namespace=t.ns, dry_run=_dry_run(q), field_manager=manager)
+            return jresponse(conv(obj), 201)
+        if m in ("PUT", "PATCH") and t.name is not None:
+            if m == "PUT":
+                new = await self._body(request)
+            else:
+                current = conv(self.store.get(core.key, t.name, namespace=t.ns))
+                new = self._patched_view(request, current, await request.read())
+            if not isinstance(new, dict):
+                raise bad_request("the body of the request was in an unknown format")
+            new.setdefault("metadata", {})["name"] = t.name
+            obj = self.store.replace(core.key, events_v1.to_core(new), namespace=t.ns,
+                                     dry_run=_dry_run(q), field_manager=manager)
+            return jresponse(conv(obj))
+        if m == "DELETE":
+            names = [t.name] if t.name else [o["metadata"]["name"] for o in self.store.select(
+                core, t.ns, q.get("labelSelector"), fsel)]
+            out = [self.store.delete(core.key, n, namespace=t.ns, dry_run=_dry_run(q))
+                   for n in names]
+            if t.name:
+                return jresponse(conv(out[0]))
+            return jresponse({"kind": "EventList", "apiVersion": t.rt.api_version,
+                              "metadata": {}, "items": [conv(o) for o in out]})
+        raise ApiError(405, "MethodNotAllowed", f"{m} is not supported on {request.path}")
+
+    @staticmethod
+    def _patched_view(request: web.Request, current: dict, raw: bytes) -> dict:
+        ptype = PATCH_TYPES.get(request.content_type)
+        try:
+            body = yaml_load(raw) if ptype == "apply" else loads(raw)
+        except (ValueError, yaml.YAMLError) as e:
+            raise bad_request(f"error decoding patch: {e}") from None
+        if ptype == "json":
+            return json_patch(current, body)
+        if ptype in ("merge", "apply") and isinstance(body, dict):
+            return merge_patch(current, body)
+        if ptype == "strategic" and isinstance(body, dict):
+            return strategic_merge(current, body)
+        raise ApiError(415, "UnsupportedMediaType", "unsupported patch for events.k8s.io")
 
     def _route(self, request: web.Request) -> Target | web.Response:
         """Parse /api/v1/... and /apis/GROUP/VERSION/...; discovery documents come back as

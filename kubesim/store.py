@@ -108,7 +108,11 @@ class Store(ControllersMixin):
         return self._rv
 
     def rt(self, resource: str) -> ResourceType:
-        return self.registry.get(resource)
+        rt = self.registry.get(resource)
+        if rt.view_of:
+            raise ApiError(404, "NotFound", f"{resource} is served over HTTP only; the store "
+                                            f"keeps them as {rt.view_of}")
+        return rt
 
     def _bucket(self, rt: ResourceType, ns: str) -> dict[str, dict]:
         return self._data.setdefault(rt.key, {}).setdefault(ns, {})

@@ -28,7 +28,9 @@ def _table_line(etype: str, obj: dict, rt, store, include) -> bytes:
 
 
 async def serve_watch(server: Server, request: web.Request, rt: ResourceType, ns: str | None,
-                      label_selector: str | None, field_selector: str | None):
+                      label_selector: str | None, field_selector: str | None,
+                      convert=None, shown_as: ResourceType | None = None):
+    """convert/shown_as: serve another representation of rt's objects (events.k8s.io)."""
     store = server.store
     q = request.query
     pred = store.matcher(rt, label_selector, field_selector)
@@ -43,7 +45,10 @@ async def serve_watch(server: Server, request: web.Request, rt: ResourceType, ns
     except ValueError:
         raise bad_request(f"invalid resource version: {rv_param!r}") from None
     send_initial = since is None
-    if wants_table(request.headers.get("Accept", "")):
+    if convert is not None:
+        def line(etype: str, obj: dict) -> bytes:
+            return _line(etype, convert(obj))
+    elif wants_table(request.headers.get("Accept", "")):
         include = q.get("includeObject")
 
         def line(etype: str, obj: dict) -> bytes:
@@ -140,8 +145,9 @@ async def serve_watch(server: Server, request: web.Request, rt: ResourceType, ns
             except TimeoutError:
                 if bookmarks and loop.time() >= next_bookmark:
                     next_bookmark = loop.time() + interval
+                    shown = shown_as or rt
                     await resp.write(_line("BOOKMARK", {
-                        "kind": rt.kind, "apiVersion": rt.api_version,
+                        "kind": shown.kind, "apiVersion": shown.api_version,
                         "metadata": {"resourceVersion": str(store.resource_version)}}))
                 continue
             t = translate(et, obj)

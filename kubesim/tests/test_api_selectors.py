@@ -92,3 +92,40 @@ def test_limit_and_continue(kubesim):
     assert seen == [f"c{i}" for i in range(7)] and pages == 3
     assert api_error(c.list_namespaced_config_map, "team-a", limit=2,
                      _continue="garbage!")[0] == 400
+
+
+def test_events_k8s_io_is_a_view_of_core_events(kubesim):
+    import kubernetes
+    from kubernetes import watch
+    c = core(kubesim)
+    ev1 = kubernetes.client.EventsV1Api(kubesim.api_client)
+    ns(kubesim)
+    c.create_namespaced_event("team-a", {
+        "metadata": {"name": "core-made"}, "reason": "Scheduled", "message": "assigned",
+        "type": "Normal", "firstTimestamp": "2026-01-01T10:00:00Z",
+        "source": {"component": "default-scheduler"},
+        "involvedObject": {"kind": "Pod", "name": "p", "namespace": "team-a"}})
+    got = ev1.read_namespaced_event("core-made", "team-a")
+    assert (got.note, got.regarding.kind, got.reporting_controller) == (
+        "assigned", "Pod", "default-scheduler")
+    assert got.event_time is not None
+    ev1.create_namespaced_event("team-a", {
+        "metadata": {"name": "v1-made"}, "eventTime": "2026-01-01T10:00:01.000000Z",
+        "reason": "FailedCreatePod", "note": "exceeded quota", "type": "Warning",
+        "action": "Create", "reportingController": "pytorchjob-controller",
+        "reportingInstance": "op-0",
+        "regarding": {"kind": "PyTorchJob", "name": "j", "namespace": "team-a"}})
+    back = c.read_namespaced_event("v1-made", "team-a")
+    assert (back.message, back.involved_object.kind, back.reporting_component) == (
+        "exceeded quota", "PyTorchJob", "pytorchjob-controller")
+    listed = ev1.list_namespaced_event("team-a", field_selector="regarding.kind=PyTorchJob")
+    assert [e.metadata.name for e in listed.items] == ["v1-made"]
+    out = ev1.patch_namespaced_event("v1-made", "team-a", {"note": "still exceeded"})
+    assert out.note == "still exceeded"
+    assert c.read_namespaced_event("v1-made", "team-a").message == "still exceeded"
+    w = watch.Watch()
+    seen = [(e["type"], e["object"].note) for e in w.stream(
+        ev1.list_namespaced_event, "team-a", timeout_seconds=1, _request_timeout=10)]
+    assert ("ADDED", "assigned") in seen and ("ADDED", "still exceeded") in seen
+    ev1.delete_namespaced_event("core-made", "team-a")
+    assert [e.metadata.name for e in c.list_namespaced_event("team-a").items] == ["v1-made"]

@@ -126,3 +126,18 @@ def test_printer_column_json_path():
     assert json_path(obj, ".status.conditions[0].type") == "Created"
     assert json_path(obj, ".spec.a.b") == 3
     assert json_path(obj, ".spec.missing.b") is None
+
+
+def test_times_are_normalised_like_the_api_server():
+    from kubesim.normalize import normalizer
+    ev = normalizer("CoreV1Event")({
+        "metadata": {"name": "e"}, "involvedObject": {},
+        "firstTimestamp": "2026-01-01T10:00:00.123+02:00",
+        "eventTime": "2026-01-01T08:00:00Z", "series": {"lastObservedTime":
+                                                     "2026-01-01T08:00:01.5Z"}})
+    assert ev["firstTimestamp"] == "2026-01-01T08:00:00Z"        # metav1.Time: seconds
+    assert ev["eventTime"] == "2026-01-01T08:00:00.000000Z"      # MicroTime
+    assert ev["series"]["lastObservedTime"] == "2026-01-01T08:00:01.500000Z"
+    with pytest.raises(ApiError) as ei:
+        normalizer("CoreV1Event")({"metadata": {}, "lastTimestamp": "yesterday"})
+    assert ei.value.code == 400 and ei.value.message.startswith("lastTimestamp:")
