@@ -58,6 +58,7 @@ def test_dynamic_client_finds_every_kind(kubesim):
             ("networking.k8s.io/v1", "NetworkPolicy"),
             ("scheduling.k8s.io/v1", "PriorityClass"), ("storage.k8s.io/v1", "StorageClass"),
             ("apiextensions.k8s.io/v1", "CustomResourceDefinition"), ("batch/v1", "Job"),
+            ("events.k8s.io/v1", "Event"),
             ("kubeflow.org/v1", "PyTorchJob")]:
         res = d.resources.get(api_version=api_version, kind=kind)
         listed = res.get()
