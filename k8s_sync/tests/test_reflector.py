@@ -161,3 +161,13 @@ def test_a_batch_of_events_ends_as_applying_them_one_by_one(client):
     old = {**b, "metadata": {**b["metadata"], "uid": "some-older-uid"}}
     assert record_events(spec, [("DELETED", old)]) == []
     assert ObservedPod.objects.filter(name="b").exists()
+
+
+def test_the_watch_follows_a_pod_to_running_on_a_node(client, cluster):
+    client.apply(pod("runner", gpus=1))
+    sleeps: list[float] = []
+    r = reflector(client, sleeps)
+    threading.Timer(0.3, lambda: cluster.advance(10)).start()
+    r.run(until=lambda: ObservedPod.objects.filter(name="runner", phase="Running").exists())
+    row = ObservedPod.objects.get(name="runner")
+    assert row.phase == "Running" and row.node_name and r.lists == 1
