@@ -11,7 +11,7 @@ from k8s_sync.client import get_client
 from k8s_sync.observe import relist_all
 from tenants import services as tenant_services
 from tenants.access import access_for
-from tenants.tasks import reconcile_pool
+from tenants.tasks import reconcile_cluster, reconcile_pool
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -19,13 +19,17 @@ pytestmark = pytest.mark.timeout(120)
 @pytest.fixture
 def world(cluster, platform_admin, tenant_a, tenant_b, django_capture_on_commit_callbacks):
     """Both tenants' pools synced with H800 and A100 quota; the cluster observed."""
+    reconcile_cluster.apply().get()  # the tiers' PriorityClasses
     relist_all(get_client())
+    # Four pools are each granted the whole model: allow that much overcommit.
+    tenant_services.policy_update(actor=platform_admin,
+                                  overcommit_factors={"gpu": 4, "cpu": 4, "memory": 4})
     h800 = _model(cluster, "H800")
     a100 = _model(cluster, "A100")
     for tenant in (tenant_a, tenant_b):
         for pool in tenant.pools.all():
             tenant_services.quota_set(actor=platform_admin, pool=pool, reason="test", amounts={
-                f"gpu:{h800}": 8, f"gpu:{a100}": 8, "cpu": 512, "memory": 4096})
+                f"gpu:{h800}": 8, f"gpu:{a100}": 8, "cpu": 128, "memory": 1024})
             reconcile_pool.apply(args=[pool.pk]).get()
     return {"h800": h800, "a100": a100, "capture": django_capture_on_commit_callbacks}
 
