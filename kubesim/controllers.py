@@ -91,3 +91,25 @@ class ControllersMixin:
                 self._data.pop(rt.key, None)
         elif old is None or old.get("spec") != new.get("spec"):
             self.registry.register_crd(new)
+
+    def _propagate(self, owner_uid: str, ns: str, policy: str) -> None:
+        """Orphan: strip the owner from its dependents' ownerReferences. Foreground: delete
+        the dependents first. (The real server parks the owner behind a finalizer until the
+        garbage collector is done; here both happen at once. Background is left to the
+        simulation's GC.)"""
+        for other in self.registry.all():
+            if other.view_of:
+                continue
+            for obj in list(self._data.get(other.key, {}).get(ns or "", {}).values()):
+                refs = obj["metadata"].get("ownerReferences") or []
+                if not any(r.get("uid") == owner_uid for r in refs):
+                    continue
+                if policy == "Orphan":
+                    kept = [r for r in refs if r.get("uid") != owner_uid]
+                    self.patch(other.key, obj["metadata"]["name"],
+                               {"metadata": {"ownerReferences": kept or None}},
+                               namespace=obj["metadata"].get("namespace"))
+                elif not obj["metadata"].get("deletionTimestamp"):
+                    self.delete(other.key, obj["metadata"]["name"],
+                                namespace=obj["metadata"].get("namespace"),
+                                propagation_policy="Foreground")

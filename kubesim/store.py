@@ -588,6 +588,10 @@ class Store(ControllersMixin):
         meta = old["metadata"]
         if rt.key == "namespaces":
             return jcopy(self._delete_namespace(rt, old))
+        if propagation_policy not in (None, "Background", "Foreground", "Orphan"):
+            raise bad_request(f"invalid propagationPolicy {propagation_policy!r}")
+        if propagation_policy in ("Foreground", "Orphan"):
+            self._propagate(meta["uid"], ns, propagation_policy)
         grace = 0
         if rt.key == "pods" and (old.get("spec") or {}).get("nodeName") and \
                 (old.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):

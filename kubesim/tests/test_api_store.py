@@ -155,3 +155,22 @@ def test_snapshot_reset_restores_objects_and_expires_old_watch_positions(store):
     with pytest.raises(ApiError) as ei:
         store.events_since(rv - 1)
     assert ei.value.code == 410
+
+
+@pytest.mark.parametrize("policy", ["Orphan", "Foreground"])
+def test_propagation_policies(store, policy):
+    owner = store.create("configmaps", {"metadata": {"name": "owner"}}, namespace="a")
+    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
+           "uid": owner["metadata"]["uid"]}
+    store.create("configmaps", {"metadata": {"name": "dep", "ownerReferences": [ref]}},
+                 namespace="a")
+    store.create("configmaps", {"metadata": {"name": "other"}}, namespace="a")
+    store.delete("configmaps", "owner", namespace="a", propagation_policy=policy)
+    names = sorted(o["metadata"]["name"] for o in store.list("configmaps", namespace="a"))
+    if policy == "Orphan":
+        assert names == ["dep", "other"]
+        assert "ownerReferences" not in store.get("configmaps", "dep", namespace="a")["metadata"]
+    else:
+        assert names == ["other"]
+    with pytest.raises(ApiError):
+        store.delete("configmaps", "other", namespace="a", propagation_policy="Sideways")
