@@ -66,7 +66,12 @@ class Cluster:
         self._thread = threading.Thread(target=self._run, args=(host, port, ready),
                                         name="kubesim", daemon=True)
         self._thread.start()
-        self.url = ready.result(timeout=30)
+        try:
+            self.url = ready.result(timeout=30)
+        except BaseException:
+            self._thread.join(timeout=5)
+            self._thread = self._loop = None
+            raise
         return self.url
 
     def _run(self, host: str, port: int, ready: Future) -> None:
