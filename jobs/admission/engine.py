@@ -73,6 +73,19 @@ def decide(*, nodes: Sequence[NodeView], jobs: Sequence[JobView], quotas: Sequen
     return _Pass(nodes, jobs, quotas, policy, history, now).run()
 
 
+def _mode(batch: bool, units: int, use_nb: int, use_all: int, nominal: int,
+          ceiling: int) -> str:
+    """How a job would be admitted given its pool's use: within nominal, borrowing, batch,
+    or not at all (over)."""
+    if batch:
+        return _BATCH if use_all + units <= ceiling else _OVER
+    if use_nb + units <= nominal and use_all + units <= ceiling:
+        return _NOMINAL
+    if ceiling > nominal and use_all + units <= ceiling:
+        return _BORROW
+    return _OVER
+
+
 def _ts(when: datetime | None, default: float) -> float:
     return when.timestamp() if when is not None else default
 
@@ -113,6 +126,9 @@ class _Pass:
         self.use_all: dict[TPK, int] = defaultdict(int)   # including batch
         self.tenant_use: dict[str, int] = defaultdict(int)
         self.pending: dict[str, dict[Slot, int]] = defaultdict(dict)
+        # units of preempting (or just-preempted) jobs, per pool: use that is going away
+        self.releasing_nb: dict[TPK, int] = defaultdict(int)
+        self.releasing_all: dict[TPK, int] = defaultdict(int)
         self.preempting_units: dict[str, int] = defaultdict(int)
         self.candidates: dict[str, list[JobView]] = defaultdict(list)
         for job in self.active:
@@ -128,6 +144,9 @@ class _Pass:
             self.tenant_use[job.tenant] += units
             if job.state == "preempting":
                 self.preempting_units[key] += units
+                self.releasing_all[tpk] += units
+                if job.tier != "batch":
+                    self.releasing_nb[tpk] += units
                 for name in job.placement:
                     slot = self.cap.index.get((key, name))
                     if slot is not None and slot.schedulable:
@@ -279,20 +298,17 @@ class _Pass:
                 self.block(job, f"asks for {units} {name}, more than your {job.pool} {what} of "
                                 f"{limit}: ask for more quota or make the job smaller", never=True)
             return
-        if batch:
-            mode = _BATCH if self.use_all[tpk] + units <= ceiling else _OVER
-        elif self.use_nb[tpk] + units <= nominal:
-            mode = _NOMINAL
-        elif ceiling > nominal and self.use_all[tpk] + units <= ceiling:
-            mode = _BORROW
-        else:
-            mode = _OVER
-        if mode != _OVER:
+        nb, al = self.use_nb[tpk], self.use_all[tpk]
+        mode = _mode(batch, units, nb, al, nominal, ceiling)
+        if mode != _OVER and al + units <= ceiling:   # the pool's batch jobs count here too
             plan = self.place(key, tenant, replicas, per)
             if plan is not None:
                 self.admit(job, key, plan, borrowing=mode == _BORROW)
                 return
-        if not (batch and mode == _OVER) and self.reclaim(job, key, mode, nominal):
+        # Waiting: what the job will be once the pool's preempting jobs are gone.
+        mode = _mode(batch, units, nb - self.releasing_nb[tpk], al - self.releasing_all[tpk],
+                     nominal, ceiling)
+        if not (batch and mode == _OVER) and self.reclaim(job, key, mode, nominal, ceiling):
             return
         if mode == _NOMINAL:
             self.nominal_waiting[key] += 1
@@ -356,15 +372,19 @@ class _Pass:
             return False
         return victim.borrowing or TIER_RANK.get(victim.tier, 99) > TIER_RANK.get(job.tier, 99)
 
-    def reclaim(self, job: JobView, key: str, mode: str, nominal: int) -> bool:
+    def reclaim(self, job: JobView, key: str, mode: str, nominal: int, ceiling: int) -> bool:
         """Make room: capacity preempting jobs are about to release, then victims.
 
         Returns True when the job's room is now promised (its reason says what it waits
         for); the free part of that room is reserved for the rest of the pass.
         """
         tenant, replicas, per, units = job.tenant, job.replicas, job.gpus_per_replica, job.demand
+        tpk = (tenant, job.pool, key)
+        eff_nb = self.use_nb[tpk] - self.releasing_nb[tpk]
+        eff_all = self.use_all[tpk] - self.releasing_all[tpk]
+        within_ceiling = eff_all + units <= ceiling
         pend = self.pending.get(key, {})
-        if mode != _OVER and pend:
+        if mode != _OVER and within_ceiling and pend:
             plan = self.cap.place(key, tenant, replicas, per, pend)
             if plan is not None:
                 self.reserve(plan, per, pend)
@@ -381,15 +401,16 @@ class _Pass:
             return False
         if mode == _OVER and not self.policy.preempt_lower_priority_within_tenant:
             return False
-        tpk = (tenant, job.pool, key)
         memo = (key, tenant, job.pool, job.tier, mode, job.priority, replicas, per)
         if memo in self.reclaim_fail:
             return False
+
         def own(victim: JobView) -> bool:
-            return victim.tenant == tenant and victim.pool == job.pool and victim.tier != "batch"
+            """The victim's units count against the same pool's quota as the job's."""
+            return victim.tenant == tenant and victim.pool == job.pool
 
         cands = [v for v in self.candidates.get(key, ()) if self.eligible_victim(v, job, mode)]
-        if mode == _OVER:
+        if mode == _OVER or not within_ceiling:
             cands.sort(key=lambda v: 0 if own(v) else 1)  # stable: keeps victim order
         cands = cands[:_MAX_VICTIMS]
         if not cands:
@@ -406,21 +427,28 @@ class _Pass:
                     slots.append(slot)
             return slots
 
-        def quota_ok(own_freed: int) -> bool:
-            return mode != _OVER or self.use_nb[tpk] - own_freed + units <= nominal
+        def own_units(victims: list[JobView]) -> tuple[int, int]:
+            """(non-batch, all) units of the job's own pool among ``victims``."""
+            mine = [v for v in victims if own(v)]
+            return (sum(v.demand for v in mine if v.tier != "batch"),
+                    sum(v.demand for v in mine))
+
+        def quota_ok(victims: list[JobView]) -> bool:
+            own_nb, own_all = own_units(victims)
+            if mode == _OVER and eff_nb - own_nb + units > nominal:
+                return False
+            return eff_all - own_all + units <= ceiling
 
         extra: dict[Slot, int] = dict(pend)
         chosen: list[JobView] = []
-        own_freed = freed = 0
+        freed = 0
         plan: Plan | None = None
         for victim in cands:
             chosen.append(victim)
             for slot in freed_by(victim):
                 extra[slot] = extra.get(slot, 0) + victim.gpus_per_replica
                 freed += victim.gpus_per_replica
-            if own(victim):
-                own_freed += victim.demand
-            if not quota_ok(own_freed) or base + freed < units:
+            if base + freed < units or not quota_ok(chosen):
                 continue
             plan = self.cap.place(key, tenant, replicas, per, extra)
             if plan is not None:
@@ -432,19 +460,19 @@ class _Pass:
             trial = dict(extra)
             for slot in freed_by(victim):
                 trial[slot] -= victim.gpus_per_replica
-            trial_own = own_freed - (victim.demand if own(victim) else 0)
-            if not quota_ok(trial_own):
+            rest = [v for v in chosen if v is not victim]
+            if not quota_ok(rest):
                 continue
             trial_plan = self.cap.place(key, tenant, replicas, per, trial)
             if trial_plan is not None:
-                chosen.remove(victim)
-                extra, own_freed, plan = trial, trial_own, trial_plan
+                chosen, extra, plan = rest, trial, trial_plan
         for victim in chosen:
             self.victims[victim.id] = Preemption(
                 victim.id, self.victim_reason(victim, job, key), self.grace(victim.tier), job.id)
-            if own(victim):
-                self.use_nb[tpk] -= victim.demand
-                self.use_all[tpk] -= victim.demand
+            if own(victim):   # still held until gone: no admission into it in this call
+                self.releasing_all[tpk] += victim.demand
+                if victim.tier != "batch":
+                    self.releasing_nb[tpk] += victim.demand
         self.reserve(plan, per, pend)
         self.account(job, key, units)
         deadline = self.now + timedelta(seconds=max(self.grace(v.tier) for v in chosen))

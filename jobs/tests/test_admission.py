@@ -187,8 +187,10 @@ def test_quota_counts_admitted_and_preempting_jobs_of_the_pool():
             job(11, state="preempting", gpus=2, on="n1", preempt_deadline=NOW),
             job(1, gpus=1)]
     d = run(nodes, jobs, [quota(nominal=4)])
-    assert admitted(d) == {}
-    assert "quota of 4" in d.waiting[1].reason
+    assert admitted(d) == {}   # n2 is empty, but the pool's 4 are held until job 11 is gone
+    assert d.waiting[1].reason.startswith("waiting for 1 preempted job to checkpoint")
+    d = run(nodes, [j for j in jobs if j.id != 11], [quota(nominal=2)])
+    assert d.waiting[1].reason.startswith("above your dev quota of 2 NVIDIA-H800 (2 in use)")
 
 
 def test_quota_is_per_pool():
