@@ -95,6 +95,9 @@ class Cluster:
             ready.set_result(f"http://{host}:{real_port}")
         except BaseException as e:
             ready.set_exception(e)
+            if self._runner is not None:
+                loop.run_until_complete(self._runner.cleanup())
+            loop.close()
             return
         loop.run_forever()
         for t in self._tasks:
