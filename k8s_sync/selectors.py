@@ -94,6 +94,13 @@ class NodeCapacity:
     def whole_memory_allocatable_mib(self) -> int:
         return self.whole_allocatable * (self.card_memory_mib or 0)
 
+    @property
+    def memory_allocated_mib(self) -> int:
+        """GPU memory held by pods: whole cards, MIG slices (by profile) and shares."""
+        return (self.whole_allocated * (self.card_memory_mib or 0)
+                + sum(m.allocated * (m.memory_mib or 0) for m in self.mig)
+                + self.shared_allocated * (self.share_memory_mib or 0))
+
 
 @dataclass(frozen=True)
 class ModelCapacity:
@@ -104,6 +111,7 @@ class ModelCapacity:
     schedulable_nodes: int
     cards: int
     memory_mib: int
+    memory_allocated_mib: int
     whole_allocatable: int
     whole_allocated: int
     whole_free_schedulable: int  # free whole cards on schedulable nodes
@@ -193,6 +201,7 @@ def _model_totals(model: str, nodes: Iterable[NodeCapacity]) -> ModelCapacity:
     return ModelCapacity(
         gpu_model=model, nodes=len(nodes), schedulable_nodes=sum(n.schedulable for n in nodes),
         cards=sum(n.cards for n in nodes), memory_mib=sum(n.memory_mib for n in nodes),
+        memory_allocated_mib=sum(n.memory_allocated_mib for n in nodes),
         whole_allocatable=sum(n.whole_allocatable for n in nodes),
         whole_allocated=sum(n.whole_allocated for n in nodes),
         whole_free_schedulable=sum(n.whole_free for n in nodes if n.schedulable),
@@ -225,6 +234,7 @@ def capacity_report() -> CapacityReport:
         "shared_allocatable": sum(m.shared_allocatable for m in models),
         "shared_allocated": sum(m.shared_allocated for m in models),
         "memory_mib": sum(m.memory_mib for m in models),
+        "memory_allocated_mib": sum(m.memory_allocated_mib for m in models),
     }
     return CapacityReport(models=models, nodes=tuple(nodes),
                           observed_at=bookkeeping.last_list_at if bookkeeping else None,

@@ -110,6 +110,14 @@ def test_allocated_counts_gpu_requests_of_running_pods_per_node(client, cluster)
     assert nodes["h800-0"].whole_allocated == 3 and nodes["h800-0"].whole_free == 5
     assert {x.profile: x.allocated for x in nodes["a100-mig-0"].mig}["1g.10gb"] == 2
     assert nodes["shared-0"].shared_allocated == 5
+    h800, l40s = GPU_MODELS["H800"]["memory"], GPU_MODELS["L40S"]["memory"]
+    replicas = next(p for p in load_profile("small")["pools"]
+                    if p["name"] == "shared")["gpu"]["sharing"]["replicas"]
+    assert nodes["h800-0"].memory_allocated_mib == 3 * h800
+    assert nodes["a100-mig-0"].memory_allocated_mib == 2 * 10 * 1024
+    assert nodes["shared-0"].memory_allocated_mib == 5 * (l40s // replicas)
+    assert report.totals["memory_allocated_mib"] == (
+        3 * h800 + 2 * 10 * 1024 + 5 * (l40s // replicas))
     by_model = {m.gpu_model: m for m in report.models}
     assert by_model["NVIDIA-H800"].whole_allocated == 3
     assert report.totals["mig_allocated"] == 2 and report.totals["shared_allocated"] == 5
