@@ -78,10 +78,14 @@ class ReadsMixin:
         if continue_token:
             try:
                 tok = json.loads(base64.urlsafe_b64decode(continue_token.encode()))
-                start = tok["start"]
+                start, token_rv = tok["start"], int(tok["rv"])
             except (ValueError, KeyError, TypeError):
                 raise bad_request("continue key is not valid: incorrect encoded start "
                                   "resourceVersion (version meta.k8s.io/v1)") from None
+            if token_rv < self._history_floor():
+                raise gone("The provided continue parameter is too old to display a consistent "
+                           "list result. You can start a new list without the continue "
+                           "parameter.")
         items, token, remaining = [], None, None
         it = self.select(rt, namespace, label_selector, field_selector, start)
         for obj in it:
@@ -110,9 +114,13 @@ class ReadsMixin:
         names = self._sorted_names(rt.key, ns, buckets.get(ns, {}))
         return before + bisect.bisect_right(names, name)
 
+    def _history_floor(self) -> int:
+        """The oldest resourceVersion that watches and continue tokens may still use."""
+        return self._history[0][0] - 1 if self._history else self._rv
+
     def events_since(self, rv: int) -> list[tuple]:
         """History entries with resourceVersion > rv; 410 when rv fell out of the window."""
-        floor = self._history[0][0] - 1 if self._history else self._rv
+        floor = self._history_floor()
         if rv < floor:
             raise gone(f"too old resource version: {rv} ({floor})")
         if not self._history or rv >= self._rv:

@@ -174,3 +174,20 @@ def test_propagation_policies(store, policy):
         assert names == ["other"]
     with pytest.raises(ApiError):
         store.delete("configmaps", "other", namespace="a", propagation_policy="Sideways")
+
+
+def test_continue_token_expires_with_the_history_window():
+    s = Store(Clock(deterministic=True), history=5, default_crds=False)
+    s.create("namespaces", {"metadata": {"name": "a"}})
+    for i in range(3):
+        s.create("configmaps", {"metadata": {"name": f"c{i}"}}, namespace="a")
+    rt = s.rt("configmaps")
+    items, _, token, remaining = s.list_page(rt, "a", limit=1)
+    assert [i["metadata"]["name"] for i in items] == ["c0"] and remaining == 2
+    items, _, token2, _ = s.list_page(rt, "a", limit=1, continue_token=token)
+    assert [i["metadata"]["name"] for i in items] == ["c1"] and token2
+    for i in range(6):   # push the token's resourceVersion out of the 5-event window
+        s.create("configmaps", {"metadata": {"name": f"x{i}"}}, namespace="a")
+    with pytest.raises(ApiError) as ei:
+        s.list_page(rt, "a", limit=1, continue_token=token2)
+    assert (ei.value.code, ei.value.reason) == (410, "Expired")
