@@ -268,6 +268,15 @@ if not isinstance(TRAINYARD_IOPS_PARAMETERS, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in TRAINYARD_IOPS_PARAMETERS.items()):
     raise ImproperlyConfigured("TRAINYARD_IOPS_PARAMETERS must map provisioner names to "
                                "parameter names (strings)")
+# Billing (issue 8): the one currency of every price and invoice; the prefix of invoice
+# numbers (credit notes use "<prefix>C"); the quarterly quota recommendation lowers a
+# GPU grant when the tenant's idle rate is above the threshold, to the busy share plus
+# headroom, never cutting more than the max cut at once.
+TRAINYARD_CURRENCY = env_str("TRAINYARD_CURRENCY", "USD")
+TRAINYARD_INVOICE_PREFIX = env_str("TRAINYARD_INVOICE_PREFIX", "TY")
+TRAINYARD_IDLE_THRESHOLD = env_float("TRAINYARD_IDLE_THRESHOLD", 0.4, minimum=0.0)
+TRAINYARD_IDLE_HEADROOM = env_float("TRAINYARD_IDLE_HEADROOM", 0.2, minimum=0.0)
+TRAINYARD_IDLE_MAX_CUT = env_float("TRAINYARD_IDLE_MAX_CUT", 0.5, minimum=0.0)
 # Settings of the embedded cluster that `make run` starts.
 KUBESIM_PORT = env_int("KUBESIM_PORT", 6443, minimum=1)
 KUBESIM_SPEED = env_float("KUBESIM_SPEED", 60.0, minimum=0.0)

@@ -1,0 +1,376 @@
+"""Billing: the rate card, the usage ledger, invoices and budgets.
+
+* **Rate card** (effective-dated): a RateCard applies from 00:00 of its
+  ``effective_from`` day (installation time zone) until the next card's day, so a price
+  change mid-month bills each part of the month at its own price. Cards are never edited
+  once in effect; a new card replaces them.
+* **Ledger**: GpuUsage (one row per job and day: running seconds and the job's devices,
+  recomputed from the JobTransitions, keyed (job, day) so ingesting twice never counts
+  twice), StorageSnapshot (a PVC's size from a moment on, keyed (uid, at)), EgressSample
+  (a pod's network counters at a moment and the bytes sent since the previous reading,
+  keyed (namespace, pod, at)).
+* **Invoices**: one per tenant and month, a draft that is refreshed during the month and
+  issued (numbered, immutable) when finance closes the month; corrections are credit
+  notes. Issued rows refuse ``save()``/``delete()`` and queryset updates/deletes.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from billing import pricing
+from billing.choices import InvoiceKind, InvoiceStatus, LineKind, MigPricing
+
+
+class IssuedInvoiceError(Exception):
+    """An issued invoice (or its lines) was about to be changed."""
+
+
+class RateCard(models.Model):
+    effective_from = models.DateField(_("effective from"), unique=True)
+    cpu_core_hour = models.DecimalField(_("price per CPU core-hour"), max_digits=12,
+                                        decimal_places=6, null=True, blank=True)
+    memory_gib_hour = models.DecimalField(_("price per memory GiB-hour"), max_digits=12,
+                                          decimal_places=6, null=True, blank=True)
+    egress_gib = models.DecimalField(_("price per GiB of egress"), max_digits=12,
+                                     decimal_places=6, default=Decimal(0))
+    mig_pricing = models.CharField(_("MIG pricing"), max_length=8, choices=MigPricing.choices,
+                                   default=MigPricing.MEMORY)
+    note = models.TextField(_("note"), blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                   on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-effective_from"]
+
+    def __str__(self) -> str:
+        return f"rate card from {self.effective_from}"
+
+
+class GpuPrice(models.Model):
+    card = models.ForeignKey(RateCard, on_delete=models.CASCADE, related_name="gpu_prices")
+    gpu_model = models.CharField(_("GPU model"), max_length=200)
+    memory_gib = models.PositiveIntegerField(_("card memory (GiB)"), null=True, blank=True)
+    purchase_price = models.DecimalField(_("purchase price"), max_digits=14, decimal_places=2)
+    depreciation_months = models.PositiveIntegerField(_("depreciation period (months)"))
+    power_watts = models.DecimalField(_("power draw (W)"), max_digits=8, decimal_places=1)
+    pue = models.DecimalField(_("PUE"), max_digits=4, decimal_places=2, default=Decimal("1.4"))
+    electricity_kwh = models.DecimalField(_("electricity price per kWh"), max_digits=10,
+                                          decimal_places=4)
+    operations_month = models.DecimalField(_("operations cost per card-month"), max_digits=12,
+                                           decimal_places=2, default=Decimal(0))
+
+    class Meta:
+        ordering = ["gpu_model"]
+        constraints = [models.UniqueConstraint(fields=["card", "gpu_model"],
+                                               name="billing_gpu_price_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.gpu_model} ({self.card})"
+
+    def inputs(self) -> pricing.GpuCostInputs:
+        return pricing.GpuCostInputs(self.purchase_price, self.depreciation_months,
+                                     self.power_watts, self.pue, self.electricity_kwh,
+                                     self.operations_month)
+
+    @property
+    def breakdown(self) -> pricing.GpuHourPrice:
+        return pricing.gpu_hour_price(self.inputs())
+
+    @property
+    def price_per_hour(self) -> Decimal:
+        return self.breakdown.total
+
+
+class StoragePrice(models.Model):
+    card = models.ForeignKey(RateCard, on_delete=models.CASCADE, related_name="storage_prices")
+    storage_class = models.CharField(_("StorageClass"), max_length=253)
+    gib_month = models.DecimalField(_("price per GiB-month"), max_digits=12, decimal_places=6)
+
+    class Meta:
+        ordering = ["storage_class"]
+        constraints = [models.UniqueConstraint(fields=["card", "storage_class"],
+                                               name="billing_storage_price_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.storage_class} ({self.card})"
+
+
+# --- ledger -------------------------------------------------------------------------------
+
+
+class GpuUsage(models.Model):
+    """Seconds one job ran on one local day, with the devices it held (recomputed)."""
+
+    job = models.ForeignKey("jobs.TrainingJob", on_delete=models.CASCADE,
+                            related_name="usage_days")
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
+    pool = models.ForeignKey("tenants.Pool", on_delete=models.CASCADE, related_name="+")
+    day = models.DateField()
+    gpu_model = models.CharField(max_length=200, blank=True)
+    mig_profile = models.CharField(max_length=20, blank=True)
+    devices = models.PositiveIntegerField(default=0)  # whole cards or MIG instances
+    seconds = models.PositiveIntegerField()           # wall-clock seconds running that day
+    # the job's CPU and memory in integers, so ledger sums stay exact in any database
+    cpu_millicores = models.PositiveBigIntegerField(default=0)
+    memory_mib = models.PositiveBigIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["job", "day"],
+                                               name="billing_gpu_usage_job_day")]
+        indexes = [models.Index(fields=["day", "tenant"]),
+                   models.Index(fields=["tenant", "day"])]
+
+    def __str__(self) -> str:
+        return f"job {self.job_id} {self.day}: {self.seconds}s x {self.devices}"
+
+
+class StorageSnapshot(models.Model):
+    """A PVC's requested size from ``at`` on (0: deleted)."""
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
+    pool = models.ForeignKey("tenants.Pool", on_delete=models.CASCADE, related_name="+")
+    namespace = models.CharField(max_length=253)
+    name = models.CharField(max_length=253)
+    uid = models.CharField(max_length=64)
+    storage_class = models.CharField(max_length=253, blank=True)
+    size_bytes = models.BigIntegerField()
+    at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["uid", "at"]
+        constraints = [models.UniqueConstraint(fields=["uid", "at"],
+                                               name="billing_storage_snapshot_key")]
+        indexes = [models.Index(fields=["tenant", "at"])]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name} {self.size_bytes} B from {self.at}"
+
+
+class EgressSample(models.Model):
+    """A pod's network counters at ``at``; ``transmit_delta`` is what it sent since the
+    previous reading (ingress is free and only kept for reference)."""
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
+    pool = models.ForeignKey("tenants.Pool", on_delete=models.CASCADE, related_name="+")
+    namespace = models.CharField(max_length=253)
+    pod = models.CharField(max_length=253)
+    at = models.DateTimeField()
+    transmit_total = models.BigIntegerField()
+    receive_total = models.BigIntegerField(default=0)
+    transmit_delta = models.BigIntegerField()
+
+    class Meta:
+        ordering = ["namespace", "pod", "at"]
+        constraints = [models.UniqueConstraint(fields=["namespace", "pod", "at"],
+                                               name="billing_egress_sample_key")]
+        indexes = [models.Index(fields=["tenant", "at"])]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.pod} +{self.transmit_delta} B at {self.at}"
+
+
+# --- invoices -----------------------------------------------------------------------------
+
+
+class InvoiceQuerySet(models.QuerySet):
+    def update(self, **kwargs: Any) -> int:
+        if self.filter(status=InvoiceStatus.ISSUED).exists():
+            raise IssuedInvoiceError("issued invoices cannot be changed")
+        return super().update(**kwargs)
+
+    def delete(self) -> tuple[int, dict[str, int]]:
+        if self.filter(status=InvoiceStatus.ISSUED).exists():
+            raise IssuedInvoiceError("issued invoices cannot be deleted")
+        return super().delete()
+
+
+class Invoice(models.Model):
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.PROTECT,
+                               related_name="invoices")
+    period = models.DateField(_("month"))  # the first day of the month billed
+    kind = models.CharField(max_length=12, choices=InvoiceKind.choices,
+                            default=InvoiceKind.INVOICE)
+    status = models.CharField(max_length=8, choices=InvoiceStatus.choices,
+                              default=InvoiceStatus.DRAFT)
+    number = models.CharField(_("number"), max_length=40, unique=True, null=True, blank=True)
+    tenant_name = models.CharField(max_length=200)
+    cost_center = models.CharField(_("cost center"), max_length=64)
+    currency = models.CharField(max_length=3)
+    total = models.DecimalField(max_digits=14, decimal_places=2, default=Decimal(0))
+    credits = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT,
+                                related_name="credit_notes")
+    reason = models.TextField(blank=True)
+    computed_at = models.DateTimeField(null=True, blank=True)
+    issued_at = models.DateTimeField(null=True, blank=True)
+    issued_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                  on_delete=models.SET_NULL, related_name="+")
+
+    objects = InvoiceQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-period", "tenant_name", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "period"],
+                                    condition=models.Q(kind="invoice"),
+                                    name="billing_one_invoice_per_month"),
+        ]
+        indexes = [models.Index(fields=["period", "kind"])]
+
+    def __str__(self) -> str:
+        return self.number or f"draft {self.tenant_name} {self.period:%Y-%m}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # The one integrity guard kept on the model: whatever path (service, admin, shell)
+        # tries to rewrite an issued invoice fails. Issuing itself saves a row that is
+        # still a draft in the database, so it passes.
+        if self.pk and Invoice.objects.filter(pk=self.pk, status=InvoiceStatus.ISSUED).exists():
+            raise IssuedInvoiceError(f"invoice {self.number} is issued and cannot be changed")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        if self.pk and Invoice.objects.filter(pk=self.pk, status=InvoiceStatus.ISSUED).exists():
+            raise IssuedInvoiceError(f"invoice {self.number} is issued and cannot be deleted")
+        return super().delete(*args, **kwargs)
+
+    @property
+    def is_issued(self) -> bool:
+        return self.status == InvoiceStatus.ISSUED
+
+
+class InvoiceLineQuerySet(models.QuerySet):
+    def _guard(self) -> None:
+        if self.filter(invoice__status=InvoiceStatus.ISSUED).exists():
+            raise IssuedInvoiceError("lines of an issued invoice cannot be changed")
+
+    def update(self, **kwargs: Any) -> int:
+        self._guard()
+        return super().update(**kwargs)
+
+    def delete(self) -> tuple[int, dict[str, int]]:
+        self._guard()
+        return super().delete()
+
+
+class InvoiceLine(models.Model):
+    invoice = models.ForeignKey(Invoice, on_delete=models.CASCADE, related_name="lines")
+    position = models.PositiveIntegerField(default=0)
+    kind = models.CharField(max_length=12, choices=LineKind.choices)
+    description = models.CharField(max_length=300)
+    resource = models.CharField(max_length=300, blank=True)  # gpu model, mig:..., class
+    starts = models.DateField(null=True, blank=True)  # the days the line covers [starts,
+    ends = models.DateField(null=True, blank=True)    # ends), for the drill-down
+    quantity = models.DecimalField(max_digits=20, decimal_places=4, default=Decimal(0))
+    unit = models.CharField(max_length=20, blank=True)
+    unit_price = models.DecimalField(max_digits=14, decimal_places=6, default=Decimal(0))
+    amount = models.DecimalField(max_digits=14, decimal_places=2)
+    rate_card = models.ForeignKey(RateCard, null=True, blank=True, on_delete=models.PROTECT,
+                                  related_name="+")
+
+    objects = InvoiceLineQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["invoice", "position", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.description}: {self.amount}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self._guard()
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        self._guard()
+        return super().delete(*args, **kwargs)
+
+    def _guard(self) -> None:
+        if Invoice.objects.filter(pk=self.invoice_id, status=InvoiceStatus.ISSUED).exists():
+            raise IssuedInvoiceError("lines of an issued invoice cannot be changed")
+
+
+class Adjustment(models.Model):
+    """A manual charge (positive) or discount (negative) finance adds to a month's draft."""
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.PROTECT,
+                               related_name="billing_adjustments")
+    period = models.DateField()
+    description = models.CharField(_("description"), max_length=300)
+    amount = models.DecimalField(_("amount"), max_digits=14, decimal_places=2)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                   on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["period", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.description}: {self.amount}"
+
+
+class MonthClose(models.Model):
+    """Finance closed this month: its invoices are issued and its ledger is frozen."""
+
+    period = models.DateField(unique=True)
+    closed_at = models.DateTimeField()
+    closed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                  on_delete=models.SET_NULL, related_name="+")
+    invoices = models.PositiveIntegerField(default=0)
+    total = models.DecimalField(max_digits=16, decimal_places=2, default=Decimal(0))
+    seconds = models.FloatField(default=0)
+
+    class Meta:
+        ordering = ["-period"]
+
+    def __str__(self) -> str:
+        return f"{self.period:%Y-%m} closed"
+
+
+class NumberSequence(models.Model):
+    """The last number handed out per prefix and year (locked while numbering)."""
+
+    prefix = models.CharField(max_length=8)
+    year = models.PositiveIntegerField()
+    last = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["prefix", "year"],
+                                               name="billing_sequence_key")]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}-{self.year}: {self.last}"
+
+
+class Budget(models.Model):
+    tenant = models.OneToOneField("tenants.Tenant", on_delete=models.CASCADE,
+                                  related_name="budget")
+    monthly_amount = models.DecimalField(_("monthly budget"), max_digits=14, decimal_places=2)
+    updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                   on_delete=models.SET_NULL, related_name="+")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id}: {self.monthly_amount}"
+
+
+class BudgetAlert(models.Model):
+    """One alert per tenant, month and threshold (so it is sent once)."""
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
+    period = models.DateField()
+    threshold = models.PositiveSmallIntegerField()
+    spent = models.DecimalField(max_digits=14, decimal_places=2)
+    sent_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "period", "threshold"],
+                                               name="billing_budget_alert_once")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id} {self.period:%Y-%m} {self.threshold}%"

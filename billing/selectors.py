@@ -1,0 +1,541 @@
+"""Reads of the billing app: prices in effect, a month's invoice lines, job costs, idle
+rates, budgets. Tenant-scoped where they take a tenant; no writes."""
+
+from __future__ import annotations
+
+import datetime as dt
+from bisect import bisect_right
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from itertools import pairwise
+from typing import Any
+
+from django.conf import settings
+from django.db.models import F, Q, QuerySet, Sum
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from billing import ledger, pricing
+from billing.choices import InvoiceKind, InvoiceStatus, LineKind
+from billing.models import (
+    Adjustment,
+    Budget,
+    EgressSample,
+    GpuPrice,
+    GpuUsage,
+    Invoice,
+    InvoiceLine,
+    MonthClose,
+    RateCard,
+    StoragePrice,
+    StorageSnapshot,
+)
+from tenants.models import Tenant
+
+MIB = 1024**2
+
+
+def tz() -> dt.tzinfo:
+    return timezone.get_default_timezone()
+
+
+def currency() -> str:
+    return settings.TRAINYARD_CURRENCY
+
+
+def current_period(now: dt.datetime | None = None) -> dt.date:
+    return ledger.month_start(timezone.localtime(now or timezone.now(), tz()).date())
+
+
+def parse_period(raw: str | None, default: dt.date | None = None) -> dt.date:
+    """``YYYY-MM`` to the first day of that month (the current month when empty/invalid)."""
+    try:
+        return dt.datetime.strptime(raw or "", "%Y-%m").date()
+    except ValueError:
+        return default or current_period()
+
+
+# --- the rate card ------------------------------------------------------------------------
+
+
+@dataclass
+class Schedule:
+    """Every rate card with its prices, to find the one in effect on a day."""
+
+    cards: list[RateCard]
+    gpus: dict[int, dict[str, GpuPrice]] = field(default_factory=dict)
+    storage: dict[int, dict[str, Decimal]] = field(default_factory=dict)
+
+    def card_for(self, day: dt.date) -> RateCard | None:
+        index = bisect_right([c.effective_from for c in self.cards], day) - 1
+        return self.cards[index] if index >= 0 else None
+
+    def periods(self, start: dt.date, end: dt.date
+                ) -> list[tuple[RateCard | None, dt.date, dt.date]]:
+        """[(card, from, to)) covering the days [start, end), split where a card starts."""
+        cuts = sorted({start, end} | {c.effective_from for c in self.cards
+                                      if start < c.effective_from < end})
+        return [(self.card_for(a), a, b) for a, b in pairwise(cuts)]
+
+    def device_price(self, card: RateCard | None, gpu_model: str, mig_profile: str
+                     ) -> tuple[Decimal | None, str]:
+        """Price per device-hour (a card or one MIG instance) and how it was derived."""
+        if card is None:
+            return None, _("no rate card in effect")
+        prices = self.gpus.get(card.pk, {})
+        if not mig_profile:
+            price = prices.get(gpu_model)
+            return (price.price_per_hour, gpu_model) if price else (None, gpu_model)
+        base = prices.get(gpu_model) or _card_for_mig(prices.values(), mig_profile)
+        if base is None:
+            return None, f"MIG {mig_profile}"
+        share = pricing.mig_share(mig_profile, card_memory_gib=base.memory_gib,
+                                  rule=card.mig_pricing)
+        return (pricing.mig_hour_price(base.price_per_hour, share),
+                f"MIG {mig_profile} on {base.gpu_model} ({_fraction(share)} card)")
+
+
+def _fraction(share: Decimal) -> str:
+    frac = share.as_integer_ratio()
+    return f"{frac[0]}/{frac[1]}" if frac[1] != 1 else str(frac[0])
+
+
+def _card_for_mig(prices: Iterable[GpuPrice], profile: str) -> GpuPrice | None:
+    """When a MIG job names no card: the smallest priced card that holds the profile."""
+    from k8s_sync.selectors import mig_profile_memory_mib
+
+    need = (mig_profile_memory_mib(profile) or 0) / 1024
+    fits = sorted((p for p in prices if p.memory_gib and p.memory_gib >= need),
+                  key=lambda p: (p.memory_gib, p.gpu_model))
+    return fits[0] if fits else None
+
+
+def schedule() -> Schedule:
+    cards = list(RateCard.objects.order_by("effective_from"))
+    sched = Schedule(cards=cards)
+    for price in GpuPrice.objects.all():
+        sched.gpus.setdefault(price.card_id, {})[price.gpu_model] = price
+    for sp in StoragePrice.objects.all():
+        sched.storage.setdefault(sp.card_id, {})[sp.storage_class] = sp.gib_month
+    return sched
+
+
+def rate_cards() -> QuerySet[RateCard]:
+    return RateCard.objects.prefetch_related("gpu_prices", "storage_prices")
+
+
+def current_rate_card(day: dt.date | None = None) -> RateCard | None:
+    day = day or timezone.localdate()
+    return rate_cards().filter(effective_from__lte=day).order_by("-effective_from").first()
+
+
+# --- a month's lines ----------------------------------------------------------------------
+
+
+@dataclass
+class LineSpec:
+    kind: str
+    description: str
+    amount: Decimal
+    resource: str = ""
+    starts: dt.date | None = None
+    ends: dt.date | None = None
+    quantity: Decimal = Decimal(0)
+    unit: str = ""
+    unit_price: Decimal = Decimal(0)
+    rate_card_id: int | None = None
+
+
+def _suffix(card: RateCard | None, split: bool) -> str:
+    if not split or card is None:
+        return ""
+    return " " + _("(prices from %(day)s)") % {"day": card.effective_from.isoformat()}
+
+
+def month_lines(period: dt.date, tenant_ids: Iterable[int] | None = None,
+                sched: Schedule | None = None) -> dict[int, list[LineSpec]]:
+    """Every tenant's invoice lines for the month of ``period``, from the ledger.
+
+    GPU lines per card period and device kind; CPU and memory when the card prices them;
+    storage per StorageClass; egress; then the month's adjustments. Amounts are rounded
+    per line (see billing.pricing).
+    """
+    sched = sched or schedule()
+    first = ledger.month_start(period)
+    after = ledger.next_month(first)
+    start_dt, end_dt = ledger.month_bounds(first, tz())
+    month_seconds = int((end_dt - start_dt).total_seconds())
+    ids = list(tenant_ids) if tenant_ids is not None else None
+    out: dict[int, list[LineSpec]] = defaultdict(list)
+    periods = sched.periods(first, after)
+    split = len(periods) > 1
+
+    for card, a, b in periods:
+        usage = GpuUsage.objects.filter(day__gte=a, day__lt=b)
+        if ids is not None:
+            usage = usage.filter(tenant_id__in=ids)
+        rows = usage.values("tenant_id", "gpu_model", "mig_profile").annotate(
+            device_seconds=Sum(F("seconds") * F("devices")),
+            milli_seconds=Sum(F("seconds") * F("cpu_millicores")),
+            mib_seconds=Sum(F("seconds") * F("memory_mib"))).order_by(
+            "tenant_id", "gpu_model", "mig_profile")
+        cpu_totals: dict[int, int] = defaultdict(int)
+        mem_totals: dict[int, int] = defaultdict(int)
+        for row in rows:
+            tenant_id, device_seconds = row["tenant_id"], int(row["device_seconds"] or 0)
+            cpu_totals[tenant_id] += int(row["milli_seconds"] or 0)
+            mem_totals[tenant_id] += int(row["mib_seconds"] or 0)
+            if not device_seconds:
+                continue
+            price, label = sched.device_price(card, row["gpu_model"], row["mig_profile"])
+            unit = _("instance-hours") if row["mig_profile"] else _("GPU-hours")
+            desc = (label or _("GPU")) + _suffix(card, split)
+            if price is None:
+                desc += " " + _("(no price on the rate card)")
+            out[tenant_id].append(LineSpec(
+                kind=LineKind.GPU, description=desc,
+                resource=f"{row['gpu_model']}|{row['mig_profile']}", starts=a, ends=b,
+                quantity=pricing.hours(device_seconds), unit=unit,
+                unit_price=price or Decimal(0),
+                amount=pricing.hourly_amount(device_seconds, price or Decimal(0)),
+                rate_card_id=card.pk if card else None))
+        if card is not None and card.cpu_core_hour:
+            for tenant_id, milli in cpu_totals.items():
+                if milli:
+                    out[tenant_id].append(LineSpec(
+                        kind=LineKind.CPU, description=_("CPU core-hours") + _suffix(card, split),
+                        starts=a, ends=b, quantity=pricing.hours(Decimal(milli) / 1000),
+                        unit=_("core-hours"), unit_price=card.cpu_core_hour,
+                        amount=pricing.hourly_amount(Decimal(milli) / 1000, card.cpu_core_hour),
+                        rate_card_id=card.pk))
+        if card is not None and card.memory_gib_hour:
+            for tenant_id, mib in mem_totals.items():
+                if mib:
+                    gib_s = Decimal(mib) / 1024
+                    out[tenant_id].append(LineSpec(
+                        kind=LineKind.MEMORY,
+                        description=_("Memory GiB-hours") + _suffix(card, split),
+                        starts=a, ends=b, quantity=pricing.hours(gib_s), unit=_("GiB-hours"),
+                        unit_price=card.memory_gib_hour,
+                        amount=pricing.hourly_amount(gib_s, card.memory_gib_hour),
+                        rate_card_id=card.pk))
+
+    # storage: each volume's size over the month, per card period and StorageClass
+    snaps = StorageSnapshot.objects.filter(at__lt=end_dt)
+    if ids is not None:
+        snaps = snaps.filter(tenant_id__in=ids)
+    volumes: dict[str, list[tuple[dt.datetime, int]]] = defaultdict(list)
+    owner: dict[str, tuple[int, str]] = {}
+    for uid, tenant_id, storage_class, size, at in snaps.order_by("uid", "at").values_list(
+            "uid", "tenant_id", "storage_class", "size_bytes", "at"):
+        volumes[uid].append((at, size))
+        owner[uid] = (tenant_id, storage_class)
+    storage: dict[tuple[int, int | None, str, dt.date, dt.date], int] = defaultdict(int)
+    for uid, snapshots in volumes.items():
+        tenant_id, storage_class = owner[uid]
+        for card, a, b in periods:
+            byte_seconds = ledger.size_byte_seconds(
+                snapshots, ledger.local_midnight(a, tz()), ledger.local_midnight(b, tz()))
+            if byte_seconds:
+                storage[(tenant_id, card.pk if card else None, storage_class, a, b)] += \
+                    byte_seconds
+    cards_by_id = {c.pk: c for c in sched.cards}
+    for (tenant_id, card_id, storage_class, a, b), byte_seconds in sorted(
+            storage.items(), key=lambda kv: (kv[0][0], kv[0][3], kv[0][2])):
+        price = sched.storage.get(card_id, {}).get(storage_class) if card_id else None
+        desc = _("Storage %(cls)s") % {"cls": storage_class or "-"} + _suffix(
+            cards_by_id.get(card_id) if card_id else None, split)
+        if price is None:
+            desc += " " + _("(no price on the rate card)")
+        out[tenant_id].append(LineSpec(
+            kind=LineKind.STORAGE, description=desc, resource=storage_class, starts=a, ends=b,
+            quantity=pricing.gib_months(byte_seconds, month_seconds), unit=_("GiB-months"),
+            unit_price=price or Decimal(0),
+            amount=pricing.storage_amount(byte_seconds, month_seconds, price or Decimal(0)),
+            rate_card_id=card_id))
+
+    # egress: bytes sent, per card period
+    for card, a, b in periods:
+        samples = EgressSample.objects.filter(at__gte=ledger.local_midnight(a, tz()),
+                                              at__lt=ledger.local_midnight(b, tz()))
+        if ids is not None:
+            samples = samples.filter(tenant_id__in=ids)
+        price = card.egress_gib if card else Decimal(0)
+        for tenant_id, sent in samples.values("tenant_id").annotate(
+                sent=Sum("transmit_delta")).values_list("tenant_id", "sent").order_by(
+                "tenant_id"):
+            if sent:
+                out[tenant_id].append(LineSpec(
+                    kind=LineKind.EGRESS, description=_("Egress") + _suffix(card, split),
+                    starts=a, ends=b, quantity=pricing.gib(sent), unit=_("GiB"),
+                    unit_price=price, amount=pricing.egress_amount(sent, price),
+                    rate_card_id=card.pk if card else None))
+
+    adjustments = Adjustment.objects.filter(period=first)
+    if ids is not None:
+        adjustments = adjustments.filter(tenant_id__in=ids)
+    for adj in adjustments:
+        out[adj.tenant_id].append(LineSpec(
+            kind=LineKind.ADJUSTMENT, description=adj.description, quantity=Decimal(1),
+            unit_price=adj.amount, amount=adj.amount))
+    return dict(out)
+
+
+# --- invoices -----------------------------------------------------------------------------
+
+
+def invoices_for_tenant(tenant: Tenant) -> QuerySet[Invoice]:
+    return Invoice.objects.filter(tenant=tenant).select_related("credits").order_by(
+        "-period", "kind", "id")
+
+
+def invoice_for_tenant_or_404(tenant: Tenant, pk: int) -> Invoice:
+    from django.shortcuts import get_object_or_404
+
+    return get_object_or_404(Invoice.objects.select_related("tenant", "credits"),
+                             tenant=tenant, pk=pk)
+
+
+def invoices_for_month(period: dt.date) -> QuerySet[Invoice]:
+    return Invoice.objects.filter(period=ledger.month_start(period)).select_related(
+        "tenant", "credits").order_by("tenant_name", "kind", "id")
+
+
+def month_is_closed(period: dt.date) -> bool:
+    return MonthClose.objects.filter(period=ledger.month_start(period)).exists()
+
+
+def credited_total(invoice: Invoice) -> Decimal:
+    """What credit notes have taken off ``invoice`` so far (a negative amount or 0)."""
+    return Invoice.objects.filter(credits=invoice, status=InvoiceStatus.ISSUED).aggregate(
+        s=Sum("total"))["s"] or Decimal(0)
+
+
+@dataclass(frozen=True)
+class LineDetail:
+    label: str
+    quantity: Decimal
+    amount: Decimal
+    job_id: int | None = None
+
+
+def line_details(line: InvoiceLine) -> list[LineDetail]:
+    """What is behind one line: the jobs (GPU, CPU, memory), volumes, or pods."""
+    invoice = line.invoice
+    if line.starts is None or line.ends is None:
+        return []
+    if line.kind in (LineKind.GPU, LineKind.CPU, LineKind.MEMORY):
+        usage = GpuUsage.objects.filter(tenant_id=invoice.tenant_id, day__gte=line.starts,
+                                        day__lt=line.ends)
+        if line.kind == LineKind.GPU:
+            gpu_model, _sep, mig = line.resource.partition("|")
+            usage = usage.filter(gpu_model=gpu_model, mig_profile=mig, devices__gt=0)
+            metric = Sum(F("seconds") * F("devices"))
+        elif line.kind == LineKind.CPU:
+            metric = Sum(F("seconds") * F("cpu_millicores"))
+        else:
+            metric = Sum(F("seconds") * F("memory_mib"))
+        rows = usage.values("job_id", "job__name").annotate(q=metric).order_by("-q", "job_id")
+        scale = {LineKind.GPU: 1, LineKind.CPU: 1000, LineKind.MEMORY: 1024}[line.kind]
+        return [LineDetail(label=r["job__name"], job_id=r["job_id"],
+                           quantity=pricing.hours(Decimal(r["q"] or 0) / scale),
+                           amount=pricing.hourly_amount(Decimal(r["q"] or 0) / scale,
+                                                        line.unit_price))
+                for r in rows if r["q"]]
+    if line.kind == LineKind.STORAGE:
+        start = ledger.local_midnight(line.starts, tz())
+        end = ledger.local_midnight(line.ends, tz())
+        month_start_dt, month_end_dt = ledger.month_bounds(invoice.period, tz())
+        month_seconds = int((month_end_dt - month_start_dt).total_seconds())
+        volumes: dict[str, list[tuple[dt.datetime, int]]] = defaultdict(list)
+        names: dict[str, str] = {}
+        for uid, ns, name, size, at in StorageSnapshot.objects.filter(
+                tenant_id=invoice.tenant_id, storage_class=line.resource, at__lt=end
+        ).order_by("uid", "at").values_list("uid", "namespace", "name", "size_bytes", "at"):
+            volumes[uid].append((at, size))
+            names[uid] = f"{ns}/{name}"
+        details = []
+        for uid, snaps in volumes.items():
+            bs = ledger.size_byte_seconds(snaps, start, end)
+            if bs:
+                details.append(LineDetail(
+                    label=names[uid], quantity=pricing.gib_months(bs, month_seconds),
+                    amount=pricing.storage_amount(bs, month_seconds, line.unit_price)))
+        return sorted(details, key=lambda d: -d.quantity)
+    if line.kind == LineKind.EGRESS:
+        rows = EgressSample.objects.filter(
+            tenant_id=invoice.tenant_id, at__gte=ledger.local_midnight(line.starts, tz()),
+            at__lt=ledger.local_midnight(line.ends, tz())).values("namespace", "pod").annotate(
+            sent=Sum("transmit_delta")).order_by("-sent")
+        return [LineDetail(label=f"{r['namespace']}/{r['pod']}", quantity=pricing.gib(r["sent"]),
+                           amount=pricing.egress_amount(r["sent"], line.unit_price))
+                for r in rows if r["sent"]]
+    return []
+
+
+# --- per job ------------------------------------------------------------------------------
+
+
+def _job_rate(sched: Schedule, card: RateCard | None, job: Any) -> Decimal:
+    """Price per hour of running ``job`` under ``card`` (devices, CPU and memory)."""
+    devices = job.workers * job.gpus_per_worker
+    rate = Decimal(0)
+    if devices:
+        price, _label = sched.device_price(card, job.gpu_model, job.mig_profile)
+        rate += (price or Decimal(0)) * devices
+    if card is not None and card.cpu_core_hour:
+        rate += card.cpu_core_hour * job.cpu_per_worker * job.workers
+    if card is not None and card.memory_gib_hour:
+        rate += card.memory_gib_hour * job.memory_gib_per_worker * job.workers
+    return rate
+
+
+def job_costs(jobs: Iterable[Any], now: dt.datetime | None = None) -> dict[int, Decimal]:
+    """Cost so far per job id, from its transitions (running now counts up to ``now``),
+    each day at the rate card in effect that day; rounded to cents per job. (Invoices
+    round per line, so a sum of job costs may differ from a line by a few cents.)"""
+    from jobs.models import JobTransition
+
+    jobs = list(jobs)
+    if not jobs:
+        return {}
+    now = now or timezone.now()
+    sched = schedule()
+    transitions: dict[int, list[tuple[str, dt.datetime]]] = defaultdict(list)
+    for job_id, state, at in JobTransition.objects.filter(job__in=[j.pk for j in jobs]).order_by(
+            "job_id", "at", "id").values_list("job_id", "to_state", "at"):
+        transitions[job_id].append((state, at))
+    out: dict[int, Decimal] = {}
+    for job in jobs:
+        cost = Decimal(0)
+        days = ledger.running_day_seconds(transitions.get(job.pk, []), now, tz())
+        for day, seconds in days.items():
+            cost += _job_rate(sched, sched.card_for(day), job) * seconds / 3600
+        out[job.pk] = pricing.round_money(cost)
+    return out
+
+
+def estimate_job_cost(gpu_model: str, mig_profile: str, gpus: int, seconds: int
+                      ) -> Decimal | None:
+    """What ``gpus`` devices (cards or MIG instances) for ``seconds`` would cost at today's
+    rate card; None when the device has no price."""
+    sched = schedule()
+    price, _label = sched.device_price(sched.card_for(timezone.localdate()), gpu_model,
+                                       mig_profile)
+    if price is None:
+        return None
+    return pricing.hourly_amount(Decimal(gpus) * seconds, price)
+
+
+# --- idle rate ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IdleRate:
+    allocated_hours: Decimal   # GPU-hours allocated (daily mean allocation x 24 h)
+    utilised_hours: Decimal    # of those, GPU-hours actually busy (where measured)
+    measured_hours: Decimal    # allocated GPU-hours on days with utilisation samples
+
+    @property
+    def rate(self) -> Decimal | None:
+        """1 - utilised / allocated over the days utilisation was measured."""
+        if not self.measured_hours:
+            return None
+        return max(Decimal(0), 1 - self.utilised_hours / self.measured_hours).quantize(
+            Decimal("0.0001"))
+
+
+def quarter_start(day: dt.date) -> dt.date:
+    return day.replace(month=(day.month - 1) // 3 * 3 + 1, day=1)
+
+
+def idle_rates(start: dt.date, end: dt.date, tenant_ids: Iterable[int] | None = None
+               ) -> dict[int, IdleRate]:
+    """GPU idle rate per tenant over the days [start, end), from the usage sampler's daily
+    rows for whole-card GPU resources (``gpu:<model>``). A day's allocated GPU-hours are
+    its sampled mean allocation x 24; its utilised hours the sampled mean utilisation x 24.
+    """
+    from tenants.models import UsageDaily
+
+    rows = UsageDaily.objects.filter(day__gte=start, day__lt=end, resource__startswith="gpu:",
+                                     samples__gt=0)
+    if tenant_ids is not None:
+        rows = rows.filter(pool__tenant_id__in=list(tenant_ids))
+    acc: dict[int, list[Decimal]] = defaultdict(lambda: [Decimal(0)] * 3)
+    for tenant_id, total, samples, u_total, u_samples in rows.values_list(
+            "pool__tenant_id", "total", "samples", "utilised_total", "utilised_samples"):
+        allocated = total / samples * 24
+        acc[tenant_id][0] += allocated
+        if u_samples:
+            acc[tenant_id][1] += u_total / u_samples * 24
+            acc[tenant_id][2] += allocated
+    q = Decimal("0.01")
+    return {t: IdleRate(a.quantize(q), min(u, m).quantize(q), m.quantize(q))
+            for t, (a, u, m) in acc.items()}
+
+
+def tenant_idle(tenant: Tenant, today: dt.date | None = None) -> dict[str, IdleRate | None]:
+    """This month's and this quarter's idle rate of one tenant."""
+    today = today or timezone.localdate()
+    tomorrow = today + dt.timedelta(days=1)
+    month = idle_rates(ledger.month_start(today), tomorrow, [tenant.pk]).get(tenant.pk)
+    quarter = idle_rates(quarter_start(today), tomorrow, [tenant.pk]).get(tenant.pk)
+    return {"month": month, "quarter": quarter}
+
+
+# --- budgets ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BudgetStatus:
+    budget: Decimal | None
+    spent: Decimal
+    forecast: Decimal
+
+    @property
+    def percent(self) -> int | None:
+        return int(self.spent * 100 / self.budget) if self.budget else None
+
+    @property
+    def forecast_percent(self) -> int | None:
+        return int(self.forecast * 100 / self.budget) if self.budget else None
+
+
+def forecast_month_end(spent: Decimal, elapsed_seconds: float, month_seconds: float) -> Decimal:
+    """Linear forecast: the month's spending so far, extended at the same pace."""
+    if elapsed_seconds <= 0:
+        return spent
+    return pricing.round_money(spent * Decimal(month_seconds) / Decimal(elapsed_seconds))
+
+
+def budget_status(tenant: Tenant, now: dt.datetime | None = None) -> BudgetStatus:
+    """This month's spending (the draft's total), the budget and the month-end forecast."""
+    now = now or timezone.now()
+    period = current_period(now)
+    start, end = ledger.month_bounds(period, tz())
+    draft = Invoice.objects.filter(tenant=tenant, period=period,
+                                   kind=InvoiceKind.INVOICE).values_list("total", flat=True)
+    spent = next(iter(draft), Decimal(0))
+    budget = Budget.objects.filter(tenant=tenant).values_list("monthly_amount", flat=True)
+    return BudgetStatus(budget=next(iter(budget), None), spent=spent,
+                        forecast=forecast_month_end(spent, (now - start).total_seconds(),
+                                                    (end - start).total_seconds()))
+
+
+def month_summary(period: dt.date) -> dict[str, Any]:
+    """Finance's month: every invoice with idle rates, totals per kind and status."""
+    invoices = list(invoices_for_month(period))
+    first = ledger.month_start(period)
+    idle = idle_rates(first, ledger.next_month(first))
+    issued = sum((i.total for i in invoices if i.is_issued), Decimal(0))
+    return {
+        "invoices": invoices,
+        "idle": idle,
+        "total": sum((i.total for i in invoices), Decimal(0)),
+        "issued_total": issued,
+        "closed": MonthClose.objects.filter(period=first).first(),
+        "tenants_without": Tenant.objects.exclude(status="deleted").exclude(
+            Q(invoices__period=first)).order_by("name"),
+    }

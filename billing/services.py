@@ -1,0 +1,550 @@
+"""Writes of the billing app: ``<entity>_<verb>``, keyword-only.
+
+Ledger ingestion is idempotent (rows are keyed and recomputed, never added to), so the
+periodic tasks and a month close may run it any number of times. Rows of a closed
+month are never rewritten. Invoices are written as drafts, refreshed during the month,
+and issued (numbered, immutable) only by :func:`month_close`; corrections of an issued
+invoice are credit notes (:func:`credit_note_issue`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from billing import ledger, selectors
+from billing.choices import BUDGET_THRESHOLDS, InvoiceKind, InvoiceStatus, LineKind, MigPricing
+from billing.models import (
+    Adjustment,
+    Budget,
+    BudgetAlert,
+    EgressSample,
+    GpuPrice,
+    GpuUsage,
+    Invoice,
+    InvoiceLine,
+    MonthClose,
+    NumberSequence,
+    RateCard,
+    StoragePrice,
+    StorageSnapshot,
+)
+from billing.recommend import IdleRule, recommend_gpu_quota
+from portal.exceptions import ApplicationError, Conflict, NotAllowed
+from tenants.access import AnyUser, TenantAccess, is_finance, require_platform_admin
+from tenants.models import AuditEvent, Pool, Tenant
+
+CHUNK = 2000
+
+
+def _audit(*, actor: Any, action: str, summary: str, tenant: Tenant | None = None,
+           **data: Any) -> None:
+    AuditEvent.objects.create(actor=actor if actor and actor.is_authenticated else None,
+                              tenant=tenant, action=action, summary=summary, data=data)
+
+
+def _require_finance(actor: AnyUser) -> None:
+    if not is_finance(actor):
+        raise NotAllowed(_("Only finance can do this."))
+
+
+def _closed_until() -> dt.date:
+    """The first day not in a closed month (ledger rows before it are frozen)."""
+    last = MonthClose.objects.aggregate(m=Max("period"))["m"]
+    return ledger.next_month(last) if last else dt.date.min
+
+
+def _require_open(day: dt.date) -> None:
+    if MonthClose.objects.filter(period=ledger.month_start(day)).exists():
+        raise Conflict(_("%(month)s is closed; its invoices can only be corrected with "
+                         "credit notes.") % {"month": f"{day:%Y-%m}"})
+
+
+# --- the rate card ------------------------------------------------------------------------
+
+
+def rate_card_create(*, actor: AnyUser, effective_from: dt.date, gpus: Iterable[Mapping],
+                     storage: Iterable[Mapping] = (), egress_gib: Decimal = Decimal(0),
+                     cpu_core_hour: Decimal | None = None,
+                     memory_gib_hour: Decimal | None = None,
+                     mig_pricing: str = MigPricing.MEMORY, note: str = "") -> RateCard:
+    """A new rate card from ``effective_from`` (00:00 local). Never in a closed month; a
+    card in effect is never edited, a new one replaces it from its day."""
+    require_platform_admin(actor)
+    _require_open(effective_from)
+    if MigPricing(mig_pricing) is None:  # pragma: no cover - ValueError first
+        raise ApplicationError(_("Unknown MIG pricing."))
+    gpus, storage = list(gpus), list(storage)
+    with transaction.atomic():
+        try:
+            card = RateCard.objects.create(
+                effective_from=effective_from, egress_gib=egress_gib,
+                cpu_core_hour=cpu_core_hour or None, memory_gib_hour=memory_gib_hour or None,
+                mig_pricing=mig_pricing, note=note, created_by=actor)
+        except IntegrityError:
+            raise Conflict(_("A rate card already starts on %(day)s.")
+                           % {"day": effective_from.isoformat()}, field="effective_from") from None
+        seen: set[str] = set()
+        for g in gpus:
+            if g["gpu_model"] in seen:
+                raise ApplicationError(_("GPU model %(m)s is listed twice.")
+                                       % {"m": g["gpu_model"]}, field="gpus")
+            seen.add(g["gpu_model"])
+            price = GpuPrice(card=card, **g)
+            if price.depreciation_months <= 0:
+                raise ApplicationError(_("The depreciation period must be at least a month."),
+                                       field="gpus")
+            if price.pue < 1:
+                raise ApplicationError(_("PUE cannot be below 1."), field="gpus")
+            price.full_clean(exclude=["card"])
+            price.save()
+        for st in storage:
+            sp = StoragePrice(card=card, **st)
+            sp.full_clean(exclude=["card"])
+            sp.save()
+        _audit(actor=actor, action="billing.rate_card.create",
+               summary=f"rate card from {effective_from}", card=card.pk)
+    return card
+
+
+# --- the ledger ---------------------------------------------------------------------------
+
+
+def ledger_ingest_gpu(*, now: dt.datetime | None = None,
+                      job_ids: Iterable[int] | None = None) -> int:
+    """Recompute the GpuUsage rows (job, day) of every job that ran in an open month.
+
+    Rows are recomputed from the whole transition history and upserted on (job, day), so
+    running this twice changes nothing; days of closed months are never touched. Returns
+    the number of rows written.
+    """
+    from jobs.choices import JobState
+    from jobs.models import JobTransition, TrainingJob
+
+    now = now or timezone.now()
+    tz = selectors.tz()
+    open_from = _closed_until()
+    if job_ids is None:
+        since = ledger.local_midnight(open_from, tz) if open_from > dt.date.min else None
+        touched = JobTransition.objects.all()
+        if since is not None:
+            touched = touched.filter(at__gte=since)
+        ids = set(touched.values_list("job_id", flat=True).distinct())
+        ids |= set(TrainingJob.objects.filter(
+            state__in=[JobState.RUNNING, JobState.PREEMPTING]).values_list("pk", flat=True))
+    else:
+        ids = set(job_ids)
+    ordered = sorted(ids)
+    written = 0
+    for index in range(0, len(ordered), CHUNK):
+        chunk = ordered[index:index + CHUNK]
+        jobs = {j["pk"]: j for j in TrainingJob.objects.filter(pk__in=chunk).values(
+            "pk", "tenant_id", "pool_id", "gpu_model", "mig_profile", "workers",
+            "gpus_per_worker", "cpu_per_worker", "memory_gib_per_worker")}
+        transitions: dict[int, list[tuple[str, dt.datetime]]] = defaultdict(list)
+        for job_id, state, at in JobTransition.objects.filter(job_id__in=chunk).order_by(
+                "job_id", "at", "id").values_list("job_id", "to_state", "at"):
+            transitions[job_id].append((state, at))
+        rows = []
+        for job_id, history in transitions.items():
+            job = jobs.get(job_id)
+            if job is None:
+                continue
+            devices = job["workers"] * job["gpus_per_worker"]
+            millicores = int(job["cpu_per_worker"] * 1000) * job["workers"]
+            mib = int(job["memory_gib_per_worker"] * 1024) * job["workers"]
+            for day, seconds in ledger.running_day_seconds(history, now, tz).items():
+                if day < open_from:
+                    continue
+                rows.append(GpuUsage(
+                    job_id=job_id, tenant_id=job["tenant_id"], pool_id=job["pool_id"], day=day,
+                    gpu_model=job["gpu_model"], mig_profile=job["mig_profile"],
+                    devices=devices, seconds=seconds, cpu_millicores=millicores,
+                    memory_mib=mib))
+        if rows:
+            GpuUsage.objects.bulk_create(
+                rows, batch_size=1000, update_conflicts=True, unique_fields=["job", "day"],
+                update_fields=["seconds", "devices", "gpu_model", "mig_profile",
+                               "cpu_millicores", "memory_mib", "updated_at"])
+            written += len(rows)
+    return written
+
+
+def _pools_by_namespace() -> dict[str, Pool]:
+    return {p.namespace: p for p in Pool.objects.select_related("tenant")}
+
+
+def storage_snapshots_record(*, now: dt.datetime | None = None) -> int:
+    """Record each tenant PVC's size when first seen, resized or gone (size 0).
+
+    Keyed on (uid, at) and written only on change, so recording twice adds nothing.
+    A resize is dated when Trainyard observed it; a new volume from its creation time.
+    """
+    from k8s_sync.models import ObservedPVC
+
+    now = now or timezone.now()
+    pools = _pools_by_namespace()
+    latest_at = dict(StorageSnapshot.objects.values("uid").annotate(m=Max("at"))
+                     .values_list("uid", "m"))
+    last: dict[str, tuple[int, dt.datetime, StorageSnapshot]] = {}
+    for snap in StorageSnapshot.objects.filter(at__in=set(latest_at.values())):
+        if latest_at.get(snap.uid) == snap.at:
+            last[snap.uid] = (snap.size_bytes, snap.at, snap)
+    rows, seen = [], set()
+    for pvc in ObservedPVC.objects.filter(namespace__in=list(pools)):
+        pool = pools[pvc.namespace]
+        seen.add(pvc.uid)
+        size = pvc.requested_bytes or 0
+        previous = last.get(pvc.uid)
+        if previous is None:
+            at = pvc.created_at or pvc.observed_at or now
+        elif previous[0] != size:
+            at = max(pvc.observed_at or now, previous[1] + dt.timedelta(seconds=1))
+        else:
+            continue
+        rows.append(StorageSnapshot(tenant_id=pool.tenant_id, pool=pool, namespace=pvc.namespace,
+                                    name=pvc.name, uid=pvc.uid, storage_class=pvc.storage_class,
+                                    size_bytes=size, at=at))
+    for uid, (size, at, snap) in last.items():
+        if size and uid not in seen:
+            rows.append(StorageSnapshot(
+                tenant_id=snap.tenant_id, pool_id=snap.pool_id, namespace=snap.namespace,
+                name=snap.name, uid=uid, storage_class=snap.storage_class, size_bytes=0,
+                at=max(now, at + dt.timedelta(seconds=1))))
+    StorageSnapshot.objects.bulk_create(rows, ignore_conflicts=True)
+    return len(rows)
+
+
+def egress_record(*, readings: Mapping[tuple[str, str], tuple[int, int]],
+                  at: dt.datetime) -> int:
+    """Record one reading of every pod's network counters (transmit, receive totals).
+
+    The bytes sent since each pod's previous reading are stored with it (a counter below
+    the previous reading was reset: only the new value counts). Keyed on (namespace,
+    pod, at): recording the same reading twice adds nothing. Pods outside tenant
+    namespaces are ignored.
+    """
+    pools = _pools_by_namespace()
+    keys = [k for k in readings if k[0] in pools]
+    if not keys:
+        return 0
+    previous: dict[tuple[str, str], int] = {}
+    for ns, pod, total in EgressSample.objects.filter(
+            namespace__in={k[0] for k in keys}, pod__in={k[1] for k in keys}, at__lt=at
+    ).order_by("namespace", "pod", "at").values_list("namespace", "pod", "transmit_total"):
+        previous[(ns, pod)] = total
+    rows = []
+    for key in keys:
+        tx, rx = readings[key]
+        pool = pools[key[0]]
+        rows.append(EgressSample(tenant_id=pool.tenant_id, pool=pool, namespace=key[0],
+                                 pod=key[1], at=at, transmit_total=tx, receive_total=rx,
+                                 transmit_delta=ledger.counter_delta(previous.get(key), tx)))
+    EgressSample.objects.bulk_create(rows, ignore_conflicts=True)
+    return len(rows)
+
+
+# --- invoices -----------------------------------------------------------------------------
+
+
+def _next_numbers(prefix: str, year: int, count: int) -> list[str]:
+    """``count`` consecutive numbers ``<prefix>-<year>-00001``..., under a row lock."""
+    if count == 0:
+        return []
+    NumberSequence.objects.get_or_create(prefix=prefix, year=year)
+    seq = NumberSequence.objects.select_for_update().get(prefix=prefix, year=year)
+    first = seq.last + 1
+    seq.last += count
+    seq.save(update_fields=["last"])
+    return [f"{prefix}-{year}-{n:05d}" for n in range(first, first + count)]
+
+
+def _write_invoices(*, period: dt.date, lines: Mapping[int, list[selectors.LineSpec]],
+                    tenant_ids: Iterable[int], now: dt.datetime) -> list[Invoice]:
+    """Replace the drafts of ``tenant_ids`` for ``period`` by ``lines`` (inside a
+    transaction). A tenant without lines has no draft."""
+    tenant_ids = list(tenant_ids)
+    tenants = {t.pk: t for t in Tenant.objects.filter(pk__in=tenant_ids)}
+    drafts = {i.tenant_id: i for i in Invoice.objects.filter(
+        period=period, kind=InvoiceKind.INVOICE, tenant_id__in=tenant_ids)}
+    if any(i.is_issued for i in drafts.values()):
+        raise Conflict(_("This month's invoices are already issued."))
+    InvoiceLine.objects.filter(invoice__in=list(drafts.values())).delete()
+    Invoice.objects.filter(pk__in=[i.pk for t, i in drafts.items() if not lines.get(t)]).delete()
+    new, keep = [], []
+    for tenant_id in tenant_ids:
+        if not lines.get(tenant_id):
+            continue
+        tenant = tenants[tenant_id]
+        invoice = drafts.get(tenant_id) or Invoice(tenant=tenant, period=period,
+                                                    kind=InvoiceKind.INVOICE)
+        invoice.tenant_name, invoice.cost_center = tenant.name, tenant.cost_center
+        invoice.currency = settings.TRAINYARD_CURRENCY
+        invoice.total = sum((spec.amount for spec in lines[tenant_id]), Decimal(0))
+        invoice.computed_at = now
+        (keep if invoice.pk else new).append(invoice)
+    Invoice.objects.bulk_create(new, batch_size=500)
+    if keep:
+        Invoice.objects.bulk_update(keep, ["tenant_name", "cost_center", "currency", "total",
+                                           "computed_at"], batch_size=500)
+    invoices = new + keep
+    InvoiceLine.objects.bulk_create((
+        InvoiceLine(invoice=invoice, position=n, kind=spec.kind, description=spec.description[:300],
+                    resource=spec.resource, starts=spec.starts, ends=spec.ends,
+                    quantity=spec.quantity, unit=spec.unit, unit_price=spec.unit_price,
+                    amount=spec.amount, rate_card_id=spec.rate_card_id)
+        for invoice in invoices for n, spec in enumerate(lines[invoice.tenant_id])),
+        batch_size=2000)
+    return invoices
+
+
+def invoice_draft_refresh(*, tenant: Tenant, period: dt.date | None = None,
+                          now: dt.datetime | None = None, ingest: bool = True
+                          ) -> Invoice | None:
+    """Recompute the tenant's running draft for ``period`` (this month by default) from
+    the ledger (brought up to date first). None when nothing is billable yet."""
+    now = now or timezone.now()
+    period = ledger.month_start(period or selectors.current_period(now))
+    if selectors.month_is_closed(period):
+        raise Conflict(_("%(month)s is closed.") % {"month": f"{period:%Y-%m}"})
+    if ingest:
+        from jobs.models import TrainingJob
+
+        ledger_ingest_gpu(now=now, job_ids=TrainingJob.objects.filter(
+            tenant=tenant).values_list("pk", flat=True))
+    lines = selectors.month_lines(period, [tenant.pk])
+    with transaction.atomic():
+        invoices = _write_invoices(period=period, lines=lines, tenant_ids=[tenant.pk], now=now)
+    return invoices[0] if invoices else None
+
+
+def drafts_refresh(*, now: dt.datetime | None = None) -> int:
+    """Bring the ledger up to date and recompute every tenant's draft of this month."""
+    now = now or timezone.now()
+    period = selectors.current_period(now)
+    if selectors.month_is_closed(period):
+        return 0
+    ledger_ingest_gpu(now=now)
+    storage_snapshots_record(now=now)
+    lines = selectors.month_lines(period)
+    ids = set(lines) | set(Invoice.objects.filter(period=period, kind=InvoiceKind.INVOICE)
+                           .values_list("tenant_id", flat=True))
+    with transaction.atomic():
+        return len(_write_invoices(period=period, lines=lines, tenant_ids=ids, now=now))
+
+
+def month_close(*, actor: AnyUser, period: dt.date, now: dt.datetime | None = None
+                ) -> MonthClose:
+    """Finance closes a month that has ended: the ledger is brought up to date, every
+    tenant with charges gets its invoice issued (numbered, immutable), the month's
+    ledger is frozen. Closing a closed month is a Conflict."""
+    _require_finance(actor)
+    started = time.perf_counter()
+    now = now or timezone.now()
+    period = ledger.month_start(period)
+    _start, end = ledger.month_bounds(period, selectors.tz())
+    if now < end:
+        raise ApplicationError(_("%(month)s has not ended yet.") % {"month": f"{period:%Y-%m}"})
+    if selectors.month_is_closed(period):
+        raise Conflict(_("%(month)s is already closed.") % {"month": f"{period:%Y-%m}"})
+    if MonthClose.objects.filter(period__lt=period).exists() and not MonthClose.objects.filter(
+            period=ledger.month_start(period - dt.timedelta(days=1))).exists():
+        raise ApplicationError(_("Close the previous month first."))
+    ledger_ingest_gpu(now=now)
+    storage_snapshots_record(now=now)
+    lines = selectors.month_lines(period)
+    with transaction.atomic():
+        try:
+            with transaction.atomic():
+                closing = MonthClose.objects.create(period=period, closed_at=now,
+                                                    closed_by=actor)
+        except IntegrityError:
+            raise Conflict(_("%(month)s is already closed.")
+                           % {"month": f"{period:%Y-%m}"}) from None
+        ids = set(lines) | set(Invoice.objects.filter(period=period, kind=InvoiceKind.INVOICE)
+                               .values_list("tenant_id", flat=True))
+        invoices = sorted(_write_invoices(period=period, lines=lines, tenant_ids=ids, now=now),
+                          key=lambda i: (i.tenant_name, i.tenant_id))
+        numbers = _next_numbers(settings.TRAINYARD_INVOICE_PREFIX, period.year, len(invoices))
+        for invoice, number in zip(invoices, numbers, strict=True):
+            invoice.number, invoice.status = number, InvoiceStatus.ISSUED
+            invoice.issued_at, invoice.issued_by = now, actor
+        Invoice.objects.bulk_update(invoices, ["number", "status", "issued_at", "issued_by"],
+                                    batch_size=500)
+        closing.invoices = len(invoices)
+        closing.total = sum((i.total for i in invoices), Decimal(0))
+        closing.seconds = time.perf_counter() - started
+        closing.save()
+        _audit(actor=actor, action="billing.month.close",
+               summary=f"closed {period:%Y-%m}: {len(invoices)} invoices",
+               period=period.isoformat(), total=str(closing.total))
+    return closing
+
+
+def credit_note_issue(*, actor: AnyUser, invoice: Invoice, amount: Decimal, reason: str
+                      ) -> Invoice:
+    """Correct an issued invoice: a numbered credit note of ``-amount``. The credits of an
+    invoice never exceed its total."""
+    _require_finance(actor)
+    if not reason.strip():
+        raise ApplicationError(_("Say why the invoice is credited."), field="reason")
+    if amount <= 0:
+        raise ApplicationError(_("The credit must be a positive amount."), field="amount")
+    with transaction.atomic():
+        locked = Invoice.objects.select_for_update().get(pk=invoice.pk)
+        if locked.kind != InvoiceKind.INVOICE or not locked.is_issued:
+            raise Conflict(_("Only an issued invoice can be credited."))
+        remaining = locked.total + selectors.credited_total(locked)
+        if amount > remaining:
+            raise ApplicationError(_("At most %(left)s %(cur)s is left to credit.")
+                                   % {"left": remaining, "cur": locked.currency},
+                                   field="amount")
+        note = Invoice.objects.create(
+            tenant_id=locked.tenant_id, period=locked.period, kind=InvoiceKind.CREDIT_NOTE,
+            tenant_name=locked.tenant_name, cost_center=locked.cost_center,
+            currency=locked.currency, total=-amount, credits=locked, reason=reason,
+            computed_at=timezone.now())
+        InvoiceLine.objects.create(
+            invoice=note, kind=LineKind.CREDIT, quantity=Decimal(1), unit_price=-amount,
+            amount=-amount, description=_("Credit for %(number)s: %(reason)s")
+            % {"number": locked.number, "reason": reason})
+        note.number = _next_numbers(f"{settings.TRAINYARD_INVOICE_PREFIX}C",
+                                    locked.period.year, 1)[0]
+        note.status, note.issued_at, note.issued_by = InvoiceStatus.ISSUED, timezone.now(), actor
+        note.save()
+        _audit(actor=actor, action="billing.credit_note", tenant=locked.tenant,
+               summary=f"credit note {note.number} of {amount} for {locked.number}")
+    return note
+
+
+def adjustment_add(*, actor: AnyUser, tenant: Tenant, period: dt.date, description: str,
+                   amount: Decimal) -> Adjustment:
+    """A manual charge or discount on an open month's invoice (finance)."""
+    _require_finance(actor)
+    period = ledger.month_start(period)
+    _require_open(period)
+    if not description.strip() or not amount:
+        raise ApplicationError(_("An adjustment needs a description and a non-zero amount."))
+    with transaction.atomic():
+        adj = Adjustment.objects.create(tenant=tenant, period=period, description=description,
+                                        amount=amount, created_by=actor)
+        _audit(actor=actor, action="billing.adjustment", tenant=tenant,
+               summary=f"adjustment {amount} for {period:%Y-%m}: {description}")
+    return adj
+
+
+# --- budgets ------------------------------------------------------------------------------
+
+
+def budget_set(*, access: TenantAccess, actor: AnyUser, amount: Decimal | None) -> Budget | None:
+    """A tenant admin sets (or with None/0 removes) the tenant's monthly budget."""
+    access.require_admin()
+    tenant = access.tenant
+    with transaction.atomic():
+        if not amount:
+            Budget.objects.filter(tenant=tenant).delete()
+            _audit(actor=actor, action="billing.budget", tenant=tenant, summary="budget removed")
+            return None
+        if amount < 0:
+            raise ApplicationError(_("A budget cannot be negative."), field="amount")
+        budget, _created = Budget.objects.update_or_create(
+            tenant=tenant, defaults={"monthly_amount": amount, "updated_by": actor})
+        _audit(actor=actor, action="billing.budget", tenant=tenant,
+               summary=f"monthly budget {amount}")
+    return budget
+
+
+def budget_alerts_check(*, now: dt.datetime | None = None) -> int:
+    """Tell tenant admins (in the portal and by e-mail) when this month's spending passes
+    50, 80 and 100% of their budget; each threshold once per month. Returns alerts sent."""
+    from django.urls import reverse
+
+    from tenants.choices import MembershipRole
+    from tenants.models import Membership
+    from tenants.services.notify import notify
+
+    now = now or timezone.now()
+    period = selectors.current_period(now)
+    sent = 0
+    for budget in Budget.objects.select_related("tenant").exclude(tenant__status="deleted"):
+        status = selectors.budget_status(budget.tenant, now)
+        if not budget.monthly_amount:
+            continue
+        crossed = [t for t in BUDGET_THRESHOLDS
+                   if status.spent * 100 >= budget.monthly_amount * t]
+        if not crossed:
+            continue
+        threshold = max(crossed)
+        done = set(BudgetAlert.objects.filter(tenant=budget.tenant, period=period)
+                   .values_list("threshold", flat=True))
+        if threshold in done:
+            continue
+        with transaction.atomic():
+            BudgetAlert.objects.bulk_create(
+                [BudgetAlert(tenant=budget.tenant, period=period, threshold=t,
+                             spent=status.spent, sent_at=now) for t in crossed if t not in done],
+                ignore_conflicts=True)
+            admins = [m.user for m in Membership.objects.filter(
+                tenant=budget.tenant, role=MembershipRole.ADMIN).select_related("user")]
+            notify(users=admins, tenant=budget.tenant, email=True,
+                   link=reverse("billing:tenant_invoices", kwargs={"slug": budget.tenant.slug}),
+                   message=_("%(tenant)s has spent %(pct)s%% of its monthly budget "
+                             "(%(spent)s of %(budget)s %(cur)s); forecast for the month: "
+                             "%(forecast)s.") % {
+                       "tenant": budget.tenant.name, "pct": threshold, "spent": status.spent,
+                       "budget": budget.monthly_amount, "cur": settings.TRAINYARD_CURRENCY,
+                       "forecast": status.forecast})
+        sent += 1
+    return sent
+
+
+# --- quota recommendation -----------------------------------------------------------------
+
+
+def quota_recommend_quarterly(*, today: dt.date | None = None,
+                              rule: IdleRule | None = None) -> int:
+    """For dynamic-mode tenants, lower GPU grants that sat idle last quarter: one proposal
+    per pool through tenants.services.quota_request_propose, for a platform admin to
+    decide. Returns the number of proposals filed."""
+    from django.db.models import Sum
+
+    from tenants.choices import QuotaMode
+    from tenants.models import UsageDaily
+    from tenants.selectors import current_grants
+    from tenants.services import quota_request_propose
+
+    today = today or timezone.localdate()
+    rule = rule or IdleRule.from_settings()
+    end = selectors.quarter_start(today)
+    start = selectors.quarter_start(end - dt.timedelta(days=1))
+    filed = 0
+    for pool in Pool.objects.select_related("tenant").filter(
+            tenant__quota_mode=QuotaMode.DYNAMIC, tenant__status="active"):
+        amounts, formulas = {}, []
+        for key, current in current_grants(pool).items():
+            if not key.startswith("gpu:"):
+                continue
+            sums = UsageDaily.objects.filter(pool=pool, resource=key, day__gte=start,
+                                             day__lt=end, utilised_samples__gt=0).aggregate(
+                allocated=Sum("total"), utilised=Sum("utilised_total"))
+            idle = (max(Decimal(0), 1 - (sums["utilised"] or 0) / sums["allocated"])
+                    if sums["allocated"] else None)
+            result = recommend_gpu_quota(current=Decimal(current), idle_rate=idle, rule=rule)
+            if result is not None:
+                amounts[key], formula = result
+                formulas.append(f"{key}: {formula}")
+        if amounts:
+            quota_request_propose(pool=pool, amounts=amounts, formula="\n".join(
+                [f"quarterly recommendation for {start:%Y-%m}..{end:%Y-%m}", *formulas]))
+            filed += 1
+    return filed
