@@ -109,3 +109,35 @@ def test_method_not_allowed(kubesim):
                                   content_type="application/merge-patch+json"
                                   if method == "PATCH" else "application/json")
         assert status == 405 and json.loads(body)["reason"] == "MethodNotAllowed", method
+
+
+def test_everything_the_simulation_writes_round_trips(kubesim):
+    """Run a PyTorchJob through the simulation, then read every built-in kind back through
+    the client's strict models."""
+    from kubesim.resources import BUILTINS
+    ns(kubesim)
+    tmpl = {"spec": {"containers": [{"name": "pytorch", "image": "trainer:1",
+                                     "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+    kubernetes.client.CustomObjectsApi(kubesim.api_client).create_namespaced_custom_object(
+        "kubeflow.org", "v1", "team-a", "pytorchjobs", {
+            "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "j"},
+            "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": tmpl},
+                                             "Worker": {"replicas": 2, "template": tmpl}}}})
+    core(kubesim).create_namespaced_resource_quota("team-a", {
+        "metadata": {"name": "q"}, "spec": {"hard": {"requests.nvidia.com/gpu": "8"}}})
+    kubesim.advance(120, step=5)
+    api = kubesim.api_client
+    seen = {}
+    for rt in BUILTINS:
+        prefix = "/api/v1" if not rt.group else f"/apis/{rt.group}/{rt.version}"
+        status, _, raw = request(kubesim, "GET", f"{prefix}/{rt.plural}")
+        assert status == 200, rt.key
+        model = ("EventsV1EventList" if rt.group == "events.k8s.io" else
+                 "CoreV1EventList" if rt.model == "CoreV1Event" else f"{rt.model}List")
+        seen[rt.key] = len(api.deserialize(raw.decode(), model, "application/json").items)
+    assert seen["pods"] == 3 and seen["nodes"] and seen["events"]
+    assert seen["events.events.k8s.io"] == seen["events"]
+    pods = core(kubesim).list_namespaced_pod("team-a").items
+    assert {p.status.phase for p in pods} <= {"Running", "Succeeded"}
+    assert core(kubesim).read_namespaced_resource_quota("q", "team-a").status.used[
+        "requests.nvidia.com/gpu"] in ("3", "0")
