@@ -96,6 +96,8 @@ class Server:
         r.add_get("/metrics", self.metrics)
         r.add_get("/openapi/v2", self.openapi_v2)
         r.add_route("*", "/kubesim/faults", self.faults)
+        r.add_get("/kubesim/clock", self.clock)
+        r.add_post("/kubesim/advance", self.advance)
         r.add_get("/api", self.api_versions)
         r.add_get("/apis", self.api_groups)
         r.add_route("*", "/api/{path:.*}", self.dispatch)
@@ -167,6 +169,21 @@ class Server:
                 raise bad_request(f"bad fault rule: {e}") from None
             return jresponse(rule.to_dict(), 201)
         raise ApiError(405, "MethodNotAllowed", "use GET, POST or DELETE")
+
+    async def clock(self, request):
+        clock = self.store.clock
+        return jresponse({"now": clock.timestamp(), "speed": clock.speed,
+                          "deterministic": clock.deterministic})
+
+    async def advance(self, request: web.Request):
+        """POST {"seconds": N, "step": S}: Cluster.advance for out-of-process users."""
+        try:
+            body = loads(await request.read() or b"{}")
+            seconds, step = float(body.get("seconds", 0)), float(body.get("step", 1.0))
+            self.cluster.advance(seconds, step)
+        except (ValueError, TypeError, AttributeError) as e:
+            raise bad_request(f"bad advance request: {e}") from None
+        return await self.clock(request)
 
     async def openapi_v2(self, request):
         """An empty OpenAPI v2 document: kubectl downloads one before client-side validation

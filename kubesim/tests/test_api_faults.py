@@ -73,3 +73,14 @@ def test_http_fault_endpoint(kubesim):
     assert len(rules) == 1
     request(kubesim, "DELETE", "/kubesim/faults")
     assert kubesim.faults.rules() == []
+
+
+def test_http_clock_and_advance(kubesim):
+    status, _, body = request(kubesim, "GET", "/kubesim/clock")
+    before = json.loads(body)
+    assert status == 200 and before["deterministic"] is True
+    status, _, body = request(kubesim, "POST", "/kubesim/advance", {"seconds": 90, "step": 30})
+    after = json.loads(body)
+    from kubesim.clock import parse_rfc3339
+    assert (parse_rfc3339(after["now"]) - parse_rfc3339(before["now"])).total_seconds() == 90
+    assert request(kubesim, "POST", "/kubesim/advance", {"seconds": -1})[0] == 400
