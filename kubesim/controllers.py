@@ -24,7 +24,7 @@ class ControllersMixin:
             new["status"] = {"phase": "Terminating"}
             ns_obj = self._commit(rt, "MODIFIED", new, ns_obj)
         for other in self.registry.all():
-            if not other.namespaced:
+            if not other.namespaced or other.view_of:
                 continue
             for obj_name in list(self._data.get(other.key, {}).get(name, {})):
                 obj = self._data[other.key][name].get(obj_name)
