@@ -62,18 +62,17 @@ class Ceiling:
             return web.Response(body=self.list, content_type="application/json")
         return web.Response(body=self.item, content_type="application/json")
 
-    def serve(self) -> None:
+    def serve(self, port: int) -> None:
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self.handle)
 
         async def announce(_app):
             print("ready", flush=True)
         app.on_startup.append(announce)
-        web.run_app(app, host="127.0.0.1", port=int(sys.argv[-1]), access_log=None,
-                    print=None)
+        web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None)
 
 
-def _spawn(args: list[str], kubeconfig: Path | None = None) -> subprocess.Popen:
+def _spawn(args: list[str]) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True)
 
@@ -148,7 +147,7 @@ def main() -> None:
     ap.add_argument("--ceiling-server", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.ceiling_server:
-        Ceiling().serve()
+        Ceiling().serve(args.ceiling_server)
         return
     sizes = [int(s) for s in args.sizes.split(",")]
     procs = []
