@@ -28,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--save-interval", type=float, default=30.0)
     p.add_argument("--log-level", default="INFO")
+    p.add_argument("--access-log", action="store_true", help="log every request")
     args = p.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -36,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         cluster = Cluster(profile=args.profile, speed=args.speed,
                           deterministic=args.deterministic, simulate=not args.no_sim,
                           state_file=args.state, seed=args.seed,
-                          save_interval=args.save_interval)
+                          save_interval=args.save_interval, access_log=args.access_log)
         url = cluster.start(args.host, args.port)
     except (OSError, ValueError) as e:
         log.error("cannot start: %s", e)

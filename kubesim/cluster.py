@@ -32,7 +32,9 @@ class Cluster:
     def __init__(self, *, profile: str | Path | dict | None = "default", speed: float = 1.0,
                  deterministic: bool = False, simulate: bool = True,
                  state_file: Path | None = None, seed: int = 0, tick_seconds: float = 0.1,
-                 save_interval: float = 30.0, bookmark_interval: float = 60.0):
+                 save_interval: float = 30.0, bookmark_interval: float = 60.0,
+                 access_log: bool = False):
+        self.access_log = access_log
         self.clock = Clock(speed=speed, deterministic=deterministic)
         self.store = Store(self.clock, seed=seed)
         self.faults = Faults()
@@ -81,7 +83,8 @@ class Cluster:
         try:
             from .server import Server
             self.server = Server(self)
-            self._runner = web.AppRunner(self.server.app, access_log=None,
+            self._runner = web.AppRunner(self.server.app, access_log=logging.getLogger(
+                                             "kubesim.access") if self.access_log else None,
                                          handler_cancellation=True, shutdown_timeout=1.0)
             loop.run_until_complete(self._runner.setup())
             site = web.TCPSite(self._runner, host, port, reuse_address=True)
