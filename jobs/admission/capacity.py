@@ -54,6 +54,12 @@ class Capacity:
                 if node.schedulable:
                     self.slots.setdefault(key, []).append(slot)
         self._eligible: dict[tuple[str, str], list[Slot]] = {}
+        self._version: dict[str, int] = {}
+        self._free: dict[tuple[str, str], tuple[int, int]] = {}
+
+    def changed(self, key: str) -> None:
+        """Call after changing any ``free`` of ``key`` (invalidates the free totals)."""
+        self._version[key] = self._version.get(key, 0) + 1
 
     def eligible(self, key: str, tenant: str) -> list[Slot]:
         """Schedulable slots of ``key`` the tenant may use: its dedicated ones first."""
@@ -77,12 +83,21 @@ class Capacity:
             slot = self.index.get((key, name))
             if slot is not None:
                 slot.free -= per_replica
+                self.changed(key)
 
     def capacity_total(self, key: str) -> int:
         return sum(s.cap for s in self.slots.get(key, []))
 
     def free_total(self, key: str, tenant: str) -> int:
-        return sum(max(s.free, 0) for s in self.eligible(key, tenant))
+        """Free units of ``key`` on the nodes the tenant may use."""
+        scope = self.scope(key, tenant)
+        version = self._version.get(key, 0)
+        cached = self._free.get((key, scope))
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        total = sum(max(s.free, 0) for s in self.eligible(key, tenant))
+        self._free[(key, scope)] = (version, total)
+        return total
 
     def largest(self, key: str, tenant: str) -> tuple[int, int]:
         """(largest node capacity, largest switch capacity) the tenant may use, empty cluster."""

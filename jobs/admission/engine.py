@@ -118,6 +118,9 @@ class _Pass:
         self.place_fail: dict[tuple[str, str, int], int] = {}
         self.reclaim_fail: set[tuple[object, ...]] = set()
         self._durations: dict[tuple[str, str], tuple[float, float]] = {}
+        self._why: dict[tuple[object, ...], str] = {}
+        self._holders: dict[tuple[str, int], str] = {}
+        self._limits: dict[tuple[str, str, str], tuple[int, int]] = {}
 
         ordered = sorted(jobs, key=lambda j: j.id)
         self.active = [j for j in ordered if j.state in ACTIVE_STATES]
@@ -199,11 +202,15 @@ class _Pass:
         return max(start + d50, 0.0), max(start + d90, 0.0)
 
     def limits(self, job: JobView, key: str) -> tuple[int, int]:
-        quota = self.quota.get((job.tenant, job.pool))
-        if quota is None:
-            return 0, 0
-        nominal = quota.nominal.get(key, 0)
-        return nominal, max(nominal, quota.ceiling.get(key, nominal))
+        """(nominal, ceiling) of the job's pool for ``key``; (0, 0) without a quota."""
+        tpk = (job.tenant, job.pool, key)
+        cached = self._limits.get(tpk)
+        if cached is None:
+            quota = self.quota.get((job.tenant, job.pool))
+            nominal = quota.nominal.get(key, 0) if quota is not None else 0
+            ceiling = quota.ceiling.get(key, nominal) if quota is not None else 0
+            cached = self._limits[tpk] = (nominal, max(nominal, ceiling))
+        return cached
 
     def grace(self, tier: str) -> int:
         return int(self.policy.grace_seconds.get(tier, 0))
@@ -338,6 +345,7 @@ class _Pass:
         per = job.gpus_per_replica
         for slot, count in plan:
             slot.free -= count * per
+        self.cap.changed(key)
         self.admitted[job.id] = Admission(job.id, plan_nodes(plan), borrowing)
         self.account(job, key, job.demand)
         self.new_alloc[key] += job.demand
@@ -370,7 +378,17 @@ class _Pass:
             return True
         if mode in (_BORROW, _BATCH):
             return False
-        return victim.borrowing or TIER_RANK.get(victim.tier, 99) > TIER_RANK.get(job.tier, 99)
+        if TIER_RANK.get(victim.tier, 99) > TIER_RANK.get(job.tier, 99):
+            return True
+        return victim.borrowing and self.pool_borrows(victim)
+
+    def pool_borrows(self, victim: JobView) -> bool:
+        """Whether the victim's pool still uses more than its nominal quota (not counting
+        what is already being preempted): a job admitted as a borrower whose pool has since
+        fallen back within nominal is not reclaimed."""
+        tpk = (victim.tenant, victim.pool, victim.resource_key)
+        nominal, _ = self.limits(victim, victim.resource_key)
+        return self.use_nb[tpk] - self.releasing_nb[tpk] > nominal
 
     def reclaim(self, job: JobView, key: str, mode: str, nominal: int, ceiling: int) -> bool:
         """Make room: capacity preempting jobs are about to release, then victims.
@@ -387,7 +405,7 @@ class _Pass:
         if mode != _OVER and within_ceiling and pend:
             plan = self.cap.place(key, tenant, replicas, per, pend)
             if plan is not None:
-                self.reserve(plan, per, pend)
+                self.reserve(key, plan, per, pend)
                 self.account(job, key, units)
                 count = sum(1 for j in self.active
                             if j.state == "preempting" and j.resource_key == key)
@@ -469,11 +487,8 @@ class _Pass:
         for victim in chosen:
             self.victims[victim.id] = Preemption(
                 victim.id, self.victim_reason(victim, job, key), self.grace(victim.tier), job.id)
-            if own(victim):   # still held until gone: no admission into it in this call
-                self.releasing_all[tpk] += victim.demand
-                if victim.tier != "batch":
-                    self.releasing_nb[tpk] += victim.demand
-        self.reserve(plan, per, pend)
+            self.release(victim)
+        self.reserve(key, plan, per, pend)
         self.account(job, key, units)
         deadline = self.now + timedelta(seconds=max(self.grace(v.tier) for v in chosen))
         tiers = text.tiers_phrase({v.tier for v in chosen})
@@ -481,8 +496,16 @@ class _Pass:
                         f"and stop (by {text.clock(deadline, self.now)})")
         return True
 
-    def reserve(self, plan: Plan, per: int, pend: dict[Slot, int]) -> None:
+    def release(self, victim: JobView) -> None:
+        """Count a victim's units as going away (they stay held: no admission into them)."""
+        vtpk = (victim.tenant, victim.pool, victim.resource_key)
+        self.releasing_all[vtpk] += victim.demand
+        if victim.tier != "batch":
+            self.releasing_nb[vtpk] += victim.demand
+
+    def reserve(self, key: str, plan: Plan, per: int, pend: dict[Slot, int]) -> None:
         """Hold the room of a promised job: free units first, then units being released."""
+        self.cap.changed(key)
         for slot, count in plan:
             need = count * per
             from_free = min(max(slot.free, 0), need)
@@ -533,6 +556,7 @@ class _Pass:
                     f"{text.resource_name(key)} are above the {percent}% eviction watermark "
                     f"while jobs within their quota wait",
                     self.grace(victim.tier), None)
+                self.release(victim)
                 alloc -= victim.demand
 
     def victims_units(self, key: str) -> list[int]:
@@ -542,7 +566,17 @@ class _Pass:
     # -- explanations --------------------------------------------------------------------
 
     def why(self, job: JobView, key: str, mode: str, nominal: int, ceiling: int) -> str:
-        """The reason a job that could start some day did not start now."""
+        """The reason a job that could start some day did not start now (memoised)."""
+        tpk = (job.tenant, job.pool, key)
+        signature = (tpk, mode, job.demand, job.replicas, job.gpus_per_replica, job.tier,
+                     self.use_nb[tpk], self.use_all[tpk], self.cap.free_total(key, job.tenant))
+        reason = self._why.get(signature)
+        if reason is None:
+            reason = self._why[signature] = self._why_uncached(job, key, mode, nominal, ceiling)
+        return reason
+
+    def _why_uncached(self, job: JobView, key: str, mode: str, nominal: int,
+                      ceiling: int) -> str:
         tpk = (job.tenant, job.pool, key)
         units = job.demand
         name = text.resource_name(key)
@@ -576,6 +610,12 @@ class _Pass:
 
     def holders(self, key: str, short: int) -> str:
         """"2 held by production jobs expected to finish around 14:20 UTC"."""
+        phrase = self._holders.get((key, short))
+        if phrase is None:
+            phrase = self._holders[(key, short)] = self._holders_uncached(key, short)
+        return phrase
+
+    def _holders_uncached(self, key: str, short: int) -> str:
         table = self._holders_table(key)
         ends, cumulative, tiers = table
         idx = bisect.bisect_left(cumulative, short)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from types import MappingProxyType
 
 TIERS: tuple[str, ...] = ("production", "development", "batch")
@@ -79,7 +80,7 @@ class JobView:
     placement: tuple[str, ...] = ()
     preempt_deadline: datetime | None = None
 
-    @property
+    @cached_property
     def resource_key(self) -> str:
         """"gpu:<model>", "mig:<profile>", or "" for a CPU-only job."""
         if self.gpus_per_replica <= 0:
@@ -88,7 +89,7 @@ class JobView:
             return f"mig:{self.mig_profile}"
         return f"gpu:{self.gpu_model}"
 
-    @property
+    @cached_property
     def demand(self) -> int:
         """Whole GPUs or MIG instances the whole gang needs."""
         return max(self.replicas, 0) * max(self.gpus_per_replica, 0)

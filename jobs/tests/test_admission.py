@@ -349,6 +349,25 @@ def test_reclaim_takes_the_most_recently_admitted_first():
     assert preempted(d) == [10]
 
 
+def test_a_borrower_whose_pool_is_back_within_nominal_is_not_reclaimed():
+    nodes = [node("n1", gpus=4)]
+    jobs = [job(10, tenant="globex", state="running", gpus=4, on="n1", borrowing=True),
+            job(1, gpus=4)]
+    d = run(nodes, jobs, [quota("acme", 4), quota("globex", 4, 8)])   # globex: 4 of 4
+    assert preempted(d) == []
+
+
+def test_reclaim_stops_taking_from_a_pool_once_it_is_back_within_nominal():
+    nodes = [node("n1", gpus=8)]
+    jobs = [job(10, tenant="globex", state="running", gpus=4, on="n1", borrowing=True,
+                admitted_at=NOW - timedelta(minutes=1)),
+            job(11, tenant="globex", state="running", gpus=4, on="n1", borrowing=True,
+                admitted_at=NOW - timedelta(minutes=2)),
+            job(1, gpus=4), job(2, gpus=4)]
+    d = run(nodes, jobs, [quota("acme", 8), quota("globex", 4, 8)])   # globex: 8 of 4
+    assert preempted(d) == [10]
+
+
 def test_reclaim_preempts_just_enough():
     nodes = [node("n1", gpus=4)]
     victims = [job(10 + i, tenant="globex", state="running", gpus=1, on="n1", borrowing=True,
