@@ -544,7 +544,8 @@ class _Pass:
             pool = [j for j in self.active
                     if j.resource_key == key and j.state in ("running", "admitted")
                     and j.id not in self.victims
-                    and (j.tier == "batch" or (j.tier == "development" and j.borrowing))]
+                    and (j.tier == "batch"
+                         or (j.tier == "development" and j.borrowing and self.pool_borrows(j)))]
             pool.sort(key=lambda j: (0 if j.tier == "batch" else 1,
                                      -_ts(j.admitted_at or j.started_at, self.now_ts), -j.id))
             percent = round(self.policy.watermark * 100)
