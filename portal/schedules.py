@@ -78,4 +78,18 @@ BEAT_SCHEDULE: dict[str, dict] = {
         "schedule": crontab(minute="3-59/10"),
         "options": {"queue": "k8s", "expires": 900},
     },
+    # every minute: one sample of the usage time series (allocation, DCGM utilisation,
+    # quota) per pool; the dashboards' one-minute resolution
+    "tenants.sample_usage_series": {
+        "task": "tenants.sample_usage_series",
+        "schedule": crontab(minute="*"),
+        "options": {"queue": "default", "expires": 90},
+    },
+    # hourly at :04: recompute the last hours and days of the rollups (repairs a lost
+    # minute) and apply the retention policy (minute rows 2 days, hourly rows 35 days)
+    "tenants.rollup_usage_series": {
+        "task": "tenants.rollup_usage_series",
+        "schedule": crontab(minute=4),
+        "options": {"queue": "default", "expires": 5400},
+    },
 }

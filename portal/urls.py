@@ -6,7 +6,7 @@ from django.urls import include, path
 from django.views.i18n import JavaScriptCatalog
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from portal import cluster_views, views
+from portal import cluster_views, dashboard_views, metrics_views, views
 
 api_v1 = [
     path("me/", views.me, name="api-me"),
@@ -25,6 +25,16 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("i18n/", include("django.conf.urls.i18n")),
     path("jsi18n/", JavaScriptCatalog.as_view(), name="javascript-catalog"),
+    path("t/<slug:slug>/dashboard/", dashboard_views.tenant_dashboard, name="tenant_dashboard"),
+    path("t/<slug:slug>/dashboard/data.json", dashboard_views.tenant_dashboard_data,
+         name="tenant_dashboard_data"),
+    path("t/<slug:slug>/dashboard/trends.json", dashboard_views.tenant_dashboard_trends,
+         name="tenant_dashboard_trends"),
+    path("cluster/", dashboard_views.cluster_page, name="cluster"),
+    path("cluster/data.json", dashboard_views.cluster_data, name="cluster_data"),
+    path("cluster/jobs/<int:pk>/<str:action>/", dashboard_views.abnormal_job_action,
+         name="abnormal_job_action"),
+    path("metrics", metrics_views.metrics, name="metrics"),
     path("", include("tenants.urls")),
     path("", include("jobs.urls")),
     path("platform/capacity/", cluster_views.capacity, name="platform_capacity"),

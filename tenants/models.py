@@ -403,3 +403,74 @@ class VolumeUse(models.Model):
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name} last used {self.last_used_at:%Y-%m-%d}"
+
+
+class UsageSeries(models.Model):
+    """A pool's use of one resource over one time bucket: the dashboards' time series.
+
+    Three resolutions of the same shape: one row per minute (the sampler), per hour and
+    per day (rolled up from the finer rows and kept up to date as minutes arrive).
+    ``allocated`` and ``utilised`` are bucket means, ``peak`` the highest allocation
+    seen, ``quota`` the pool's effective quota at the end of the bucket. Units are the
+    catalog's: cores, GiB, cards (or instances). ``utilised`` is measured (DCGM): busy
+    card-equivalents for ``gpu:*``/``mig:*``/``gpu-shared``, GiB of framebuffer for
+    ``gpu-memory``; ``None`` where nothing measures it (CPU, memory) or the metrics
+    source was down. Retention: minute rows ``TRAINYARD_USAGE_MINUTE_DAYS``, hourly rows
+    ``TRAINYARD_USAGE_HOURLY_DAYS``, daily rows forever, so a 30-day chart reads 30
+    daily (or 720 hourly) rows per resource.
+    """
+
+    MINUTE, HOUR, DAY = "m", "h", "d"
+    RESOLUTIONS = [(MINUTE, _("minute")), (HOUR, _("hour")), (DAY, _("day"))]
+
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="usage_series")
+    resource = models.CharField(max_length=300)
+    resolution = models.CharField(max_length=1, choices=RESOLUTIONS)
+    start = models.DateTimeField()
+    allocated = models.FloatField(default=0)
+    peak = models.FloatField(default=0)
+    utilised = models.FloatField(null=True, blank=True)
+    quota = models.FloatField(null=True, blank=True)
+    samples = models.PositiveIntegerField(default=1)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["pool", "resource", "resolution", "start"],
+                                               name="usage_series_unique")]
+        indexes = [models.Index(fields=["resolution", "start"], name="usage_series_time"),
+                   models.Index(fields=["pool", "resolution", "start"],
+                                name="usage_series_pool_time")]
+
+    def __str__(self) -> str:
+        return f"{self.pool} {self.resource} {self.resolution}@{self.start:%Y-%m-%d %H:%M}"
+
+
+class JobUtilisation(models.Model):
+    """Measured GPU use of one job, accumulated by the minute sampler from DCGM metrics.
+
+    Keyed by the pods' ``trainyard.io/job`` label (the TrainingJob id) and namespace, so
+    the tenants app needs no import of jobs. ``gpu_samples`` counts (GPU, minute) pairs;
+    the mean utilisation is ``util_sum / gpu_samples``. ``low_since`` is when the job's
+    GPU utilisation last fell under 10% and stayed there (None while it is above).
+    """
+
+    namespace = models.CharField(max_length=253)
+    job = models.CharField(max_length=253)
+    gpu_samples = models.PositiveBigIntegerField(default=0)
+    util_sum = models.FloatField(default=0)
+    fb_used_sum_mib = models.FloatField(default=0)
+    last_util = models.FloatField(default=0)
+    low_since = models.DateTimeField(null=True, blank=True)
+    first_sampled_at = models.DateTimeField()
+    last_sampled_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["namespace", "job"],
+                                               name="job_utilisation_unique")]
+        indexes = [models.Index(fields=["job"], name="job_utilisation_job")]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.job}: {self.mean_util:.0f}%"
+
+    @property
+    def mean_util(self) -> float:
+        return self.util_sum / self.gpu_samples if self.gpu_samples else 0.0

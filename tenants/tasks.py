@@ -261,3 +261,23 @@ def reclaim_dev_volumes() -> int:
             services.volumes_reclaimed(pool=pool, names=doomed, days=days)
             deleted += len(doomed)
     return deleted
+
+
+@shared_task(name="tenants.sample_usage_series", queue="default")
+def sample_usage_series() -> int:
+    """One minute of the usage time series (allocated, DCGM-utilised, quota) per pool.
+
+    Reads the observed tables and the metrics source (a failed scrape records allocation
+    without utilisation); idempotent per minute. See ``tenants.series``.
+    """
+    from tenants.series import usage_sample
+
+    return usage_sample()
+
+
+@shared_task(name="tenants.rollup_usage_series", queue="default")
+def rollup_usage_series() -> dict[str, int]:
+    """Recompute recent hourly and daily rows and drop expired ones (retention)."""
+    from tenants.series import usage_rollup
+
+    return usage_rollup()

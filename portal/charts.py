@@ -1,0 +1,104 @@
+"""Plotly figure specs as plain dicts (``{"data": [...], "layout": {...}}``).
+
+The server computes every number; the browser only draws (static/js/dashboard.js passes
+these to ``Plotly.react`` from the locally served plotly.js). Plain dicts instead of
+``plotly.graph_objects`` keep a page render in the low milliseconds (no validation);
+the trace and layout keys are plotly.js's own, so a figure pasted into plotly.py
+renders the same.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+Figure = dict[str, Any]
+
+_FONT = {"family": "system-ui, sans-serif", "size": 12}
+_COLORS = {"allocated": "#2563eb", "utilised": "#16a34a", "quota": "#6b7280",
+           "borrowed": "#f59e0b", "guaranteed": "#dbeafe", "elastic": "#fef3c7"}
+
+
+def _layout(title: str, **extra: Any) -> dict[str, Any]:
+    layout = {"title": {"text": title, "font": {"size": 14}}, "font": _FONT,
+              "margin": {"l": 40, "r": 16, "t": 40, "b": 36}, "paper_bgcolor": "rgba(0,0,0,0)",
+              "plot_bgcolor": "rgba(0,0,0,0)"}
+    layout.update(extra)
+    return layout
+
+
+def _r(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(float(value), digits)
+
+
+def gauge(title: str, *, used: float, quota: float, unit: str = "",
+          guaranteed: float | None = None, borrowed: float = 0.0) -> Figure:
+    """Used against quota: the bar is what is in use; the blue band the guaranteed part
+    (overcommitted mode), the amber band the borrowed part above the quota; the line
+    marks the quota."""
+    top = max(quota, used, 1e-9) * 1.15
+    steps = []
+    if guaranteed is not None and guaranteed > 0:
+        steps.append({"range": [0, guaranteed], "color": _COLORS["guaranteed"]})
+    if used > quota:
+        steps.append({"range": [quota, used], "color": _COLORS["elastic"]})
+    suffix = f" {unit}" if unit else ""
+    return {
+        "data": [{
+            "type": "indicator", "mode": "gauge+number", "value": _r(used),
+            "number": {"suffix": suffix, "valueformat": ".4~g"},
+            "gauge": {
+                "axis": {"range": [0, _r(top)]},
+                "bar": {"color": _COLORS["borrowed"] if borrowed > 0 else _COLORS["allocated"]},
+                "steps": steps,
+                "threshold": {"line": {"color": "#111827", "width": 3}, "thickness": 0.85,
+                              "value": _r(quota)},
+            },
+        }],
+        "layout": _layout(title, height=190, margin={"l": 24, "r": 24, "t": 44, "b": 8}),
+    }
+
+
+def trend(title: str, *, x: Sequence[dt.datetime], allocated: Sequence[float | None],
+          utilised: Sequence[float | None], quota: Sequence[float | None],
+          unit: str = "", labels: dict[str, str] | None = None) -> Figure:
+    """Allocated, utilised and quota over time (lines; quota dashed)."""
+    names = {"allocated": "allocated", "utilised": "utilised", "quota": "quota"}
+    names.update(labels or {})
+    xs = [t.isoformat() for t in x]
+    data = [
+        {"type": "scatter", "mode": "lines", "name": names["allocated"], "x": xs,
+         "y": [_r(v) for v in allocated], "line": {"color": _COLORS["allocated"]},
+         "fill": "tozeroy", "fillcolor": "rgba(37,99,235,0.08)"},
+        {"type": "scatter", "mode": "lines", "name": names["utilised"], "x": xs,
+         "y": [_r(v) for v in utilised], "line": {"color": _COLORS["utilised"]},
+         "connectgaps": False},
+        {"type": "scatter", "mode": "lines", "name": names["quota"], "x": xs,
+         "y": [_r(v) for v in quota], "line": {"color": _COLORS["quota"], "dash": "dash",
+                                               "shape": "hv"}},
+    ]
+    return {"data": data, "layout": _layout(
+        title, height=240, yaxis={"title": {"text": unit}, "rangemode": "tozero"},
+        xaxis={"type": "date"}, legend={"orientation": "h", "y": -0.2},
+        margin={"l": 48, "r": 16, "t": 40, "b": 48})}
+
+
+def histogram(title: str, values: Sequence[float], *, unit: str = "") -> Figure:
+    """The distribution of ``values`` (e.g. wait minutes)."""
+    return {"data": [{"type": "histogram", "x": [_r(v, 1) for v in values],
+                      "marker": {"color": _COLORS["allocated"]}, "nbinsx": 20}],
+            "layout": _layout(title, height=220, bargap=0.05,
+                              xaxis={"title": {"text": unit}}, yaxis={"title": {"text": "#"}})}
+
+
+def heatmap(title: str, *, z: Sequence[Sequence[float | None]], x: Sequence[str],
+            y: Sequence[str], unit: str = "%") -> Figure:
+    """A day x hour grid (allocation by hour)."""
+    return {"data": [{"type": "heatmap", "z": [[_r(v, 1) for v in row] for row in z],
+                      "x": list(x), "y": list(y), "zmin": 0, "zmax": 100 if unit == "%" else None,
+                      "colorscale": "Blues", "hoverongaps": False,
+                      "colorbar": {"ticksuffix": unit, "thickness": 10}}],
+            "layout": _layout(title, height=260, xaxis={"title": {"text": "hour (UTC)"},
+                                                        "dtick": 3},
+                              margin={"l": 80, "r": 16, "t": 40, "b": 40})}

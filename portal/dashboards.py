@@ -1,0 +1,426 @@
+"""Dashboard widgets: each pairs one read with the numbers (and figures) a page shows.
+
+They compose tenants (quota, usage series), jobs (jobs, transitions, the admission
+engine's positions) and k8s_sync (capacity), which is why they live in portal/. Every
+function reads a bounded number of rows with a constant number of queries, whatever
+the number of jobs or samples (the tests pin the counts):
+
+* :func:`tenant_gauges` - used against quota per resource, guaranteed and borrowed part;
+* :func:`tenant_trends` - allocated, utilised and quota per resource, hourly (7 days)
+  or daily (30 days) rows;
+* :func:`job_consumption` - GPU-hours (JobTransition running intervals), mean GPU
+  utilisation (DCGM), cost when ``billing.selectors.job_costs`` exists;
+* :func:`waiting_jobs`, :func:`wait_times` - the user's waiting jobs and recent waits;
+* :func:`busyness` - per GPU model: allocated against capacity, demand waiting, typical
+  wait (cached for a minute: the same for everyone);
+* :func:`allocation_by_hour`, :func:`tenant_allocation`, :func:`abnormal_jobs` - the
+  cluster page.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import statistics
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from django.core.cache import cache
+from django.db.models import Count, F, Min, Q, Sum
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from jobs.choices import JobState
+from jobs.models import JobTransition, TrainingJob
+from jobs.timeline import running_intervals
+from k8s_sync.naming import namespace_name
+from k8s_sync.selectors import CapacityReport, capacity_report
+from portal import charts
+from tenants.access import AnyUser
+from tenants.models import JobUtilisation, Pool, Tenant
+from tenants.selectors import quota_overview
+from tenants.series import (
+    LOW_UTIL_PCT,
+    allocation_heatmap,
+    latest_minute_by_tenant,
+    series_for_pools,
+    tracked,
+)
+
+BUSYNESS_CACHE_KEY = "portal:busyness:v1"
+BUSYNESS_TTL = 60
+JOB_TABLE_WINDOW_DAYS = 30
+JOB_TABLE_SCAN = 2000  # most recent jobs considered for "most expensive first"
+LONG_RUN = dt.timedelta(days=5)
+LOW_UTIL_FOR = dt.timedelta(hours=1)
+
+
+def short_model(model: str) -> str:
+    """``NVIDIA-H800`` -> ``H800`` (what people call the card)."""
+    return model.removeprefix("NVIDIA-").removeprefix("NVIDIA ") or model
+
+
+def resource_label(key: str) -> tuple[str, str]:
+    """(label, unit) of a catalog resource key, tolerant of unknown keys."""
+    from tenants.catalog import Resource
+
+    try:
+        res = Resource.parse(key)
+    except ValueError:
+        return key, ""
+    return res.label(), res.unit
+
+
+def _order(key: str) -> tuple[int, str]:
+    rank = 0 if key.startswith("gpu:") else 1 if key.startswith("mig:") else \
+        2 if key in ("gpu-shared", "gpu-memory") else 3
+    return rank, key
+
+
+# --- tenant: gauges -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Gauge:
+    key: str
+    label: str
+    unit: str
+    used: Decimal
+    quota: Decimal
+    guaranteed: Decimal | None
+    borrowed: Decimal
+
+    @property
+    def within(self) -> Decimal:
+        return self.used - self.borrowed
+
+    @property
+    def percent(self) -> int | None:
+        return round(100 * self.used / self.quota) if self.quota else None
+
+    def figure(self) -> charts.Figure:
+        return charts.gauge(self.label, used=float(self.used), quota=float(self.quota),
+                            unit=self.unit, borrowed=float(self.borrowed),
+                            guaranteed=float(self.guaranteed)
+                            if self.guaranteed is not None else None)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"key": self.key, "label": self.label, "unit": self.unit,
+                "used": float(self.used), "quota": float(self.quota),
+                "borrowed": float(self.borrowed), "percent": self.percent,
+                "guaranteed": float(self.guaranteed) if self.guaranteed is not None else None,
+                "figure": self.figure()}
+
+
+def tenant_gauges(tenant: Tenant) -> list[Gauge]:
+    """Per compute resource, summed over the tenant's pools: in use now against the
+    effective quota; the part above the quota is borrowed (elastic), the guaranteed part
+    is shown for overcommitted-mode tenants."""
+    used: dict[str, Decimal] = defaultdict(Decimal)
+    quota: dict[str, Decimal] = defaultdict(Decimal)
+    guaranteed: dict[str, Decimal] = {}
+    borrowed: dict[str, Decimal] = defaultdict(Decimal)
+    for block in quota_overview(tenant):
+        for row in block["rows"]:
+            key = row["key"]
+            if not tracked(key):
+                continue
+            used[key] += row["used"]
+            quota[key] += row["effective"]
+            borrowed[key] += max(Decimal(0), row["used"] - row["effective"])
+            if row["guaranteed"] is not None:
+                guaranteed[key] = guaranteed.get(key, Decimal(0)) + row["guaranteed"]
+    out = []
+    for key in sorted(set(used) | set(quota), key=_order):
+        if not used[key] and not quota[key]:
+            continue
+        label, unit = resource_label(key)
+        out.append(Gauge(key=key, label=label, unit=unit, used=used[key], quota=quota[key],
+                         guaranteed=guaranteed.get(key), borrowed=borrowed[key]))
+    return out
+
+
+# --- tenant: trends ------------------------------------------------------------------------------
+
+
+def tenant_trends(tenant: Tenant, *, days: int, now: dt.datetime | None = None
+                  ) -> list[dict[str, Any]]:
+    """Per resource: a trend figure of allocated, utilised and quota (one query)."""
+    pool_ids = list(Pool.objects.filter(tenant=tenant).values_list("id", flat=True))
+    series = series_for_pools(pool_ids, days=days, now=now)
+    labels = {"allocated": _("allocated"), "utilised": _("utilised"), "quota": _("quota")}
+    out = []
+    for key in sorted(series, key=_order):
+        rows = series[key]
+        label, unit = resource_label(key)
+        out.append({"key": key, "label": label, "unit": unit, "points": len(rows),
+                    "figure": charts.trend(label, x=[r[0] for r in rows],
+                                           allocated=[r[1] for r in rows],
+                                           utilised=[r[2] for r in rows],
+                                           quota=[r[3] for r in rows], unit=unit,
+                                           labels=labels)})
+    return out
+
+
+# --- tenant: per-job consumption ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobUse:
+    id: int
+    name: str
+    state: str
+    pool: str
+    resource: str
+    gpus: int
+    gpu_hours: float
+    mean_util: float | None
+    cost: Any = None
+
+
+def _job_costs() -> Callable[[Sequence[TrainingJob]], Any] | None:
+    try:
+        from billing import selectors as billing_selectors  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return getattr(billing_selectors, "job_costs", None)
+
+
+def job_consumption(tenant: Tenant, *, now: dt.datetime | None = None, limit: int = 25
+                    ) -> tuple[list[JobUse], bool]:
+    """The tenant's most expensive recent jobs (ran in the last 30 days), and whether a
+    cost column exists. GPU-hours = GPUs x running time (JobTransition intervals).
+
+    Three queries (jobs, transitions, utilisation), plus billing's if present; considers
+    the ``JOB_TABLE_SCAN`` most recently started jobs.
+    """
+    now = now or timezone.now()
+    since = now - dt.timedelta(days=JOB_TABLE_WINDOW_DAYS)
+    jobs = list(TrainingJob.objects.filter(tenant=tenant, gpus_per_worker__gt=0)
+                .filter(Q(state__in=[JobState.RUNNING, JobState.PREEMPTING])
+                        | Q(finished_at__gte=since)
+                        | Q(state=JobState.QUEUED, restart_count__gt=0))
+                .select_related("pool").only("id", "name", "state", "workers",
+                                             "gpus_per_worker", "gpu_model", "mig_profile",
+                                             "submitted_at", "pool__kind", "pool__tenant_id")
+                .order_by("-submitted_at")[:JOB_TABLE_SCAN])
+    if not jobs:
+        return [], _job_costs() is not None
+    ids = [j.pk for j in jobs]
+    transitions: dict[int, list[tuple[str, dt.datetime]]] = defaultdict(list)
+    for job_id, state, at in (JobTransition.objects.filter(job_id__in=ids)
+                              .order_by("job_id", "at", "id")
+                              .values_list("job_id", "to_state", "at")):
+        transitions[job_id].append((state, at))
+    namespaces = {namespace_name(tenant.slug, j.pool.kind) for j in jobs}
+    utils = {u.job: u.mean_util for u in JobUtilisation.objects.filter(
+        namespace__in=namespaces, job__in=[str(i) for i in ids]).only(
+        "job", "util_sum", "gpu_samples")}
+    rows = []
+    for j in jobs:
+        seconds = sum((end - start).total_seconds()
+                      for start, end in running_intervals(transitions.get(j.pk, []), now))
+        if seconds <= 0:
+            continue
+        rows.append((j, seconds * j.total_gpus / 3600.0))
+    rows.sort(key=lambda r: -r[1])
+    rows = rows[:limit]
+    costs: Any = {}
+    cost_fn = _job_costs()
+    if cost_fn is not None and rows:
+        try:
+            costs = cost_fn([j for j, _h in rows]) or {}
+        except Exception:  # a billing failure must not break the dashboard
+            costs = {}
+    out = [JobUse(id=j.pk, name=j.name, state=j.state, pool=j.pool.kind,
+                  resource=short_model(j.mig_profile or j.gpu_model), gpus=j.total_gpus,
+                  gpu_hours=round(hours, 2), mean_util=_round(utils.get(str(j.pk))),
+                  cost=costs.get(j.pk) if hasattr(costs, "get") else None)
+           for j, hours in rows]
+    if cost_fn is not None:
+        out.sort(key=lambda u: (-(float(u.cost) if u.cost is not None else -1), -u.gpu_hours))
+    return out, cost_fn is not None
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
+
+
+# --- tenant: the queue ----------------------------------------------------------------------------
+
+
+def waiting_jobs(tenant: Tenant, user: AnyUser, *, limit: int = 50) -> list[dict[str, Any]]:
+    """The user's queued jobs in this tenant: positions, ETA and why they wait."""
+    qs = (TrainingJob.objects.filter(tenant=tenant, state=JobState.QUEUED, submitted_by=user)
+          .order_by(F("position_in_pool").asc(nulls_last=True), "submitted_at")
+          .values("id", "name", "tier", "gpu_model", "mig_profile", "workers",
+                  "gpus_per_worker", "position_in_pool", "position_in_model", "eta_p50",
+                  "eta_p90", "wait_reason", "held", "submitted_at")[:limit])
+    return [{**row, "gpus": row["workers"] * row["gpus_per_worker"],
+             "resource": short_model(row["mig_profile"] or row["gpu_model"]) or _("CPU")}
+            for row in qs]
+
+
+def wait_times(*, tenant: Tenant | None = None, days: int = 14,
+               now: dt.datetime | None = None, limit: int = 2000) -> list[tuple[str, float]]:
+    """(GPU model, minutes from submission to first start) of jobs submitted recently."""
+    now = now or timezone.now()
+    qs = JobTransition.objects.filter(to_state=JobState.RUNNING,
+                                      job__submitted_at__gte=now - dt.timedelta(days=days))
+    if tenant is not None:
+        qs = qs.filter(job__tenant=tenant)
+    rows = (qs.values("job_id").annotate(first=Min("at"), sub=Min("job__submitted_at"),
+                                          model=Min("job__gpu_model"))
+            .order_by("-job_id")[:limit])
+    return [(r["model"] or "", max(0.0, (r["first"] - r["sub"]).total_seconds() / 60))
+            for r in rows]
+
+
+# --- cluster: busyness ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Busyness:
+    model: str
+    label: str
+    allocatable: int
+    allocated: int
+    waiting_gpus: int
+    waiting_jobs: int
+    typical_wait_min: float | None
+
+    @property
+    def percent(self) -> int:
+        return round(100 * self.allocated / self.allocatable) if self.allocatable else 0
+
+    def sentence(self) -> str:
+        if self.typical_wait_min is None:
+            return _("%(m)s: %(p)s%% allocated") % {"m": self.label, "p": self.percent}
+        return _("%(m)s: %(p)s%% allocated, typical wait %(w)s") % {
+            "m": self.label, "p": self.percent, "w": humanize_minutes(self.typical_wait_min)}
+
+    def as_json(self) -> dict[str, Any]:
+        return {"model": self.model, "label": self.label, "allocatable": self.allocatable,
+                "allocated": self.allocated, "percent": self.percent,
+                "waiting_gpus": self.waiting_gpus, "waiting_jobs": self.waiting_jobs,
+                "typical_wait_min": self.typical_wait_min, "sentence": self.sentence()}
+
+
+def humanize_minutes(minutes: float) -> str:
+    if minutes < 1:
+        return _("under a minute")
+    if minutes < 90:
+        return _("%(n)d min") % {"n": round(minutes)}
+    if minutes < 48 * 60:
+        return _("%(n).1f h") % {"n": minutes / 60}
+    return _("%(n).1f days") % {"n": minutes / 1440}
+
+
+def busyness(*, report: CapacityReport | None = None, fresh: bool = False) -> list[Busyness]:
+    """Per GPU model: cards and MIG instances allocated against allocatable, GPUs waiting
+    in the queue, median wait of the last 7 days. Cached ``BUSYNESS_TTL`` seconds."""
+    if not fresh:
+        cached = cache.get(BUSYNESS_CACHE_KEY)
+        if cached is not None:
+            return cached
+    report = report or capacity_report()
+    waiting = {r["gpu_model"]: r for r in TrainingJob.objects.filter(state=JobState.QUEUED)
+               .exclude(gpu_model="").values("gpu_model")
+               .annotate(gpus=Sum(F("workers") * F("gpus_per_worker")), jobs=Count("id"))}
+    waits: dict[str, list[float]] = defaultdict(list)
+    for model, minutes in wait_times(days=7):
+        waits[model].append(minutes)
+    out = []
+    for m in report.models:
+        allocatable = m.whole_allocatable + sum(x.allocatable for x in m.mig) + \
+            m.shared_allocatable
+        allocated = m.whole_allocated + sum(x.allocated for x in m.mig) + m.shared_allocated
+        w = waiting.get(m.gpu_model, {})
+        samples = waits.get(m.gpu_model)
+        out.append(Busyness(model=m.gpu_model, label=short_model(m.gpu_model),
+                            allocatable=allocatable, allocated=allocated,
+                            waiting_gpus=int(w.get("gpus") or 0),
+                            waiting_jobs=int(w.get("jobs") or 0),
+                            typical_wait_min=round(statistics.median(samples), 1)
+                            if samples else None))
+    cache.set(BUSYNESS_CACHE_KEY, out, BUSYNESS_TTL)
+    return out
+
+
+# --- cluster: heatmap, tenants, abnormal jobs ---------------------------------------------
+
+
+def allocation_by_hour(*, report: CapacityReport, days: int = 7,
+                       now: dt.datetime | None = None) -> list[dict[str, Any]]:
+    """Per GPU model, a day x hour heatmap of the share of cards allocated (one query)."""
+    now = now or timezone.now()
+    data = allocation_heatmap(days=days, now=now)
+    capacity = {f"gpu:{m.gpu_model}": m.whole_allocatable for m in report.models}
+    today = now.date()
+    dates = [today - dt.timedelta(days=i) for i in range(days - 1, -1, -1)]
+    out = []
+    for key in sorted(set(data) | {k for k, v in capacity.items() if v}):
+        cap = capacity.get(key) or 0
+        hours = data.get(key, {})
+        by_slot = {(t.date(), t.hour): v for t, v in hours.items()}
+        z = [[(100.0 * by_slot[(d, h)] / cap) if cap and (d, h) in by_slot else None
+              for h in range(24)] for d in dates]
+        label = short_model(key.removeprefix("gpu:"))
+        out.append({"key": key, "label": label, "figure": charts.heatmap(
+            _("%(m)s: share of cards allocated") % {"m": label}, z=z,
+            x=[f"{h:02d}" for h in range(24)], y=[d.isoformat() for d in dates])})
+    return out
+
+
+def tenant_allocation(*, limit: int = 100) -> list[dict[str, Any]]:
+    """Per tenant at the latest sampled minute: GPUs allocated, busy and idle."""
+    rows = []
+    for slug, resources in latest_minute_by_tenant().items():
+        gpus = [(a, u) for key, (a, u) in resources.items()
+                if key.startswith(("gpu:", "mig:")) or key == "gpu-shared"]
+        allocated = sum(a for a, _u in gpus)
+        measured = [u for _a, u in gpus if u is not None]
+        busy = sum(measured) if measured else None
+        rows.append({"tenant": slug, "gpus": round(allocated, 2),
+                     "busy": round(busy, 2) if busy is not None else None,
+                     "idle": round(max(0.0, allocated - busy), 2) if busy is not None else None,
+                     "cpu": round(resources.get("cpu", (0.0, None))[0], 1),
+                     "memory": round(resources.get("memory", (0.0, None))[0], 1)})
+    rows.sort(key=lambda r: (-(r["idle"] or 0), -r["gpus"], r["tenant"]))
+    return rows[:limit]
+
+
+def abnormal_jobs(*, now: dt.datetime | None = None, limit: int = 100) -> list[dict[str, Any]]:
+    """Running jobs whose GPUs sat under 10% for over an hour, or that run over 5 days."""
+    now = now or timezone.now()
+    low = {u.job: u for u in JobUtilisation.objects.filter(
+        low_since__lte=now - LOW_UTIL_FOR, last_sampled_at__gte=now - dt.timedelta(minutes=15))
+        .only("job", "namespace", "low_since", "last_util", "util_sum", "gpu_samples")}
+    low_ids = [int(j) for j in low if j.isdigit()]
+    jobs = (TrainingJob.objects.filter(state=JobState.RUNNING)
+            .filter(Q(pk__in=low_ids) | Q(started_at__lte=now - LONG_RUN))
+            .select_related("tenant", "pool").order_by("started_at")[:limit])
+    out = []
+    for j in jobs:
+        u = low.get(str(j.pk))
+        if u is not None and u.namespace != namespace_name(j.tenant.slug, j.pool.kind):
+            u = None
+        reasons = []
+        if u is not None:
+            reasons.append(_("GPU utilisation %(u).0f%% since %(t)s") % {
+                "u": u.last_util, "t": timezone.localtime(u.low_since).strftime("%H:%M")})
+        if j.started_at and j.started_at <= now - LONG_RUN:
+            reasons.append(_("running for %(d)s") % {
+                "d": humanize_minutes((now - j.started_at).total_seconds() / 60)})
+        if not reasons:
+            continue
+        out.append({"job": j, "tenant": j.tenant.slug, "gpus": j.total_gpus,
+                    "resource": short_model(j.mig_profile or j.gpu_model),
+                    "mean_util": round(u.mean_util, 1) if u else None,
+                    "reasons": reasons, "low_util": u is not None})
+    return out
+
+
+LOW_UTIL_THRESHOLD = LOW_UTIL_PCT

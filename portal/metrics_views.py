@@ -1,0 +1,194 @@
+"""``GET /metrics``: Trainyard's own state in the Prometheus text format.
+
+Served to a client presenting ``Authorization: Bearer <TRAINYARD_METRICS_TOKEN>`` or
+coming from an address in ``TRAINYARD_METRICS_ALLOW`` (IPs or CIDR networks, checked
+against ``REMOTE_ADDR``: put the allow-list on the proxy's address when behind one).
+With neither configured the endpoint answers 404; a wrong or missing token 401.
+
+Families (all gauges, computed at scrape time by a custom collector over a fresh
+registry, a constant number of queries):
+
+* ``trainyard_quota_hard{tenant,pool,resource}`` - effective quota (grants, loans);
+* ``trainyard_quota_used{tenant,pool,resource}`` - allocated now (observed pods);
+* ``trainyard_queue_length{tenant,gpu_model,tier}`` - queued jobs;
+* ``trainyard_queue_oldest_wait_seconds{tenant,gpu_model}`` - the longest wait now;
+* ``trainyard_job_wait_seconds{gpu_model,quantile}`` - submission to first start, jobs
+  submitted in the last 24 h (quantiles 0.5 and 0.9);
+* ``trainyard_jobs{tenant,state}`` - jobs by state;
+* ``trainyard_pool_sync_error{tenant,pool}`` - 1 when the last sync of the pool failed;
+* ``trainyard_observer_failing{kind}`` - 1 when the watcher's last error is newer than
+  its last successful list; ``trainyard_jobs_with_errors{tenant}``;
+* ``trainyard_gpu_allocatable{gpu_model}``, ``trainyard_gpu_allocated{gpu_model}``;
+* ``trainyard_usage_sample_timestamp_seconds`` - the latest usage-series minute.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import statistics
+from collections import defaultdict
+from collections.abc import Iterator
+
+from django.conf import settings
+from django.db.models import Count, Max, Min
+from django.http import Http404, HttpRequest, HttpResponse
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from jobs.choices import ACTIVE_STATES, JobState
+from jobs.models import TrainingJob
+from k8s_sync.naming import namespace_name
+from k8s_sync.selectors import capacity_report, observer_status
+from portal.dashboards import wait_times
+from tenants.models import Pool, UsageSeries
+from tenants.series import effective_quota_all, tracked
+from tenants.usage import allocation_by_namespace
+
+
+class TrainyardCollector(Collector):
+    """Reads the database at collect time; registered on a per-request registry."""
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._quota()
+        yield from self._queue()
+        yield from self._jobs()
+        yield from self._errors()
+        yield from self._capacity()
+
+    def _quota(self) -> Iterator[Metric]:
+        hard = GaugeMetricFamily("trainyard_quota_hard", "Effective quota of a tenant pool",
+                                 labels=["tenant", "pool", "resource"])
+        used = GaugeMetricFamily("trainyard_quota_used", "Allocated now by a tenant pool",
+                                 labels=["tenant", "pool", "resource"])
+        pools = list(Pool.objects.exclude(tenant__status="deleted")
+                     .values_list("id", "tenant__slug", "kind"))
+        quotas = effective_quota_all()
+        allocation = allocation_by_namespace([namespace_name(s, k) for _i, s, k in pools])
+        for pool_id, slug, kind in pools:
+            q = quotas.get(pool_id, {})
+            u = allocation.get(namespace_name(slug, kind), {})
+            for key in sorted(set(q) | set(u)):
+                if key in q:
+                    hard.add_metric([slug, kind, key], q[key])
+                if key in u or tracked(key):
+                    used.add_metric([slug, kind, key], float(u.get(key, 0)))
+        yield hard
+        yield used
+
+    def _queue(self) -> Iterator[Metric]:
+        now = timezone.now()
+        length = GaugeMetricFamily("trainyard_queue_length", "Queued jobs",
+                                   labels=["tenant", "gpu_model", "tier"])
+        oldest = GaugeMetricFamily("trainyard_queue_oldest_wait_seconds",
+                                   "How long the longest-waiting queued job has waited",
+                                   labels=["tenant", "gpu_model"])
+        oldest_at: dict[tuple[str, str], object] = {}
+        for row in (TrainingJob.objects.filter(state=JobState.QUEUED)
+                    .values("tenant__slug", "gpu_model", "tier")
+                    .annotate(n=Count("id"), first=Min("submitted_at"))):
+            key = (row["tenant__slug"], row["gpu_model"] or "cpu")
+            length.add_metric([*key, row["tier"]], row["n"])
+            prev = oldest_at.get(key)
+            oldest_at[key] = row["first"] if prev is None else min(prev, row["first"])
+        for key, first in sorted(oldest_at.items()):
+            oldest.add_metric(list(key), max(0.0, (now - first).total_seconds()))
+        waits = GaugeMetricFamily("trainyard_job_wait_seconds",
+                                  "Submission to first start, jobs submitted in the last 24 h",
+                                  labels=["gpu_model", "quantile"])
+        by_model: dict[str, list[float]] = defaultdict(list)
+        for model, minutes in wait_times(days=1, now=now):
+            by_model[model or "cpu"].append(minutes * 60)
+        for model, values in sorted(by_model.items()):
+            values.sort()
+            waits.add_metric([model, "0.5"], statistics.median(values))
+            waits.add_metric([model, "0.9"], values[min(len(values) - 1,
+                                                        int(0.9 * len(values)))])
+        yield length
+        yield oldest
+        yield waits
+
+    def _jobs(self) -> Iterator[Metric]:
+        jobs = GaugeMetricFamily("trainyard_jobs", "Jobs by state", labels=["tenant", "state"])
+        for row in TrainingJob.objects.values("tenant__slug", "state").annotate(n=Count("id")):
+            jobs.add_metric([row["tenant__slug"], row["state"]], row["n"])
+        yield jobs
+        errors = GaugeMetricFamily("trainyard_jobs_with_errors",
+                                   "Active jobs whose last cluster operation failed",
+                                   labels=["tenant"])
+        for row in (TrainingJob.objects.filter(state__in=ACTIVE_STATES).exclude(last_error="")
+                    .values("tenant__slug").annotate(n=Count("id"))):
+            errors.add_metric([row["tenant__slug"]], row["n"])
+        yield errors
+
+    def _errors(self) -> Iterator[Metric]:
+        sync = GaugeMetricFamily("trainyard_pool_sync_error",
+                                 "1 when the last sync of the pool to the cluster failed",
+                                 labels=["tenant", "pool"])
+        for slug, kind, error in (Pool.objects.exclude(tenant__status="deleted")
+                                  .values_list("tenant__slug", "kind", "sync_error")):
+            sync.add_metric([slug, kind], 1.0 if error else 0.0)
+        yield sync
+        observer = GaugeMetricFamily("trainyard_observer_failing",
+                                     "1 when the cluster watcher's last error is newer than "
+                                     "its last successful list", labels=["kind"])
+        for status in observer_status({}):
+            observer.add_metric([status.kind], 1.0 if status.failing else 0.0)
+        yield observer
+
+    def _capacity(self) -> Iterator[Metric]:
+        allocatable = GaugeMetricFamily("trainyard_gpu_allocatable",
+                                        "Whole GPUs, MIG instances and shared replicas",
+                                        labels=["gpu_model"])
+        allocated = GaugeMetricFamily("trainyard_gpu_allocated",
+                                      "Whole GPUs, MIG instances and shared replicas allocated",
+                                      labels=["gpu_model"])
+        for m in capacity_report().models:
+            allocatable.add_metric([m.gpu_model], m.whole_allocatable + m.shared_allocatable
+                                   + sum(x.allocatable for x in m.mig))
+            allocated.add_metric([m.gpu_model], m.whole_allocated + m.shared_allocated
+                                 + sum(x.allocated for x in m.mig))
+        yield allocatable
+        yield allocated
+        latest = UsageSeries.objects.filter(resolution=UsageSeries.MINUTE).aggregate(
+            t=Max("start"))["t"]
+        sample = GaugeMetricFamily("trainyard_usage_sample_timestamp_seconds",
+                                   "Start of the latest usage-series minute")
+        sample.add_metric([], latest.timestamp() if latest else 0.0)
+        yield sample
+
+
+def _allowed(request: HttpRequest) -> bool:
+    token = getattr(settings, "TRAINYARD_METRICS_TOKEN", "") or ""
+    allow = getattr(settings, "TRAINYARD_METRICS_ALLOW", []) or []
+    if not token and not allow:
+        raise Http404
+    header = request.headers.get("Authorization", "")
+    if token and header.startswith("Bearer ") and hmac.compare_digest(
+            header.removeprefix("Bearer ").strip().encode(), token.encode()):
+        return True
+    try:
+        remote = ipaddress.ip_address(request.META.get("REMOTE_ADDR", ""))
+    except ValueError:
+        return False
+    for entry in allow:
+        try:
+            if remote in ipaddress.ip_network(entry, strict=False):
+                return True
+        except ValueError:
+            continue
+    return False
+
+
+@require_GET
+def metrics(request: HttpRequest) -> HttpResponse:
+    if not _allowed(request):
+        response = HttpResponse("unauthorized\n", status=401, content_type="text/plain")
+        response["WWW-Authenticate"] = 'Bearer realm="trainyard-metrics"'
+        return response
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(TrainyardCollector())
+    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
