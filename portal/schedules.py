@@ -92,4 +92,37 @@ BEAT_SCHEDULE: dict[str, dict] = {
         "schedule": crontab(minute=4),
         "options": {"queue": "default", "expires": 5400},
     },
+    # every 10 min (at :06, :16, ...): GPU-seconds of running and finished jobs and PVC
+    # size changes into the billing ledger (idempotent: keyed rows, recomputed)
+    "billing.ingest_ledger": {
+        "task": "billing.ingest_ledger",
+        "schedule": crontab(minute="6-59/10"),
+        "options": {"queue": "billing", "expires": 900},
+    },
+    # every 5 min (at :04, :09, ...): one reading of the pods' network counters (egress);
+    # counters are cumulative, so a missed reading loses nothing
+    "billing.record_egress": {
+        "task": "billing.record_egress",
+        "schedule": crontab(minute="4-59/5"),
+        "options": {"queue": "billing", "expires": 450},
+    },
+    # hourly at :23: every tenant's running draft of this month, from the ledger
+    "billing.refresh_drafts": {
+        "task": "billing.refresh_drafts",
+        "schedule": crontab(minute=23),
+        "options": {"queue": "billing", "expires": 5400},
+    },
+    # hourly at :33 (after the drafts): budget alerts at 50, 80 and 100%, once each a month
+    "billing.budget_alerts": {
+        "task": "billing.budget_alerts",
+        "schedule": crontab(minute=33),
+        "options": {"queue": "billing", "expires": 5400},
+    },
+    # quarterly, on the 2nd of Jan/Apr/Jul/Oct at 06:10: lower GPU grants that sat idle
+    # last quarter (dynamic mode), as proposals for platform admins
+    "billing.quarterly_quota_recommendation": {
+        "task": "billing.quarterly_quota_recommendation",
+        "schedule": crontab(minute=10, hour=6, day_of_month=2, month_of_year="1,4,7,10"),
+        "options": {"queue": "billing", "expires": 3600 * 12},
+    },
 }

@@ -12,6 +12,7 @@ api_v1 = [
     path("me/", views.me, name="api-me"),
     path("", include("tenants.api.urls")),
     path("", include("jobs.api.urls")),
+    path("", include("billing.api.urls")),
     path("cluster/", include("k8s_sync.api.urls")),
     path("cluster/health/", cluster_views.health_api, name="api-cluster-health"),
 ]
@@ -37,6 +38,7 @@ urlpatterns = [
     path("metrics", metrics_views.metrics, name="metrics"),
     path("", include("tenants.urls")),
     path("", include("jobs.urls")),
+    path("", include("billing.urls")),
     path("platform/capacity/", cluster_views.capacity, name="platform_capacity"),
     path("platform/cluster/", cluster_views.cluster, name="platform_cluster"),
     path("api/v1/", include(api_v1)),

@@ -1,0 +1,119 @@
+"""Admin views of billing. Issued invoices and their lines are read-only and cannot be
+deleted here (the model refuses too); drafts are recomputed, so they are read-only as
+well. The ledger tables are read-only views."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from billing.models import (
+    Adjustment,
+    Budget,
+    EgressSample,
+    GpuPrice,
+    GpuUsage,
+    Invoice,
+    InvoiceLine,
+    MonthClose,
+    RateCard,
+    StoragePrice,
+    StorageSnapshot,
+)
+
+
+class GpuPriceInline(admin.TabularInline):
+    model = GpuPrice
+    extra = 0
+
+
+class StoragePriceInline(admin.TabularInline):
+    model = StoragePrice
+    extra = 0
+
+
+@admin.register(RateCard)
+class RateCardAdmin(admin.ModelAdmin):
+    list_display = ["effective_from", "egress_gib", "cpu_core_hour", "memory_gib_hour",
+                    "mig_pricing", "created_by"]
+    inlines = [GpuPriceInline, StoragePriceInline]
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # a new card replaces an old one; create cards in the portal
+
+
+class InvoiceLineInline(admin.TabularInline):
+    model = InvoiceLine
+    extra = 0
+    can_delete = False
+    fields = ["position", "kind", "description", "quantity", "unit", "unit_price", "amount"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Invoice)
+class InvoiceAdmin(admin.ModelAdmin):
+    list_display = ["number", "tenant_name", "cost_center", "period", "kind", "status", "total"]
+    list_filter = ["status", "kind", "period"]
+    search_fields = ["number", "tenant_name", "cost_center"]
+    inlines = [InvoiceLineInline]
+    actions = None  # no bulk delete
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # invoices come from the ledger; credit notes from the portal
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(GpuUsage)
+class GpuUsageAdmin(ReadOnlyAdmin):
+    list_display = ["job", "day", "gpu_model", "mig_profile", "devices", "seconds"]
+    list_filter = ["day"]
+    raw_id_fields = ["job"]
+
+
+@admin.register(StorageSnapshot)
+class StorageSnapshotAdmin(ReadOnlyAdmin):
+    list_display = ["namespace", "name", "storage_class", "size_bytes", "at"]
+
+
+@admin.register(EgressSample)
+class EgressSampleAdmin(ReadOnlyAdmin):
+    list_display = ["namespace", "pod", "at", "transmit_total", "transmit_delta"]
+
+
+@admin.register(MonthClose)
+class MonthCloseAdmin(ReadOnlyAdmin):
+    list_display = ["period", "closed_at", "closed_by", "invoices", "total", "seconds"]
+
+
+@admin.register(Adjustment)
+class AdjustmentAdmin(ReadOnlyAdmin):
+    list_display = ["tenant", "period", "description", "amount", "created_by"]
+
+
+@admin.register(Budget)
+class BudgetAdmin(admin.ModelAdmin):
+    list_display = ["tenant", "monthly_amount", "updated_by", "updated_at"]

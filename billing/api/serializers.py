@@ -1,0 +1,89 @@
+"""API serializers of the billing app (read-only outputs, plain inputs; no pricing here)."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from billing.choices import MigPricing
+from billing.models import GpuPrice, Invoice, InvoiceLine, RateCard, StoragePrice
+
+
+class InvoiceLineSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = InvoiceLine
+        fields = ["id", "position", "kind", "description", "resource", "starts", "ends",
+                  "quantity", "unit", "unit_price", "amount"]
+        read_only_fields = fields
+
+
+class InvoiceSerializer(serializers.ModelSerializer):
+    tenant = serializers.CharField(source="tenant.slug", read_only=True)
+    credits = serializers.CharField(source="credits.number", default=None, read_only=True)
+    lines = InvoiceLineSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Invoice
+        fields = ["id", "number", "tenant", "tenant_name", "cost_center", "period", "kind",
+                  "status", "currency", "total", "credits", "reason", "computed_at",
+                  "issued_at", "lines"]
+        read_only_fields = fields
+
+
+class GpuPriceSerializer(serializers.ModelSerializer):
+    depreciation_hour = serializers.DecimalField(source="breakdown.depreciation", max_digits=14,
+                                                 decimal_places=4, read_only=True)
+    power_hour = serializers.DecimalField(source="breakdown.power", max_digits=14,
+                                          decimal_places=4, read_only=True)
+    operations_hour = serializers.DecimalField(source="breakdown.operations", max_digits=14,
+                                               decimal_places=4, read_only=True)
+    price_per_hour = serializers.DecimalField(max_digits=14, decimal_places=4, read_only=True)
+
+    class Meta:
+        model = GpuPrice
+        fields = ["gpu_model", "memory_gib", "purchase_price", "depreciation_months",
+                  "power_watts", "pue", "electricity_kwh", "operations_month",
+                  "depreciation_hour", "power_hour", "operations_hour", "price_per_hour"]
+
+
+class StoragePriceSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = StoragePrice
+        fields = ["storage_class", "gib_month"]
+
+
+class RateCardSerializer(serializers.ModelSerializer):
+    gpu_prices = GpuPriceSerializer(many=True)
+    storage_prices = StoragePriceSerializer(many=True, required=False)
+
+    class Meta:
+        model = RateCard
+        fields = ["id", "effective_from", "cpu_core_hour", "memory_gib_hour", "egress_gib",
+                  "mig_pricing", "note", "gpu_prices", "storage_prices"]
+
+
+class RateCardInput(serializers.Serializer):
+    effective_from = serializers.DateField()
+    gpus = GpuPriceSerializer(many=True)
+    storage = StoragePriceSerializer(many=True, required=False, default=list)
+    egress_gib = serializers.DecimalField(max_digits=12, decimal_places=6, min_value=0,
+                                          default=0)
+    cpu_core_hour = serializers.DecimalField(max_digits=12, decimal_places=6, min_value=0,
+                                             required=False, allow_null=True, default=None)
+    memory_gib_hour = serializers.DecimalField(max_digits=12, decimal_places=6, min_value=0,
+                                               required=False, allow_null=True, default=None)
+    mig_pricing = serializers.ChoiceField(choices=MigPricing.choices, default=MigPricing.MEMORY)
+    note = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class CreditNoteInput(serializers.Serializer):
+    amount = serializers.DecimalField(max_digits=14, decimal_places=2)
+    reason = serializers.CharField(max_length=250)
+
+
+class BudgetSerializer(serializers.Serializer):
+    monthly_amount = serializers.DecimalField(max_digits=14, decimal_places=2, allow_null=True,
+                                              min_value=0)
+    spent = serializers.DecimalField(max_digits=14, decimal_places=2, read_only=True)
+    forecast = serializers.DecimalField(max_digits=14, decimal_places=2, read_only=True)
+    percent = serializers.IntegerField(read_only=True, allow_null=True)
+    currency = serializers.CharField(read_only=True)

@@ -1,0 +1,167 @@
+"""REST endpoints of the billing app.
+
+Tenant-scoped: ``tenants/{slug}/invoices/`` (list, retrieve, ``csv``, ``pdf``, ``lines/{id}/jobs``)
+and ``tenants/{slug}/budget/``. Finance and platform admins: ``billing/invoices/?month=``,
+``billing/months/{YYYY-MM}/`` and ``.../close/``, ``billing/invoices/{id}/credit-notes/``,
+``billing/rate-cards/``. Invoices have no update or delete: an issued invoice is corrected
+only by a credit note.
+"""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+from django.http import HttpResponse
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action, api_view
+from rest_framework.exceptions import NotFound
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from billing import exports, selectors, services
+from billing.api import serializers as s
+from billing.models import Invoice, InvoiceLine, RateCard
+from portal.api import TenantScopedViewSet
+from tenants.access import sees_all_tenants
+
+
+def _valid(serializer_class: type, request: Request) -> dict:
+    serializer = serializer_class(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+
+
+def _file(content: bytes | str, name: str, content_type: str) -> HttpResponse:
+    response = HttpResponse(content, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response
+
+
+class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedViewSet):
+    """A tenant's invoices, credit notes and this month's draft (``?month=YYYY-MM``)."""
+
+    queryset = Invoice.objects.all()
+    serializer_class = s.InvoiceSerializer
+
+    def scope_queryset(self, queryset: QuerySet) -> QuerySet:
+        queryset = queryset.select_related("tenant", "credits").prefetch_related("lines")
+        if self.request.query_params.get("month"):
+            queryset = queryset.filter(
+                period=selectors.parse_period(self.request.query_params["month"]))
+        return queryset
+
+    @extend_schema(responses={200: bytes})
+    @action(detail=True, methods=["get"])
+    def csv(self, request: Request, tenant_slug: str, pk: str) -> HttpResponse:
+        invoice = self.get_object()
+        return _file(exports.invoices_csv([invoice]), exports.filename(invoice, "csv"),
+                     "text/csv; charset=utf-8")
+
+    @extend_schema(responses={200: bytes})
+    @action(detail=True, methods=["get"])
+    def pdf(self, request: Request, tenant_slug: str, pk: str) -> HttpResponse:
+        invoice = self.get_object()
+        return _file(exports.invoice_pdf(invoice), exports.filename(invoice, "pdf"),
+                     "application/pdf")
+
+    @extend_schema(responses={200: dict})
+    @action(detail=True, methods=["get"], url_path=r"lines/(?P<line_id>\d+)/details")
+    def line_details(self, request: Request, tenant_slug: str, pk: str,
+                     line_id: str) -> Response:
+        """The jobs (or volumes, pods) behind one line."""
+        invoice = self.get_object()
+        line = InvoiceLine.objects.filter(invoice=invoice, pk=line_id).select_related(
+            "invoice").first()
+        if line is None:
+            raise NotFound
+        return Response([{"label": d.label, "job_id": d.job_id, "quantity": d.quantity,
+                          "amount": d.amount} for d in selectors.line_details(line)])
+
+    @extend_schema(request=s.BudgetSerializer, responses={200: s.BudgetSerializer})
+    @action(detail=False, methods=["get", "put"])
+    def budget(self, request: Request, tenant_slug: str) -> Response:
+        """The monthly budget, this month's spending and the month-end forecast."""
+        if request.method == "PUT":
+            data = _valid(s.BudgetSerializer, request)
+            services.budget_set(access=self.access, actor=request.user,
+                                amount=data["monthly_amount"])
+        st = selectors.budget_status(self.access.tenant)
+        return Response(s.BudgetSerializer({
+            "monthly_amount": st.budget, "spent": st.spent, "forecast": st.forecast,
+            "percent": st.percent, "currency": selectors.currency()}).data)
+
+
+def _staff(request: Request) -> None:
+    if not sees_all_tenants(request.user):
+        raise NotFound
+
+
+class FinanceInvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                            viewsets.GenericViewSet):
+    """Every tenant's invoices (finance, platform admins); ``?month=YYYY-MM``."""
+
+    serializer_class = s.InvoiceSerializer
+
+    def get_queryset(self) -> QuerySet:
+        if getattr(self, "swagger_fake_view", False):  # schema generation
+            return Invoice.objects.none()
+        _staff(self.request)
+        queryset = Invoice.objects.select_related("tenant", "credits").prefetch_related("lines")
+        if self.request.query_params.get("month"):
+            queryset = queryset.filter(
+                period=selectors.parse_period(self.request.query_params["month"]))
+        return queryset
+
+    @extend_schema(request=s.CreditNoteInput, responses={201: s.InvoiceSerializer})
+    @action(detail=True, methods=["post"], url_path="credit-notes")
+    def credit_notes(self, request: Request, pk: str) -> Response:
+        """Correct an issued invoice with a credit note (finance)."""
+        data = _valid(s.CreditNoteInput, request)
+        note = services.credit_note_issue(actor=request.user, invoice=self.get_object(), **data)
+        return Response(s.InvoiceSerializer(note).data, status=status.HTTP_201_CREATED)
+
+
+class RateCardViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                      viewsets.GenericViewSet):
+    """Rate cards with each GPU-hour price and its breakdown; platform admins add cards."""
+
+    serializer_class = s.RateCardSerializer
+
+    def get_queryset(self) -> QuerySet:
+        if getattr(self, "swagger_fake_view", False):  # schema generation
+            return RateCard.objects.none()
+        _staff(self.request)
+        return selectors.rate_cards()
+
+    @extend_schema(request=s.RateCardInput, responses={201: s.RateCardSerializer})
+    def create(self, request: Request) -> Response:
+        _staff(request)
+        data = _valid(s.RateCardInput, request)
+        card = services.rate_card_create(actor=request.user, **data)
+        return Response(s.RateCardSerializer(card).data, status=status.HTTP_201_CREATED)
+
+
+@extend_schema(responses={200: dict})
+@api_view(["GET"])
+def month_detail(request: Request, month: str) -> Response:
+    """A month's invoices with totals and whether it is closed (finance, platform admins)."""
+    _staff(request)
+    period = selectors.parse_period(month)
+    summary = selectors.month_summary(period)
+    return Response({
+        "month": f"{period:%Y-%m}", "closed": summary["closed"] is not None,
+        "currency": selectors.currency(), "total": summary["total"],
+        "invoices": s.InvoiceSerializer(summary["invoices"], many=True).data,
+        "idle_rates": {str(k): v.rate for k, v in summary["idle"].items()},
+    })
+
+
+@extend_schema(request=None, responses={201: dict})
+@api_view(["POST"])
+def month_close(request: Request, month: str) -> Response:
+    """Close a month that has ended: issue every tenant's invoice (finance)."""
+    _staff(request)
+    closing = services.month_close(actor=request.user, period=selectors.parse_period(month))
+    return Response({"month": f"{closing.period:%Y-%m}", "invoices": closing.invoices,
+                     "total": closing.total, "seconds": closing.seconds},
+                    status=status.HTTP_201_CREATED)

@@ -1,0 +1,103 @@
+"""Invoice downloads: CSV, PDF (reportlab, pure Python) and a month's zip."""
+
+from __future__ import annotations
+
+import csv
+import io
+import zipfile
+from collections.abc import Iterable
+from decimal import Decimal
+
+from django.utils.translation import gettext as _
+
+from billing.models import Invoice, InvoiceLine
+
+CSV_HEADER = ["invoice", "kind", "status", "tenant", "cost_center", "period", "currency",
+              "line", "line_kind", "description", "quantity", "unit", "unit_price", "amount"]
+
+
+def _label(invoice: Invoice) -> str:
+    return invoice.number or f"DRAFT-{invoice.tenant.slug}-{invoice.period:%Y-%m}"
+
+
+def filename(invoice: Invoice, ext: str) -> str:
+    return f"{_label(invoice)}.{ext}"
+
+
+def _rows(invoice: Invoice, lines: Iterable[InvoiceLine]) -> list[list[str]]:
+    head = [_label(invoice), invoice.kind, invoice.status, invoice.tenant_name,
+            invoice.cost_center, f"{invoice.period:%Y-%m}", invoice.currency]
+    rows = [[*head, str(n), line.kind, line.description, str(line.quantity), line.unit,
+             str(line.unit_price.normalize()), str(line.amount)]
+            for n, line in enumerate(lines, 1)]
+    rows.append([*head, "", "total", _("Total"), "", "", "", str(invoice.total)])
+    return rows
+
+
+def invoices_csv(invoices: Iterable[Invoice]) -> str:
+    """One CSV of the invoices' lines, each followed by its total row."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(CSV_HEADER)
+    for invoice in invoices:
+        writer.writerows(_rows(invoice, invoice.lines.all()))
+    return out.getvalue()
+
+
+def invoice_pdf(invoice: Invoice) -> bytes:
+    """The invoice as a one-or-more page A4 PDF: header, cost center, lines, total."""
+    from reportlab.lib import colors
+    from reportlab.lib.pagesizes import A4
+    from reportlab.lib.styles import getSampleStyleSheet
+    from reportlab.lib.units import mm
+    from reportlab.platypus import Paragraph, SimpleDocTemplate, Spacer, Table, TableStyle
+
+    styles = getSampleStyleSheet()
+    buffer = io.BytesIO()
+    title = (_("Credit note") if invoice.kind == "credit_note" else _("Invoice"))
+    doc = SimpleDocTemplate(buffer, pagesize=A4, title=f"{title} {_label(invoice)}",
+                            leftMargin=18 * mm, rightMargin=18 * mm, topMargin=18 * mm)
+    cur = invoice.currency
+    story = [Paragraph(f"Trainyard · {title} {_label(invoice)}", styles["Title"])]
+    facts = [[_("Tenant"), invoice.tenant_name], [_("Cost center"), invoice.cost_center],
+             [_("Month"), f"{invoice.period:%Y-%m}"], [_("Status"), invoice.get_status_display()],
+             [_("Currency"), cur]]
+    if invoice.issued_at:
+        facts.append([_("Issued"), f"{invoice.issued_at:%Y-%m-%d %H:%M} UTC"])
+    if invoice.credits_id:
+        facts.append([_("Corrects"), invoice.credits.number or ""])
+    story += [Table(facts, colWidths=[40 * mm, 120 * mm], hAlign="LEFT"), Spacer(1, 8 * mm)]
+    small = styles["BodyText"]
+    rows: list[list] = [[_("Description"), _("Quantity"), _("Unit"), _("Unit price"),
+                         _("Amount")]]
+    for line in invoice.lines.all():
+        rows.append([Paragraph(line.description, small), f"{line.quantity.normalize():f}",
+                     line.unit, f"{line.unit_price.normalize():f}", f"{line.amount:,.2f}"])
+    rows.append(["", "", "", _("Total"), f"{invoice.total:,.2f} {cur}"])
+    table = Table(rows, colWidths=[75 * mm, 25 * mm, 25 * mm, 22 * mm, 27 * mm], repeatRows=1)
+    table.setStyle(TableStyle([
+        ("FONTNAME", (0, 0), (-1, 0), "Helvetica-Bold"),
+        ("FONTNAME", (0, -1), (-1, -1), "Helvetica-Bold"),
+        ("LINEBELOW", (0, 0), (-1, 0), 0.5, colors.black),
+        ("LINEABOVE", (0, -1), (-1, -1), 0.5, colors.black),
+        ("ALIGN", (1, 0), (-1, -1), "RIGHT"),
+        ("VALIGN", (0, 0), (-1, -1), "TOP"),
+    ]))
+    story.append(table)
+    doc.build(story)
+    return buffer.getvalue()
+
+
+def month_zip(invoices: list[Invoice], period_label: str) -> bytes:
+    """The whole month in one file: a CSV of every invoice, and each as PDF and CSV."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(f"invoices-{period_label}.csv", invoices_csv(invoices))
+        for invoice in invoices:
+            archive.writestr(f"pdf/{filename(invoice, 'pdf')}", invoice_pdf(invoice))
+            archive.writestr(f"csv/{filename(invoice, 'csv')}", invoices_csv([invoice]))
+    return buffer.getvalue()
+
+
+def month_total(invoices: Iterable[Invoice]) -> Decimal:
+    return sum((i.total for i in invoices), Decimal(0))

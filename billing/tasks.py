@@ -1,0 +1,54 @@
+"""Periodic billing work (entries in portal/schedules.py, queue "billing").
+
+Every task is idempotent: the ledger is keyed and recomputed, drafts are rewritten,
+alerts are sent once per threshold and month.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+from django.utils import timezone
+
+from billing import services
+
+log = logging.getLogger(__name__)
+
+
+@shared_task(name="billing.ingest_ledger", queue="billing")
+def ingest_ledger() -> int:
+    """GPU-seconds of jobs that ran in an open month, and PVC size changes."""
+    now = timezone.now()
+    return services.ledger_ingest_gpu(now=now) + services.storage_snapshots_record(now=now)
+
+
+@shared_task(name="billing.record_egress", queue="billing")
+def record_egress() -> int:
+    """One reading of every pod's network counters from the metrics source (when there is
+    one: k8s_sync.metrics.MetricsSource)."""
+    try:
+        from k8s_sync.metrics import MetricsSource  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        log.info("no metrics source yet: egress not recorded")
+        return 0
+    readings = MetricsSource().pod_network_bytes()
+    return services.egress_record(readings=readings, at=timezone.now().replace(microsecond=0))
+
+
+@shared_task(name="billing.refresh_drafts", queue="billing")
+def refresh_drafts() -> int:
+    """This month's draft invoice of every tenant, from the ledger."""
+    return services.drafts_refresh()
+
+
+@shared_task(name="billing.budget_alerts", queue="billing")
+def budget_alerts() -> int:
+    """Budget alerts at 50, 80 and 100% (after the drafts are refreshed)."""
+    return services.budget_alerts_check()
+
+
+@shared_task(name="billing.quarterly_quota_recommendation", queue="billing")
+def quarterly_quota_recommendation() -> int:
+    """Lower idle GPU grants of dynamic-mode tenants, as proposals for admins."""
+    return services.quota_recommend_quarterly()

@@ -1,0 +1,221 @@
+"""Billing pages: a tenant's invoices (drafts, drill-down, downloads, budget, idle rate),
+finance's month (every tenant, totals, close, downloads, adjustments), the rate card.
+Thin views: services write, selectors read."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST
+
+from billing import exports, forms, selectors, services
+from billing.choices import InvoiceKind
+from billing.models import Invoice
+from portal.exceptions import ApplicationError
+from tenants.access import is_finance, is_platform_admin, sees_all_tenants
+from tenants.models import Tenant
+from tenants.selectors import tenant_access_or_404
+
+DRAFT_MAX_AGE = dt.timedelta(minutes=10)
+
+
+def _staff_or_404(request: HttpRequest) -> None:
+    if not sees_all_tenants(request.user):
+        raise Http404
+
+
+def _download(content: bytes | str, name: str, content_type: str) -> HttpResponse:
+    response = HttpResponse(content, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response
+
+
+@login_required
+def tenant_invoices(request: HttpRequest, slug: str) -> HttpResponse:
+    access = tenant_access_or_404(request.user, slug)
+    tenant = access.tenant
+    period = selectors.current_period()
+    draft = Invoice.objects.filter(tenant=tenant, period=period,
+                                   kind=InvoiceKind.INVOICE).first()
+    stale = draft is None or draft.computed_at is None or \
+        timezone.now() - draft.computed_at > DRAFT_MAX_AGE
+    if (stale or request.GET.get("refresh")) and not selectors.month_is_closed(period) and \
+            (draft is None or not draft.is_issued):
+        draft = services.invoice_draft_refresh(tenant=tenant, period=period)
+    return render(request, "billing/tenant_invoices.html", {
+        "access": access, "tenant": tenant, "tab": "invoices", "draft": draft,
+        "invoices": selectors.invoices_for_tenant(tenant).exclude(status="draft"),
+        "budget": selectors.budget_status(tenant), "idle": selectors.tenant_idle(tenant),
+        "budget_form": forms.BudgetForm(), "currency": selectors.currency(),
+    })
+
+
+@login_required
+def invoice_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    access = tenant_access_or_404(request.user, slug)
+    invoice = selectors.invoice_for_tenant_or_404(access.tenant, pk)
+    lines = list(invoice.lines.all())
+    selected = next((line for line in lines if str(line.pk) == request.GET.get("line")), None)
+    return render(request, "billing/invoice.html", {
+        "access": access, "tenant": access.tenant, "tab": "invoices", "invoice": invoice,
+        "lines": lines, "selected": selected,
+        "details": selectors.line_details(selected) if selected else None,
+        "credit_notes": invoice.credit_notes.all(),
+        "credited": selectors.credited_total(invoice),
+        "finance": is_finance(request.user), "credit_form": forms.CreditNoteForm(),
+    })
+
+
+@login_required
+def invoice_download(request: HttpRequest, slug: str, pk: int, fmt: str) -> HttpResponse:
+    access = tenant_access_or_404(request.user, slug)
+    invoice = selectors.invoice_for_tenant_or_404(access.tenant, pk)
+    if fmt not in ("pdf", "csv"):
+        raise Http404
+    if fmt == "pdf":
+        return _download(exports.invoice_pdf(invoice), exports.filename(invoice, "pdf"),
+                         "application/pdf")
+    return _download(exports.invoices_csv([invoice]), exports.filename(invoice, "csv"),
+                     "text/csv; charset=utf-8")
+
+
+@login_required
+@require_POST
+def credit_note(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    access = tenant_access_or_404(request.user, slug)
+    invoice = selectors.invoice_for_tenant_or_404(access.tenant, pk)
+    form = forms.CreditNoteForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, " ".join(e for errs in form.errors.values() for e in errs))
+    else:
+        try:
+            note = services.credit_note_issue(actor=request.user, invoice=invoice,
+                                              **form.cleaned_data)
+        except ApplicationError as exc:
+            messages.error(request, exc.message)
+        else:
+            messages.success(request, _("Credit note %(n)s issued.") % {"n": note.number})
+            return redirect("billing:invoice", slug=slug, pk=note.pk)
+    return redirect("billing:invoice", slug=slug, pk=pk)
+
+
+@login_required
+@require_POST
+def budget(request: HttpRequest, slug: str) -> HttpResponse:
+    access = tenant_access_or_404(request.user, slug)
+    form = forms.BudgetForm(request.POST)
+    if form.is_valid():
+        try:
+            services.budget_set(access=access, actor=request.user,
+                                amount=form.cleaned_data["amount"])
+        except ApplicationError as exc:
+            messages.error(request, exc.message)
+        else:
+            messages.success(request, _("Budget saved."))
+    else:
+        messages.error(request, _("Enter a budget amount."))
+    return redirect("billing:tenant_invoices", slug=slug)
+
+
+@login_required
+def finance_month(request: HttpRequest) -> HttpResponse:
+    _staff_or_404(request)
+    period = selectors.parse_period(request.GET.get("month"))
+    summary = selectors.month_summary(period)
+    return render(request, "billing/finance_month.html", {
+        **summary, "period": period, "currency": selectors.currency(),
+        "previous": (period - dt.timedelta(days=1)).replace(day=1),
+        "following": (period + dt.timedelta(days=32)).replace(day=1),
+        "can_close": is_finance(request.user) and summary["closed"] is None
+        and period < selectors.current_period(),
+        "finance": is_finance(request.user), "adjustment_form": forms.AdjustmentForm(),
+    })
+
+
+@login_required
+@require_POST
+def month_close(request: HttpRequest) -> HttpResponse:
+    _staff_or_404(request)
+    period = selectors.parse_period(request.POST.get("month"))
+    try:
+        closing = services.month_close(actor=request.user, period=period)
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, _("%(month)s is closed: %(n)s invoices issued.")
+                         % {"month": f"{period:%Y-%m}", "n": closing.invoices})
+    return redirect(f"{_month_url()}?month={period:%Y-%m}")
+
+
+def _month_url() -> str:
+    from django.urls import reverse
+
+    return reverse("billing:month")
+
+
+@login_required
+@require_POST
+def adjustment(request: HttpRequest) -> HttpResponse:
+    _staff_or_404(request)
+    period = selectors.parse_period(request.POST.get("month"))
+    form = forms.AdjustmentForm(request.POST)
+    if form.is_valid():
+        tenant = get_object_or_404(Tenant, slug=form.cleaned_data["tenant"])
+        try:
+            services.adjustment_add(actor=request.user, tenant=tenant, period=period,
+                                    description=form.cleaned_data["description"],
+                                    amount=form.cleaned_data["amount"])
+            if period == selectors.current_period():
+                services.invoice_draft_refresh(tenant=tenant, period=period)
+        except ApplicationError as exc:
+            messages.error(request, exc.message)
+        else:
+            messages.success(request, _("Adjustment added."))
+    else:
+        messages.error(request, _("Enter a tenant, a description and an amount."))
+    return redirect(f"{_month_url()}?month={period:%Y-%m}")
+
+
+@login_required
+def month_download(request: HttpRequest, month: str, fmt: str) -> HttpResponse:
+    _staff_or_404(request)
+    if fmt not in ("zip", "csv"):
+        raise Http404
+    period = selectors.parse_period(month)
+    invoices = list(selectors.invoices_for_month(period).prefetch_related("lines"))
+    if fmt == "zip":
+        return _download(exports.month_zip(invoices, f"{period:%Y-%m}"),
+                         f"invoices-{period:%Y-%m}.zip", "application/zip")
+    return _download(exports.invoices_csv(invoices), f"invoices-{period:%Y-%m}.csv",
+                     "text/csv; charset=utf-8")
+
+
+@login_required
+def rate_card(request: HttpRequest) -> HttpResponse:
+    _staff_or_404(request)
+    admin = is_platform_admin(request.user)
+    current = selectors.current_rate_card()
+    form = forms.RateCardForm(request.POST or None, initial=forms.RateCardForm.initial_from(
+        current))
+    if request.method == "POST":
+        if not admin:
+            raise Http404
+        if form.is_valid():
+            try:
+                card = services.rate_card_create(actor=request.user, **form.cleaned_data)
+            except ApplicationError as exc:
+                form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+            else:
+                messages.success(request, _("Rate card from %(day)s saved.")
+                                 % {"day": card.effective_from})
+                return redirect("billing:rates")
+    return render(request, "billing/rate_card.html", {
+        "cards": selectors.rate_cards(), "current": current, "form": form, "admin": admin,
+        "currency": selectors.currency(),
+    }, status=400 if request.method == "POST" else 200)
