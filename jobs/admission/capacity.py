@@ -57,6 +57,10 @@ class Capacity:
         self._version: dict[str, int] = {}
         self._free: dict[tuple[str, str], tuple[int, int]] = {}
 
+    def version(self, key: str) -> int:
+        """A counter that changes whenever a ``free`` of ``key`` changes."""
+        return self._version.get(key, 0)
+
     def changed(self, key: str) -> None:
         """Call after changing any ``free`` of ``key`` (invalidates the free totals)."""
         self._version[key] = self._version.get(key, 0) + 1

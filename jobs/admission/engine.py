@@ -119,6 +119,7 @@ class _Pass:
         self.reclaim_fail: set[tuple[object, ...]] = set()
         self._durations: dict[tuple[str, str], tuple[float, float]] = {}
         self._why: dict[tuple[object, ...], str] = {}
+        self._outcomes: dict[tuple[object, ...], tuple[tuple[int, ...], str, bool, bool, bool]] = {}
         self._holders: dict[tuple[str, int], str] = {}
         self._limits: dict[tuple[str, str, str], tuple[int, int]] = {}
 
@@ -274,10 +275,34 @@ class _Pass:
         return self.decisions
 
     def consider(self, job: JobView) -> None:
-        key, units = job.resource_key, job.demand
+        """Admit, promise room to, or explain one job; identical jobs that found nothing
+        changed since the last one of their kind was turned away reuse its outcome."""
+        key = job.resource_key
         if not key:
             self.admit_cpu(job)
             return
+        tpk = (job.tenant, job.pool, key)
+        kind = (tpk, job.tier, job.priority, job.replicas, job.gpus_per_replica)
+        state = (self.cap.version(key), self.use_nb[tpk], self.use_all[tpk],
+                 self.releasing_nb[tpk], self.releasing_all[tpk], len(self.victims))
+        cached = self._outcomes.get(kind)
+        if cached is not None and cached[0] == state:
+            _, reason, never, capacity, nominal = cached
+            self.block(job, reason, never=never, capacity=capacity)
+            if nominal:
+                self.nominal_waiting[key] += 1
+            return
+        waiting_before = self.nominal_waiting[key]
+        self.decide_one(job, key)
+        after = (self.cap.version(key), self.use_nb[tpk], self.use_all[tpk],
+                 self.releasing_nb[tpk], self.releasing_all[tpk], len(self.victims))
+        if job.id not in self.admitted and after == state:
+            self._outcomes[kind] = (state, self.reasons[job.id], job.id in self.never,
+                                    job.id in self.capacity_bound,
+                                    self.nominal_waiting[key] != waiting_before)
+
+    def decide_one(self, job: JobView, key: str) -> None:
+        units = job.demand
         tenant, replicas, per = job.tenant, job.replicas, job.gpus_per_replica
         name = text.resource_name(key)
         if not self.cap.eligible(key, tenant):
@@ -552,6 +577,8 @@ class _Pass:
             for victim in pool:
                 if alloc <= limit:
                     break
+                if victim.tier != "batch" and not self.pool_borrows(victim):
+                    continue   # its pool fell back within nominal with the evictions so far
                 self.victims[victim.id] = Preemption(
                     victim.id,
                     f"{text.resource_name(key)} are above the {percent}% eviction watermark "
@@ -721,7 +748,9 @@ class _Pass:
             for rel in sim.releases:
                 sim.ceiling.setdefault(rel[3], 0)
             first = simulate(sim, 0)
-            second = simulate(sim, 1)
+            same = (all(r[0] == r[1] for r in sim.releases)
+                    and all(q[3] == q[4] for q in sim.queue))
+            second = first if same else simulate(sim, 1)
             for job in queue:
                 s50 = first.get(job.id)
                 s90 = second.get(job.id)
