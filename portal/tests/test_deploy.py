@@ -187,8 +187,9 @@ def test_processes_run_the_right_commands(base):
         return _one(base, "Deployment", name)
 
     web = main("trainyard-web")
-    assert web["spec"]["template"]["spec"]["containers"][0]["command"][:2] == [
-        "gunicorn", "portal.wsgi"]
+    gunicorn = web["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert gunicorn[:2] == ["gunicorn", "portal.wsgi"]
+    assert "--no-control-socket" in gunicorn  # its default socket is under the read-only $HOME
     assert web["spec"]["replicas"] >= 2
     worker = main("trainyard-worker")["spec"]["template"]["spec"]["containers"][0]["command"]
     assert worker[:4] == ["celery", "-A", "portal", "worker"]
