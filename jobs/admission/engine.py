@@ -27,7 +27,6 @@ cheap.
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import math
 from collections import defaultdict
@@ -36,7 +35,8 @@ from datetime import datetime, timedelta
 
 from . import text
 from .capacity import Capacity, Plan, Slot, plan_nodes
-from .eta import TPK, KeySim, simulate
+from .eta import TPK
+from .explain import _BATCH, _BORROW, _NOMINAL, _OVER, Explainer, _ts
 from .types import (
     ACTIVE_STATES,
     TIER_RANK,
@@ -49,13 +49,10 @@ from .types import (
     Policy,
     PoolQuota,
     Preemption,
-    WaitInfo,
 )
 
 _MAX_VICTIMS = 256
 """Victims considered for one reclaim attempt (the most preferred ones)."""
-
-_NOMINAL, _BORROW, _BATCH, _OVER = "nominal", "borrow", "batch", "over"
 
 
 def decide(*, nodes: Sequence[NodeView], jobs: Sequence[JobView], quotas: Sequence[PoolQuota],
@@ -86,16 +83,12 @@ def _mode(batch: bool, units: int, use_nb: int, use_all: int, nominal: int,
     return _OVER
 
 
-def _ts(when: datetime | None, default: float) -> float:
-    return when.timestamp() if when is not None else default
-
-
 def _quantile(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
-class _Pass:
+class _Pass(Explainer):
     """The working state of one ``decide()`` call."""
 
     def __init__(self, nodes: Sequence[NodeView], jobs: Sequence[JobView],
@@ -590,175 +583,3 @@ class _Pass:
     def victims_units(self, key: str) -> list[int]:
         by_id = {j.id: j for j in self.active if j.resource_key == key}
         return [by_id[v].demand for v in self.victims if v in by_id]
-
-    # -- explanations --------------------------------------------------------------------
-
-    def why(self, job: JobView, key: str, mode: str, nominal: int, ceiling: int) -> str:
-        """The reason a job that could start some day did not start now (memoised)."""
-        tpk = (job.tenant, job.pool, key)
-        signature = (tpk, mode, job.demand, job.replicas, job.gpus_per_replica, job.tier,
-                     self.use_nb[tpk], self.use_all[tpk], self.cap.free_total(key, job.tenant))
-        reason = self._why.get(signature)
-        if reason is None:
-            reason = self._why[signature] = self._why_uncached(job, key, mode, nominal, ceiling)
-        return reason
-
-    def _why_uncached(self, job: JobView, key: str, mode: str, nominal: int,
-                      ceiling: int) -> str:
-        tpk = (job.tenant, job.pool, key)
-        units = job.demand
-        name = text.resource_name(key)
-        if mode == _OVER:
-            if job.tier == "batch":
-                return (f"above your {job.pool} ceiling of {text.amount(ceiling, key)} for batch "
-                        f"jobs ({self.use_all[tpk]} in use): waits for your jobs to finish")
-            if ceiling > nominal:
-                return (f"above your {job.pool} borrowing ceiling of {text.amount(ceiling, key)} "
-                        f"({self.use_all[tpk]} in use): waits for your jobs to finish, "
-                        f"or ask for more quota")
-            return (f"above your {job.pool} quota of {text.amount(nominal, key)} "
-                    f"({self.use_nb[tpk]} in use): ask for more quota or use the batch tier")
-        free = self.cap.free_total(key, job.tenant)
-        if mode == _BORROW:
-            prefix = (f"above your {job.pool} quota of {text.amount(nominal, key)} "
-                      f"({self.use_nb[tpk]} in use), so it borrows idle {name}: ")
-        elif mode == _BATCH:
-            prefix = "batch jobs run only on idle capacity: "
-        else:
-            prefix = ""
-        if free >= units:
-            if job.replicas == 1:
-                return (prefix + f"needs {text.amount(units, key)} on one node, {free} free "
-                        f"but no node has {units} free")
-            return (prefix + f"needs {job.replicas} replicas of {job.gpus_per_replica} {name} "
-                    f"on one node or under one switch, {free} free but too scattered")
-        short = units - free
-        return prefix + f"needs {text.amount(units, key)}, {free} free; " + self.holders(
-            key, short)
-
-    def holders(self, key: str, short: int) -> str:
-        """"2 held by production jobs expected to finish around 14:20 UTC"."""
-        phrase = self._holders.get((key, short))
-        if phrase is None:
-            phrase = self._holders[(key, short)] = self._holders_uncached(key, short)
-        return phrase
-
-    def _holders_uncached(self, key: str, short: int) -> str:
-        table = self._holders_table(key)
-        ends, cumulative, tiers = table
-        idx = bisect.bisect_left(cumulative, short)
-        if idx >= len(ends):
-            if not ends:
-                return f"{short} held by other workloads"
-            return (f"{short} held by running jobs (the last expected to finish around "
-                    f"{text.clock(self.now + timedelta(seconds=ends[-1]), self.now)}) "
-                    f"and other workloads")
-        when = self.now + timedelta(seconds=ends[idx])
-        phrase = text.tiers_phrase(set(tiers[: idx + 1]))
-        return (f"{short} held by {phrase} jobs expected to finish around "
-                f"{text.clock(when, self.now)}")
-
-    _holder_cache: dict[str, tuple[list[float], list[int], list[str]]]
-
-    def _holders_table(self, key: str) -> tuple[list[float], list[int], list[str]]:
-        if not hasattr(self, "_holder_cache"):
-            self._holder_cache = {}
-        table = self._holder_cache.get(key)
-        if table is None:
-            rows = sorted((self.end_offsets(j)[0], j.id, j.demand, j.tier) for j in self.active
-                          if j.resource_key == key and j.id not in self.victims)
-            cumulative: list[int] = []
-            total = 0
-            for row in rows:
-                total += row[2]
-                cumulative.append(total)
-            table = ([r[0] for r in rows], cumulative, [r[3] for r in rows])
-            self._holder_cache[key] = table
-        return table
-
-    def explain(self, waiting: list[JobView]) -> None:
-        """Positions, ETA and the final reason of every waiting job."""
-        etas = self.etas(waiting)
-        pool_pos: dict[str, int] = defaultdict(int)
-        model_pos: dict[str, int] = defaultdict(int)
-        pool_tenants: dict[str, set[str]] = defaultdict(set)
-        for job in waiting:
-            key = job.resource_key
-            pool_pos[job.pool] += 1
-            model_pos[key] += 1
-            ahead = pool_tenants[job.pool]
-            reason = self.reasons.get(job.id, "waiting for capacity")
-            position = pool_pos[job.pool]
-            if job.id in self.capacity_bound and position > 1:
-                suffix = f"{text.ordinal(position)} in the {job.pool} queue"
-                if ahead == {job.tenant}:
-                    suffix += " behind jobs of your own tenant"
-                reason = f"{reason}; {suffix}"
-            ahead.add(job.tenant)
-            p50, p90 = etas.get(job.id, (None, None))
-            self.decisions.waiting[job.id] = WaitInfo(position, model_pos[key], p50, p90, reason)
-
-    def etas(self, waiting: list[JobView]) -> dict[int, tuple[datetime | None, datetime | None]]:
-        sims: dict[str, KeySim] = {}
-
-        def sim_for(key: str) -> KeySim:
-            sim = sims.get(key)
-            if sim is None:
-                free = (self.cap.capacity_total(key) - self.alloc_start.get(key, 0)
-                        - self.new_alloc.get(key, 0))
-                sim = sims[key] = KeySim(free=free)
-            return sim
-
-        for job in self.active:
-            key = job.resource_key
-            if not key or key not in self.cap.slots:
-                continue
-            sim = sim_for(key)
-            tpk = (job.tenant, job.pool, key)
-            if job.id in self.victims:
-                end = float(self.victims[job.id].grace_seconds)
-                sim.releases.append((end, end, job.demand, tpk))
-            else:
-                end50, end90 = self.end_offsets(job)
-                sim.releases.append((end50, end90, job.demand, tpk))
-        by_id = {j.id: j for j in self.queued}
-        for admission in self.admitted.values():
-            job = by_id[admission.job_id]
-            key = job.resource_key
-            if not key:
-                continue
-            d50, d90 = self.durations(job)
-            sim_for(key).releases.append((d50, d90, job.demand, (job.tenant, job.pool, key)))
-        ids_by_key: dict[str, list[JobView]] = defaultdict(list)
-        for job in waiting:
-            if job.id in self.never or not job.resource_key:
-                continue
-            ids_by_key[job.resource_key].append(job)
-        result: dict[int, tuple[datetime | None, datetime | None]] = {}
-        for key, queue in ids_by_key.items():
-            sim = sim_for(key)
-            for job in queue:
-                tpk = (job.tenant, job.pool, key)
-                _, ceiling = self.limits(job, key)
-                sim.ceiling[tpk] = ceiling
-                d50, d90 = self.durations(job)
-                sim.queue.append((job.id, job.demand, tpk, d50, d90))
-            for rel in sim.releases:
-                sim.use[rel[3]] = sim.use.get(rel[3], 0) + rel[2]
-            for rel in sim.releases:
-                sim.ceiling.setdefault(rel[3], 0)
-            first = simulate(sim, 0)
-            same = (all(r[0] == r[1] for r in sim.releases)
-                    and all(q[3] == q[4] for q in sim.queue))
-            second = first if same else simulate(sim, 1)
-            for job in queue:
-                s50 = first.get(job.id)
-                s90 = second.get(job.id)
-                p50 = self.now + timedelta(seconds=s50) if s50 is not None else None
-                p90 = self.now + timedelta(seconds=s90) if s90 is not None else None
-                if p50 is not None and p90 is not None and p90 < p50:
-                    p90 = p50
-                if p50 is None:
-                    p90 = None
-                result[job.id] = (p50, p90)
-        return result
