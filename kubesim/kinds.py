@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 
 from . import validation as v
+from .crd_rules import transition_errors
 from .resources import ResourceType
 
 
@@ -136,6 +137,8 @@ def validate(rt: ResourceType, obj: dict, old: dict | None) -> list[dict]:
     if rt.crd_name:
         if rt.validator is not None:
             errs += v.crd_object_errors(rt.validator, obj)
+        if old is not None and rt.immutable_rules:
+            errs += transition_errors(rt.immutable_rules, old, obj)
         return errs
     kind = rt.kind
     if kind == "Pod":

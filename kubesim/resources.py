@@ -32,6 +32,7 @@ class ResourceType:
     crd_name: str | None = None
     printer_columns: list = field(default_factory=list)  # CRD additionalPrinterColumns
     view_of: str | None = None               # another representation of this stored kind
+    immutable_rules: list = field(default_factory=list)  # CRD `self == oldSelf` CEL rules
 
     @property
     def key(self) -> str:
@@ -131,6 +132,7 @@ class Registry:
 
     # ---- CRDs -----------------------------------------------------------------------
     def register_crd(self, crd: dict) -> ResourceType:
+        from .crd_rules import immutable_paths
         from .validation import compile_crd_schema
         spec = crd.get("spec") or {}
         names = spec.get("names") or {}
@@ -148,6 +150,7 @@ class Registry:
             crd_name=(crd.get("metadata") or {}).get("name"),
             printer_columns=[c for c in storage.get("additionalPrinterColumns") or []
                              if c.get("jsonPath") != ".metadata.creationTimestamp"],
+            immutable_rules=immutable_paths(schema),
         )
         with self._lock:
             old = self._by_key.get(rt.key)

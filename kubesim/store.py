@@ -27,6 +27,7 @@ from . import kinds
 from .apply import record_update, server_side_apply
 from .clock import Clock, rfc3339
 from .controllers import CRD_KEY, ControllersMixin
+from .crd_rules import run_webhooks
 from .errors import (
     ApiError,
     already_exists,
@@ -287,6 +288,7 @@ class Store(ReadsMixin, ControllersMixin):
                 adm.limit_range_pvc(lrs, new, name)
         raise_if(kinds.validate(rt, new, None) + self._cross_object_errors(rt, new), rt.kind,
                  rt.group, name)
+        run_webhooks(rt.key, new)
         quotas = self._data.get("resourcequotas", {}).get(ns) if ns else None
         if quotas:
             adm.check_quotas(list(quotas.values()), rt.key, new, rt.plural, name, rt.group)
@@ -358,6 +360,8 @@ class Store(ReadsMixin, ControllersMixin):
         kinds.prepare_update(rt, old, new)
         raise_if(kinds.validate(rt, new, old) + self._cross_object_errors(rt, new), rt.kind,
                  rt.group, name)
+        if subresource != "status":
+            run_webhooks(rt.key, new)
         if _content(new) != _content(old) and "generation" in old["metadata"]:
             new["metadata"]["generation"] = old["metadata"]["generation"] + 1
         if field_manager and not managed:

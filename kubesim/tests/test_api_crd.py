@@ -174,3 +174,48 @@ def test_custom_resources_are_pruned_and_defaulted(kubesim):
     out = co.patch_namespaced_custom_object("example.com", "v1", "team-a", "widgets", "w",
                                             {"spec": {"color": None, "typo2": 1}})
     assert out["spec"]["color"] == "blue" and "typo2" not in out["spec"]
+
+
+def test_pytorchjob_webhook_like_the_training_operator(kubesim):
+    co = custom(kubesim)
+    ns(kubesim)
+    bad = _job("j")
+    bad["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] = 2
+    bad["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0][
+        "name"] = "trainer"
+    status, body = api_error(co.create_namespaced_custom_object, "kubeflow.org", "v1", "team-a",
+                             "pytorchjobs", bad)
+    assert (status, body["reason"]) == (403, "Forbidden")
+    assert body["message"] == (
+        'admission webhook "validator.pytorchjob.training-operator.kubeflow.org" denied the '
+        "request: [spec.pytorchReplicaSpecs[Master].template.spec.containers: Required value: "
+        "must have at least one container with name pytorch, "
+        "spec.pytorchReplicaSpecs[Master].replicas: Forbidden: must be 1]")
+    status, body = api_error(co.create_namespaced_custom_object, "kubeflow.org", "v1", "team-a",
+                             "pytorchjobs", _job("1-starts-with-digit"))
+    assert status == 403 and "DNS-1035" in body["message"]
+    co.create_namespaced_custom_object("kubeflow.org", "v1", "team-a", "pytorchjobs", _job("j"))
+    status, _ = api_error(co.patch_namespaced_custom_object, "kubeflow.org", "v1", "team-a",
+                          "pytorchjobs", "j",
+                          {"spec": {"pytorchReplicaSpecs": {"Worker": {
+                              "replicas": 1, "template": {"spec": {"containers": [
+                                  {"name": "other", "image": "x"}]}}}}}})
+    assert status == 403
+
+
+def test_crd_immutability_rule_on_scheduling_queue(kubesim):
+    co = custom(kubesim)
+    ns(kubesim)
+    job = _job("q")
+    job["spec"]["runPolicy"]["schedulingPolicy"] = {"queue": "team-a"}
+    co.create_namespaced_custom_object("kubeflow.org", "v1", "team-a", "pytorchjobs", job)
+    status, body = api_error(co.patch_namespaced_custom_object, "kubeflow.org", "v1", "team-a",
+                             "pytorchjobs", "q",
+                             {"spec": {"runPolicy": {"schedulingPolicy": {"queue": "other"}}}})
+    assert (status, body["reason"]) == (422, "Invalid")
+    assert body["details"]["causes"][0] == {
+        "reason": "FieldValueInvalid", "field": "spec.runPolicy.schedulingPolicy.queue",
+        "message": 'Invalid value: "other": spec.runPolicy.schedulingPolicy.queue is immutable'}
+    out = co.patch_namespaced_custom_object("kubeflow.org", "v1", "team-a", "pytorchjobs", "q",
+                                            {"spec": {"runPolicy": {"suspend": False}}})
+    assert out["spec"]["runPolicy"]["schedulingPolicy"]["queue"] == "team-a"
