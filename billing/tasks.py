@@ -25,14 +25,16 @@ def ingest_ledger() -> int:
 
 @shared_task(name="billing.record_egress", queue="billing")
 def record_egress() -> int:
-    """One reading of every pod's network counters from the metrics source (when there is
-    one: k8s_sync.metrics.MetricsSource)."""
+    """One reading of every pod's network counters from the metrics source. Not configured
+    (no Prometheus, nothing to scrape): nothing is recorded; a transient outage is logged
+    and the next reading catches up (the counters are cumulative)."""
+    from k8s_sync.metrics import MetricsSource, MetricsUnavailable
+
     try:
-        from k8s_sync.metrics import MetricsSource  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        log.info("no metrics source yet: egress not recorded")
+        readings = MetricsSource.from_settings().pod_network_bytes()
+    except MetricsUnavailable as exc:
+        log.info("egress not recorded: %s", exc)
         return 0
-    readings = MetricsSource().pod_network_bytes()
     return services.egress_record(readings=readings, at=timezone.now().replace(microsecond=0))
 
 

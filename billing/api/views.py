@@ -74,8 +74,8 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
             "invoice").first()
         if line is None:
             raise NotFound
-        return Response([{"label": d.label, "job_id": d.job_id, "quantity": d.quantity,
-                          "amount": d.amount} for d in selectors.line_details(line)])
+        return Response([{"label": d.label, "job_id": d.job_id, "quantity": str(d.quantity),
+                          "amount": str(d.amount)} for d in selectors.line_details(line)])
 
     @extend_schema(request=s.BudgetSerializer, responses={200: s.BudgetSerializer})
     @action(detail=False, methods=["get", "put"])
@@ -150,9 +150,10 @@ def month_detail(request: Request, month: str) -> Response:
     summary = selectors.month_summary(period)
     return Response({
         "month": f"{period:%Y-%m}", "closed": summary["closed"] is not None,
-        "currency": selectors.currency(), "total": summary["total"],
+        "currency": selectors.currency(), "total": str(summary["total"]),
         "invoices": s.InvoiceSerializer(summary["invoices"], many=True).data,
-        "idle_rates": {str(k): v.rate for k, v in summary["idle"].items()},
+        "idle_rates": {str(k): None if v.rate is None else str(v.rate)
+                       for k, v in summary["idle"].items()},
     })
 
 
@@ -163,5 +164,5 @@ def month_close(request: Request, month: str) -> Response:
     _staff(request)
     closing = services.month_close(actor=request.user, period=selectors.parse_period(month))
     return Response({"month": f"{closing.period:%Y-%m}", "invoices": closing.invoices,
-                     "total": closing.total, "seconds": closing.seconds},
+                     "total": str(closing.total), "seconds": closing.seconds},
                     status=status.HTTP_201_CREATED)
