@@ -68,9 +68,9 @@ def tenant_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
     now = timezone.now()
     gauges = dashboards.tenant_gauges(tenant)
     waits = [m for _model, m in dashboards.wait_times(tenant=tenant, now=now)]
-    jobs, has_cost = dashboards.job_consumption(tenant, now=now)
+    jobs, has_cost = dashboards.job_consumption(tenant)
     busy = dashboards.busyness()
-    trends = {days: dashboards.tenant_trends(tenant, days=days, now=now) for days in TREND_DAYS}
+    trends = {days: dashboards.tenant_trends(tenant, days=days) for days in TREND_DAYS}
     return render(request, "portal/dashboard.html", {
         "access": access, "tenant": tenant, "gauges": gauges, "jobs": jobs,
         "has_cost": has_cost, "waiting": dashboards.waiting_jobs(tenant, request.user),

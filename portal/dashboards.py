@@ -29,7 +29,7 @@ from typing import Any
 
 from django.core.cache import cache
 from django.db.models import Count, F, Min, Q, Sum
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
 from jobs.choices import JobState
@@ -51,6 +51,7 @@ from tenants.series import (
 
 BUSYNESS_CACHE_KEY = "portal:busyness:v1"
 BUSYNESS_TTL = 60
+PER_TENANT_TTL = 60  # trends and the job table: rows change once a minute at most
 JOB_TABLE_WINDOW_DAYS = 30
 JOB_TABLE_SCAN = 2000  # most recent jobs considered for "most expensive first"
 LONG_RUN = dt.timedelta(days=5)
@@ -147,7 +148,19 @@ def tenant_gauges(tenant: Tenant) -> list[Gauge]:
 
 def tenant_trends(tenant: Tenant, *, days: int, now: dt.datetime | None = None
                   ) -> list[dict[str, Any]]:
-    """Per resource: a trend figure of allocated, utilised and quota (one query)."""
+    """Per resource: a trend figure of allocated, utilised and quota (one query, or none
+    within a minute of the last computation: rows change once a minute at most)."""
+    key = f"portal:trends:{tenant.pk}:{days}:{translation.get_language()}"
+    if now is None and (cached := cache.get(key)) is not None:
+        return cached
+    out = _tenant_trends(tenant, days=days, now=now)
+    if now is None:
+        cache.set(key, out, PER_TENANT_TTL)
+    return out
+
+
+def _tenant_trends(tenant: Tenant, *, days: int, now: dt.datetime | None
+                   ) -> list[dict[str, Any]]:
     pool_ids = list(Pool.objects.filter(tenant=tenant).values_list("id", flat=True))
     series = series_for_pools(pool_ids, days=days, now=now)
     labels = {"allocated": _("allocated"), "utilised": _("utilised"), "quota": _("quota")}
@@ -190,6 +203,18 @@ def _job_costs() -> Callable[[Sequence[TrainingJob]], Any] | None:
 
 def job_consumption(tenant: Tenant, *, now: dt.datetime | None = None, limit: int = 25
                     ) -> tuple[list[JobUse], bool]:
+    """Cached per tenant for a minute (see :func:`_job_consumption`)."""
+    key = f"portal:jobuse:{tenant.pk}:{limit}"
+    if now is None and (cached := cache.get(key)) is not None:
+        return cached
+    out = _job_consumption(tenant, now=now, limit=limit)
+    if now is None:
+        cache.set(key, out, PER_TENANT_TTL)
+    return out
+
+
+def _job_consumption(tenant: Tenant, *, now: dt.datetime | None, limit: int
+                     ) -> tuple[list[JobUse], bool]:
     """The tenant's most expensive recent jobs (ran in the last 30 days), and whether a
     cost column exists. GPU-hours = GPUs x running time (JobTransition intervals).
 
@@ -198,46 +223,45 @@ def job_consumption(tenant: Tenant, *, now: dt.datetime | None = None, limit: in
     """
     now = now or timezone.now()
     since = now - dt.timedelta(days=JOB_TABLE_WINDOW_DAYS)
+    cost_fn = _job_costs()
     jobs = list(TrainingJob.objects.filter(tenant=tenant, gpus_per_worker__gt=0)
                 .filter(Q(state__in=[JobState.RUNNING, JobState.PREEMPTING])
                         | Q(finished_at__gte=since)
                         | Q(state=JobState.QUEUED, restart_count__gt=0))
-                .select_related("pool").only("id", "name", "state", "workers",
-                                             "gpus_per_worker", "gpu_model", "mig_profile",
-                                             "submitted_at", "pool__kind", "pool__tenant_id")
-                .order_by("-submitted_at")[:JOB_TABLE_SCAN])
+                .order_by("-submitted_at")
+                .values_list("id", "name", "state", "workers", "gpus_per_worker", "gpu_model",
+                             "mig_profile", "pool__kind")[:JOB_TABLE_SCAN])
     if not jobs:
-        return [], _job_costs() is not None
-    ids = [j.pk for j in jobs]
+        return [], cost_fn is not None
+    ids = [j[0] for j in jobs]
     transitions: dict[int, list[tuple[str, dt.datetime]]] = defaultdict(list)
     for job_id, state, at in (JobTransition.objects.filter(job_id__in=ids)
                               .order_by("job_id", "at", "id")
                               .values_list("job_id", "to_state", "at")):
         transitions[job_id].append((state, at))
-    namespaces = {namespace_name(tenant.slug, j.pool.kind) for j in jobs}
-    utils = {u.job: u.mean_util for u in JobUtilisation.objects.filter(
-        namespace__in=namespaces, job__in=[str(i) for i in ids]).only(
-        "job", "util_sum", "gpu_samples")}
     rows = []
     for j in jobs:
         seconds = sum((end - start).total_seconds()
-                      for start, end in running_intervals(transitions.get(j.pk, []), now))
-        if seconds <= 0:
-            continue
-        rows.append((j, seconds * j.total_gpus / 3600.0))
+                      for start, end in running_intervals(transitions.get(j[0], []), now))
+        if seconds > 0:
+            rows.append((j, seconds * j[3] * j[4] / 3600.0))
     rows.sort(key=lambda r: -r[1])
     rows = rows[:limit]
+    namespaces = {namespace_name(tenant.slug, j[7]) for j, _h in rows}
+    utils = {job: (total / n if n else None) for job, total, n in JobUtilisation.objects.filter(
+        namespace__in=namespaces, job__in=[str(j[0]) for j, _h in rows]).values_list(
+        "job", "util_sum", "gpu_samples")}
     costs: Any = {}
-    cost_fn = _job_costs()
     if cost_fn is not None and rows:
         try:
-            costs = cost_fn([j for j, _h in rows]) or {}
+            costs = cost_fn(list(TrainingJob.objects.filter(pk__in=[j[0] for j, _h in rows])))
         except Exception:  # a billing failure must not break the dashboard
             costs = {}
-    out = [JobUse(id=j.pk, name=j.name, state=j.state, pool=j.pool.kind,
-                  resource=short_model(j.mig_profile or j.gpu_model), gpus=j.total_gpus,
-                  gpu_hours=round(hours, 2), mean_util=_round(utils.get(str(j.pk))),
-                  cost=costs.get(j.pk) if hasattr(costs, "get") else None)
+    costs = costs if hasattr(costs, "get") else {}
+    out = [JobUse(id=j[0], name=j[1], state=j[2], pool=j[7],
+                  resource=short_model(j[6] or j[5]), gpus=j[3] * j[4],
+                  gpu_hours=round(hours, 2), mean_util=_round(utils.get(str(j[0]))),
+                  cost=costs.get(j[0]))
            for j, hours in rows]
     if cost_fn is not None:
         out.sort(key=lambda u: (-(float(u.cost) if u.cost is not None else -1), -u.gpu_hours))

@@ -4,6 +4,7 @@ and writes utilisation rows; the dashboard then shows them."""
 from __future__ import annotations
 
 import pytest
+from django.core.cache import cache
 from django.urls import reverse
 from kubernetes import client as k8s
 
@@ -21,6 +22,7 @@ def test_sampler_records_dcgm_utilisation_of_a_running_pod(cluster, settings, te
                                                            login):
     settings.PROMETHEUS_URL = ""
     settings.TRAINYARD_DCGM_URLS = []
+    cache.clear()
     pool = tenant_a.pools.get(kind="prod")
     QuotaGrant.objects.create(pool=pool, resource=f"gpu:{H800}", amount=4)
     core = k8s.CoreV1Api(cluster.api_client)
