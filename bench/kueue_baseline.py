@@ -275,11 +275,64 @@ def run_engine(scenario: Scenario, workload: Sequence[WorkloadJob],
     return list(records.values()), stats
 
 
+def scaling(sizes: Sequence[int] = (1000, 2000, 4000, 8000, 16000)) -> None:
+    """Print decide() latency against the number of jobs on the scenario's cluster.
+
+    Per size: the cluster full of running jobs of the three classes (placed like the
+    engine would), the rest queued; the same seed each time. The median of 3 calls.
+    """
+    import random
+
+    scenario = Scenario()
+    policy = engine_policy()
+    quotas = [PoolQuota(tenant, "dev", {f"gpu:{m}": scenario.nominal},
+                        {f"gpu:{m}": scenario.ceiling})
+              for m in scenario.models for tenant in scenario.tenants(m)]
+    per_model_nodes = scenario.gpus_per_model // scenario.gpus_per_node
+    print(f"\ndecide() latency by number of jobs ({scenario.capacity} GPUs, "
+          f"{per_model_nodes * len(scenario.models)} nodes, cluster full, the rest queued):")
+    for size in sizes:
+        rng = random.Random(size)
+        used = {f"{m}-n{i:02d}": 0 for m in scenario.models for i in range(per_model_nodes)}
+        jobs: list[JobView] = []
+        for i in range(1, size + 1):
+            model = rng.choice(scenario.models)
+            tenant = rng.choice(scenario.tenants(model))
+            klass = rng.choice(scenario.classes)
+            view = JobView(id=i, tenant=tenant, pool="dev", tier="development",
+                           gpu_model=model, mig_profile="", replicas=klass.replicas,
+                           gpus_per_replica=klass.gpus_per_replica, state="queued",
+                           submitted_at=EPOCH + timedelta(milliseconds=i),
+                           expected_seconds=klass.run_ms / 1000, priority=klass.priority)
+            spots = [n for n in used if n.startswith(model)
+                     and used[n] + klass.gpus_per_replica <= scenario.gpus_per_node]
+            if klass.replicas == 1 and spots:
+                used[spots[0]] += klass.gpus_per_replica
+                view = replace(view, state="running", placement=(spots[0],),
+                               admitted_at=EPOCH, started_at=EPOCH)
+            jobs.append(view)
+        nodes = [NodeView(name, name.rsplit("-n", 1)[0], "sw", scenario.gpus_per_node,
+                          count, {}, {}, True) for name, count in used.items()]
+        times = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            decide(nodes=nodes, jobs=jobs, quotas=quotas, policy=policy, history=History(),
+                   now=EPOCH + timedelta(seconds=10))
+            times.append(time.perf_counter() - t0)
+        median = sorted(times)[1]
+        print(f"  {size:>6} jobs: {median * 1000:7.1f} ms  ({median / size * 1e6:5.1f} us/job)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a 20%% run (--scale 0.2)")
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of each class's count")
+    parser.add_argument("--scaling", action="store_true",
+                        help="only print decide() latency against the number of jobs")
     args = parser.parse_args()
+    if args.scaling:
+        scaling()
+        return
     scale = 0.2 if args.quick else args.scale
     scenario = Scenario()
     workload = make_workload(scenario, scale)
