@@ -292,3 +292,16 @@ def test_abnormal_jobs_and_one_click_actions(observed, tenant_a, bob, platform_a
     assert login(platform_admin).post(cancel).status_code == 302
     old.refresh_from_db()
     assert old.state == "cancelled"
+
+
+def test_dashboards_reference_no_external_assets(observed, bob, login):
+    import re
+
+    client = login(bob)
+    for url in (reverse("tenant_dashboard", kwargs={"slug": "acme"}), reverse("cluster")):
+        html = client.get(url).content.decode()
+        assert re.findall(r'(?:src|href)="(https?://[^"]+)"', html) == [], url
+        for asset in re.findall(r'(?:src|href)="(/static/[^"]+)"', html):
+            assert client.get(asset).status_code == 200, asset
+        # readable without JavaScript: the numbers are in the HTML
+        assert "<meter" in html and 'id="dashboard-figures"' in html

@@ -76,3 +76,23 @@ def test_families(client, settings, tenant_a, tenant_b, bob):
     assert errors[("acme", "prod")] == 1 and errors[("globex", "prod")] == 0
     assert "trainyard_observer_failing" in samples
     assert "trainyard_usage_sample_timestamp_seconds" in samples
+
+
+def test_grafana_dashboard_has_a_tenant_variable_and_uses_exposed_metrics(client, settings,
+                                                                        tenant_a):
+    import json
+    import re
+    from pathlib import Path
+
+    settings.TRAINYARD_METRICS_TOKEN = "t"
+    QuotaGrant.objects.create(pool=tenant_a.pools.get(kind="prod"), resource="cpu", amount=1)
+    body = client.get("/metrics", HTTP_AUTHORIZATION="Bearer t").content.decode()
+    exposed = {f.name for f in text_string_to_metric_families(body)}
+    path = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "trainyard.json"
+    board = json.loads(path.read_text())
+    variables = {v["name"]: v for v in board["templating"]["list"]}
+    assert "label_values(trainyard_quota_hard, tenant)" in variables["tenant"]["definition"]
+    exprs = [t["expr"] for p in board["panels"] for t in p.get("targets", [])]
+    assert any("$tenant" in e and "DCGM_FI_DEV_GPU_UTIL" in e for e in exprs)
+    used = {m for e in exprs for m in re.findall(r"\btrainyard_[a-z_]+", e)}
+    assert used and used <= exposed, used - exposed
