@@ -238,14 +238,21 @@ class _Pass(Explainer):
             while heap:
                 tenant = heapq.heappop(heap)[4]
                 lst = per_tenant[tenant]
-                job = lst[pointer[tenant]]
-                pointer[tenant] += 1
-                result.append(job)
-                use[tenant] = use.get(tenant, 0) + job.demand
-                if pointer[tenant] < len(lst):
-                    head = lst[pointer[tenant]]
-                    heapq.heappush(heap, (share(tenant), -head.priority,
-                                          head.submitted_at.timestamp(), head.id, tenant))
+                at = pointer[tenant]
+                while True:   # keep taking while this tenant stays ahead of the next one
+                    job = lst[at]
+                    at += 1
+                    result.append(job)
+                    use[tenant] = use.get(tenant, 0) + job.demand
+                    if at == len(lst):
+                        break
+                    head = lst[at]
+                    entry = (share(tenant), -head.priority, head.submitted_at.timestamp(),
+                             head.id, tenant)
+                    if heap and heap[0] < entry:
+                        heapq.heappush(heap, entry)
+                        break
+                pointer[tenant] = at
         return result
 
     # -- the pass ------------------------------------------------------------------------

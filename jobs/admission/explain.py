@@ -155,12 +155,11 @@ class Explainer:
             ahead = pool_tenants[job.pool]
             reason = self.reasons.get(job.id, "waiting for capacity")
             position = pool_pos[job.pool]
-            if job.id in self.capacity_bound and position > 1:
-                suffix = f"{text.ordinal(position)} in the {job.pool} queue"
-                if ahead == {job.tenant}:
-                    suffix += " behind jobs of your own tenant"
-                reason = f"{reason}; {suffix}"
-            ahead.add(job.tenant)
+            if position > 1 and job.id in self.capacity_bound:
+                own = " behind jobs of your own tenant" if ahead == {job.tenant} else ""
+                reason = f"{reason}; {text.ordinal(position)} in the {job.pool} queue{own}"
+            if len(ahead) < 2:
+                ahead.add(job.tenant)
             p50, p90 = etas.get(job.id, (None, None))
             self.decisions.waiting[job.id] = WaitInfo(position, model_pos[key], p50, p90, reason)
 
@@ -201,14 +200,25 @@ class Explainer:
                 continue
             ids_by_key[job.resource_key].append(job)
         result: dict[int, tuple[datetime | None, datetime | None]] = {}
+        instants: dict[float, datetime] = {}
+
+        def instant(offset: float) -> datetime:
+            when = instants.get(offset)
+            if when is None:
+                when = instants[offset] = self.now + timedelta(seconds=offset)
+            return when
+
         for key, queue in ids_by_key.items():
             sim = sim_for(key)
+            tpks: dict[tuple[str, str], TPK] = {}
+            append = sim.queue.append
             for job in queue:
-                tpk = (job.tenant, job.pool, key)
-                _, ceiling = self.limits(job, key)
-                sim.ceiling[tpk] = ceiling
+                tpk = tpks.get((job.tenant, job.pool))
+                if tpk is None:
+                    tpk = tpks[(job.tenant, job.pool)] = (job.tenant, job.pool, key)
+                    sim.ceiling[tpk] = self.limits(job, key)[1]
                 d50, d90 = self.durations(job)
-                sim.queue.append((job.id, job.demand, tpk, d50, d90))
+                append((job.id, job.demand, tpk, d50, d90))
             for rel in sim.releases:
                 sim.use[rel[3]] = sim.use.get(rel[3], 0) + rel[2]
             for rel in sim.releases:
@@ -219,12 +229,10 @@ class Explainer:
             second = first if same else simulate(sim, 1)
             for job in queue:
                 s50 = first.get(job.id)
+                if s50 is None:
+                    result[job.id] = (None, None)
+                    continue
                 s90 = second.get(job.id)
-                p50 = self.now + timedelta(seconds=s50) if s50 is not None else None
-                p90 = self.now + timedelta(seconds=s90) if s90 is not None else None
-                if p50 is not None and p90 is not None and p90 < p50:
-                    p90 = p50
-                if p50 is None:
-                    p90 = None
-                result[job.id] = (p50, p90)
+                result[job.id] = (instant(s50),
+                                  instant(s50 if s90 is None or s90 < s50 else s90))
         return result
