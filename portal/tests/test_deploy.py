@@ -201,6 +201,18 @@ def test_processes_run_the_right_commands(base):
         assert deployment["spec"]["strategy"] == {"type": "Recreate"}, name
         container = deployment["spec"]["template"]["spec"]["containers"][0]
         assert container["command"][:len(command)] == command
+    # The exec probes look at the files the processes write.
+    beat = main("trainyard-beat")["spec"]["template"]["spec"]["containers"][0]
+    schedule = beat["command"][beat["command"].index("-s") + 1]
+    assert beat["livenessProbe"]["exec"]["command"] == ["test", "-f", schedule]
+    watch = main("trainyard-watch")["spec"]["template"]["spec"]["containers"][0]
+    heartbeat = watch["command"][watch["command"].index("--heartbeat-file") + 1]
+    assert heartbeat.startswith("/tmp/")
+    assert watch["startupProbe"]["exec"]["command"] == ["test", "-f", heartbeat]
+    assert heartbeat in watch["livenessProbe"]["exec"]["command"][-1]
+    web_container = web["spec"]["template"]["spec"]["containers"][0]
+    bind = gunicorn[gunicorn.index("--bind") + 1]
+    assert int(bind.rpartition(":")[2]) == web_container["ports"][0]["containerPort"]
     job = _one(base, "Job", "trainyard-migrate")["spec"]
     assert job["template"]["spec"]["containers"][0]["command"] == [
         "python", "manage.py", "migrate", "--noinput"]
