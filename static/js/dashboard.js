@@ -3,7 +3,8 @@
 // small JSON endpoint (data-live-url) with an adaptive interval: every 15 s while the
 // tab is visible and data changes, backing off to 2 min while nothing changes, and
 // 5 min while the tab is hidden (document.visibilityState); a poll runs at once when
-// the tab becomes visible again. Every number is also in the HTML, so the page reads
+// the tab becomes visible again; the trend charts are re-read every 5 minutes
+// (data-trends-url). Every number is also in the HTML, so the page reads
 // without JavaScript. plotly.js is served locally (/static/vendor/plotly/).
 (function () {
   "use strict";
@@ -162,9 +163,29 @@
       if (data.waiting) { applyWaiting(data.waiting); }
       if (data.busyness) { applyBusyness(data.busyness); }
       if (data.tenants) { applyTenants(data.tenants); }
+      if (document.visibilityState !== "hidden") { refreshTrends(); }
     }).catch(function () {
       interval = Math.min(SLOW, interval * 2);
     }).then(function () { inflight = false; schedule(); });
+  }
+
+  // trends: hourly/daily rows change slowly; refresh the shown period every 5 minutes
+  var trendsUrl = root.getAttribute("data-trends-url");
+  var lastTrends = Date.now();
+  function refreshTrends() {
+    if (!trendsUrl || !window.fetch || Date.now() - lastTrends < 300000) { return; }
+    lastTrends = Date.now();
+    var pressed = root.querySelector("[data-trend-days][aria-pressed=true]");
+    var days = pressed ? pressed.getAttribute("data-trend-days") : "7";
+    fetch(trendsUrl + "?days=" + days, { credentials: "same-origin" }).then(function (resp) {
+      return resp.ok ? resp.json() : null;
+    }).then(function (data) {
+      if (!data || !figures.trends) { return; }
+      var panel = root.querySelector('[data-trend-panel="' + days + '"]');
+      if (!panel || panel.querySelectorAll("[data-figure]").length !== data.trends.length) { return; }
+      figures.trends[days] = data.trends.map(function (tr) { return tr.figure; });
+      drawAll(panel);
+    }).catch(function () {});
   }
 
   document.addEventListener("visibilitychange", function () {
