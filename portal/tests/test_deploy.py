@@ -483,6 +483,33 @@ DYNAMIC_CALL_SITES = {
 }
 
 
+class _CallFinder(ast.NodeVisitor):
+    """Calls of a KubeClient verb, each attributed to its innermost enclosing function
+    (``<module>`` outside any)."""
+
+    def __init__(self) -> None:
+        self.stack = ["<module>"]
+        self.found: list[tuple[str, str, Kind | None]] = []
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        self.stack.append(node.name)
+        self.generic_visit(node)
+        self.stack.pop()
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Call(self, node: ast.Call) -> None:
+        if (isinstance(node.func, ast.Attribute) and node.func.attr in VERBS_OF_METHOD
+                and node.args):
+            first = node.args[:2]
+            kind = None
+            if len(first) == 2 and all(isinstance(a, ast.Constant) and isinstance(a.value, str)
+                                       for a in first):
+                kind = (first[0].value, first[1].value)  # type: ignore[union-attr]
+            self.found.append((self.stack[-1], node.func.attr, kind))
+        self.generic_visit(node)
+
+
 def _call_sites() -> Iterator[tuple[str, str, str, Kind | None]]:
     """Every call of a KubeClient verb in the apps: (file, function, method, kind or None
     when the kind is not a literal)."""
@@ -491,20 +518,10 @@ def _call_sites() -> Iterator[tuple[str, str, str, Kind | None]]:
             rel = path.relative_to(ROOT).as_posix()
             if "tests" in path.parts or "migrations" in path.parts or rel == "k8s_sync/client.py":
                 continue
-            tree = ast.parse(path.read_text(), rel)
-            for func in ast.walk(tree):
-                if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
-                    continue
-                for node in ast.walk(func):
-                    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                            and node.func.attr in VERBS_OF_METHOD and node.args):
-                        first = node.args[:2]
-                        literal = (len(first) == 2 and all(
-                            isinstance(a, ast.Constant) and isinstance(a.value, str)
-                            for a in first))
-                        kind = ((first[0].value, first[1].value)  # type: ignore[union-attr]
-                                if literal else None)
-                        yield rel, func.name, node.func.attr, kind
+            finder = _CallFinder()
+            finder.visit(ast.parse(path.read_text(), rel))
+            for func, method, kind in finder.found:
+                yield rel, func, method, kind
 
 
 def _resource(kind: Kind) -> tuple[str, str]:
