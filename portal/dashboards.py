@@ -361,7 +361,7 @@ def busyness(*, report: CapacityReport | None = None, fresh: bool = False) -> li
         allocatable = m.whole_allocatable + sum(x.allocatable for x in m.mig) + \
             m.shared_allocatable
         allocated = m.whole_allocated + sum(x.allocated for x in m.mig) + m.shared_allocated
-        w = waiting.get(m.gpu_model, {})
+        w: dict[str, Any] = dict(waiting.get(m.gpu_model) or {})
         samples = waits.get(m.gpu_model)
         out.append(Busyness(model=m.gpu_model, label=short_model(m.gpu_model),
                             allocatable=allocatable, allocated=allocated,
@@ -400,7 +400,7 @@ def allocation_by_hour(*, report: CapacityReport, days: int = 7,
 
 def tenant_allocation(*, limit: int = 100) -> list[dict[str, Any]]:
     """Per tenant at the latest sampled minute: GPUs allocated, busy and idle."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for slug, resources in latest_minute_by_tenant().items():
         gpus = [(a, u) for key, (a, u) in resources.items()
                 if key.startswith(("gpu:", "mig:")) or key == "gpu-shared"]
@@ -412,7 +412,7 @@ def tenant_allocation(*, limit: int = 100) -> list[dict[str, Any]]:
                      "idle": round(max(0.0, allocated - busy), 2) if busy is not None else None,
                      "cpu": round(resources.get("cpu", (0.0, None))[0], 1),
                      "memory": round(resources.get("memory", (0.0, None))[0], 1)})
-    rows.sort(key=lambda r: (-(r["idle"] or 0), -r["gpus"], r["tenant"]))
+    rows.sort(key=lambda r: (-float(r["idle"] or 0), -float(r["gpus"]), str(r["tenant"])))
     return rows[:limit]
 
 

@@ -24,6 +24,7 @@ registry, a constant number of queries):
 
 from __future__ import annotations
 
+import datetime as dt
 import hmac
 import ipaddress
 import statistics
@@ -86,7 +87,7 @@ class TrainyardCollector(Collector):
         oldest = GaugeMetricFamily("trainyard_queue_oldest_wait_seconds",
                                    "How long the longest-waiting queued job has waited",
                                    labels=["tenant", "gpu_model"])
-        oldest_at: dict[tuple[str, str], object] = {}
+        oldest_at: dict[tuple[str, str], dt.datetime] = {}
         for row in (TrainingJob.objects.filter(state=JobState.QUEUED)
                     .values("tenant__slug", "gpu_model", "tier")
                     .annotate(n=Count("id"), first=Min("submitted_at"))):
@@ -119,9 +120,10 @@ class TrainyardCollector(Collector):
         errors = GaugeMetricFamily("trainyard_jobs_with_errors",
                                    "Active jobs whose last cluster operation failed",
                                    labels=["tenant"])
-        for row in (TrainingJob.objects.filter(state__in=ACTIVE_STATES).exclude(last_error="")
-                    .values("tenant__slug").annotate(n=Count("id"))):
-            errors.add_metric([row["tenant__slug"]], row["n"])
+        for slug, n in (TrainingJob.objects.filter(state__in=ACTIVE_STATES).exclude(last_error="")
+                        .values("tenant__slug").annotate(n=Count("id"))
+                        .values_list("tenant__slug", "n")):
+            errors.add_metric([slug], n)
         yield errors
 
     def _errors(self) -> Iterator[Metric]:

@@ -175,6 +175,15 @@ def test_dashboard_shows_gauges_jobs_waiting_and_banner(observed, tenant_a, bob,
     assert [j.name for j in jobs] == ["big-run", "small-run"]  # most GPU-hours first
     assert jobs[0].gpu_hours == pytest.approx(16.0) and jobs[0].mean_util == 45.0
     assert jobs[1].gpu_hours == pytest.approx(1.0, abs=0.01)
+    # the cost column appears exactly when billing offers job_costs
+    try:
+        from billing.selectors import job_costs  # noqa: F401
+        has_billing = True
+    except ImportError:
+        has_billing = False
+    assert response.context["has_cost"] is has_billing
+    if has_billing:
+        assert all(j.cost is not None for j in jobs) and "Cost" in body
     assert "Waiting for 4 H800 GPUs" in body and "waits" in body
     assert "H800: 25% allocated" in body  # the busyness banner (2 of 8 cards)
     figures = response.context["figures"]
