@@ -175,6 +175,7 @@ class EngineStats:
     decisions: int = 0
     jobs_seen: int = 0
     latencies: list[float] = field(default_factory=list)
+    preempt_reasons: dict[str, int] = field(default_factory=dict)
 
 
 def engine_policy() -> Policy:
@@ -252,6 +253,10 @@ def run_engine(scenario: Scenario, workload: Sequence[WorkloadJob],
             stats.jobs_seen += len(jobs)
             stats.decisions += len(decisions.admit) + len(decisions.preempt)
             for p in decisions.preempt:
+                kind = ("within the tenant, for higher priority" if "higher-priority" in p.reason
+                        else "reclaiming lent quota" if "returning borrowed" in p.reason
+                        else p.reason)
+                stats.preempt_reasons[kind] = stats.preempt_reasons.get(kind, 0) + 1
                 view = views[p.job_id]
                 start, _ = running.pop(p.job_id)
                 release(view)
@@ -362,7 +367,9 @@ def main() -> None:
         label = f"mean time to admission, {klass.name} (s)"
         print(f"{label:34}{s[klass.name]:>12.2f}{KUEUE[klass.name]:>10.1f}")
     print()
-    print(f"preemptions: {int(s['preemptions'])}; unfinished jobs: {int(s['unfinished'])}")
+    kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(stats.preempt_reasons.items()))
+    print(f"preemptions: {int(s['preemptions'])} ({kinds or 'none'}); "
+          f"unfinished jobs: {int(s['unfinished'])}")
     print(f"decide(): {stats.calls} calls in {stats.seconds:.1f} s wall "
           f"({stats.calls / stats.seconds:.1f} calls/s, "
           f"{stats.decisions / stats.seconds:.0f} admissions+preemptions/s); "

@@ -605,3 +605,38 @@ def test_admitted_jobs_reserve_their_placement():
     jobs = [job(10, tenant="globex", state="admitted", gpus=6, on="n1"), job(1, gpus=4)]
     d = run([node("n1")], jobs, [quota("acme"), quota("globex")])
     assert admitted(d) == {}
+
+
+def test_within_tenant_priority_preemption_also_when_the_job_would_borrow():
+    nodes = [node("n1", gpus=4)]
+    jobs = [job(10, state="running", gpus=2, on="n1", priority=50),
+            job(11, state="running", gpus=2, on="n1", priority=50, borrowing=True),
+            job(1, gpus=2, priority=200)]
+    policy = Policy(preempt_lower_priority_within_tenant=True, watermark=1.0)
+    d = run(nodes, jobs, [quota("acme", 2, 8)], policy=policy)
+    assert preempted(d) == [11]   # the borrower of the two, and just one
+
+
+def test_a_job_waiting_for_its_own_preempted_jobs_does_not_preempt_more():
+    nodes = [node("n1", gpus=4)]
+    jobs = [job(10, state="preempting", gpus=2, on="n1", priority=50,
+                preempt_deadline=NOW + timedelta(seconds=30)),
+            job(11, state="running", gpus=2, on="n1", priority=50),
+            job(1, gpus=2, priority=200)]
+    policy = Policy(preempt_lower_priority_within_tenant=True, watermark=1.0)
+    d = run(nodes, jobs, [quota("acme", 4)], policy=policy)
+    assert preempted(d) == []
+    assert d.waiting[1].reason == ("waiting for 1 preempted job to checkpoint and stop "
+                                   "(by 12:00 UTC)")
+
+
+def test_grace_period_comes_from_the_victims_tier():
+    nodes = [node("n1", gpus=4)]
+    jobs = [job(10, tenant="globex", state="running", gpus=2, on="n1", borrowing=True),
+            job(11, tenant="globex", tier="batch", state="running", gpus=2, on="n1"),
+            job(1, pool="prod", gpus=4)]
+    policy = Policy(grace_seconds={"production": 0, "development": 120, "batch": 10})
+    d = run(nodes, jobs, [quota("acme", 4, pool="prod"), quota("globex", 0, 8)], policy=policy)
+    assert {p.job_id: p.grace_seconds for p in d.preempt} == {10: 120, 11: 10}
+    assert d.waiting[1].reason == ("waiting for 2 development and batch jobs to checkpoint "
+                                   "and stop (by 12:02 UTC)")

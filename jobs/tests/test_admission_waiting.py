@@ -200,3 +200,22 @@ def test_times_far_ahead_carry_the_date():
                 expected_seconds=3 * 86400.0), job(1, gpus=8)]
     d = run([node("n1")], jobs, [quota("acme"), quota("globex")])
     assert d.waiting[1].reason.endswith("expected to finish around 03 Dec 12:00 UTC")
+
+
+def test_ordinals_and_clock():
+    from jobs.admission import text
+
+    assert [text.ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 23, 101, 111)] == [
+        "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "23rd", "101st",
+        "111th"]
+    assert text.clock(NOW + timedelta(hours=2, minutes=20), NOW) == "14:20 UTC"
+    assert text.clock(NOW + timedelta(days=2), NOW) == "02 Dec 12:00 UTC"
+
+
+def test_eta_counts_jobs_admitted_in_the_same_call():
+    nodes = [node("n1", gpus=4)]
+    jobs = [job(1, gpus=4, expected_seconds=900.0, minutes_ago=30),
+            job(2, gpus=4, expected_seconds=60.0, minutes_ago=20)]
+    d = run(nodes, jobs, [quota()])
+    assert list(admitted(d)) == [1]
+    assert d.waiting[2].eta_p50 == NOW + timedelta(seconds=900)
