@@ -127,6 +127,7 @@ class _Pass(Explainer):
         self.releasing_nb: dict[TPK, int] = defaultdict(int)
         self.releasing_all: dict[TPK, int] = defaultdict(int)
         self.preempting_units: dict[str, int] = defaultdict(int)
+        self.preempting: dict[str, list[JobView]] = defaultdict(list)
         self.candidates: dict[str, list[JobView]] = defaultdict(list)
         for job in self.active:
             key, units = job.resource_key, job.demand
@@ -140,6 +141,7 @@ class _Pass(Explainer):
                 self.use_nb[tpk] += units
             self.tenant_use[job.tenant] += units
             if job.state == "preempting":
+                self.preempting[key].append(job)
                 self.preempting_units[key] += units
                 self.releasing_all[tpk] += units
                 if job.tier != "batch":
@@ -430,13 +432,14 @@ class _Pass(Explainer):
         if mode != _OVER and within_ceiling and pend:
             plan = self.cap.place(key, tenant, replicas, per, pend)
             if plan is not None:
+                short = {s.name for s, n in plan if n * per > max(s.free, 0)}
+                awaited = [j for j in self.preempting.get(key, ())
+                           if short.intersection(j.placement)]
                 self.reserve(key, plan, per, pend)
                 self.account(job, key, units)
-                count = sum(1 for j in self.active
-                            if j.state == "preempting" and j.resource_key == key)
-                deadline = max((j.preempt_deadline for j in self.active
-                                if j.state == "preempting" and j.resource_key == key
-                                and j.preempt_deadline is not None), default=self.now)
+                deadline = max((j.preempt_deadline for j in awaited
+                                if j.preempt_deadline is not None), default=self.now)
+                count = max(len(awaited), 1)
                 self.block(job, f"waiting for {text.plural(count, 'preempted job')} to "
                                 f"checkpoint and stop (by {text.clock(deadline, self.now)})")
                 return True
@@ -544,6 +547,10 @@ class _Pass(Explainer):
         if victim.tier == "batch":
             return (f"batch jobs run only on idle capacity; a {job.tier} job of {job.tenant} "
                     f"needs these {name}")
+        if (victim.tenant, victim.pool, victim.tier) == (job.tenant, job.pool, job.tier) and (
+                victim.priority < job.priority):
+            return (f"a higher-priority job of your tenant (priority {job.priority} over "
+                    f"{victim.priority}) needs these {name}")
         if victim.borrowing:
             return (f"returning borrowed {name}: {job.tenant} needs its {job.pool} quota back "
                     f"for a {job.tier} job")

@@ -640,3 +640,15 @@ def test_grace_period_comes_from_the_victims_tier():
     assert {p.job_id: p.grace_seconds for p in d.preempt} == {10: 120, 11: 10}
     assert d.waiting[1].reason == ("waiting for 2 development and batch jobs to checkpoint "
                                    "and stop (by 12:02 UTC)")
+
+
+def test_waiting_reason_counts_only_the_preempting_jobs_it_waits_for():
+    nodes = [node("n1", gpus=4), node("n2", gpus=4)]
+    jobs = [job(10, tenant="globex", state="preempting", gpus=4, on="n1",
+                preempt_deadline=NOW + timedelta(minutes=2)),
+            job(11, tenant="globex", state="preempting", gpus=4, on="n2",
+                preempt_deadline=NOW + timedelta(minutes=4)),
+            job(1, gpus=4)]
+    d = run(nodes, jobs, [quota("acme", 4), quota("globex", 8)])
+    assert d.waiting[1].reason == ("waiting for 1 preempted job to checkpoint and stop "
+                                   "(by 12:02 UTC)")
