@@ -114,6 +114,7 @@ class _Pass(Explainer):
         self._why: dict[tuple[object, ...], str] = {}
         self._outcomes: dict[tuple[object, ...], tuple[tuple[int, ...], str, bool, bool, bool]] = {}
         self._holders: dict[tuple[str, int], str] = {}
+        self._holder_cache: dict[str, tuple[list[float], list[int], list[str]]] = {}
         self._limits: dict[tuple[str, str, str], tuple[int, int]] = {}
 
         ordered = sorted(jobs, key=lambda j: j.id)
@@ -214,7 +215,12 @@ class _Pass(Explainer):
     # -- ordering ------------------------------------------------------------------------
 
     def order(self, queued: list[JobView]) -> list[JobView]:
-        """Tier, then fair share (recomputed as each job is taken), priority, submission, id."""
+        """Tier, then fair share (recomputed as each job is taken), priority, submission, id.
+
+        A tenant's share = units it holds (GPUs and MIG instances alike, all pools) / its
+        total nominal quota + decayed GPU-seconds / (total nominal × half-life / ln 2),
+        i.e. both terms are 1.0 for a tenant that has used exactly its quota all along.
+        """
         groups: dict[int, dict[str, list[JobView]]] = defaultdict(lambda: defaultdict(list))
         for job in queued:
             groups[TIER_RANK.get(job.tier, len(TIERS))][job.tenant].append(job)

@@ -47,6 +47,7 @@ class Explainer:
     new_alloc: dict[str, int]
     _why: dict[tuple[object, ...], str]
     _holders: dict[tuple[str, int], str]
+    _holder_cache: dict[str, tuple[list[float], list[int], list[str]]]
 
     def durations(self, job: JobView) -> tuple[float, float]:
         raise NotImplementedError
@@ -124,11 +125,8 @@ class Explainer:
         return (f"{short} held by {phrase} jobs expected to finish around "
                 f"{text.clock(when, self.now)}")
 
-    _holder_cache: dict[str, tuple[list[float], list[int], list[str]]]
-
     def _holders_table(self, key: str) -> tuple[list[float], list[int], list[str]]:
-        if not hasattr(self, "_holder_cache"):
-            self._holder_cache = {}
+        """Holders of ``key`` by expected end: (end offsets, cumulative units, tiers)."""
         table = self._holder_cache.get(key)
         if table is None:
             rows = sorted((self.end_offsets(j)[0], j.id, j.demand, j.tier) for j in self.active
