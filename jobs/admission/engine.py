@@ -436,12 +436,12 @@ class _Pass(Explainer):
         within_ceiling = eff_all + units <= ceiling
         pend = self.pending.get(key, {})
         if mode != _OVER and within_ceiling and pend:
-            plan = self.cap.place(key, tenant, replicas, per, pend)
-            if plan is not None:
-                short = {s.name for s, n in plan if n * per > max(s.free, 0)}
+            promised = self.cap.place(key, tenant, replicas, per, pend)
+            if promised is not None:
+                short = {s.name for s, n in promised if n * per > max(s.free, 0)}
                 awaited = [j for j in self.preempting.get(key, ())
                            if short.intersection(j.placement)]
-                self.reserve(key, plan, per, pend)
+                self.reserve(key, promised, per, pend)
                 self.account(job, key, units)
                 deadline = max((j.preempt_deadline for j in awaited
                                 if j.preempt_deadline is not None), default=self.now)

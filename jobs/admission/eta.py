@@ -35,8 +35,8 @@ def simulate(sim: KeySim, which: int) -> dict[int, float]:
     Jobs that never start in the simulation are absent from the result.
     """
     events: list[tuple[float, int, int, TPK]] = []
-    for seq, rel in enumerate(sim.releases):
-        events.append((max(rel[which], 0.0), seq, rel[2], rel[3]))
+    for seq, (end50, end90, units, tpk) in enumerate(sim.releases):
+        events.append((max(end50 if which == 0 else end90, 0.0), seq, units, tpk))
     heapq.heapify(events)
     seq = len(events)
     buckets: dict[int, list[int]] = defaultdict(list)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from . import text
 from .eta import TPK, KeySim, simulate
-from .types import Decisions, JobView, Preemption, WaitInfo
+from .types import Admission, Decisions, JobView, Preemption, WaitInfo
 
 if TYPE_CHECKING:
     from .capacity import Capacity
@@ -36,7 +36,7 @@ class Explainer:
     decisions: Decisions
     active: list[JobView]
     queued: list[JobView]
-    admitted: Mapping[int, object]
+    admitted: Mapping[int, Admission]
     victims: dict[int, Preemption]
     reasons: dict[int, str]
     capacity_bound: set[int]
@@ -211,10 +211,11 @@ class Explainer:
             tpks: dict[tuple[str, str], TPK] = {}
             append = sim.queue.append
             for job in queue:
-                tpk = tpks.get((job.tenant, job.pool))
-                if tpk is None:
-                    tpk = tpks[(job.tenant, job.pool)] = (job.tenant, job.pool, key)
-                    sim.ceiling[tpk] = self.limits(job, key)[1]
+                found = tpks.get((job.tenant, job.pool))
+                if found is None:
+                    found = tpks[(job.tenant, job.pool)] = (job.tenant, job.pool, key)
+                    sim.ceiling[found] = self.limits(job, key)[1]
+                tpk = found
                 d50, d90 = self.durations(job)
                 append((job.id, job.demand, tpk, d50, d90))
             for rel in sim.releases:
