@@ -239,8 +239,8 @@ def main() -> None:
     parser.add_argument("--minute-days", type=int, default=2,
                         help="days of minute rows kept (the retention policy: 2)")
     parser.add_argument("--runs", type=int, default=40)
-    parser.add_argument("--profile", action="store_true",
-                        help="also print the top functions of one tenant dashboard render")
+    parser.add_argument("--profile", choices=["dashboard", "cluster"],
+                        help="also print the top functions of five renders of that page")
     parser.add_argument("--database-url", default="",
                         help="e.g. postgres://... (default: a fresh SQLite file)")
     args = parser.parse_args()
@@ -311,7 +311,10 @@ def main() -> None:
 
         profiler = cProfile.Profile()
         profiler.enable()
-        timed(member, f"/t/{busy_slug}/dashboard/", 5)
+        if args.profile == "cluster":
+            timed(admin, "/cluster/", 5)
+        else:
+            timed(member, f"/t/{busy_slug}/dashboard/", 5)
         profiler.disable()
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(40)
 
