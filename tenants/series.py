@@ -264,6 +264,8 @@ def usage_rollup(*, now: dt.datetime | None = None, hours: int = 3, days: int = 
             written += _rollup_bucket(_floor(now, H) - dt.timedelta(hours=i), H)
         for i in range(days):
             written += _rollup_bucket(_floor(now, D) - dt.timedelta(days=i), D)
+        for i in range(days):
+            written += feed_usage_daily(_floor(now, D) - dt.timedelta(days=i))
     minute_days = getattr(settings, "TRAINYARD_USAGE_MINUTE_DAYS", 2)
     hourly_days = getattr(settings, "TRAINYARD_USAGE_HOURLY_DAYS", 35)
     dropped_m, _ = UsageSeries.objects.filter(
@@ -274,6 +276,36 @@ def usage_rollup(*, now: dt.datetime | None = None, hours: int = 3, days: int = 
         last_sampled_at__lt=now - dt.timedelta(days=max(hourly_days, 60))).delete()
     return {"written": written, "dropped_minutes": dropped_m, "dropped_hours": dropped_h,
             "dropped_jobs": stale_jobs}
+
+
+def feed_usage_daily(day_start: dt.datetime) -> int:
+    """Fill UsageDaily's measured utilisation for one day from the daily series row.
+
+    UsageDaily's ``total``/``samples`` come from the 5-minute allocation sampler; so that
+    ``utilised_total / total`` is the utilised share (what idle rates and quota
+    recommendations read), ``utilised_total`` is the day's mean utilisation times that
+    row's own ``samples``. Only resources DCGM measures; three queries.
+    """
+    from tenants.models import UsageDaily
+
+    day = day_start.date()  # UTC, like the allocation sampler's timezone.now().date()
+    means = {(p, r): u for p, r, u in UsageSeries.objects.filter(
+        resolution=D, start=day_start, utilised__isnull=False).values_list(
+        "pool_id", "resource", "utilised")}
+    if not means:
+        return 0
+    rows = list(UsageDaily.objects.filter(day=day, pool_id__in={p for p, _r in means},
+                                          samples__gt=0))
+    changed = []
+    for row in rows:
+        mean = means.get((row.pool_id, row.resource))
+        if mean is None:
+            continue
+        row.utilised_total = Decimal(str(round(mean * row.samples, 3)))
+        row.utilised_samples = row.samples
+        changed.append(row)
+    UsageDaily.objects.bulk_update(changed, ["utilised_total", "utilised_samples"])
+    return len(changed)
 
 
 # --- reads ------------------------------------------------------------------------------------

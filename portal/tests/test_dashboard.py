@@ -314,3 +314,19 @@ def test_dashboards_reference_no_external_assets(observed, bob, login):
             assert client.get(asset).status_code == 200, asset
         # readable without JavaScript: the numbers are in the HTML
         assert "<meter" in html and 'id="dashboard-figures"' in html
+
+
+def test_rollup_feeds_measured_utilisation_into_usage_daily(observed):
+    from decimal import Decimal
+
+    from tenants.models import UsageDaily
+    from tenants.selectors import idle_rate
+
+    now = timezone.now()
+    UsageDaily.objects.create(pool=observed, resource=f"gpu:{H800}", day=now.date(),
+                              peak=2, total=Decimal(2 * 288), samples=288)
+    usage_sample(now=now, samples=_samples(observed.namespace, 50))  # 1 of 2 cards busy
+    usage_rollup(now=now)
+    row = UsageDaily.objects.get(pool=observed, resource=f"gpu:{H800}", day=now.date())
+    assert (row.utilised_total, row.utilised_samples) == (Decimal(288), 288)
+    assert idle_rate(observed, f"gpu:{H800}") == pytest.approx(0.5)
