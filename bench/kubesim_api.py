@@ -1,6 +1,7 @@
 """kubesim API throughput with the official client, against the client's own ceiling.
 
-Prints creates/s, gets/s and lists/s (a 100-item namespace) against
+Prints creates/s, gets/s and lists/s (a 100-item namespace), with the official client and
+again as raw HTTP (urllib3 alone: the servers' own cost), against
   * kubesim (simulation off), with 100, 1,000 and 10,000 other objects stored, and
   * a do-nothing aiohttp server that answers every request with a canned body (the
     official client's ceiling on this machine: pydantic + urllib3 per call).
@@ -127,6 +128,27 @@ def measure(core, n: int, prefix: str) -> dict:
     return {"creates/s": creates, "gets/s": gets, "lists/s": lists}
 
 
+def measure_raw(api, url: str, n: int, prefix: str) -> dict:
+    """The same requests as raw HTTP (urllib3, no client models): the server's own cost."""
+    pool, headers = api.rest_client.pool_manager, {"Content-Type": "application/json"}
+    t = time.perf_counter()
+    for i in range(n):
+        pool.request("POST", f"{url}/api/v1/namespaces/{NS}/configmaps", headers=headers,
+                     body=json.dumps(_cm(f"{prefix}-{i}")))
+    creates = n / (time.perf_counter() - t)
+    t = time.perf_counter()
+    for i in range(n):
+        pool.request("GET", f"{url}/api/v1/namespaces/{LIST_NS}/configmaps/r-{i % LIST_SIZE}")
+    gets = n / (time.perf_counter() - t)
+    rounds = max(5, n // 5)
+    t = time.perf_counter()
+    for _ in range(rounds):
+        pool.request("GET", f"{url}/api/v1/namespaces/{LIST_NS}/configmaps?"
+                            "labelSelector=app%3Dbench")
+    lists = rounds / (time.perf_counter() - t)
+    return {"creates/s": creates, "gets/s": gets, "lists/s": lists}
+
+
 def best(runs: list[dict]) -> dict:
     return {k: max(r[k] for r in runs) for k in runs[0]}
 
@@ -157,6 +179,8 @@ def main() -> None:
         core = kubernetes.client.CoreV1Api(make_api_client(ceiling_url, timeout=30))
         measure(core, 20, "warm")
         ceiling = best([measure(core, args.n, "c") for _ in range(args.reps)])
+        raw_ceiling = best([measure_raw(core.api_client, ceiling_url, args.n, "c")
+                            for _ in range(args.reps)])
         print(f"official client {kubernetes.__version__}, {args.n} requests each, lists of "
               f"{LIST_SIZE} ConfigMaps; best of {args.reps}")
         print(f"{'do-nothing server':>26}: {fmt(ceiling)}")
@@ -172,6 +196,7 @@ def main() -> None:
                 core.create_namespaced_config_map(LIST_NS, _cm(f"r-{i}", LIST_NS))
             measure(core, 20, "warm")
             filled = 0
+            raw_rows = []
             for size in sizes:
                 fill(api, url, filled, size)
                 filled = size
@@ -180,6 +205,15 @@ def main() -> None:
                     runs.append(measure(core, args.n, f"s{size}-{rep}"))
                     core.delete_collection_namespaced_config_map(NS)
                 print(f"{f'kubesim, {size:>6} stored':>26}: {fmt(best(runs), ceiling)}")
+                raw = []
+                for rep in range(args.reps):
+                    raw.append(measure_raw(api, url, args.n, f"raw{size}-{rep}"))
+                    core.delete_collection_namespaced_config_map(NS)
+                raw_rows.append((size, best(raw)))
+            print("raw HTTP (urllib3, no client models): the servers' own cost")
+            print(f"{'do-nothing server':>26}: {fmt(raw_ceiling)}")
+            for size, r in raw_rows:
+                print(f"{f'kubesim, {size:>6} stored':>26}: {fmt(r, raw_ceiling)}")
     finally:
         for p in procs:
             p.terminate()
