@@ -148,7 +148,7 @@ def main() -> None:
     else:
         seconds = "(julianday(t.nxt) - julianday(t.at)) * 86400.0"
     sql = f"""
-        SELECT j.tenant_id, SUM({seconds} * j.workers * j.gpus_per_worker)
+        SELECT j.tenant_id, SUM(ROUND({seconds}) * j.workers * j.gpus_per_worker)
         FROM (SELECT job_id, to_state, at,
                      LEAD(at) OVER (PARTITION BY job_id ORDER BY at, id) AS nxt
               FROM jobs_jobtransition) t

@@ -121,7 +121,8 @@ def rate_card_create(*, actor: AnyUser, effective_from: dt.date, gpus: Iterable[
 
 
 def ledger_ingest_gpu(*, now: dt.datetime | None = None,
-                      job_ids: Iterable[int] | None = None) -> int:
+                      job_ids: Iterable[int] | None = None, tenant: Tenant | None = None
+                      ) -> int:
     """Recompute the GpuUsage rows (job, day) of every job that ran in an open month.
 
     Rows are recomputed from the whole transition history and upserted on (job, day), so
@@ -137,11 +138,14 @@ def ledger_ingest_gpu(*, now: dt.datetime | None = None,
     if job_ids is None:
         since = ledger.local_midnight(open_from, tz) if open_from > dt.date.min else None
         touched = JobTransition.objects.all()
+        active = TrainingJob.objects.filter(state__in=[JobState.RUNNING, JobState.PREEMPTING])
         if since is not None:
             touched = touched.filter(at__gte=since)
+        if tenant is not None:
+            touched = touched.filter(job__tenant=tenant)
+            active = active.filter(tenant=tenant)
         ids = set(touched.values_list("job_id", flat=True).distinct())
-        ids |= set(TrainingJob.objects.filter(
-            state__in=[JobState.RUNNING, JobState.PREEMPTING]).values_list("pk", flat=True))
+        ids |= set(active.values_list("pk", flat=True))
     else:
         ids = set(job_ids)
     ordered = sorted(ids)
@@ -318,10 +322,7 @@ def invoice_draft_refresh(*, tenant: Tenant, period: dt.date | None = None,
     if selectors.month_is_closed(period):
         raise Conflict(_("%(month)s is closed.") % {"month": f"{period:%Y-%m}"})
     if ingest:
-        from jobs.models import TrainingJob
-
-        ledger_ingest_gpu(now=now, job_ids=TrainingJob.objects.filter(
-            tenant=tenant).values_list("pk", flat=True))
+        ledger_ingest_gpu(now=now, tenant=tenant)
     lines = selectors.month_lines(period, [tenant.pk])
     with transaction.atomic():
         invoices = _write_invoices(period=period, lines=lines, tenant_ids=[tenant.pk], now=now)

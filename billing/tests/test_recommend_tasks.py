@@ -67,8 +67,8 @@ def test_tasks_run_end_to_end(tenant_a, rate_card, settings):
 
 
 def test_job_costs_query_budget(tenant_a, rate_card, django_assert_max_num_queries):
-    jobs = [make_job(tenant_a, run(at("2026-11-0%d" % (i + 1), "10:00"),
-                                   at("2026-11-0%d" % (i + 1), "11:00"))) for i in range(5)]
+    jobs = [make_job(tenant_a, run(at(f"2026-11-0{i + 1}", "10:00"),
+                                   at(f"2026-11-0{i + 1}", "11:00"))) for i in range(5)]
     with django_assert_max_num_queries(4):
         costs = selectors.job_costs(jobs, now=at("2026-12-01"))
     assert set(costs.values()) == {Decimal("1.65")}
