@@ -652,3 +652,21 @@ def test_waiting_reason_counts_only_the_preempting_jobs_it_waits_for():
     d = run(nodes, jobs, [quota("acme", 4), quota("globex", 8)])
     assert d.waiting[1].reason == ("waiting for 1 preempted job to checkpoint and stop "
                                    "(by 12:02 UTC)")
+
+
+def test_a_borrower_never_preempts_other_borrowers_or_lower_tiers():
+    nodes = [node("n1", gpus=4)]
+    jobs = [job(10, tenant="globex", state="running", gpus=2, on="n1", borrowing=True),
+            job(11, tenant="globex", state="running", gpus=2, on="n1"),
+            job(1, tenant="acme", gpus=2),                 # dev, beyond its nominal 0
+            job(2, tenant="acme", pool="prod", gpus=2)]    # production, beyond its nominal 0
+    quotas = [quota("acme", 0, 8), quota("acme", 0, 8, pool="prod"), quota("globex", 0, 8)]
+    d = run(nodes, jobs, quotas, policy=Policy(watermark=1.0))
+    assert preempted(d) == [] and admitted(d) == {}
+
+
+def test_cpu_only_jobs_use_only_schedulable_nodes():
+    nodes = [node("c1", model="", gpus=0, schedulable=False)]
+    d = run(nodes, [job(1, gpus=0, model="")], [])
+    assert admitted(d) == {}
+    assert d.waiting[1].reason == "no schedulable node you may use"
