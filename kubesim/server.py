@@ -145,8 +145,8 @@ class Server:
         sim = self.cluster.sim
         if sim is None:
             raise ApiError(404, "NotFound", "no simulation running, so no metrics")
-        return web.Response(text=sim.metrics_text(), content_type="text/plain",
-                            charset="utf-8", headers={"X-Content-Type-Version": "0.0.4"})
+        return web.Response(body=sim.metrics_text().encode(), headers={
+            "Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
 
     async def faults(self, request: web.Request):
         f = self.cluster.faults

@@ -73,7 +73,7 @@ def test_cli_with_simulation_serves_metrics(tmp_path):
         assert nodes and all(n.status.capacity for n in nodes)
         resp = api.rest_client.pool_manager.request("GET", url + "/metrics", timeout=10)
         assert resp.status == 200 and b"DCGM_FI_DEV_GPU_UTIL" in resp.data
-        assert resp.headers["Content-Type"].startswith("text/plain")
+        assert resp.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
     finally:
         _stop(proc)
 
