@@ -48,7 +48,7 @@ class InvoiceLineInline(admin.TabularInline):
     model = InvoiceLine
     extra = 0
     can_delete = False
-    fields = ["position", "kind", "description", "quantity", "unit", "unit_price", "amount"]
+    fields = ("position", "kind", "description", "quantity", "unit", "unit_price", "amount")
     readonly_fields = fields
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:

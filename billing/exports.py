@@ -64,7 +64,7 @@ def invoice_pdf(invoice: Invoice) -> bytes:
              [_("Currency"), cur]]
     if invoice.issued_at:
         facts.append([_("Issued"), f"{invoice.issued_at:%Y-%m-%d %H:%M} UTC"])
-    if invoice.credits_id:
+    if invoice.credits is not None:
         facts.append([_("Corrects"), invoice.credits.number or ""])
     story += [Table(facts, colWidths=[40 * mm, 120 * mm], hAlign="LEFT"), Spacer(1, 8 * mm)]
     small = styles["BodyText"]

@@ -338,7 +338,7 @@ def line_details(line: InvoiceLine) -> list[LineDetail]:
         else:
             metric = Sum(F("seconds") * F("memory_mib"))
         rows = usage.values("job_id", "job__name").annotate(q=metric).order_by("-q", "job_id")
-        scale = {LineKind.GPU: 1, LineKind.CPU: 1000, LineKind.MEMORY: 1024}[line.kind]
+        scale = {"gpu": 1, "cpu": 1000, "memory": 1024}[str(line.kind)]
         return [LineDetail(label=r["job__name"], job_id=r["job_id"],
                            quantity=pricing.hours(Decimal(r["q"] or 0) / scale),
                            amount=pricing.hourly_amount(Decimal(r["q"] or 0) / scale,
@@ -365,13 +365,13 @@ def line_details(line: InvoiceLine) -> list[LineDetail]:
                     amount=pricing.storage_amount(bs, month_seconds, line.unit_price)))
         return sorted(details, key=lambda d: -d.quantity)
     if line.kind == LineKind.EGRESS:
-        rows = EgressSample.objects.filter(
+        pods = EgressSample.objects.filter(
             tenant_id=invoice.tenant_id, at__gte=ledger.local_midnight(line.starts, tz()),
             at__lt=ledger.local_midnight(line.ends, tz())).values("namespace", "pod").annotate(
-            sent=Sum("transmit_delta")).order_by("-sent")
-        return [LineDetail(label=f"{r['namespace']}/{r['pod']}", quantity=pricing.gib(r["sent"]),
-                           amount=pricing.egress_amount(r["sent"], line.unit_price))
-                for r in rows if r["sent"]]
+            sent=Sum("transmit_delta")).order_by("-sent").values_list("namespace", "pod", "sent")
+        return [LineDetail(label=f"{ns}/{pod}", quantity=pricing.gib(sent),
+                           amount=pricing.egress_amount(sent, line.unit_price))
+                for ns, pod, sent in pods if sent]
     return []
 
 

@@ -285,7 +285,8 @@ def _write_invoices(*, period: dt.date, lines: Mapping[int, list[selectors.LineS
         raise Conflict(_("This month's invoices are already issued."))
     InvoiceLine.objects.filter(invoice__in=list(drafts.values())).delete()
     Invoice.objects.filter(pk__in=[i.pk for t, i in drafts.items() if not lines.get(t)]).delete()
-    new, keep = [], []
+    new: list[Invoice] = []
+    keep: list[Invoice] = []
     for tenant_id in tenant_ids:
         if not lines.get(tenant_id):
             continue

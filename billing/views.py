@@ -92,7 +92,7 @@ def credit_note(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     invoice = selectors.invoice_for_tenant_or_404(access.tenant, pk)
     form = forms.CreditNoteForm(request.POST)
     if not form.is_valid():
-        messages.error(request, " ".join(e for errs in form.errors.values() for e in errs))
+        messages.error(request, " ".join(str(e) for errs in form.errors.values() for e in errs))
     else:
         try:
             note = services.credit_note_issue(actor=request.user, invoice=invoice,

@@ -176,3 +176,22 @@ def test_job_costs_and_estimate(tenant_a, rate_card, now):
     assert selectors.estimate_job_cost(A100, "", 8, 3600) == Decimal("13.20")
     assert selectors.estimate_job_cost(A100, "1g.10gb", 1, 36000) == Decimal("2.06")
     assert selectors.estimate_job_cost("unknown", "", 1, 3600) is None
+
+
+def test_drill_down_of_storage_and_egress_lines(tenant_a, rate_card, finance_user):
+    pool = tenant_a.pools.get(kind="prod")
+    ObservedPVC.objects.create(
+        namespace=pool.namespace, name="data", uid="pvc-9", resource_version="1",
+        storage_class="fast-ssd", requested_bytes=30 * GIB, created_at=at("2026-10-01"),
+        observed_at=at("2026-10-01"))
+    services.storage_snapshots_record(now=at("2026-10-01", "00:01"))
+    services.egress_record(readings={(pool.namespace, "web-0"): (2 * GIB, 0)},
+                           at=at("2026-10-09"))
+    services.month_close(actor=finance_user, period=OCT, now=at("2026-11-01", "01:00"))
+    invoice = Invoice.objects.get(tenant=tenant_a, period=OCT)
+    storage, egress = invoice.lines.all()
+    assert (storage.amount, egress.amount) == (Decimal("3.00"), Decimal("0.16"))
+    [volume] = selectors.line_details(storage)
+    assert volume.label == f"{pool.namespace}/data" and volume.quantity == Decimal("30")
+    [pod] = selectors.line_details(egress)
+    assert pod.label == f"{pool.namespace}/web-0" and pod.amount == Decimal("0.16")

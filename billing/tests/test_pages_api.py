@@ -297,3 +297,11 @@ def test_no_rate_card_in_a_closed_month(issued, platform_admin):
     with pytest.raises(Conflict):
         services.rate_card_create(actor=platform_admin, effective_from=dt.date(2026, 10, 15),
                                   gpus=[])
+
+
+def test_query_budgets(login, api, issued, finance_user, bob, django_assert_max_num_queries):
+    client = login(finance_user)
+    with django_assert_max_num_queries(20):
+        assert client.get(reverse("billing:month") + "?month=2026-10").status_code == 200
+    with django_assert_max_num_queries(12):
+        assert api(bob).get("/api/v1/tenants/acme/invoices/").status_code == 200
