@@ -530,6 +530,8 @@ def month_summary(period: dt.date) -> dict[str, Any]:
     first = ledger.month_start(period)
     idle = idle_rates(first, ledger.next_month(first))
     issued = sum((i.total for i in invoices if i.is_issued), Decimal(0))
+    for invoice in invoices:  # for the template: each row's idle rate without a lookup
+        invoice.idle = idle.get(invoice.tenant_id)  # type: ignore[attr-defined]
     return {
         "invoices": invoices,
         "idle": idle,

@@ -305,3 +305,17 @@ def test_query_budgets(login, api, issued, finance_user, bob, django_assert_max_
         assert client.get(reverse("billing:month") + "?month=2026-10").status_code == 200
     with django_assert_max_num_queries(12):
         assert api(bob).get("/api/v1/tenants/acme/invoices/").status_code == 200
+
+
+def test_idle_rate_in_finance_view_and_on_the_tenant_page(login, issued, finance_user, bob,
+                                                          tenant_a):
+    from tenants.models import UsageDaily
+
+    UsageDaily.objects.create(pool=tenant_a.pools.get(kind="prod"),
+                              resource="gpu:NVIDIA-A100-SXM4-80GB", day=dt.date(2026, 10, 5),
+                              peak=8, total=8 * 288, samples=288, utilised_total=2 * 288,
+                              utilised_samples=288)
+    page = login(finance_user).get(reverse("billing:month") + "?month=2026-10")
+    assert b"75%" in page.content and b"48.00 / 192.00" in page.content
+    page = login(bob).get(reverse("billing:tenant_invoices", kwargs={"slug": "acme"}))
+    assert b"GPU idle rate" in page.content
