@@ -124,6 +124,8 @@ class _Pass(Explainer):
         self.use_all: dict[TPK, int] = defaultdict(int)   # including batch
         self.tenant_use: dict[str, int] = defaultdict(int)
         self.pending: dict[str, dict[Slot, int]] = defaultdict(dict)
+        # units preempting jobs of unknown placement are releasing (aggregate only)
+        self.pending_loose: dict[str, int] = defaultdict(int)
         # units of preempting (or just-preempted) jobs, per pool: use that is going away
         self.releasing_nb: dict[TPK, int] = defaultdict(int)
         self.releasing_all: dict[TPK, int] = defaultdict(int)
@@ -147,12 +149,14 @@ class _Pass(Explainer):
                 self.releasing_all[tpk] += units
                 if job.tier != "batch":
                     self.releasing_nb[tpk] += units
+                if not job.placement:
+                    self.pending_loose[key] += units
                 for name in job.placement:
                     slot = self.cap.index.get((key, name))
                     if slot is not None and slot.schedulable:
                         pend = self.pending[key]
                         pend[slot] = pend.get(slot, 0) + job.gpus_per_replica
-            elif job.tier != "production" and job.placement:
+            elif job.tier != "production":
                 self.candidates[key].append(job)
         for cands in self.candidates.values():
             cands.sort(key=self._victim_order)
@@ -435,19 +439,25 @@ class _Pass(Explainer):
         eff_all = self.use_all[tpk] - self.releasing_all[tpk]
         within_ceiling = eff_all + units <= ceiling
         pend = self.pending.get(key, {})
-        if mode != _OVER and within_ceiling and pend:
-            promised = self.cap.place(key, tenant, replicas, per, pend)
+        loose = self.pending_loose.get(key, 0)
+        usable = {id(s) for s in self.cap.eligible(key, tenant)}
+        free = self.cap.free_total(key, tenant)
+
+        def fits(extra: dict[Slot, int], loose_units: int) -> Plan | None:
+            """A placement on free + ``extra``; or, when units of unknown placement are being
+            freed, an empty plan if the room exists in aggregate (the best that can be
+            proven without knowing their nodes); None when it does not fit."""
+            found = self.cap.place(key, tenant, replicas, per, extra)
+            if found is None and loose_units and (
+                    free + sum(v for s, v in extra.items() if id(s) in usable) + loose_units
+                    >= units):
+                return []
+            return found
+
+        if mode != _OVER and within_ceiling and (pend or loose):
+            promised = fits(pend, loose)
             if promised is not None:
-                short = {s.name for s, n in promised if n * per > max(s.free, 0)}
-                awaited = [j for j in self.preempting.get(key, ())
-                           if short.intersection(j.placement)]
-                self.reserve(key, promised, per, pend)
-                self.account(job, key, units)
-                deadline = max((j.preempt_deadline for j in awaited
-                                if j.preempt_deadline is not None), default=self.now)
-                count = max(len(awaited), 1)
-                self.block(job, f"waiting for {text.plural(count, 'preempted job')} to "
-                                f"checkpoint and stop (by {text.clock(deadline, self.now)})")
+                self.await_preempting(job, key, promised, pend)
                 return True
         if mode == _BATCH:
             return False
@@ -468,8 +478,7 @@ class _Pass(Explainer):
         if not cands:
             self.reclaim_fail.add(memo)
             return False
-        usable = {id(s) for s in self.cap.eligible(key, tenant)}
-        base = self.cap.free_total(key, tenant) + sum(v for s, v in pend.items() if id(s) in usable)
+        base = free + sum(v for s, v in pend.items() if id(s) in usable) + loose
 
         def freed_by(victim: JobView) -> list[Slot]:
             slots = []
@@ -494,15 +503,20 @@ class _Pass(Explainer):
         extra: dict[Slot, int] = dict(pend)
         chosen: list[JobView] = []
         freed = 0
+        unplaced = loose   # units freed on nodes the engine does not know
         plan: Plan | None = None
         for victim in cands:
             chosen.append(victim)
-            for slot in freed_by(victim):
-                extra[slot] = extra.get(slot, 0) + victim.gpus_per_replica
-                freed += victim.gpus_per_replica
+            if victim.placement:
+                for slot in freed_by(victim):
+                    extra[slot] = extra.get(slot, 0) + victim.gpus_per_replica
+                    freed += victim.gpus_per_replica
+            else:
+                unplaced += victim.demand
+                freed += victim.demand
             if base + freed < units or not quota_ok(chosen):
                 continue
-            plan = self.cap.place(key, tenant, replicas, per, extra)
+            plan = fits(extra, unplaced)
             if plan is not None:
                 break
         if plan is None:
@@ -510,14 +524,23 @@ class _Pass(Explainer):
             return False
         for victim in reversed(list(chosen)):  # just enough: drop victims not needed
             trial = dict(extra)
-            for slot in freed_by(victim):
-                trial[slot] -= victim.gpus_per_replica
+            trial_unplaced = unplaced
+            if victim.placement:
+                for slot in freed_by(victim):
+                    trial[slot] -= victim.gpus_per_replica
+            else:
+                trial_unplaced -= victim.demand
             rest = [v for v in chosen if v is not victim]
             if not quota_ok(rest):
                 continue
-            trial_plan = self.cap.place(key, tenant, replicas, per, trial)
+            trial_plan = fits(trial, trial_unplaced)
             if trial_plan is not None:
-                chosen, extra, plan = rest, trial, trial_plan
+                chosen, extra, unplaced, plan = rest, trial, trial_unplaced, trial_plan
+        if not chosen:   # what preempting jobs release is enough after all
+            self.await_preempting(job, key, plan, pend)
+            return True
+        if loose:
+            self.pending_loose[key] = 0   # counted in this job's room
         for victim in chosen:
             self.victims[victim.id] = Preemption(
                 victim.id, self.victim_reason(victim, job, key), self.grace(victim.tier), job.id)
@@ -529,6 +552,24 @@ class _Pass(Explainer):
         self.block(job, f"waiting for {text.plural(len(chosen), tiers + ' job')} to checkpoint "
                         f"and stop (by {text.clock(deadline, self.now)})")
         return True
+
+    def await_preempting(self, job: JobView, key: str, plan: Plan,
+                         pend: dict[Slot, int]) -> None:
+        """Promise the job the room preempting jobs are releasing (``plan``; empty when
+        only known in aggregate) and say whom it waits for."""
+        per, units = job.gpus_per_replica, job.demand
+        short = {s.name for s, n in plan if n * per > max(s.free, 0)}
+        awaited = [j for j in self.preempting.get(key, ())
+                   if short.intersection(j.placement) or not j.placement]
+        if not plan:
+            self.pending_loose[key] -= min(self.pending_loose.get(key, 0), units)
+        self.reserve(key, plan, per, pend)
+        self.account(job, key, units)
+        deadline = max((j.preempt_deadline for j in awaited if j.preempt_deadline is not None),
+                       default=self.now)
+        count = max(len(awaited), 1)
+        self.block(job, f"waiting for {text.plural(count, 'preempted job')} to checkpoint and "
+                        f"stop (by {text.clock(deadline, self.now)})")
 
     def release(self, victim: JobView) -> None:
         """Count a victim's units as going away (they stay held: no admission into them)."""

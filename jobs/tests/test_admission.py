@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from jobs.admission import History, Policy
+from jobs.admission import Decisions, History, JobView, NodeView, Policy, PoolQuota, decide
 
 from .test_admission_helpers import (
     A100,
@@ -17,6 +17,14 @@ from .test_admission_helpers import (
     quota,
     run,
 )
+
+
+def decide_plain(nodes: list[NodeView], jobs: list[JobView], quotas: list[PoolQuota],
+                 policy: Policy | None = None) -> Decisions:
+    """decide() with the nodes' usage exactly as given (no placement-derived usage)."""
+    return decide(nodes=nodes, jobs=jobs, quotas=quotas, policy=policy or Policy(),
+                  history=History(), now=NOW)
+
 
 # -- gang: all or nothing ------------------------------------------------------------------
 
@@ -670,3 +678,41 @@ def test_cpu_only_jobs_use_only_schedulable_nodes():
     d = run(nodes, [job(1, gpus=0, model="")], [])
     assert admitted(d) == {}
     assert d.waiting[1].reason == "no schedulable node you may use"
+
+
+# -- running jobs passed without placement (the engine then reasons in aggregate) ----------
+
+
+def test_victims_of_unknown_placement_are_reclaimed_in_aggregate():
+    nodes = [node("n1", gpus=4, used=4)]   # globex's dev job, placement not passed
+    jobs = [job(10, tenant="globex", state="running", gpus=4),
+            job(1, pool="prod", gpus=4)]
+    d = decide_plain(nodes, jobs, [quota("acme", 4, pool="prod"), quota("globex", 4)])
+    assert preempted(d) == [10]
+    assert d.preempt[0].for_job == 1
+    assert admitted(d) == {}
+
+
+def test_preempting_jobs_of_unknown_placement_are_waited_for_not_replaced():
+    nodes = [node("n1", gpus=4, used=4)]
+    jobs = [job(10, tenant="globex", state="preempting", gpus=4,
+                preempt_deadline=NOW + timedelta(minutes=5)),
+            job(11, tenant="globex", state="running", gpus=0),
+            job(1, pool="prod", gpus=4)]
+    d = decide_plain(nodes, jobs, [quota("acme", 4, pool="prod"), quota("globex", 4)])
+    assert preempted(d) == [] and admitted(d) == {}
+    assert d.waiting[1].reason == ("waiting for 1 preempted job to checkpoint and stop "
+                                   "(by 12:05 UTC)")
+
+
+def test_unknown_placement_never_preempts_more_than_the_aggregate_needs():
+    nodes = [node("n1", gpus=8, used=6)]
+    jobs = [job(10, tenant="globex", state="running", gpus=2, borrowing=True,
+                admitted_at=NOW - timedelta(minutes=1)),
+            job(11, tenant="globex", state="running", gpus=2, borrowing=True,
+                admitted_at=NOW - timedelta(minutes=2)),
+            job(12, tenant="globex", state="running", gpus=2, borrowing=True,
+                admitted_at=NOW - timedelta(minutes=3)),
+            job(1, gpus=4)]
+    d = decide_plain(nodes, jobs, [quota("acme", 4), quota("globex", 0, 8)])
+    assert preempted(d) == [10]   # 2 free + 2 freed = 4

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 
-from jobs.admission import TIERS, Decisions, JobView, NodeView, Policy, PoolQuota
+from jobs.admission import TIERS, Decisions, History, JobView, NodeView, Policy, PoolQuota, decide
 
 from .test_admission_helpers import A100, H800, NOW, run, with_usage
 
@@ -165,6 +166,18 @@ def test_invariants_hold_on_random_clusters(seed):
     nodes, jobs, quotas, policy = random_case(seed)
     d = run(nodes, jobs, quotas, policy=policy)
     check_invariants(with_usage(nodes, jobs), jobs, quotas, d)
+
+
+@pytest.mark.parametrize("seed", range(150))
+def test_invariants_hold_when_running_jobs_come_without_placement(seed):
+    """The caller may not know where running pods are: reclaim then works in aggregate."""
+    nodes, jobs, quotas, policy = random_case(seed)
+    nodes = with_usage(nodes, jobs)
+    jobs = [j if j.state in ("queued", "admitted") else replace(j, placement=())
+            for j in jobs]
+    d = decide(nodes=nodes, jobs=jobs, quotas=quotas, policy=policy, history=History(),
+               now=NOW)
+    check_invariants(nodes, jobs, quotas, d)
 
 
 @pytest.mark.parametrize("seed", range(20))
