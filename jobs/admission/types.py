@@ -54,11 +54,11 @@ class JobView:
 
     ``placement``: for ``admitted`` jobs (pods not bound yet) the node of each replica;
     their GPUs are not yet in ``NodeView.gpus_used`` and the engine reserves them. For
-    ``running`` and ``preempting`` jobs pass the node of each replica's pod as observed
-    (their GPUs are already in ``gpus_used``): the engine uses it to know which nodes a
-    preemption frees. A running job without ``placement`` is never chosen as a victim for
-    reclaim (the engine could not prove the preemption makes room) but still can be
-    evicted above the watermark.
+    ``running`` and ``preempting`` jobs, pass the node of each replica's pod as observed
+    (their GPUs are already in ``gpus_used``, so nothing is subtracted twice): the engine
+    uses it to know which nodes a preemption frees. Without it the engine can only prove
+    room in aggregate per GPU model, so a reclaim may free GPUs on the wrong nodes for a
+    gang that needs whole nodes (it then reclaims again on a later pass).
     """
 
     id: int
