@@ -175,20 +175,27 @@ class _Pass(Explainer):
                 -_ts(job.admitted_at or job.started_at, self.now_ts), -job.id)
 
     def durations(self, job: JobView) -> tuple[float, float]:
-        """(p50, p90) run time in seconds: the job's own estimate, else history, else default."""
-        if job.expected_seconds is not None and job.expected_seconds > 0:
-            return job.expected_seconds, job.expected_seconds
+        """(p50, p90) run time in seconds.
+
+        From History's recent durations of the job's (tenant, tier), capped by the job's
+        ``expected_seconds`` (its estimate or maximum run time: it stops by then); the job's
+        value alone when there is no history; else the policy default (p90 twice that).
+        """
         key = (job.tenant, job.tier)
-        cached = self._durations.get(key)
-        if cached is None:
-            past = [d for d in self.history.durations.get(key, ()) if d > 0]
-            if past:
-                cached = (_quantile(past, 0.5), _quantile(past, 0.9))
-            else:
-                base = self.policy.default_duration_seconds
-                cached = (base, 2 * base)
-            self._durations[key] = cached
-        return cached
+        past = self._durations.get(key)
+        if past is None:
+            values = [d for d in self.history.durations.get(key, ()) if d > 0]
+            past = self._durations[key] = (
+                (_quantile(values, 0.5), _quantile(values, 0.9)) if values else (0.0, 0.0))
+        limit = job.expected_seconds
+        if limit is not None and limit > 0:
+            if past[0] <= 0:
+                return limit, limit
+            return min(past[0], limit), min(past[1], limit)
+        if past[0] > 0:
+            return past
+        base = self.policy.default_duration_seconds
+        return base, 2 * base
 
     def end_offsets(self, job: JobView) -> tuple[float, float]:
         """When a holder releases its GPUs, seconds from now (p50, p90)."""

@@ -219,3 +219,12 @@ def test_eta_counts_jobs_admitted_in_the_same_call():
     d = run(nodes, jobs, [quota()])
     assert list(admitted(d)) == [1]
     assert d.waiting[2].eta_p50 == NOW + timedelta(seconds=900)
+
+
+def test_history_is_capped_by_the_jobs_own_maximum_run_time():
+    jobs = [job(10, tenant="globex", state="running", gpus=8, on="n1", started_at=NOW,
+                expected_seconds=2000.0), job(1, gpus=8)]
+    history = History(durations={("globex", "development"): (600.0, 1200.0, 5000.0)})
+    d = run([node("n1")], jobs, [quota("acme"), quota("globex")], history=history)
+    assert d.waiting[1].eta_p50 == NOW + timedelta(seconds=1200)
+    assert d.waiting[1].eta_p90 == NOW + timedelta(seconds=2000)
