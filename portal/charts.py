@@ -97,8 +97,10 @@ def heatmap(title: str, *, z: Sequence[Sequence[float | None]], x: Sequence[str]
     """A day x hour grid (allocation by hour)."""
     return {"data": [{"type": "heatmap", "z": [[_r(v, 1) for v in row] for row in z],
                       "x": list(x), "y": list(y), "zmin": 0, "zmax": 100 if unit == "%" else None,
-                      "colorscale": "Blues", "hoverongaps": False,
+                      "colorscale": [[0, "#eff6ff"], [0.5, "#60a5fa"], [1, "#1e3a8a"]],
+                      "hoverongaps": False, "xgap": 1, "ygap": 1,
                       "colorbar": {"ticksuffix": unit, "thickness": 10}}],
-            "layout": _layout(title, height=260, xaxis={"title": {"text": "hour (UTC)"},
-                                                        "dtick": 3},
-                              margin={"l": 80, "r": 16, "t": 40, "b": 40})}
+            "layout": _layout(title, height=80 + 24 * max(1, len(y)),
+                              xaxis={"title": {"text": "hour (UTC)"}, "type": "category"},
+                              yaxis={"type": "category", "autorange": "reversed"},
+                              margin={"l": 90, "r": 16, "t": 40, "b": 40})}

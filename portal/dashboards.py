@@ -391,6 +391,8 @@ def allocation_by_hour(*, report: CapacityReport, days: int = 7,
         by_slot = {(t.date(), t.hour): v for t, v in hours.items()}
         z = [[(100.0 * by_slot[(d, h)] / cap) if cap and (d, h) in by_slot else None
               for h in range(24)] for d in dates]
+        if not any(v is not None for row in z for v in row):
+            continue  # never sampled: no chart rather than an empty grid
         label = short_model(key.removeprefix("gpu:"))
         out.append({"key": key, "label": label, "figure": charts.heatmap(
             _("%(m)s: share of cards allocated") % {"m": label}, z=z,
