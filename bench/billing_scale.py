@@ -59,6 +59,8 @@ def main() -> None:
     parser.add_argument("--tenants", type=int, default=500)
     parser.add_argument("--jobs", type=int, default=100_000)
     parser.add_argument("--quick", action="store_true", help="50 tenants, 10,000 jobs")
+    parser.add_argument("--profile", action="store_true",
+                        help="print where the month close spends its time (cProfile)")
     parser.add_argument("--database-url", default="",
                         help="e.g. postgres://... (default: a fresh SQLite file)")
     args = parser.parse_args()
@@ -164,9 +166,20 @@ def main() -> None:
 
     # --- the real thing ------------------------------------------------------------------
     now = dt.datetime(2026, 11, 2, tzinfo=UTC)
+    profiler = None
+    if args.profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     start = time.perf_counter()
     closing = services.month_close(actor=user, period=dt.date(2026, 10, 1), now=now)
     close = time.perf_counter() - start
+    if profiler is not None:
+        import pstats
+
+        profiler.disable()
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
     ledger_total = sum(s * d for s, d in GpuUsage.objects.values_list("seconds", "devices"))
 
     start = time.perf_counter()

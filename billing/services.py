@@ -30,7 +30,6 @@ from billing.models import (
     BudgetAlert,
     EgressSample,
     GpuPrice,
-    GpuUsage,
     Invoice,
     InvoiceLine,
     MonthClose,
@@ -159,7 +158,7 @@ def ledger_ingest_gpu(*, now: dt.datetime | None = None,
         for job_id, state, at in JobTransition.objects.filter(job_id__in=chunk).order_by(
                 "job_id", "at", "id").values_list("job_id", "to_state", "at"):
             transitions[job_id].append((state, at))
-        rows = []
+        rows: list[tuple[Any, ...]] = []
         for job_id, history in transitions.items():
             job = jobs.get(job_id)
             if job is None:
@@ -168,20 +167,38 @@ def ledger_ingest_gpu(*, now: dt.datetime | None = None,
             millicores = int(job["cpu_per_worker"] * 1000) * job["workers"]
             mib = int(job["memory_gib_per_worker"] * 1024) * job["workers"]
             for day, seconds in ledger.running_day_seconds(history, now, tz).items():
-                if day < open_from:
-                    continue
-                rows.append(GpuUsage(
-                    job_id=job_id, tenant_id=job["tenant_id"], pool_id=job["pool_id"], day=day,
-                    gpu_model=job["gpu_model"], mig_profile=job["mig_profile"],
-                    devices=devices, seconds=seconds, cpu_millicores=millicores,
-                    memory_mib=mib))
-        if rows:
-            GpuUsage.objects.bulk_create(
-                rows, batch_size=1000, update_conflicts=True, unique_fields=["job", "day"],
-                update_fields=["seconds", "devices", "gpu_model", "mig_profile",
-                               "cpu_millicores", "memory_mib", "updated_at"])
-            written += len(rows)
+                if day >= open_from:
+                    rows.append((job_id, job["tenant_id"], job["pool_id"], day, job["gpu_model"],
+                                 job["mig_profile"], devices, seconds, millicores, mib))
+        _upsert_usage(rows, now)
+        written += len(rows)
     return written
+
+
+_UPSERT = """
+    INSERT INTO billing_gpuusage (job_id, tenant_id, pool_id, day, gpu_model, mig_profile,
+                                  devices, seconds, cpu_millicores, memory_mib, updated_at)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+    ON CONFLICT (job_id, day) DO UPDATE SET
+        gpu_model = excluded.gpu_model, mig_profile = excluded.mig_profile,
+        devices = excluded.devices, seconds = excluded.seconds,
+        cpu_millicores = excluded.cpu_millicores, memory_mib = excluded.memory_mib,
+        updated_at = excluded.updated_at"""
+
+
+def _upsert_usage(rows: list[tuple[Any, ...]], now: dt.datetime) -> None:
+    """Insert or overwrite GpuUsage rows keyed (job, day): one executemany (SQLite 3.24+
+    and Postgres share the ON CONFLICT syntax); the ORM's bulk upsert spent most of a
+    month close preparing values."""
+    from django.db import connection
+
+    if not rows:
+        return
+    stamp = connection.ops.adapt_datetimefield_value(now)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.executemany(_UPSERT, [
+            (*row[:3], connection.ops.adapt_datefield_value(row[3]), *row[4:], stamp)
+            for row in rows])
 
 
 def _pools_by_namespace() -> dict[str, Pool]:
