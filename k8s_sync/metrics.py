@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -148,9 +149,7 @@ def cluster_base_url(config: ClusterConfig | None = None) -> str | None:
 
 def _kubeconfig_path(cfg: ClusterConfig) -> Path:
     if cfg.kubeconfig:
-        return Path(cfg.kubeconfig.split(":")[0]).expanduser()
-    import os
-
+        return Path(cfg.kubeconfig.split(os.pathsep)[0]).expanduser()
     env = os.environ.get("KUBECONFIG", "")
     return Path(env.split(os.pathsep)[0] if env else "~/.kube/config").expanduser()
 
