@@ -88,8 +88,9 @@ def observe_jobs(now: dt.datetime) -> dict[str, int]:
         "kubeflow.org/v1", "PyTorchJob", label_selector=selector)}
     counts = {"running": 0, "succeeded": 0, "failed": 0, "requeued": 0}
     active = TrainingJob.objects.filter(state__in=[JobState.ADMITTED, JobState.RUNNING,
-                                                   JobState.PREEMPTING]).only(
-        "id", "state", "k8s_name", "preempt_deadline", "restart_count", "in_cluster")
+                                                   JobState.PREEMPTING]).select_related(
+        "pool__tenant").only("id", "state", "k8s_name", "preempt_deadline", "restart_count",
+                             "in_cluster", "pool__kind", "pool__tenant__slug")
     for job in active:
         obj = objs.get(job.k8s_name)
         if obj is None:
@@ -111,15 +112,25 @@ def observe_jobs(now: dt.datetime) -> dict[str, int]:
             counts["running"] += services.job_transition(
                 job_id=job.pk, from_states=[JobState.ADMITTED], to_state=JobState.RUNNING,
                 reason="Running", started_at=now, placement=[])
-        elif job.state == JobState.PREEMPTING and (active_pods == 0 or (
-                job.preempt_deadline and now >= job.preempt_deadline + dt.timedelta(
-                    seconds=30))):
+        elif job.state == JobState.PREEMPTING and (
+                (active_pods == 0 and not _pods_remain(job))
+                or (job.preempt_deadline and now >= job.preempt_deadline + dt.timedelta(
+                    minutes=5))):
             counts["requeued"] += services.job_transition(
                 job_id=job.pk, from_states=[JobState.PREEMPTING], to_state=JobState.QUEUED,
                 reason="Requeued", restart_count=job.restart_count + 1, preempt_deadline=None,
                 message="stopped after its checkpoint grace; it resumes from its checkpoint",
                 started_at=None, admitted_at=None, borrowing=False, placement=[])
     return counts
+
+
+def _pods_remain(job: TrainingJob) -> bool:
+    """Whether any pod of the job is still observed, terminating ones included: until
+    they are gone their GPUs are held, so the job is not back in the queue yet."""
+    from k8s_sync.models import ObservedPod
+
+    return ObservedPod.objects.filter(job=str(job.pk)).exclude(
+        phase__in=["Succeeded", "Failed"]).filter(namespace=job.pool.namespace).exists()
 
 
 @shared_task(name="jobs.admission_cycle", queue="default")

@@ -100,24 +100,27 @@ def test_production_preempts_development_which_resumes_from_its_checkpoint(
                       "running"]
 
 
-def test_batch_runs_on_idle_capacity_and_yields(world, cluster, bob, charlie, tenant_a,
+def test_batch_runs_on_idle_capacity_and_yields(world, cluster, alice, bob, charlie, tenant_a,
                                                 tenant_b):
     batch = _submit(world, charlie, tenant_b, "sweep", "batch", "dev", world["a100"],
                     run_seconds=7200)
     _cycle(world, cluster, 30)
     _cycle(world, cluster, 30)
     assert _states(batch) == ["running"]
-    # Another tenant's job within its nominal quota takes the capacity back.
+    # Another tenant's jobs within their nominal quotas take the capacity back: two
+    # A100 nodes of 8, one of them held by the batch job.
     dev = _submit(world, bob, tenant_a, "needs-a100", "development", "dev", world["a100"],
                   gpus=8)
-    dev2 = _submit(world, bob, tenant_a, "needs-a100-2", "development", "dev", world["a100"],
-                   gpus=8)
+    dev2 = _submit(world, alice, tenant_a, "needs-a100-2", "production", "prod",
+                   world["a100"], gpus=8)
     for _ in range(20):
         _cycle(world, cluster, 10)
         if _states(dev, dev2) == ["running", "running"]:
             break
     assert _states(dev, dev2) == ["running", "running"]
-    assert TrainingJob.objects.get(pk=batch.pk).state in ("preempting", "queued")
+    batch.refresh_from_db()
+    assert batch.state == "queued" and batch.restart_count == 1
+    assert "Preempted" in batch.transitions.values_list("reason", flat=True)
 
 
 def test_cancel_removes_the_pytorchjob_in_every_state(world, cluster, bob, tenant_a):
