@@ -96,13 +96,14 @@ def admission_inputs(now):  # type: ignore[no-untyped-def]
              for n in capacity_report().nodes]
     active = list(TrainingJob.objects.filter(state__in=ACTIVE_STATES).select_related(
         "tenant", "pool"))
+    bound = _bound_nodes([j.pk for j in active if j.state != "queued"])
     jobs = [JobView(
         id=j.pk, tenant=j.tenant.slug, pool=j.pool.kind, tier=j.tier, gpu_model=j.gpu_model,
         mig_profile=j.mig_profile, replicas=j.workers, gpus_per_replica=j.gpus_per_worker,
         state=j.state, submitted_at=j.submitted_at, admitted_at=j.admitted_at,
         started_at=j.started_at, expected_seconds=float(j.expected_seconds or j.max_run_seconds),
         priority=j.priority, held=j.held, borrowing=j.borrowing,
-        placement=tuple(j.placement or ()) if j.state == "admitted" else (),
+        placement=_placement(j, bound.get(str(j.pk), [])),
         preempt_deadline=j.preempt_deadline) for j in active]
     quotas = []
     for pool in Pool.objects.select_related("tenant").exclude(
@@ -119,6 +120,34 @@ def admission_inputs(now):  # type: ignore[no-untyped-def]
                        "batch": policy.batch_grace_seconds})
     return {"nodes": nodes, "jobs": jobs, "quotas": quotas, "policy": engine_policy,
             "history": job_history(now), "now": now}
+
+
+def _bound_nodes(job_ids: list[int]) -> dict[str, list[str]]:
+    """Job id (as labelled) -> the node of each of its observed, bound, unfinished pods."""
+    from k8s_sync.models import ObservedPod
+
+    out: dict[str, list[str]] = defaultdict(list)
+    rows = (ObservedPod.objects.filter(job__in=[str(i) for i in job_ids])
+            .exclude(node_name="").exclude(phase__in=["Succeeded", "Failed"])
+            .values_list("job", "node_name"))
+    for job, node in rows:
+        out[job].append(node)
+    return out
+
+
+def _placement(job: TrainingJob, bound: list[str]) -> tuple[str, ...]:
+    """What the engine needs per state (see jobs.admission.types.JobView): running and
+    preempting jobs, the nodes their pods are on; admitted jobs, the planned nodes of the
+    replicas whose pods are not bound yet (bound ones are already in the node's use)."""
+    if job.state in ("running", "preempting"):
+        return tuple(sorted(bound))
+    if job.state == "admitted":
+        pending = list(job.placement or ())
+        for node in bound:
+            if node in pending:
+                pending.remove(node)
+        return tuple(pending)
+    return ()
 
 
 def job_history(now, *, days: int = 30, half_life_days: float = 7.0):  # type: ignore[no-untyped-def]
