@@ -529,12 +529,15 @@ def month_summary(period: dt.date) -> dict[str, Any]:
     invoices = list(invoices_for_month(period))
     first = ledger.month_start(period)
     idle = idle_rates(first, ledger.next_month(first))
+    quarter = idle_rates(quarter_start(first), ledger.next_month(first))
     issued = sum((i.total for i in invoices if i.is_issued), Decimal(0))
-    for invoice in invoices:  # for the template: each row's idle rate without a lookup
+    for invoice in invoices:  # for the template: each row's idle rates without a lookup
         invoice.idle = idle.get(invoice.tenant_id)  # type: ignore[attr-defined]
+        invoice.idle_quarter = quarter.get(invoice.tenant_id)  # type: ignore[attr-defined]
     return {
         "invoices": invoices,
         "idle": idle,
+        "idle_quarter": quarter,
         "total": sum((i.total for i in invoices), Decimal(0)),
         "issued_total": issued,
         "closed": MonthClose.objects.filter(period=first).first(),

@@ -77,6 +77,19 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
         return Response([{"label": d.label, "job_id": d.job_id, "quantity": str(d.quantity),
                           "amount": str(d.amount)} for d in selectors.line_details(line)])
 
+    @extend_schema(responses={200: dict})
+    @action(detail=False, methods=["get"])
+    def idle(self, request: Request, tenant_slug: str) -> Response:
+        """GPU idle rate this month and this quarter: allocated against utilised GPU-hours."""
+        def out(rate: selectors.IdleRate | None) -> dict | None:
+            if rate is None:
+                return None
+            return {"allocated_gpu_hours": str(rate.allocated_hours),
+                    "utilised_gpu_hours": str(rate.utilised_hours),
+                    "measured_gpu_hours": str(rate.measured_hours),
+                    "idle_rate": None if rate.rate is None else str(rate.rate)}
+        return Response({k: out(v) for k, v in selectors.tenant_idle(self.access.tenant).items()})
+
     @extend_schema(request=s.BudgetSerializer, responses={200: s.BudgetSerializer})
     @action(detail=False, methods=["get", "put"])
     def budget(self, request: Request, tenant_slug: str) -> Response:
@@ -154,6 +167,8 @@ def month_detail(request: Request, month: str) -> Response:
         "invoices": s.InvoiceSerializer(summary["invoices"], many=True).data,
         "idle_rates": {str(k): None if v.rate is None else str(v.rate)
                        for k, v in summary["idle"].items()},
+        "idle_rates_quarter": {str(k): None if v.rate is None else str(v.rate)
+                               for k, v in summary["idle_quarter"].items()},
     })
 
 

@@ -319,3 +319,19 @@ def test_idle_rate_in_finance_view_and_on_the_tenant_page(login, issued, finance
     assert b"75%" in page.content and b"48.00 / 192.00" in page.content
     page = login(bob).get(reverse("billing:tenant_invoices", kwargs={"slug": "acme"}))
     assert b"GPU idle rate" in page.content
+
+
+def test_idle_rate_api(api, tenant_a, bob, charlie):
+    from django.utils import timezone
+
+    from tenants.models import UsageDaily
+
+    UsageDaily.objects.create(pool=tenant_a.pools.get(kind="dev"), resource="gpu:L40S",
+                              day=timezone.localdate(), peak=4, total=4 * 10, samples=10,
+                              utilised_total=3 * 10, utilised_samples=10)
+    body = api(bob).get("/api/v1/tenants/acme/invoices/idle/").json()
+    assert body["month"] == {"allocated_gpu_hours": "96.00", "utilised_gpu_hours": "72.00",
+                             "measured_gpu_hours": "96.00", "idle_rate": "0.2500"}
+    assert body["quarter"]["idle_rate"] == "0.2500"
+    assert api(charlie).get("/api/v1/tenants/acme/invoices/idle/").status_code == 404
+    assert api().get("/api/v1/tenants/acme/invoices/idle/").status_code == 401
