@@ -335,3 +335,18 @@ def test_idle_rate_api(api, tenant_a, bob, charlie):
     assert body["quarter"]["idle_rate"] == "0.2500"
     assert api(charlie).get("/api/v1/tenants/acme/invoices/idle/").status_code == 404
     assert api().get("/api/v1/tenants/acme/invoices/idle/").status_code == 401
+
+
+def test_every_post_needs_login_and_the_right_tenant(client, login, issued, charlie):
+    posts = [reverse("billing:credit_note", kwargs={"slug": "acme", "pk": issued.pk}),
+             reverse("billing:budget", kwargs={"slug": "acme"}),
+             reverse("billing:close"), reverse("billing:adjustment"), reverse("billing:rates")]
+    for url in posts:
+        response = client.post(url, {"amount": "1", "reason": "x", "month": "2026-10"})
+        assert response.status_code == 302 and "/login/" in response["Location"], url
+    outsider = login(charlie)
+    for url in posts:
+        assert outsider.post(url, {"amount": "1", "reason": "x", "month": "2026-10"}
+                             ).status_code == 404, url
+    assert not Invoice.objects.filter(kind="credit_note").exists()
+    assert not Budget.objects.exists()
