@@ -139,3 +139,30 @@ class AdmissionState(models.Model):
 
     def __str__(self) -> str:
         return f"admission cycle at {self.last_cycle_at}"
+
+
+class MaintenanceWindow(models.Model):
+    """A window in which preemptible jobs are moved so whole nodes free up (defrag)."""
+
+    class Status(models.TextChoices):
+        SCHEDULED = "scheduled", _("Scheduled")
+        APPLIED = "applied", _("Applied")
+        CANCELLED = "cancelled", _("Cancelled")
+
+    gpu_model = models.CharField(_("GPU model"), max_length=200)
+    nodes_wanted = models.PositiveIntegerField(_("whole nodes to free"))
+    starts_at = models.DateTimeField(_("starts at"))
+    ends_at = models.DateTimeField(_("ends at"))
+    reason = models.TextField(_("reason"), blank=True)
+    plan = models.JSONField(default=dict, blank=True)  # the plan as reviewed
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.SCHEDULED)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True,
+                                   on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    applied_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-starts_at"]
+
+    def __str__(self) -> str:
+        return f"defrag {self.gpu_model} x{self.nodes_wanted} at {self.starts_at:%Y-%m-%d %H:%M}"

@@ -191,3 +191,75 @@ def record_waiting(waiting: dict) -> None:  # dict[int, WaitInfo]
         job.wait_reason = info.reason[:2000]
     TrainingJob.objects.bulk_update(jobs, ["position_in_pool", "position_in_model", "eta_p50",
                                            "eta_p90", "wait_reason"], batch_size=500)
+
+
+# --- maintenance windows (defragmentation) ------------------------------------------------
+
+
+def defrag_plan_preview(*, gpu_model: str, wanted: int):  # type: ignore[no-untyped-def]
+    """The plan for freeing ``wanted`` whole nodes of ``gpu_model`` now (nothing written)."""
+    from jobs.defrag import plan_defrag
+
+    inputs = selectors.admission_inputs(timezone.now())
+    return plan_defrag(nodes=inputs["nodes"], jobs=inputs["jobs"], gpu_model=gpu_model,
+                       wanted=wanted)
+
+
+def window_schedule(*, actor: AnyUser, gpu_model: str, nodes_wanted: int,
+                    starts_at: dt.datetime, ends_at: dt.datetime, reason: str = ""):  # type: ignore[no-untyped-def]
+    """Schedule a defragmentation window (platform admins); the plan is re-computed when
+    the window opens, since the cluster will have changed by then."""
+    from jobs.models import MaintenanceWindow
+
+    require_platform_admin(actor)
+    if nodes_wanted < 1:
+        raise ApplicationError(_("Free at least one node."), field="nodes_wanted")
+    if ends_at <= starts_at or starts_at < timezone.now() - dt.timedelta(minutes=5):
+        raise ApplicationError(_("The window must start now or later and end after it "
+                                 "starts."), field="starts_at")
+    if gpu_model not in selectors.inventory().gpus_per_node:
+        raise ApplicationError(_("The cluster has no GPU model “%(m)s”.") % {"m": gpu_model},
+                               field="gpu_model")
+    plan = defrag_plan_preview(gpu_model=gpu_model, wanted=nodes_wanted)
+    with transaction.atomic():
+        window = MaintenanceWindow.objects.create(
+            gpu_model=gpu_model, nodes_wanted=nodes_wanted, starts_at=starts_at,
+            ends_at=ends_at, reason=reason.strip(), created_by=actor,
+            plan={"nodes": plan.nodes, "moves": plan.moves, "blocked": plan.blocked})
+        AuditEvent.objects.create(actor=actor, action="defrag.schedule",
+                                  summary=f"scheduled {window}", data={"window": window.pk})
+    return window
+
+
+def window_apply(*, window_id: int, now: dt.datetime | None = None) -> int:
+    """Open a due window: preempt the jobs its fresh plan moves (they resume elsewhere
+    from their checkpoints). Idempotent: a window applies once. Returns jobs moved."""
+    from jobs.models import MaintenanceWindow
+
+    now = now or timezone.now()
+    with transaction.atomic():
+        window = MaintenanceWindow.objects.select_for_update().filter(
+            pk=window_id, status=MaintenanceWindow.Status.SCHEDULED,
+            starts_at__lte=now).first()
+        if window is None:
+            return 0
+        plan = defrag_plan_preview(gpu_model=window.gpu_model, wanted=window.nodes_wanted)
+        moved = 0
+        for job_id in plan.moves:
+            if job_transition(job_id=job_id, from_states=[JobState.RUNNING, JobState.ADMITTED],
+                              to_state=JobState.PREEMPTING, reason="Preempted",
+                              message=f"maintenance window #{window.pk}: freeing whole "
+                                      f"{window.gpu_model} nodes",
+                              preempt_reason="moved to free whole nodes for maintenance",
+                              preempt_deadline=now + dt.timedelta(seconds=300)):
+                schedule_sync(job_id)
+                moved += 1
+        window.status = MaintenanceWindow.Status.APPLIED
+        window.applied_at = now
+        window.plan = {**window.plan, "applied": {"nodes": plan.nodes, "moves": plan.moves}}
+        window.save(update_fields=["status", "applied_at", "plan"])
+        AuditEvent.objects.create(action="defrag.apply",
+                                  summary=f"applied {window}: moved {moved} job(s), "
+                                          f"freeing {', '.join(plan.nodes) or 'no node'}",
+                                  data={"window": window.pk})
+    return moved

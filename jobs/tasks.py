@@ -194,3 +194,13 @@ def _switch_of(placement: tuple[str, ...]) -> str:
     switches = set(ObservedNode.objects.filter(name__in=set(placement)).values_list(
         "switch", flat=True))
     return switches.pop() if len(switches) == 1 else ""
+
+
+@shared_task(name="jobs.apply_maintenance_windows", queue="default")
+def apply_maintenance_windows() -> int:
+    """Open every defragmentation window whose start has come."""
+    from jobs.models import MaintenanceWindow
+
+    due = MaintenanceWindow.objects.filter(status=MaintenanceWindow.Status.SCHEDULED,
+                                           starts_at__lte=timezone.now())
+    return sum(services.window_apply(window_id=w.pk) for w in due)

@@ -11,4 +11,5 @@ urlpatterns = [
     path("t/<slug:slug>/jobs/<int:pk>/", views.job_detail, name="detail"),
     path("t/<slug:slug>/jobs/<int:pk>/<str:action>/", views.job_action, name="action"),
     path("platform/queue/", views.platform_queue, name="platform_queue"),
+    path("platform/defrag/", views.defrag, name="defrag"),
 ]

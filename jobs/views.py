@@ -134,3 +134,41 @@ def platform_queue(request: HttpRequest) -> HttpResponse:
             .select_related("tenant", "pool").order_by("state", "position_in_model",
                                                        "submitted_at"))
     return render(request, "jobs/platform_queue.html", {"jobs": jobs[:500]})
+
+
+@login_required
+def defrag(request: HttpRequest) -> HttpResponse:
+    """Plan and schedule a defragmentation window (platform admins)."""
+    from jobs.models import MaintenanceWindow
+
+    if not is_platform_admin(request.user):
+        raise Http404
+    inventory = selectors.inventory()
+    model = request.POST.get("gpu_model") or request.GET.get("gpu_model") or next(
+        iter(sorted(inventory.gpus_per_node)), "")
+    wanted = int(request.POST.get("nodes_wanted") or request.GET.get("nodes_wanted") or 1)
+    plan = services.defrag_plan_preview(gpu_model=model, wanted=wanted) if model else None
+    error = ""
+    if request.method == "POST":
+        try:
+            starts = _aware(request.POST.get("starts_at", ""))
+            ends = _aware(request.POST.get("ends_at", ""))
+            services.window_schedule(actor=request.user, gpu_model=model, nodes_wanted=wanted,
+                                     starts_at=starts, ends_at=ends,
+                                     reason=request.POST.get("reason", ""))
+        except (ApplicationError, ValueError) as exc:
+            error = getattr(exc, "message", None) or _("Give the window's start and end.")
+        else:
+            messages.success(request, _("The maintenance window was scheduled."))
+            return redirect("jobs:defrag")
+    return render(request, "jobs/defrag.html", {
+        "models": sorted(inventory.gpus_per_node), "model": model, "wanted": wanted,
+        "plan": plan, "error": error, "windows": MaintenanceWindow.objects.all()[:50],
+    }, status=400 if error else 200)
+
+
+def _aware(text: str):  # type: ignore[no-untyped-def]
+    import datetime as dt
+
+    value = dt.datetime.fromisoformat(text)
+    return timezone.make_aware(value) if timezone.is_naive(value) else value

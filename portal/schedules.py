@@ -10,6 +10,12 @@ from __future__ import annotations
 from celery.schedules import crontab
 
 BEAT_SCHEDULE: dict[str, dict] = {
+    # every minute: opens maintenance windows (defragmentation) whose start has come
+    "jobs.apply_maintenance_windows": {
+        "task": "jobs.apply_maintenance_windows",
+        "schedule": crontab(minute="*"),
+        "options": {"queue": "default", "expires": 90},
+    },
     # every 5 s: the admission loop (also kicked on every submit, cancel and finish);
     # a level-triggered pass so nothing waits for an event that was lost
     "jobs.admission_cycle": {
