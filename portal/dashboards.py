@@ -378,9 +378,14 @@ def busyness(*, report: CapacityReport | None = None, fresh: bool = False) -> li
 
 def allocation_by_hour(*, report: CapacityReport, days: int = 7,
                        now: dt.datetime | None = None) -> list[dict[str, Any]]:
-    """Per GPU model, a day x hour heatmap of the share of cards allocated (one query)."""
+    """Per GPU model, a day x hour heatmap of the share of cards allocated (one query;
+    the hourly rows are cached for a minute, they change once a minute at most)."""
+    key = f"portal:heatmap:{days}"
+    data = cache.get(key) if now is None else None
     now = now or timezone.now()
-    data = allocation_heatmap(days=days, now=now)
+    if data is None:
+        data = allocation_heatmap(days=days, now=now)
+        cache.set(key, data, BUSYNESS_TTL)
     capacity = {f"gpu:{m.gpu_model}": m.whole_allocatable for m in report.models}
     today = now.date()
     dates = [today - dt.timedelta(days=i) for i in range(days - 1, -1, -1)]
@@ -418,7 +423,7 @@ def tenant_allocation(*, limit: int = 100) -> list[dict[str, Any]]:
     return rows[:limit]
 
 
-def abnormal_jobs(*, now: dt.datetime | None = None, limit: int = 100) -> list[dict[str, Any]]:
+def abnormal_jobs(*, now: dt.datetime | None = None, limit: int = 25) -> list[dict[str, Any]]:
     """Running jobs whose GPUs sat under 10% for over an hour, or that run over 5 days."""
     now = now or timezone.now()
     low = {u.job: u for u in JobUtilisation.objects.filter(
