@@ -11,7 +11,7 @@
   var root = document.getElementById("dashboard");
   var figuresEl = document.getElementById("dashboard-figures");
   if (!root || !figuresEl) { return; }
-  var t = window.gettext || function (s) { return s; };
+  var gettext = window.gettext || function (s) { return s; };
   var figures = JSON.parse(figuresEl.textContent || "{}");
   var CONFIG = { displaylogo: false, responsive: true, displayModeBar: false };
 
@@ -82,7 +82,7 @@
     body.textContent = "";
     if (!rows.length) {
       var tr = document.createElement("tr");
-      var td = text("td", t("None of your jobs is waiting."), "muted");
+      var td = text("td", gettext("None of your jobs is waiting."), "muted");
       td.colSpan = 5; tr.appendChild(td); body.appendChild(tr); return;
     }
     rows.forEach(function (w) {
@@ -102,7 +102,7 @@
     var banner = root.querySelector("[data-live=busyness]");
     if (banner) {
       banner.textContent = "";
-      banner.appendChild(text("strong", t("Cluster now") + ": "));
+      banner.appendChild(text("strong", gettext("Cluster now:") + " "));
       banner.appendChild(document.createTextNode(items.map(function (b) {
         return b.sentence;
       }).join(" · ")));

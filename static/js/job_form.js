@@ -6,7 +6,11 @@
   var form = document.getElementById("job-form");
   var box = document.getElementById("preview");
   if (!form || !box || !window.fetch) { return; }
-  var t = window.gettext || function (s) { return s; };
+  var gettext = window.gettext || function (s) { return s; };
+  var ngettext = window.ngettext || function (s, pl, n) { return n === 1 ? s : pl; };
+  var interpolate = window.interpolate || function (fmt, obj) {
+    return fmt.replace(/%\(\w+\)s/g, function (m) { return String(obj[m.slice(2, -2)]); });
+  };
   var timer = null;
 
   form.elements.template.addEventListener("change", function () {
@@ -38,15 +42,28 @@
     if (!p) { return; }
     if (p.resource) {
       box.appendChild(text("p", p.fits_quota
-        ? t("Fits your quota") + ": " + (p.in_use + p.gpus) + " / " + p.quota + " " + p.resource
-        : t("Above your quota") + ": " + p.in_use + " " + t("in use") + " + " + p.gpus + " > " + p.quota + " " + p.resource,
+        ? interpolate(gettext("Fits your quota: %(used)s / %(quota)s %(resource)s"),
+          {used: p.in_use + p.gpus, quota: p.quota, resource: p.resource}, true)
+        : interpolate(gettext("Above your quota: %(in_use)s in use + %(gpus)s > %(quota)s %(resource)s"),
+          {in_use: p.in_use, gpus: p.gpus, quota: p.quota, resource: p.resource}, true),
         p.fits_quota ? "ok" : "error"));
     }
     if (p.starts_now) {
-      box.appendChild(text("p", t("Would start now") + (p.nodes ? " " + t("on") + " " + p.nodes + " " + t("node(s)") : "") +
-        (p.borrowing ? " (" + t("borrowing idle capacity") + ")" : "") + "."));
+      var sentence;
+      if (p.nodes && p.borrowing) {
+        sentence = ngettext("Would start now on %(nodes)s node, borrowing idle capacity.",
+          "Would start now on %(nodes)s nodes, borrowing idle capacity.", p.nodes);
+      } else if (p.nodes) {
+        sentence = ngettext("Would start now on %(nodes)s node.", "Would start now on %(nodes)s nodes.", p.nodes);
+      } else if (p.borrowing) {
+        sentence = gettext("Would start now, borrowing idle capacity.");
+      } else {
+        sentence = gettext("Would start now.");
+      }
+      box.appendChild(text("p", interpolate(sentence, {nodes: p.nodes}, true)));
     } else {
-      box.appendChild(text("p", t("Estimated start") + ": " + when(p.eta_p50) + " (" + t("90% by") + " " + when(p.eta_p90) + ")"));
+      box.appendChild(text("p", interpolate(gettext("Estimated start: %(p50)s (90 percent by %(p90)s)"),
+        {p50: when(p.eta_p50), p90: when(p.eta_p90)}, true)));
       if (p.reason) { box.appendChild(text("p", p.reason, "muted")); }
     }
   }
@@ -56,7 +73,7 @@
     fetch(form.dataset.previewUrl, {method: "POST", body: new FormData(form), credentials: "same-origin"})
       .then(function (r) { return r.json(); })
       .then(render)
-      .catch(function () { box.textContent = t("The preview is unavailable right now."); })
+      .catch(function () { box.textContent = gettext("The preview is unavailable right now."); })
       .finally(function () { box.removeAttribute("aria-busy"); });
   }
 
