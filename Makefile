@@ -41,9 +41,11 @@ format: $(STAMP)-dev
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-# Rebuild the compiled catalogues after editing locale/*/LC_MESSAGES/django.po.
+# Rebuild the catalogues (django.po for Python and templates, djangojs.po for static/js)
+# and compile them after editing locale/*/LC_MESSAGES/*.po.
 messages: $(STAMP)-run
-	DEBUG=true $(BIN)/python manage.py makemessages -l zh_Hans --no-obsolete --ignore '.venv/*' --ignore 'var/*'
+	DEBUG=true $(BIN)/python manage.py makemessages -l zh_Hans --no-obsolete --ignore '.venv/*' --ignore 'var/*' --ignore 'kubesim/*' --ignore 'staticfiles/*' --ignore 'bench/*'
+	DEBUG=true $(BIN)/python manage.py makemessages -d djangojs -l zh_Hans --no-obsolete --ignore '.venv/*' --ignore 'var/*' --ignore 'staticfiles/*' --ignore 'static/vendor/*'
 	DEBUG=true $(BIN)/python manage.py compilemessages -l zh_Hans
 
 bench: $(STAMP)-dev
