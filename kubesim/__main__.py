@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import signal
 import sys
@@ -42,6 +43,11 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as e:
         log.error("cannot start: %s", e)
         return 1
+    # Stored objects are acyclic JSON trees freed by reference counting; the cyclic GC
+    # only rescans them, at a cost that grows with the store. Run it far less often, and
+    # never over what exists at startup.
+    gc.freeze()
+    gc.set_threshold(50_000, 50, 100)
     kc = cluster.write_kubeconfig(args.kubeconfig)
     log.info("kubesim serving %s (kubeconfig %s, profile %s, speed %s, sim %s)", url, kc,
              args.profile, args.speed, "off" if cluster.sim is None else "on")
