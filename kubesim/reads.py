@@ -65,9 +65,11 @@ class ReadsMixin:
             names = self._sorted_names(rt.key, ns, bucket)
             i = bisect.bisect_right(names, after_name) if after_name is not None \
                 and ns == after_ns else 0
-            for name in names[i:]:
-                obj = bucket[name]
-                if pred is None or pred(obj):
+            # index, don't slice: a slice would copy the whole name list for every list call
+            # (callers that write while iterating materialise the result first)
+            for j in range(i, len(names)):
+                obj = bucket.get(names[j])
+                if obj is not None and (pred is None or pred(obj)):
                     yield obj
 
     def list_page(self, rt: ResourceType, namespace: str | None, label_selector=None,
