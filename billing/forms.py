@@ -7,7 +7,7 @@ from typing import Any
 
 from django import forms
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy as _l
+from django.utils.translation import gettext_lazy
 
 from billing.choices import MigPricing
 from billing.models import RateCard
@@ -25,24 +25,26 @@ def _decimal(raw: str, what: str) -> Decimal:
 
 
 class RateCardForm(forms.Form):
-    effective_from = forms.DateField(label=_l("Effective from"),
+    effective_from = forms.DateField(label=gettext_lazy("Effective from"),
                                      widget=forms.DateInput(attrs={"type": "date"}))
     gpus = forms.CharField(
-        label=_l("GPU prices"), widget=forms.Textarea(attrs={"rows": 5}),
-        help_text=_l("One GPU model a line: model, card memory GiB, purchase price, "
-                     "depreciation months, power W, PUE, electricity per kWh, operations "
-                     "per card-month."))
+        label=gettext_lazy("GPU prices"), widget=forms.Textarea(attrs={"rows": 5}),
+        help_text=gettext_lazy("One GPU model a line: model, card memory GiB, purchase price, "
+                               "depreciation months, power W, PUE, electricity per kWh, "
+                               "operations per card-month."))
     storage = forms.CharField(
-        label=_l("Storage prices"), required=False, widget=forms.Textarea(attrs={"rows": 3}),
-        help_text=_l("One StorageClass a line: class, price per GiB-month."))
-    egress_gib = forms.DecimalField(label=_l("Egress per GiB"), min_value=0, initial=0,
+        label=gettext_lazy("Storage prices"), required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text=gettext_lazy("One StorageClass a line: class, price per GiB-month."))
+    egress_gib = forms.DecimalField(label=gettext_lazy("Egress per GiB"), min_value=0, initial=0,
                                     decimal_places=6)
-    cpu_core_hour = forms.DecimalField(label=_l("CPU core-hour (optional)"), required=False,
-                                       min_value=0, decimal_places=6)
-    memory_gib_hour = forms.DecimalField(label=_l("Memory GiB-hour (optional)"), required=False,
-                                         min_value=0, decimal_places=6)
-    mig_pricing = forms.ChoiceField(label=_l("MIG slices priced"), choices=MigPricing.choices)
-    note = forms.CharField(label=_l("Note"), required=False)
+    cpu_core_hour = forms.DecimalField(label=gettext_lazy("CPU core-hour (optional)"),
+                                       required=False, min_value=0, decimal_places=6)
+    memory_gib_hour = forms.DecimalField(label=gettext_lazy("Memory GiB-hour (optional)"),
+                                         required=False, min_value=0, decimal_places=6)
+    mig_pricing = forms.ChoiceField(label=gettext_lazy("MIG slices priced"),
+                                    choices=MigPricing.choices)
+    note = forms.CharField(label=gettext_lazy("Note"), required=False)
 
     def clean_gpus(self) -> list[dict[str, Any]]:
         out = []
@@ -89,17 +91,18 @@ class RateCardForm(forms.Form):
 
 
 class CreditNoteForm(forms.Form):
-    amount = forms.DecimalField(label=_l("Amount to credit"), min_value=Decimal("0.01"),
+    amount = forms.DecimalField(label=gettext_lazy("Amount to credit"), min_value=Decimal("0.01"),
                                 decimal_places=2)
-    reason = forms.CharField(label=_l("Reason"), max_length=250)
+    reason = forms.CharField(label=gettext_lazy("Reason"), max_length=250)
 
 
 class AdjustmentForm(forms.Form):
-    tenant = forms.SlugField(label=_l("Tenant"))
-    description = forms.CharField(label=_l("Description"), max_length=300)
-    amount = forms.DecimalField(label=_l("Amount (negative for a discount)"), decimal_places=2)
+    tenant = forms.SlugField(label=gettext_lazy("Tenant"))
+    description = forms.CharField(label=gettext_lazy("Description"), max_length=300)
+    amount = forms.DecimalField(label=gettext_lazy("Amount (negative for a discount)"),
+                                decimal_places=2)
 
 
 class BudgetForm(forms.Form):
-    amount = forms.DecimalField(label=_l("Monthly budget"), min_value=0, decimal_places=2,
+    amount = forms.DecimalField(label=gettext_lazy("Monthly budget"), min_value=0, decimal_places=2,
                                 required=False)
