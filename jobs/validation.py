@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from django.utils.translation import gettext as _
+
 from jobs.choices import TIER_POOLS, Tier
 
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,58}[a-z0-9])?$")
@@ -47,10 +49,11 @@ def _number(data: dict, key: str, errors: dict, *, integer: bool = False) -> Any
     try:
         value = Decimal(str(raw).strip())
     except (InvalidOperation, ValueError):
-        errors[key] = f"“{raw}” is not a number."
+        errors[key] = _("“%(v)s” is not a number.") % {"v": raw}
         return None
     if not value.is_finite() or (integer and value != value.to_integral_value()):
-        errors[key] = f"“{raw}” is not a whole number." if integer else f"“{raw}” is not a number."
+        errors[key] = (_("“%(v)s” is not a whole number.") if integer
+                       else _("“%(v)s” is not a number.")) % {"v": raw}
         return None
     return int(value) if integer else value
 
@@ -61,22 +64,23 @@ def validate_submission(data: dict[str, Any], *, pool: str, inventory: Inventory
     errors: dict[str, str] = {}
     name = str(data.get("name") or "").strip()
     if not NAME_RE.match(name):
-        errors["name"] = ("Use 1 to 60 lower-case letters, digits and hyphens, starting and "
-                          "ending with a letter or digit.")
+        errors["name"] = _("Use 1 to 60 lower-case letters, digits and hyphens, starting and "
+                           "ending with a letter or digit.")
     image = str(data.get("image") or "").strip()
     if not image or not IMAGE_RE.match(image) or len(image) > 500:
-        errors["image"] = (f"“{image}” is not a valid image reference, e.g. "
-                           "registry.example.org/team/trainer:1.4 or pytorch/pytorch:2.4.0.")
+        errors["image"] = _("“%(i)s” is not a valid image reference, e.g. "
+                            "registry.example.org/team/trainer:1.4 or pytorch/pytorch:2.4.0."
+                            ) % {"i": image}
     tier = data.get("tier")
     if tier not in Tier.values:
-        errors["tier"] = "Choose production, development or batch."
+        errors["tier"] = _("Choose production, development or batch.")
     elif pool not in TIER_POOLS[Tier(tier)]:
-        errors["tier"] = {Tier.PRODUCTION: "Production jobs run in the prod pool.",
-                          Tier.DEVELOPMENT: "Development jobs run in the dev pool."}.get(
-            Tier(tier), "This tier cannot run in this pool.")
+        errors["tier"] = {Tier.PRODUCTION: _("Production jobs run in the prod pool."),
+                          Tier.DEVELOPMENT: _("Development jobs run in the dev pool.")}.get(
+            Tier(tier), _("This tier cannot run in this pool."))
     workers = _number(data, "workers", errors, integer=True)
     if workers is not None and not 1 <= workers <= MAX_WORKERS:
-        errors["workers"] = f"Use 1 to {MAX_WORKERS} workers."
+        errors["workers"] = _("Use 1 to %(n)s workers.") % {"n": MAX_WORKERS}
     gpus = _number(data, "gpus_per_worker", errors, integer=True)
     model = str(data.get("gpu_model") or "").strip()
     mig = str(data.get("mig_profile") or "").strip()
@@ -84,28 +88,29 @@ def validate_submission(data: dict[str, Any], *, pool: str, inventory: Inventory
         _check_accelerators(gpus, model, mig, inventory, errors)
     cpu = _number(data, "cpu_per_worker", errors)
     if cpu is not None and not (Decimal("0.1") <= cpu <= max(inventory.max_cpu, Decimal("0.1"))):
-        errors["cpu_per_worker"] = (f"Use 0.1 to {inventory.max_cpu.normalize()} cores: the "
-                                    "largest node has that many.")
+        errors["cpu_per_worker"] = _("Use 0.1 to %(n)s cores: the largest node has that many."
+                                     ) % {"n": inventory.max_cpu.normalize()}
     memory = _number(data, "memory_gib_per_worker", errors)
     if memory is not None and not (Decimal("0.25") <= memory
                                    <= max(inventory.max_memory_gib, Decimal("0.25"))):
-        errors["memory_gib_per_worker"] = (f"Use 0.25 to {inventory.max_memory_gib.normalize()}"
-                                           " GiB: the largest node has that much.")
+        errors["memory_gib_per_worker"] = _(
+            "Use 0.25 to %(n)s GiB: the largest node has that much."
+        ) % {"n": inventory.max_memory_gib.normalize()}
     run = _number(data, "max_run_seconds", errors, integer=True)
     if run is not None and not 60 <= run <= MAX_RUN_SECONDS:
-        errors["max_run_seconds"] = "Use between one minute and 30 days."
+        errors["max_run_seconds"] = _("Use between one minute and 30 days.")
     env = data.get("env") or {}
     if not isinstance(env, dict) or any(not ENV_RE.match(str(k)) or str(k).startswith(
             "TRAINYARD_") for k in env):
-        errors["env"] = ("Variable names are letters, digits and underscores; TRAINYARD_ "
-                         "names are reserved.")
+        errors["env"] = _("Variable names are letters, digits and underscores; TRAINYARD_ "
+                          "names are reserved.")
     for key in ("command", "args"):
         value = data.get(key) or []
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            errors[key] = "Give a list of strings."
+            errors[key] = _("Give a list of strings.")
     path = str(data.get("checkpoint_path") or "/checkpoints")
     if not path.startswith("/") or ".." in path.split("/"):
-        errors["checkpoint_path"] = "Use an absolute path inside the container."
+        errors["checkpoint_path"] = _("Use an absolute path inside the container.")
     if errors:
         raise SubmissionError(errors)
     return {
@@ -122,29 +127,32 @@ def validate_submission(data: dict[str, Any], *, pool: str, inventory: Inventory
 def _check_accelerators(gpus: int, model: str, mig: str, inventory: Inventory,
                         errors: dict[str, str]) -> None:
     if gpus < 0 or gpus > 64:
-        errors["gpus_per_worker"] = "Use 0 to 64 GPUs per worker."
+        errors["gpus_per_worker"] = _("Use 0 to 64 GPUs per worker.")
         return
     if gpus == 0:
         if model or mig:
-            errors["gpus_per_worker"] = "A GPU model or MIG profile needs at least one GPU."
+            errors["gpus_per_worker"] = _("A GPU model or MIG profile needs at least one GPU.")
         return
     if model and mig:
-        errors["mig_profile"] = "Choose either a whole-GPU model or a MIG profile, not both."
+        errors["mig_profile"] = _("Choose either a whole-GPU model or a MIG profile, not both.")
     elif mig:
         most = inventory.mig_per_node.get(mig)
         if most is None:
-            known = ", ".join(sorted(inventory.mig_per_node)) or "none"
-            errors["mig_profile"] = f"The cluster has no MIG profile “{mig}” (it has: {known})."
+            known = ", ".join(sorted(inventory.mig_per_node)) or _("none")
+            errors["mig_profile"] = (_("The cluster has no MIG profile “%(m)s” (it has: %(k)s).")
+                                     % {"m": mig, "k": known})
         elif gpus > most:
-            errors["gpus_per_worker"] = (f"No node has {gpus} {mig} instances; the largest "
-                                         f"has {most}.")
+            errors["gpus_per_worker"] = (_("No node has %(n)s %(m)s instances; the largest "
+                                           "has %(most)s.") % {"n": gpus, "m": mig, "most": most})
     elif not model:
-        errors["gpu_model"] = "Choose the GPU model the workers need."
+        errors["gpu_model"] = _("Choose the GPU model the workers need.")
     else:
         most = inventory.gpus_per_node.get(model)
         if most is None:
-            known = ", ".join(sorted(inventory.gpus_per_node)) or "none observed yet"
-            errors["gpu_model"] = f"The cluster has no GPU model “{model}” (it has: {known})."
+            known = ", ".join(sorted(inventory.gpus_per_node)) or _("none observed yet")
+            errors["gpu_model"] = (_("The cluster has no GPU model “%(m)s” (it has: %(k)s).")
+                                   % {"m": model, "k": known})
         elif gpus > most:
-            errors["gpus_per_worker"] = (f"No node has {gpus} {model} GPUs; the largest has "
-                                         f"{most}: use more workers with fewer GPUs each.")
+            errors["gpus_per_worker"] = (_("No node has %(n)s %(m)s GPUs; the largest has "
+                                           "%(most)s: use more workers with fewer GPUs each.")
+                                         % {"n": gpus, "m": model, "most": most})
