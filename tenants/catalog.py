@@ -78,22 +78,24 @@ class Resource:
         try:
             kind = ResourceKind(kind_part)
         except ValueError:
-            raise ValueError(f"unknown resource {key!r}") from None
+            raise ValueError(_("unknown resource %(k)s") % {"k": repr(key)}) from None
         if kind in QUALIFIED:
             if not _QUALIFIER[kind].match(qualifier):
-                raise ValueError(f"resource {key!r} needs a valid {kind} qualifier")
+                raise ValueError(_("resource %(k)s needs a valid %(kind)s qualifier")
+                                 % {"k": repr(key), "kind": kind})
         elif qualifier:
-            raise ValueError(f"resource {kind} takes no qualifier, got {key!r}")
+            raise ValueError(_("resource %(kind)s takes no qualifier, got %(k)s")
+                             % {"kind": kind, "k": repr(key)})
         return cls(kind, qualifier)
 
     def check_amount(self, amount: Decimal) -> Decimal:
         """Validate an amount for this resource; returns it normalised."""
         if not amount.is_finite() or amount < 0:
-            raise ValueError(f"{self.label()}: the amount must be zero or more")
+            raise ValueError(_("%(r)s: the amount must be zero or more") % {"r": self.label()})
         if self.integral and amount != amount.to_integral_value():
-            raise ValueError(f"{self.label()}: the amount must be a whole number")
+            raise ValueError(_("%(r)s: the amount must be a whole number") % {"r": self.label()})
         if amount != amount.quantize(Decimal("0.001")):
-            raise ValueError(f"{self.label()}: at most three decimals")
+            raise ValueError(_("%(r)s: at most three decimals") % {"r": self.label()})
         return amount.quantize(Decimal("0.001"))
 
 
