@@ -350,3 +350,13 @@ def test_every_post_needs_login_and_the_right_tenant(client, login, issued, char
                              ).status_code == 404, url
     assert not Invoice.objects.filter(kind="credit_note").exists()
     assert not Budget.objects.exists()
+
+
+def test_last_months_draft_is_listed_until_finance_closes_it(login, october, tenant_a, bob):
+    services.invoice_draft_refresh(tenant=tenant_a, period=OCT, now=at("2026-11-01", "01:00"))
+    draft = Invoice.objects.get(tenant=tenant_a, period=OCT)
+    page = login(bob).get(reverse("billing:tenant_invoices", kwargs={"slug": "acme"}))
+    assert reverse("billing:invoice", kwargs={"slug": "acme", "pk": draft.pk}).encode() \
+        in page.content
+    detail = login(bob).get(reverse("billing:invoice", kwargs={"slug": "acme", "pk": draft.pk}))
+    assert b"A draft" in detail.content and b"39.60" in detail.content
