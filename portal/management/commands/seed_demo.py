@@ -14,7 +14,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from tenants.choices import MembershipRole, PlatformRoleName, PoolKind
-from tenants.models import Membership, PlatformRole, Pool, Tenant
+from tenants.models import Membership, PlatformRole, Pool, QuotaGrant, Tenant
 
 User = get_user_model()
 
@@ -27,6 +27,16 @@ DEMO_USERS: list[tuple[str, str, tuple[str, str], list[str]]] = [
     ("carol", "carol@example.org", ("Carol", "Researcher"), []),
     ("dave", "dave@example.org", ("Dave", "Admin"), []),
 ]
+# Demo quota per tenant and pool, granted once (the default kubesim profile's models).
+H800, A100 = "gpu:NVIDIA-H800", "gpu:NVIDIA-A100-SXM4-80GB"
+DEMO_QUOTA = {
+    "vision": {"prod": {H800: 8, "cpu": 128, "memory": 1024},
+               "dev": {A100: 8, "mig:1g.10gb": 7, "cpu": 96, "memory": 512}},
+    "nlp": {"prod": {A100: 16, H800: 8, "cpu": 256, "memory": 2048},
+            "dev": {A100: 8, "cpu": 96, "memory": 512}},
+    "speech": {"prod": {A100: 8, "cpu": 64, "memory": 512},
+               "dev": {"mig:1g.10gb": 7, "mig:3g.40gb": 2, "cpu": 32, "memory": 256}},
+}
 # slug, name, cost center, contact, {user: role}
 DEMO_TENANTS: list[tuple[str, str, str, str, dict[str, str]]] = [
     ("vision", "Computer Vision", "CC-4100", "alice@example.org",
@@ -57,7 +67,12 @@ class Command(BaseCommand):
                     slug=slug, defaults={"name": name, "cost_center": cost_center,
                                          "contact_email": contact})
                 for kind in PoolKind.values:
-                    Pool.objects.get_or_create(tenant=tenant, kind=kind)
+                    pool = Pool.objects.get_or_create(tenant=tenant, kind=kind)[0]
+                    if not QuotaGrant.objects.filter(pool=pool).exists():
+                        QuotaGrant.objects.bulk_create(
+                            QuotaGrant(pool=pool, resource=key, amount=amount,
+                                       reason="demo quota")
+                            for key, amount in DEMO_QUOTA.get(slug, {}).get(kind, {}).items())
                 for username, role in members.items():
                     Membership.objects.get_or_create(
                         user=User.objects.get(username=username), tenant=tenant,
