@@ -8,6 +8,7 @@ import zipfile
 from collections.abc import Iterable
 from decimal import Decimal
 
+from django.utils.translation import get_language
 from django.utils.translation import gettext as _
 
 from billing.models import Invoice, InvoiceLine
@@ -44,6 +45,19 @@ def invoices_csv(invoices: Iterable[Invoice]) -> str:
     return out.getvalue()
 
 
+def _pdf_fonts(texts: Iterable[str]) -> tuple[str, str]:
+    """Regular and bold font: the built-in Helvetica has no CJK glyphs (Chinese came out
+    as boxes), so Chinese pages use reportlab's CID font STSong-Light (no font file)."""
+    if (get_language() or "").startswith("zh") or any(
+            ord(c) > 0xFF for text in texts for c in str(text)):
+        from reportlab.pdfbase import pdfmetrics
+        from reportlab.pdfbase.cidfonts import UnicodeCIDFont
+
+        pdfmetrics.registerFont(UnicodeCIDFont("STSong-Light"))
+        return "STSong-Light", "STSong-Light"
+    return "Helvetica", "Helvetica-Bold"
+
+
 def invoice_pdf(invoice: Invoice) -> bytes:
     """The invoice as a one-or-more page A4 PDF: header, cost center, lines, total."""
     from reportlab.lib import colors
@@ -58,7 +72,6 @@ def invoice_pdf(invoice: Invoice) -> bytes:
     doc = SimpleDocTemplate(buffer, pagesize=A4, title=f"{title} {_label(invoice)}",
                             leftMargin=18 * mm, rightMargin=18 * mm, topMargin=18 * mm)
     cur = invoice.currency
-    story = [Paragraph(f"Trainyard · {title} {_label(invoice)}", styles["Title"])]
     facts = [[_("Tenant"), invoice.tenant_name], [_("Cost center"), invoice.cost_center],
              [_("Month"), f"{invoice.period:%Y-%m}"], [_("Status"), invoice.get_status_display()],
              [_("Currency"), cur]]
@@ -66,18 +79,26 @@ def invoice_pdf(invoice: Invoice) -> bytes:
         facts.append([_("Issued"), f"{invoice.issued_at:%Y-%m-%d %H:%M} UTC"])
     if invoice.credits is not None:
         facts.append([_("Corrects"), invoice.credits.number or ""])
-    story += [Table(facts, colWidths=[40 * mm, 120 * mm], hAlign="LEFT"), Spacer(1, 8 * mm)]
+    lines = list(invoice.lines.all())
+    font, bold = _pdf_fonts([title, *(v for _k, v in facts), *(ln.description for ln in lines)])
+    styles["Title"].fontName = bold
+    story = [Paragraph(f"Trainyard · {title} {_label(invoice)}", styles["Title"])]
+    facts_table = Table(facts, colWidths=[40 * mm, 120 * mm], hAlign="LEFT")
+    facts_table.setStyle(TableStyle([("FONTNAME", (0, 0), (-1, -1), font)]))
+    story += [facts_table, Spacer(1, 8 * mm)]
     small = styles["BodyText"]
+    small.fontName = font
     rows: list[list] = [[_("Description"), _("Quantity"), _("Unit"), _("Unit price"),
                          _("Amount")]]
-    for line in invoice.lines.all():
+    for line in lines:
         rows.append([Paragraph(line.description, small), f"{line.quantity.normalize():f}",
                      line.unit, f"{line.unit_price.normalize():f}", f"{line.amount:,.2f}"])
     rows.append(["", "", "", _("Total"), f"{invoice.total:,.2f} {cur}"])
     table = Table(rows, colWidths=[75 * mm, 25 * mm, 25 * mm, 22 * mm, 27 * mm], repeatRows=1)
     table.setStyle(TableStyle([
-        ("FONTNAME", (0, 0), (-1, 0), "Helvetica-Bold"),
-        ("FONTNAME", (0, -1), (-1, -1), "Helvetica-Bold"),
+        ("FONTNAME", (0, 0), (-1, -1), font),
+        ("FONTNAME", (0, 0), (-1, 0), bold),
+        ("FONTNAME", (0, -1), (-1, -1), bold),
         ("LINEBELOW", (0, 0), (-1, 0), 0.5, colors.black),
         ("LINEABOVE", (0, -1), (-1, -1), 0.5, colors.black),
         ("ALIGN", (1, 0), (-1, -1), "RIGHT"),
