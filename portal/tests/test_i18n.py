@@ -99,3 +99,22 @@ def test_the_javascript_catalogue_speaks_chinese(client, db):
     client.cookies["django_language"] = "zh-hans"
     body = client.get(reverse("javascript-catalog")).content.decode()
     assert json.dumps("暂时无法预览。")[1:-1] in body
+
+
+def test_a_chinese_invoice_pdf_has_its_glyphs(tenant_a):
+    """Helvetica has no CJK glyphs: a zh-hans PDF must use a CJK font (no ■ boxes)."""
+    import datetime as dt
+    import io
+
+    from django.utils import translation
+    from pypdf import PdfReader
+
+    from billing.exports import invoice_pdf
+    from billing.models import Invoice
+
+    invoice = Invoice.objects.create(tenant=tenant_a, period=dt.date(2026, 10, 1),
+                                     tenant_name=tenant_a.name, cost_center="CC-acme",
+                                     currency="USD")
+    with translation.override("zh-hans"):
+        text = PdfReader(io.BytesIO(invoice_pdf(invoice))).pages[0].extract_text()
+    assert "账单" in text and "成本中心" in text and "■" not in text
