@@ -10,7 +10,7 @@ resuming from their checkpoints.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from jobs.admission import JobView, NodeView
@@ -40,8 +40,8 @@ def plan_defrag(*, nodes: Sequence[NodeView], jobs: Sequence[JobView], gpu_model
     on_node: dict[str, list[JobView]] = defaultdict(list)
     for job in jobs:
         if job.state in ("running", "admitted") and job.gpu_model == gpu_model:
-            for node in set(job.placement):
-                on_node[node].append(job)
+            for node_name in set(job.placement):
+                on_node[node_name].append(job)
     order = sorted(model_nodes, key=lambda n: (n.gpus_used, n.name))
     moving: dict[int, JobView] = {}
     chosen: list[str] = []
@@ -63,11 +63,10 @@ def plan_defrag(*, nodes: Sequence[NodeView], jobs: Sequence[JobView], gpu_model
     return plan
 
 
-def _relocatable(jobs: Sequence[JobView] | object, free: dict[str, int],
-                 excluded: set[str]) -> bool:
+def _relocatable(jobs: Iterable[JobView], free: dict[str, int], excluded: set[str]) -> bool:
     """First-fit decreasing of every replica onto nodes not being emptied, counting the
     GPUs the moved jobs release on the nodes that stay."""
-    movers = list(jobs)  # type: ignore[call-overload]
+    movers = list(jobs)
     room = dict(free)
     for job in movers:
         for node in job.placement:
