@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django import forms
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 from tenants.choices import MembershipRole, PlatformRoleName
 from tenants.models import Tenant
@@ -69,8 +70,8 @@ class AmountRowsForm(forms.Form):
                 widget=forms.TextInput(attrs={"list": "resource-keys", "size": 34}))
             self.fields[f"amount_{i}"] = forms.CharField(
                 required=False, initial=amount.normalize() if amount is not None else None,
-                label=_("Amount"), widget=forms.TextInput(attrs={"size": 8,
-                                                                 "inputmode": "decimal"}))
+                label=pgettext_lazy("quota", "Amount"),
+                widget=forms.TextInput(attrs={"size": 8, "inputmode": "decimal"}))
 
     def rows(self) -> list[tuple]:
         return [(self[f"resource_{i}"], self[f"amount_{i}"]) for i in range(self.row_count)]
@@ -122,7 +123,7 @@ class LoanForm(forms.Form):
         ("prod", _("Production")), ("dev", _("Development"))])
     resource = forms.CharField(label=_("Resource"), max_length=300,
                                widget=forms.TextInput(attrs={"list": "resource-keys"}))
-    amount = forms.CharField(label=_("Amount"), max_length=20)
+    amount = forms.CharField(label=pgettext_lazy("quota", "Amount"), max_length=20)
     ends_at = forms.DateField(label=_("Until"), widget=forms.DateInput(attrs={"type": "date"}))
     note = forms.CharField(label=_("Note"), max_length=2000, required=False)
 
