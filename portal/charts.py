@@ -13,6 +13,8 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
+from django.utils.translation import gettext as _
+
 Figure = dict[str, Any]
 
 _FONT = {"family": "system-ui, sans-serif", "size": 12}
@@ -101,6 +103,6 @@ def heatmap(title: str, *, z: Sequence[Sequence[float | None]], x: Sequence[str]
                       "hoverongaps": False, "xgap": 1, "ygap": 1,
                       "colorbar": {"ticksuffix": unit, "thickness": 10}}],
             "layout": _layout(title, height=80 + 24 * max(1, len(y)),
-                              xaxis={"title": {"text": "hour (UTC)"}, "type": "category"},
+                              xaxis={"title": {"text": _("hour (UTC)")}, "type": "category"},
                               yaxis={"type": "category", "autorange": "reversed"},
                               margin={"l": 90, "r": 16, "t": 40, "b": 40})}
