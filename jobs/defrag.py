@@ -13,6 +13,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from django.utils.translation import gettext_noop
+
 from jobs.admission import JobView, NodeView
 
 
@@ -50,13 +52,13 @@ def plan_defrag(*, nodes: Sequence[NodeView], jobs: Sequence[JobView], gpu_model
             break
         residents = on_node.get(node.name, [])
         if any(j.tier == "production" for j in residents):
-            plan.blocked[node.name] = "runs a production job"
+            plan.blocked[node.name] = gettext_noop("runs a production job")  # shown translated
             continue
         trial = {**moving, **{j.id: j for j in residents}}
         if _relocatable(trial.values(), free, excluded={*chosen, node.name}):
             moving, chosen = trial, [*chosen, node.name]
         else:
-            plan.blocked[node.name] = "its jobs would not fit on the remaining nodes"
+            plan.blocked[node.name] = gettext_noop("its jobs would not fit on the remaining nodes")
     plan.nodes = chosen
     plan.moves = sorted(moving)
     plan.gpus_moved = sum(j.replicas * j.gpus_per_replica for j in moving.values())
