@@ -129,6 +129,14 @@ class JobTransition(models.Model):
     def __str__(self) -> str:
         return f"{self.job_id}: {self.from_state or '-'} -> {self.to_state} ({self.reason})"
 
+    @property
+    def to_state_label(self) -> str:
+        """The state's display name in the active language (the raw value if unknown)."""
+        try:
+            return str(JobState(self.to_state).label)
+        except ValueError:
+            return self.to_state
+
 
 class AdmissionState(models.Model):
     """One row, locked by each admission cycle so cycles never overlap (several workers)."""
