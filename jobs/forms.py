@@ -52,10 +52,10 @@ class JobForm(forms.Form):
             (key, t["label"]) for key, t in TEMPLATES.items()]
         models = sorted((inventory.gpus_per_node if inventory else {}).items())
         fields["gpu_model"].choices = [("", _("(none)"))] + [
-            (m, f"{m} (≤{n}/node)") for m, n in models]
+            (m, _("%(what)s (≤%(n)s/node)") % {"what": m, "n": n}) for m, n in models]
         profiles = sorted((inventory.mig_per_node if inventory else {}).items())
         fields["mig_profile"].choices = [("", _("(none)"))] + [
-            (p, f"{p} (≤{n}/node)") for p, n in profiles]
+            (p, _("%(what)s (≤%(n)s/node)") % {"what": p, "n": n}) for p, n in profiles]
 
     def clean_env(self) -> dict[str, str]:
         env = {}
