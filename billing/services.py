@@ -316,7 +316,10 @@ def _write_invoices(*, period: dt.date, lines: Mapping[int, list[selectors.LineS
     """Replace the drafts of ``tenant_ids`` for ``period`` by ``lines`` (inside a
     transaction). A tenant without lines has no draft."""
     tenant_ids = list(tenant_ids)
-    tenants = {t.pk: t for t in Tenant.objects.filter(pk__in=tenant_ids)}
+    # the tenant rows are locked (in id order) so a page refresh, the hourly task and a
+    # month close never write the same draft at once
+    tenants = {t.pk: t for t in Tenant.objects.select_for_update().filter(
+        pk__in=tenant_ids).order_by("pk")}
     drafts = {i.tenant_id: i for i in Invoice.objects.filter(
         period=period, kind=InvoiceKind.INVOICE, tenant_id__in=tenant_ids)}
     if any(i.is_issued for i in drafts.values()):
