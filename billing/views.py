@@ -50,7 +50,7 @@ def tenant_invoices(request: HttpRequest, slug: str) -> HttpResponse:
         draft = services.invoice_draft_refresh(tenant=tenant, period=period)
     return render(request, "billing/tenant_invoices.html", {
         "access": access, "tenant": tenant, "tab": "invoices", "draft": draft,
-        "invoices": selectors.invoices_for_tenant(tenant).exclude(pk=draft.pk if draft else None),
+        "invoices": selectors.invoices_for_tenant(tenant).exclude(pk=draft.pk if draft else 0),
         "budget": selectors.budget_status(tenant), "idle": selectors.tenant_idle(tenant),
         "budget_form": forms.BudgetForm(), "currency": selectors.currency(),
     })
