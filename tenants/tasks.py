@@ -198,8 +198,21 @@ def propose_dynamic_quotas() -> int:
 
     policy = Policy.current()
     proposed = 0
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from tenants.models import QuotaRequest
+
+    # A pending proposal stays a week for admins to decide (the quarterly recommendation
+    # from billing included) before a newer daily one may replace it.
+    recent = set(QuotaRequest.objects.filter(
+        source="dynamic", status="pending",
+        created_at__gte=timezone.now() - timedelta(days=7)).values_list("pool_id", flat=True))
     for pool in selectors.pools_to_sync().filter(tenant__quota_mode="dynamic",
                                                  tenant__status="active"):
+        if pool.pk in recent:
+            continue
         amounts, formulas = {}, []
         for key, current in selectors.current_grants(pool).items():
             result = propose_amount(

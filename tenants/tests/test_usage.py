@@ -74,6 +74,9 @@ def test_dynamic_tenants_get_proposals_an_admin_must_approve(platform_admin, ten
     items = {i.resource: (i.current_amount, i.requested_amount) for i in proposal.items.all()}
     assert items == {"gpu:NVIDIA-H800": (16, 8)}  # ceil(p95 6 x 1.2); cpu 64 stays 64
     assert "p95 of 30 daily peaks = 6" in proposal.formula
-    assert propose_dynamic_quotas.apply().get() == 1  # a newer one replaces the old one
+    assert propose_dynamic_quotas.apply().get() == 0  # the pending one stays a week
+    QuotaRequest.objects.filter(pk=proposal.pk).update(
+        created_at=timezone.now() - dt.timedelta(days=8))
+    assert propose_dynamic_quotas.apply().get() == 1  # then a newer one replaces it
     assert QuotaRequest.objects.filter(pool=pool, status="pending").count() == 1
     assert pool.grants.get(resource="gpu:NVIDIA-H800", superseded_at__isnull=True).amount == 16
