@@ -31,6 +31,7 @@ run: $(STAMP)-run
 
 test: $(STAMP)-dev
 	@bash scripts/ensure-kubectl.sh || echo "kubectl unavailable: kubectl tests will be skipped"
+	@bash scripts/ensure-test-tools.sh
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)-dev

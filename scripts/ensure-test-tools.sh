@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Test tools from Debian that some tests use when present (they skip with a reason
+# otherwise): pdftoppm (poppler-utils) renders invoice PDFs to images. Installs what is
+# missing when apt-get is available and we are root; never fails the build.
+set -u
+missing=()
+command -v pdftoppm >/dev/null 2>&1 || missing+=(poppler-utils)
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" != "0" ] || ! command -v apt-get >/dev/null 2>&1; then
+    echo "ensure-test-tools: missing ${missing[*]} (not root or no apt-get); their tests skip"
+    exit 0
+fi
+export DEBIAN_FRONTEND=noninteractive
+(apt-get update -qq && apt-get install -y -qq "${missing[@]}") >/dev/null 2>&1 \
+    || echo "ensure-test-tools: could not install ${missing[*]}; their tests skip"
+exit 0
