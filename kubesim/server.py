@@ -346,7 +346,8 @@ class Server:
             obj = self.store.create(t.rt.key, body, namespace=t.ns, dry_run=_dry_run(q),
                                     field_manager=q.get("fieldManager")
                                     or _user_agent_manager(request),
-                                    field_validation=q.get("fieldValidation", "Warn"))
+                                    field_validation=q.get("fieldValidation", "Warn"),
+                                    copy=False)
             return jresponse(obj, 201, self._warnings())
         if not isinstance(body, dict):
             raise bad_request("the body of the request was in an unknown format")

@@ -17,7 +17,6 @@ from __future__ import annotations
 import bisect
 import logging
 import random
-import uuid
 from collections import deque
 from collections.abc import Callable
 from datetime import timedelta
@@ -63,6 +62,18 @@ def _default_crds() -> list[dict]:
 
 def _content(obj: dict) -> dict:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+
+
+_UUID4_MASK = ~((0xF000 << 64) | (0xC000 << 48)) & ((1 << 128) - 1)
+_UUID4_BITS = (0x4000 << 64) | (0x8000 << 48)
+
+
+class _Owned:
+    """Marks a body the caller hands over (no defensive copy)."""
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
 
 
 class Store(ReadsMixin, ControllersMixin):
@@ -123,7 +134,9 @@ class Store(ReadsMixin, ControllersMixin):
         return obj
 
     def _uid(self) -> str:
-        return str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
+        """A random (version 4) UUID from the store's seeded generator."""
+        h = "%032x" % (self._rng.getrandbits(128) & _UUID4_MASK | _UUID4_BITS)
+        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
     def _commit(self, rt: ResourceType, etype: str, new: dict, old: dict | None) -> dict:
         self._rv += 1
@@ -173,11 +186,13 @@ class Store(ReadsMixin, ControllersMixin):
     # ---- create -----------------------------------------------------------------------------
     def create(self, resource: str, obj: dict, *, namespace: str | None = None,
                dry_run: bool = False, field_manager: str | None = None,
-               field_validation: str | None = None) -> dict:
+               field_validation: str | None = None, copy: bool = True) -> dict:
         """field_validation: None/"Ignore" drop unknown fields silently, "Warn" also records
-        them in self.warnings, "Strict" rejects them (400), as the real server does."""
+        them in self.warnings, "Strict" rejects them (400), as the real server does.
+        copy=False (the HTTP server): the store takes `obj` over, and the stored object is
+        returned as is; the caller must not mutate either."""
         rt = self.rt(resource)
-        new = self._prepare_new(rt, obj, namespace, field_validation)
+        new = self._prepare_new(rt, obj if copy else _Owned(obj), namespace, field_validation)
         ns = new["metadata"].get("namespace", "")
         name = new["metadata"]["name"]
         if self.raw(rt, name, ns) is not None:
@@ -193,13 +208,17 @@ class Store(ReadsMixin, ControllersMixin):
                           now=self.clock.timestamp())
         if dry_run:
             return jcopy(new)
-        return jcopy(self._commit(rt, "ADDED", new, None))
+        stored = self._commit(rt, "ADDED", new, None)
+        return jcopy(stored) if copy else stored
 
     def _prepare_new(self, rt: ResourceType, obj, namespace: str | None,
                      field_validation: str | None = None) -> dict:
-        if not isinstance(obj, dict):
+        if isinstance(obj, _Owned):
+            obj = new = obj.obj
+        else:
+            new = jcopy(obj)
+        if not isinstance(new, dict):
             raise bad_request("the body of the request was in an unknown format")
-        new = jcopy(obj)
         self._check_type(rt, new)
         meta = new.get("metadata")
         if meta is None:
