@@ -66,24 +66,30 @@ def job_new(request: HttpRequest, slug: str) -> HttpResponse:
     }, status=400 if request.method == "POST" else 200)
 
 
-@login_required
-@require_POST
-def job_preview(request: HttpRequest, slug: str) -> JsonResponse:
-    """The live preview of the submission form: errors, or quota fit and start estimate."""
+def preview_data(request: HttpRequest, slug: str) -> tuple[dict, dict | None]:
+    """The live preview's answer (errors, or quota fit and start estimate) and the cleaned
+    submission it was computed for (None when the form has errors)."""
     access = tenant_access_or_404(request.user, slug)
     form = JobForm(request.POST, inventory=selectors.inventory())
     if not form.is_valid():
-        return JsonResponse({"errors": {k: v[0] for k, v in form.errors.items()}})
+        return {"errors": {k: v[0] for k, v in form.errors.items()}}, None
     pool = form.cleaned_data["pool"]
     try:
         clean = validate_submission(form.submission(), pool=pool,
                                     inventory=selectors.inventory())
     except SubmissionError as exc:
-        return JsonResponse({"errors": exc.errors})
+        return {"errors": exc.errors}, None
     result = selectors.preview(access.tenant, pool, clean, timezone.now())
     for key in ("eta_p50", "eta_p90"):
         result[key] = result[key].isoformat() if result[key] else None
-    return JsonResponse({"errors": {}, "preview": result})
+    return {"errors": {}, "preview": result}, clean
+
+
+@login_required
+@require_POST
+def job_preview(request: HttpRequest, slug: str) -> JsonResponse:
+    """The live preview of the submission form (the portal adds the cost estimate)."""
+    return JsonResponse(preview_data(request, slug)[0])
 
 
 @login_required

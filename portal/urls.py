@@ -37,6 +37,7 @@ urlpatterns = [
          name="abnormal_job_action"),
     path("metrics", metrics_views.metrics, name="metrics"),
     path("", include("tenants.urls")),
+    path("t/<slug:slug>/jobs/preview/", views.job_preview_with_cost, name="job_preview"),
     path("", include("jobs.urls")),
     path("", include("billing.urls")),
     path("platform/capacity/", cluster_views.capacity, name="platform_capacity"),

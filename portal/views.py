@@ -68,3 +68,23 @@ def me(request: Request) -> Response:
         "tenants": [{"slug": t.slug, "name": t.name, "status": t.status, "role": role}
                     for t, role in my_tenants(request.user)],
     })
+
+
+@login_required
+@require_POST
+def job_preview_with_cost(request: HttpRequest, slug: str) -> JsonResponse:
+    """The job form's live preview (jobs) with the cost estimate (billing) beside it: the
+    two apps meet here, in the portal, so neither imports the other the wrong way."""
+    from django.conf import settings
+
+    from billing.selectors import estimate_job_cost
+    from jobs.views import preview_data
+
+    data, clean = preview_data(request, slug)
+    if clean is not None and clean["gpus_per_worker"]:
+        cost = estimate_job_cost(clean["gpu_model"], clean["mig_profile"],
+                                 clean["workers"] * clean["gpus_per_worker"],
+                                 clean["max_run_seconds"])
+        data["preview"]["max_cost"] = f"{cost:.2f}" if cost is not None else None
+        data["preview"]["currency"] = getattr(settings, "TRAINYARD_CURRENCY", "")
+    return JsonResponse(data)

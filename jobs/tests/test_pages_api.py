@@ -99,3 +99,27 @@ def test_platform_admins_see_every_queue(api, login, bob, platform_admin, alice,
     assert held.json()["held"] is True
     assert "llama-ft" in login(platform_admin).get("/platform/queue/").content.decode()
     assert login(alice).get("/platform/queue/").status_code == 404
+
+
+def test_the_live_preview_answers_quota_fit_start_and_cost(login, bob, platform_admin, quota):
+    import datetime as dt
+    from decimal import Decimal
+
+    from billing import services as billing_services
+
+    billing_services.rate_card_create(
+        actor=platform_admin, effective_from=dt.date(2026, 1, 1), gpus=[{
+            "gpu_model": H800, "purchase_price": Decimal("30000"), "depreciation_months": 48,
+            "power_watts": 700, "pue": Decimal("1.3"), "electricity_kwh": Decimal("0.20"),
+            "operations_month": Decimal("365")}])
+    form = {"name": "probe", "pool": "dev", "tier": "development", "image": "trainer:1",
+            "workers": "1", "gpus_per_worker": "2", "gpu_model": H800, "cpu_per_worker": "8",
+            "memory_gib_per_worker": "64", "max_run_hours": "10", "checkpoint_path": "/c"}
+    body = login(bob).post("/t/acme/jobs/preview/", form).json()
+    preview = body["preview"]
+    assert body["errors"] == {} and preview["fits_quota"] and preview["quota"] == 8
+    assert preview["starts_now"] and preview["nodes"] == 1
+    assert Decimal(preview["max_cost"]) > 0 and preview["currency"]
+    bad = login(bob).post("/t/acme/jobs/preview/", {**form, "gpus_per_worker": "12"}).json()
+    assert "the largest has 8" in bad["errors"]["gpus_per_worker"]
+    assert not TrainingJob.objects.exists()

@@ -48,6 +48,9 @@
           {in_use: p.in_use, gpus: p.gpus, quota: p.quota, resource: p.resource}, true),
         p.fits_quota ? "ok" : "error"));
     }
+    if (p.max_cost) {
+      box.appendChild(text("p", t("Cost if it runs for its maximum run time") + ": " + p.max_cost + " " + (p.currency || "")));
+    }
     if (p.starts_now) {
       var sentence;
       if (p.nodes && p.borrowing) {
