@@ -49,7 +49,8 @@
         p.fits_quota ? "ok" : "error"));
     }
     if (p.max_cost) {
-      box.appendChild(text("p", t("Cost if it runs for its maximum run time") + ": " + p.max_cost + " " + (p.currency || "")));
+      box.appendChild(text("p", interpolate(gettext("Cost if it runs for its maximum run time: %(cost)s %(currency)s"),
+        {cost: p.max_cost, currency: p.currency || ""}, true)));
     }
     if (p.starts_now) {
       var sentence;
