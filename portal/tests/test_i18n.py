@@ -118,3 +118,12 @@ def test_a_chinese_invoice_pdf_has_its_glyphs(tenant_a):
     with translation.override("zh-hans"):
         text = PdfReader(io.BytesIO(invoice_pdf(invoice))).pages[0].extract_text()
     assert "账单" in text and "成本中心" in text and "■" not in text
+
+
+def test_javascript_strings_go_through_gettext():
+    """makemessages -d djangojs only finds gettext(...)/ngettext(...) calls: an alias such as
+    t("...") hides the string from the catalogue (and t is not defined in static/js)."""
+    for js in sorted((ROOT / "static" / "js").glob("*.js")):
+        calls = re.findall(r'(?<![\w.$])(\w+)\(\s*"', js.read_text())
+        aliases = sorted({c for c in calls if c in {"t", "_", "__", "tr", "i18n"}})
+        assert aliases == [], f"{js.name}: use gettext()/ngettext()/interpolate(), not {aliases}"
