@@ -124,6 +124,8 @@ def main() -> int:
                          "-Q", "default,k8s,billing", "--loglevel", "WARNING"])
         start("beat", [PY, "-m", "celery", "-A", "portal", "beat", "--loglevel", "WARNING",
                        "-s", str(var / "celerybeat-schedule")])
+        if env.get("TRAINYARD_DEMO_LOAD", "true").lower() in ("1", "true", "yes", "on"):
+            start("demo-load", [PY, str(ROOT / "manage.py"), "demo_load"])
         web = start("web", [PY, str(ROOT / "manage.py"), "runserver", f"{host}:{port}",
                             "--noreload"])
         if _wait_for_port(host, port, 60, web):

@@ -123,3 +123,15 @@ def test_the_live_preview_answers_quota_fit_start_and_cost(login, bob, platform_
     bad = login(bob).post("/t/acme/jobs/preview/", {**form, "gpus_per_worker": "12"}).json()
     assert "the largest has 8" in bad["errors"]["gpus_per_worker"]
     assert not TrainingJob.objects.exists()
+
+
+def test_the_demo_load_submits_jobs_the_pools_may_run(quota, bob):
+    from django.core.management import call_command
+
+    call_command("demo_load", "--count", "3", "--every", "0.01", "--seed", "7")
+    jobs = list(TrainingJob.objects.all())
+    assert len(jobs) == 3
+    for job in jobs:
+        assert job.gpu_model == H800 and job.tier in ("production", "development", "batch")
+        assert job.gpus_per_worker <= 8
+        assert "kubesim.trainyard.io/run-seconds" in job.annotations

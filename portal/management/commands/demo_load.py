@@ -1,0 +1,94 @@
+"""Keep the demo alive: submit realistic training jobs now and then, as researchers would.
+
+Used by `make run` (switch off with TRAINYARD_DEMO_LOAD=false). Jobs go through the same
+service as the submission form; the admission loop, kubesim and the dashboards do the
+rest, so queues, preemptions, resumes and busyness move on their own. Stops on Ctrl-C or
+SIGTERM.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import time
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+from jobs import services
+from jobs.selectors import inventory
+from jobs.templates import TEMPLATES
+from portal.exceptions import ApplicationError
+from tenants.access import access_for
+from tenants.models import Membership, QuotaGrant
+
+
+class Command(BaseCommand):
+    help = "Submit demo training jobs every few seconds until stopped."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--every", type=float, default=8.0,
+                            help="mean seconds between submissions")
+        parser.add_argument("--seed", type=int, default=None)
+        parser.add_argument("--count", type=int, default=0, help="stop after N (0: never)")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        rng = random.Random(options["seed"])
+        stop = False
+
+        def on_signal(signum: int, _frame: object) -> None:
+            nonlocal stop
+            stop = True
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+        submitted = 0
+        while not stop and (not options["count"] or submitted < options["count"]):
+            if self._submit_one(rng):
+                submitted += 1
+            deadline = time.monotonic() + rng.expovariate(1 / options["every"])
+            while not stop and time.monotonic() < deadline:
+                time.sleep(0.2)
+        self.stdout.write(f"demo load: {submitted} jobs submitted")
+
+    def _submit_one(self, rng: random.Random) -> bool:
+        """One job for a random member, on a GPU model its pool was granted."""
+        members = list(Membership.objects.select_related("user", "tenant").filter(
+            tenant__status="active"))
+        if not members:
+            return False
+        membership = rng.choice(members)
+        pool = rng.choice(["dev", "dev", "prod"])
+        grants = list(QuotaGrant.objects.filter(
+            pool__tenant=membership.tenant, pool__kind=pool, superseded_at__isnull=True,
+            resource__startswith="gpu:"))
+        models = inventory().gpus_per_node
+        choices = [g for g in grants if g.resource[4:] in models]
+        if not choices:
+            return False
+        grant = rng.choice(choices)
+        model = grant.resource[4:]
+        key = rng.choice(list(TEMPLATES))
+        template = TEMPLATES[key]
+        per_node = models[model]
+        gpus = min(int(template["gpus_per_worker"]), per_node)
+        workers = int(template["workers"]) if gpus == per_node else 1
+        tier = "production" if pool == "prod" and rng.random() < 0.7 else (
+            "batch" if rng.random() < 0.25 else ("development" if pool == "dev" else "batch"))
+        run_seconds = int(rng.lognormvariate(7.3, 0.8))  # median ~25 min of simulated time
+        data = {
+            "name": f"{key.split('-')[0]}-{rng.randrange(16**6):06x}",
+            "image": "registry.example.org/research/trainer:2.4", "tier": tier,
+            "workers": workers, "gpus_per_worker": gpus, "gpu_model": model,
+            "cpu_per_worker": 8, "memory_gib_per_worker": 32, "max_run_seconds": 6 * 3600,
+            "command": list(template["command"]), "args": list(template["args"]),
+            "expected_seconds": run_seconds,
+            "annotations": {"kubesim.trainyard.io/run-seconds": str(run_seconds),
+                            "kubesim.trainyard.io/gpu-util": str(rng.randint(35, 98))},
+        }
+        try:
+            services.job_submit(access=access_for(membership.user, membership.tenant),
+                                actor=membership.user, pool=pool, data=data, template=key)
+        except ApplicationError as exc:
+            self.stderr.write(f"demo load: {exc.message}")
+            return False
+        return True
