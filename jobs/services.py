@@ -59,6 +59,7 @@ def job_submit(*, access: TenantAccess, actor: AnyUser, pool: str, data: dict[st
     except SubmissionError as exc:
         field, message = next(iter(exc.errors.items()))
         raise ApplicationError(message, field=field, extra={"errors": exc.errors}) from None
+    _check_ceiling(pool_row, clean)
     if TrainingJob.objects.filter(tenant=access.tenant, name=clean["name"]).exists():
         raise Conflict(_("A job named “%(n)s” exists already in this tenant; choose another "
                          "name.") % {"n": clean["name"]}, field="name")
@@ -81,6 +82,27 @@ def job_submit(*, access: TenantAccess, actor: AnyUser, pool: str, data: dict[st
         raise Conflict(_("A job named “%(n)s” exists already in this tenant; choose another "
                          "name.") % {"n": clean["name"]}, field="name") from None
     return job
+
+
+def _check_ceiling(pool: Pool, clean: dict[str, Any]) -> None:
+    """Refuse a job that could never start: more GPUs than the pool may ever hold."""
+    from tenants.selectors import effective_grants
+
+    if not clean["gpus_per_worker"]:
+        return
+    key = (f"mig:{clean['mig_profile']}" if clean["mig_profile"]
+           else f"gpu:{clean['gpu_model']}")
+    quota = effective_grants(pool).get(key, 0)
+    tenant = pool.tenant
+    ceiling = int(quota * tenant.elastic_factor) if tenant.quota_mode == "overcommitted" \
+        else int(quota)
+    wanted = clean["workers"] * clean["gpus_per_worker"]
+    if wanted > ceiling:
+        raise ApplicationError(
+            _("This job asks for %(w)s %(r)s but the %(p)s pool may hold at most %(c)s, so "
+              "it could never start: ask for more quota first, or use fewer workers or GPUs.")
+            % {"w": wanted, "r": key.partition(":")[2], "p": pool.kind, "c": ceiling},
+            field="gpus_per_worker")
 
 
 def _record(job: TrainingJob, from_state: str, to_state: str, reason: str, *,

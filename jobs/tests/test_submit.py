@@ -122,3 +122,12 @@ def test_running_time_counts_only_running_stretches():
     assert running_intervals(transitions, t0 + 8 * h) == [(t0 + 2 * h, t0 + 5 * h),
                                                           (t0 + 7 * h, t0 + 8 * h)]
     assert running_seconds(transitions, t0 + 8 * h) == 4 * 3600
+
+
+def test_a_job_that_could_never_start_is_refused(bob, quota):
+    with pytest.raises(ApplicationError, match="could never start") as err:
+        _submit(bob, quota, workers=2, gpus_per_worker=8)  # 16 > the dev quota of 8
+    assert err.value.field == "gpus_per_worker"
+    with pytest.raises(ApplicationError, match="at most 0"):
+        _submit(bob, quota, name="x", gpu_model="NVIDIA-A100-SXM4-80GB", gpus_per_worker=1)
+    assert not TrainingJob.objects.exists()

@@ -72,6 +72,7 @@ class Command(BaseCommand):
         per_node = models[model]
         gpus = min(int(template["gpus_per_worker"]), per_node)
         workers = int(template["workers"]) if gpus == per_node else 1
+        workers = max(1, min(workers, int(grant.amount) // max(1, gpus)))  # within quota
         tier = "production" if pool == "prod" and rng.random() < 0.7 else (
             "batch" if rng.random() < 0.25 else ("development" if pool == "dev" else "batch"))
         run_seconds = int(rng.lognormvariate(7.3, 0.8))  # median ~25 min of simulated time
