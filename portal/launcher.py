@@ -77,6 +77,8 @@ def main() -> int:
     print("Preparing the database ...", flush=True)
     _manage(env, "migrate", "--noinput", "-v", "0")
     _manage(env, "seed_demo")
+    if env.get("TRAINYARD_DEMO_LOAD", "true").lower() in ("1", "true", "yes", "on"):
+        _manage(env, "seed_history")  # once: 30 days of jobs, usage and last month's invoices
 
     procs: list[tuple[str, subprocess.Popen]] = []
 

@@ -1,0 +1,166 @@
+"""Thirty days of believable history for the demo: finished jobs (some preempted and
+resumed), hourly and daily usage series, daily usage peaks, a rate card, and last
+month's issued invoices. Runs once: it does nothing when history exists already.
+
+Jobs are written with their JobTransitions (the billing source), so GPU-hours, invoices,
+idle rates, wait-time charts and dynamic quota proposals all have data.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from decimal import Decimal
+from typing import Any
+
+from django.core.management.base import BaseCommand
+from django.db import transaction
+from django.utils import timezone
+
+from jobs.models import JobTransition, TrainingJob
+from tenants.models import Pool, QuotaGrant, UsageDaily, UsageSeries
+
+PRICES = {  # purchase price per card, power in watts
+    "NVIDIA-A100-SXM4-80GB": (Decimal("17000"), 400),
+    "NVIDIA-H800": (Decimal("32000"), 700),
+}
+
+
+class Command(BaseCommand):
+    help = "Create 30 days of demo history (idempotent: skipped when history exists)."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--days", type=int, default=30)
+        parser.add_argument("--seed", type=int, default=42)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        now = timezone.now().replace(minute=0, second=0, microsecond=0)
+        if TrainingJob.objects.filter(submitted_at__lt=now - dt.timedelta(days=1)).exists():
+            self.stdout.write("Demo history exists already.")
+            return
+        rng = random.Random(options["seed"])
+        days = options["days"]
+        with transaction.atomic():
+            jobs = self._jobs(rng, now, days)
+            series = self._series(rng, now, days)
+        self.stdout.write(f"Demo history: {jobs} finished jobs, {series} usage rows.")
+        self._invoices(now)
+
+    def _pools(self) -> list[tuple[Pool, dict[str, Decimal]]]:
+        out = []
+        for pool in Pool.objects.select_related("tenant").filter(tenant__status="active"):
+            grants = dict(QuotaGrant.objects.filter(pool=pool, superseded_at__isnull=True,
+                                                    resource__startswith="gpu:")
+                          .values_list("resource", "amount"))
+            if grants:
+                out.append((pool, grants))
+        return out
+
+    def _jobs(self, rng: random.Random, now: dt.datetime, days: int) -> int:
+        created = 0
+        for pool, grants in self._pools():
+            user = pool.tenant.memberships.select_related("user").first()
+            for day in range(days, 0, -1):
+                for n in range(rng.randint(2, 6)):
+                    key, amount = rng.choice(list(grants.items()))
+                    gpus = rng.choice([1, 2, 4, 8])
+                    gpus = min(gpus, int(amount))
+                    submitted = now - dt.timedelta(days=day, hours=rng.uniform(0, 20))
+                    wait = dt.timedelta(minutes=rng.lognormvariate(2.5, 1.0))
+                    run = dt.timedelta(minutes=rng.lognormvariate(4.5, 0.7))
+                    tier = "production" if pool.kind == "prod" else rng.choice(
+                        ["development", "development", "batch"])
+                    job = TrainingJob.objects.create(
+                        tenant=pool.tenant, pool=pool, submitted_by=user.user if user else None,
+                        name=f"hist-{pool.kind}-{day:02d}-{n}-{rng.randrange(16**4):04x}",
+                        image="registry.example.org/research/trainer:2.3", tier=tier,
+                        workers=1, gpus_per_worker=gpus, gpu_model=key[4:],
+                        max_run_seconds=86400, state="succeeded")
+                    TrainingJob.objects.filter(pk=job.pk).update(
+                        submitted_at=submitted, admitted_at=submitted + wait,
+                        started_at=submitted + wait, finished_at=submitted + wait + run,
+                        k8s_name=f"tj-{job.pk}")
+                    steps = [("", "queued", "Submitted", submitted),
+                             ("queued", "admitted", "Admitted", submitted + wait),
+                             ("admitted", "running", "Running", submitted + wait)]
+                    end = submitted + wait + run
+                    if tier != "production" and rng.random() < 0.15:  # preempted, resumed
+                        cut = submitted + wait + run / 2
+                        back = cut + dt.timedelta(minutes=rng.uniform(5, 60))
+                        steps += [("running", "preempting", "Preempted", cut),
+                                  ("preempting", "queued", "Requeued",
+                                   cut + dt.timedelta(minutes=5)),
+                                  ("queued", "admitted", "Admitted", back),
+                                  ("admitted", "running", "Running", back)]
+                        end = back + run / 2
+                        TrainingJob.objects.filter(pk=job.pk).update(restart_count=1,
+                                                                     finished_at=end)
+                    steps.append(("running", "succeeded", "Succeeded", end))
+                    JobTransition.objects.bulk_create(
+                        JobTransition(job=job, from_state=a, to_state=b, reason=r, at=at,
+                                      processed_at=at) for a, b, r, at in steps)
+                    created += 1
+        return created
+
+    def _series(self, rng: random.Random, now: dt.datetime, days: int) -> int:
+        rows: list[UsageSeries] = []
+        dailies: list[UsageDaily] = []
+        for pool, grants in self._pools():
+            for key, amount in grants.items():
+                quota = float(amount)
+                busy = rng.uniform(0.3, 0.9)
+                hourly: list[UsageSeries] = []
+                for hour in range(days * 24, 0, -1):
+                    start = now - dt.timedelta(hours=hour)
+                    diurnal = 0.55 + 0.45 * (1 if 8 <= start.hour <= 20 else 0.3)
+                    allocated = min(quota, max(0.0, quota * busy * diurnal
+                                                + rng.uniform(-1, 1)))
+                    hourly.append(UsageSeries(pool=pool, resource=key, resolution="h",
+                                            start=start, allocated=allocated,
+                                            peak=min(quota, allocated + rng.uniform(0, 1)),
+                                            utilised=allocated * rng.uniform(0.55, 0.95),
+                                            quota=quota, samples=60))
+                rows.extend(hourly)
+                for i, day in enumerate(range(days, 0, -1)):
+                    day_rows = hourly[i * 24:(i + 1) * 24]
+                    start = (now - dt.timedelta(days=day)).replace(hour=0)
+                    mean = sum(r.allocated for r in day_rows) / max(1, len(day_rows))
+                    util = sum(r.utilised or 0 for r in day_rows) / max(1, len(day_rows))
+                    peak = max((r.peak for r in day_rows), default=0.0)
+                    rows.append(UsageSeries(pool=pool, resource=key, resolution="d",
+                                            start=start, allocated=mean, peak=peak,
+                                            utilised=util, quota=quota, samples=1440))
+                    dailies.append(UsageDaily(
+                        pool=pool, resource=key, day=start.date(),
+                        peak=Decimal(f"{peak:.3f}"), total=Decimal(f"{mean * 288:.3f}"),
+                        samples=288, utilised_total=Decimal(f"{util * 288:.3f}"),
+                        utilised_samples=288))
+        UsageSeries.objects.bulk_create(rows, batch_size=2000, ignore_conflicts=True)
+        UsageDaily.objects.bulk_create(dailies, batch_size=2000, ignore_conflicts=True)
+        return len(rows)
+
+    def _invoices(self, now: dt.datetime) -> None:
+        """A rate card from before the history, and last month closed by finance."""
+        from billing import services as billing
+        from billing.models import RateCard
+        from tenants.models import PlatformRole
+
+        admin = PlatformRole.objects.filter(role="platform_admin").select_related("user").first()
+        finance = PlatformRole.objects.filter(role="finance").select_related("user").first()
+        if admin is None or finance is None or RateCard.objects.exists():
+            return
+        first = (now - dt.timedelta(days=70)).date().replace(day=1)
+        try:
+            billing.rate_card_create(
+                actor=admin.user, effective_from=first, egress_gib=Decimal("0.08"),
+                gpus=[{"gpu_model": model, "purchase_price": price, "depreciation_months": 48,
+                       "power_watts": watts, "pue": Decimal("1.3"),
+                       "electricity_kwh": Decimal("0.15"), "operations_month": Decimal("400")}
+                      for model, (price, watts) in PRICES.items()],
+                storage=[{"storage_class": "fast-ssd", "gib_month": Decimal("0.10")}])
+            billing.ledger_ingest_gpu(now=now)
+            last_month = (now.date().replace(day=1) - dt.timedelta(days=1)).replace(day=1)
+            billing.month_close(actor=finance.user, period=last_month, now=now)
+            self.stdout.write(f"Closed {last_month:%Y-%m}: invoices issued.")
+        except Exception as exc:  # the demo still runs without invoices
+            self.stderr.write(f"demo invoices skipped: {exc}")

@@ -1,0 +1,34 @@
+"""The demo: accounts and tenants with quota, and 30 days of history with invoices."""
+
+from django.core.management import call_command
+
+from jobs.models import TrainingJob
+from jobs.timeline import running_seconds
+from tenants.models import PlatformRole, QuotaGrant, Tenant, UsageSeries
+
+
+def test_seed_demo_and_history_make_a_living_demo(db, capsys):
+    call_command("seed_demo")
+    first = capsys.readouterr().out
+    assert "platform" in first and "finance" in first
+    call_command("seed_demo")
+    assert "exist already" in capsys.readouterr().out  # passwords shown once
+    assert set(Tenant.objects.values_list("slug", flat=True)) == {"vision", "nlp", "speech"}
+    assert QuotaGrant.objects.filter(resource="gpu:NVIDIA-H800").exists()
+    assert PlatformRole.objects.filter(role="finance").exists()
+
+    call_command("seed_history")
+    jobs = TrainingJob.objects.all()
+    assert jobs.count() > 300 and set(jobs.values_list("state", flat=True)) == {"succeeded"}
+    job = jobs.filter(restart_count=1).first()
+    assert job is not None  # some were preempted and resumed
+    steps = [(t.to_state, t.at) for t in job.transitions.all()]
+    assert [s for s, _ in steps].count("running") == 2
+    assert running_seconds(steps, job.finished_at) > 0
+    assert UsageSeries.objects.filter(resolution="d").count() >= 30
+    from billing.models import Invoice
+
+    assert Invoice.objects.filter(status="issued", number__isnull=False).exists()  # by finance
+    count = jobs.count()
+    call_command("seed_history")
+    assert TrainingJob.objects.count() == count
