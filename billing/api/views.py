@@ -21,14 +21,8 @@ from rest_framework.response import Response
 from billing import exports, selectors, services
 from billing.api import serializers as s
 from billing.models import Invoice, InvoiceLine, RateCard
-from portal.api import TenantScopedViewSet
+from portal.api import TenantScopedViewSet, validated
 from tenants.access import sees_all_tenants
-
-
-def _valid(serializer_class: type, request: Request) -> dict:
-    serializer = serializer_class(data=request.data)
-    serializer.is_valid(raise_exception=True)
-    return dict(serializer.validated_data)
 
 
 def _file(content: bytes | str, name: str, content_type: str) -> HttpResponse:
@@ -95,7 +89,7 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
     def budget(self, request: Request, tenant_slug: str) -> Response:
         """The monthly budget, this month's spending and the month-end forecast."""
         if request.method == "PUT":
-            data = _valid(s.BudgetSerializer, request)
+            data = validated(s.BudgetSerializer, request)
             services.budget_set(access=self.access, actor=request.user,
                                 amount=data["monthly_amount"])
         st = selectors.budget_status(self.access.tenant)
@@ -129,7 +123,7 @@ class FinanceInvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
     @action(detail=True, methods=["post"], url_path="credit-notes")
     def credit_notes(self, request: Request, pk: str) -> Response:
         """Correct an issued invoice with a credit note (finance)."""
-        data = _valid(s.CreditNoteInput, request)
+        data = validated(s.CreditNoteInput, request)
         note = services.credit_note_issue(actor=request.user, invoice=self.get_object(), **data)
         return Response(s.InvoiceSerializer(note).data, status=status.HTTP_201_CREATED)
 
@@ -149,7 +143,7 @@ class RateCardViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
     @extend_schema(request=s.RateCardInput, responses={201: s.RateCardSerializer})
     def create(self, request: Request) -> Response:
         _staff(request)
-        data = _valid(s.RateCardInput, request)
+        data = validated(s.RateCardInput, request)
         card = services.rate_card_create(actor=request.user, **data)
         return Response(s.RateCardSerializer(card).data, status=status.HTTP_201_CREATED)
 

@@ -16,15 +16,9 @@ from jobs.api import serializers as s
 from jobs.choices import ACTIVE_STATES
 from jobs.models import TrainingJob
 from jobs.validation import SubmissionError, validate_submission
-from portal.api import TenantScopedViewSet
+from portal.api import TenantScopedViewSet, validated
 from portal.exceptions import ApplicationError
 from tenants.access import is_platform_admin
-
-
-def _valid(serializer_class: type, request: Request) -> dict:
-    serializer = serializer_class(data=request.data)
-    serializer.is_valid(raise_exception=True)
-    return dict(serializer.validated_data)
 
 
 class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedViewSet):
@@ -44,7 +38,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedV
 
     @extend_schema(request=s.JobInput, responses={201: s.JobSerializer})
     def create(self, request: Request, tenant_slug: str) -> Response:
-        data = _valid(s.JobInput, request)
+        data = validated(s.JobInput, request)
         job = services.job_submit(access=self.access, actor=request.user,
                                   pool=data.pop("pool"), data=data)
         return Response(s.JobSerializer(job).data, status=status.HTTP_201_CREATED)
@@ -53,7 +47,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedV
     @action(detail=False, methods=["post"])
     def preview(self, request: Request, tenant_slug: str) -> Response:
         """Would this job fit the quota, where would it run, when would it start."""
-        data = _valid(s.JobInput, request)
+        data = validated(s.JobInput, request)
         pool = data.pop("pool")
         try:
             clean = validate_submission(data, pool=pool, inventory=selectors.inventory())
@@ -97,20 +91,20 @@ class PlatformJobViewSet(viewsets.GenericViewSet, mixins.ListModelMixin):
     @extend_schema(request=s.HoldInput, responses=s.JobSerializer)
     @action(detail=True, methods=["post"])
     def hold(self, request: Request, pk: str) -> Response:
-        data = _valid(s.HoldInput, request)
+        data = validated(s.HoldInput, request)
         return Response(s.JobSerializer(services.job_hold(
             actor=request.user, job=self._job(pk), held=True, reason=data["reason"])).data)
 
     @extend_schema(request=s.HoldInput, responses=s.JobSerializer)
     @action(detail=True, methods=["post"])
     def release(self, request: Request, pk: str) -> Response:
-        data = _valid(s.HoldInput, request)
+        data = validated(s.HoldInput, request)
         return Response(s.JobSerializer(services.job_hold(
             actor=request.user, job=self._job(pk), held=False, reason=data["reason"])).data)
 
     @extend_schema(request=s.PriorityInput, responses=s.JobSerializer)
     @action(detail=True, methods=["post"])
     def priority(self, request: Request, pk: str) -> Response:
-        data = _valid(s.PriorityInput, request)
+        data = validated(s.PriorityInput, request)
         return Response(s.JobSerializer(services.job_set_priority(
             actor=request.user, job=self._job(pk), **data)).data)

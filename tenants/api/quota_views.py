@@ -14,18 +14,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal.api import TenantScopedViewSet
+from portal.api import TenantScopedViewSet, validated
 from tenants import selectors, services
 from tenants.access import is_platform_admin, require_platform_admin
 from tenants.api import serializers as s
 from tenants.catalog import fmt_amount
 from tenants.models import Notification, Policy, Pool, QuotaLoan, QuotaRequest
-
-
-def _valid(serializer_class: type, request: Request) -> dict:
-    serializer = serializer_class(data=request.data)
-    serializer.is_valid(raise_exception=True)
-    return dict(serializer.validated_data)
 
 
 class QuotaRequestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
@@ -41,7 +35,7 @@ class QuotaRequestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
 
     @extend_schema(request=s.QuotaRequestInput, responses={201: s.QuotaRequestSerializer})
     def create(self, request: Request, tenant_slug: str) -> Response:
-        data = _valid(s.QuotaRequestInput, request)
+        data = validated(s.QuotaRequestInput, request)
         pool = Pool.objects.get(tenant=self.access.tenant, kind=data.pop("pool"))
         created = services.quota_request_submit(
             access=self.access, actor=request.user, pool=pool,
@@ -88,7 +82,7 @@ class PlatformQuotaRequestViewSet(viewsets.GenericViewSet, mixins.ListModelMixin
     @extend_schema(request=s.ApproveInput, responses=s.QuotaRequestSerializer)
     @action(detail=True, methods=["post"])
     def approve(self, request: Request, pk: str) -> Response:
-        data = _valid(s.ApproveInput, request)
+        data = validated(s.ApproveInput, request)
         done = services.quota_request_approve(actor=request.user, request=self._one(pk),
                                               amended=data["amended"] or None, note=data["note"])
         return Response(s.QuotaRequestSerializer(done).data)
@@ -96,7 +90,7 @@ class PlatformQuotaRequestViewSet(viewsets.GenericViewSet, mixins.ListModelMixin
     @extend_schema(request=s.RejectInput, responses=s.QuotaRequestSerializer)
     @action(detail=True, methods=["post"])
     def reject(self, request: Request, pk: str) -> Response:
-        data = _valid(s.RejectInput, request)
+        data = validated(s.RejectInput, request)
         done = services.quota_request_reject(actor=request.user, request=self._one(pk),
                                              reason=data["reason"])
         return Response(s.QuotaRequestSerializer(done).data)
@@ -121,7 +115,7 @@ class LoanViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScoped
 
     @extend_schema(request=s.LoanInput, responses={201: s.LoanSerializer})
     def create(self, request: Request, tenant_slug: str) -> Response:
-        data = _valid(s.LoanInput, request)
+        data = validated(s.LoanInput, request)
         lender_pool = Pool.objects.get(tenant=self.access.tenant, kind=data.pop("pool"))
         loan = services.loan_propose(access=self.access, actor=request.user,
                                      lender_pool=lender_pool, **data)

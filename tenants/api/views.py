@@ -9,7 +9,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from portal.api import TenantScopedViewSet
+from portal.api import TenantScopedViewSet, validated
 from tenants import services
 from tenants.api import serializers as s
 from tenants.models import Membership, NodeDedication, Pool, QuotaGrant, Tenant
@@ -38,7 +38,7 @@ class TenantViewSet(viewsets.ViewSet):
 
     @extend_schema(request=s.TenantCreateInput, responses={201: s.TenantSerializer})
     def create(self, request: Request) -> Response:
-        data = _valid(s.TenantCreateInput, request)
+        data = validated(s.TenantCreateInput, request)
         tenant = services.tenant_create(actor=request.user, **data)
         response = self._render(request, tenant)
         response.status_code = status.HTTP_201_CREATED
@@ -47,7 +47,7 @@ class TenantViewSet(viewsets.ViewSet):
     @extend_schema(request=s.TenantUpdateInput, responses=s.TenantSerializer)
     def partial_update(self, request: Request, slug: str) -> Response:
         access = tenant_access_or_404(request.user, slug)
-        data = _valid(s.TenantUpdateInput, request)
+        data = validated(s.TenantUpdateInput, request)
         return self._render(request, services.tenant_update(access=access, actor=request.user,
                                                             **data))
 
@@ -57,7 +57,7 @@ class TenantViewSet(viewsets.ViewSet):
         """Delete the tenant's namespaces and everything in them; ``confirm`` repeats the
         slug. The tenant's history and invoices stay (status ``deleted``)."""
         access = tenant_access_or_404(request.user, slug)
-        data = _valid(s.DeleteInput, request)
+        data = validated(s.DeleteInput, request)
         tenant = services.tenant_delete(access=access, actor=request.user, confirm=data["confirm"])
         response = self._render(request, tenant)
         response.status_code = status.HTTP_202_ACCEPTED
@@ -67,7 +67,7 @@ class TenantViewSet(viewsets.ViewSet):
     @action(detail=True, methods=["post"])
     def suspend(self, request: Request, slug: str) -> Response:
         access = tenant_access_or_404(request.user, slug)
-        data = _valid(s.SuspendInput, request)
+        data = validated(s.SuspendInput, request)
         return self._render(request, services.tenant_suspend(access=access, actor=request.user,
                                                              reason=data["reason"]))
 
@@ -90,13 +90,13 @@ class MembershipViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tenant
 
     @extend_schema(request=s.MembershipAddInput, responses={201: s.MembershipSerializer})
     def create(self, request: Request, tenant_slug: str) -> Response:
-        data = _valid(s.MembershipAddInput, request)
+        data = validated(s.MembershipAddInput, request)
         membership = services.membership_add(access=self.access, actor=request.user, **data)
         return Response(s.MembershipSerializer(membership).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=s.MembershipRoleInput, responses=s.MembershipSerializer)
     def partial_update(self, request: Request, tenant_slug: str, pk: str) -> Response:
-        data = _valid(s.MembershipRoleInput, request)
+        data = validated(s.MembershipRoleInput, request)
         membership = services.membership_set_role(access=self.access, actor=request.user,
                                                   membership=self.get_object(), role=data["role"])
         return Response(s.MembershipSerializer(membership).data)
@@ -125,7 +125,7 @@ class PoolViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScoped
     def quota(self, request: Request, tenant_slug: str, kind: str) -> Response:
         """Set the pool's quota (platform admins); applied to the cluster by the sync."""
         self.access.require_platform_admin()
-        data = _valid(s.QuotaSetInput, request)
+        data = validated(s.QuotaSetInput, request)
         services.quota_set(actor=request.user, pool=self.get_object(), **data)
         return Response(s.PoolSerializer(self.get_object()).data)
 
@@ -149,7 +149,7 @@ class DedicatedNodeViewSet(mixins.ListModelMixin, TenantScopedViewSet):
 
     @extend_schema(request=s.NodeDedicationInput, responses={201: s.NodeDedicationSerializer})
     def create(self, request: Request, tenant_slug: str) -> Response:
-        data = _valid(s.NodeDedicationInput, request)
+        data = validated(s.NodeDedicationInput, request)
         dedication = services.node_dedicate(access=self.access, actor=request.user, **data)
         return Response(s.NodeDedicationSerializer(dedication).data,
                         status=status.HTTP_201_CREATED)
@@ -159,9 +159,4 @@ class DedicatedNodeViewSet(mixins.ListModelMixin, TenantScopedViewSet):
                               node_name=self.get_object().node_name)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
-
-def _valid(serializer_class: type, request: Request) -> dict:
-    serializer = serializer_class(data=request.data)
-    serializer.is_valid(raise_exception=True)
-    return dict(serializer.validated_data)
 
