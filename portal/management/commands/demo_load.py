@@ -86,9 +86,12 @@ class Command(BaseCommand):
             "annotations": {"kubesim.trainyard.io/run-seconds": str(run_seconds),
                             "kubesim.trainyard.io/gpu-util": str(rng.randint(35, 98))},
         }
+        access = access_for(membership.user, membership.tenant)
+        if access is None:
+            return False
         try:
-            services.job_submit(access=access_for(membership.user, membership.tenant),
-                                actor=membership.user, pool=pool, data=data, template=key)
+            services.job_submit(access=access, actor=membership.user, pool=pool, data=data,
+                                template=key)
         except ApplicationError as exc:
             self.stderr.write(f"demo load: {exc.message}")
             return False
