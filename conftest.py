@@ -113,3 +113,13 @@ def cluster(kubesim, settings):
     reset_clients()
     yield kubesim
     reset_clients()
+
+
+@pytest.fixture(autouse=True)
+def _celery_results_may_be_awaited():
+    """An in-process Celery worker (the Redis broker test) marks the process as "inside a
+    worker", after which waiting on a result raises; every test starts unmarked."""
+    from celery._state import _set_task_join_will_block
+
+    _set_task_join_will_block(False)
+    yield
