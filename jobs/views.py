@@ -19,7 +19,7 @@ from jobs.models import TrainingJob
 from jobs.timeline import running_seconds
 from jobs.validation import SubmissionError, validate_submission
 from portal.exceptions import ApplicationError
-from tenants.access import is_platform_admin
+from tenants.access import is_platform_admin, platform_admin_or_404
 from tenants.selectors import tenant_access_or_404
 
 
@@ -134,8 +134,7 @@ def job_action(request: HttpRequest, slug: str, pk: int, action: str) -> HttpRes
 @login_required
 def platform_queue(request: HttpRequest) -> HttpResponse:
     """Every active job of every tenant, in the engine's order (platform admins)."""
-    if not is_platform_admin(request.user):
-        raise Http404
+    platform_admin_or_404(request.user)
     jobs = (TrainingJob.objects.filter(state__in=ACTIVE_STATES)
             .select_related("tenant", "pool").order_by("state", "position_in_model",
                                                        "submitted_at"))
@@ -147,8 +146,7 @@ def defrag(request: HttpRequest) -> HttpResponse:
     """Plan and schedule a defragmentation window (platform admins)."""
     from jobs.models import MaintenanceWindow
 
-    if not is_platform_admin(request.user):
-        raise Http404
+    platform_admin_or_404(request.user)
     inventory = selectors.inventory()
     model = request.POST.get("gpu_model") or request.GET.get("gpu_model") or next(
         iter(sorted(inventory.gpus_per_node)), "")

@@ -9,7 +9,7 @@ them), like the other platform pages.
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from drf_spectacular.utils import extend_schema
 from rest_framework.decorators import api_view
@@ -20,22 +20,20 @@ from rest_framework.response import Response
 from k8s_sync.api.serializers import HealthSerializer
 from k8s_sync.health import cluster_health
 from k8s_sync.selectors import capacity_report
-from tenants.access import is_platform_admin
+from tenants.access import is_platform_admin, platform_admin_or_404
 
 
 @login_required
 def capacity(request: HttpRequest) -> HttpResponse:
     """GPU capacity per model, then per node (from the observed cluster)."""
-    if not is_platform_admin(request.user):
-        raise Http404
+    platform_admin_or_404(request.user)
     return render(request, "portal/capacity.html", {"report": capacity_report()})
 
 
 @login_required
 def cluster(request: HttpRequest) -> HttpResponse:
     """Is the API reachable, its version, the training operator, what the watcher saw."""
-    if not is_platform_admin(request.user):
-        raise Http404
+    platform_admin_or_404(request.user)
     return render(request, "portal/cluster.html", {"health": cluster_health()})
 
 

@@ -101,3 +101,11 @@ def access_for(user: AnyUser, tenant: Tenant) -> TenantAccess | None:
 def require_platform_admin(user: AnyUser) -> None:
     if not is_platform_admin(user):
         raise NotAllowed(_("Only a platform admin can do this."))
+
+
+def platform_admin_or_404(user: AnyUser) -> None:
+    """Platform pages do not exist for anyone but platform admins (404, not 403)."""
+    from django.http import Http404
+
+    if not is_platform_admin(user):
+        raise Http404

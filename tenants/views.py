@@ -19,7 +19,7 @@ from django.views.decorators.http import require_POST
 
 from portal.exceptions import ApplicationError
 from tenants import forms, selectors, services
-from tenants.access import is_platform_admin, require_platform_admin
+from tenants.access import platform_admin_or_404, require_platform_admin
 from tenants.catalog import Resource
 from tenants.models import Membership, Pool
 
@@ -29,12 +29,6 @@ User = get_user_model()
 def _form_error(form: Any, exc: ApplicationError) -> None:
     field = exc.field if exc.field in getattr(form, "fields", {}) else None
     form.add_error(field, exc.message)
-
-
-def _platform_admin_or_404(request: HttpRequest) -> None:
-    # Platform pages are invisible to everyone else.
-    if not is_platform_admin(request.user):
-        raise Http404
 
 
 @login_required
@@ -154,7 +148,7 @@ def member_change(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
 
 @login_required
 def platform_tenants(request: HttpRequest) -> HttpResponse:
-    _platform_admin_or_404(request)
+    platform_admin_or_404(request.user)
     form = forms.TenantForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
@@ -172,7 +166,7 @@ def platform_tenants(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def tenant_edit(request: HttpRequest, slug: str) -> HttpResponse:
-    _platform_admin_or_404(request)
+    platform_admin_or_404(request.user)
     access = selectors.tenant_access_or_404(request.user, slug)
     form = forms.TenantForm(request.POST or None, instance=access.tenant, editing=True)
     if request.method == "POST" and form.is_valid():
@@ -208,7 +202,7 @@ def tenant_status(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 def tenant_delete(request: HttpRequest, slug: str) -> HttpResponse:
     """Deleting a tenant: say exactly what will be lost, then require the slug typed."""
-    _platform_admin_or_404(request)
+    platform_admin_or_404(request.user)
     access = selectors.tenant_access_or_404(request.user, slug)
     error = ""
     if request.method == "POST":
@@ -228,7 +222,7 @@ def tenant_delete(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 def people(request: HttpRequest) -> HttpResponse:
-    _platform_admin_or_404(request)
+    platform_admin_or_404(request.user)
     form = forms.UserCreateForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
@@ -249,7 +243,7 @@ def people(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def people_role(request: HttpRequest, user_id: int) -> HttpResponse:
-    _platform_admin_or_404(request)
+    platform_admin_or_404(request.user)
     require_platform_admin(request.user)
     target = get_object_or_404(User, pk=user_id)
     form = forms.PlatformRoleForm(request.POST)
@@ -266,7 +260,7 @@ def people_role(request: HttpRequest, user_id: int) -> HttpResponse:
 
 @login_required
 def audit_log(request: HttpRequest) -> HttpResponse:
-    _platform_admin_or_404(request)
+    platform_admin_or_404(request.user)
     action = request.GET.get("action", "")
     tenant = None
     if request.GET.get("tenant"):

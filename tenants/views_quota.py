@@ -20,7 +20,7 @@ from django.views.decorators.http import require_POST
 
 from portal.exceptions import ApplicationError
 from tenants import forms, selectors, services
-from tenants.access import is_platform_admin
+from tenants.access import platform_admin_or_404
 from tenants.choices import QuotaMode
 from tenants.models import Notification, Policy, Pool, QuotaRequest
 
@@ -125,8 +125,7 @@ def loan_action(request: HttpRequest, slug: str, pk: int, action: str) -> HttpRe
 @login_required
 @require_POST
 def tenant_settings(request: HttpRequest, slug: str) -> HttpResponse:
-    if not is_platform_admin(request.user):
-        raise Http404
+    platform_admin_or_404(request.user)
     access = selectors.tenant_access_or_404(request.user, slug)
     form = forms.TenantSettingsForm(request.POST)
     if form.is_valid():
@@ -140,14 +139,9 @@ def tenant_settings(request: HttpRequest, slug: str) -> HttpResponse:
     return redirect("tenants:quota", slug=slug)
 
 
-def _platform_admin_or_404(request: HttpRequest) -> None:
-    if not is_platform_admin(request.user):
-        raise Http404
-
-
 @login_required
 def request_queue(request: HttpRequest) -> HttpResponse:
-    _platform_admin_or_404(request)
+    platform_admin_or_404(request.user)
     status = request.GET.get("status", "pending")
     page = Paginator(selectors.pending_quota_requests(status), 50).get_page(
         request.GET.get("page"))
@@ -157,7 +151,7 @@ def request_queue(request: HttpRequest) -> HttpResponse:
 @login_required
 def request_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """One request with the facts to decide it; approve (amended) or reject."""
-    _platform_admin_or_404(request)
+    platform_admin_or_404(request.user)
     quota_request = get_object_or_404(QuotaRequest.objects.select_related(
         "tenant", "pool", "requested_by"), pk=pk)
     form = forms.DecisionForm(request.POST or None)
@@ -191,7 +185,7 @@ def _pairs_text(mapping: dict) -> str:
 
 @login_required
 def policy_page(request: HttpRequest) -> HttpResponse:
-    _platform_admin_or_404(request)
+    platform_admin_or_404(request.user)
     policy = Policy.current()
     initial = {
         "overcommit_factors": _pairs_text(policy.overcommit_factors),
