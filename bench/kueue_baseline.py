@@ -328,6 +328,17 @@ def scaling(sizes: Sequence[int] = (1000, 2000, 4000, 8000, 16000)) -> None:
         print(f"  {size:>6} jobs: {median * 1000:7.1f} ms  ({median / size * 1e6:5.1f} us/job)")
 
 
+def print_comparison(s: dict[str, float], scenario: Scenario) -> None:
+    """The figures of ``summarise`` beside Kueue's published averages."""
+    print(f"{'':34}{'Trainyard':>12}{'Kueue':>10}")
+    print(f"{'time to finish all jobs (s)':34}{s['finish_s']:>12.1f}{KUEUE['finish_s']:>10.1f}")
+    print(f"{'lower bound: work / capacity (s)':34}{s['bound_s']:>12.1f}{'':>10}")
+    print(f"{'mean use of tenants quota':34}{s['use']:>12.1%}{KUEUE['use']:>10.1%}")
+    for klass in scenario.classes:
+        label = f"mean time to admission, {klass.name} (s)"
+        print(f"{label:34}{s[klass.name]:>12.2f}{KUEUE[klass.name]:>10.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a 20%% run (--scale 0.2)")
@@ -359,13 +370,7 @@ def main() -> None:
     lat = sorted(stats.latencies)
     p99 = lat[int(0.99 * (len(lat) - 1))]
     print()
-    print(f"{'':34}{'Trainyard':>12}{'Kueue':>10}")
-    print(f"{'time to finish all jobs (s)':34}{s['finish_s']:>12.1f}{KUEUE['finish_s']:>10.1f}")
-    print(f"{'lower bound: work / capacity (s)':34}{s['bound_s']:>12.1f}{'':>10}")
-    print(f"{'mean use of tenants quota':34}{s['use']:>12.1%}{KUEUE['use']:>10.1%}")
-    for klass in scenario.classes:
-        label = f"mean time to admission, {klass.name} (s)"
-        print(f"{label:34}{s[klass.name]:>12.2f}{KUEUE[klass.name]:>10.1f}")
+    print_comparison(s, scenario)
     print()
     kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(stats.preempt_reasons.items()))
     print(f"preemptions: {int(s['preemptions'])} ({kinds or 'none'}); "

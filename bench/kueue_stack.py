@@ -65,7 +65,7 @@ def main() -> None:
     from django.conf import settings
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
-    from kueue_baseline import KUEUE, Record, Scenario, make_workload, summarise
+    from kueue_baseline import Record, Scenario, make_workload, print_comparison, summarise
 
     import jobs.selectors
     from jobs import services as job_services
@@ -175,13 +175,7 @@ def main() -> None:
                 rec.finished_ms = int(ms)
         records.append(rec)
     s = summarise(records, scenario)
-    print(f"{'':34}{'Trainyard':>12}{'Kueue':>10}")
-    print(f"{'time to finish all jobs (s)':34}{s['finish_s']:>12.1f}{KUEUE['finish_s']:>10.1f}")
-    print(f"{'lower bound: work / capacity (s)':34}{s['bound_s']:>12.1f}")
-    print(f"{'mean use of tenants quota':34}{s['use']:>12.1%}{KUEUE['use']:>10.1%}")
-    for klass in scenario.classes:
-        label = f"mean time to admission, {klass.name} (s)"
-        print(f"{label:34}{s[klass.name]:>12.2f}{KUEUE[klass.name]:>10.1f}")
+    print_comparison(s, scenario)
     lag = statistics.fmean((j.submitted_at.timestamp() - origin) * 1000
                            - by_name[j.name].arrival_ms  # type: ignore[attr-defined]
                            for j in TrainingJob.objects.only("name", "submitted_at"))
