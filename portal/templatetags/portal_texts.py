@@ -1,0 +1,15 @@
+"""``{{ value|render_text }}``: a stored text (see :mod:`portal.texts`) in the reader's
+language. Load with ``{% load portal_texts %}``."""
+
+from __future__ import annotations
+
+from django import template
+
+from portal.texts import render
+
+register = template.Library()
+
+
+@register.filter
+def render_text(value: object) -> str:
+    return render(value)  # type: ignore[arg-type]
