@@ -74,12 +74,7 @@ def main() -> int:
                   file=sys.stderr)
             return 2
 
-    print("Preparing the database ...", flush=True)
-    _manage(env, "migrate", "--noinput", "-v", "0")
-    _manage(env, "seed_demo")
-    if env.get("TRAINYARD_DEMO_LOAD", "true").lower() in ("1", "true", "yes", "on"):
-        _manage(env, "seed_history")  # once: 30 days of jobs, usage and last month's invoices
-
+    demo_load = env.get("TRAINYARD_DEMO_LOAD", "true").lower() in ("1", "true", "yes", "on")
     procs: list[tuple[str, subprocess.Popen]] = []
 
     def start(name: str, argv: list[str]) -> subprocess.Popen:
@@ -107,7 +102,9 @@ def main() -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     try:
+        sim = None
         if embedded and (ROOT / "kubesim" / "__main__.py").exists():
+            # kubesim needs no database: it starts while the database is prepared.
             kubeconfig = var / "kubesim" / "kubeconfig"
             sim = start("kubesim", [
                 PY, "-m", "kubesim", "--host", "127.0.0.1", "--port", str(sim_port),
@@ -116,6 +113,12 @@ def main() -> int:
                 "--state", str(var / "kubesim" / "state.json"),
                 "--kubeconfig", str(kubeconfig),
             ])
+        print("Preparing the database ...", flush=True)
+        # Migrate, the demo cast and (once) 30 days of jobs, usage and last month's invoices.
+        _manage(env, "demo_setup", *(["--history"] if demo_load else []))
+        if stopping:
+            return 0
+        if sim is not None:
             if not _wait_for_port("127.0.0.1", sim_port, 30, sim):
                 print("kubesim did not start; see its output above.", file=sys.stderr)
                 return 1
@@ -126,7 +129,7 @@ def main() -> int:
                          "-Q", "default,k8s,billing", "--loglevel", "WARNING"])
         start("beat", [PY, "-m", "celery", "-A", "portal", "beat", "--loglevel", "WARNING",
                        "-s", str(var / "celerybeat-schedule")])
-        if env.get("TRAINYARD_DEMO_LOAD", "true").lower() in ("1", "true", "yes", "on"):
+        if demo_load:
             start("demo-load", [PY, str(ROOT / "manage.py"), "demo_load"])
         web = start("web", [PY, str(ROOT / "manage.py"), "runserver", f"{host}:{port}",
                             "--noreload"])

@@ -207,8 +207,8 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- Celery: Redis in production; a server-less filesystem broker when unset ----------
-CELERY_BROKER_URL = env_str("CELERY_BROKER_URL") or "filesystem://"
-if CELERY_BROKER_URL == "filesystem://":
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL") or "filesystem://localhost//"
+if CELERY_BROKER_URL.startswith("filesystem://"):
     _BROKER_DIR = VAR_DIR / "broker"
     CELERY_BROKER_TRANSPORT_OPTIONS: dict = {
         "data_folder_in": str(_BROKER_DIR / "out"),

@@ -63,7 +63,7 @@ def test_the_embedded_default_needs_no_server(tmp_path):
     values = _settings({"DEBUG": "true", "TRAINYARD_VAR_DIR": str(tmp_path)})
     assert values["db"] == "django.db.backends.sqlite3"
     assert values["db_name"] == str(tmp_path / "trainyard.sqlite3")
-    assert values["broker"] == "filesystem://"
+    assert values["broker"] == "filesystem://localhost//"
     assert values["cache"].endswith("FileBasedCache")
     assert values["cluster"]["embedded"] is True
     assert values["cluster"]["kubeconfig"] == str(tmp_path / "kubesim" / "kubeconfig")

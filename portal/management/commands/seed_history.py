@@ -27,6 +27,7 @@ PRICES = {  # purchase price per card, power in watts
 
 
 class Command(BaseCommand):
+    requires_system_checks: list[str] = []  # run by demo_setup right after migrate
     help = "Create 30 days of demo history (idempotent: skipped when history exists)."
 
     def add_arguments(self, parser: Any) -> None:
