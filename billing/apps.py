@@ -5,3 +5,6 @@ from django.utils.translation import gettext_lazy as _
 class BillingConfig(AppConfig):
     name = "billing"
     verbose_name = _("Billing")
+
+    def ready(self) -> None:
+        from billing import texts  # noqa: F401  (registers the codes)

@@ -7,6 +7,7 @@ import io
 import zipfile
 from collections.abc import Iterable
 from decimal import Decimal
+from xml.sax.saxutils import escape
 
 from django.utils.translation import get_language
 from django.utils.translation import gettext as _
@@ -28,7 +29,7 @@ def filename(invoice: Invoice, ext: str) -> str:
 def _rows(invoice: Invoice, lines: Iterable[InvoiceLine]) -> list[list[str]]:
     head = [_label(invoice), invoice.kind, invoice.status, invoice.tenant_name,
             invoice.cost_center, f"{invoice.period:%Y-%m}", invoice.currency]
-    rows = [[*head, str(n), line.kind, line.description, str(line.quantity), line.unit,
+    rows = [[*head, str(n), line.kind, line.label, str(line.quantity), line.unit_label,
              str(line.unit_price.normalize()), str(line.amount)]
             for n, line in enumerate(lines, 1)]
     rows.append([*head, "", "total", _("Total"), "", "", "", str(invoice.total)])
@@ -80,7 +81,7 @@ def invoice_pdf(invoice: Invoice) -> bytes:
     if invoice.credits is not None:
         facts.append([_("Corrects"), invoice.credits.number or ""])
     lines = list(invoice.lines.all())
-    font, bold = _pdf_fonts([title, *(v for _k, v in facts), *(ln.description for ln in lines)])
+    font, bold = _pdf_fonts([title, *(v for _k, v in facts), *(ln.label for ln in lines)])
     styles["Title"].fontName = bold
     story = [Paragraph(f"Trainyard · {title} {_label(invoice)}", styles["Title"])]
     facts_table = Table(facts, colWidths=[40 * mm, 120 * mm], hAlign="LEFT")
@@ -91,8 +92,9 @@ def invoice_pdf(invoice: Invoice) -> bytes:
     rows: list[list] = [[_("Description"), _("Quantity"), _("Unit"), _("Unit price"),
                          _("Amount")]]
     for line in lines:
-        rows.append([Paragraph(line.description, small), f"{line.quantity.normalize():f}",
-                     line.unit, f"{line.unit_price.normalize():f}", f"{line.amount:,.2f}"])
+        rows.append([Paragraph(escape(line.label), small), f"{line.quantity.normalize():f}",
+                     line.unit_label, f"{line.unit_price.normalize():f}",
+                     f"{line.amount:,.2f}"])
     rows.append(["", "", "", _("Total"), f"{invoice.total:,.2f} {cur}"])
     table = Table(rows, colWidths=[75 * mm, 25 * mm, 25 * mm, 22 * mm, 27 * mm], repeatRows=1)
     table.setStyle(TableStyle([

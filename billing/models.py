@@ -263,12 +263,17 @@ class InvoiceLine(models.Model):
     invoice = models.ForeignKey(Invoice, on_delete=models.CASCADE, related_name="lines")
     position = models.PositiveIntegerField(default=0)
     kind = models.CharField(max_length=12, choices=LineKind.choices)
+    # ``text`` is the description as a stored text (portal.texts): fixed when the line is
+    # written, rendered in the reader's language on the page, CSV and PDF; a plain string
+    # for free text (adjustments) and lines written before it existed. ``description``
+    # keeps its English rendering (search, the admin, logs).
     description = models.CharField(max_length=300)
+    text = models.JSONField(default=str, blank=True)
     resource = models.CharField(max_length=300, blank=True)  # gpu model, mig:..., class
     starts = models.DateField(null=True, blank=True)  # the days the line covers [starts,
     ends = models.DateField(null=True, blank=True)    # ends), for the drill-down
     quantity = models.DecimalField(max_digits=20, decimal_places=4, default=Decimal(0))
-    unit = models.CharField(max_length=20, blank=True)
+    unit = models.CharField(max_length=20, blank=True)  # English key, see billing.texts
     unit_price = models.DecimalField(max_digits=14, decimal_places=6, default=Decimal(0))
     amount = models.DecimalField(max_digits=14, decimal_places=2)
     rate_card = models.ForeignKey(RateCard, null=True, blank=True, on_delete=models.PROTECT,
@@ -293,6 +298,20 @@ class InvoiceLine(models.Model):
     def _guard(self) -> None:
         if Invoice.objects.filter(pk=self.invoice_id, status=InvoiceStatus.ISSUED).exists():
             raise IssuedInvoiceError("lines of an issued invoice cannot be changed")
+
+    @property
+    def label(self) -> str:
+        """The description in the active language."""
+        from portal.texts import render
+
+        return render(self.text or self.description)
+
+    @property
+    def unit_label(self) -> str:
+        """The unit in the active language."""
+        from billing.texts import unit
+
+        return unit(self.unit)
 
 
 class Adjustment(models.Model):

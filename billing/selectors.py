@@ -15,9 +15,8 @@ from typing import Any
 from django.conf import settings
 from django.db.models import F, Q, QuerySet, Sum
 from django.utils import timezone
-from django.utils.translation import gettext as _
 
-from billing import ledger, pricing
+from billing import ledger, pricing, texts
 from billing.choices import InvoiceKind, InvoiceStatus, LineKind
 from billing.models import (
     Adjustment,
@@ -32,6 +31,7 @@ from billing.models import (
     StoragePrice,
     StorageSnapshot,
 )
+from portal.texts import StoredText, english, message
 from tenants.models import Tenant
 
 MIB = 1024**2
@@ -80,21 +80,23 @@ class Schedule:
         return [(self.card_for(a), a, b) for a, b in pairwise(cuts)]
 
     def device_price(self, card: RateCard | None, gpu_model: str, mig_profile: str
-                     ) -> tuple[Decimal | None, str]:
-        """Price per device-hour (a card or one MIG instance) and how it was derived."""
+                     ) -> tuple[Decimal | None, StoredText]:
+        """Price per device-hour (a card or one MIG instance) and how it was derived (a
+        stored text: the GPU model, or which card a MIG slice is priced from)."""
         if card is None:
-            return None, _("no rate card in effect")
+            return None, message(texts.LINE_NO_RATE_CARD)
         prices = self.gpus.get(card.pk, {})
         if not mig_profile:
             price = prices.get(gpu_model)
             return (price.price_per_hour, gpu_model) if price else (None, gpu_model)
         base = prices.get(gpu_model) or _card_for_mig(prices.values(), mig_profile)
         if base is None:
-            return None, f"MIG {mig_profile}"
+            return None, message(texts.LINE_MIG_UNPRICED, profile=mig_profile)
         share = pricing.mig_share(mig_profile, card_memory_gib=base.memory_gib,
                                   rule=card.mig_pricing)
         return (pricing.mig_hour_price(base.price_per_hour, share),
-                f"MIG {mig_profile} on {base.gpu_model} ({_fraction(share)} card)")
+                message(texts.LINE_MIG, profile=mig_profile, model=base.gpu_model,
+                        share=_fraction(share)))
 
 
 def _fraction(share: Decimal) -> str:
@@ -137,7 +139,7 @@ def current_rate_card(day: dt.date | None = None) -> RateCard | None:
 @dataclass
 class LineSpec:
     kind: str
-    description: str
+    text: StoredText  # the description, a stored text shown in the reader's language
     amount: Decimal
     resource: str = ""
     starts: dt.date | None = None
@@ -147,11 +149,18 @@ class LineSpec:
     unit_price: Decimal = Decimal(0)
     rate_card_id: int | None = None
 
+    @property
+    def description(self) -> str:
+        return english(self.text)
 
-def _suffix(card: RateCard | None, split: bool) -> str:
-    if not split or card is None:
-        return ""
-    return " " + _("(prices from %(day)s)") % {"day": card.effective_from.isoformat()}
+
+def _described(what: StoredText, card: RateCard | None, split: bool,
+               priced: bool = True) -> StoredText:
+    """A line's text: ``what``, with the day its prices start when the month is split
+    between rate cards, and a warning when the card has no price for it."""
+    if split and card is not None:
+        what = message(texts.PRICES_FROM, what=what, day=card.effective_from.isoformat())
+    return what if priced else message(texts.NO_PRICE, what=what)
 
 
 def month_lines(period: dt.date, tenant_ids: Iterable[int] | None = None,
@@ -190,12 +199,11 @@ def month_lines(period: dt.date, tenant_ids: Iterable[int] | None = None,
             if not device_seconds:
                 continue
             price, label = sched.device_price(card, row["gpu_model"], row["mig_profile"])
-            unit = _("instance-hours") if row["mig_profile"] else _("GPU-hours")
-            desc = (label or _("GPU")) + _suffix(card, split)
-            if price is None:
-                desc += " " + _("(no price on the rate card)")
+            unit = "instance-hours" if row["mig_profile"] else "GPU-hours"
+            desc = _described(label or message(texts.LINE_GPU), card, split,
+                              priced=price is not None)
             out[tenant_id].append(LineSpec(
-                kind=LineKind.GPU, description=desc,
+                kind=LineKind.GPU, text=desc,
                 resource=f"{row['gpu_model']}|{row['mig_profile']}", starts=a, ends=b,
                 quantity=pricing.hours(device_seconds), unit=unit,
                 unit_price=price or Decimal(0),
@@ -205,9 +213,10 @@ def month_lines(period: dt.date, tenant_ids: Iterable[int] | None = None,
             for tenant_id, milli in cpu_totals.items():
                 if milli:
                     out[tenant_id].append(LineSpec(
-                        kind=LineKind.CPU, description=_("CPU core-hours") + _suffix(card, split),
+                        kind=LineKind.CPU,
+                        text=_described(message(texts.LINE_CPU), card, split),
                         starts=a, ends=b, quantity=pricing.hours(Decimal(milli) / 1000),
-                        unit=_("core-hours"), unit_price=card.cpu_core_hour,
+                        unit="core-hours", unit_price=card.cpu_core_hour,
                         amount=pricing.hourly_amount(Decimal(milli) / 1000, card.cpu_core_hour),
                         rate_card_id=card.pk))
         if card is not None and card.memory_gib_hour:
@@ -216,8 +225,8 @@ def month_lines(period: dt.date, tenant_ids: Iterable[int] | None = None,
                     gib_s = Decimal(mib) / 1024
                     out[tenant_id].append(LineSpec(
                         kind=LineKind.MEMORY,
-                        description=_("Memory GiB-hours") + _suffix(card, split),
-                        starts=a, ends=b, quantity=pricing.hours(gib_s), unit=_("GiB-hours"),
+                        text=_described(message(texts.LINE_MEMORY), card, split),
+                        starts=a, ends=b, quantity=pricing.hours(gib_s), unit="GiB-hours",
                         unit_price=card.memory_gib_hour,
                         amount=pricing.hourly_amount(gib_s, card.memory_gib_hour),
                         rate_card_id=card.pk))
@@ -245,13 +254,12 @@ def month_lines(period: dt.date, tenant_ids: Iterable[int] | None = None,
     for (tenant_id, card_id, storage_class, a, b), byte_seconds in sorted(
             storage.items(), key=lambda kv: (kv[0][0], kv[0][3], kv[0][2])):
         price = sched.storage.get(card_id, {}).get(storage_class) if card_id else None
-        desc = _("Storage %(cls)s") % {"cls": storage_class or "-"} + _suffix(
-            cards_by_id.get(card_id) if card_id else None, split)
-        if price is None:
-            desc += " " + _("(no price on the rate card)")
+        desc = _described(message(texts.LINE_STORAGE, cls=storage_class or "-"),
+                          cards_by_id.get(card_id) if card_id else None, split,
+                          priced=price is not None)
         out[tenant_id].append(LineSpec(
-            kind=LineKind.STORAGE, description=desc, resource=storage_class, starts=a, ends=b,
-            quantity=pricing.gib_months(byte_seconds, month_seconds), unit=_("GiB-months"),
+            kind=LineKind.STORAGE, text=desc, resource=storage_class, starts=a, ends=b,
+            quantity=pricing.gib_months(byte_seconds, month_seconds), unit="GiB-months",
             unit_price=price or Decimal(0),
             amount=pricing.storage_amount(byte_seconds, month_seconds, price or Decimal(0)),
             rate_card_id=card_id))
@@ -268,8 +276,9 @@ def month_lines(period: dt.date, tenant_ids: Iterable[int] | None = None,
                 "tenant_id"):
             if sent:
                 out[tenant_id].append(LineSpec(
-                    kind=LineKind.EGRESS, description=_("Egress") + _suffix(card, split),
-                    starts=a, ends=b, quantity=pricing.gib(sent), unit=_("GiB"),
+                    kind=LineKind.EGRESS,
+                    text=_described(message(texts.LINE_EGRESS), card, split),
+                    starts=a, ends=b, quantity=pricing.gib(sent), unit="GiB",
                     unit_price=price, amount=pricing.egress_amount(sent, price),
                     rate_card_id=card.pk if card else None))
 
@@ -278,7 +287,7 @@ def month_lines(period: dt.date, tenant_ids: Iterable[int] | None = None,
         adjustments = adjustments.filter(tenant_id__in=ids)
     for adj in adjustments:
         out[adj.tenant_id].append(LineSpec(
-            kind=LineKind.ADJUSTMENT, description=adj.description, quantity=Decimal(1),
+            kind=LineKind.ADJUSTMENT, text=adj.description, quantity=Decimal(1),
             unit_price=adj.amount, amount=adj.amount))
     return dict(out)
 

@@ -22,7 +22,7 @@ from django.db.models import Max
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from billing import ledger, selectors
+from billing import ledger, selectors, texts
 from billing.choices import BUDGET_THRESHOLDS, InvoiceKind, InvoiceStatus, LineKind, MigPricing
 from billing.models import (
     Adjustment,
@@ -40,6 +40,7 @@ from billing.models import (
 )
 from billing.recommend import IdleRule, recommend_gpu_quota
 from portal.exceptions import ApplicationError, Conflict, NotAllowed
+from portal.texts import english, message
 from tenants.access import AnyUser, TenantAccess, is_finance, require_platform_admin
 from tenants.models import AuditEvent, Pool, Tenant
 
@@ -345,7 +346,8 @@ def _write_invoices(*, period: dt.date, lines: Mapping[int, list[selectors.LineS
                                            "computed_at"], batch_size=500)
     invoices = new + keep
     InvoiceLine.objects.bulk_create((
-        InvoiceLine(invoice=invoice, position=n, kind=spec.kind, description=spec.description[:300],
+        InvoiceLine(invoice=invoice, position=n, kind=spec.kind, text=spec.text,
+                    description=spec.description[:300],
                     resource=spec.resource, starts=spec.starts, ends=spec.ends,
                     quantity=spec.quantity, unit=spec.unit, unit_price=spec.unit_price,
                     amount=spec.amount, rate_card_id=spec.rate_card_id)
@@ -457,10 +459,10 @@ def credit_note_issue(*, actor: AnyUser, invoice: Invoice, amount: Decimal, reas
             tenant_name=locked.tenant_name, cost_center=locked.cost_center,
             currency=locked.currency, total=-amount, credits=locked, reason=reason,
             computed_at=timezone.now())
+        text = message(texts.LINE_CREDIT, number=locked.number, reason=reason)
         InvoiceLine.objects.create(
             invoice=note, kind=LineKind.CREDIT, quantity=Decimal(1), unit_price=-amount,
-            amount=-amount, description=_("Credit for %(number)s: %(reason)s")
-            % {"number": locked.number, "reason": reason})
+            amount=-amount, text=text, description=english(text)[:300])
         note.number = _next_numbers(f"{settings.TRAINYARD_INVOICE_PREFIX}C",
                                     locked.period.year, 1)[0]
         note.status, note.issued_at, note.issued_by = InvoiceStatus.ISSUED, timezone.now(), actor
@@ -541,12 +543,10 @@ def budget_alerts_check(*, now: dt.datetime | None = None) -> int:
                 tenant=budget.tenant, role=MembershipRole.ADMIN).select_related("user")]
             notify(users=admins, tenant=budget.tenant, email=True,
                    link=reverse("billing:tenant_invoices", kwargs={"slug": budget.tenant.slug}),
-                   message=_("%(tenant)s has spent %(pct)s%% of its monthly budget "
-                             "(%(spent)s of %(budget)s %(cur)s); forecast for the month: "
-                             "%(forecast)s.") % {
-                       "tenant": budget.tenant.name, "pct": threshold, "spent": status.spent,
-                       "budget": budget.monthly_amount, "cur": settings.TRAINYARD_CURRENCY,
-                       "forecast": status.forecast})
+                   text=message(texts.BUDGET_ALERT, tenant=budget.tenant.name, pct=threshold,
+                                spent=str(status.spent), budget=str(budget.monthly_amount),
+                                cur=settings.TRAINYARD_CURRENCY,
+                                forecast=str(status.forecast)))
         sent += 1
     return sent
 

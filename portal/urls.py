@@ -7,6 +7,7 @@ from django.views.i18n import JavaScriptCatalog
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from portal import cluster_views, dashboard_views, metrics_views, views
+from tenants.views import set_language
 
 api_v1 = [
     path("me/", views.me, name="api-me"),
@@ -24,6 +25,8 @@ urlpatterns = [
     path("account/", views.account, name="account"),
     path("account/token/", views.account_token, name="account_token"),
     path("healthz", views.healthz, name="healthz"),
+    # before Django's own: the switcher also remembers a signed-in user's e-mail language
+    path("i18n/setlang/", set_language, name="set_language"),
     path("i18n/", include("django.conf.urls.i18n")),
     path("jsi18n/", JavaScriptCatalog.as_view(), name="javascript-catalog"),
     path("t/<slug:slug>/dashboard/", dashboard_views.tenant_dashboard, name="tenant_dashboard"),

@@ -12,6 +12,7 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from portal.texts import StoredText
 from tenants.choices import (
     LoanStatus,
     MembershipRole,
@@ -166,7 +167,10 @@ class AuditEvent(models.Model):
     tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.SET_NULL,
                                related_name="audit_events")
     action = models.CharField(max_length=64, db_index=True)
-    summary = models.CharField(max_length=500)
+    summary = models.CharField(max_length=500)  # English, for search, logs and the admin
+    # the summary as a stored text (portal.texts), shown in the reader's language; empty
+    # for rows written before it existed (their English ``summary`` is shown)
+    text = models.JSONField(default=str, blank=True)
     data = models.JSONField(default=dict, blank=True)
 
     class Meta:
@@ -174,6 +178,11 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M} {self.action}: {self.summary}"
+
+    @property
+    def shown(self) -> StoredText:
+        """What the audit page shows: the stored text, else the English summary."""
+        return self.text or self.summary
 
 
 class QuotaGrant(models.Model):
@@ -256,12 +265,25 @@ class QuotaRequest(models.Model):
                                    on_delete=models.SET_NULL, related_name="+")
     decided_at = models.DateTimeField(null=True, blank=True)
     decision_note = models.TextField(blank=True)
+    # What the system (not a person) wrote into ``justification`` / ``decision_note``, as
+    # stored texts shown in the reader's language; the text fields keep the English.
+    justification_text = models.JSONField(null=True, blank=True)
+    decision_text = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
 
     def __str__(self) -> str:
         return f"request #{self.pk} for {self.pool} ({self.status})"
+
+    @property
+    def why(self) -> StoredText:
+        """The justification to show: a person's words, or the system's stored text."""
+        return self.justification_text or self.justification
+
+    @property
+    def decision(self) -> StoredText:
+        return self.decision_text or self.decision_note
 
 
 class QuotaRequestItem(models.Model):
@@ -314,12 +336,19 @@ class QuotaLoan(models.Model):
 
 
 class Notification(models.Model):
-    """A message for one user in the portal (also sent by e-mail where it matters)."""
+    """A message for one user in the portal (also sent by e-mail where it matters).
+
+    ``text`` is a stored text (:mod:`portal.texts`): a code and arguments rendered in the
+    reader's language on the page, in the API and in the e-mail; rows from before it
+    existed hold their old message as a plain string. ``message`` keeps the English
+    rendering for the admin, logs and search.
+    """
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
                              related_name="notifications")
     tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.CASCADE)
     message = models.CharField(max_length=500)
+    text = models.JSONField(default=str, blank=True)
     link = models.CharField(max_length=300, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     read_at = models.DateTimeField(null=True, blank=True)
@@ -330,6 +359,24 @@ class Notification(models.Model):
 
     def __str__(self) -> str:
         return self.message
+
+    @property
+    def shown(self) -> StoredText:
+        return self.text or self.message
+
+
+class UserPreference(models.Model):
+    """A user's settings that matter when they are not looking at a page: the language
+    their e-mails are written in (set by the language menu, or at first login from the
+    browser's language)."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                                related_name="preference")
+    language = models.CharField(_("language"), max_length=16, default=settings.LANGUAGE_CODE)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.user}: {self.language}"
 
 
 class Policy(models.Model):

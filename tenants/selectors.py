@@ -426,3 +426,20 @@ def loans_of(tenant: Tenant) -> QuerySet:
 
     return (QuotaLoan.objects.filter(Q(lender__tenant=tenant) | Q(borrower__tenant=tenant))
             .select_related("lender__tenant", "borrower__tenant").order_by("-created_at"))
+
+
+# --- preferences ------------------------------------------------------------------------------
+
+
+def languages_of(users: list[AnyUser]) -> dict[int, str]:
+    """Each user's preferred language (their e-mails are written in it); users without a
+    preference are left out (the caller falls back to ``settings.LANGUAGE_CODE``)."""
+    from tenants.models import UserPreference
+
+    ids = [u.pk for u in users if u is not None and u.pk is not None]
+    return dict(UserPreference.objects.filter(user_id__in=ids).values_list("user_id",
+                                                                            "language"))
+
+
+def language_of(user: AnyUser) -> str:
+    return languages_of([user]).get(user.pk, settings.LANGUAGE_CODE)

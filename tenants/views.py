@@ -269,3 +269,17 @@ def audit_log(request: HttpRequest) -> HttpResponse:
         request.GET.get("page"))
     return render(request, "tenants/audit.html", {"page": page, "action": action,
                                                   "tenant_filter": request.GET.get("tenant", "")})
+
+
+def set_language(request: HttpRequest) -> HttpResponse:
+    """Django's language switcher (``/i18n/setlang/``), and for a signed-in user the
+    language is also remembered as the one their e-mails are written in."""
+    from django.views.i18n import set_language as django_set_language
+
+    from tenants.services.preferences import preference_set_language, supported_language
+
+    response = django_set_language(request)
+    language = request.POST.get("language") if request.method == "POST" else None
+    if request.user.is_authenticated and supported_language(language):
+        preference_set_language(user=request.user, language=language or "")
+    return response

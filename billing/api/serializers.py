@@ -9,10 +9,18 @@ from billing.models import GpuPrice, Invoice, InvoiceLine, RateCard, StoragePric
 
 
 class InvoiceLineSerializer(serializers.ModelSerializer):
+    description = serializers.CharField(source="label", read_only=True,
+                                        help_text="rendered in the request's language")
+    text = serializers.JSONField(read_only=True, help_text=(
+        "the stored description: {code, args}, or a plain string for free text and old "
+        "lines"))
+    unit_label = serializers.CharField(read_only=True,
+                                       help_text="the unit in the request's language")
+
     class Meta:
         model = InvoiceLine
-        fields = ["id", "position", "kind", "description", "resource", "starts", "ends",
-                  "quantity", "unit", "unit_price", "amount"]
+        fields = ["id", "position", "kind", "description", "text", "resource", "starts",
+                  "ends", "quantity", "unit", "unit_label", "unit_price", "amount"]
         read_only_fields = fields
 
 

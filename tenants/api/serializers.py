@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
+from portal.texts import render
 from tenants.choices import MembershipRole, PoolKind
 from tenants.models import (
     Membership,
@@ -16,6 +19,19 @@ from tenants.models import (
     QuotaRequestItem,
     Tenant,
 )
+
+
+class RenderedText(serializers.Field):
+    """A stored text (:mod:`portal.texts`) rendered in the request's language (its
+    ``Accept-Language``, else the language cookie, else English). Read-only."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs["read_only"] = True
+        kwargs.setdefault("help_text", "rendered in the request's language")
+        super().__init__(**kwargs)
+
+    def to_representation(self, value: Any) -> str:
+        return render(value)
 
 
 class PoolSyncSerializer(serializers.Serializer):
@@ -133,6 +149,8 @@ class QuotaRequestSerializer(serializers.ModelSerializer):
     decided_by = serializers.CharField(source="decided_by.username", read_only=True,
                                        default=None)
     items = QuotaRequestItemSerializer(many=True, read_only=True)
+    justification = RenderedText(source="why")
+    decision_note = RenderedText(source="decision")
 
     class Meta:
         model = QuotaRequest
@@ -198,7 +216,10 @@ class PolicySerializer(serializers.ModelSerializer):
 
 class NotificationSerializer(serializers.ModelSerializer):
     tenant = serializers.CharField(source="tenant.slug", read_only=True, default=None)
+    message = RenderedText(source="shown")
+    text = serializers.JSONField(read_only=True, help_text=(
+        "the stored text: {code, args}, or a plain string for free text and old rows"))
 
     class Meta:
         model = Notification
-        fields = ["id", "tenant", "message", "link", "created_at", "read_at"]
+        fields = ["id", "tenant", "message", "text", "link", "created_at", "read_at"]

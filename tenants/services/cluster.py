@@ -9,6 +9,8 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from portal.exceptions import ApplicationError, Conflict
+from portal.texts import message
+from tenants import texts
 from tenants.access import AnyUser, TenantAccess
 from tenants.models import (
     NodeDedication,
@@ -119,5 +121,5 @@ def volumes_reclaimed(*, pool: Pool, names: list[str], days: int) -> None:
         admins = [m.user for m in pool.tenant.memberships.filter(role="admin")
                   .select_related("user")]
         notify(users=admins, tenant=pool.tenant, link=f"/t/{pool.tenant.slug}/",
-               message=_("%(n)s dev volume(s) unused for %(d)s days were deleted: %(v)s")
-               % {"n": len(names), "d": days, "v": ", ".join(names)})
+               text=message(texts.VOLUMES_RECLAIMED, n=len(names), d=days,
+                            v=", ".join(names)))

@@ -12,6 +12,8 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from portal.exceptions import ApplicationError, Conflict, NotAllowed
+from portal.texts import message
+from tenants import texts
 from tenants.access import AnyUser, TenantAccess, require_platform_admin
 from tenants.choices import LoanStatus, TenantStatus
 from tenants.models import Policy, Pool, QuotaGrant, QuotaLoan, Tenant
@@ -68,9 +70,8 @@ def loan_propose(*, access: TenantAccess, actor: AnyUser, lender_pool: Pool, bor
                        f"until {ends_at:%Y-%m-%d}", loan=loan.pk)
         admins = [m.user for m in target.memberships.filter(role="admin").select_related("user")]
         notify(users=admins, tenant=target, link=f"/t/{target.slug}/quota/", email=True,
-               message=_("%(t)s offers to lend you %(a)s %(r)s until %(d)s.")
-               % {"t": access.tenant.slug, "a": value.normalize(), "r": key,
-                  "d": f"{ends_at:%Y-%m-%d}"})
+               text=message(texts.LOAN_OFFERED, t=access.tenant.slug,
+                            a=str(value.normalize()), r=key, d=f"{ends_at:%Y-%m-%d}"))
     return loan
 
 

@@ -1,37 +1,63 @@
-"""Notifications: a row in the portal and, where it matters, an e-mail."""
+"""Notifications: a row in the portal and, where it matters, an e-mail.
+
+The row stores a stored text (:mod:`portal.texts`), so each reader sees it in their own
+language; the e-mail is rendered in each recipient's preferred language (one mail per
+language), whoever caused it.
+"""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable
 
 from django.conf import settings
 from django.core.mail import send_mail
+from django.utils import translation
 
+from portal.texts import StoredText, english, render
 from tenants.access import AnyUser
 from tenants.choices import PlatformRoleName
 from tenants.models import Notification, PlatformRole, Tenant
 
 
-def notify(*, users: Iterable[AnyUser], tenant: Tenant | None, message: str, link: str = "",
-           email: bool = False) -> None:
-    """Tell ``users``; the e-mail goes out after the transaction commits (never for a
-    change that was rolled back), and a mail failure never undoes the change."""
+def notify(*, users: Iterable[AnyUser], tenant: Tenant | None, text: StoredText,
+           link: str = "", email: bool = False) -> None:
+    """Tell ``users`` ``text`` (a :func:`portal.texts.message`, or a plain string); the
+    e-mail goes out after the transaction commits (never for a change that was rolled
+    back), and a mail failure never undoes the change."""
     from django.db import transaction
+
+    from tenants.selectors import languages_of
 
     users = [u for u in users if u is not None]
     Notification.objects.bulk_create(
-        Notification(user=u, tenant=tenant, message=message[:500], link=link) for u in users)
-    recipients = [u.email for u in users if email and u.email]
-    if recipients:
-        url = f"{settings.SITE_URL.rstrip('/')}{link}" if link else settings.SITE_URL
+        Notification(user=u, tenant=tenant, text=text, message=english(text)[:500], link=link)
+        for u in users)
+    recipients = [u for u in users if email and u.email]
+    if not recipients:
+        return
+    languages = languages_of(recipients)
+    groups: dict[str, list[str]] = defaultdict(list)
+    for user in recipients:
+        groups[languages.get(user.pk, settings.LANGUAGE_CODE)].append(user.email)
+    url = f"{settings.SITE_URL.rstrip('/')}{link}" if link else settings.SITE_URL
 
-        def send() -> None:
-            send_mail(subject=f"[Trainyard] {message[:120]}", message=f"{message}\n\n{url}\n",
-                      from_email=None, recipient_list=recipients, fail_silently=True)
-        transaction.on_commit(send)
+    def send() -> None:
+        for language, addresses in sorted(groups.items()):
+            subject, body = email_content(text, url, language)
+            send_mail(subject=subject, message=body, from_email=None,
+                      recipient_list=addresses, fail_silently=True)
+    transaction.on_commit(send)
 
 
-def notify_platform_admins(*, tenant: Tenant | None, message: str, link: str) -> None:
+def email_content(text: StoredText, url: str, language: str) -> tuple[str, str]:
+    """The subject and body of a notification e-mail in ``language``."""
+    with translation.override(language):
+        rendered = render(text)
+        return f"[Trainyard] {rendered[:120]}", f"{rendered}\n\n{url}\n"
+
+
+def notify_platform_admins(*, tenant: Tenant | None, text: StoredText, link: str) -> None:
     admins = [r.user for r in PlatformRole.objects.filter(
         role=PlatformRoleName.PLATFORM_ADMIN).select_related("user")]
-    notify(users=admins, tenant=tenant, message=message, link=link, email=True)
+    notify(users=admins, tenant=tenant, text=text, link=link, email=True)

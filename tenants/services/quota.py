@@ -16,6 +16,8 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from portal.exceptions import ApplicationError, Conflict, NotAllowed
+from portal.texts import english, message
+from tenants import texts
 from tenants.access import AnyUser, TenantAccess, require_platform_admin
 from tenants.catalog import Resource
 from tenants.choices import RequestSource, RequestStatus, TenantStatus
@@ -158,8 +160,7 @@ def quota_request_submit(*, access: TenantAccess, actor: AnyUser, pool: Pool,
                    f"{k}={v.normalize()}" for k, v in parsed.items()), request=request.pk)
         notify_platform_admins(
             tenant=tenant, link=f"/platform/quota-requests/{request.pk}/",
-            message=_("%(t)s asks for more quota in %(p)s.") % {"t": tenant.slug,
-                                                                 "p": pool.kind})
+            text=message(texts.QUOTA_REQUEST_SUBMITTED, t=tenant.slug, p=pool.kind))
     return request
 
 
@@ -172,15 +173,17 @@ def quota_request_propose(*, pool: Pool, amounts: dict[str, Decimal], formula: s
                           ) -> QuotaRequest | None:
     """A dynamic-mode proposal from usage history, for an admin to approve; never applied
     silently. At most one pending proposal per pool: a newer one replaces it."""
+    why = message(texts.QUOTA_PROPOSED_FROM_USAGE)
+    replaced = message(texts.QUOTA_REPLACED_BY_NEWER)
     with transaction.atomic():
         QuotaRequest.objects.filter(pool=pool, source=RequestSource.DYNAMIC,
                                     status=RequestStatus.PENDING).update(
-            status=RequestStatus.CANCELLED, decision_note="replaced by a newer proposal",
-            decided_at=timezone.now())
+            status=RequestStatus.CANCELLED, decision_text=replaced,
+            decision_note=english(replaced), decided_at=timezone.now())
         current = _current_amounts(pool)
         request = QuotaRequest.objects.create(
             tenant=pool.tenant, pool=pool, source=RequestSource.DYNAMIC, formula=formula,
-            justification=_("Proposed from the last 30 days of usage."))
+            justification=english(why), justification_text=why)
         QuotaRequestItem.objects.bulk_create(
             QuotaRequestItem(request=request, resource=k, requested_amount=v,
                              current_amount=current.get(k, Decimal(0)))
@@ -277,18 +280,13 @@ def _decide(request: QuotaRequest, actor: AnyUser, status: str, note: str) -> No
 
 
 def _notify_requester(request: QuotaRequest, *, approved: bool, summary: str) -> None:
+    """Tell the requester, in their language (a rejection reason stays as typed)."""
     if request.requested_by is None:
         return
-    from django.utils import translation
-
-    with translation.override(request.language or "en"):
-        if approved:
-            message = _("Your quota request #%(n)s for %(p)s was approved: %(s)s.")
-        else:
-            message = _("Your quota request #%(n)s for %(p)s was rejected: %(s)s")
-        text = message % {"n": request.pk, "p": request.pool.namespace, "s": summary}
-        notify(users=[request.requested_by], tenant=request.tenant, message=text,
-               link=f"/t/{request.tenant.slug}/quota/", email=True)
+    code = texts.QUOTA_REQUEST_APPROVED if approved else texts.QUOTA_REQUEST_REJECTED
+    notify(users=[request.requested_by], tenant=request.tenant,
+           text=message(code, n=request.pk, p=request.pool.namespace, s=summary),
+           link=f"/t/{request.tenant.slug}/quota/", email=True)
 
 
 # --- temporary quota ------------------------------------------------------------------------

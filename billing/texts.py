@@ -1,0 +1,55 @@
+"""Stored texts of the billing app (see :mod:`portal.texts`): invoice line descriptions
+and budget alerts are kept as a code and arguments and rendered in the reader's language,
+so an issued invoice never changes (its numbers and structured descriptions are fixed)
+while the page, the CSV and the PDF speak the reader's language.
+
+Imported when the app loads (``BillingConfig.ready``). A code, once in a row, keeps its
+meaning and placeholders.
+"""
+
+from __future__ import annotations
+
+from django.utils.translation import gettext_lazy as _
+
+from portal.texts import register
+
+# --- invoice lines ------------------------------------------------------------------------
+
+LINE_GPU = register("billing.line.gpu", _("GPU"))
+LINE_MIG = register("billing.line.mig", _("MIG %(profile)s on %(model)s (%(share)s card)"))
+LINE_MIG_UNPRICED = register("billing.line.mig_unpriced", _("MIG %(profile)s"))
+LINE_NO_RATE_CARD = register("billing.line.no_rate_card", _("no rate card in effect"))
+LINE_CPU = register("billing.line.cpu", _("CPU core-hours"))
+LINE_MEMORY = register("billing.line.memory", _("Memory GiB-hours"))
+LINE_STORAGE = register("billing.line.storage", _("Storage %(cls)s"))
+LINE_EGRESS = register("billing.line.egress", _("Egress"))
+LINE_CREDIT = register("billing.line.credit", _("Credit for %(number)s: %(reason)s"))
+# wrappers around a line's text (``what``): split months and missing prices
+PRICES_FROM = register("billing.line.prices_from", _("%(what)s (prices from %(day)s)"))
+NO_PRICE = register("billing.line.no_price", _("%(what)s (no price on the rate card)"))
+
+# --- notifications ------------------------------------------------------------------------
+
+BUDGET_ALERT = register(
+    "billing.budget.alert",
+    _("%(tenant)s has spent %(pct)s%% of its monthly budget (%(spent)s of %(budget)s "
+      "%(cur)s); forecast for the month: %(forecast)s."))
+
+# --- units --------------------------------------------------------------------------------
+
+# An invoice line stores its unit in English (the key); it is shown in the reader's
+# language. Rows written before this in another language show their unit as it is.
+UNITS = {
+    "GPU-hours": _("GPU-hours"),
+    "instance-hours": _("instance-hours"),
+    "core-hours": _("core-hours"),
+    "GiB-hours": _("GiB-hours"),
+    "GiB-months": _("GiB-months"),
+    "GiB": _("GiB"),
+}
+
+
+def unit(key: str) -> str:
+    """The unit ``key`` in the active language."""
+    label = UNITS.get(key)
+    return str(label) if label is not None else key

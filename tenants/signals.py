@@ -1,0 +1,20 @@
+"""Receivers of the tenants app: a user's first login records their browser's language
+as the language of their e-mails (until they pick one in the language menu)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.signals import user_logged_in
+from django.dispatch import receiver
+
+
+@receiver(user_logged_in, dispatch_uid="tenants.language_at_login")
+def language_at_login(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:
+    from django.utils.translation import get_language_from_request
+
+    from tenants.services.preferences import preference_default_language
+
+    if request is None:
+        return
+    preference_default_language(user=user, language=get_language_from_request(request))
