@@ -40,17 +40,18 @@ from billing.models import (
 )
 from billing.recommend import IdleRule, recommend_gpu_quota
 from portal.exceptions import ApplicationError, Conflict, NotAllowed
-from portal.texts import english, message
+from portal.texts import StoredText, english, message
 from tenants.access import AnyUser, TenantAccess, is_finance, require_platform_admin
 from tenants.models import AuditEvent, Pool, Tenant
 
 CHUNK = 2000
 
 
-def _audit(*, actor: Any, action: str, summary: str, tenant: Tenant | None = None,
+def _audit(*, actor: Any, action: str, text: StoredText, tenant: Tenant | None = None,
            **data: Any) -> None:
     AuditEvent.objects.create(actor=actor if actor and actor.is_authenticated else None,
-                              tenant=tenant, action=action, summary=summary, data=data)
+                              tenant=tenant, action=action, text=text,
+                              summary=english(text)[:500], data=data)
 
 
 def _require_finance(actor: AnyUser) -> None:
@@ -113,7 +114,7 @@ def rate_card_create(*, actor: AnyUser, effective_from: dt.date, gpus: Iterable[
             sp.full_clean(exclude=["card"])
             sp.save()
         _audit(actor=actor, action="billing.rate_card.create",
-               summary=f"rate card from {effective_from}", card=card.pk)
+               text=message(texts.AUDIT_RATE_CARD, day=str(effective_from)), card=card.pk)
     return card
 
 
@@ -431,7 +432,8 @@ def month_close(*, actor: AnyUser, period: dt.date, now: dt.datetime | None = No
         closing.seconds = time.perf_counter() - started
         closing.save()
         _audit(actor=actor, action="billing.month.close",
-               summary=f"closed {period:%Y-%m}: {len(invoices)} invoices",
+               text=message(texts.AUDIT_MONTH_CLOSE, month=f"{period:%Y-%m}",
+                            n=len(invoices)),
                period=period.isoformat(), total=str(closing.total))
     return closing
 
@@ -468,7 +470,8 @@ def credit_note_issue(*, actor: AnyUser, invoice: Invoice, amount: Decimal, reas
         note.status, note.issued_at, note.issued_by = InvoiceStatus.ISSUED, timezone.now(), actor
         note.save()
         _audit(actor=actor, action="billing.credit_note", tenant=locked.tenant,
-               summary=f"credit note {note.number} of {amount} for {locked.number}")
+               text=message(texts.AUDIT_CREDIT_NOTE, number=note.number, amount=str(amount),
+                            invoice=locked.number))
     return note
 
 
@@ -484,7 +487,8 @@ def adjustment_add(*, actor: AnyUser, tenant: Tenant, period: dt.date, descripti
         adj = Adjustment.objects.create(tenant=tenant, period=period, description=description,
                                         amount=amount, created_by=actor)
         _audit(actor=actor, action="billing.adjustment", tenant=tenant,
-               summary=f"adjustment {amount} for {period:%Y-%m}: {description}")
+               text=message(texts.AUDIT_ADJUSTMENT, amount=str(amount),
+                            month=f"{period:%Y-%m}", description=description))
     return adj
 
 
@@ -498,14 +502,15 @@ def budget_set(*, access: TenantAccess, actor: AnyUser, amount: Decimal | None) 
     with transaction.atomic():
         if not amount:
             Budget.objects.filter(tenant=tenant).delete()
-            _audit(actor=actor, action="billing.budget", tenant=tenant, summary="budget removed")
+            _audit(actor=actor, action="billing.budget", tenant=tenant,
+                   text=message(texts.AUDIT_BUDGET_REMOVED))
             return None
         if amount < 0:
             raise ApplicationError(_("A budget cannot be negative."), field="amount")
         budget, _created = Budget.objects.update_or_create(
             tenant=tenant, defaults={"monthly_amount": amount, "updated_by": actor})
         _audit(actor=actor, action="billing.budget", tenant=tenant,
-               summary=f"monthly budget {amount}")
+               text=message(texts.AUDIT_BUDGET_SET, amount=str(amount)))
     return budget
 
 

@@ -35,6 +35,17 @@ BUDGET_ALERT = register(
     _("%(tenant)s has spent %(pct)s%% of its monthly budget (%(spent)s of %(budget)s "
       "%(cur)s); forecast for the month: %(forecast)s."))
 
+# --- audit log (AuditEvent.text; the English goes to ``summary``) --------------------------
+
+AUDIT_RATE_CARD = register("billing.audit.rate_card", _("rate card from %(day)s"))
+AUDIT_MONTH_CLOSE = register("billing.audit.month_close", _("closed %(month)s: %(n)s invoices"))
+AUDIT_CREDIT_NOTE = register("billing.audit.credit_note",
+                             _("credit note %(number)s of %(amount)s for %(invoice)s"))
+AUDIT_ADJUSTMENT = register("billing.audit.adjustment",
+                            _("adjustment %(amount)s for %(month)s: %(description)s"))
+AUDIT_BUDGET_REMOVED = register("billing.audit.budget_removed", _("budget removed"))
+AUDIT_BUDGET_SET = register("billing.audit.budget_set", _("monthly budget %(amount)s"))
+
 # --- units --------------------------------------------------------------------------------
 
 # An invoice line stores its unit in English (the key); it is shown in the reader's

@@ -34,3 +34,55 @@ QUOTA_PROPOSED_FROM_USAGE = register(
     "tenants.quota_request.proposed_from_usage", _("Proposed from the last 30 days of usage."))
 QUOTA_REPLACED_BY_NEWER = register(
     "tenants.quota_request.replaced", _("Replaced by a newer proposal."))
+
+# --- audit log (AuditEvent.text; the English goes to ``summary``) --------------------------
+
+AUDIT_NODE_DEDICATE = register("tenants.audit.node_dedicate",
+                               _("dedicated node %(node)s to %(tenant)s"))
+AUDIT_NODE_RELEASE = register("tenants.audit.node_release", _("released node %(node)s"))
+AUDIT_VOLUME_RECLAIM = register(
+    "tenants.audit.volume_reclaim",
+    _("deleted %(n)s dev volume(s) unused for %(days)s days: %(volumes)s"))
+AUDIT_LOAN_PROPOSE = register(
+    "tenants.audit.loan_propose",
+    _("offered %(amount)s %(resource)s to %(borrower)s until %(day)s"))
+AUDIT_LOAN_ACCEPT = register(
+    "tenants.audit.loan_accept",
+    _("accepted the loan of %(amount)s %(resource)s from %(lender)s to %(borrower)s"))
+AUDIT_LOAN_DECLINE = register(
+    "tenants.audit.loan_decline",
+    _("declined the loan of %(amount)s %(resource)s from %(lender)s to %(borrower)s"))
+AUDIT_LOAN_END = register(
+    "tenants.audit.loan_end",
+    _("ended the loan of %(amount)s %(resource)s from %(lender)s to %(borrower)s"))
+AUDIT_POLICY_UPDATE = register("tenants.audit.policy_update", _("changed policy: %(fields)s"))
+AUDIT_QUOTA_SET = register("tenants.audit.quota_set", _("set quota of %(pool)s: %(amounts)s"))
+AUDIT_REQUEST_SUBMIT = register("tenants.audit.request_submit",
+                                _("requested quota for %(pool)s: %(amounts)s"))
+AUDIT_REQUEST_PROPOSE = register("tenants.audit.request_propose",
+                                 _("proposed quota for %(pool)s from usage"))
+AUDIT_REQUEST_APPROVE = register("tenants.audit.request_approve",
+                                 _("approved request #%(n)s: %(amounts)s"))
+AUDIT_REQUEST_APPROVE_AMENDED = register(
+    "tenants.audit.request_approve_amended",
+    _("approved request #%(n)s with amendments: %(amounts)s"))
+AUDIT_REQUEST_REJECT = register("tenants.audit.request_reject",
+                                _("rejected request #%(n)s: %(reason)s"))
+AUDIT_REQUEST_CANCEL = register("tenants.audit.request_cancel", _("withdrew request #%(n)s"))
+AUDIT_TENANT_CREATE = register("tenants.audit.tenant_create", _("created tenant %(tenant)s"))
+AUDIT_TENANT_UPDATE = register("tenants.audit.tenant_update",
+                               _("changed %(fields)s of %(tenant)s"))
+AUDIT_TENANT_SUSPEND = register("tenants.audit.tenant_suspend",
+                                _("suspended %(tenant)s: %(reason)s"))
+AUDIT_TENANT_REACTIVATE = register("tenants.audit.tenant_reactivate",
+                                   _("reactivated %(tenant)s"))
+AUDIT_TENANT_DELETE = register("tenants.audit.tenant_delete",
+                               _("started deleting %(tenant)s and its namespaces"))
+AUDIT_TENANT_DELETED = register("tenants.audit.tenant_deleted",
+                                _("namespaces removed; tenant deleted"))
+AUDIT_MEMBER_ADD = register("tenants.audit.member_add", _("added %(user)s as %(role)s"))
+AUDIT_MEMBER_ROLE = register("tenants.audit.member_role", _("made %(user)s %(role)s"))
+AUDIT_MEMBER_REMOVE = register("tenants.audit.member_remove", _("removed %(user)s"))
+AUDIT_USER_CREATE = register("tenants.audit.user_create", _("created user %(user)s"))
+AUDIT_ROLE_GRANT = register("tenants.audit.role_grant", _("granted %(role)s to %(user)s"))
+AUDIT_ROLE_REVOKE = register("tenants.audit.role_revoke", _("revoked %(role)s from %(user)s"))

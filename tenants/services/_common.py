@@ -8,6 +8,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from portal.exceptions import ApplicationError
+from portal.texts import StoredText, english
 from tenants.models import (
     AuditEvent,
     Pool,
@@ -17,10 +18,13 @@ from tenants.models import (
 __all__ = ["_audit", "_clean", "_schedule_nodes_sync", "_schedule_pools", "_schedule_sync"]
 
 
-def _audit(*, actor: Any, action: str, summary: str, tenant: Tenant | None = None,
+def _audit(*, actor: Any, action: str, text: StoredText, tenant: Tenant | None = None,
            **data: Any) -> None:
+    """One audit row: ``text`` (a stored text: shown in the reader's language on the audit
+    page) and its English rendering as ``summary``."""
     AuditEvent.objects.create(actor=actor if actor and actor.is_authenticated else None,
-                              tenant=tenant, action=action, summary=summary, data=data)
+                              tenant=tenant, action=action, text=text,
+                              summary=english(text)[:500], data=data)
 
 
 def _schedule_sync(tenant: Tenant) -> None:

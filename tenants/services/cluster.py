@@ -79,7 +79,8 @@ def node_dedicate(*, access: TenantAccess, actor: AnyUser, node_name: str,
         dedication = NodeDedication.objects.create(node_name=node_name, tenant=access.tenant,
                                                    reason=reason.strip(), created_by=actor)
         _audit(actor=actor, action="node.dedicate", tenant=access.tenant,
-               summary=f"dedicated node {node_name} to {access.tenant.slug}", node=node_name)
+               text=message(texts.AUDIT_NODE_DEDICATE, node=node_name,
+                            tenant=access.tenant.slug), node=node_name)
         _schedule_nodes_sync()
     return dedication
 
@@ -92,7 +93,7 @@ def node_release(*, access: TenantAccess, actor: AnyUser, node_name: str) -> Non
                                                        tenant=access.tenant).delete()
         if deleted:
             _audit(actor=actor, action="node.release", tenant=access.tenant,
-                   summary=f"released node {node_name}", node=node_name)
+                   text=message(texts.AUDIT_NODE_RELEASE, node=node_name), node=node_name)
             _schedule_nodes_sync()
 
 
@@ -116,8 +117,8 @@ def volumes_reclaimed(*, pool: Pool, names: list[str], days: int) -> None:
     with transaction.atomic():
         VolumeUse.objects.filter(namespace=pool.namespace, name__in=names).delete()
         _audit(actor=None, action="volume.reclaim", tenant=pool.tenant,
-               summary=f"deleted {len(names)} dev volume(s) unused for {days} days: "
-                       + ", ".join(names), volumes=names)
+               text=message(texts.AUDIT_VOLUME_RECLAIM, n=len(names), days=days,
+                            volumes=", ".join(names)), volumes=names)
         admins = [m.user for m in pool.tenant.memberships.filter(role="admin")
                   .select_related("user")]
         notify(users=admins, tenant=pool.tenant, link=f"/t/{pool.tenant.slug}/",

@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from portal.exceptions import ApplicationError, Conflict, NotAllowed
-from portal.texts import message
+from portal.texts import StoredText, message
 from tenants import texts
 from tenants.access import AnyUser, TenantAccess, require_platform_admin
 from tenants.choices import LoanStatus, TenantStatus
@@ -66,8 +66,9 @@ def loan_propose(*, access: TenantAccess, actor: AnyUser, lender_pool: Pool, bor
                                         amount=value, ends_at=ends_at, note=note.strip(),
                                         proposed_by=actor)
         _audit(actor=actor, action="loan.propose", tenant=access.tenant,
-               summary=f"offered {value.normalize()} {key} to {target.slug}/{pool.kind} "
-                       f"until {ends_at:%Y-%m-%d}", loan=loan.pk)
+               text=message(texts.AUDIT_LOAN_PROPOSE, amount=str(value.normalize()),
+                            resource=key, borrower=f"{target.slug}/{pool.kind}",
+                            day=f"{ends_at:%Y-%m-%d}"), loan=loan.pk)
         admins = [m.user for m in target.memberships.filter(role="admin").select_related("user")]
         notify(users=admins, tenant=target, link=f"/t/{target.slug}/quota/", email=True,
                text=message(texts.LOAN_OFFERED, t=access.tenant.slug,
@@ -93,7 +94,8 @@ def loan_decide(*, access: TenantAccess, actor: AnyUser, loan: QuotaLoan, accept
         locked.save(update_fields=["status", "decided_by", "started_at"])
         verb = "accepted" if accept else "declined"
         _audit(actor=actor, action=f"loan.{verb}", tenant=locked.borrower.tenant,
-               summary=f"{verb} {locked}", loan=locked.pk)
+               text=_loan_text(texts.AUDIT_LOAN_ACCEPT if accept else texts.AUDIT_LOAN_DECLINE,
+                               locked), loan=locked.pk)
         if accept:
             _schedule_pools([locked.lender_id, locked.borrower_id])
     return locked
@@ -117,10 +119,15 @@ def loan_end(*, loan: QuotaLoan, actor: AnyUser | None = None,
         locked.ended_at = timezone.now()
         locked.save(update_fields=["status", "ended_at"])
         _audit(actor=actor, action="loan.end", tenant=locked.lender.tenant,
-               summary=f"ended {locked}", loan=locked.pk)
+               text=_loan_text(texts.AUDIT_LOAN_END, locked), loan=locked.pk)
         if was_active:
             _schedule_pools([locked.lender_id, locked.borrower_id])
     return locked
+
+
+def _loan_text(code: str, loan: QuotaLoan) -> StoredText:
+    return message(code, amount=str(loan.amount.normalize()), resource=loan.resource,
+                   lender=str(loan.lender), borrower=str(loan.borrower))
 
 
 def loans_expire(*, now: dt.datetime | None = None) -> int:
@@ -189,6 +196,6 @@ def policy_update(*, actor: AnyUser, **fields: Any) -> Policy:
         policy.save()
         if changes:
             _audit(actor=actor, action="policy.update",
-                   summary="changed policy: " + ", ".join(sorted(changes)),
+                   text=message(texts.AUDIT_POLICY_UPDATE, fields=", ".join(sorted(changes))),
                    changes={k: str(v) for k, v in changes.items()})
     return policy

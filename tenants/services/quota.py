@@ -71,8 +71,8 @@ def _grant(*, actor: AnyUser | None, pool: Pool, amounts: dict[str, Decimal], re
             valid_until=valid_until, restore_amount=restore, request=request))
     if created:
         _audit(actor=actor, action="quota.set", tenant=pool.tenant,
-               summary=f"set quota of {pool}: " + ", ".join(
-                   f"{g.resource}={g.amount.normalize()}" for g in created),
+               text=message(texts.AUDIT_QUOTA_SET, pool=str(pool), amounts=", ".join(
+                   f"{g.resource}={g.amount.normalize()}" for g in created)),
                pool=pool.kind, amounts={g.resource: str(g.amount) for g in created},
                reason=reason, request=request.pk if request else None)
         _schedule_pools([pool.pk])
@@ -156,8 +156,8 @@ def quota_request_submit(*, access: TenantAccess, actor: AnyUser, pool: Pool,
                              current_amount=current.get(k, Decimal(0)))
             for k, v in parsed.items())
         _audit(actor=actor, action="quota_request.submit", tenant=tenant,
-               summary=f"requested quota for {pool}: " + ", ".join(
-                   f"{k}={v.normalize()}" for k, v in parsed.items()), request=request.pk)
+               text=message(texts.AUDIT_REQUEST_SUBMIT, pool=str(pool), amounts=", ".join(
+                   f"{k}={v.normalize()}" for k, v in parsed.items())), request=request.pk)
         notify_platform_admins(
             tenant=tenant, link=f"/platform/quota-requests/{request.pk}/",
             text=message(texts.QUOTA_REQUEST_SUBMITTED, t=tenant.slug, p=pool.kind))
@@ -189,7 +189,7 @@ def quota_request_propose(*, pool: Pool, amounts: dict[str, Decimal], formula: s
                              current_amount=current.get(k, Decimal(0)))
             for k, v in amounts.items())
         _audit(actor=None, action="quota_request.propose", tenant=pool.tenant,
-               summary=f"proposed quota for {pool} from usage", request=request.pk)
+               text=message(texts.AUDIT_REQUEST_PROPOSE, pool=str(pool)), request=request.pk)
     return request
 
 
@@ -227,8 +227,9 @@ def quota_request_approve(*, actor: AnyUser, request: QuotaRequest,
         changed = any(final[k] != i.requested_amount for k, i in items.items())
         summary = ", ".join(f"{k}={v.normalize()}" for k, v in final.items())
         _audit(actor=actor, action="quota_request.approve", tenant=locked.tenant,
-               summary=f"approved request #{locked.pk}" + (" with amendments" if changed else "")
-               + f": {summary}", request=locked.pk, note=note)
+               text=message(texts.AUDIT_REQUEST_APPROVE_AMENDED if changed
+                            else texts.AUDIT_REQUEST_APPROVE, n=locked.pk, amounts=summary),
+               request=locked.pk, note=note)
         _notify_requester(locked, approved=True, summary=summary)
     return locked
 
@@ -245,7 +246,8 @@ def quota_request_reject(*, actor: AnyUser, request: QuotaRequest, reason: str) 
         _require_pending(locked)
         _decide(locked, actor, RequestStatus.REJECTED, reason.strip())
         _audit(actor=actor, action="quota_request.reject", tenant=locked.tenant,
-               summary=f"rejected request #{locked.pk}: {reason.strip()}", request=locked.pk)
+               text=message(texts.AUDIT_REQUEST_REJECT, n=locked.pk, reason=reason.strip()),
+               request=locked.pk)
         _notify_requester(locked, approved=False, summary=reason.strip())
     return locked
 
@@ -261,7 +263,7 @@ def quota_request_cancel(*, access: TenantAccess, actor: AnyUser,
         _require_pending(locked)
         _decide(locked, actor, RequestStatus.CANCELLED, "")
         _audit(actor=actor, action="quota_request.cancel", tenant=locked.tenant,
-               summary=f"withdrew request #{locked.pk}", request=locked.pk)
+               text=message(texts.AUDIT_REQUEST_CANCEL, n=locked.pk), request=locked.pk)
     return locked
 
 

@@ -11,6 +11,8 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from portal.exceptions import ApplicationError, Conflict
+from portal.texts import english, message
+from tenants import texts
 from tenants.access import AnyUser, TenantAccess, require_platform_admin
 from tenants.choices import MembershipRole, PlatformRoleName, PoolKind, TenantStatus
 from tenants.models import (
@@ -48,7 +50,7 @@ def tenant_create(*, actor: AnyUser, slug: str, name: str, cost_center: str,
             for user in admins or []:
                 Membership.objects.create(user=user, tenant=tenant, role=MembershipRole.ADMIN)
             _audit(actor=actor, action="tenant.create", tenant=tenant,
-                   summary=f"created tenant {slug}", slug=slug)
+                   text=message(texts.AUDIT_TENANT_CREATE, tenant=slug), slug=slug)
             _schedule_sync(tenant)
     except IntegrityError:
         raise Conflict(_("A tenant with the slug “%(slug)s” already exists.") % {"slug": slug},
@@ -90,7 +92,8 @@ def tenant_update(*, access: TenantAccess, actor: AnyUser, **fields: Any) -> Ten
     with transaction.atomic():
         tenant.save(update_fields=[*changed, "updated_at"])
         _audit(actor=actor, action="tenant.update", tenant=tenant,
-               summary=f"changed {', '.join(sorted(changed))} of {tenant.slug}",
+               text=message(texts.AUDIT_TENANT_UPDATE, fields=", ".join(sorted(changed)),
+                            tenant=tenant.slug),
                changes={k: str(v) for k, v in changed.items()})
         if "quota_mode" in changed or "elastic_factor" in changed:
             _schedule_sync(tenant)
@@ -113,7 +116,8 @@ def tenant_suspend(*, access: TenantAccess, actor: AnyUser, reason: str) -> Tena
         tenant.suspended_at = timezone.now()
         tenant.save(update_fields=["status", "suspended_reason", "suspended_at", "updated_at"])
         _audit(actor=actor, action="tenant.suspend", tenant=tenant,
-               summary=f"suspended {tenant.slug}: {reason}", reason=reason)
+               text=message(texts.AUDIT_TENANT_SUSPEND, tenant=tenant.slug, reason=reason),
+               reason=reason)
         _schedule_sync(tenant)
     return tenant
 
@@ -130,7 +134,7 @@ def tenant_reactivate(*, access: TenantAccess, actor: AnyUser) -> Tenant:
         tenant.suspended_at = None
         tenant.save(update_fields=["status", "suspended_reason", "suspended_at", "updated_at"])
         _audit(actor=actor, action="tenant.reactivate", tenant=tenant,
-               summary=f"reactivated {tenant.slug}")
+               text=message(texts.AUDIT_TENANT_REACTIVATE, tenant=tenant.slug))
         _schedule_sync(tenant)
     return tenant
 
@@ -179,7 +183,8 @@ def membership_add(*, access: TenantAccess, actor: AnyUser, user: str,
             user=target, tenant=access.tenant, defaults={"role": role})
         if created:
             _audit(actor=actor, action="membership.add", tenant=access.tenant,
-                   summary=f"added {target.get_username()} as {role}",
+                   text=message(texts.AUDIT_MEMBER_ADD, user=target.get_username(),
+                                role=role),
                    user=target.get_username(), role=role)
     return membership
 
@@ -199,7 +204,8 @@ def membership_set_role(*, access: TenantAccess, actor: AnyUser,
         current.role = role
         current.save(update_fields=["role"])
         _audit(actor=actor, action="membership.role", tenant=access.tenant,
-               summary=f"made {current.user.get_username()} {role}",
+               text=message(texts.AUDIT_MEMBER_ROLE, user=current.user.get_username(),
+                            role=role),
                user=current.user.get_username(), role=role)
     return current
 
@@ -218,7 +224,7 @@ def membership_remove(*, access: TenantAccess, actor: AnyUser,
         username = current.user.get_username()
         current.delete()
         _audit(actor=actor, action="membership.remove", tenant=access.tenant,
-               summary=f"removed {username}", user=username)
+               text=message(texts.AUDIT_MEMBER_REMOVE, user=username), user=username)
 
 
 def _require_another_admin(tenant: Tenant, leaving: Membership) -> None:
@@ -255,8 +261,8 @@ def user_create(*, actor: AnyUser, username: str, email: str, password: str,
     user.set_password(password)
     with transaction.atomic():
         user.save()
-        _audit(actor=actor, action="user.create", summary=f"created user {username}",
-               user=username)
+        _audit(actor=actor, action="user.create",
+               text=message(texts.AUDIT_USER_CREATE, user=username), user=username)
     return user
 
 
@@ -277,7 +283,8 @@ def platform_role_set(*, actor: AnyUser, user: AnyUser, role: str,
         if changed:
             verb = "granted" if granted else "revoked"
             _audit(actor=actor, action=f"platform_role.{verb}",
-                   summary=f"{verb} {role} {'to' if granted else 'from'} {user.get_username()}",
+                   text=message(texts.AUDIT_ROLE_GRANT if granted else texts.AUDIT_ROLE_REVOKE,
+                                role=role, user=user.get_username()),
                    user=user.get_username(), role=role)
 
 
@@ -302,7 +309,7 @@ def tenant_delete(*, access: TenantAccess, actor: AnyUser, confirm: str) -> Tena
         tenant.status = TenantStatus.DELETING
         tenant.save(update_fields=["status", "updated_at"])
         _audit(actor=actor, action="tenant.delete", tenant=tenant,
-               summary=f"started deleting {tenant.slug} and its namespaces")
+               text=message(texts.AUDIT_TENANT_DELETE, tenant=tenant.slug))
         _schedule_sync(tenant)
         _schedule_nodes_sync()  # its dedicated nodes return to the shared pool
     return tenant
@@ -315,8 +322,9 @@ def tenant_mark_deleted(*, tenant_id: int) -> None:
             status=TenantStatus.DELETED)
         if updated:
             Membership.objects.filter(tenant_id=tenant_id).delete()
-            AuditEvent.objects.create(tenant_id=tenant_id, action="tenant.deleted",
-                                      summary="namespaces removed; tenant deleted")
+            text = message(texts.AUDIT_TENANT_DELETED)
+            AuditEvent.objects.create(tenant_id=tenant_id, action="tenant.deleted", text=text,
+                                      summary=english(text))
 
 
 def _default_quota(actor: AnyUser, pools: list[Pool]) -> None:
