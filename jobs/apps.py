@@ -5,3 +5,6 @@ from django.utils.translation import gettext_lazy as _
 class JobsConfig(AppConfig):
     name = "jobs"
     verbose_name = _("Jobs")
+
+    def ready(self) -> None:
+        from jobs import texts  # noqa: F401  (registers the jobs app's stored-text codes)

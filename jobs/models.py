@@ -52,13 +52,16 @@ class TrainingJob(models.Model):
                              db_index=True)
     priority = models.IntegerField(default=0)
     held = models.BooleanField(default=False)
-    hold_reason = models.TextField(blank=True)
+    # Stored texts (portal.texts): {"code", "args"}, a list of them, or a plain string (a
+    # reason a person typed, a message from Kubernetes, a row from before codes); shown with
+    # ``|render_text`` / ``portal.texts.render`` in the reader's language.
+    hold_reason = models.JSONField(default=str, blank=True)
     borrowing = models.BooleanField(default=False)
     placement = models.JSONField(default=list, blank=True)  # node per replica, when admitted
     switch = models.CharField(max_length=200, blank=True)
     restart_count = models.PositiveIntegerField(default=0)
     preempt_deadline = models.DateTimeField(null=True, blank=True)
-    preempt_reason = models.TextField(blank=True)
+    preempt_reason = models.JSONField(default=str, blank=True)
     submitted_at = models.DateTimeField(auto_now_add=True)
     admitted_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -68,7 +71,7 @@ class TrainingJob(models.Model):
     position_in_model = models.PositiveIntegerField(null=True, blank=True)
     eta_p50 = models.DateTimeField(null=True, blank=True)
     eta_p90 = models.DateTimeField(null=True, blank=True)
-    wait_reason = models.TextField(blank=True)
+    wait_reason = models.JSONField(default=str, blank=True)   # a stored text
     # the cluster side
     in_cluster = models.BooleanField(default=False)   # the PyTorchJob was created
     cluster_suspended = models.BooleanField(default=True)
@@ -114,8 +117,8 @@ class JobTransition(models.Model):
     job = models.ForeignKey(TrainingJob, on_delete=models.CASCADE, related_name="transitions")
     from_state = models.CharField(max_length=16, blank=True)
     to_state = models.CharField(max_length=16)
-    reason = models.CharField(max_length=100)
-    message = models.TextField(blank=True)
+    reason = models.CharField(max_length=100)   # a short code; shown as ``reason_label``
+    message = models.JSONField(default=str, blank=True)   # a stored text
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                               on_delete=models.SET_NULL, related_name="+")
     at = models.DateTimeField(db_index=True)
@@ -128,6 +131,13 @@ class JobTransition(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job_id}: {self.from_state or '-'} -> {self.to_state} ({self.reason})"
+
+    @property
+    def reason_label(self) -> str:
+        """The reason code's label in the active language (the code itself if unknown)."""
+        from jobs.texts import transition_reason_label
+
+        return transition_reason_label(self.reason)
 
     @property
     def to_state_label(self) -> str:

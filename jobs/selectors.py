@@ -218,9 +218,10 @@ def preview(tenant, pool_kind: str, clean: dict, now):  # type: ignore[no-untype
     """What would happen if this job were submitted now: quota fit, placement, start.
 
     Runs the admission engine on the current state plus this hypothetical job (id -1);
-    nothing is written.
+    nothing is written. ``reason`` is in the active language, ``reason_code`` its code.
     """
     from jobs.admission import JobView, decide
+    from portal.texts import render, text_code
     from tenants.models import Pool
     from tenants.selectors import effective_grants
 
@@ -249,7 +250,8 @@ def preview(tenant, pool_kind: str, clean: dict, now):  # type: ignore[no-untype
         "borrowing": bool(admitted and admitted.borrowing),
         "eta_p50": waiting.eta_p50 if waiting else (now if admitted else None),
         "eta_p90": waiting.eta_p90 if waiting else (now if admitted else None),
-        "reason": waiting.reason if waiting else "",
+        "reason": render(waiting.reason) if waiting else "",
+        "reason_code": text_code(waiting.reason) if waiting else None,
         "position_in_pool": waiting.position_in_pool if waiting else None,
     }
 

@@ -20,6 +20,8 @@ from jobs.choices import ACTIVE_STATES, JobState
 from jobs.models import JobTransition, TrainingJob
 from jobs.validation import SubmissionError, validate_submission
 from portal.exceptions import ApplicationError, Conflict, NotAllowed
+from portal.texts import StoredText, english
+from portal.texts import message as stored_text
 from tenants.access import AnyUser, TenantAccess, require_platform_admin
 from tenants.models import AuditEvent, Pool
 
@@ -106,7 +108,7 @@ def _check_ceiling(pool: Pool, clean: dict[str, Any]) -> None:
 
 
 def _record(job: TrainingJob, from_state: str, to_state: str, reason: str, *,
-            message: str = "", actor: AnyUser | None = None,
+            message: StoredText = "", actor: AnyUser | None = None,
             at: dt.datetime | None = None) -> JobTransition:
     return JobTransition.objects.create(
         job=job, from_state=from_state, to_state=to_state, reason=reason, message=message,
@@ -115,7 +117,7 @@ def _record(job: TrainingJob, from_state: str, to_state: str, reason: str, *,
 
 
 def job_transition(*, job_id: int, from_states: Iterable[str], to_state: str, reason: str,
-                   message: str = "", actor: AnyUser | None = None,
+                   message: StoredText = "", actor: AnyUser | None = None,
                    at: dt.datetime | None = None, **fields: Any) -> bool:
     """Move a job to ``to_state`` if it is in one of ``from_states``; True when it moved.
 
@@ -142,7 +144,8 @@ def job_cancel(*, access: TenantAccess, actor: AnyUser, job: TrainingJob) -> Tra
         return job
     moved = job_transition(job_id=job.pk, from_states=ACTIVE_STATES, to_state=JobState.CANCELLED,
                            reason="Cancelled", actor=actor, finished_at=timezone.now(),
-                           message=_("Cancelled by %(u)s") % {"u": actor.get_username()})
+                           message=stored_text("jobs.transition.cancelled_by",
+                                           u=actor.get_username()))
     if moved:
         schedule_sync(job.pk)
         _kick_admission()
@@ -150,19 +153,25 @@ def job_cancel(*, access: TenantAccess, actor: AnyUser, job: TrainingJob) -> Tra
     return job
 
 
-def job_hold(*, actor: AnyUser, job: TrainingJob, held: bool, reason: str) -> TrainingJob:
-    """Hold a queued job (never admitted while held) or release it (platform admins)."""
+def job_hold(*, actor: AnyUser, job: TrainingJob, held: bool,
+             reason: StoredText) -> TrainingJob:
+    """Hold a queued job (never admitted while held) or release it (platform admins).
+
+    ``reason`` is what a person typed (kept as it is) or a stored text the system wrote
+    (``portal.texts.message(...)``, shown in each reader's language)."""
     require_platform_admin(actor)
-    if not (reason or "").strip():
+    if isinstance(reason, str):
+        reason = reason.strip()
+    if not reason:
         raise ApplicationError(_("Give a reason; it is shown to the job's owners."),
                                field="reason")
     with transaction.atomic():
         TrainingJob.objects.filter(pk=job.pk).update(held=held,
-                                                     hold_reason=reason.strip() if held else "")
+                                                     hold_reason=reason if held else "")
         AuditEvent.objects.create(actor=actor, tenant=job.tenant,
                                   action="job.hold" if held else "job.release",
                                   summary=f"{'held' if held else 'released'} job {job.name}: "
-                                          f"{reason.strip()}", data={"job": job.pk})
+                                          f"{english(reason)}", data={"job": job.pk})
         _kick_admission()
     job.refresh_from_db()
     return job
@@ -210,7 +219,7 @@ def record_waiting(waiting: dict) -> None:  # dict[int, WaitInfo]
         job.position_in_pool = info.position_in_pool
         job.position_in_model = info.position_in_model
         job.eta_p50, job.eta_p90 = info.eta_p50, info.eta_p90
-        job.wait_reason = info.reason[:2000]
+        job.wait_reason = info.reason
     TrainingJob.objects.bulk_update(jobs, ["position_in_pool", "position_in_model", "eta_p50",
                                            "eta_p90", "wait_reason"], batch_size=500)
 
@@ -270,9 +279,9 @@ def window_apply(*, window_id: int, now: dt.datetime | None = None) -> int:
         for job_id in plan.moves:
             if job_transition(job_id=job_id, from_states=[JobState.RUNNING, JobState.ADMITTED],
                               to_state=JobState.PREEMPTING, reason="Preempted",
-                              message=f"maintenance window #{window.pk}: freeing whole "
-                                      f"{window.gpu_model} nodes",
-                              preempt_reason="moved to free whole nodes for maintenance",
+                              message=stored_text("jobs.transition.maintenance",
+                                              window=window.pk, model=window.gpu_model),
+                              preempt_reason=stored_text("jobs.preempt.maintenance"),
                               preempt_deadline=now + dt.timedelta(seconds=300)):
                 schedule_sync(job_id)
                 moved += 1

@@ -27,6 +27,7 @@ from jobs.choices import JobState
 from jobs.models import AdmissionState, TrainingJob
 from k8s_sync import manifests, naming
 from k8s_sync.client import K8sError, get_client, is_transient
+from portal.texts import message as stored_text
 
 log = logging.getLogger(__name__)
 CYCLE_LOCK = "jobs:admission-cycle"
@@ -119,7 +120,7 @@ def observe_jobs(now: dt.datetime) -> dict[str, int]:
             counts["requeued"] += services.job_transition(
                 job_id=job.pk, from_states=[JobState.PREEMPTING], to_state=JobState.QUEUED,
                 reason="Requeued", restart_count=job.restart_count + 1, preempt_deadline=None,
-                message="stopped after its checkpoint grace; it resumes from its checkpoint",
+                message=stored_text("jobs.transition.requeued"),
                 started_at=None, admitted_at=None, borrowing=False, placement=[])
     return counts
 
@@ -169,8 +170,9 @@ def _decide_and_apply(now: dt.datetime) -> dict[str, int]:
                 reason="Admitted", admitted_at=now, borrowing=admission.borrowing,
                 placement=list(admission.placement),
                 switch=_switch_of(admission.placement),
-                message="borrowing idle capacity beyond the pool's quota"
-                if admission.borrowing else "", wait_reason="", position_in_pool=None,
+                message=(stored_text("jobs.transition.borrowing") if admission.borrowing
+                         else ""),
+                wait_reason="", position_in_pool=None,
                 position_in_model=None, eta_p50=None, eta_p90=None):
             admitted += 1
             services.schedule_sync(admission.job_id)

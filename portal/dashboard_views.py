@@ -27,6 +27,7 @@ from jobs.models import TrainingJob
 from k8s_sync.selectors import capacity_report
 from portal import charts, dashboards
 from portal.exceptions import ApplicationError
+from portal.texts import message
 from tenants.access import access_for, is_platform_admin
 from tenants.selectors import tenant_access_or_404
 
@@ -145,8 +146,7 @@ def abnormal_job_action(request: HttpRequest, pk: int, action: str) -> HttpRespo
     if not is_platform_admin(request.user) or action not in ("cancel", "hold"):
         raise Http404
     job = get_object_or_404(TrainingJob.objects.select_related("tenant", "pool"), pk=pk)
-    reason = (request.POST.get("reason") or "").strip() or _(
-        "Held from the cluster page: abnormal GPU use")
+    reason = (request.POST.get("reason") or "").strip() or message("jobs.hold.abnormal")
     try:
         if action == "cancel":
             access = access_for(request.user, job.tenant)

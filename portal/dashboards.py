@@ -38,6 +38,7 @@ from jobs.timeline import running_intervals
 from k8s_sync.naming import namespace_name
 from k8s_sync.selectors import CapacityReport, capacity_report
 from portal import charts
+from portal.texts import render as render_text
 from tenants.access import AnyUser
 from tenants.models import JobUtilisation, Pool, Tenant
 from tenants.selectors import quota_overview
@@ -283,7 +284,8 @@ def waiting_jobs(tenant: Tenant, user: AnyUser, *, limit: int = 50) -> list[dict
                   "gpus_per_worker", "position_in_pool", "position_in_model", "eta_p50",
                   "eta_p90", "wait_reason", "held", "submitted_at")[:limit])
     return [{**row, "gpus": row["workers"] * row["gpus_per_worker"],
-             "resource": short_model(row["mig_profile"] or row["gpu_model"]) or _("CPU")}
+             "resource": short_model(row["mig_profile"] or row["gpu_model"]) or _("CPU"),
+             "wait_reason": render_text(row["wait_reason"])}   # a stored text, rendered
             for row in qs]
 
 

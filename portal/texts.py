@@ -23,7 +23,10 @@ resource name translate inside a sentence. A list of texts renders as its parts 
 typed, a message from Kubernetes, or a row written before its code existed.
 
 Codes are registered with lazy templates so ``makemessages`` finds every one; rendering an
-unknown code falls back to the code and its arguments instead of failing a page.
+unknown code falls back to the code and its arguments instead of failing a page. A
+template may be plural (``ngettext_lazy(singular, plural, "n")``: the form follows the
+argument ``n``) or any object whose ``%`` formats the arguments (e.g. an ordinal or a
+date in the reader's language); :func:`template` returns what a code was registered with.
 
 Pure producers (the admission engine, which must not import Django) build the same
 dicts with :func:`message`-shaped literals; nothing here needs Django until rendering.
@@ -47,6 +50,11 @@ def register(code: str, template: Any) -> str:
 
 def registered(code: str) -> bool:
     return code in _TEMPLATES
+
+
+def template(code: str) -> Any:
+    """The template ``code`` was registered with (None when unknown)."""
+    return _TEMPLATES.get(code)
 
 
 def codes() -> list[str]:
@@ -96,11 +104,28 @@ def render(value: StoredText | None, language: str | None = None) -> str:
         detail = ", ".join(f"{k}={v}" for k, v in sorted(args.items()))
         return f"{code} ({detail})" if detail else str(code)
     try:
-        return str(template) % args if args else str(template)
+        # ``template % args`` (not ``str(template) % args``): a plural template
+        # (``ngettext_lazy(singular, plural, "n")``) picks its form from ``args["n"]``, and
+        # any object with ``__mod__`` may format its arguments itself.
+        return str(template % args) if args else str(template)
     except (KeyError, TypeError, ValueError):
         # A template and its arguments that disagree (a translation with a typo, a row
         # written by an older release) must not break the page that shows it.
         return f"{template} {args}"
+
+
+def text_code(value: StoredText | None) -> str | None:
+    """The code of a stored text (of its first coded part, for a list); None for a plain
+    string or nothing: for APIs and filters that want the reason machine-readable."""
+    if isinstance(value, Mapping):
+        code = value.get("code")
+        return str(code) if code is not None else None
+    if isinstance(value, list):
+        for part in value:
+            code = text_code(part)
+            if code is not None:
+                return code
+    return None
 
 
 def english(value: StoredText | None) -> str:

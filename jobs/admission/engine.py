@@ -49,7 +49,14 @@ from .types import (
     Policy,
     PoolQuota,
     Preemption,
+    Text,
 )
+
+_HELD: Text = {"code": "jobs.wait.held", "args": {}}
+_NO_CPU_NODE: Text = {"code": "jobs.never.no_cpu_node", "args": {}}
+
+_Outcome = tuple[tuple[int, ...], Text, bool, bool, bool]
+"""A turned-away job's outcome: (state it saw, reason, never, capacity-bound, nominal)."""
 
 _MAX_VICTIMS = 256
 """Victims considered for one reclaim attempt (the most preferred ones)."""
@@ -103,7 +110,7 @@ class _Pass(Explainer):
         self.decisions = Decisions()
         self.admitted: dict[int, Admission] = {}
         self.victims: dict[int, Preemption] = {}
-        self.reasons: dict[int, str] = {}
+        self.reasons: dict[int, Text] = {}
         self.capacity_bound: set[int] = set()   # reasons that get a queue-position suffix
         self.never: set[int] = set()            # cannot start without a change: no ETA
         self.nominal_waiting: dict[str, int] = defaultdict(int)
@@ -111,9 +118,9 @@ class _Pass(Explainer):
         self.place_fail: dict[tuple[str, str, int], int] = {}
         self.reclaim_fail: set[tuple[object, ...]] = set()
         self._durations: dict[tuple[str, str], tuple[float, float]] = {}
-        self._why: dict[tuple[object, ...], str] = {}
-        self._outcomes: dict[tuple[object, ...], tuple[tuple[int, ...], str, bool, bool, bool]] = {}
-        self._holders: dict[tuple[str, int], str] = {}
+        self._why: dict[tuple[object, ...], Text] = {}
+        self._outcomes: dict[tuple[object, ...], _Outcome] = {}
+        self._holders: dict[tuple[str, int], Text] = {}
         self._holder_cache: dict[str, tuple[list[float], list[int], list[str]]] = {}
         self._limits: dict[tuple[str, str, str], tuple[int, int]] = {}
 
@@ -285,7 +292,7 @@ class _Pass(Explainer):
         held = sorted((j for j in self.queued if j.held),
                       key=lambda j: (TIER_RANK.get(j.tier, len(TIERS)), j.submitted_at, j.id))
         for job in held:
-            self.reasons[job.id] = "held by a platform admin"
+            self.reasons[job.id] = _HELD
             self.never.add(job.id)
         waiting = [j for j in order if j.id not in self.admitted] + held
         self.explain(waiting)
@@ -323,31 +330,37 @@ class _Pass(Explainer):
     def decide_one(self, job: JobView, key: str) -> None:
         units = job.demand
         tenant, replicas, per = job.tenant, job.replicas, job.gpus_per_replica
-        name = text.resource_name(key)
         if not self.cap.eligible(key, tenant):
-            self.block(job, f"no schedulable node you may use has {name}", never=True)
+            self.block(job, {"code": "jobs.never.no_node_has",
+                             "args": {"resource": text.resource_name(key)}}, never=True)
             return
         if not self.cap.fits_empty(key, tenant, replicas, per):
             node_max, switch_max = self.cap.largest(key, tenant)
             if per > node_max:
-                self.block(job, f"no schedulable node has {per} {name} for one replica; "
-                                f"the largest node has {node_max}", never=True)
+                self.block(job, {"code": "jobs.never.replica_too_large",
+                                 "args": {"per": text.amount(per, key), "largest": node_max}},
+                           never=True)
             else:
-                self.block(job, f"no switch has room for {replicas} replicas of {per} {name} "
-                                f"together; the largest switch has {switch_max}", never=True)
+                self.block(job, {"code": "jobs.never.gang_too_large",
+                                 "args": {"replicas": replicas, "per": text.amount(per, key),
+                                          "largest": switch_max}}, never=True)
             return
         nominal, ceiling = self.limits(job, key)
         tpk = (tenant, job.pool, key)
         batch = job.tier == "batch"
         limit = ceiling if batch or ceiling > nominal else nominal
         if units > limit:
-            what = "ceiling" if limit == ceiling and ceiling > nominal else "quota"
             if limit == 0:
-                self.block(job, f"your tenant has no {job.pool} quota for {name}: ask for quota",
-                           never=True)
+                self.block(job, {"code": "jobs.never.no_quota",
+                                 "args": {"pool": text.pool(job.pool),
+                                          "resource": text.resource_name(key)}}, never=True)
             else:
-                self.block(job, f"asks for {units} {name}, more than your {job.pool} {what} of "
-                                f"{limit}: ask for more quota or make the job smaller", never=True)
+                code = ("jobs.never.above_ceiling" if limit == ceiling and ceiling > nominal
+                        else "jobs.never.above_quota")
+                self.block(job, {"code": code,
+                                 "args": {"amount": text.amount(units, key),
+                                          "pool": text.pool(job.pool), "limit": limit}},
+                           never=True)
             return
         nb, al = self.use_nb[tpk], self.use_all[tpk]
         mode = _mode(batch, units, nb, al, nominal, ceiling)
@@ -366,7 +379,7 @@ class _Pass(Explainer):
         self.block(job, self.why(job, key, mode, nominal, ceiling),
                    capacity=mode != _OVER)
 
-    def block(self, job: JobView, reason: str, *, never: bool = False,
+    def block(self, job: JobView, reason: Text, *, never: bool = False,
               capacity: bool = False) -> None:
         self.reasons[job.id] = reason
         if never:
@@ -404,7 +417,7 @@ class _Pass(Explainer):
         """A CPU-only job: no GPU quota; one schedulable node per replica, round robin."""
         nodes = [n for n in self.cap.cpu_nodes if n.dedicated_to in ("", job.tenant)]
         if not nodes:
-            self.block(job, "no schedulable node you may use", never=True)
+            self.block(job, _NO_CPU_NODE, never=True)
             return
         placement = tuple(nodes[i % len(nodes)].name for i in range(max(job.replicas, 1)))
         self.admitted[job.id] = Admission(job.id, placement, False)
@@ -555,9 +568,9 @@ class _Pass(Explainer):
         self.reserve(key, plan, per, pend)
         self.account(job, key, units)
         deadline = self.now + timedelta(seconds=max(self.grace(v.tier) for v in chosen))
-        tiers = text.tiers_phrase({v.tier for v in chosen})
-        self.block(job, f"waiting for {text.plural(len(chosen), tiers + ' job')} to checkpoint "
-                        f"and stop (by {text.clock(deadline, self.now)})")
+        self.block(job, {"code": "jobs.wait.victims",
+                         "args": {"n": len(chosen), "tiers": text.tiers({v.tier for v in chosen}),
+                                  "by": text.when(deadline, self.now)}})
         return True
 
     def await_preempting(self, job: JobView, key: str, plan: Plan,
@@ -575,8 +588,8 @@ class _Pass(Explainer):
         deadline = max((j.preempt_deadline for j in awaited if j.preempt_deadline is not None),
                        default=self.now)
         count = max(len(awaited), 1)
-        self.block(job, f"waiting for {text.plural(count, 'preempted job')} to checkpoint and "
-                        f"stop (by {text.clock(deadline, self.now)})")
+        self.block(job, {"code": "jobs.wait.preempted",
+                         "args": {"n": count, "by": text.when(deadline, self.now)}})
 
     def release(self, victim: JobView) -> None:
         """Count a victim's units as going away (they stay held: no admission into them)."""
@@ -596,22 +609,28 @@ class _Pass(Explainer):
             if rest and pend.get(slot):
                 pend[slot] -= min(rest, pend[slot])
 
-    def victim_reason(self, victim: JobView, job: JobView, key: str) -> str:
+    def victim_reason(self, victim: JobView, job: JobView, key: str) -> Text:
         name = text.resource_name(key)
         if victim.tier == "batch":
-            return (f"batch jobs run only on idle capacity; a {job.tier} job of {job.tenant} "
-                    f"needs these {name}")
+            return {"code": "jobs.preempt.batch",
+                    "args": {"tier": text.tier(job.tier), "tenant": job.tenant,
+                             "resource": name}}
         if (victim.tenant, victim.pool, victim.tier) == (job.tenant, job.pool, job.tier) and (
                 victim.priority < job.priority):
-            return (f"a higher-priority job of your tenant (priority {job.priority} over "
-                    f"{victim.priority}) needs these {name}")
+            return {"code": "jobs.preempt.priority",
+                    "args": {"priority": job.priority, "theirs": victim.priority,
+                             "resource": name}}
         if victim.borrowing:
-            return (f"returning borrowed {name}: {job.tenant} needs its {job.pool} quota back "
-                    f"for a {job.tier} job")
+            return {"code": "jobs.preempt.return_borrowed",
+                    "args": {"resource": name, "tenant": job.tenant,
+                             "pool": text.pool(job.pool), "tier": text.tier(job.tier)}}
         if TIER_RANK.get(victim.tier, 99) > TIER_RANK.get(job.tier, 99):
-            return f"a {job.tier} job takes precedence over {victim.tier} jobs for these {name}"
-        return (f"a higher-priority job of your tenant (priority {job.priority} over "
-                f"{victim.priority}) needs these {name}")
+            return {"code": "jobs.preempt.tier",
+                    "args": {"tier": text.tier(job.tier), "theirs": text.tier(victim.tier),
+                             "resource": name}}
+        return {"code": "jobs.preempt.priority",
+                "args": {"priority": job.priority, "theirs": victim.priority,
+                         "resource": name}}
 
     # -- watermark -----------------------------------------------------------------------
 
@@ -642,8 +661,8 @@ class _Pass(Explainer):
                     continue   # its pool fell back within nominal with the evictions so far
                 self.victims[victim.id] = Preemption(
                     victim.id,
-                    f"{text.resource_name(key)} are above the {percent}% eviction watermark "
-                    f"while jobs within their quota wait",
+                    {"code": "jobs.preempt.watermark",
+                     "args": {"resource": text.resource_name(key), "percent": percent}},
                     self.grace(victim.tier), None)
                 self.release(victim)
                 alloc -= victim.demand

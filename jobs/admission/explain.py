@@ -15,13 +15,15 @@ from typing import TYPE_CHECKING
 
 from . import text
 from .eta import TPK, KeySim, simulate
-from .types import Admission, Decisions, JobView, Preemption, WaitInfo
+from .types import Admission, Decisions, JobView, Preemption, Text, WaitInfo
 
 if TYPE_CHECKING:
     from .capacity import Capacity
 
 _NOMINAL, _BORROW, _BATCH, _OVER = "nominal", "borrow", "batch", "over"
 """How a job is (or would be) admitted: within nominal quota, borrowing, batch, or not."""
+
+_CAPACITY: Text = {"code": "jobs.wait.capacity", "args": {}}
 
 
 def _ts(when: datetime | None, default: float) -> float:
@@ -38,15 +40,15 @@ class Explainer:
     queued: list[JobView]
     admitted: Mapping[int, Admission]
     victims: dict[int, Preemption]
-    reasons: dict[int, str]
+    reasons: dict[int, Text]
     capacity_bound: set[int]
     never: set[int]
     use_nb: dict[TPK, int]
     use_all: dict[TPK, int]
     alloc_start: dict[str, int]
     new_alloc: dict[str, int]
-    _why: dict[tuple[object, ...], str]
-    _holders: dict[tuple[str, int], str]
+    _why: dict[tuple[object, ...], Text]
+    _holders: dict[tuple[str, int], Text]
     _holder_cache: dict[str, tuple[list[float], list[int], list[str]]]
 
     def durations(self, job: JobView) -> tuple[float, float]:
@@ -60,7 +62,7 @@ class Explainer:
 
     # -- explanations --------------------------------------------------------------------
 
-    def why(self, job: JobView, key: str, mode: str, nominal: int, ceiling: int) -> str:
+    def why(self, job: JobView, key: str, mode: str, nominal: int, ceiling: int) -> Text:
         """The reason a job that could start some day did not start now (memoised)."""
         tpk = (job.tenant, job.pool, key)
         signature = (tpk, mode, job.demand, job.replicas, job.gpus_per_replica, job.tier,
@@ -71,59 +73,68 @@ class Explainer:
         return reason
 
     def _why_uncached(self, job: JobView, key: str, mode: str, nominal: int,
-                      ceiling: int) -> str:
+                      ceiling: int) -> Text:
         tpk = (job.tenant, job.pool, key)
         units = job.demand
-        name = text.resource_name(key)
+        pool = text.pool(job.pool)
         if mode == _OVER:
             if job.tier == "batch":
-                return (f"above your {job.pool} ceiling of {text.amount(ceiling, key)} for batch "
-                        f"jobs ({self.use_all[tpk]} in use): waits for your jobs to finish")
+                return {"code": "jobs.wait.over_batch_ceiling",
+                        "args": {"pool": pool, "ceiling": text.amount(ceiling, key),
+                                 "used": self.use_all[tpk]}}
             if ceiling > nominal:
-                return (f"above your {job.pool} borrowing ceiling of {text.amount(ceiling, key)} "
-                        f"({self.use_all[tpk]} in use): waits for your jobs to finish, "
-                        f"or ask for more quota")
-            return (f"above your {job.pool} quota of {text.amount(nominal, key)} "
-                    f"({self.use_nb[tpk]} in use): ask for more quota or use the batch tier")
+                return {"code": "jobs.wait.over_ceiling",
+                        "args": {"pool": pool, "ceiling": text.amount(ceiling, key),
+                                 "used": self.use_all[tpk]}}
+            return {"code": "jobs.wait.over_quota",
+                    "args": {"pool": pool, "quota": text.amount(nominal, key),
+                             "used": self.use_nb[tpk]}}
         free = self.cap.free_total(key, job.tenant)
-        if mode == _BORROW:
-            prefix = (f"above your {job.pool} quota of {text.amount(nominal, key)} "
-                      f"({self.use_nb[tpk]} in use), so it borrows idle {name}: ")
-        elif mode == _BATCH:
-            prefix = "batch jobs run only on idle capacity: "
-        else:
-            prefix = ""
+        detail: Text
         if free >= units:
             if job.replicas == 1:
-                return (prefix + f"needs {text.amount(units, key)} on one node, {free} free "
-                        f"but no node has {units} free")
-            return (prefix + f"needs {job.replicas} replicas of {job.gpus_per_replica} {name} "
-                    f"on one node or under one switch, {free} free but too scattered")
-        short = units - free
-        return prefix + f"needs {text.amount(units, key)}, {free} free; " + self.holders(
-            key, short)
+                detail = {"code": "jobs.wait.no_node_has_room",
+                          "args": {"amount": text.amount(units, key), "free": free,
+                                   "units": units}}
+            else:
+                detail = {"code": "jobs.wait.scattered",
+                          "args": {"replicas": job.replicas,
+                                   "per": text.amount(job.gpus_per_replica, key),
+                                   "free": free}}
+        else:
+            detail = {"code": "jobs.wait.needs",
+                      "args": {"amount": text.amount(units, key), "free": free,
+                               "holders": self.holders(key, units - free)}}
+        if mode == _BORROW:
+            return {"code": "jobs.wait.borrowing",
+                    "args": {"pool": pool, "quota": text.amount(nominal, key),
+                             "used": self.use_nb[tpk], "resource": text.resource_name(key),
+                             "detail": detail}}
+        if mode == _BATCH:
+            return {"code": "jobs.wait.batch_idle", "args": {"detail": detail}}
+        return detail
 
-    def holders(self, key: str, short: int) -> str:
+    def holders(self, key: str, short: int) -> Text:
         """"2 held by production jobs expected to finish around 14:20 UTC"."""
         phrase = self._holders.get((key, short))
         if phrase is None:
             phrase = self._holders[(key, short)] = self._holders_uncached(key, short)
         return phrase
 
-    def _holders_uncached(self, key: str, short: int) -> str:
+    def _holders_uncached(self, key: str, short: int) -> Text:
         table = self._holders_table(key)
         ends, cumulative, tiers = table
         idx = bisect.bisect_left(cumulative, short)
         if idx >= len(ends):
             if not ends:
-                return f"{short} held by other workloads"
-            return (f"{short} held by running jobs (the last expected to finish around "
-                    f"{text.clock(self.now + timedelta(seconds=ends[-1]), self.now)}) "
-                    f"and other workloads")
+                return {"code": "jobs.holders.other", "args": {"n": short}}
+            return {"code": "jobs.holders.running_and_other",
+                    "args": {"n": short, "at": text.when(
+                        self.now + timedelta(seconds=ends[-1]), self.now)}}
         when = self.now + timedelta(seconds=ends[idx])
-        phrase = text.tiers_phrase(set(tiers[: idx + 1]))
-        return (f"{short} held by {phrase} jobs expected to finish around "
-                f"{text.clock(when, self.now)}")
+        return {"code": "jobs.holders.tiers",
+                "args": {"n": short, "tiers": text.tiers(set(tiers[: idx + 1])),
+                         "at": text.when(when, self.now)}}
 
     def _holders_table(self, key: str) -> tuple[list[float], list[int], list[str]]:
         """Holders of ``key`` by expected end: (end offsets, cumulative units, tiers)."""
@@ -151,11 +162,12 @@ class Explainer:
             pool_pos[job.pool] += 1
             model_pos[key] += 1
             ahead = pool_tenants[job.pool]
-            reason = self.reasons.get(job.id, "waiting for capacity")
+            reason = self.reasons.get(job.id, _CAPACITY)
             position = pool_pos[job.pool]
             if position > 1 and job.id in self.capacity_bound:
-                own = " behind jobs of your own tenant" if ahead == {job.tenant} else ""
-                reason = f"{reason}; {text.ordinal(position)} in the {job.pool} queue{own}"
+                code = "jobs.wait.position_own" if ahead == {job.tenant} else "jobs.wait.position"
+                reason = [reason, {"code": code, "args": {"n": text.position(position),
+                                                          "pool": text.pool(job.pool)}}]
             if len(ahead) < 2:
                 ahead.add(job.tenant)
             p50, p90 = etas.get(job.id, (None, None))

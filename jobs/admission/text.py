@@ -1,21 +1,96 @@
-"""Words for researchers: resource names, ordinals, times."""
+"""Words for researchers, as stored texts: resource names, amounts, tiers, pools, times.
+
+The engine imports no Django, so it cannot translate: it builds plain
+``{"code": ..., "args": {...}}`` literals (``portal.texts``' stored-text shape) and the
+page, the e-mail or the API renders them in the reader's language. Every code used here
+and in :mod:`jobs.admission.engine` / :mod:`jobs.admission.explain` is registered, with
+its English and translatable template, in :mod:`jobs.texts`.
+
+Small texts that many reasons share (a tier, a pool, a resource) are built once and
+shared: nobody mutates a stored text.
+
+``ordinal`` and ``clock`` are the English renderings (``jobs.texts`` uses ``ordinal`` for
+English pages; both are kept for logs and tests).
+"""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
+
+from .types import TIER_RANK, TIERS, Text
+
+_NO_ARGS: dict[str, Any] = {}
+
+_TIER: dict[str, dict[str, Any]] = {
+    tier: {"code": f"jobs.tier.{tier}", "args": _NO_ARGS} for tier in TIERS}
+_POOL: dict[str, dict[str, Any]] = {
+    pool: {"code": f"jobs.pool.{pool}", "args": _NO_ARGS} for pool in ("prod", "dev")}
+_RESOURCE: dict[str, dict[str, Any]] = {}
+_TWENTY_HOURS = timedelta(hours=20)
 
 
-def resource_name(key: str, amount: int | None = None) -> str:
+def tier(name: str) -> Text:
+    """A tier's name ("development"), translated when shown; unknown tiers as they are."""
+    return _TIER.get(name) or name
+
+
+def pool(name: str) -> Text:
+    """A pool's name ("dev"), translated when shown; unknown pools as they are."""
+    return _POOL.get(name) or name
+
+
+def resource_name(key: str) -> dict[str, Any]:
     """"gpu:NVIDIA-H800" -> "NVIDIA-H800"; "mig:1g.10gb" -> "1g.10gb MIG instances"."""
+    found = _RESOURCE.get(key)
+    if found is None:
+        kind, _, name = key.partition(":")
+        if kind == "mig":
+            found = {"code": "jobs.resource.mig", "args": {"profile": name}}
+        elif name:
+            found = {"code": "jobs.resource.gpu", "args": {"model": name}}
+        else:
+            found = {"code": "jobs.resource.gpus", "args": _NO_ARGS}
+        _RESOURCE[key] = found
+    return found
+
+
+def amount(n: int, key: str) -> dict[str, Any]:
+    """"8 NVIDIA-H800", "3 1g.10gb MIG instances"."""
     kind, _, name = key.partition(":")
     if kind == "mig":
-        return f"{name} MIG instance" + ("" if amount == 1 else "s")
-    return name or "GPUs"
+        return {"code": "jobs.amount.mig", "args": {"n": n, "profile": name}}
+    if name:
+        return {"code": "jobs.amount.gpu", "args": {"n": n, "model": name}}
+    return {"code": "jobs.amount.gpus", "args": {"n": n}}
 
 
-def amount(n: int, key: str) -> str:
-    """"8 NVIDIA-H800", "3 1g.10gb MIG instances"."""
-    return f"{n} {resource_name(key, n)}"
+def position(n: int) -> dict[str, Any]:
+    """A 1-based position: "3rd" in English, the number where the sentence places it."""
+    return {"code": "jobs.ordinal", "args": {"n": n}}
+
+
+def when(at: datetime, now: datetime) -> dict[str, Any]:
+    """A clock time (UTC), with the date when it is not within the next 20 hours."""
+    code = "jobs.clock.date" if at - now > _TWENTY_HOURS else "jobs.clock.time"
+    return {"code": code, "args": {"at": at.isoformat()}}
+
+
+def tiers(names: set[str]) -> Text:
+    """{"production"} -> "production"; {"batch", "development"} -> "development and batch"."""
+    ordered = [tier(t) for t in sorted(names, key=lambda t: (TIER_RANK.get(t, 99), t))]
+    if len(ordered) <= 1:
+        return ordered[0] if ordered else ""
+    if len(ordered) == 2:
+        return {"code": "jobs.tiers.two", "args": {"a": ordered[0], "b": ordered[1]}}
+    first: Text = ordered[0]
+    for more in ordered[1:-2]:   # unknown tiers beyond the three: "a, b, c and d"
+        first = {"code": "jobs.tiers.comma", "args": {"a": first, "b": more}}
+    return {"code": "jobs.tiers.three",
+            "args": {"a": first, "b": ordered[-2], "c": ordered[-1]}}
+
+
+# -- English renderings ------------------------------------------------------------------
 
 
 def ordinal(n: int) -> str:
@@ -23,22 +98,8 @@ def ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
-def clock(when: datetime, now: datetime) -> str:
+def clock(at: datetime, now: datetime) -> str:
     """HH:MM UTC, with the date when it is not within the next 20 hours."""
-    if when - now > timedelta(hours=20):
-        return when.strftime("%d %b %H:%M UTC")
-    return when.strftime("%H:%M UTC")
-
-
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
-
-
-def tiers_phrase(tiers: set[str]) -> str:
-    """{"production"} -> "production"; {"batch", "development"} -> "development and batch"."""
-    from .types import TIER_RANK
-
-    ordered = sorted(tiers, key=lambda t: (TIER_RANK.get(t, 99), t))
-    if len(ordered) <= 1:
-        return "".join(ordered)
-    return ", ".join(ordered[:-1]) + " and " + ordered[-1]
+    if at - now > _TWENTY_HOURS:
+        return at.strftime("%d %b %H:%M UTC")
+    return at.strftime("%H:%M UTC")

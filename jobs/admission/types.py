@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 from types import MappingProxyType
+from typing import Any
 
 TIERS: tuple[str, ...] = ("production", "development", "batch")
 """Tiers in order of precedence: production first, batch last."""
@@ -19,6 +20,11 @@ TIER_RANK: Mapping[str, int] = MappingProxyType({tier: rank for rank, tier in en
 
 ACTIVE_STATES: frozenset[str] = frozenset({"admitted", "running", "preempting"})
 """Job states that hold quota and GPUs."""
+
+Text = dict[str, Any] | list[Any] | str
+"""A stored text (see ``portal.texts``): ``{"code": ..., "args": {...}}``, a list of them
+(shown joined by "; "), or a plain string. The engine builds these as plain literals (it
+imports no Django); pages render them in the reader's language."""
 
 
 def _frozen(mapping: Mapping[str, int] | None = None) -> Mapping[str, int]:
@@ -153,7 +159,7 @@ class Preemption:
     """
 
     job_id: int
-    reason: str
+    reason: Text
     grace_seconds: int
     for_job: int | None
 
@@ -171,7 +177,7 @@ class WaitInfo:
     position_in_model: int
     eta_p50: datetime | None
     eta_p90: datetime | None
-    reason: str
+    reason: Text
 
 
 @dataclass

@@ -2,19 +2,61 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from jobs.choices import Tier
 from jobs.models import JobTransition, TrainingJob
+from jobs.texts import transition_reason_label
+from portal.texts import render, text_code
 from tenants.choices import PoolKind
+
+
+@extend_schema_field(OpenApiTypes.STR)
+class RenderedTextField(serializers.Field):
+    """A stored text (``portal.texts``) rendered in the request's language (read only)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs["read_only"] = True
+        super().__init__(**kwargs)
+
+    def to_representation(self, value: Any) -> str:
+        return render(value)
+
+
+@extend_schema_field({"type": "string", "nullable": True})
+class TextCodeField(serializers.Field):
+    """The code of a stored text (machine-readable; the first part's for a list), or null
+    for free text: what a person typed, a message from Kubernetes, a legacy row."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs["read_only"] = True
+        super().__init__(**kwargs)
+
+    def to_representation(self, value: Any) -> str | None:
+        return text_code(value)
 
 
 class JobTransitionSerializer(serializers.ModelSerializer):
     actor = serializers.CharField(source="actor.username", default=None, read_only=True)
+    reason = serializers.SerializerMethodField(
+        help_text="The reason in the request's language.")
+    reason_code = serializers.CharField(
+        source="reason", read_only=True,
+        help_text="The reason's code: Submitted, Admitted, Running, Preempted, Requeued, ...")
+    message = RenderedTextField()
+    message_code = TextCodeField(source="message")
 
     class Meta:
         model = JobTransition
-        fields = ["from_state", "to_state", "reason", "message", "actor", "at"]
+        fields = ["from_state", "to_state", "reason", "reason_code", "message", "message_code",
+                  "actor", "at"]
+
+    def get_reason(self, obj: JobTransition) -> str:
+        return transition_reason_label(obj.reason)
 
 
 class JobSerializer(serializers.ModelSerializer):
@@ -23,6 +65,11 @@ class JobSerializer(serializers.ModelSerializer):
     namespace = serializers.CharField(source="pool.namespace", read_only=True)
     submitted_by = serializers.CharField(source="submitted_by.username", default=None,
                                          read_only=True)
+    hold_reason = RenderedTextField()
+    wait_reason = RenderedTextField()
+    wait_reason_code = TextCodeField(source="wait_reason")
+    preempt_reason = RenderedTextField()
+    preempt_reason_code = TextCodeField(source="preempt_reason")
 
     class Meta:
         model = TrainingJob
@@ -32,8 +79,8 @@ class JobSerializer(serializers.ModelSerializer):
                   "checkpoint_claim", "checkpoint_path", "priority", "held", "hold_reason",
                   "borrowing", "restart_count", "submitted_by", "submitted_at", "admitted_at",
                   "started_at", "finished_at", "position_in_pool", "position_in_model",
-                  "eta_p50", "eta_p90", "wait_reason", "preempt_reason", "preempt_deadline",
-                  "last_error"]
+                  "eta_p50", "eta_p90", "wait_reason", "wait_reason_code", "preempt_reason",
+                  "preempt_reason_code", "preempt_deadline", "last_error"]
 
 
 class JobInput(serializers.Serializer):

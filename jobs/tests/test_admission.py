@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from jobs.admission import Decisions, History, JobView, NodeView, Policy, PoolQuota, decide
+from portal.texts import english
 
 from .test_admission_helpers import (
     A100,
@@ -58,7 +59,7 @@ def test_multi_node_job_never_spans_switches():
     nodes = [node("n1", switch="s1"), node("n2", switch="s2")]
     d = run(nodes, [job(1, replicas=2, gpus=8)], [quota(nominal=16)])
     assert admitted(d) == {}
-    assert d.waiting[1].reason.startswith("no switch has room for 2 replicas")
+    assert english(d.waiting[1].reason).startswith("no switch has room for 2 replicas")
 
 
 def test_multi_node_job_picks_the_switch_with_room():
@@ -79,7 +80,7 @@ def test_multi_node_too_big_for_any_switch_says_so_and_has_no_eta():
     nodes = [node("n1", switch="s1"), node("n2", switch="s2")]
     d = run(nodes, [job(1, replicas=3, gpus=8)], [quota(nominal=24)])
     w = d.waiting[1]
-    assert w.reason == ("no switch has room for 3 replicas of 8 NVIDIA-H800 together; "
+    assert english(w.reason) == ("no switch has room for 3 replicas of 8 NVIDIA-H800 together; "
                         "the largest switch has 8")
     assert w.eta_p50 is None and w.eta_p90 is None
 
@@ -91,7 +92,7 @@ def test_dedicated_node_takes_only_its_tenants_jobs():
     nodes = [node("ded", dedicated_to="globex")]
     d = run(nodes, [job(1, tenant="acme")], [quota("acme"), quota("globex")])
     assert admitted(d) == {}
-    assert "no schedulable node you may use" in d.waiting[1].reason
+    assert "no schedulable node you may use" in english(d.waiting[1].reason)
     d = run(nodes, [job(1, tenant="globex")], [quota("acme"), quota("globex")])
     assert admitted(d) == {1: ("ded",)}
 
@@ -107,7 +108,7 @@ def test_dedicated_node_is_not_counted_as_room_for_others():
     nodes = [node("shared", used=8), node("ded", dedicated_to="globex")]
     d = run(nodes, [job(1, tenant="acme", gpus=4)], [quota("acme"), quota("globex")])
     assert admitted(d) == {}
-    assert d.waiting[1].reason.startswith("needs 4 NVIDIA-H800, 0 free")
+    assert english(d.waiting[1].reason).startswith("needs 4 NVIDIA-H800, 0 free")
 
 
 # -- tier order ----------------------------------------------------------------------------
@@ -184,7 +185,7 @@ def test_nominal_quota_per_gpu_model():
             job(1, gpus=2), job(2, model=A100, gpus=2)]
     d = run(nodes, jobs, [quota(nominal=4, **{f"gpu__{A100}": (4, 4)})])
     assert admitted(d) == {2: ("a1",)}
-    assert d.waiting[1].reason == ("above your dev quota of 4 NVIDIA-H800 (4 in use): "
+    assert english(d.waiting[1].reason) == ("above your dev quota of 4 NVIDIA-H800 (4 in use): "
                                    "ask for more quota or use the batch tier")
     assert d.waiting[1].eta_p50 is not None   # starts when its own job ends
 
@@ -196,9 +197,10 @@ def test_quota_counts_admitted_and_preempting_jobs_of_the_pool():
             job(1, gpus=1)]
     d = run(nodes, jobs, [quota(nominal=4)])
     assert admitted(d) == {}   # n2 is empty, but the pool's 4 are held until job 11 is gone
-    assert d.waiting[1].reason.startswith("waiting for 1 preempted job to checkpoint")
+    assert english(d.waiting[1].reason).startswith("waiting for 1 preempted job to checkpoint")
     d = run(nodes, [j for j in jobs if j.id != 11], [quota(nominal=2)])
-    assert d.waiting[1].reason.startswith("above your dev quota of 2 NVIDIA-H800 (2 in use)")
+    reason = english(d.waiting[1].reason)
+    assert reason.startswith("above your dev quota of 2 NVIDIA-H800 (2 in use)")
 
 
 def test_quota_is_per_pool():
@@ -211,14 +213,15 @@ def test_quota_is_per_pool():
 def test_no_quota_at_all_is_explained_and_never_admitted():
     d = run([node("n1")], [job(1)], [])
     assert admitted(d) == {}
-    assert d.waiting[1].reason == ("your tenant has no dev quota for NVIDIA-H800: "
+    assert english(d.waiting[1].reason) == ("your tenant has no dev quota for NVIDIA-H800: "
                                    "ask for quota")
     assert d.waiting[1].eta_p50 is None
 
 
 def test_job_larger_than_quota_is_told_so():
     d = run([node("n1"), node("n2")], [job(1, gpus=8, replicas=2)], [quota(nominal=8)])
-    assert d.waiting[1].reason.startswith("asks for 16 NVIDIA-H800, more than your dev quota")
+    reason = english(d.waiting[1].reason)
+    assert reason.startswith("asks for 16 NVIDIA-H800, more than your dev quota")
 
 
 # -- borrowing -----------------------------------------------------------------------------
@@ -230,7 +233,7 @@ def test_borrowing_up_to_the_ceiling_on_idle_capacity():
             job(3, gpus=1)]
     d = run(nodes, jobs, [quota(nominal=4, ceiling=12)])
     assert {a.job_id: a.borrowing for a in d.admit} == {1: True, 2: True}
-    assert "borrowing ceiling of 12" in d.waiting[3].reason
+    assert "borrowing ceiling of 12" in english(d.waiting[3].reason)
 
 
 def test_no_borrowing_when_ceiling_equals_nominal():
@@ -252,7 +255,7 @@ def test_borrowing_needs_idle_capacity_and_never_displaces_a_nominal_job():
             job(1, tenant="acme", gpus=4)]
     d = run(nodes, jobs, [quota("acme", nominal=0, ceiling=8), quota("globex", nominal=8)])
     assert admitted(d) == {} and preempted(d) == []
-    assert d.waiting[1].reason.startswith(
+    assert english(d.waiting[1].reason).startswith(
         "above your dev quota of 0 NVIDIA-H800 (0 in use), so it borrows idle NVIDIA-H800: "
         "needs 4 NVIDIA-H800, 0 free")
 
@@ -266,8 +269,8 @@ def test_reclaim_preempts_borrowers_when_the_owner_needs_its_quota():
     assert admitted(d) == {}
     [p] = d.preempt
     assert (p.job_id, p.for_job, p.grace_seconds) == (10, 1, 300)
-    assert "returning borrowed NVIDIA-H800" in p.reason
-    assert d.waiting[1].reason == ("waiting for 1 development job to checkpoint and stop "
+    assert "returning borrowed NVIDIA-H800" in english(p.reason)
+    assert english(d.waiting[1].reason) == ("waiting for 1 development job to checkpoint and stop "
                                    "(by 12:05 UTC)")
 
 
@@ -285,7 +288,8 @@ def test_batch_stays_within_the_ceiling():
     jobs = [job(10, tier="batch", state="running", gpus=8, on="n1"), job(1, tier="batch", gpus=4)]
     d = run([node("n1"), node("n2")], jobs, [quota(nominal=4, ceiling=8)])
     assert admitted(d) == {}
-    assert d.waiting[1].reason.startswith("above your dev ceiling of 8 NVIDIA-H800 for batch")
+    reason = english(d.waiting[1].reason)
+    assert reason.startswith("above your dev ceiling of 8 NVIDIA-H800 for batch")
 
 
 def test_batch_never_displaces_anyone():
@@ -294,7 +298,7 @@ def test_batch_never_displaces_anyone():
             job(1, tier="batch", gpus=2)]
     d = run(nodes, jobs, [quota("acme", 8, 16), quota("globex", 8, 16)])
     assert admitted(d) == {} and preempted(d) == []
-    assert d.waiting[1].reason.startswith("batch jobs run only on idle capacity: needs 2")
+    assert english(d.waiting[1].reason).startswith("batch jobs run only on idle capacity: needs 2")
 
 
 def test_batch_is_preempted_first():
@@ -307,7 +311,7 @@ def test_batch_is_preempted_first():
     d = run(nodes, jobs, [quota("acme", 4), quota("globex", 4, 8)])
     assert preempted(d) == [11]
     assert d.preempt[0].grace_seconds == 30
-    assert "batch jobs run only on idle capacity" in d.preempt[0].reason
+    assert "batch jobs run only on idle capacity" in english(d.preempt[0].reason)
 
 
 def test_a_borrower_may_displace_batch_but_not_others():
@@ -391,7 +395,7 @@ def test_lower_tier_preempted_for_a_higher_tier_that_cannot_fit():
             job(1, tenant="acme", pool="prod", gpus=4)]
     d = run(nodes, jobs, [quota("acme", 4, pool="prod"), quota("globex", 4, pool="dev")])
     assert preempted(d) == [10]
-    assert "production job takes precedence" in d.preempt[0].reason
+    assert "production job takes precedence" in english(d.preempt[0].reason)
 
 
 def test_same_tier_jobs_within_quota_are_not_preempted():
@@ -399,7 +403,8 @@ def test_same_tier_jobs_within_quota_are_not_preempted():
     jobs = [job(10, tenant="globex", state="running", gpus=4, on="n1"), job(1, gpus=4)]
     d = run(nodes, jobs, [quota("acme", 4), quota("globex", 4)])
     assert preempted(d) == []
-    assert d.waiting[1].reason == ("needs 4 NVIDIA-H800, 0 free; 4 held by development jobs "
+    reason = english(d.waiting[1].reason)
+    assert reason == ("needs 4 NVIDIA-H800, 0 free; 4 held by development jobs "
                                    "expected to finish around 12:50 UTC")
 
 
@@ -442,7 +447,7 @@ def test_lower_priority_within_a_tenant_only_when_policy_allows():
     assert preempted(run(nodes, jobs, quotas)) == []
     d = run(nodes, jobs, quotas, policy=Policy(preempt_lower_priority_within_tenant=True))
     assert preempted(d) == [10]
-    assert "higher-priority job of your tenant" in d.preempt[0].reason
+    assert "higher-priority job of your tenant" in english(d.preempt[0].reason)
     same = [job(10, state="running", gpus=4, on="n1", priority=200), jobs[1]]
     assert preempted(run(nodes, same, quotas,
                          policy=Policy(preempt_lower_priority_within_tenant=True))) == []
@@ -458,7 +463,7 @@ def test_production_jobs_are_never_preempted():
             job(1, tenant="acme", pool="prod", gpus=4)]
     d = run(nodes, jobs, [quota("acme", 4, pool="prod"), quota("globex", 0, 4, pool="prod")])
     assert preempted(d) == []
-    assert "held by production jobs" in d.waiting[1].reason
+    assert "held by production jobs" in english(d.waiting[1].reason)
 
 
 def test_production_never_evicted_above_the_watermark():
@@ -481,7 +486,7 @@ def test_preempting_jobs_hold_their_gpus_until_gone():
             job(1, tenant="acme", gpus=4)]
     d = run(nodes, jobs, [quota("acme", 4), quota("globex", 4)])
     assert admitted(d) == {} and preempted(d) == []
-    assert d.waiting[1].reason == ("waiting for 1 preempted job to checkpoint and stop "
+    assert english(d.waiting[1].reason) == ("waiting for 1 preempted job to checkpoint and stop "
                                    "(by 12:03 UTC)")
     assert d.waiting[1].eta_p50 == NOW + timedelta(minutes=3)
 
@@ -495,8 +500,8 @@ def test_capacity_being_released_is_promised_once():
             job(1, tenant="acme", gpus=4, minutes_ago=20),
             job(2, tenant="acme", gpus=4, minutes_ago=10)]
     d = run(nodes, jobs, [quota("acme", 8), quota("globex", 4)])
-    assert "checkpoint" in d.waiting[1].reason
-    assert "checkpoint" not in d.waiting[2].reason
+    assert "checkpoint" in english(d.waiting[1].reason)
+    assert "checkpoint" not in english(d.waiting[2].reason)
     assert preempted(d) == []
 
 
@@ -529,7 +534,7 @@ def test_watermark_evicts_batch_when_nominal_jobs_wait():
     d = _watermark_case([job(1, tenant="acme", gpus=4)])
     assert preempted(d) == [11]
     assert d.preempt[0].for_job is None
-    assert "above the 85% eviction watermark" in d.preempt[0].reason
+    assert "above the 85% eviction watermark" in english(d.preempt[0].reason)
 
 
 def test_no_watermark_eviction_without_a_nominal_job_waiting():
@@ -567,7 +572,7 @@ def test_held_jobs_are_never_admitted_and_say_so():
     d = run([node("n1")], [job(1, held=True), job(2)], [quota()])
     assert admitted(d) == {2: ("n1",)}
     w = d.waiting[1]
-    assert w.reason == "held by a platform admin"
+    assert english(w.reason) == "held by a platform admin"
     assert w.eta_p50 is None and w.position_in_pool == 1
 
 
@@ -596,7 +601,7 @@ def test_mig_profiles_are_their_own_resource():
     jobs = [job(1, mig="1g.10gb", gpus=2), job(2, mig="1g.10gb", gpus=1)]
     d = run(nodes, jobs, [quota(nominal=7, key="mig:1g.10gb")])
     assert admitted(d) == {1: ("m1",)}
-    assert d.waiting[2].reason.startswith("needs 1 1g.10gb MIG instance, 0 free")
+    assert english(d.waiting[2].reason).startswith("needs 1 1g.10gb MIG instance, 0 free")
 
 
 def test_cpu_only_jobs_need_no_gpu_quota():
@@ -634,7 +639,7 @@ def test_a_job_waiting_for_its_own_preempted_jobs_does_not_preempt_more():
     policy = Policy(preempt_lower_priority_within_tenant=True, watermark=1.0)
     d = run(nodes, jobs, [quota("acme", 4)], policy=policy)
     assert preempted(d) == []
-    assert d.waiting[1].reason == ("waiting for 1 preempted job to checkpoint and stop "
+    assert english(d.waiting[1].reason) == ("waiting for 1 preempted job to checkpoint and stop "
                                    "(by 12:00 UTC)")
 
 
@@ -646,7 +651,8 @@ def test_grace_period_comes_from_the_victims_tier():
     policy = Policy(grace_seconds={"production": 0, "development": 120, "batch": 10})
     d = run(nodes, jobs, [quota("acme", 4, pool="prod"), quota("globex", 0, 8)], policy=policy)
     assert {p.job_id: p.grace_seconds for p in d.preempt} == {10: 120, 11: 10}
-    assert d.waiting[1].reason == ("waiting for 2 development and batch jobs to checkpoint "
+    reason = english(d.waiting[1].reason)
+    assert reason == ("waiting for 2 development and batch jobs to checkpoint "
                                    "and stop (by 12:02 UTC)")
 
 
@@ -658,7 +664,7 @@ def test_waiting_reason_counts_only_the_preempting_jobs_it_waits_for():
                 preempt_deadline=NOW + timedelta(minutes=4)),
             job(1, gpus=4)]
     d = run(nodes, jobs, [quota("acme", 4), quota("globex", 8)])
-    assert d.waiting[1].reason == ("waiting for 1 preempted job to checkpoint and stop "
+    assert english(d.waiting[1].reason) == ("waiting for 1 preempted job to checkpoint and stop "
                                    "(by 12:02 UTC)")
 
 
@@ -677,7 +683,7 @@ def test_cpu_only_jobs_use_only_schedulable_nodes():
     nodes = [node("c1", model="", gpus=0, schedulable=False)]
     d = run(nodes, [job(1, gpus=0, model="")], [])
     assert admitted(d) == {}
-    assert d.waiting[1].reason == "no schedulable node you may use"
+    assert english(d.waiting[1].reason) == "no schedulable node you may use"
 
 
 # -- running jobs passed without placement (the engine then reasons in aggregate) ----------
@@ -701,7 +707,7 @@ def test_preempting_jobs_of_unknown_placement_are_waited_for_not_replaced():
             job(1, pool="prod", gpus=4)]
     d = decide_plain(nodes, jobs, [quota("acme", 4, pool="prod"), quota("globex", 4)])
     assert preempted(d) == [] and admitted(d) == {}
-    assert d.waiting[1].reason == ("waiting for 1 preempted job to checkpoint and stop "
+    assert english(d.waiting[1].reason) == ("waiting for 1 preempted job to checkpoint and stop "
                                    "(by 12:05 UTC)")
 
 

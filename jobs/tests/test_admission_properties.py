@@ -10,6 +10,7 @@ from datetime import timedelta
 import pytest
 
 from jobs.admission import TIERS, Decisions, History, JobView, NodeView, Policy, PoolQuota, decide
+from portal.texts import english
 
 from .test_admission_helpers import A100, H800, NOW, run, with_usage
 
@@ -153,9 +154,9 @@ def check_invariants(nodes: list[NodeView], jobs: list[JobView], quotas: list[Po
                            if by_id[i].gpu_model == model)
         assert positions == list(range(1, len(positions) + 1))
     for i, w in d.waiting.items():
-        assert w.reason
+        assert english(w.reason)
         if by_id[i].held:
-            assert w.reason == "held by a platform admin" and w.eta_p50 is None
+            assert english(w.reason) == "held by a platform admin" and w.eta_p50 is None
         if w.eta_p50 is not None:
             assert w.eta_p90 is not None and NOW <= w.eta_p50 <= w.eta_p90
     assert set(TIERS) >= {by_id[i].tier for i in d.waiting}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from jobs.admission import History, Policy
+from portal.texts import english
 
 from .test_admission_helpers import A100, NOW, admitted, job, node, quota, run
 
@@ -148,19 +149,22 @@ def test_reason_names_the_holders_and_when_they_finish():
                 started_at=NOW, expected_seconds=20000.0),
             job(1, gpus=4)]
     d = run(nodes, jobs, [quota("acme"), quota("globex", 8, pool="prod")])
-    assert d.waiting[1].reason == ("needs 4 NVIDIA-H800, 2 free; 2 held by production jobs "
+    reason = english(d.waiting[1].reason)
+    assert reason == ("needs 4 NVIDIA-H800, 2 free; 2 held by production jobs "
                                    "expected to finish around 14:20 UTC")
 
 
 def test_reason_for_a_replica_larger_than_any_node():
     d = run([node("n1"), node("n2")], [job(1, gpus=10)], [quota(nominal=16)])
-    assert d.waiting[1].reason == ("no schedulable node has 10 NVIDIA-H800 for one replica; "
+    reason = english(d.waiting[1].reason)
+    assert reason == ("no schedulable node has 10 NVIDIA-H800 for one replica; "
                                    "the largest node has 8")
 
 
 def test_reason_for_free_gpus_spread_too_thin():
     d = run([node("n1", used=4), node("n2", used=4)], [job(1, gpus=8)], [quota(nominal=16)])
-    assert d.waiting[1].reason == ("needs 8 NVIDIA-H800 on one node, 8 free but no node has "
+    reason = english(d.waiting[1].reason)
+    assert reason == ("needs 8 NVIDIA-H800 on one node, 8 free but no node has "
                                    "8 free")
 
 
@@ -168,20 +172,21 @@ def test_reason_behind_jobs_of_your_own_tenant():
     nodes = [node("n1", used=8)]
     jobs = [job(1, minutes_ago=30), job(2, minutes_ago=20), job(3, minutes_ago=10)]
     d = run(nodes, jobs, [quota()])
-    assert d.waiting[3].reason.endswith("; 3rd in the dev queue behind jobs of your own tenant")
-    assert "queue" not in d.waiting[1].reason
+    reason = english(d.waiting[3].reason)
+    assert reason.endswith("; 3rd in the dev queue behind jobs of your own tenant")
+    assert "queue" not in english(d.waiting[1].reason)
 
 
 def test_reason_behind_other_tenants_does_not_blame_your_tenant():
     nodes = [node("n1", used=8)]
     jobs = [job(1, tenant="globex", minutes_ago=30), job(2, minutes_ago=10)]
     d = run(nodes, jobs, [quota(), quota("globex")])
-    assert d.waiting[2].reason.endswith("; 2nd in the dev queue")
+    assert english(d.waiting[2].reason).endswith("; 2nd in the dev queue")
 
 
 def test_reason_for_unknown_gpu_model():
     d = run([node("n1")], [job(1, model="NVIDIA-B200")], [quota()])
-    assert d.waiting[1].reason == "no schedulable node you may use has NVIDIA-B200"
+    assert english(d.waiting[1].reason) == "no schedulable node you may use has NVIDIA-B200"
 
 
 def test_reasons_are_one_sentence():
@@ -192,14 +197,15 @@ def test_reasons_are_one_sentence():
     d = run(nodes, jobs, [quota(nominal=8), quota("globex", 2, pool="dev"),
                           quota("globex", 8, pool="prod")])
     for w in d.waiting.values():
-        assert w.reason and ". " not in w.reason and not w.reason.endswith(".")
+        reason = english(w.reason)
+        assert reason and ". " not in english(w.reason) and not english(w.reason).endswith(".")
 
 
 def test_times_far_ahead_carry_the_date():
     jobs = [job(10, tenant="globex", state="running", gpus=8, on="n1", started_at=NOW,
                 expected_seconds=3 * 86400.0), job(1, gpus=8)]
     d = run([node("n1")], jobs, [quota("acme"), quota("globex")])
-    assert d.waiting[1].reason.endswith("expected to finish around 03 Dec 12:00 UTC")
+    assert english(d.waiting[1].reason).endswith("expected to finish around 03 Dec 12:00 UTC")
 
 
 def test_ordinals_and_clock():

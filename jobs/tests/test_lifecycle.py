@@ -9,6 +9,7 @@ from jobs.models import TrainingJob
 from jobs.tasks import admission_cycle
 from k8s_sync.client import get_client
 from k8s_sync.observe import relist_all
+from portal.texts import english
 from tenants import services as tenant_services
 from tenants.access import access_for
 from tenants.tasks import reconcile_cluster, reconcile_pool
@@ -78,7 +79,7 @@ def test_production_preempts_development_which_resumes_from_its_checkpoint(
     dev.refresh_from_db()
     assert dev.state == "preempting" and dev.preempt_deadline is not None
     assert _states(prod) == ["queued"]
-    assert "checkpoint" in TrainingJob.objects.get(pk=prod.pk).wait_reason
+    assert "checkpoint" in english(TrainingJob.objects.get(pk=prod.pk).wait_reason)
     for _ in range(80):  # the development grace is 5 minutes of simulated time
         _cycle(world, cluster, 10)
         if _states(prod) == ["running"]:

@@ -1,0 +1,184 @@
+"""The jobs app's stored texts: every code the admission engine and the jobs services
+write into a row (``TrainingJob.wait_reason``, ``preempt_reason``, ``hold_reason``,
+``JobTransition.message``), registered with its translatable template (see
+:mod:`portal.texts`), and the labels of ``JobTransition.reason`` codes.
+
+The engine (``jobs/admission``, no Django) builds the dicts as literals; this module is
+imported when the app loads (``JobsConfig.ready``), so every code renders anywhere.
+
+Templates use named placeholders; an argument that is itself a stored text (a tier, a
+pool, a resource, an amount, a clock time) is rendered first, in the same language.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.utils import dateformat
+from django.utils.translation import get_language, ngettext_lazy, pgettext_lazy
+from django.utils.translation import gettext_lazy as _
+
+from jobs.admission.text import ordinal
+from portal.texts import register
+
+
+class _Ordinal:
+    """``{"n": 3}`` -> "3rd" in English; the bare number in languages whose sentence places
+    it ("排第 3 位")."""
+
+    def __mod__(self, args: dict[str, Any]) -> str:
+        n = int(args["n"])
+        return ordinal(n) if (get_language() or "en").startswith("en") else str(n)
+
+    def __str__(self) -> str:
+        return "%(n)s"
+
+
+class _Clock:
+    """``{"at": ISO instant}`` -> "14:20 UTC" / "02 Dec 12:00 UTC" (in the instant's own
+    zone, UTC), by a translatable Django date format and a translatable sentence."""
+
+    def __init__(self, fmt: Any, sentence: Any) -> None:
+        self.fmt = fmt
+        self.sentence = sentence
+
+    def __mod__(self, args: dict[str, Any]) -> str:
+        at = datetime.fromisoformat(str(args["at"]))
+        return str(self.sentence) % {"time": dateformat.format(at, str(self.fmt))}
+
+    def __str__(self) -> str:
+        return str(self.sentence)
+
+
+# -- pieces other texts place in their sentences --------------------------------------------
+
+register("jobs.tier.production", pgettext_lazy("tier, in a sentence", "production"))
+register("jobs.tier.development", pgettext_lazy("tier, in a sentence", "development"))
+register("jobs.tier.batch", pgettext_lazy("tier, in a sentence", "batch"))
+register("jobs.pool.prod", pgettext_lazy("pool, in a sentence", "prod"))
+register("jobs.pool.dev", pgettext_lazy("pool, in a sentence", "dev"))
+register("jobs.tiers.two", _("%(a)s and %(b)s"))
+register("jobs.tiers.three", _("%(a)s, %(b)s and %(c)s"))
+register("jobs.tiers.comma", pgettext_lazy("a list of tiers", "%(a)s, %(b)s"))
+register("jobs.resource.gpu", pgettext_lazy("a GPU model, in a sentence", "%(model)s"))
+register("jobs.resource.mig", _("%(profile)s MIG instances"))
+register("jobs.resource.gpus", pgettext_lazy("resource, in a sentence", "GPUs"))
+register("jobs.amount.gpu", pgettext_lazy("a number of GPUs of a model", "%(n)s %(model)s"))
+register("jobs.amount.mig", ngettext_lazy("%(n)s %(profile)s MIG instance",
+                                          "%(n)s %(profile)s MIG instances", "n"))
+register("jobs.amount.gpus", ngettext_lazy("%(n)s GPU", "%(n)s GPUs", "n"))
+register("jobs.ordinal", _Ordinal())
+register("jobs.clock.time", _Clock(
+    # Translators: a Django date format (H hour, i minute) of a time in UTC.
+    pgettext_lazy("Django date format of a clock time", "H:i"),
+    _("%(time)s UTC")))
+register("jobs.clock.date", _Clock(
+    # Translators: a Django date format (d day, M month abbreviation, n month number,
+    # j day without zero, H hour, i minute) of a day and time in UTC.
+    pgettext_lazy("Django date format of a day and clock time", "d M H:i"),
+    _("%(time)s UTC")))
+
+# -- why a job waits (the admission engine) -------------------------------------------------
+
+register("jobs.wait.capacity", _("waiting for capacity"))
+register("jobs.wait.held", _("held by a platform admin"))
+register("jobs.wait.over_batch_ceiling", _(
+    "above your %(pool)s ceiling of %(ceiling)s for batch jobs (%(used)s in use): waits for "
+    "your jobs to finish"))
+register("jobs.wait.over_ceiling", _(
+    "above your %(pool)s borrowing ceiling of %(ceiling)s (%(used)s in use): waits for your "
+    "jobs to finish, or ask for more quota"))
+register("jobs.wait.over_quota", _(
+    "above your %(pool)s quota of %(quota)s (%(used)s in use): ask for more quota or use the "
+    "batch tier"))
+register("jobs.wait.borrowing", _(
+    "above your %(pool)s quota of %(quota)s (%(used)s in use), so it borrows idle "
+    "%(resource)s: %(detail)s"))
+register("jobs.wait.batch_idle", _("batch jobs run only on idle capacity: %(detail)s"))
+register("jobs.wait.no_node_has_room", _(
+    "needs %(amount)s on one node, %(free)s free but no node has %(units)s free"))
+register("jobs.wait.scattered", _(
+    "needs %(replicas)s replicas of %(per)s on one node or under one switch, %(free)s free "
+    "but too scattered"))
+register("jobs.wait.needs", _("needs %(amount)s, %(free)s free; %(holders)s"))
+register("jobs.holders.other", _("%(n)s held by other workloads"))
+register("jobs.holders.running_and_other", _(
+    "%(n)s held by running jobs (the last expected to finish around %(at)s) and other "
+    "workloads"))
+register("jobs.holders.tiers", _("%(n)s held by %(tiers)s jobs expected to finish around "
+                                 "%(at)s"))
+register("jobs.wait.victims", ngettext_lazy(
+    "waiting for %(n)s %(tiers)s job to checkpoint and stop (by %(by)s)",
+    "waiting for %(n)s %(tiers)s jobs to checkpoint and stop (by %(by)s)", "n"))
+register("jobs.wait.preempted", ngettext_lazy(
+    "waiting for %(n)s preempted job to checkpoint and stop (by %(by)s)",
+    "waiting for %(n)s preempted jobs to checkpoint and stop (by %(by)s)", "n"))
+register("jobs.wait.position", _("%(n)s in the %(pool)s queue"))
+register("jobs.wait.position_own", _("%(n)s in the %(pool)s queue behind jobs of your own "
+                                     "tenant"))
+
+# -- why a job could never start as it is ---------------------------------------------------
+
+register("jobs.never.no_node_has", _("no schedulable node you may use has %(resource)s"))
+register("jobs.never.no_cpu_node", _("no schedulable node you may use"))
+register("jobs.never.replica_too_large", _(
+    "no schedulable node has %(per)s for one replica; the largest node has %(largest)s"))
+register("jobs.never.gang_too_large", _(
+    "no switch has room for %(replicas)s replicas of %(per)s together; the largest switch "
+    "has %(largest)s"))
+register("jobs.never.no_quota", _(
+    "your tenant has no %(pool)s quota for %(resource)s: ask for quota"))
+register("jobs.never.above_quota", _(
+    "asks for %(amount)s, more than your %(pool)s quota of %(limit)s: ask for more quota or "
+    "make the job smaller"))
+register("jobs.never.above_ceiling", _(
+    "asks for %(amount)s, more than your %(pool)s ceiling of %(limit)s: ask for more quota "
+    "or make the job smaller"))
+
+# -- why a job is preempted -----------------------------------------------------------------
+
+register("jobs.preempt.batch", _(
+    "batch jobs run only on idle capacity; a %(tier)s job of %(tenant)s needs these "
+    "%(resource)s"))
+register("jobs.preempt.priority", _(
+    "a higher-priority job of your tenant (priority %(priority)s over %(theirs)s) needs "
+    "these %(resource)s"))
+register("jobs.preempt.return_borrowed", _(
+    "returning borrowed %(resource)s: %(tenant)s needs its %(pool)s quota back for a "
+    "%(tier)s job"))
+register("jobs.preempt.tier", _(
+    "a %(tier)s job takes precedence over %(theirs)s jobs for these %(resource)s"))
+register("jobs.preempt.watermark", _(
+    "%(resource)s are above the %(percent)s%% eviction watermark while jobs within their "
+    "quota wait"))
+register("jobs.preempt.maintenance", _("moved to free whole nodes for maintenance"))
+
+# -- transition messages and holds written by the system ------------------------------------
+
+register("jobs.transition.borrowing", _("borrowing idle capacity beyond the pool's quota"))
+register("jobs.transition.requeued", _(
+    "stopped after its checkpoint grace; it resumes from its checkpoint"))
+register("jobs.transition.cancelled_by", _("Cancelled by %(u)s"))
+register("jobs.transition.maintenance", _(
+    "maintenance window #%(window)s: freeing whole %(model)s nodes"))
+register("jobs.hold.abnormal", _("Held from the cluster page: abnormal GPU use"))
+
+# -- JobTransition.reason: short codes (queries and metrics use them), shown as labels ------
+
+TRANSITION_REASONS: dict[str, Any] = {
+    "Submitted": pgettext_lazy("job transition", "Submitted"),
+    "Admitted": pgettext_lazy("job transition", "Admitted"),
+    "Running": pgettext_lazy("job transition", "Running"),
+    "Succeeded": pgettext_lazy("job transition", "Succeeded"),
+    "Failed": pgettext_lazy("job transition", "Failed"),
+    "Preempted": pgettext_lazy("job transition", "Preempted"),
+    "Requeued": pgettext_lazy("job transition", "Requeued"),
+    "Cancelled": pgettext_lazy("job transition", "Cancelled"),
+}
+
+
+def transition_reason_label(code: str) -> str:
+    """A transition's reason code in the active language; an unknown code as it is."""
+    label = TRANSITION_REASONS.get(code)
+    return str(label) if label is not None else code
