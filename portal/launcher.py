@@ -123,7 +123,11 @@ def main() -> int:
                 print("kubesim did not start; see its output above.", file=sys.stderr)
                 return 1
             env["KUBECONFIG"] = str(kubeconfig)
-        # Observes the cluster into the database (after kubesim is up, when embedded).
+        # The web server first (demo_setup has just run the system checks' migrations);
+        # then the watcher, which observes the cluster into the database (after kubesim is
+        # up, when embedded), the worker, beat and the demo load.
+        web = start("web", [PY, str(ROOT / "manage.py"), "runserver", f"{host}:{port}",
+                            "--noreload", "--skip-checks"])
         start("watch", [PY, str(ROOT / "manage.py"), "k8s_watch"])
         start("worker", [PY, "-m", "celery", "-A", "portal", "worker", "-P", "solo",
                          "-Q", "default,k8s,billing", "--loglevel", "WARNING"])
@@ -131,8 +135,6 @@ def main() -> int:
                        "-s", str(var / "celerybeat-schedule")])
         if demo_load:
             start("demo-load", [PY, str(ROOT / "manage.py"), "demo_load"])
-        web = start("web", [PY, str(ROOT / "manage.py"), "runserver", f"{host}:{port}",
-                            "--noreload"])
         if _wait_for_port(host, port, 60, web):
             print(f"\nTrainyard is running at http://{host}:{port}/  (Ctrl-C stops it)\n",
                   flush=True)

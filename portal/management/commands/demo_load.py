@@ -16,6 +16,8 @@ from typing import Any
 from django.core.management.base import BaseCommand
 
 from jobs import services
+from jobs.choices import ACTIVE_STATES
+from jobs.models import TrainingJob
 from jobs.selectors import inventory
 from jobs.templates import TEMPLATES
 from portal.exceptions import ApplicationError
@@ -31,6 +33,9 @@ class Command(BaseCommand):
                             help="mean seconds between submissions")
         parser.add_argument("--seed", type=int, default=None)
         parser.add_argument("--count", type=int, default=0, help="stop after N (0: never)")
+        parser.add_argument("--burst", type=int, default=6,
+                            help="jobs submitted at once when nothing is queued or running, so a "
+                                 "new demo has queues to show within seconds")
 
     def handle(self, *args: Any, **options: Any) -> None:
         rng = random.Random(options["seed"])
@@ -42,6 +47,9 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
         submitted = 0
+        if not TrainingJob.objects.filter(state__in=ACTIVE_STATES).exists():
+            for _ in range(options["burst"]):
+                submitted += int(self._submit_one(rng))
         while not stop and (not options["count"] or submitted < options["count"]):
             if self._submit_one(rng):
                 submitted += 1
