@@ -26,6 +26,15 @@ from tenants.access import AnyUser, TenantAccess, require_platform_admin
 from tenants.models import AuditEvent, Pool
 
 
+def _audit(*, actor: AnyUser | None, action: str, text: StoredText, tenant: Any = None,
+           **data: Any) -> None:
+    """One audit row: ``text`` is shown in the reader's language, ``summary`` is English."""
+    AuditEvent.objects.create(
+        actor=actor if actor is not None and getattr(actor, "is_authenticated", False)
+        else None, tenant=tenant, action=action, text=text, summary=english(text)[:500],
+        data=data)
+
+
 def _kick_admission() -> None:
     from jobs.tasks import admission_cycle
 
@@ -168,10 +177,9 @@ def job_hold(*, actor: AnyUser, job: TrainingJob, held: bool,
     with transaction.atomic():
         TrainingJob.objects.filter(pk=job.pk).update(held=held,
                                                      hold_reason=reason if held else "")
-        AuditEvent.objects.create(actor=actor, tenant=job.tenant,
-                                  action="job.hold" if held else "job.release",
-                                  summary=f"{'held' if held else 'released'} job {job.name}: "
-                                          f"{english(reason)}", data={"job": job.pk})
+        _audit(actor=actor, tenant=job.tenant, action="job.hold" if held else "job.release",
+               text=stored_text("jobs.audit.hold" if held else "jobs.audit.release",
+                                job=job.name, reason=reason), job=job.pk)
         _kick_admission()
     job.refresh_from_db()
     return job
@@ -187,9 +195,9 @@ def job_set_priority(*, actor: AnyUser, job: TrainingJob, priority: int,
         raise ApplicationError(_("Priority is between -1000 and 1000."), field="priority")
     with transaction.atomic():
         TrainingJob.objects.filter(pk=job.pk).update(priority=int(priority))
-        AuditEvent.objects.create(actor=actor, tenant=job.tenant, action="job.priority",
-                                  summary=f"set priority of {job.name} to {priority}: "
-                                          f"{reason.strip()}", data={"job": job.pk})
+        _audit(actor=actor, tenant=job.tenant, action="job.priority",
+               text=stored_text("jobs.audit.priority", job=job.name, priority=int(priority),
+                                reason=reason.strip()), job=job.pk)
         _kick_admission()
     job.refresh_from_db()
     return job
@@ -257,8 +265,11 @@ def window_schedule(*, actor: AnyUser, gpu_model: str, nodes_wanted: int,
             gpu_model=gpu_model, nodes_wanted=nodes_wanted, starts_at=starts_at,
             ends_at=ends_at, reason=reason.strip(), created_by=actor,
             plan={"nodes": plan.nodes, "moves": plan.moves, "blocked": plan.blocked})
-        AuditEvent.objects.create(actor=actor, action="defrag.schedule",
-                                  summary=f"scheduled {window}", data={"window": window.pk})
+        _audit(actor=actor, action="defrag.schedule",
+               text=stored_text("jobs.audit.defrag_schedule", model=window.gpu_model,
+                                n=window.nodes_wanted, at={"code": "jobs.clock.date", "args": {
+                                    "at": window.starts_at.astimezone(dt.UTC).isoformat()}}),
+               window=window.pk)
     return window
 
 
@@ -289,8 +300,7 @@ def window_apply(*, window_id: int, now: dt.datetime | None = None) -> int:
         window.applied_at = now
         window.plan = {**window.plan, "applied": {"nodes": plan.nodes, "moves": plan.moves}}
         window.save(update_fields=["status", "applied_at", "plan"])
-        AuditEvent.objects.create(action="defrag.apply",
-                                  summary=f"applied {window}: moved {moved} job(s), "
-                                          f"freeing {', '.join(plan.nodes) or 'no node'}",
-                                  data={"window": window.pk})
+        _audit(actor=None, action="defrag.apply",
+               text=stored_text("jobs.audit.defrag_apply", model=window.gpu_model, n=moved,
+                                nodes=", ".join(plan.nodes) or "—"), window=window.pk)
     return moved

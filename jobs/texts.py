@@ -164,6 +164,18 @@ register("jobs.transition.maintenance", _(
     "maintenance window #%(window)s: freeing whole %(model)s nodes"))
 register("jobs.hold.abnormal", _("Held from the cluster page: abnormal GPU use"))
 
+# -- audit log (AuditEvent.text) -------------------------------------------------------------
+
+register("jobs.audit.hold", _("held job %(job)s: %(reason)s"))
+register("jobs.audit.release", _("released job %(job)s: %(reason)s"))
+register("jobs.audit.priority", _("set priority of %(job)s to %(priority)s: %(reason)s"))
+register("jobs.audit.defrag_schedule", ngettext_lazy(
+    "scheduled a maintenance window freeing %(n)s whole %(model)s node at %(at)s",
+    "scheduled a maintenance window freeing %(n)s whole %(model)s nodes at %(at)s", "n"))
+register("jobs.audit.defrag_apply", ngettext_lazy(
+    "opened the %(model)s maintenance window: moved %(n)s job, freeing %(nodes)s",
+    "opened the %(model)s maintenance window: moved %(n)s jobs, freeing %(nodes)s", "n"))
+
 # -- JobTransition.reason: short codes (queries and metrics use them), shown as labels ------
 
 TRANSITION_REASONS: dict[str, Any] = {
