@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint format messages bench clean help
+.PHONY: run test lint format messages bench docs-screenshots clean help
 
 help:
 	@echo "make run    start Trainyard on the embedded default (SQLite, no broker server, kubesim)"
@@ -62,6 +62,12 @@ messages: $(STAMP)-run
 
 bench: $(STAMP)-dev
 	@for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+# The screenshots of the guides in docs/: the browser tests (tests/e2e) save them, under
+# fixed names, into docs/img when TRAINYARD_DOCS_SCREENSHOTS is set.
+docs-screenshots: $(STAMP)-dev
+	@bash scripts/ensure-test-tools.sh
+	TRAINYARD_DOCS_SCREENSHOTS=docs/img $(BIN)/python -m pytest tests/e2e -m e2e
 
 clean:
 	rm -rf var staticfiles .pytest_cache .mypy_cache .ruff_cache

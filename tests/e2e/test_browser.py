@@ -1,27 +1,39 @@
 """End-to-end flows in a real browser: Playwright driving Debian's chromium against
 pytest-django's live server, with kubesim as the cluster (issue 9, item 3).
 
-* a researcher submits a job from the form and watches it queue, run and finish;
-* a tenant admin asks for quota, a platform admin approves an amended amount, and the
-  researcher's quota page shows the new number;
-* finance closes a month and downloads an invoice as CSV;
-* logging in and the quota page in Simplified Chinese, through the language switcher.
+Each flow runs twice, with the UI in English and in Simplified Chinese, the language
+chosen the way a user chooses it (the browser's language, or the switcher at the top of
+the page), and asserts the labels the user reads, taken from the catalogue
+(``locale/zh_Hans``; a label missing from it fails the Chinese run):
 
-Screenshots go to ``var/test-artifacts/e2e/``. No request may leave 127.0.0.1.
+* a researcher submits a job from the form and watches it queue, run and finish; a
+  second, bigger job waits for quota and says where it stands and why;
+* a tenant admin asks for quota, a platform admin looks at the capacity and approves an
+  amended amount, and the researcher's quota page and dashboard gauge show the new number;
+* finance closes a month, opens the tenant's invoices and downloads the CSV and the PDF.
+
+Screenshots of every step go to ``var/test-artifacts/e2e/``. With
+``TRAINYARD_DOCS_SCREENSHOTS=<dir>`` (``make docs-screenshots``: ``docs/img``) the steps
+the guides show are also saved there under fixed names (``doc=True`` below; the Chinese
+run adds ``-zh`` to the name where ``zh_doc=True``). No request may leave 127.0.0.1.
 Skipped when playwright or /usr/bin/chromium is missing.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import gettext as pygettext
 import os
 import re
+import shutil
+import subprocess
 from decimal import Decimal
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 from django.conf import settings
+from django.utils import translation
 
 from conftest import PASSWORD
 
@@ -43,6 +55,54 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 ARTIFACTS = Path(settings.BASE_DIR) / "var" / "test-artifacts" / "e2e"
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 TIMEOUT_MS = 15_000
+VIEWPORT = {"width": 1280, "height": 800}
+LANGUAGES = ["en", "zh-hans"]
+# What the browser says it prefers (Accept-Language, navigator.language) per UI language.
+BROWSER_LOCALE = {"en": "en-US", "zh-hans": "zh-CN"}
+
+
+def _docs_dir() -> Path | None:
+    value = os.environ.get("TRAINYARD_DOCS_SCREENSHOTS", "").strip()
+    if not value:
+        return None
+    path = Path(value)
+    return path if path.is_absolute() else Path(settings.BASE_DIR) / path
+
+
+# --------------------------------------------------------------------------- the catalogue
+
+
+def tr(lang: str, msgid: str, **values) -> str:
+    """``msgid`` as the catalogue renders it in ``lang`` (``%(name)s`` filled from
+    ``values``). In a language other than English the text must be translated."""
+    with translation.override(lang):
+        text = translation.gettext(msgid)
+    if lang != "en":
+        assert text != msgid, f"not in the {lang} catalogue: {msgid!r}"
+    return text % values if values else text
+
+
+def tr_js(lang: str, msgid: str, plural: str | None = None, n: int = 1, **values) -> str:
+    """The same for a string of static/js (the ``djangojs`` catalogue)."""
+    if lang == "en":
+        text = msgid if plural is None or n == 1 else plural
+    else:
+        catalogue = pygettext.translation("djangojs", Path(settings.BASE_DIR) / "locale",
+                                          languages=[translation.to_locale(lang)])
+        text = catalogue.gettext(msgid) if plural is None else \
+            catalogue.ngettext(msgid, plural, n)
+        assert text not in (msgid, plural), f"not in the {lang} djangojs catalogue: {msgid!r}"
+    return text % values if values else text
+
+
+def state_label(lang: str, state: str) -> str:
+    from jobs.choices import JobState
+
+    with translation.override(lang):
+        return str(JobState(state).label)
+
+
+# --------------------------------------------------------------------------- the browser
 
 
 @pytest.fixture(scope="module")
@@ -67,14 +127,16 @@ def browser():
 
 @pytest.fixture
 def new_page(browser, live_server, transactional_db):
-    """``new_page()`` opens a fresh browser context (its own cookies) on the live server.
-    Every request of every page is checked to stay on 127.0.0.1."""
+    """``new_page(lang)`` opens a fresh browser context (its own cookies) on the live
+    server whose browser prefers ``lang`` (default English). Every request of every page
+    is checked to stay on 127.0.0.1."""
     contexts = []
     outside: list[str] = []
 
-    def _new_page():
+    def _new_page(lang: str = "en"):
         context = browser.new_context(base_url=live_server.url, accept_downloads=True,
-                                      locale="en-US", viewport={"width": 1280, "height": 900})
+                                      locale=BROWSER_LOCALE[lang], viewport=VIEWPORT,
+                                      timezone_id="UTC")
         context.set_default_timeout(TIMEOUT_MS)
         contexts.append(context)
         page = context.new_page()
@@ -95,14 +157,61 @@ def new_page(browser, live_server, transactional_db):
     assert outside == [], f"requests left 127.0.0.1: {outside}"
 
 
-def shot(page, name: str, full_page: bool = True) -> None:
-    """Save a screenshot. A full-page one resizes the viewport for a moment: take it when
-    nothing is to be clicked on that page any more (or pass full_page=False)."""
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=full_page)
+def shot(page, lang: str, name: str, *, doc: bool = False, zh_doc: bool = False,
+         top=None) -> None:
+    """Save the viewport (1280x800) as ``var/test-artifacts/e2e/<name>[-zh].png``; with
+    ``doc`` (English) or ``zh_doc`` (Chinese) also into $TRAINYARD_DOCS_SCREENSHOTS for
+    the guides, as a 256-colour PNG. ``top``: a locator scrolled to the top first."""
+    if top is not None:
+        top.evaluate("el => window.scrollTo(0, el.getBoundingClientRect().top"
+                     " + window.scrollY - 12)")
+    suffix = "" if lang == "en" else "-zh"
+    target = ARTIFACTS / f"{name}{suffix}.png"
+    page.screenshot(path=str(target), animations="disabled", caret="hide")
+    docs = _docs_dir()
+    if docs is not None and (zh_doc if suffix else doc):
+        if suffix and not _has_cjk_font():
+            pytest.fail("no Chinese font: the -zh screenshots would show boxes "
+                        "(apt-get install fonts-wqy-microhei)")
+        docs.mkdir(parents=True, exist_ok=True)
+        _save_compressed(target, docs / f"{name}{suffix}.png")
+    if top is not None:
+        page.evaluate("window.scrollTo(0, 0)")
 
 
-def log_in(page, username: str, next_url: str = "/") -> None:
+def _has_cjk_font() -> bool:
+    if not shutil.which("fc-list"):
+        return False
+    out = subprocess.run(["fc-list", ":lang=zh"], capture_output=True, text=True,
+                         timeout=30).stdout
+    return bool(out.strip())
+
+
+def _save_compressed(source: Path, target: Path) -> None:
+    try:
+        from PIL import Image
+    except ImportError:  # pragma: no cover - Pillow comes with reportlab
+        shutil.copyfile(source, target)
+        return
+    with Image.open(source) as image:
+        small = image.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT,
+                                              dither=Image.Dither.NONE)
+        small.save(target, optimize=True)
+
+
+def switch_language(page, lang: str) -> None:
+    """Choose ``lang`` in the switcher at the top of the page, as a user does."""
+    if lang == "en":
+        return
+    with page.expect_navigation():
+        page.locator("#lang-select").select_option(lang)
+    expect(page.locator("html")).to_have_attribute("lang", lang)
+
+
+def log_in(page, username: str, next_url: str = "/", *, switch_to: str | None = None) -> None:
     page.goto(f"/login/?next={next_url}")
+    if switch_to:
+        switch_language(page, switch_to)
     page.locator("input[name=username]").fill(username)
     page.locator("input[name=password]").fill(PASSWORD)
     page.locator("form.stack button[type=submit]").click()
@@ -156,43 +265,59 @@ def _cycle(cluster, seconds: float = 0.0) -> None:
 # --------------------------------------------------------------------------- the flows
 
 
-def test_researcher_submits_a_job_and_watches_it_queue_run_and_finish(new_page, world,
-                                                                      cluster, bob):
-    from jobs.models import TrainingJob
-
-    page = new_page()
-    log_in(page, "bob", "/t/acme/jobs/new/")
+def _fill_job_form(page, lang: str, *, name: str, gpus: int, h800: str) -> None:
     page.goto("/t/acme/jobs/new/")
-    page.locator("input[name=name]").fill("e2e-resnet")
+    expect(page.locator("h1")).to_contain_text(tr(lang, "Submit a job"))
+    expect(page.locator("label[for=id_name]")).to_have_text(tr(lang, "Name"))
+    page.locator("input[name=name]").fill(name)
     page.locator("select[name=pool]").select_option("dev")
     page.locator("select[name=tier]").select_option("development")
     page.locator("input[name=image]").fill("registry.example.org/ml/trainer:1")
     page.locator("input[name=workers]").fill("1")
-    page.locator("input[name=gpus_per_worker]").fill("1")
-    page.locator("select[name=gpu_model]").select_option(world["h800"])
+    page.locator("input[name=gpus_per_worker]").fill(str(gpus))
+    page.locator("select[name=gpu_model]").select_option(h800)
     page.locator("input[name=cpu_per_worker]").fill("8")
     page.locator("input[name=memory_gib_per_worker]").fill("32")
     page.locator("input[name=max_run_hours]").fill("2")
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_researcher_submits_a_job_and_watches_it_queue_run_and_finish(
+        lang, new_page, world, cluster, bob):
+    """Bob's browser prefers ``lang`` (Accept-Language): no switcher needed."""
+    from jobs.models import TrainingJob
+
+    h800 = world["h800"]
+    page = new_page(lang)
+    log_in(page, "bob", "/t/acme/jobs/new/")
+    expect(page.locator("html")).to_have_attribute("lang", lang)
+    _fill_job_form(page, lang, name="e2e-resnet", gpus=1, h800=h800)
     # The live preview answers a moment after the last change (and re-lays the form out):
     # let it settle, then submit.
     preview = page.locator("#preview")
-    expect(preview).to_contain_text(f"Fits your quota: 1 / 8 gpu:{world['h800']}")
-    expect(preview).to_contain_text("Would start now on 1 node.")
+    expect(preview).to_contain_text(tr_js(
+        lang, "Fits your quota: %(used)s / %(quota)s %(resource)s",
+        used=1, quota=8, resource=f"gpu:{h800}"))
+    expect(preview).to_contain_text(tr_js(
+        lang, "Would start now on %(nodes)s node.", "Would start now on %(nodes)s nodes.",
+        1, nodes=1))
     expect(preview).not_to_have_attribute("aria-busy", "true")
     expect(page.locator("#job-form .field-error:not(:empty)")).to_have_count(0)
-    shot(page, "job-new", full_page=False)
+    shot(page, lang, "researcher-new-job", doc=True, zh_doc=True, top=page.locator("body"))
     page.locator("#job-form button[type=submit].primary").click()
     page.wait_for_url(re.compile(r"/t/acme/jobs/\d+/$"))
     job = TrainingJob.objects.get(tenant__slug="acme", name="e2e-resnet")
     assert page.url.rstrip("/").endswith(f"/t/acme/jobs/{job.pk}")
+    body = page.locator("body")
     state = page.locator("h1 .badge[class*=state-]")
-    expect(page.locator("body")).to_contain_text("Job e2e-resnet is queued.")
+    expect(body).to_contain_text(tr(lang, "Job %(n)s is queued.", n="e2e-resnet"))
+    expect(page.locator(".card h2", has_text=tr(lang, "Timeline"))).to_be_visible()
     # Submitting runs an admission cycle at once (eager Celery): the empty cluster admits
     # it straight away, so the page shows it queued in its history and admitted now.
-    history = page.locator("li", has=page.locator("time"))
-    expect(history.nth(0)).to_contain_text("Queued")
+    history = page.locator("ol.timeline li")
+    expect(history.nth(0)).to_contain_text(state_label(lang, "queued"))
     expect(state).to_have_class(re.compile(r"state-(queued|admitted)"))
-    shot(page, "job-queued")
+    shot(page, lang, "researcher-job-queued")
 
     _cycle(cluster)
     _cycle(cluster, 30)  # the pods start (startup 2 s) and are observed running
@@ -200,7 +325,39 @@ def test_researcher_submits_a_job_and_watches_it_queue_run_and_finish(new_page, 
     assert job.state == "running", job.state
     page.reload()
     expect(state).to_have_class("badge state-running")
-    shot(page, "job-running")
+    expect(state).to_have_text(state_label(lang, "running"))
+    shot(page, lang, "researcher-job-running", doc=True)
+
+    # A second job asks for all 8 H800s of the pool while one is busy: it waits for quota,
+    # and its page says where it stands and why.
+    _fill_job_form(page, lang, name="e2e-big", gpus=8, h800=h800)
+    expect(preview).to_contain_text(tr_js(
+        lang, "Above your quota: %(in_use)s in use + %(gpus)s > %(quota)s %(resource)s",
+        in_use=1, gpus=8, quota=8, resource=f"gpu:{h800}"))
+    expect(preview).not_to_have_attribute("aria-busy", "true")
+    page.locator("#job-form button[type=submit].primary").click()
+    page.wait_for_url(re.compile(r"/t/acme/jobs/\d+/$"))
+    big = TrainingJob.objects.get(tenant__slug="acme", name="e2e-big")
+    assert big.state == "queued", big.state
+    expect(state).to_have_text(state_label(lang, "queued"))
+    expect(page.locator(".banner")).to_contain_text(tr(
+        lang, "#%(p)s in the pool's queue, #%(m)s for its GPU model.", p=1, m=1))
+    shot(page, lang, "researcher-job-waiting", doc=True, zh_doc=True)
+
+    page.goto("/t/acme/dashboard/")
+    expect(page.locator(".card h2").first).to_contain_text(tr(lang, "Quota in use"))
+    gauge = page.locator(f"figure.gauge[data-key='gpu:{h800}']")
+    expect(gauge.locator("[data-field=quota]")).to_have_text("16")
+    expect(gauge.locator(".js-plotly-plot")).to_have_count(1)
+    waiting = page.locator("table[data-live=waiting]")
+    expect(waiting).to_contain_text("e2e-big")
+    shot(page, lang, "dashboard", doc=True)
+
+    page.goto("/t/acme/jobs/")
+    expect(page.locator("table.table thead")).to_contain_text(tr(lang, "Where it stands"))
+    expect(page.locator("tbody tr", has_text="e2e-big")).to_contain_text(tr(
+        lang, "#%(p)s in pool · #%(m)s for this GPU", p=1, m=1))
+    shot(page, lang, "researcher-jobs", doc=True)
 
     # the small profile runs a job for 600 simulated seconds
     for _ in range(8):
@@ -209,60 +366,99 @@ def test_researcher_submits_a_job_and_watches_it_queue_run_and_finish(new_page, 
         if job.state == "succeeded":
             break
     assert job.state == "succeeded", job.state
-    page.reload()
+    page.goto(f"/t/acme/jobs/{job.pk}/")
     expect(state).to_have_class("badge state-succeeded")
-    expect(page.locator("body")).to_contain_text("Running")
-    shot(page, "job-succeeded")
+    expect(state).to_have_text(state_label(lang, "succeeded"))
+    expect(history.filter(has_text=state_label(lang, "running"))).to_have_count(1)
+    shot(page, lang, "researcher-job-succeeded")
 
 
+@pytest.mark.parametrize("lang", LANGUAGES)
 def test_admin_approves_an_amended_quota_request_and_the_researcher_sees_it(
-        new_page, world, bob, alice, platform_admin):
+        lang, new_page, world, bob, alice, platform_admin):
+    """Alice picks the language in the switcher on the login page; Bob's and Pat's
+    browsers prefer it."""
     from tenants.models import QuotaRequest
 
-    researcher = new_page()
+    researcher = new_page(lang)
     log_in(researcher, "bob", "/t/acme/quota/")
+    # the numbers are in the HTML: no need to wait for the charts (plotly.js is large)
+    researcher.goto("/t/acme/dashboard/", wait_until="commit")
+    cpu_gauge = researcher.locator("figure.gauge[data-key=cpu] [data-field=quota]")
+    expect(cpu_gauge).to_have_text("256")  # 128 cores in each pool
     researcher.goto("/t/acme/quota/")
     prod = researcher.locator("section.card",
                               has=researcher.locator("code", has_text="ty-acme-prod"))
     cpu_granted = prod.locator("tbody tr", has=researcher.locator(
         "code", has_text=re.compile(r"^cpu$"))).locator("td").nth(1)
-    expect(cpu_granted).to_have_text("128 cores")
+    expect(cpu_granted).to_have_text(re.compile(r"^128\b"))
 
     page = new_page()
-    log_in(page, "alice", "/t/acme/quota/")
+    log_in(page, "alice", "/t/acme/members/", switch_to=lang)
+    expect(page.locator("nav.tabs [aria-current=page]")).to_have_text(tr(lang, "Members"))
+    expect(page.locator("tbody")).to_contain_text("bob")
+    shot(page, lang, "tenant-admin-members", doc=True)
     page.goto("/t/acme/quota/")
-    form = page.locator("form:has(button:text('Send request'))")
+    expect(page.locator("html")).to_have_attribute("lang", lang)
+    form = page.locator("form", has=page.locator(
+        "button", has_text=tr(lang, "Send request")))
     form.locator("select[name=pool]").select_option("prod")
     form.locator("input[name=resource_0]").fill("cpu")
     form.locator("input[name=amount_0]").fill("192")
-    form.locator("textarea[name=justification]").fill("A bigger data-loading fleet.")
-    shot(page, "quota-request", full_page=False)
+    form.locator("textarea[name=justification]").fill(
+        "A bigger data-loading fleet." if lang == "en" else "更多的数据加载节点。")
+    shot(page, lang, "tenant-admin-quota-request", doc=True, zh_doc=True,
+         top=page.locator("section.card", has=form))
     form.locator("button[type=submit]").click()
-    expect(page.locator("body")).to_contain_text("was sent to the platform admins")
     request = QuotaRequest.objects.get(tenant__slug="acme")
+    body = page.locator("body")
+    expect(body).to_contain_text(tr(lang, "Request #%(n)s was sent to the platform admins.",
+                                    n=request.pk))
     assert request.status == "pending"
+    row = page.locator("tbody tr", has_text="128 → 192")
+    expect(row.locator(".badge")).to_have_text(tr(lang, "Pending"))
 
-    admin = new_page()
-    log_in(admin, "pat", f"/platform/quota-requests/{request.pk}/")
-    admin.goto(f"/platform/quota-requests/{request.pk}/")
+    admin = new_page(lang)
+    log_in(admin, "pat", "/platform/capacity/")
+    expect(admin.locator("h1")).to_have_text(tr(lang, "GPU capacity"))
+    expect(admin.locator("tbody").first).to_contain_text(world["h800"])
+    shot(admin, lang, "cluster-capacity", doc=True)
+    admin.goto("/platform/quota-requests/")
+    expect(admin.locator("h1")).to_have_text(tr(lang, "Quota requests"))
+    expect(admin.locator("nav.tabs [aria-current=page]")).to_have_text(tr(lang, "Pending"))
+    shot(admin, lang, "admin-quota-requests", doc=True)
+    admin.locator("tbody a", has_text=str(request.pk)).click()
+    admin.wait_for_url(f"**/platform/quota-requests/{request.pk}/")
+    expect(admin.locator("section.card h2")).to_contain_text(tr(lang, "Facts"))
     item = request.items.get()
     admin.locator(f"input[name=amount_{item.pk}]").fill("160")
-    admin.locator("textarea[name=note]").fill("160 for now; ask again in a month.")
-    shot(admin, "quota-approve", full_page=False)
-    admin.locator("button[name=decision][value=approve]").click()
+    admin.locator("textarea[name=note]").fill(
+        "160 for now; ask again in a month." if lang == "en" else "先给 160，一个月后再申请。")
+    shot(admin, lang, "admin-quota-approve", doc=True, zh_doc=True)
+    admin.locator("button[name=decision][value=approve]",
+                  has_text=tr(lang, "Approve")).click()
     admin.wait_for_url("**/platform/quota-requests/")
-    expect(admin.locator("body")).to_contain_text("was approved")
+    expect(admin.locator("body")).to_contain_text(tr(
+        lang, "Request #%(n)s was approved; the cluster is being updated.", n=request.pk))
     request.refresh_from_db()
     assert request.status == "approved"
 
+    page.reload()
+    expect(row.locator(".badge")).to_have_text(tr(lang, "Approved"))
+
     researcher.reload()
-    expect(cpu_granted).to_have_text("160 cores")
-    expect(researcher.locator("body")).to_contain_text("(approved 160)")
-    shot(researcher, "quota-after-approval")
+    expect(cpu_granted).to_have_text(re.compile(r"^160\b"))
+    expect(researcher.locator("body")).to_contain_text(f"({tr(lang, 'approved')} 160)")
+    shot(researcher, lang, "researcher-quota", doc=True)
+    researcher.goto("/t/acme/dashboard/", wait_until="commit")
+    expect(cpu_gauge).to_have_text("288")  # 160 in prod + 128 in dev
 
 
-def test_finance_closes_a_month_and_downloads_an_invoice_csv(new_page, settings, tenant_a,
-                                                           platform_admin, finance_user):
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_finance_closes_a_month_and_downloads_the_invoice(lang, new_page, settings, tenant_a,
+                                                          platform_admin, finance_user):
+    """Fran switches the language on the billing page, closes October, opens Acme's
+    invoices and downloads the invoice as CSV and as PDF."""
     from billing import services
     from billing.models import Invoice
     from billing.tests.conftest import A100_PRICE, at, make_job, run
@@ -278,73 +474,52 @@ def test_finance_closes_a_month_and_downloads_an_invoice_csv(new_page, settings,
 
     page = new_page()
     log_in(page, "fran", "/billing/?month=2026-10")
-    page.goto("/billing/?month=2026-10")
-    page.locator("button:text('Close 2026-10 and issue the invoices')").click()
-    expect(page.locator("body")).to_contain_text("invoices issued")
+    switch_language(page, lang)
+    expect(page.locator("h1")).to_have_text(f"{tr(lang, 'Billing')} 2026-10")
+    page.locator("button", has_text=tr(lang, "Close %(m)s and issue the invoices",
+                                       m="2026-10")).click()
+    expect(page.locator("body")).to_contain_text(tr(
+        lang, "%(month)s is closed: %(n)s invoices issued.", month="2026-10", n=1))
     invoice = Invoice.objects.get(tenant=tenant_a, period=dt.date(2026, 10, 1))
     assert invoice.is_issued
-    shot(page, "billing-closed", full_page=False)
-    row = page.locator("tr", has=page.locator("td", has_text="CC-acme"))
+    shot(page, lang, "finance-billing", doc=True)
+
+    # Acme's invoices, as its members see them: the issued invoice with PDF and CSV links
+    page.locator("tbody a", has_text="Acme Vision").click()
+    page.wait_for_url(f"**/t/acme/invoices/{invoice.pk}/")
+    page.locator("nav.tabs a", has_text=tr(lang, "Invoices")).click()
+    page.wait_for_url("**/t/acme/invoices/")
+    expect(page.locator("section.card h2", has_text=tr(lang, "Invoices and credit notes"))
+           ).to_be_visible()
+    row = page.locator("tbody tr", has=page.locator("a", has_text=invoice.number))
+    expect(row).to_contain_text("CC-acme")
+    expect(row).to_contain_text("39.60 USD")
     with page.expect_download() as info:
         row.locator("a", has_text="CSV").click()
-    download = info.value
-    assert download.suggested_filename.endswith(".csv")
-    target = ARTIFACTS / download.suggested_filename
-    download.save_as(target)
-    text = target.read_text(encoding="utf-8")
+    csv_file = _save(info.value, ".csv", lang)
+    text = csv_file.read_text(encoding="utf-8")
     assert f"{invoice.number},invoice,issued,Acme Vision,CC-acme,2026-10,USD" in text
-    assert ",24.0000,GPU-hours,1.65,39.60" in text and text.strip().endswith("39.60")
+    assert ",24.0000," in text and text.strip().endswith("39.60")
+
+    row.locator("a", has_text=invoice.number).click()
+    page.wait_for_url(f"**/t/acme/invoices/{invoice.pk}/")
+    expect(page.locator("section.card h2").first).to_contain_text(invoice.number)
+    shot(page, lang, "finance-invoice", doc=True, zh_doc=True)
+    with page.expect_download() as info:
+        page.locator("a.button", has_text=tr(lang, "Download PDF")).click()
+    pdf_file = _save(info.value, ".pdf", lang)
+    data = pdf_file.read_bytes()
+    assert data.startswith(b"%PDF-") and len(data) > 1000
+    if shutil.which("pdftotext"):
+        out = subprocess.run(["pdftotext", "-layout", str(pdf_file), "-"], check=True,
+                             capture_output=True, text=True, timeout=30).stdout
+        assert invoice.number in out and "CC-acme" in out and "39.60" in out
 
 
-def test_login_and_quota_page_in_chinese(new_page, world, alice):
-    from tenants.models import QuotaRequest
-
-    page = new_page()
-    page.goto("/login/?next=/t/acme/quota/")
-    expect(page.locator("h1")).to_have_text("Log in to Trainyard")
-    page.locator("#lang-select").select_option("zh-hans")
-    page.wait_for_load_state()
-    expect(page.locator("html")).to_have_attribute("lang", "zh-hans")
-    expect(page.locator("h1")).to_have_text("登录 Trainyard")
-    shot(page, "zh-login", full_page=False)
-    page.locator("input[name=username]").fill("alice")
-    page.locator("input[name=password]").fill(PASSWORD)
-    page.locator("form.stack button[type=submit]").click()
-    page.wait_for_url("**/t/acme/quota/")
-    expect(page).to_have_title("配额 · acme · Trainyard")
-    body = page.locator("body")
-    for text in ("已授予", "申请配额", "发送申请"):
-        expect(body).to_contain_text(text)
-    expect(body).not_to_contain_text("Ask for quota")
-    shot(page, "zh-quota", full_page=False)
-    form = page.locator("form:has(button:text('发送申请'))")
-    form.locator("select[name=pool]").select_option("prod")
-    form.locator("input[name=resource_0]").fill("cpu")
-    form.locator("input[name=amount_0]").fill("192")
-    form.locator("textarea[name=justification]").fill("更多的数据加载节点。")
-    form.locator("button[type=submit]").click()
-    expect(body).to_contain_text("已发送给平台管理员")
-    request = QuotaRequest.objects.get(tenant__slug="acme")
-    expect(body).to_contain_text(f"申请 #{request.pk} 已发送给平台管理员。")
-    row = page.locator("tbody tr", has_text="128 → 192")
-    expect(row.locator(".badge")).to_have_text("待处理")
-    shot(page, "zh-quota-requested", full_page=False)
-
-    # the platform admin decides in Chinese too (the language comes from the switcher)
-    admin = new_page()
-    log_in(admin, "pat", f"/platform/quota-requests/{request.pk}/")
-    admin.goto(f"/platform/quota-requests/{request.pk}/")
-    admin.locator("#lang-select").select_option("zh-hans")
-    expect(admin.locator("html")).to_have_attribute("lang", "zh-hans")
-    admin.locator("button[name=decision][value=approve]", has_text="批准").click()
-    admin.wait_for_url("**/platform/quota-requests/")
-    expect(admin.locator("body")).to_contain_text(f"申请 #{request.pk} 已批准；正在更新集群。")
-
-    page.reload()
-    expect(row.locator(".badge")).to_have_text("已批准")
-    prod = page.locator("section.card", has=page.locator("code", has_text="ty-acme-prod"))
-    cpu_granted = prod.locator("tbody tr", has=page.locator(
-        "code", has_text=re.compile(r"^cpu$"))).locator("td").nth(1)
-    expect(cpu_granted).to_contain_text("192")
-    shot(page, "zh-quota-approved")
-
+def _save(download, suffix: str, lang: str) -> Path:
+    assert download.failure() is None
+    assert download.suggested_filename.endswith(suffix), download.suggested_filename
+    target = ARTIFACTS / lang / download.suggested_filename
+    target.parent.mkdir(parents=True, exist_ok=True)
+    download.save_as(target)
+    return target
