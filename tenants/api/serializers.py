@@ -21,7 +21,7 @@ from tenants.models import (
 )
 
 
-class RenderedText(serializers.Field):
+class RenderedText(serializers.CharField):
     """A stored text (:mod:`portal.texts`) rendered in the request's language (its
     ``Accept-Language``, else the language cookie, else English). Read-only."""
 
