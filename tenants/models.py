@@ -200,6 +200,9 @@ class QuotaGrant(models.Model):
     granted_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                    on_delete=models.SET_NULL, related_name="+")
     reason = models.TextField(_("reason"), blank=True)
+    # the reason the system gave (a stored text shown in the reader's language; ``reason``
+    # keeps its English); None when a person typed the reason
+    reason_text = models.JSONField(null=True, blank=True)
     valid_until = models.DateTimeField(_("valid until"), null=True, blank=True)
     # Temporary grants: the amount to return to when ``valid_until`` passes.
     restore_amount = models.DecimalField(max_digits=14, decimal_places=3, null=True, blank=True)
@@ -219,6 +222,10 @@ class QuotaGrant(models.Model):
 
     def __str__(self) -> str:
         return f"{self.pool} {self.resource}={self.amount}"
+
+    @property
+    def why(self) -> StoredText:
+        return self.reason_text or self.reason
 
 
 class NodeDedication(models.Model):

@@ -35,6 +35,13 @@ QUOTA_PROPOSED_FROM_USAGE = register(
 QUOTA_REPLACED_BY_NEWER = register(
     "tenants.quota_request.replaced", _("Replaced by a newer proposal."))
 
+# --- quota grants: reasons the system gives (QuotaGrant.reason_text) ----------------------
+
+GRANT_FROM_REQUEST = register("tenants.grant.from_request", _("request #%(n)s: %(why)s"))
+GRANT_TEMPORARY_ENDED = register("tenants.grant.temporary_ended", _("temporary quota ended"))
+GRANT_DEFAULT_QUOTA = register("tenants.grant.default_quota",
+                               _("default quota for new tenants"))
+
 # --- audit log (AuditEvent.text; the English goes to ``summary``) --------------------------
 
 AUDIT_NODE_DEDICATE = register("tenants.audit.node_dedicate",

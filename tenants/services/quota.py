@@ -16,7 +16,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from portal.exceptions import ApplicationError, Conflict, NotAllowed
-from portal.texts import english, message
+from portal.texts import StoredText, english, message
 from tenants import texts
 from tenants.access import AnyUser, TenantAccess, require_platform_admin
 from tenants.catalog import Resource
@@ -43,15 +43,19 @@ def parse_amounts(amounts: dict[str, Any]) -> dict[str, Decimal]:
     return parsed
 
 
-def _grant(*, actor: AnyUser | None, pool: Pool, amounts: dict[str, Decimal], reason: str,
+def _grant(*, actor: AnyUser | None, pool: Pool, amounts: dict[str, Decimal],
+           reason: StoredText,
            valid_until: dt.datetime | None = None, request: QuotaRequest | None = None
            ) -> list[QuotaGrant]:
     """Supersede the current grants of ``amounts``' resources and add the new ones.
 
     Call inside a transaction. A temporary grant (``valid_until``) remembers the amount
-    to return to. Unchanged amounts are skipped (idempotent).
+    to return to. Unchanged amounts are skipped (idempotent). ``reason``: what a person
+    typed (a string), or the system's stored text (kept as ``reason_text``).
     """
     now = timezone.now()
+    reason_text = None if isinstance(reason, str) else reason
+    reason = english(reason)[:2000]
     current = {g.resource: g for g in QuotaGrant.objects.select_for_update().filter(
         pool=pool, superseded_at__isnull=True, resource__in=list(amounts))}
     created = []
@@ -68,6 +72,7 @@ def _grant(*, actor: AnyUser | None, pool: Pool, amounts: dict[str, Decimal], re
                 (old.amount if old is not None else Decimal(0))
         created.append(QuotaGrant.objects.create(
             pool=pool, resource=key, amount=amount, granted_by=actor, reason=reason,
+            reason_text=reason_text,
             valid_until=valid_until, restore_amount=restore, request=request))
     if created:
         _audit(actor=actor, action="quota.set", tenant=pool.tenant,
@@ -221,7 +226,7 @@ def quota_request_approve(*, actor: AnyUser, request: QuotaRequest,
             item.approved_amount = final[key]
             item.save(update_fields=["approved_amount"])
         _grant(actor=actor, pool=locked.pool, amounts=final, request=locked,
-               reason=f"request #{locked.pk}: {locked.justification}"[:2000],
+               reason=message(texts.GRANT_FROM_REQUEST, n=locked.pk, why=locked.why),
                valid_until=locked.valid_until)
         _decide(locked, actor, RequestStatus.APPROVED, note)
         changed = any(final[k] != i.requested_amount for k, i in items.items())
@@ -307,7 +312,7 @@ def quota_expire_temporary(*, now: dt.datetime | None = None) -> int:
                 pk=grant.pk, superseded_at__isnull=True).first()
             if locked is None:
                 continue
-            _grant(actor=None, pool=grant.pool, reason="temporary quota ended",
+            _grant(actor=None, pool=grant.pool, reason=message(texts.GRANT_TEMPORARY_ENDED),
                    amounts={grant.resource: grant.restore_amount or Decimal(0)})
             ended += 1
     return ended

@@ -334,7 +334,9 @@ def _default_quota(actor: AnyUser, pools: list[Pool]) -> None:
     from tenants.models import Policy
 
     defaults = Policy.current().default_quota or {}
+    reason = message(texts.GRANT_DEFAULT_QUOTA)
     for pool in pools:
         for key, amount in (defaults.get(pool.kind) or {}).items():
             QuotaGrant.objects.create(pool=pool, resource=key, amount=Decimal(str(amount)),
-                                      granted_by=actor, reason="default quota for new tenants")
+                                      granted_by=actor, reason=english(reason),
+                                      reason_text=reason)

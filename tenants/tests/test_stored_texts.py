@@ -286,3 +286,28 @@ def test_every_translation_keeps_the_placeholders(app):
             chinese = str(template)
         assert sorted(re.findall(r"%\(\w+\)s", english)) == sorted(
             re.findall(r"%\(\w+\)s", chinese)), code
+
+
+def test_a_grants_reason_reads_in_each_readers_language(client, alice, platform_admin,
+                                                         tenant_a):
+    """The reason of a grant from a dynamic proposal nests the proposal's own text; a
+    reason a person typed stays as typed."""
+    from decimal import Decimal
+
+    from tenants.models import QuotaGrant
+
+    pool = tenant_a.pools.get(kind="prod")
+    proposal = services.quota_request_propose(pool=pool, amounts={"cpu": Decimal(8)},
+                                              formula="f")
+    with translation.override("zh-hans"):
+        services.quota_request_approve(actor=platform_admin, request=proposal)
+    services.quota_set(actor=platform_admin, pool=pool, amounts={"memory": 64},
+                       reason="手工设置 / by hand")
+    grant = QuotaGrant.objects.get(pool=pool, resource="cpu")
+    assert grant.reason == f"request #{proposal.pk}: Proposed from the last 30 days of usage."
+    url = reverse("tenants:pool", kwargs={"slug": "acme", "kind": "prod"})
+    english = _page(client, alice, url, "en")
+    assert grant.reason in english and "手工设置 / by hand" in english
+    chinese = _page(client, alice, url, "zh-hans")
+    assert f"申请 #{proposal.pk}：根据最近 30 天的用量提议。" in chinese
+    assert "手工设置 / by hand" in chinese
