@@ -163,6 +163,9 @@ register("jobs.transition.cancelled_by", _("Cancelled by %(u)s"))
 register("jobs.transition.maintenance", _(
     "maintenance window #%(window)s: freeing whole %(model)s nodes"))
 register("jobs.hold.abnormal", _("Held from the cluster page: abnormal GPU use"))
+register("jobs.hold.low_util", _("GPU utilisation %(u).0f%% since %(t)s"))
+register("jobs.hold.long_run", _("running for %(d)s"))
+register("jobs.duration.days", _("%(n).1f days"))
 
 # -- audit log (AuditEvent.text) -------------------------------------------------------------
 

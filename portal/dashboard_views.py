@@ -146,7 +146,10 @@ def abnormal_job_action(request: HttpRequest, pk: int, action: str) -> HttpRespo
     if not is_platform_admin(request.user) or action not in ("cancel", "hold"):
         raise Http404
     job = get_object_or_404(TrainingJob.objects.select_related("tenant", "pool"), pk=pk)
-    reason = (request.POST.get("reason") or "").strip() or message("jobs.hold.abnormal")
+    reason: Any = (request.POST.get("reason") or "").strip()
+    if not reason:   # the system's reason, stored as a text each reader sees in their language
+        reason = next((a["hold_reason"] for a in dashboards.abnormal_jobs()
+                       if a["job"].pk == job.pk), None) or message("jobs.hold.abnormal")
     try:
         if action == "cancel":
             access = access_for(request.user, job.tenant)

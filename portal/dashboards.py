@@ -38,6 +38,7 @@ from jobs.timeline import running_intervals
 from k8s_sync.naming import namespace_name
 from k8s_sync.selectors import CapacityReport, capacity_report
 from portal import charts
+from portal.texts import message
 from portal.texts import render as render_text
 from tenants.access import AnyUser
 from tenants.models import JobUtilisation, Pool, Tenant
@@ -441,18 +442,23 @@ def abnormal_jobs(*, now: dt.datetime | None = None, limit: int = 25) -> list[di
         if u is not None and u.namespace != namespace_name(j.tenant.slug, j.pool.kind):
             u = None
         reasons = []
+        stored = [message("jobs.hold.abnormal")]   # the same, as a hold reason to store
         if u is not None:
+            since = timezone.localtime(u.low_since).strftime("%H:%M")
             reasons.append(_("GPU utilisation %(u).0f%% since %(t)s") % {
-                "u": u.last_util, "t": timezone.localtime(u.low_since).strftime("%H:%M")})
+                "u": u.last_util, "t": since})
+            stored.append(message("jobs.hold.low_util", u=u.last_util, t=since))
         if j.started_at and j.started_at <= now - LONG_RUN:
-            reasons.append(_("running for %(d)s") % {
-                "d": humanize_minutes((now - j.started_at).total_seconds() / 60)})
+            minutes = (now - j.started_at).total_seconds() / 60
+            reasons.append(_("running for %(d)s") % {"d": humanize_minutes(minutes)})
+            stored.append(message("jobs.hold.long_run",
+                                  d=message("jobs.duration.days", n=minutes / 1440)))
         if not reasons:
             continue
         out.append({"job": j, "tenant": j.tenant.slug, "gpus": j.total_gpus,
                     "resource": short_model(j.mig_profile or j.gpu_model),
                     "mean_util": round(u.mean_util, 1) if u else None,
-                    "reasons": reasons, "low_util": u is not None})
+                    "reasons": reasons, "hold_reason": stored, "low_util": u is not None})
     return out
 
 

@@ -50,10 +50,10 @@ def codes_in(value: Any) -> set[str]:
 
 
 class _Sample(dict):
-    """Arguments for any template: a count of 2, an instant, or a word."""
+    """Arguments for any template: an instant, or a number (it formats as %s and %f)."""
 
     def __missing__(self, key: str) -> Any:
-        return {"n": 2, "at": "2026-11-30T14:20:00+00:00"}.get(key, "X")
+        return "2026-11-30T14:20:00+00:00" if key == "at" else 2
 
 
 def test_every_code_the_engine_writes_is_registered_and_speaks_chinese():
@@ -204,3 +204,20 @@ def test_the_migration_keeps_existing_text_rows_as_plain_strings(tenant_a):
     assert job_row.wait_reason == 'needs 4 "H800"; 2 free' and job_row.hold_reason == ""
     assert job_row.transitions.get().message == "from the old days"
     assert render(job_row.wait_reason, language="zh-hans") == 'needs 4 "H800"; 2 free'
+
+
+def test_a_one_click_hold_from_the_cluster_page_stores_the_systems_reason(login,
+                                                                          platform_admin,
+                                                                          tenant_a):
+    started = timezone.now() - timezone.timedelta(days=6)
+    marathon = TrainingJob.objects.create(
+        tenant=tenant_a, pool=tenant_a.pools.get(kind="dev"), name="marathon", image="busybox",
+        tier="development", max_run_seconds=10 * 86400, state="running", started_at=started)
+    client = login(platform_admin)
+    assert client.post(f"/cluster/jobs/{marathon.pk}/hold/").status_code == 302
+    marathon.refresh_from_db()
+    assert marathon.held and texts.text_code(marathon.hold_reason) == "jobs.hold.abnormal"
+    assert english(marathon.hold_reason) == (
+        "Held from the cluster page: abnormal GPU use; running for 6.0 days")
+    assert render(marathon.hold_reason, language="zh-hans") == (
+        "从集群页面挂起：GPU 使用异常；已运行 6.0 天")
