@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django import template
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 register = template.Library()
 
@@ -16,3 +17,12 @@ def mib(value: int | None) -> str:
     gib = int(value) / 1024
     amount = f"{gib:.0f}" if gib >= 10 or gib == int(gib) else f"{gib:.1f}"
     return _("%(amount)s GiB") % {"amount": amount}
+
+
+_SHARING = {"time-slicing": gettext_lazy("time-slicing"), "mps": "MPS", "none": "—"}
+
+
+@register.filter
+def sharing(value: str | None) -> str:
+    """A node's GPU sharing strategy (the GPU operator's word) for people."""
+    return str(_SHARING.get(value or "", value or "—"))
