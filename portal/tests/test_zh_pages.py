@@ -299,3 +299,19 @@ def test_the_detector_finds_english_and_lets_names_and_terms_pass():
     parser.feed('<p title="Queue position">甲<code>kubectl get pods -A</code>'
                 '<span translate="no">0/4 nodes are available</span></p>')
     assert list(parser.found) == [("<p title>", "Queue position"), ("p", "甲")]
+
+
+@pytest.mark.parametrize("url", ["/t/no-such-team/", "/t/no-such-team/jobs/1/"])
+def test_the_not_found_page_speaks_chinese(client, bob, tenant_a, url):
+    from django.conf import settings as django_settings
+    from django.utils import translation
+
+    client.force_login(bob)
+    client.cookies[django_settings.LANGUAGE_COOKIE_NAME] = "zh-hans"
+    response = client.get(url)
+    assert response.status_code == 404
+    parser = _Text()
+    parser.feed(response.content.decode())
+    with translation.override("zh-hans"):
+        assert translation.gettext("Not found") in response.content.decode()
+    assert [run for _, text in parser.found for run in english_runs(text, [])] == []
