@@ -23,6 +23,14 @@ from portal.texts import render
 OCT = dt.date(2026, 10, 1)
 
 
+@pytest.fixture(autouse=True)
+def _english_afterwards():
+    """A request in Chinese leaves Chinese active in this thread (LocaleMiddleware);
+    the next test must not inherit it."""
+    yield
+    translation.deactivate()
+
+
 @pytest.fixture
 def issued(tenant_a, platform_admin, finance_user):
     """October, drafted and closed by someone working in Chinese: a MIG line and CPU

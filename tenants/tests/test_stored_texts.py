@@ -25,6 +25,14 @@ from tenants.services.notify import notify
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.fixture(autouse=True)
+def _english_afterwards():
+    """A request in Chinese leaves Chinese active in this thread (LocaleMiddleware);
+    the next test must not inherit it."""
+    yield
+    translation.deactivate()
+
+
 def _page(client, user, url, language):
     client.cookies[settings.LANGUAGE_COOKIE_NAME] = language
     client.force_login(user)
