@@ -24,6 +24,7 @@ from tenants.choices import RequestSource, RequestStatus, TenantStatus
 from tenants.models import Policy, Pool, QuotaGrant, QuotaRequest, QuotaRequestItem
 from tenants.services._common import _audit, _schedule_pools
 from tenants.services.notify import notify, notify_platform_admins
+from tenants.services.preferences import preference_default_language
 
 
 def parse_amounts(amounts: dict[str, Any]) -> dict[str, Decimal]:
@@ -133,7 +134,8 @@ def quota_request_submit(*, access: TenantAccess, actor: AnyUser, pool: Pool,
     """Ask for new amounts of several resources of one pool at once.
 
     Tenant admins may always ask; members when the tenant allows it. ``valid_until``
-    makes the change temporary. Platform admins are notified.
+    makes the change temporary. Platform admins are notified. ``language`` (the one the
+    requester works in) becomes their e-mail language unless they chose one.
     """
     tenant = access.tenant
     if not (access.role == "admin" or (access.is_member and tenant.members_may_request_quota)):
@@ -160,6 +162,7 @@ def quota_request_submit(*, access: TenantAccess, actor: AnyUser, pool: Pool,
             QuotaRequestItem(request=request, resource=k, requested_amount=v,
                              current_amount=current.get(k, Decimal(0)))
             for k, v in parsed.items())
+        preference_default_language(user=actor, language=language)
         _audit(actor=actor, action="quota_request.submit", tenant=tenant,
                text=message(texts.AUDIT_REQUEST_SUBMIT, pool=str(pool), amounts=", ".join(
                    f"{k}={v.normalize()}" for k, v in parsed.items())), request=request.pk)

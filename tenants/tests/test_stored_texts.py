@@ -169,6 +169,23 @@ def test_a_requester_is_answered_in_their_language_not_the_deciders(
         f"[Trainyard] 你对 ty-acme-prod 的配额申请 #{request.pk} 已获批准：cpu=8。")
 
 
+def test_an_api_user_is_answered_in_the_language_they_asked_in(
+        api, alice, platform_admin, tenant_a, django_capture_on_commit_callbacks):
+    """No browser login, no language menu: the language of the request is remembered."""
+    response = api(alice).post("/api/v1/tenants/acme/quota-requests/", {
+        "pool": "prod", "amounts": {"cpu": "8"}, "justification": "训练"}, format="json",
+        HTTP_ACCEPT_LANGUAGE="zh-hans")
+    assert response.status_code == 201, response.content
+    assert UserPreference.objects.get(user=alice).language == "zh-hans"
+    mail.outbox.clear()
+    with django_capture_on_commit_callbacks() as callbacks:
+        services.quota_request_reject(actor=platform_admin,
+                                      request=QuotaRequest.objects.get(),
+                                      reason="not now")
+    _run_mail(callbacks)
+    assert "被拒绝：not now" in mail.outbox[0].subject
+
+
 def test_the_language_menu_remembers_a_signed_in_users_language(client, alice):
     client.force_login(alice)  # the first login records the browser's language (English)
     assert UserPreference.objects.get(user=alice).language == "en"
