@@ -4,16 +4,44 @@ status.used, kept current incrementally) and CRD registration."""
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from . import admission as adm
 from .jsonutil import jcopy
 from .resources import ResourceType
+
+if TYPE_CHECKING:
+    from .clock import Clock
+    from .reads import StoreData
+    from .resources import Registry
 
 CRD_KEY = "customresourcedefinitions.apiextensions.k8s.io"
 
 
 class ControllersMixin:
     """Mixed into Store; uses its _data, _commit, _remove, delete, rt and registry."""
+
+    if TYPE_CHECKING:  # provided by Store; declared for the type checker only
+        clock: Clock
+        registry: Registry
+        _data: StoreData
+
+        def rt(self, resource: str) -> ResourceType: ...
+
+        def _commit(self, rt: ResourceType, etype: str, new: dict,
+                    old: dict | None) -> dict: ...
+
+        def _remove(self, rt: ResourceType, obj: dict) -> dict: ...
+
+        def delete(self, resource: str, name: str, *, namespace: str | None = None,
+                   grace_period_seconds: int | None = None,
+                   propagation_policy: str | None = None, dry_run: bool = False,
+                   preconditions: dict | None = None) -> dict: ...
+
+        def patch(self, resource: str, name: str, body, *, patch_type: str = "merge",
+                  namespace: str | None = None, subresource: str | None = None,
+                  field_manager: str | None = None, force: bool = False,
+                  dry_run: bool = False, field_validation: str | None = None) -> dict: ...
 
     def _delete_namespace(self, rt: ResourceType, ns_obj: dict) -> dict:
         name = ns_obj["metadata"]["name"]
@@ -83,6 +111,7 @@ class ControllersMixin:
 
     def _crd_changed(self, old: dict | None, new: dict | None) -> None:
         if new is None:
+            assert old is not None  # a deletion always carries the stored object
             rt = self.registry.unregister_crd(old)
             if rt is not None:
                 for _ns, bucket in list(self._data.get(rt.key, {}).items()):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import bisect
 import json
+from collections import deque
 from collections.abc import Callable, Iterator
 
 from .errors import bad_request, gone
@@ -27,9 +28,20 @@ FIELD_LABELS = {
 }
 FIELD_ALIASES = {"events": {"source": "source.component"}}
 
+# resource key -> namespace ("" for cluster-scoped) -> name -> stored object
+StoreData = dict[str, dict[str, dict[str, dict]]]
+# (resourceVersion, event type, resource type, namespace, stored object)
+HistoryEntry = tuple[int, str, ResourceType, str, dict]
+
 
 class ReadsMixin:
     """Mixed into Store; uses its _data, _sorted, _history and _rv."""
+
+    # set by Store.__init__ (annotations only, for the type checker)
+    _data: StoreData
+    _sorted: dict[tuple[str, str], list[str]]
+    _history: deque[HistoryEntry]
+    _rv: int
 
     def matcher(self, rt: ResourceType, label_selector: str | None,
                 field_selector: str | None) -> Callable[[dict], bool] | None:
@@ -88,7 +100,9 @@ class ReadsMixin:
                 raise gone("The provided continue parameter is too old to display a consistent "
                            "list result. You can start a new list without the continue "
                            "parameter.")
-        items, token, remaining = [], None, None
+        items: list[dict] = []
+        token: str | None = None
+        remaining: int | None = None
         it = self.select(rt, namespace, label_selector, field_selector, start)
         for obj in it:
             if limit and len(items) >= limit:
@@ -120,7 +134,7 @@ class ReadsMixin:
         """The oldest resourceVersion that watches and continue tokens may still use."""
         return self._history[0][0] - 1 if self._history else self._rv
 
-    def events_since(self, rv: int) -> list[tuple]:
+    def events_since(self, rv: int) -> list[HistoryEntry]:
         """History entries with resourceVersion > rv; 410 when rv fell out of the window."""
         floor = self._history_floor()
         if rv < floor:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,7 +28,8 @@ class ResourceType:
     immutable: tuple[str, ...] = ()          # dotted paths that may not change on update
     schema: dict | None = None               # CRD openAPIV3Schema
     validator: object = None                 # compiled jsonschema validator (CRDs)
-    normalize: object = None                 # callable(obj) -> obj (built-ins)
+    # normalize(obj, dropped) -> obj, in place (built-ins); see normalize.normalizer
+    normalize: Callable[[dict, list | None], dict] | None = None
     served_versions: tuple[str, ...] = ()    # CRDs may serve several versions
     crd_name: str | None = None
     printer_columns: list = field(default_factory=list)  # CRD additionalPrinterColumns

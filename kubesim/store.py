@@ -15,6 +15,7 @@ Write semantics worth knowing (as the real API server):
 from __future__ import annotations
 
 import bisect
+import builtins
 import logging
 import random
 from collections import deque
@@ -39,7 +40,7 @@ from .errors import (
 from .jsonutil import jcopy
 from .normalize import chain_path
 from .patch import json_patch, merge_patch, strategic_merge
-from .reads import ReadsMixin
+from .reads import HistoryEntry, ReadsMixin, StoreData
 from .resources import Registry, ResourceType, default_crds
 from .structural import prune_and_default
 from .validation import raise_if
@@ -81,13 +82,14 @@ class Store(ReadsMixin, ControllersMixin):
                  default_crds: bool = True, seed: int | None = None):
         self.clock = clock or Clock()
         self.registry = Registry()
-        self._data: dict[str, dict[str, dict[str, dict]]] = {}
+        self._data: StoreData = {}
         self._rv = 0
-        self._history: deque = deque(maxlen=history)
+        self._history: deque[HistoryEntry] = deque(maxlen=history)
         self._subs: list[Callable[[str, str, dict], None]] = []
         self._raw_subs: list[Callable[[str, ResourceType, dict], None]] = []
         self._rng = random.Random(seed)
-        self._snapshot = None
+        self._snapshot: tuple[StoreData, dict[str, ResourceType],
+                              dict[tuple[str, str, str], ResourceType]] | None = None
         self._sorted: dict[tuple[str, str], list[str]] = {}
         self.warnings: list[str] = []   # from field_validation="Warn"; the server drains it
         if default_crds:
@@ -154,8 +156,8 @@ class Store(ReadsMixin, ControllersMixin):
                 bisect.insort(names, name)
             bucket[name] = new
         self._history.append((self._rv, etype, rt, ns, new))
-        for cb in list(self._raw_subs):
-            cb(etype, rt, new)
+        for raw_cb in list(self._raw_subs):
+            raw_cb(etype, rt, new)
         for cb in list(self._subs):
             try:
                 cb(etype, rt.key, jcopy(new))
@@ -167,12 +169,21 @@ class Store(ReadsMixin, ControllersMixin):
     # ---- public API -------------------------------------------------------------------------
     def subscribe(self, callback: Callable[[str, str, dict], None]) -> Callable[[], None]:
         self._subs.append(callback)
-        return lambda: callback in self._subs and self._subs.remove(callback)
 
-    def subscribe_raw(self, callback) -> Callable[[], None]:
+        def unsubscribe() -> None:
+            if callback in self._subs:
+                self._subs.remove(callback)
+        return unsubscribe
+
+    def subscribe_raw(self, callback: Callable[[str, ResourceType, dict], None]
+                      ) -> Callable[[], None]:
         """callback(event_type, ResourceType, stored_obj) without copying; do not mutate."""
         self._raw_subs.append(callback)
-        return lambda: callback in self._raw_subs and self._raw_subs.remove(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._raw_subs:
+                self._raw_subs.remove(callback)
+        return unsubscribe
 
     def get(self, resource: str, name: str, *, namespace: str | None = None) -> dict:
         rt = self.rt(resource)
@@ -252,7 +263,9 @@ class Store(ReadsMixin, ControllersMixin):
     def _shape(self, rt: ResourceType, obj: dict, field_validation: str | None) -> None:
         """Normalise a built-in object or prune/default a custom one; unknown fields are
         dropped, reported (Warn) or rejected (Strict)."""
-        dropped: list | None = [] if field_validation in ("Strict", "Warn") else None
+        # (`list` here would name Store.list)
+        dropped: builtins.list[tuple] | None = (
+            [] if field_validation in ("Strict", "Warn") else None)
         if rt.normalize is not None:
             rt.normalize(obj, dropped)
         elif rt.crd_name:
@@ -312,7 +325,7 @@ class Store(ReadsMixin, ControllersMixin):
         if quotas:
             adm.check_quotas(list(quotas.values()), rt.key, new, rt.plural, name, rt.group)
 
-    def _cross_object_errors(self, rt: ResourceType, obj: dict) -> list[dict]:
+    def _cross_object_errors(self, rt: ResourceType, obj: dict) -> builtins.list[dict]:
         """Checks that need other stored objects: only one default PriorityClass."""
         if rt.key == PC_KEY and obj.get("globalDefault"):
             other = next((p["metadata"]["name"] for p in self._data.get(PC_KEY, {}).get(

@@ -90,9 +90,9 @@ async def serve_watch(server: Server, request: web.Request, rt: ResourceType, ns
                        pred is None or pred(o)]
             matched = {key(o) for _, o in initial}
         elif pred is not None:
-            current = {key(o) for o in store.select(rt, ns, None, None)}
+            current = {key(o): o for o in store.select(rt, ns, None, None)}
             # objects present at `since` that matched: approximate with those matching now
-            matched = {k for k in current if pred(store.raw(rt, k[1], k[0]))}
+            matched = {k for k, o in current.items() if pred(o)}
             for et, obj in backlog:
                 if et != "ADDED" and pred(obj):
                     matched.add(key(obj))
