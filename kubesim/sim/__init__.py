@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from time import perf_counter
+from typing import Protocol
 
 from kubesim.sim.events import EventRecorder
 from kubesim.sim.gc import GarbageCollector, NodeController
@@ -52,6 +53,10 @@ WATCHED = (
 )
 
 
+class _Controller(Protocol):
+    def tick(self) -> None: ...
+
+
 class Simulation:
     def __init__(self, store, *, profile: dict, seed: int = 0):
         self.store = store
@@ -74,7 +79,7 @@ class Simulation:
         self.timings: dict[str, float] = {}  # seconds spent per controller (for the bench)
         self.operator.max_per_tick = int(sim.get("max_job_reconciles_per_tick", 200))
         self.scheduler.max_per_tick = int(sim.get("max_schedule_attempts_per_tick", 1000))
-        self._controllers = [
+        self._controllers: list[tuple[str, _Controller]] = [
             ("nodes", self.nodes),
             ("operator", self.operator),
             ("gc", self.gc),
@@ -133,9 +138,9 @@ class Simulation:
                     patch_type="merge",
                     subresource="status",
                 )
-            ns = self.state.nodes.get(name)
-            if ns is not None:
-                ns.inv = inv
+            node_state = self.state.nodes.get(name)
+            if node_state is not None:
+                node_state.inv = inv
         for resource, objs in (
             ("storageclasses.storage.k8s.io", storage_class_objects(self.profile)),
             (PRIORITYCLASSES, priority_class_objects(self.profile)),

@@ -62,6 +62,7 @@ class GpuInventory:
             is_mig = i >= gpu_cfg["count"] - n_mig
             self.gpus.append(PhysicalGPU(i, uuid, bus, model["memory"], is_mig))
             if is_mig:
+                assert mig is not None  # is_mig needs n_mig > 0, i.e. a MIG config
                 gi = 1
                 for prof in sorted(mig["layout"], key=lambda p: (-model["mig"][p][0], p)):
                     for _ in range(mig["layout"][prof]):
@@ -193,7 +194,7 @@ def build_node(
     labels.update(pool["labels"])
     hx = stable_hash(name)
     ip = f"10.{(seq // 250) % 250}.{seq % 250 + 1}.{10 + (seq // 62500) % 200}"
-    node = {
+    node: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {

@@ -13,6 +13,7 @@ import contextlib
 import copy
 import heapq
 import logging
+from typing import Any, TypedDict
 
 from kubesim.sim.state import PYTORCHJOBS, TERMINAL, ClusterState, PodInfo
 from kubesim.sim.util import fmt_time, parse_time
@@ -32,6 +33,14 @@ DEFAULT_PORT = 23456
 PORT_NAME = "pytorchjob-port"
 RETRY_SECONDS = 5.0
 ORDER = ("Master", "Worker")
+
+
+class ReplicaStatus(TypedDict):
+    """One entry of status.replicaStatuses."""
+    active: int
+    succeeded: int
+    failed: int
+    selector: str
 
 
 def set_condition(
@@ -83,6 +92,8 @@ def total_replicas(spec: dict) -> int:
 
 def nproc_int(spec: dict) -> int:
     v = spec.get("nprocPerNode")
+    if v is None:
+        return 1
     try:
         return int(v)
     except (TypeError, ValueError):
@@ -147,7 +158,7 @@ def build_pod(job: dict, rtype: str, index: int) -> dict:
         if rtype == "Master" and not any(p.get("name") == PORT_NAME for p in c.get("ports") or []):
             port_spec = {"name": PORT_NAME, "containerPort": port, "protocol": "TCP"}
             c["ports"] = [*list(c.get("ports") or []), port_spec]
-    pod = {
+    pod: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
@@ -438,10 +449,12 @@ class Operator:
                     return 128 <= int(code) <= 255
         return False
 
-    def _replica_statuses(self, name: str, rspecs: dict, pods: list[PodInfo]) -> dict:
-        out = {}
+    def _replica_statuses(self, name: str, rspecs: dict, pods: list[PodInfo]
+                          ) -> dict[str, ReplicaStatus]:
+        out: dict[str, ReplicaStatus] = {}
         for rtype in rspecs:
-            s = {"active": 0, "succeeded": 0, "failed": 0, "selector": selector(name, rtype)}
+            s: ReplicaStatus = {"active": 0, "succeeded": 0, "failed": 0,
+                                "selector": selector(name, rtype)}
             for p in pods:
                 if (p.obj["metadata"].get("labels") or {}).get(L_TYPE) != rtype.lower():
                     continue

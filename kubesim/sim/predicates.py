@@ -40,7 +40,7 @@ def match_expression(labels: dict, expr: dict) -> bool:
     if op == "DoesNotExist":
         return not has
     if op in ("Gt", "Lt"):
-        if not has or len(vals) != 1:
+        if not has or v is None or len(vals) != 1:
             return False
         try:
             a, b = int(v), int(vals[0])

@@ -182,7 +182,7 @@ def normalise_profile(raw: dict) -> dict:
 def _normalise_pool(p: dict, models: dict) -> dict:
     if "name" not in p:
         raise ValueError(f"pool without a name: {p!r}")
-    pool = {
+    pool: dict[str, Any] = {
         "name": str(p["name"]),
         "count": int(p.get("count", 1)),
         "prefix": str(p.get("prefix", f"{p['name']}-")),
@@ -209,7 +209,7 @@ def _normalise_pool(p: dict, models: dict) -> dict:
             raise ValueError(
                 f"pool {pool['name']}: unknown GPU model {model!r}; known: {sorted(models)}"
             )
-        gpu = {
+        gpu: dict[str, Any] = {
             "model": model,
             "count": int(g.get("count", 8)),
             "mig": None,

@@ -194,9 +194,9 @@ class Scheduler:
                 best = self._pick(info, fitting)
             else:
                 res_reasons: dict[str, int] = {}
-                for n in ok_nodes:
+                for node in ok_nodes:
                     for r in fit_reasons(
-                        info.req, n, self._reserved(n.name, info.priority, info.key)
+                        info.req, node, self._reserved(node.name, info.priority, info.key)
                     ):
                         res_reasons[r] = res_reasons.get(r, 0) + 1
                 reasons = dict(static_reasons)
@@ -206,6 +206,7 @@ class Scheduler:
                 fail_cache[fkey] = cached
         if best is not None:
             return self._bind(info, best)
+        assert cached is not None  # computed above unless a fitting node was bound
         msg, _reasons, cand = cached
         pkey = ("preempt", fkey)
         post = fail_cache.get(pkey) if not self.nominated else None
@@ -259,9 +260,9 @@ class Scheduler:
             for k in self.state.job_pods.get(info.job, ()):
                 p = self.state.pods.get(k)
                 if p is not None and p.node:
-                    n = self.state.nodes.get(p.node)
-                    if n is not None:
-                        switches.add(n.switch)
+                    pnode = self.state.nodes.get(p.node)
+                    if pnode is not None:
+                        switches.add(pnode.switch)
         preferred = (
             ((info.obj.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}
         ).get("preferredDuringSchedulingIgnoredDuringExecution") or []

@@ -9,6 +9,7 @@ the claim deletes (reclaimPolicy Delete) or releases (Retain) its volume.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from kubesim.sim.state import ClusterState
 from kubesim.sim.util import fmt_time
@@ -88,7 +89,7 @@ class VolumeController:
         size = ((spec.get("resources") or {}).get("requests") or {}).get("storage", "1Gi")
         modes = spec.get("accessModes") or ["ReadWriteOnce"]
         pv_name = f"pvc-{md.get('uid', name)}"
-        pv = {
+        pv: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "PersistentVolume",
             "metadata": {
