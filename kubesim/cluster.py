@@ -7,6 +7,7 @@ import threading
 import time
 from concurrent.futures import Future
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 from aiohttp import web
@@ -15,6 +16,9 @@ from . import persistence
 from .clock import Clock
 from .faults import Faults
 from .store import Store
+
+if TYPE_CHECKING:
+    from .sim import Simulation
 
 log = logging.getLogger("kubesim")
 
@@ -43,8 +47,8 @@ class Cluster:
         self.tick_seconds = tick_seconds
         self.save_interval = save_interval
         self.bookmark_interval = bookmark_interval
-        self.profile = None
-        self.sim = None
+        self.profile: dict | None = None
+        self.sim: Simulation | None = None
         self.url: str | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -63,6 +67,7 @@ class Cluster:
     # ---- threads ------------------------------------------------------------------------------
     def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
         if self._thread is not None:
+            assert self.url is not None  # set before start() returned the first time
             return self.url
         ready: Future = Future()
         self._thread = threading.Thread(target=self._run, args=(host, port, ready),
@@ -89,8 +94,7 @@ class Cluster:
             loop.run_until_complete(self._runner.setup())
             site = web.TCPSite(self._runner, host, port, reuse_address=True)
             loop.run_until_complete(site.start())
-            sock = site._server.sockets[0]
-            real_port = sock.getsockname()[1]
+            real_port = site.port   # the bound port (port 0 picks a free one)
             if self.sim is not None and not self.clock.deterministic:
                 self._tasks.append(loop.create_task(self._tick_loop()))
             if self.state_file is not None:
@@ -112,6 +116,7 @@ class Cluster:
         while True:
             await asyncio.sleep(self.tick_seconds)
             try:
+                assert self.sim is not None  # the loop is only started with a simulation
                 self.sim.tick()
             except Exception:
                 log.exception("simulation tick failed")
@@ -132,6 +137,7 @@ class Cluster:
                 self.call(self.save)
             except Exception:
                 log.exception("saving state on stop failed")
+        assert self._loop is not None  # start() sets it before it returns
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
         self._thread = None

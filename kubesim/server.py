@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import multidict
 import yaml
 from aiohttp import web
+from aiohttp.typedefs import LooseHeaders
 
 from . import events_v1
 from .errors import ApiError, bad_request
@@ -61,7 +62,7 @@ def _not_found() -> ApiError:
     return ApiError(404, "NotFound", "the server could not find the requested resource")
 
 
-def jresponse(obj, status: int = 200, headers: dict | None = None) -> web.Response:
+def jresponse(obj, status: int = 200, headers: LooseHeaders | None = None) -> web.Response:
     return web.Response(body=dumps(obj), status=status, content_type="application/json",
                         headers=headers)
 
@@ -217,6 +218,7 @@ class Server:
 
     async def _view(self, request: web.Request, t: Target):
         """events.k8s.io/v1 Events: the core Events, converted both ways."""
+        assert t.rt.view_of is not None  # dispatch routes only views here
         core = self.store.registry.get(t.rt.view_of)
         q, m, conv = request.query, request.method, events_v1.to_v1
         fsel = events_v1.field_selector(q.get("fieldSelector"))
@@ -233,7 +235,7 @@ class Server:
             meta = {"resourceVersion": rv, **({"continue": token} if token else {})}
             return jresponse({"kind": "EventList", "apiVersion": t.rt.api_version,
                               "metadata": meta, "items": [conv(o) for o in items]})
-        if m == "GET":
+        if m == "GET" and t.name is not None:
             return jresponse(conv(self.store.get(core.key, t.name, namespace=t.ns)))
         if m == "POST" and t.name is None:
             obj = self.store.create(core.key, events_v1.to_core(await self._body(request)),
@@ -368,7 +370,9 @@ class Server:
         body = await self._body(request)
         if not isinstance(body, dict):
             raise bad_request("the body of the request was in an unknown format")
-        meta = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
+        meta = body.get("metadata")
+        if not isinstance(meta, dict):
+            meta = {}
         if meta.get("name") and meta["name"] != t.name:
             raise bad_request(f"the name of the object ({meta['name']}) does not match the "
                               f"name on the URL ({t.name})")
@@ -429,7 +433,7 @@ class Server:
                                 dry_run=dry, preconditions=opts.get("preconditions"))
         return jresponse(obj)
 
-    def _warnings(self) -> dict | None:
+    def _warnings(self) -> multidict.CIMultiDict[str] | None:
         """Warning headers for what the last write dropped (fieldValidation=Warn)."""
         warnings, self.store.warnings[:] = list(self.store.warnings), []
         if not warnings:

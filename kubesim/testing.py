@@ -45,7 +45,7 @@ def make_api_client(url: str, timeout: float | None = DEFAULT_TIMEOUT):
 
         def request(*args, _request_timeout=None, **kwargs):
             return original(*args, _request_timeout=_request_timeout or timeout, **kwargs)
-        api.rest_client.request = request
+        api.rest_client.request = request  # type: ignore[method-assign]  # deliberate: default timeout
     return api
 
 
