@@ -188,9 +188,11 @@ def check_quotas(quotas: list[dict], key: str, obj: dict, plural: str, name: str
                                 + "; ".join(missing))
         requested = quota_usage_for(quota, key, obj)
         used_map = (quota.get("status") or {}).get("used")
-        if used_map is None and requested:
-            raise forbidden(plural, group, name, f"status unknown for quota: {qname}, "
-                                                 f"resources: {', '.join(sorted(requested))}")
+        if used_map is None:
+            if requested:
+                raise forbidden(plural, group, name, f"status unknown for quota: {qname}, "
+                                                     f"resources: {', '.join(sorted(requested))}")
+            continue
         failed = []
         for k, v in sorted(requested.items()):
             if v == 0:
@@ -202,10 +204,11 @@ def check_quotas(quotas: list[dict], key: str, obj: dict, plural: str, name: str
             def pp(vals, keys=tuple(failed)):
                 return ",".join(f"{k}={vals[k]}" for k in keys)
             req = {k: _fmt_like(requested[k], hard[k]) for k in failed}
-            used = {k: used_map.get(k, "0") for k in failed}
+            used_str = {k: used_map.get(k, "0") for k in failed}
             lim = {k: hard[k] for k in failed}
             raise forbidden(plural, group, name,
-                            f"exceeded quota: {qname}, requested: {pp(req)}, used: {pp(used)}, "
+                            f"exceeded quota: {qname}, requested: {pp(req)}, "
+                            f"used: {pp(used_str)}, "
                             f"limited: {pp(lim)}")
 
 

@@ -139,15 +139,15 @@ def apply_merge(live, cfg, name: str = "", path: tuple = ()):
     if isinstance(cfg, list) and name:
         key = _list_key(name, path[:-1])
         if key and isinstance(live, list) and all(isinstance(x, dict) and key in x for x in cfg):
-            out = [copy.deepcopy(x) for x in live]
+            items = [copy.deepcopy(x) for x in live]
             for item in cfg:
-                idx = next((i for i, x in enumerate(out) if isinstance(x, dict)
+                idx = next((i for i, x in enumerate(items) if isinstance(x, dict)
                             and x.get(key) == item[key]), None)
                 if idx is None:
-                    out.append(copy.deepcopy(item))
+                    items.append(copy.deepcopy(item))
                 else:
-                    out[idx] = apply_merge(out[idx], item, "", path)
-            return out
+                    items[idx] = apply_merge(items[idx], item, "", path)
+            return items
     return copy.deepcopy(cfg)
 
 

@@ -2,6 +2,8 @@
 storage, two representations). Field names follow pkg/apis/events/v1 conversion."""
 from __future__ import annotations
 
+from typing import Any
+
 from .jsonutil import jcopy
 
 API_VERSION = "events.k8s.io/v1"
@@ -26,7 +28,8 @@ def _micro(ts: str | None) -> str | None:
 
 
 def to_v1(core: dict) -> dict:
-    out = {"apiVersion": API_VERSION, "kind": "Event", "metadata": core.get("metadata") or {}}
+    out: dict[str, Any] = {"apiVersion": API_VERSION, "kind": "Event",
+                           "metadata": core.get("metadata") or {}}
     for old, new in _RENAMES:
         if core.get(old) is not None:
             out[new] = core[old]

@@ -19,7 +19,10 @@ class FaultRule:
     message: str | None = None
     retry_after: int = 1
     hits: int = 0
-    _re: re.Pattern = field(default=None, repr=False)
+    _re: re.Pattern[str] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._re = re.compile(self.path_regex)
 
     def matches(self, method: str, path: str) -> bool:
         if self.method and self.method.upper() != method.upper():
@@ -55,7 +58,7 @@ class Faults:
         rule = FaultRule(next(self._ids), method.upper() if method else None, path_regex,
                          int(status) if status is not None else None, float(delay),
                          int(times) if times is not None else None, bool(timeout), message,
-                         int(retry_after), 0, re.compile(path_regex))
+                         int(retry_after), 0)
         with self._lock:
             self._rules.append(rule)
         return rule

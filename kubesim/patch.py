@@ -191,8 +191,8 @@ def strategic_merge(doc, patch, path: tuple = ()):
             key = _merge_key(field, path)
             if isinstance(out.get(field), list) and key and key != "$set":
                 order = [x.get(key) if isinstance(x, dict) else x for x in v]
-                out[field] = sorted(out[field], key=lambda x, o=order: o.index(x.get(key))
-                                    if x.get(key) in o else len(o))
+                out[field] = sorted(out[field], key=lambda x: order.index(x.get(key))
+                                    if x.get(key) in order else len(order))
     return out
 
 

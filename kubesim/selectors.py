@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
 
 from .errors import bad_request
 
@@ -16,7 +17,9 @@ _EQ_RE = re.compile(rf"^\s*({_KEY})\s*(==|=|!=)\s*([-A-Za-z0-9_.]*)\s*$")
 
 def _split_top(text: str) -> list[str]:
     """Split on commas that are not inside parentheses."""
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in text:
         if ch == "(":
             depth += 1
@@ -68,8 +71,8 @@ def parse_label_selector(text: str | None) -> Predicate | None:
     return pred
 
 
-def field_value(obj: dict, path: str):
-    cur = obj
+def field_value(obj: dict, path: str) -> Any:
+    cur: Any = obj
     for part in path.split("."):
         if not isinstance(cur, dict):
             return None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
+from typing import Any
 
 from .clock import parse_rfc3339
 from .resources import ResourceType
@@ -188,7 +189,7 @@ def table(rt: ResourceType, objects: list[dict], now: datetime, resource_version
     name_first = rt.key != "events"   # events print the name last, in -o wide only
     rows = []
     for o in objects:
-        row = {"cells": [o["metadata"]["name"], *rowfn(o, now)] if name_first
+        row: dict[str, Any] = {"cells": [o["metadata"]["name"], *rowfn(o, now)] if name_first
                else rowfn(o, now)}
         if include == "Object":
             row["object"] = o

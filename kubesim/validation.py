@@ -185,9 +185,9 @@ def validate_resource_quota(obj: dict) -> list[dict]:
             errs.append(invalid_value(f, v, str(e)))
     scopes = list(spec.get("scopes") or [])
     exprs = (spec.get("scopeSelector") or {}).get("matchExpressions") or []
-    for i, e in enumerate(exprs):
+    for i, expr in enumerate(exprs):
         f = f"spec.scopeSelector.matchExpressions[{i}]"
-        name, op, values = e.get("scopeName"), e.get("operator"), e.get("values")
+        name, op, values = expr.get("scopeName"), expr.get("operator"), expr.get("values")
         if name not in SCOPES:
             errs.append(cause(f + ".scopeName", f"Unsupported value: {_q(name)}",
                               "FieldValueNotSupported"))
