@@ -51,10 +51,11 @@ def notify(*, users: Iterable[AnyUser], tenant: Tenant | None, text: StoredText,
 
 
 def email_content(text: StoredText, url: str, language: str) -> tuple[str, str]:
-    """The subject and body of a notification e-mail in ``language``."""
+    """The subject and body of a notification e-mail in ``language``. The subject is one
+    line (a reason a person typed may hold line breaks; a header cannot)."""
     with translation.override(language):
         rendered = render(text)
-        return f"[Trainyard] {rendered[:120]}", f"{rendered}\n\n{url}\n"
+    return f"[Trainyard] {' '.join(rendered.split())[:120]}", f"{rendered}\n\n{url}\n"
 
 
 def notify_platform_admins(*, tenant: Tenant | None, text: StoredText, link: str) -> None:

@@ -186,6 +186,18 @@ def test_an_api_user_is_answered_in_the_language_they_asked_in(
     assert "被拒绝：not now" in mail.outbox[0].subject
 
 
+def test_a_reason_with_line_breaks_still_makes_a_one_line_subject(
+        alice, platform_admin, tenant_a, django_capture_on_commit_callbacks):
+    request = _submit(alice, tenant_a, {"cpu": 8})
+    mail.outbox.clear()
+    with django_capture_on_commit_callbacks() as callbacks:
+        services.quota_request_reject(actor=platform_admin, request=request,
+                                      reason="not now.\nAsk again in March.")
+    _run_mail(callbacks)
+    assert mail.outbox[0].subject.endswith("rejected: not now. Ask again in March.")
+    assert "not now.\nAsk again in March." in mail.outbox[0].body
+
+
 def test_the_language_menu_remembers_a_signed_in_users_language(client, alice):
     client.force_login(alice)  # the first login records the browser's language (English)
     assert UserPreference.objects.get(user=alice).language == "en"
