@@ -112,6 +112,7 @@ def browser():
     previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    expect.set_options(timeout=TIMEOUT_MS)  # a loaded CI machine: plotly.js takes a while
     try:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS,
