@@ -47,13 +47,21 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
         submitted = 0
-        if not TrainingJob.objects.filter(state__in=ACTIVE_STATES).exists():
-            for _ in range(options["burst"]):
-                submitted += int(self._submit_one(rng))
+        # A first burst when nothing is queued or running, so a new demo shows queues at
+        # once; a failed try (the cluster's nodes not observed yet) is retried a second later.
+        burst = 0 if TrainingJob.objects.filter(state__in=ACTIVE_STATES).exists() \
+            else options["burst"]
+        tries = 3 * burst
         while not stop and (not options["count"] or submitted < options["count"]):
-            if self._submit_one(rng):
-                submitted += 1
-            deadline = time.monotonic() + rng.expovariate(1 / options["every"])
+            ok = self._submit_one(rng)
+            submitted += int(ok)
+            if burst and tries:
+                tries -= 1
+                burst -= int(ok)
+                pause = 0.0 if ok else 1.0
+            else:
+                pause = rng.expovariate(1 / options["every"])
+            deadline = time.monotonic() + pause
             while not stop and time.monotonic() < deadline:
                 time.sleep(0.2)
         self.stdout.write(f"demo load: {submitted} jobs submitted")
