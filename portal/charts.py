@@ -35,15 +35,16 @@ def _r(value: float | None, digits: int = 3) -> float | None:
 
 
 def gauge(title: str, *, used: float, quota: float, unit: str = "",
-          guaranteed: float | None = None, borrowed: float = 0.0) -> Figure:
+          guaranteed: float | None = None, borrowed: float = 0.0,
+          limited: bool = True) -> Figure:
     """Used against quota: the bar is what is in use; the blue band the guaranteed part
     (overcommitted mode), the amber band the borrowed part above the quota; the line
-    marks the quota."""
+    marks the quota. ``limited=False`` (no quota set): the bar alone, no line."""
     top = max(quota, used, 1e-9) * 1.15
     steps = []
     if guaranteed is not None and guaranteed > 0:
         steps.append({"range": [0, guaranteed], "color": _COLORS["guaranteed"]})
-    if used > quota:
+    if limited and used > quota:
         steps.append({"range": [quota, used], "color": _COLORS["elastic"]})
     suffix = f" {unit}" if unit else ""
     return {
@@ -54,8 +55,8 @@ def gauge(title: str, *, used: float, quota: float, unit: str = "",
                 "axis": {"range": [0, _r(top)]},
                 "bar": {"color": _COLORS["borrowed"] if borrowed > 0 else _COLORS["allocated"]},
                 "steps": steps,
-                "threshold": {"line": {"color": "#111827", "width": 3}, "thickness": 0.85,
-                              "value": _r(quota)},
+                **({"threshold": {"line": {"color": "#111827", "width": 3}, "thickness": 0.85,
+                                  "value": _r(quota)}} if limited else {}),
             },
         }],
         "layout": _layout(title, height=190, margin={"l": 24, "r": 24, "t": 44, "b": 8}),

@@ -94,6 +94,7 @@ class Gauge:
     quota: Decimal
     guaranteed: Decimal | None
     borrowed: Decimal
+    limited: bool = True  # False: no quota is set for the resource, only its use is shown
 
     @property
     def within(self) -> Decimal:
@@ -105,13 +106,13 @@ class Gauge:
 
     def figure(self) -> charts.Figure:
         return charts.gauge(self.label, used=float(self.used), quota=float(self.quota),
-                            unit=self.unit, borrowed=float(self.borrowed),
+                            unit=self.unit, borrowed=float(self.borrowed), limited=self.limited,
                             guaranteed=float(self.guaranteed)
                             if self.guaranteed is not None else None)
 
     def as_json(self) -> dict[str, Any]:
         return {"key": self.key, "label": self.label, "unit": self.unit,
-                "used": float(self.used), "quota": float(self.quota),
+                "used": float(self.used), "quota": float(self.quota), "limited": self.limited,
                 "borrowed": float(self.borrowed), "percent": self.percent,
                 "guaranteed": float(self.guaranteed) if self.guaranteed is not None else None,
                 "figure": self.figure()}
@@ -125,6 +126,7 @@ def tenant_gauges(tenant: Tenant) -> list[Gauge]:
     quota: dict[str, Decimal] = defaultdict(Decimal)
     guaranteed: dict[str, Decimal] = {}
     borrowed: dict[str, Decimal] = defaultdict(Decimal)
+    limited: set[str] = set()
     for block in quota_overview(tenant):
         for row in block["rows"]:
             key = row["key"]
@@ -132,7 +134,11 @@ def tenant_gauges(tenant: Tenant) -> list[Gauge]:
                 continue
             used[key] += row["used"]
             quota[key] += row["effective"]
-            borrowed[key] += max(Decimal(0), row["used"] - row["effective"])
+            if row["granted"] or row["effective"]:
+                limited.add(key)
+                # Use above a pool's quota is borrowed; a pool without quota for the
+                # resource cannot borrow it (its use is simply not limited).
+                borrowed[key] += max(Decimal(0), row["used"] - row["effective"])
             if row["guaranteed"] is not None:
                 guaranteed[key] = guaranteed.get(key, Decimal(0)) + row["guaranteed"]
     out = []
@@ -141,7 +147,8 @@ def tenant_gauges(tenant: Tenant) -> list[Gauge]:
             continue
         label, unit = resource_label(key)
         out.append(Gauge(key=key, label=label, unit=unit, used=used[key], quota=quota[key],
-                         guaranteed=guaranteed.get(key), borrowed=borrowed[key]))
+                         guaranteed=guaranteed.get(key), borrowed=borrowed[key],
+                         limited=key in limited))
     return out
 
 

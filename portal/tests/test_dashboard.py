@@ -204,6 +204,16 @@ def test_borrowed_part_is_what_is_used_above_quota(observed, tenant_a):
     assert fig["data"][0]["gauge"]["threshold"]["value"] == 1
 
 
+def test_a_resource_without_quota_shows_its_use_but_nothing_borrowed(observed, tenant_a, bob,
+                                                                     login):
+    QuotaGrant.objects.filter(pool=observed, resource=f"gpu:{H800}").delete()
+    gauge = next(g for g in dashboards.tenant_gauges(tenant_a) if g.key == f"gpu:{H800}")
+    assert (gauge.used, gauge.quota, gauge.borrowed, gauge.limited) == (2, 0, 0, False)
+    assert "threshold" not in gauge.figure()["data"][0]["gauge"]
+    body = login(bob).get(reverse("tenant_dashboard", kwargs={"slug": "acme"})).content.decode()
+    assert "no quota set" in body and "badge-warn" not in body
+
+
 def test_live_json_and_etag(observed, alice, login):
     client = login(alice)
     url = reverse("tenant_dashboard_data", kwargs={"slug": "acme"})

@@ -67,7 +67,8 @@
       var box = boxes[i];
       if (box.getAttribute("data-key") !== g.key) { return; }
       box.querySelector("[data-field=used]").textContent = g.used;
-      box.querySelector("[data-field=quota]").textContent = g.quota;
+      var quota = box.querySelector("[data-field=quota]");
+      if (quota) quota.textContent = g.quota;
       var meter = box.querySelector("meter");
       if (meter) { meter.max = g.quota; meter.value = g.used; }
       draw(box.querySelector("[data-figure]"), g.figure);
