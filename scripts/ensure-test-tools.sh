@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Test tools from Debian that some tests use when present (they skip with a reason
 # otherwise): pdftoppm (poppler-utils) renders invoice PDFs to images; chromium runs the
-# browser tests. Installs what is
+# browser tests; fonts-wqy-microhei gives chromium Chinese glyphs. Installs what is
 # missing when apt-get is available and we are root; never fails the build.
 set -u
 missing=()
 command -v pdftoppm >/dev/null 2>&1 || missing+=(poppler-utils)
 # Debian's chromium for the Playwright browser tests (tests/e2e); never a downloaded browser
 [ -x /usr/bin/chromium ] || missing+=(chromium)
+# A Chinese font, so the Chinese pages chromium renders (screenshots for the guides) show
+# glyphs instead of empty boxes
+[ -e /usr/share/fonts/truetype/wqy/wqy-microhei.ttc ] || missing+=(fonts-wqy-microhei)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != "0" ] || ! command -v apt-get >/dev/null 2>&1; then
     echo "ensure-test-tools: missing ${missing[*]} (not root or no apt-get); their tests skip"
