@@ -5,9 +5,10 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 from aiohttp import web
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from .sim import Simulation
 
 log = logging.getLogger("kubesim")
+_T = TypeVar("_T")
 
 
 def _load_simulation():
@@ -152,13 +154,13 @@ class Cluster:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def call(self, fn, *args, **kwargs):
+    def call(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         """Run fn on the loop thread (where the store lives) and return its result."""
         if self._loop is None or threading.current_thread() is self._thread:
             return fn(*args, **kwargs)
-        fut: Future = Future()
+        fut: Future[_T] = Future()
 
-        def run():
+        def run() -> None:
             try:
                 fut.set_result(fn(*args, **kwargs))
             except BaseException as e:

@@ -41,7 +41,7 @@ class Faults:
     that many matches. A rule matches a request by method (None: any) and a regex searched
     in the request path (with query string)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._rules: list[FaultRule] = []
         self._lock = threading.Lock()
         self._ids = itertools.count(1)

@@ -101,7 +101,7 @@ BUILTINS = [
 class Registry:
     """Maps resource keys ("pods", "pytorchjobs.kubeflow.org") to ResourceType."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._by_key: dict[str, ResourceType] = {}
         self._by_gvr: dict[tuple[str, str, str], ResourceType] = {}
         self._lock = threading.Lock()

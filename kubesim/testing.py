@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import tempfile
 import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -145,7 +146,7 @@ def kubesim(request, _kubesim_pool) -> KubesimHandle:
 
 
 @pytest.fixture
-def kubesim_factory(tmp_path):
+def kubesim_factory(tmp_path: Path) -> Iterator[Callable[..., KubesimHandle]]:
     started: list[Cluster] = []
 
     def make(**kwargs) -> KubesimHandle:
