@@ -253,9 +253,11 @@ def run_engine(scenario: Scenario, workload: Sequence[WorkloadJob],
             stats.jobs_seen += len(jobs)
             stats.decisions += len(decisions.admit) + len(decisions.preempt)
             for p in decisions.preempt:
-                kind = ("within the tenant, for higher priority" if "higher-priority" in p.reason
-                        else "reclaiming lent quota" if "returning borrowed" in p.reason
-                        else p.reason)
+                code = p.reason.get("code") if isinstance(p.reason, dict) else None
+                kind = ("within the tenant, for higher priority"
+                        if code == "jobs.preempt.priority"
+                        else "reclaiming lent quota" if code == "jobs.preempt.return_borrowed"
+                        else str(code or p.reason))
                 stats.preempt_reasons[kind] = stats.preempt_reasons.get(kind, 0) + 1
                 view = views[p.job_id]
                 start, _ = running.pop(p.job_id)

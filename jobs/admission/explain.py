@@ -165,9 +165,8 @@ class Explainer:
             reason = self.reasons.get(job.id, _CAPACITY)
             position = pool_pos[job.pool]
             if position > 1 and job.id in self.capacity_bound:
-                code = "jobs.wait.position_own" if ahead == {job.tenant} else "jobs.wait.position"
-                reason = [reason, {"code": code, "args": {"n": text.position(position),
-                                                          "pool": text.pool(job.pool)}}]
+                reason = [reason, text.queue_place(position, job.pool,
+                                                   behind_own=ahead == {job.tenant})]
             if len(ahead) < 2:
                 ahead.add(job.tenant)
             p50, p90 = etas.get(job.id, (None, None))
