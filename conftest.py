@@ -123,3 +123,13 @@ def _celery_results_may_be_awaited():
 
     _set_task_join_will_block(False)
     yield
+
+
+@pytest.fixture(autouse=True)
+def _each_test_starts_in_english():
+    """A Chinese request or ``translation.activate`` in one test must not leave Chinese
+    active for the next test in the same thread."""
+    from django.utils import translation
+
+    yield
+    translation.deactivate()
