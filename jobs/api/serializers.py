@@ -66,6 +66,7 @@ class JobSerializer(serializers.ModelSerializer):
     submitted_by = serializers.CharField(source="submitted_by.username", default=None,
                                          read_only=True)
     hold_reason = RenderedTextField()
+    hold_reason_code = TextCodeField(source="hold_reason")
     wait_reason = RenderedTextField()
     wait_reason_code = TextCodeField(source="wait_reason")
     preempt_reason = RenderedTextField()
@@ -77,7 +78,8 @@ class JobSerializer(serializers.ModelSerializer):
                   "image", "command", "args", "env", "workers", "gpus_per_worker", "gpu_model",
                   "mig_profile", "cpu_per_worker", "memory_gib_per_worker", "max_run_seconds",
                   "checkpoint_claim", "checkpoint_path", "priority", "held", "hold_reason",
-                  "borrowing", "restart_count", "submitted_by", "submitted_at", "admitted_at",
+                  "hold_reason_code", "borrowing", "restart_count", "submitted_by",
+                  "submitted_at", "admitted_at",
                   "started_at", "finished_at", "position_in_pool", "position_in_model",
                   "eta_p50", "eta_p90", "wait_reason", "wait_reason_code", "preempt_reason",
                   "preempt_reason_code", "preempt_deadline", "last_error"]

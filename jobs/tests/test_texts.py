@@ -170,15 +170,20 @@ def test_legacy_string_rows_still_render(api, login, bob, waiting):
     assert transition["message_code"] is None
 
 
-def test_a_system_hold_reason_translates_and_a_typed_one_stays(login, bob, platform_admin,
-                                                               waiting):
+def test_a_system_hold_reason_translates_and_a_typed_one_stays(api, login, bob,
+                                                               platform_admin, waiting):
     services.job_hold(actor=platform_admin, job=waiting, held=True,
                       reason=texts.message("jobs.hold.abnormal"))
     url = f"/t/acme/jobs/{waiting.pk}/"
     assert "GPU 使用异常" in login(bob).get(url, HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert api(bob).get(f"/api/v1/tenants/acme/jobs/{waiting.pk}/").json()[
+        "hold_reason_code"] == "jobs.hold.abnormal"
     services.job_hold(actor=platform_admin, job=waiting, held=True, reason="  disk full  ")
     waiting.refresh_from_db()
     assert waiting.hold_reason == "disk full"
+    body = api(bob).get(f"/api/v1/tenants/acme/jobs/{waiting.pk}/",
+                        HTTP_ACCEPT_LANGUAGE="zh-hans").json()
+    assert (body["hold_reason"], body["hold_reason_code"]) == ("disk full", None)
 
 
 @pytest.mark.django_db(transaction=True)
