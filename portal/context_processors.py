@@ -19,12 +19,18 @@ def navigation(request: HttpRequest) -> dict[str, Any]:
     from tenants.models import Notification, QuotaRequest
 
     admin = is_platform_admin(user)
+    tenants = list(tenants_visible_to(user).values("slug", "name", "status")[:200])
+    # The tenant of the page, or the last one visited; never a slug the user cannot see
+    # (a mistyped address shows the not-found page, not a switcher naming it).
+    visible = {t["slug"] for t in tenants}
+    current = next((s for s in (current_slug, request.session.get("tenant_slug"))
+                    if s and (s in visible or (admin and len(tenants) >= 200))), None)
     return {
         "nav_unread": Notification.objects.filter(user=user, read_at__isnull=True).count(),
         "nav_pending_requests": QuotaRequest.objects.filter(status="pending").count()
         if admin else 0,
-        "nav_tenants": list(tenants_visible_to(user).values("slug", "name", "status")[:200]),
-        "nav_current_slug": current_slug or request.session.get("tenant_slug"),
+        "nav_tenants": tenants,
+        "nav_current_slug": current,
         "nav_platform_admin": admin,
         "nav_finance": is_finance(user),
     }

@@ -314,4 +314,6 @@ def test_the_not_found_page_speaks_chinese(client, bob, tenant_a, url):
     parser.feed(response.content.decode())
     with translation.override("zh-hans"):
         assert translation.gettext("Not found") in response.content.decode()
-    assert [run for _, text in parser.found for run in english_runs(text, [])] == []
+    assert [run for _, text in parser.found
+            for run in english_runs(text, [tenant_a.name])] == []
+    assert ">no-such-team<" not in response.content.decode()  # no switcher naming it
