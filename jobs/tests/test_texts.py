@@ -226,3 +226,35 @@ def test_a_one_click_hold_from_the_cluster_page_stores_the_systems_reason(login,
         "Held from the cluster page: abnormal GPU use; running for 6.0 days")
     assert render(marathon.hold_reason, language="zh-hans") == (
         "从集群页面挂起：GPU 使用异常；已运行 6.0 天")
+
+
+def test_cluster_words_on_the_job_page_pod_phases_translate_messages_stay(login, bob,
+                                                                          waiting):
+    """A pod's phase is Kubernetes' enum, shown as a label; the operator's and the
+    cluster's messages are shown as written and marked translate="no"."""
+    from k8s_sync.models import ClusterEvent, ObservedPod
+
+    job = waiting
+    TrainingJob.objects.filter(pk=job.pk).update(k8s_name="tj-second")
+    ObservedPod.objects.create(namespace=job.pool.namespace, name="tj-second-master-0",
+                               uid="u1", resource_version="1", observed_at=timezone.now(),
+                               phase="Running", job=str(job.pk))
+    ClusterEvent.objects.create(
+        uid="e1", name="e1", observed_at=timezone.now(), resource_version="1",
+        involved_namespace=job.pool.namespace, involved_kind="Pod",
+        involved_name="tj-second-master-0", reason="FailedScheduling", type="Warning",
+        message="0/4 nodes are available: 4 Insufficient nvidia.com/gpu.",
+        first_seen=timezone.now(), last_seen=timezone.now(), count=1)
+    JobTransition.objects.create(job=job, from_state="running", to_state="succeeded",
+                                 reason="succeeded", at=timezone.now(),
+                                 message="PyTorchJob tj-second is successfully completed.")
+    client = login(bob)
+    client.cookies["django_language"] = "zh-hans"
+    body = client.get(f"/t/acme/jobs/{job.pk}/").content.decode()
+    with translation.override("zh-hans"):
+        assert f"<td>{translation.pgettext('pod phase', 'Running')}</td>" in body
+    assert '<span translate="no">PyTorchJob tj-second is successfully completed.</span>' in body
+    assert ('<span translate="no">0/4 nodes are available: 4 Insufficient nvidia.com/gpu.'
+            '</span>') in body
+    new = client.get("/t/acme/jobs/new/").content.decode()
+    assert re.search(r'<label for="id_template">[^<]+</label>', new)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django import template
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext_lazy, pgettext_lazy
 
 register = template.Library()
 
@@ -26,3 +26,16 @@ _SHARING = {"time-slicing": gettext_lazy("time-slicing"), "mps": "MPS", "none": 
 def sharing(value: str | None) -> str:
     """A node's GPU sharing strategy (the GPU operator's word) for people."""
     return str(_SHARING.get(value or "", value or "—"))
+
+
+_PHASES = {"Pending": pgettext_lazy("pod phase", "Pending"),
+           "Running": pgettext_lazy("pod phase", "Running"),
+           "Succeeded": pgettext_lazy("pod phase", "Succeeded"),
+           "Failed": pgettext_lazy("pod phase", "Failed"),
+           "Unknown": pgettext_lazy("pod phase", "Unknown")}
+
+
+@register.filter
+def pod_phase(value: str | None) -> str:
+    """A pod's phase (Kubernetes' word) for people; an unknown one as it is."""
+    return str(_PHASES.get(value or "", value or "—"))

@@ -4,6 +4,7 @@ language. Load with ``{% load portal_texts %}``."""
 from __future__ import annotations
 
 from django import template
+from django.utils.html import format_html
 
 from portal.texts import render
 
@@ -24,3 +25,12 @@ def job_state(value: str) -> str:
         return str(JobState(value).label)
     except ValueError:
         return value
+
+
+@register.filter
+def render_text_html(value: object) -> str:
+    """Like ``render_text``; a plain string (a message from Kubernetes or the operator, or
+    text a person typed) is marked ``translate="no"``: it is shown as written."""
+    if isinstance(value, str):
+        return format_html('<span translate="no">{}</span>', value) if value else ""
+    return render(value)  # type: ignore[arg-type]
