@@ -16,6 +16,14 @@ def test_seed_demo_and_history_make_a_living_demo(db, capsys):
     assert set(Tenant.objects.values_list("slug", flat=True)) == {"vision", "nlp", "speech"}
     assert QuotaGrant.objects.filter(resource="gpu:NVIDIA-H800").exists()
     assert PlatformRole.objects.filter(role="finance").exists()
+    # one tenant in every quota mode, and a policy that lets GPU grants overcommit
+    assert dict(Tenant.objects.values_list("slug", "quota_mode")) == {
+        "vision": "static", "nlp": "overcommitted", "speech": "dynamic"}
+    assert Tenant.objects.get(slug="nlp").elastic_factor > 1
+    from tenants.models import Policy
+
+    assert Policy.current().overcommit_factors == {"gpu": 1.5}
+    assert "admin of vision" in first and "member of vision" in first
 
     call_command("seed_history")
     jobs = TrainingJob.objects.all()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import secrets
 from concurrent.futures import ThreadPoolExecutor
+from decimal import Decimal
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -15,8 +16,8 @@ from django.contrib.auth.hashers import make_password
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from tenants.choices import MembershipRole, PlatformRoleName, PoolKind
-from tenants.models import Membership, PlatformRole, Pool, QuotaGrant, Tenant
+from tenants.choices import MembershipRole, PlatformRoleName, PoolKind, QuotaMode
+from tenants.models import Membership, PlatformRole, Policy, Pool, QuotaGrant, Tenant
 
 User = get_user_model()
 
@@ -39,14 +40,20 @@ DEMO_QUOTA = {
     "speech": {"prod": {A100: 8, "cpu": 64, "memory": 512},
                "dev": {"mig:1g.10gb": 7, "mig:3g.40gb": 2, "cpu": 32, "memory": 256}},
 }
-# slug, name, cost center, contact, {user: role}
-DEMO_TENANTS: list[tuple[str, str, str, str, dict[str, str]]] = [
+# slug, name, cost center, contact, {user: role}, quota mode, elastic factor: one tenant
+# in every quota mode
+DEMO_TENANTS: list[tuple[str, str, str, str, dict[str, str], str, str]] = [
     ("vision", "Computer Vision", "CC-4100", "alice@example.org",
-     {"alice": MembershipRole.ADMIN, "bob": MembershipRole.MEMBER}),
+     {"alice": MembershipRole.ADMIN, "bob": MembershipRole.MEMBER}, QuotaMode.STATIC, "1"),
     ("nlp", "Language Models", "CC-4200", "dave@example.org",
-     {"dave": MembershipRole.ADMIN, "carol": MembershipRole.MEMBER}),
-    ("speech", "Speech", "CC-4300", "dave@example.org", {"dave": MembershipRole.ADMIN}),
+     {"dave": MembershipRole.ADMIN, "carol": MembershipRole.MEMBER},
+     QuotaMode.OVERCOMMITTED, "1.5"),
+    ("speech", "Speech", "CC-4300", "dave@example.org", {"dave": MembershipRole.ADMIN},
+     QuotaMode.DYNAMIC, "1"),
 ]
+# The demo policy: GPU grants may add up to 1.5 x the cards (the overcommitted tenant's
+# guaranteed share is below its quota), set once when the policy is still the default.
+DEMO_OVERCOMMIT = {"gpu": 1.5}
 
 
 def _hashes(passwords: dict[str, str]) -> dict[str, str]:
@@ -76,13 +83,18 @@ class Command(BaseCommand):
                     user.save()
                     if username in passwords:
                         created.append((username, passwords[username],
-                                        ", ".join(roles) or "tenant user"))
+                                        ", ".join(roles)))
                 for role in roles:
                     PlatformRole.objects.get_or_create(user=user, role=role)
-            for slug, name, cost_center, contact, members in DEMO_TENANTS:
+            policy = Policy.current()
+            if not policy.overcommit_factors:
+                policy.overcommit_factors = dict(DEMO_OVERCOMMIT)
+                policy.save(update_fields=["overcommit_factors", "updated_at"])
+            for slug, name, cost_center, contact, members, mode, factor in DEMO_TENANTS:
                 tenant, _ = Tenant.objects.get_or_create(
                     slug=slug, defaults={"name": name, "cost_center": cost_center,
-                                         "contact_email": contact})
+                                         "contact_email": contact, "quota_mode": mode,
+                                         "elastic_factor": Decimal(factor)})
                 for kind in PoolKind.values:
                     pool = Pool.objects.get_or_create(tenant=tenant, kind=kind)[0]
                     if not QuotaGrant.objects.filter(pool=pool).exists():
@@ -106,6 +118,11 @@ class Command(BaseCommand):
             self.stdout.write(self.style.SUCCESS(
                 "Demo accounts (shown once; change them on a shared machine):"))
             for username, password, what in created:
+                if not what:  # a tenant user: say of which tenants, in which role
+                    what = ", ".join(
+                        f"{m.role} of {m.tenant.slug}" for m in Membership.objects.filter(
+                            user__username=username).select_related("tenant")
+                        .order_by("tenant__slug"))
                 self.stdout.write(f"  {username:<10} {password:<14} {what}")
         else:
             self.stdout.write("Demo accounts exist already (their passwords were shown when "
