@@ -31,6 +31,7 @@ from django.core.cache import cache
 from django.db.models import Count, F, Min, Q, Sum
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from jobs.choices import JobState
 from jobs.models import JobTransition, TrainingJob
@@ -76,6 +77,19 @@ def resource_label(key: str) -> tuple[str, str]:
     return res.label(), res.unit
 
 
+def counted_unit(key: str, amount: Decimal | float, unit: str) -> str:
+    """The unit for ``amount`` of ``key``: "1 card", "2 cards" (``unit`` when uncounted)."""
+    n = int(amount) if amount == int(amount) else 2
+    kind = key.partition(":")[0]
+    if kind == "gpu":
+        return ngettext("card", "cards", n)
+    if kind == "mig":
+        return ngettext("instance", "instances", n)
+    if key == "cpu":
+        return ngettext("core", "cores", n)
+    return unit
+
+
 def _order(key: str) -> tuple[int, str]:
     rank = 0 if key.startswith("gpu:") else 1 if key.startswith("mig:") else \
         2 if key in ("gpu-shared", "gpu-memory") else 3
@@ -106,7 +120,8 @@ class Gauge:
 
     def figure(self) -> charts.Figure:
         return charts.gauge(self.label, used=float(self.used), quota=float(self.quota),
-                            unit=self.unit, borrowed=float(self.borrowed), limited=self.limited,
+                            unit=counted_unit(self.key, self.used, self.unit),
+                            borrowed=float(self.borrowed), limited=self.limited,
                             guaranteed=float(self.guaranteed)
                             if self.guaranteed is not None else None)
 

@@ -344,3 +344,10 @@ def test_rollup_feeds_measured_utilisation_into_usage_daily(observed):
     row = UsageDaily.objects.get(pool=observed, resource=f"gpu:{H800}", day=now.date())
     assert (row.utilised_total, row.utilised_samples) == (Decimal(288), 288)
     assert idle_rate(observed, f"gpu:{H800}") == pytest.approx(0.5)
+
+
+def test_a_gauge_counts_its_unit():
+    assert dashboards.counted_unit("gpu:NVIDIA-H800", 1, "cards") == "card"
+    assert dashboards.counted_unit("gpu:NVIDIA-H800", 2, "cards") == "cards"
+    assert dashboards.counted_unit("cpu", 1.5, "cores") == "cores"
+    assert dashboards.counted_unit("memory", 1, "GiB") == "GiB"
