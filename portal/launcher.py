@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,10 +33,11 @@ def _port_free(host: str, port: int) -> bool:
     return True
 
 
-def _wait_for_port(host: str, port: int, timeout: float, proc: subprocess.Popen) -> bool:
+def _wait_for_port(host: str, port: int, timeout: float, proc: subprocess.Popen,
+                   stop: Callable[[], bool] = lambda: False) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
+        if proc.poll() is not None or stop():
             return False
         try:
             with socket.create_connection((host, port), timeout=0.5):
@@ -119,15 +121,21 @@ def main() -> int:
         if stopping:
             return 0
         if sim is not None:
-            if not _wait_for_port("127.0.0.1", sim_port, 30, sim):
+            if not _wait_for_port("127.0.0.1", sim_port, 30, sim, lambda: stopping):
+                if stopping:
+                    return 0
                 print("kubesim did not start; see its output above.", file=sys.stderr)
                 return 1
             env["KUBECONFIG"] = str(kubeconfig)
-        # The web server first (demo_setup has just run the system checks' migrations);
-        # then the watcher, which observes the cluster into the database (after kubesim is
-        # up, when embedded), the worker, beat and the demo load.
+        # The web server first, alone, so the portal answers as soon as it can
+        # (demo_setup has just migrated, so no system checks); then the watcher, which
+        # observes the cluster into the database (after kubesim is up, when embedded), the
+        # worker, beat and the demo load.
         web = start("web", [PY, str(ROOT / "manage.py"), "runserver", f"{host}:{port}",
                             "--noreload", "--skip-checks"])
+        if _wait_for_port(host, port, 60, web, lambda: stopping):
+            print(f"\nTrainyard is running at http://{host}:{port}/  (Ctrl-C stops it)\n",
+                  flush=True)
         start("watch", [PY, str(ROOT / "manage.py"), "k8s_watch"])
         start("worker", [PY, "-m", "celery", "-A", "portal", "worker", "-P", "solo",
                          "-Q", "default,k8s,billing", "--loglevel", "WARNING"])
@@ -135,9 +143,6 @@ def main() -> int:
                        "-s", str(var / "celerybeat-schedule")])
         if demo_load:
             start("demo-load", [PY, str(ROOT / "manage.py"), "demo_load"])
-        if _wait_for_port(host, port, 60, web):
-            print(f"\nTrainyard is running at http://{host}:{port}/  (Ctrl-C stops it)\n",
-                  flush=True)
         while not stopping:
             for name, proc in procs:
                 if proc.poll() is not None:
