@@ -42,7 +42,15 @@ class JobForm(forms.Form):
                                                min_value=0, decimal_places=3)
     max_run_hours = forms.DecimalField(label=_("Maximum run time (hours)"), initial=12,
                                        min_value=0, decimal_places=2)
-    checkpoint_claim = forms.CharField(label=_("Checkpoint volume (PVC name)"), required=False)
+    checkpoint_claim = forms.CharField(label=_("Checkpoint volume (PVC name)"), required=False,
+                                       help_text=_("An existing volume of your team's."))
+    checkpoint_storage_class = forms.ChoiceField(
+        label=_("or a new checkpoint volume of class"), required=False, choices=[],
+        help_text=_("Trainyard creates it with the job and keeps it after the job ends; it "
+                    "counts against your storage quota. A job with several workers needs a "
+                    "class that mounts on many nodes (ReadWriteMany)."))
+    checkpoint_size_gib = forms.IntegerField(label=_("New volume size (GiB)"), required=False,
+                                             min_value=1, max_value=10240, initial=50)
     checkpoint_path = forms.CharField(label=_("Checkpoint path"), initial="/checkpoints")
 
     def __init__(self, *args: Any, inventory: Any = None, **kwargs: Any) -> None:
@@ -53,6 +61,10 @@ class JobForm(forms.Form):
         models = sorted((inventory.gpus_per_node if inventory else {}).items())
         fields["gpu_model"].choices = [("", _("(none)"))] + [
             (m, _("%(what)s (≤%(n)s/node)") % {"what": m, "n": n}) for m, n in models]
+        classes = sorted((inventory.storage_classes if inventory else {}).items())
+        fields["checkpoint_storage_class"].choices = [("", _("(none)"))] + [
+            (name, _("%(name)s (default)") % {"name": name} if default else name)
+            for name, default in classes]
         profiles = sorted((inventory.mig_per_node if inventory else {}).items())
         fields["mig_profile"].choices = [("", _("(none)"))] + [
             (p, _("%(what)s (≤%(n)s/node)") % {"what": p, "n": n}) for p, n in profiles]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from decimal import Decimal
+from typing import Any
 
 from django.db.models import QuerySet
 from django.http import Http404
@@ -61,7 +62,34 @@ def inventory() -> Inventory:
                 mig[profile] = max(mig[profile], _int(value))
         max_cpu = max(max_cpu, _dec(alloc.get("cpu")))
         max_mem = max(max_mem, _dec(alloc.get("memory")) / GIB)
-    return Inventory(dict(gpus), dict(mig), max_cpu, max_mem.quantize(Decimal("0.001")))
+    from k8s_sync.models import ObservedStorageClass
+
+    classes = dict(ObservedStorageClass.objects.values_list("name", "is_default"))
+    return Inventory(dict(gpus), dict(mig), max_cpu, max_mem.quantize(Decimal("0.001")),
+                     classes)
+
+
+def storage_left(pool: Any, storage_class: str) -> Decimal | None:
+    """GiB a new claim of ``storage_class`` may still take in the pool's namespace, by its
+    observed ResourceQuotas (the class's own limit, the total, and the claim counts);
+    ``None`` when no quota has been observed there yet."""
+    from k8s_sync.models import ObservedQuota
+
+    quotas = list(ObservedQuota.objects.filter(namespace=pool.namespace))
+    if not quotas:
+        return None
+    prefix = f"{storage_class}.storageclass.storage.k8s.io/"
+    left: Decimal | None = None
+    for quota in quotas:
+        hard, used = quota.hard or {}, quota.used or {}
+        for key in (f"{prefix}persistentvolumeclaims", "persistentvolumeclaims"):
+            if key in hard and _dec(hard[key]) - _dec(used.get(key)) < 1:
+                return Decimal(0)
+        for key in (f"{prefix}requests.storage", "requests.storage"):
+            if key in hard:
+                room = (_dec(hard[key]) - _dec(used.get(key))) / GIB
+                left = room if left is None else min(left, room)
+    return left.quantize(Decimal("0.001")) if left is not None else None
 
 
 def _dec(value: object) -> Decimal:
@@ -253,7 +281,24 @@ def preview(tenant, pool_kind: str, clean: dict, now):  # type: ignore[no-untype
         "reason": render(waiting.reason) if waiting else "",
         "reason_code": text_code(waiting.reason) if waiting else None,
         "position_in_pool": waiting.position_in_pool if waiting else None,
+        "notes": _preview_notes(clean),
     }
+
+
+def _preview_notes(clean: dict) -> list[str]:
+    """Warnings about the submission itself, in the active language."""
+    from django.utils.translation import gettext as _
+
+    notes = []
+    if (clean["tier"] != "production" and not clean.get("checkpoint_claim")
+            and not clean.get("checkpoint_storage_class")):
+        notes.append(_("This job can be preempted, and without a checkpoint volume it starts "
+                       "again from the beginning after a preemption: give a volume, or a "
+                       "class for a new one."))
+    if clean.get("checkpoint_storage_class") and clean["workers"] > 1:
+        notes.append(_("Several workers share the new checkpoint volume: its class must "
+                       "mount on many nodes at once (ReadWriteMany), e.g. NFS or CephFS."))
+    return notes
 
 
 def pods_of(job: TrainingJob):  # type: ignore[no-untyped-def]

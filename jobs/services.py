@@ -71,6 +71,7 @@ def job_submit(*, access: TenantAccess, actor: AnyUser, pool: str, data: dict[st
         field, message = next(iter(exc.errors.items()))
         raise ApplicationError(message, field=field, extra={"errors": exc.errors}) from None
     _check_ceiling(pool_row, clean)
+    _check_checkpoint_storage(pool_row, clean)
     if TrainingJob.objects.filter(tenant=access.tenant, name=clean["name"]).exists():
         raise Conflict(_("A job named “%(n)s” exists already in this tenant; choose another "
                          "name.") % {"n": clean["name"]}, field="name")
@@ -93,6 +94,26 @@ def job_submit(*, access: TenantAccess, actor: AnyUser, pool: str, data: dict[st
         raise Conflict(_("A job named “%(n)s” exists already in this tenant; choose another "
                          "name.") % {"n": clean["name"]}, field="name") from None
     return job
+
+
+def _check_checkpoint_storage(pool: Pool, clean: dict[str, Any]) -> None:
+    """Refuse a new checkpoint volume the pool's storage quota cannot hold: Kubernetes
+    would refuse the claim, and the job would be admitted but never start."""
+    storage_class = clean["checkpoint_storage_class"]
+    if not storage_class:
+        return
+    left = selectors.storage_left(pool, storage_class)
+    if left is not None and clean["checkpoint_size_gib"] > left:
+        pool_label = pool.get_kind_display()
+        if left <= 0:
+            message = _("Your %(pool)s pool has no storage quota left for %(sc)s: ask for "
+                        "storage quota, use another class or an existing volume.")
+        else:
+            message = _("Your %(pool)s pool has %(left)s GiB of %(sc)s left: choose a smaller "
+                        "volume, another class, or ask for more storage quota.")
+        raise ApplicationError(message % {"pool": pool_label, "sc": storage_class,
+                                          "left": format(left.normalize(), "f")},
+                               field="checkpoint_size_gib")
 
 
 def _check_ceiling(pool: Pool, clean: dict[str, Any]) -> None:
@@ -212,7 +233,10 @@ def clone_initial(job: TrainingJob) -> dict[str, Any]:
         "mig_profile": job.mig_profile, "cpu_per_worker": job.cpu_per_worker,
         "memory_gib_per_worker": job.memory_gib_per_worker, "tier": job.tier,
         "max_run_seconds": job.max_run_seconds, "checkpoint_path": job.checkpoint_path,
-        "checkpoint_claim": job.checkpoint_claim,
+        # A clone resumes from the same checkpoints: the volume Trainyard created for the
+        # original job (it outlives the job) becomes the clone's existing volume.
+        "checkpoint_claim": job.checkpoint_claim or (
+            f"{job.k8s_name}-ckpt" if job.checkpoint_storage_class and job.k8s_name else ""),
     }
 
 

@@ -23,6 +23,11 @@ IMAGE_RE = re.compile(
     r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$")
 ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MAX_RUN_SECONDS = 30 * 86400
+# A PVC name: a DNS-1123 subdomain.
+_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+CLAIM_RE = re.compile(rf"^(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*$")
+CHECKPOINT_GIB = 50  # a new checkpoint volume's size when none is given
+MAX_CHECKPOINT_GIB = 10240
 MAX_WORKERS = 64
 
 
@@ -34,6 +39,7 @@ class Inventory:
     mig_per_node: dict[str, int] = field(default_factory=dict)    # MIG profile -> max per node
     max_cpu: Decimal = Decimal(0)
     max_memory_gib: Decimal = Decimal(0)
+    storage_classes: dict[str, bool] = field(default_factory=dict)  # name -> is the default
 
 
 class SubmissionError(ValueError):
@@ -111,6 +117,7 @@ def validate_submission(data: dict[str, Any], *, pool: str, inventory: Inventory
     path = str(data.get("checkpoint_path") or "/checkpoints")
     if not path.startswith("/") or ".." in path.split("/"):
         errors["checkpoint_path"] = _("Use an absolute path inside the container.")
+    claim, storage_class, size = _checkpoint_volume(data, inventory, errors)
     if errors:
         raise SubmissionError(errors)
     return {
@@ -119,9 +126,39 @@ def validate_submission(data: dict[str, Any], *, pool: str, inventory: Inventory
         "cpu_per_worker": cpu, "memory_gib_per_worker": memory, "max_run_seconds": run,
         "env": {str(k): str(v) for k, v in env.items()},
         "command": list(data.get("command") or []), "args": list(data.get("args") or []),
-        "checkpoint_path": path,
-        "checkpoint_claim": str(data.get("checkpoint_claim") or "").strip(),
+        "checkpoint_path": path, "checkpoint_claim": claim,
+        "checkpoint_storage_class": storage_class, "checkpoint_size_gib": size,
     }
+
+
+def _checkpoint_volume(data: dict[str, Any], inventory: Inventory, errors: dict[str, str]
+                       ) -> tuple[str, str, int | None]:
+    """Where checkpoints go: an existing PVC of the tenant's (``checkpoint_claim``), or a
+    new one Trainyard creates (``checkpoint_storage_class`` and ``checkpoint_size_gib``,
+    default :data:`CHECKPOINT_GIB`), or neither (a scratch directory that a preemption
+    loses)."""
+    claim = str(data.get("checkpoint_claim") or "").strip()
+    storage_class = str(data.get("checkpoint_storage_class") or "").strip()
+    if claim and not CLAIM_RE.match(claim):
+        errors["checkpoint_claim"] = _("A PVC name is lower-case letters, digits, '-' and '.', "
+                                       "at most 253 characters.")
+    if not storage_class:
+        return claim, "", None
+    if claim:
+        errors["checkpoint_storage_class"] = _(
+            "Give an existing volume or a storage class for a new one, not both.")
+        return claim, "", None
+    if storage_class not in inventory.storage_classes:
+        errors["checkpoint_storage_class"] = _(
+            "The cluster has no StorageClass “%(sc)s”; choose one of: %(names)s."
+        ) % {"sc": storage_class, "names": ", ".join(sorted(inventory.storage_classes)) or "—"}
+        return claim, "", None
+    raw = data.get("checkpoint_size_gib")
+    size = CHECKPOINT_GIB if raw in (None, "") else _number(
+        data, "checkpoint_size_gib", errors, integer=True)
+    if size is not None and not 1 <= size <= MAX_CHECKPOINT_GIB:
+        errors["checkpoint_size_gib"] = _("Use 1 to %(n)s GiB.") % {"n": MAX_CHECKPOINT_GIB}
+    return claim, storage_class, size
 
 
 def _check_accelerators(gpus: int, model: str, mig: str, inventory: Inventory,

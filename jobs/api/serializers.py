@@ -77,7 +77,8 @@ class JobSerializer(serializers.ModelSerializer):
         fields = ["id", "name", "tenant", "pool", "namespace", "k8s_name", "tier", "state",
                   "image", "command", "args", "env", "workers", "gpus_per_worker", "gpu_model",
                   "mig_profile", "cpu_per_worker", "memory_gib_per_worker", "max_run_seconds",
-                  "checkpoint_claim", "checkpoint_path", "priority", "held", "hold_reason",
+                  "checkpoint_claim", "checkpoint_storage_class", "checkpoint_size_gib",
+                  "checkpoint_path", "priority", "held", "hold_reason",
                   "hold_reason_code", "borrowing", "restart_count", "submitted_by",
                   "submitted_at", "admitted_at",
                   "started_at", "finished_at", "position_in_pool", "position_in_model",
@@ -105,7 +106,15 @@ class JobInput(serializers.Serializer):
                                                      default=16)
     max_run_seconds = serializers.IntegerField()
     expected_seconds = serializers.IntegerField(required=False, allow_null=True, default=None)
-    checkpoint_claim = serializers.CharField(required=False, default="", allow_blank=True)
+    checkpoint_claim = serializers.CharField(
+        required=False, default="", allow_blank=True,
+        help_text="An existing PVC of the tenant's for checkpoints.")
+    checkpoint_storage_class = serializers.CharField(
+        required=False, default="", allow_blank=True,
+        help_text="Or: Trainyard creates a checkpoint PVC of this StorageClass with the job.")
+    checkpoint_size_gib = serializers.IntegerField(
+        required=False, allow_null=True, default=None,
+        help_text="Size of the new checkpoint PVC (default 50 GiB).")
     checkpoint_path = serializers.CharField(required=False, default="/checkpoints")
     annotations = serializers.DictField(child=serializers.CharField(), required=False,
                                         default=dict)

@@ -70,6 +70,7 @@
         {p50: when(p.eta_p50), p90: when(p.eta_p90)}, true)));
       if (p.reason) { box.appendChild(text("p", p.reason, "muted")); }
     }
+    (p.notes || []).forEach(function (note) { box.appendChild(text("p", note, "note-warn")); });
   }
 
   function refresh() {
