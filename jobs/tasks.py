@@ -73,8 +73,29 @@ def sync_job(self, job_id: int) -> str:  # type: ignore[no-untyped-def]
         TrainingJob.objects.filter(pk=job.pk).update(last_error=str(exc)[:2000])
         if is_transient(exc) and self.request.retries < MAX_RETRIES:
             raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
+        if _refused(exc) and not job.in_cluster:
+            # The cluster will never take this job as it is (invalid, forbidden, over a
+            # storage quota): fail it with the cluster's words rather than leave it queued
+            # or admitted, holding quota, forever.
+            services.job_transition(
+                job_id=job.pk, from_states=[JobState.QUEUED, JobState.ADMITTED],
+                to_state=JobState.FAILED, reason="Rejected", finished_at=timezone.now(),
+                message=stored_text("jobs.transition.rejected", status=exc.status,
+                                    reason=exc.reason, error=exc.message[:1000]))
+            _kick_admission_after_commit()
+            return "rejected"
         return "error"
     return "created" if created else ("suspended" if spec.suspend else "running")
+
+
+def _refused(exc: K8sError) -> bool:
+    """A refusal no retry changes: a bad request, forbidden, or an invalid object. Not
+    a missing namespace (the pool is still being created) nor a conflict."""
+    return not exc.transient and exc.status in (400, 403, 422)
+
+
+def _kick_admission_after_commit() -> None:
+    transaction.on_commit(lambda: admission_cycle.delay())
 
 
 def _conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -160,6 +160,9 @@ register("jobs.transition.borrowing", _("borrowing idle capacity beyond the pool
 register("jobs.transition.requeued", _(
     "stopped after its checkpoint grace; it resumes from its checkpoint"))
 register("jobs.transition.cancelled_by", _("Cancelled by %(u)s"))
+register("jobs.transition.rejected", _(
+    "The cluster refused the job (%(status)s %(reason)s: %(error)s); fix the submission or "
+    "ask your platform team, then clone and resubmit."))
 register("jobs.transition.maintenance", _(
     "maintenance window #%(window)s: freeing whole %(model)s nodes"))
 register("jobs.hold.abnormal", _("Held from the cluster page: abnormal GPU use"))
@@ -190,6 +193,7 @@ TRANSITION_REASONS: dict[str, Any] = {
     "Preempted": pgettext_lazy("job transition", "Preempted"),
     "Requeued": pgettext_lazy("job transition", "Requeued"),
     "Cancelled": pgettext_lazy("job transition", "Cancelled"),
+    "Rejected": pgettext_lazy("job transition", "Rejected"),
 }
 
 
