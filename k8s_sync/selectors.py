@@ -216,7 +216,7 @@ def capacity_report() -> CapacityReport:
     """The GPU inventory from the observed nodes and pods (three queries)."""
     allocated = _allocated_by_node()
     nodes = [node_capacity(n, allocated.get(n.name, {}))
-             for n in ObservedNode.objects.defer("raw").order_by("name")]
+             for n in ObservedNode.objects.defer("raw", "capacity", "taints").order_by("name")]
     nodes.sort(key=lambda n: (not n.gpu_model, n.gpu_model, n.name))
     by_model: dict[str, list[NodeCapacity]] = defaultdict(list)
     for node in nodes:

@@ -24,9 +24,9 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
 from jobs.models import TrainingJob
-from k8s_sync.selectors import capacity_report
 from portal import charts, dashboards
 from portal.exceptions import ApplicationError
+from portal.reversing import slug_url
 from portal.texts import message
 from tenants.access import access_for, is_platform_admin
 from tenants.selectors import tenant_access_or_404
@@ -115,13 +115,18 @@ def tenant_dashboard_trends(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_GET
 def cluster_page(request: HttpRequest) -> HttpResponse:
-    report = capacity_report()
+    report = dashboards.cluster_capacity()
     admin = is_platform_admin(request.user)
-    busy = dashboards.busyness()
+    busy = dashboards.busyness(report=report)  # when not cached: the same report, not a second
     heatmaps = dashboards.allocation_by_hour(report=report)
+    tenants: list[dict[str, Any]] = []
+    if admin:
+        dashboard_url = slug_url("tenant_dashboard")  # one reverse for every row
+        tenants = [{**t, "url": dashboard_url(t["tenant"])}
+                   for t in dashboards.tenant_allocation()]
     return render(request, "portal/cluster_overview.html", {
         "report": report, "busyness": busy, "heatmaps": heatmaps, "platform_admin": admin,
-        "tenants": dashboards.tenant_allocation() if admin else [],
+        "tenants": tenants,
         "abnormal": dashboards.abnormal_jobs() if admin else [],
         "figures": {"heatmaps": [h["figure"] for h in heatmaps]},
     })

@@ -13,13 +13,14 @@ the number of jobs or samples (the tests pin the counts):
 * :func:`waiting_jobs`, :func:`wait_times` - the user's waiting jobs and recent waits;
 * :func:`busyness` - per GPU model: allocated against capacity, demand waiting, typical
   wait (cached for a minute: the same for everyone);
-* :func:`allocation_by_hour`, :func:`tenant_allocation`, :func:`abnormal_jobs` - the
-  cluster page.
+* :func:`cluster_capacity`, :func:`allocation_by_hour`, :func:`tenant_allocation`,
+  :func:`abnormal_jobs` - the cluster page.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -28,7 +29,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.core.cache import cache
-from django.db.models import Count, F, Min, Q, Sum
+from django.db.models import Count, F, Max, Min, Q, Sum
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
@@ -36,6 +37,7 @@ from django.utils.translation import ngettext
 from jobs.choices import JobState
 from jobs.models import JobTransition, TrainingJob
 from jobs.timeline import running_intervals
+from k8s_sync.models import ObservedKind, ObservedNode, ObservedPod
 from k8s_sync.naming import namespace_name
 from k8s_sync.selectors import CapacityReport, capacity_report
 from portal import charts
@@ -47,6 +49,7 @@ from tenants.selectors import quota_overview
 from tenants.series import (
     LOW_UTIL_PCT,
     allocation_heatmap,
+    latest_minute,
     latest_minute_by_tenant,
     series_for_pools,
     tracked,
@@ -55,6 +58,8 @@ from tenants.series import (
 BUSYNESS_CACHE_KEY = "portal:busyness:v1"
 BUSYNESS_TTL = 60
 PER_TENANT_TTL = 60  # trends and the job table: rows change once a minute at most
+CAPACITY_TTL = 10  # keyed by the observed rows' count and latest write (cluster_capacity)
+TENANT_ALLOCATION_TTL = 5  # keyed by the latest minute; bounds a re-sampled minute
 JOB_TABLE_WINDOW_DAYS = 30
 JOB_TABLE_SCAN = 2000  # most recent jobs considered for "most expensive first"
 LONG_RUN = dt.timedelta(days=5)
@@ -398,6 +403,33 @@ def busyness(*, report: CapacityReport | None = None, fresh: bool = False) -> li
     return out
 
 
+# --- cluster: capacity ----------------------------------------------------------------------
+
+
+def cluster_capacity() -> CapacityReport:
+    """:func:`capacity_report`, recomputed only when the observed nodes or pods changed.
+
+    The report folds every bound pod's requests into every node (hundreds of rows decoded
+    per view); it is the same for every viewer until the watcher writes a node or a pod,
+    and the watcher stamps ``observed_at`` on every row it writes. The rows' count and
+    latest stamp, per table, and the last node list (three small queries, as many as the
+    report itself) name the cached report, so a change is shown at the next view; the
+    TTL bounds a row changed without a new stamp (``CAPACITY_TTL`` seconds).
+    """
+    pods = ObservedPod.objects.aggregate(n=Count("id"), at=Max("observed_at"))
+    nodes = ObservedNode.objects.aggregate(n=Count("id"), at=Max("observed_at"))
+    listed = (ObservedKind.objects.filter(kind="nodes")
+              .values_list("last_list_at", flat=True).first())
+    stamp = ":".join(str(v) for v in (pods["n"], pods["at"], nodes["n"], nodes["at"], listed))
+    key = "portal:capacity:" + hashlib.blake2b(stamp.encode(), digest_size=12).hexdigest()
+    cached = cache.get(key)
+    if cached is not None:
+        return cached
+    report = capacity_report()
+    cache.set(key, report, CAPACITY_TTL)
+    return report
+
+
 # --- cluster: heatmap, tenants, abnormal jobs ---------------------------------------------
 
 
@@ -431,9 +463,27 @@ def allocation_by_hour(*, report: CapacityReport, days: int = 7,
 
 
 def tenant_allocation(*, limit: int = 100) -> list[dict[str, Any]]:
-    """Per tenant at the latest sampled minute: GPUs allocated, busy and idle."""
+    """Per tenant at the latest sampled minute: GPUs allocated, busy and idle.
+
+    One indexed query finds the latest minute; the rows of that minute are summed per
+    tenant once and cached under that minute (a new minute is a new key, so the table is
+    never older than the latest sample; the short TTL bounds a re-sampled minute)."""
+    latest = latest_minute()
+    if latest is None:
+        return []
+    key = f"portal:tenant-allocation:{latest.isoformat()}:{limit}"
+    cached = cache.get(key)
+    if cached is not None:
+        return cached
+    rows = _tenant_allocation(latest_minute_by_tenant(latest), limit=limit)
+    cache.set(key, rows, TENANT_ALLOCATION_TTL)
+    return rows
+
+
+def _tenant_allocation(by_tenant: dict[str, dict[str, tuple[float, float | None]]], *,
+                       limit: int) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
-    for slug, resources in latest_minute_by_tenant().items():
+    for slug, resources in by_tenant.items():
         gpus = [(a, u) for key, (a, u) in resources.items()
                 if key.startswith(("gpu:", "mig:")) or key == "gpu-shared"]
         allocated = sum(a for a, _u in gpus)
@@ -455,9 +505,14 @@ def abnormal_jobs(*, now: dt.datetime | None = None, limit: int = 25) -> list[di
         low_since__lte=now - LOW_UTIL_FOR, last_sampled_at__gte=now - dt.timedelta(minutes=15))
         .only("job", "namespace", "low_since", "last_util", "util_sum", "gpu_samples")}
     low_ids = [int(j) for j in low if j.isdigit()]
+    # Only the columns the page and the hold action read (not the spec, placement and
+    # stored texts of every row); the tenant's slug and the pool's kind come in the join.
     jobs = (TrainingJob.objects.filter(state=JobState.RUNNING)
             .filter(Q(pk__in=low_ids) | Q(started_at__lte=now - LONG_RUN))
-            .select_related("tenant", "pool").order_by("started_at")[:limit])
+            .select_related("tenant", "pool")
+            .only("id", "name", "state", "held", "workers", "gpus_per_worker", "gpu_model",
+                  "mig_profile", "started_at", "tenant__slug", "pool__kind")
+            .order_by("started_at")[:limit])
     out = []
     for j in jobs:
         u = low.get(str(j.pk))

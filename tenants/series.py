@@ -350,9 +350,16 @@ def allocation_heatmap(*, days: int = 7, now: dt.datetime | None = None
     return dict(out)
 
 
-def latest_minute_by_tenant() -> dict[str, dict[str, tuple[float, float | None]]]:
-    """tenant slug -> resource -> (allocated, utilised) at the latest sampled minute."""
-    latest = UsageSeries.objects.filter(resolution=M).aggregate(t=Max("start"))["t"]
+def latest_minute() -> dt.datetime | None:
+    """The start of the latest sampled minute (one index-only query)."""
+    return UsageSeries.objects.filter(resolution=M).aggregate(t=Max("start"))["t"]
+
+
+def latest_minute_by_tenant(latest: dt.datetime | None = None
+                            ) -> dict[str, dict[str, tuple[float, float | None]]]:
+    """tenant slug -> resource -> (allocated, utilised) at the latest sampled minute
+    (or at ``latest`` when the caller already knows it)."""
+    latest = latest or latest_minute()
     if latest is None:
         return {}
     rows = (UsageSeries.objects.filter(resolution=M, start=latest)
