@@ -120,7 +120,7 @@ def main() -> None:
     jobs.selectors.admission_inputs = inputs
     # The loop below runs a cycle every 100 ms (as beat would, more often); don't also run
     # one synchronously inside every submission (eager Celery would).
-    job_services._kick_admission = lambda: None  # type: ignore[attr-defined]
+    job_services.kick_admission = lambda: None  # type: ignore[attr-defined]
 
     tenants = {t.slug: t for t in Tenant.objects.all()}
     by_name: dict[str, object] = {}

@@ -35,7 +35,8 @@ def _audit(*, actor: AnyUser | None, action: str, text: StoredText, tenant: Any 
         data=data)
 
 
-def _kick_admission() -> None:
+def kick_admission() -> None:
+    """An admission pass once the current transaction commits (none for a rollback)."""
     from jobs.tasks import admission_cycle
 
     def enqueue() -> None:
@@ -89,7 +90,7 @@ def job_submit(*, access: TenantAccess, actor: AnyUser, pool: str, data: dict[st
             job.save(update_fields=["k8s_name"])
             _record(job, "", JobState.QUEUED, "Submitted", actor=actor)
             schedule_sync(job.pk)
-            _kick_admission()
+            kick_admission()
     except IntegrityError:
         raise Conflict(_("A job named “%(n)s” exists already in this tenant; choose another "
                          "name.") % {"n": clean["name"]}, field="name") from None
@@ -178,7 +179,7 @@ def job_cancel(*, access: TenantAccess, actor: AnyUser, job: TrainingJob) -> Tra
                                            u=actor.get_username()))
     if moved:
         schedule_sync(job.pk)
-        _kick_admission()
+        kick_admission()
     job.refresh_from_db()
     return job
 
@@ -201,7 +202,7 @@ def job_hold(*, actor: AnyUser, job: TrainingJob, held: bool,
         _audit(actor=actor, tenant=job.tenant, action="job.hold" if held else "job.release",
                text=stored_text("jobs.audit.hold" if held else "jobs.audit.release",
                                 job=job.name, reason=reason), job=job.pk)
-        _kick_admission()
+        kick_admission()
     job.refresh_from_db()
     return job
 
@@ -219,7 +220,7 @@ def job_set_priority(*, actor: AnyUser, job: TrainingJob, priority: int,
         _audit(actor=actor, tenant=job.tenant, action="job.priority",
                text=stored_text("jobs.audit.priority", job=job.name, priority=int(priority),
                                 reason=reason.strip()), job=job.pk)
-        _kick_admission()
+        kick_admission()
     job.refresh_from_db()
     return job
 

@@ -82,7 +82,7 @@ def sync_job(self, job_id: int) -> str:  # type: ignore[no-untyped-def]
                 to_state=JobState.FAILED, reason="Rejected", finished_at=timezone.now(),
                 message=stored_text("jobs.transition.rejected", status=exc.status,
                                     reason=exc.reason, error=exc.message[:1000]))
-            _kick_admission_after_commit()
+            services.kick_admission()  # its quota is free again
             return "rejected"
         return "error"
     return "created" if created else ("suspended" if spec.suspend else "running")
@@ -92,10 +92,6 @@ def _refused(exc: K8sError) -> bool:
     """A refusal no retry changes: a bad request, forbidden, or an invalid object. Not
     a missing namespace (the pool is still being created) nor a conflict."""
     return not exc.transient and exc.status in (400, 403, 422)
-
-
-def _kick_admission_after_commit() -> None:
-    transaction.on_commit(lambda: admission_cycle.delay())
 
 
 def _conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
