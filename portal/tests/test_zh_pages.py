@@ -25,6 +25,7 @@ fails when a URL name the portal serves to browsers was never reached.
 from __future__ import annotations
 
 import datetime as dt
+import io
 import json
 import re
 from collections import defaultdict
@@ -158,13 +159,13 @@ def world(cluster, settings, django_capture_on_commit_callbacks):
 
     settings.CELERY_TASK_ALWAYS_EAGER = True
     settings.LANGUAGE_CODE = "en"
-    call_command("seed_demo", stdout=open("/dev/null", "w"))  # noqa: SIM115
-    call_command("seed_history", stdout=open("/dev/null", "w"))  # noqa: SIM115
+    call_command("seed_demo", stdout=io.StringIO())
+    call_command("seed_history", stdout=io.StringIO())
     users = {u.username: u for u in get_user_model().objects.all()}
     relist_all(get_client())  # the nodes, which the load generator picks models from
     with django_capture_on_commit_callbacks(execute=True):
         call_command("demo_load", burst=14, count=14, seed=7, every=0.01,
-                     stdout=open("/dev/null", "w"), stderr=open("/dev/null", "w"))  # noqa: SIM115
+                     stdout=io.StringIO(), stderr=io.StringIO())
     for _ in range(3):
         with django_capture_on_commit_callbacks(execute=True):
             admission_cycle()
