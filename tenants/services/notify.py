@@ -2,7 +2,7 @@
 
 The row stores a stored text (:mod:`portal.texts`), so each reader sees it in their own
 language; the e-mail is rendered in each recipient's preferred language (one mail per
-language), whoever caused it.
+language, one message per recipient), whoever caused it.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from django.conf import settings
-from django.core.mail import send_mail
+from django.core.mail import send_mass_mail
 from django.utils import translation
 
 from portal.texts import StoredText, english, render
@@ -43,10 +43,13 @@ def notify(*, users: Iterable[AnyUser], tenant: Tenant | None, text: StoredText,
     url = f"{settings.SITE_URL.rstrip('/')}{link}" if link else settings.SITE_URL
 
     def send() -> None:
+        # One message per recipient (no one sees who else was told), rendered once per
+        # language, over one connection.
+        messages = []
         for language, addresses in sorted(groups.items()):
             subject, body = email_content(text, url, language)
-            send_mail(subject=subject, message=body, from_email=None,
-                      recipient_list=addresses, fail_silently=True)
+            messages += [(subject, body, None, [address]) for address in addresses]
+        send_mass_mail(messages, fail_silently=True)
     transaction.on_commit(send)
 
 

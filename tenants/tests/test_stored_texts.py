@@ -156,6 +156,22 @@ def test_each_recipient_gets_the_e_mail_in_their_language(alice, tenant_a,
     assert "申请增加" not in english.body and "asks for more quota" in english.body
 
 
+def test_each_recipient_gets_a_mail_of_their_own(alice, tenant_a,
+                                                 django_capture_on_commit_callbacks):
+    """Two admins of the same language: two messages, neither naming the other."""
+    from django.contrib.auth import get_user_model
+
+    _platform_admin()
+    other = get_user_model().objects.create_user("other-admin", "other@example.org", "x")
+    PlatformRole.objects.create(user=other, role=PlatformRoleName.PLATFORM_ADMIN)
+    mail.outbox.clear()
+    with django_capture_on_commit_callbacks() as callbacks:
+        _submit(alice, tenant_a, {"cpu": 8})
+    _run_mail(callbacks)
+    assert sorted(m.to for m in mail.outbox) == [["other@example.org"], ["root@example.org"]]
+    assert len({m.subject for m in mail.outbox}) == 1
+
+
 def test_a_requester_is_answered_in_their_language_not_the_deciders(
         alice, platform_admin, tenant_a, django_capture_on_commit_callbacks):
     UserPreference.objects.create(user=alice, language="zh-hans")
