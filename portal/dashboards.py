@@ -32,7 +32,6 @@ from django.core.cache import cache
 from django.db.models import Count, F, Max, Min, Q, Sum
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
-from django.utils.translation import ngettext
 
 from jobs.choices import JobState
 from jobs.models import JobTransition, TrainingJob
@@ -83,16 +82,13 @@ def resource_label(key: str) -> tuple[str, str]:
 
 
 def counted_unit(key: str, amount: Decimal | float, unit: str) -> str:
-    """The unit for ``amount`` of ``key``: "1 card", "2 cards" (``unit`` when uncounted)."""
-    n = int(amount) if amount == int(amount) else 2
-    kind = key.partition(":")[0]
-    if kind == "gpu":
-        return ngettext("card", "cards", n)
-    if kind == "mig":
-        return ngettext("instance", "instances", n)
-    if key == "cpu":
-        return ngettext("core", "cores", n)
-    return unit
+    """The unit for ``amount`` of ``key`` ("1 card", "2 cards"); ``unit`` for unknown keys."""
+    from tenants.catalog import Resource
+
+    try:
+        return Resource.parse(key).unit_for(amount)
+    except ValueError:
+        return unit
 
 
 def _order(key: str) -> tuple[int, str]:
@@ -220,6 +216,10 @@ class JobUse:
     gpu_hours: float
     mean_util: float | None
     cost: Any = None
+
+    @property
+    def state_label(self) -> str:
+        return str(JobState(self.state).label)
 
 
 def _job_costs() -> Callable[[Sequence[TrainingJob]], Any] | None:

@@ -16,6 +16,7 @@ from decimal import Decimal
 
 from django.db import models
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
 
 
 class ResourceKind(models.TextChoices):
@@ -61,6 +62,17 @@ class Resource:
     @property
     def unit(self) -> str:
         return str(UNITS[self.kind])
+
+    def unit_for(self, amount: Decimal | float) -> str:
+        """The unit for ``amount``: "1 card", "2 cards"; uncounted units as they are."""
+        n = int(amount) if amount == int(amount) else 2
+        if self.kind == ResourceKind.GPU:
+            return ngettext("card", "cards", n)
+        if self.kind == ResourceKind.MIG:
+            return ngettext("instance", "instances", n)
+        if self.kind == ResourceKind.CPU:
+            return ngettext("core", "cores", n)
+        return self.unit
 
     @property
     def integral(self) -> bool:

@@ -17,17 +17,6 @@ def render_text(value: object) -> str:
 
 
 @register.filter
-def job_state(value: str) -> str:
-    """A job state code ("running") as its label in the reader's language."""
-    from jobs.choices import JobState
-
-    try:
-        return str(JobState(value).label)
-    except ValueError:
-        return value
-
-
-@register.filter
 def render_text_html(value: object) -> str:
     """Like ``render_text``; a plain string (a message from Kubernetes or the operator, or
     text a person typed) is marked ``translate="no"``: it is shown as written."""
