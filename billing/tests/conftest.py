@@ -6,6 +6,7 @@ import datetime as dt
 from decimal import Decimal
 
 import pytest
+import time_machine
 
 from billing import services
 from jobs.models import JobTransition, TrainingJob
@@ -23,6 +24,17 @@ def at(day: str, clock: str = "00:00:00") -> dt.datetime:
 A100_PRICE = {"gpu_model": A100, "memory_gib": 80, "purchase_price": Decimal("26280"),
               "depreciation_months": 36, "power_watts": Decimal("500"), "pue": Decimal("1.5"),
               "electricity_kwh": Decimal("0.20"), "operations_month": Decimal("365")}
+
+
+#: The billing tests' clock: mid-November 2026, so "October" is an ended month and
+#: "November" the running one whatever today's date is (the dates below are literal).
+FROZEN_NOW = dt.datetime(2026, 11, 15, 12, 0, tzinfo=dt.UTC)
+
+
+@pytest.fixture(autouse=True)
+def frozen_clock():
+    with time_machine.travel(FROZEN_NOW, tick=True) as traveller:
+        yield traveller
 
 
 @pytest.fixture(autouse=True)
