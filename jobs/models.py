@@ -34,6 +34,13 @@ class TrainingJob(models.Model):
     gpus_per_worker = models.PositiveIntegerField(_("GPUs per worker"), default=0)
     gpu_model = models.CharField(_("GPU model"), max_length=200, blank=True)
     mig_profile = models.CharField(_("MIG profile"), max_length=20, blank=True)
+    # gpus_per_worker counts shares of a shared GPU (time-slicing or MPS,
+    # nvidia.com/gpu.shared on nodes of gpu_model) instead of whole cards.
+    gpu_shared = models.BooleanField(_("shared GPU"), default=False)
+    # An explicit GPU-memory limit per card (HAMi's nvidia.com/gpumem), when the cluster
+    # runs HAMi; None: the card's (or slice's, or share's) own memory.
+    gpu_memory_gib_per_card = models.DecimalField(_("GPU memory GiB per card"), max_digits=8,
+                                                  decimal_places=3, null=True, blank=True)
     cpu_per_worker = models.DecimalField(_("CPU cores per worker"), max_digits=8,
                                          decimal_places=3, default=4)
     memory_gib_per_worker = models.DecimalField(_("memory GiB per worker"), max_digits=10,
@@ -178,6 +185,9 @@ class MaintenanceWindow(models.Model):
                                    on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
     applied_at = models.DateTimeField(null=True, blank=True)
+    # nodes cordoned for the window (released when it ends)
+    nodes = models.JSONField(default=list, blank=True)
+    released_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-starts_at"]

@@ -55,6 +55,8 @@ class Tenant(models.Model):
     members_may_request_quota = models.BooleanField(
         _("members may request quota"), default=False,
         help_text=_("When off, only tenant admins ask for quota changes."))
+    # Extra egress destinations of this tenant's pods (CIDRs), beside the policy's.
+    egress_cidrs = models.JSONField(_("egress CIDRs"), default=list, blank=True)
     suspended_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -403,6 +405,15 @@ class Policy(models.Model):
     dev_pvc_reclaim_days = models.PositiveIntegerField(null=True, blank=True)
     dynamic_headroom = models.DecimalField(max_digits=4, decimal_places=2, default=0.2)
     dynamic_idle_threshold = models.DecimalField(max_digits=4, decimal_places=2, default=0.5)
+    # CIDRs every pool's pods may reach (object storage, dataset servers, a proxy).
+    egress_cidrs = models.JSONField(default=list, blank=True)
+    # An admitted job whose pods have not all started by then goes back to the queue
+    # (or fails after ``pod_start_attempts`` tries), and its GPUs are released.
+    pod_start_deadline_seconds = models.PositiveIntegerField(default=600)
+    pod_start_attempts = models.PositiveIntegerField(default=3)
+    # Node-label keys of the network topology, widest first (e.g. rack, then leaf switch):
+    # a multi-node job is placed under one value of the last level.
+    topology_levels = models.JSONField(default=list, blank=True)
     updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                    on_delete=models.SET_NULL, related_name="+")
     updated_at = models.DateTimeField(auto_now=True)
