@@ -51,10 +51,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from k8s_sync import naming
+from k8s_sync.placement import NODE_NAME_FIELD
 from k8s_sync.specs import (
     GPU_PRODUCT_LABEL,
     GPU_RESOURCE,
-    SWITCH_LABEL,
     JobSpec,
     LimitSpec,
     NetworkSpec,
@@ -342,10 +342,27 @@ SHM_PATH = "/dev/shm"  # noqa: S108 - the container's shared-memory mount, not a
 
 def _job_env(spec: JobSpec) -> list[dict[str, str]]:
     """Trainyard's variables first (so user values may reference them as ``$(NAME)``),
-    then the user's, sorted by name."""
+    then the user's, sorted by name.
+
+    The checkpoint contract (docs/guides/checkpoints.md; examples/train_resumable.py
+    follows it): identity (``TRAINYARD_JOB_ID``, ``TRAINYARD_JOB`` the PyTorchJob name,
+    ``TRAINYARD_TENANT``, ``TRAINYARD_POOL``, ``TRAINYARD_TIER``); where to save
+    (``TRAINYARD_CHECKPOINT_DIR``, the mount of the checkpoint volume;
+    ``TRAINYARD_CHECKPOINT_PERSISTENT`` "1" when it is a PVC that survives a preemption,
+    "0" for an emptyDir); how often (``TRAINYARD_CHECKPOINT_INTERVAL_SECONDS``); how long
+    SIGTERM gives (``TRAINYARD_GRACE_SECONDS`` = ``terminationGracePeriodSeconds``);
+    whether this run resumes (``TRAINYARD_RESUME`` "1" after a preemption or restart,
+    ``TRAINYARD_RESTART_COUNT`` how many times the job was put back in the queue).
+    Distributed-launch variables (``MASTER_ADDR``, ``WORLD_SIZE``, ``RANK``, ``PET_*``
+    for torchrun) are the training operator's, not ours.
+    """
     ours = [
         ("TRAINYARD_JOB_ID", str(spec.job_id)),
+        ("TRAINYARD_JOB", spec.name),
+        ("TRAINYARD_TENANT", spec.tenant_slug),
+        ("TRAINYARD_POOL", spec.pool),
         ("TRAINYARD_TIER", spec.tier.value),
+        ("TRAINYARD_CHECKPOINT_PERSISTENT", "1" if spec.checkpoint_claim_name else "0"),
         ("TRAINYARD_CHECKPOINT_DIR", spec.checkpoint_path),
         ("TRAINYARD_CHECKPOINT_INTERVAL_SECONDS", str(spec.checkpoint_interval_seconds)),
         ("TRAINYARD_RESUME", "1" if spec.resume else "0"),
@@ -367,22 +384,26 @@ def _job_resources(spec: JobSpec) -> dict[str, dict[str, str]]:
 
 
 def merge_node_affinity(affinity: Mapping[str, Any] | None,
-                        required: list[dict[str, Any]]) -> dict[str, Any]:
-    """``affinity`` (copied) with ``required`` match expressions ANDed into its required
-    node affinity.
+                        required: list[dict[str, Any]],
+                        fields: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """``affinity`` (copied) with ``required`` match expressions (and ``fields``, match
+    fields) ANDed into its required node affinity.
 
-    ``nodeSelectorTerms`` are ORed and the expressions inside a term ANDed, so each
-    expression is added to *every* existing term; with no required terms yet, one term
-    holding ``required`` is created. Preferred terms, pod (anti-)affinity are kept as-is.
+    ``nodeSelectorTerms`` are ORed and the requirements inside a term ANDed, so each
+    requirement is added to *every* existing term; with no required terms yet, one term
+    holding them is created. Preferred terms, pod (anti-)affinity are kept as-is.
     """
     merged = thaw(affinity or {})
-    if not required:
+    if not required and not fields:
         return merged
     node = merged.setdefault("nodeAffinity", {})
     req = node.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
     terms = req.get("nodeSelectorTerms") or [{}]
     for term in terms:
-        term["matchExpressions"] = [*term.get("matchExpressions", []), *thaw(required)]
+        if required:
+            term["matchExpressions"] = [*term.get("matchExpressions", []), *thaw(required)]
+        if fields:
+            term["matchFields"] = [*term.get("matchFields", []), *thaw(fields)]
     req["nodeSelectorTerms"] = terms
     return merged
 
@@ -395,9 +416,12 @@ def _job_pod_spec(spec: JobSpec) -> dict[str, Any]:
     tolerations: list[dict[str, Any]] = list(placement.get("tolerations") or [])
     if spec.gpu_resource is not None and GPU_TOLERATION not in tolerations:
         tolerations.append(dict(GPU_TOLERATION))
-    required = ([{"key": SWITCH_LABEL, "operator": "In", "values": [spec.switch]}]
+    required = ([{"key": spec.switch_label, "operator": "In", "values": [spec.switch]}]
                 if spec.switch else [])
-    affinity = merge_node_affinity(placement.get("affinity"), required)
+    # The nodes admission counted the replicas on, by node name (see k8s_sync.placement).
+    fields = ([{"key": NODE_NAME_FIELD, "operator": "In", "values": list(spec.nodes)}]
+              if spec.nodes else [])
+    affinity = merge_node_affinity(placement.get("affinity"), required, fields)
 
     mounts = [{"name": SHM_VOLUME, "mountPath": SHM_PATH}]
     volumes: list[dict[str, Any]] = [
@@ -516,9 +540,19 @@ def pytorchjob_resume_patch(spec: JobSpec) -> dict[str, Any]:
     ``spec`` (e.g. ``resume=True`` and the new ``restart_count``).
 
     JSON merge patch replaces lists wholesale, so containers, env and volumes become
-    exactly what :func:`build_pytorchjob` renders; maps (labels) are merged. Replica
+    exactly what :func:`build_pytorchjob` renders; maps (labels) are merged, except the
+    pod's ``affinity`` and required node affinity, which are nulled when the spec renders
+    none (the placement of this admission replaces the last one's). Replica
     counts are part of the templates, so ``spec.workers`` must be the job's original.
     ``spec.suspend`` is ignored: the patch always sets ``suspend: false``.
     """
-    return {"spec": {"runPolicy": {"suspend": False},
-                     "pytorchReplicaSpecs": _replica_specs(spec)}}
+    replicas = _replica_specs(spec)
+    for replica in replicas.values():
+        # A merge patch merges maps: without an explicit null, the required node affinity
+        # of an earlier admission (another switch, other nodes) would survive the resume.
+        affinity = replica["template"]["spec"].setdefault("affinity", None)
+        if affinity is not None:
+            node = affinity.setdefault("nodeAffinity", None)
+            if node is not None:
+                node.setdefault("requiredDuringSchedulingIgnoredDuringExecution", None)
+    return {"spec": {"runPolicy": {"suspend": False}, "pytorchReplicaSpecs": replicas}}
