@@ -51,10 +51,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from k8s_sync import naming
-from k8s_sync.placement import NODE_NAME_FIELD
 from k8s_sync.specs import (
     GPU_PRODUCT_LABEL,
     GPU_RESOURCE,
+    SWITCH_LABEL,
     JobSpec,
     LimitSpec,
     NetworkSpec,
@@ -384,26 +384,22 @@ def _job_resources(spec: JobSpec) -> dict[str, dict[str, str]]:
 
 
 def merge_node_affinity(affinity: Mapping[str, Any] | None,
-                        required: list[dict[str, Any]],
-                        fields: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """``affinity`` (copied) with ``required`` match expressions (and ``fields``, match
-    fields) ANDed into its required node affinity.
+                        required: list[dict[str, Any]]) -> dict[str, Any]:
+    """``affinity`` (copied) with ``required`` match expressions ANDed into its required
+    node affinity.
 
-    ``nodeSelectorTerms`` are ORed and the requirements inside a term ANDed, so each
-    requirement is added to *every* existing term; with no required terms yet, one term
-    holding them is created. Preferred terms, pod (anti-)affinity are kept as-is.
+    ``nodeSelectorTerms`` are ORed and the expressions inside a term ANDed, so each
+    expression is added to *every* existing term; with no required terms yet, one term
+    holding ``required`` is created. Preferred terms, pod (anti-)affinity are kept as-is.
     """
     merged = thaw(affinity or {})
-    if not required and not fields:
+    if not required:
         return merged
     node = merged.setdefault("nodeAffinity", {})
     req = node.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
     terms = req.get("nodeSelectorTerms") or [{}]
     for term in terms:
-        if required:
-            term["matchExpressions"] = [*term.get("matchExpressions", []), *thaw(required)]
-        if fields:
-            term["matchFields"] = [*term.get("matchFields", []), *thaw(fields)]
+        term["matchExpressions"] = [*term.get("matchExpressions", []), *thaw(required)]
     req["nodeSelectorTerms"] = terms
     return merged
 
@@ -416,12 +412,9 @@ def _job_pod_spec(spec: JobSpec) -> dict[str, Any]:
     tolerations: list[dict[str, Any]] = list(placement.get("tolerations") or [])
     if spec.gpu_resource is not None and GPU_TOLERATION not in tolerations:
         tolerations.append(dict(GPU_TOLERATION))
-    required = ([{"key": spec.switch_label, "operator": "In", "values": [spec.switch]}]
+    required = ([{"key": SWITCH_LABEL, "operator": "In", "values": [spec.switch]}]
                 if spec.switch else [])
-    # The nodes admission counted the replicas on, by node name (see k8s_sync.placement).
-    fields = ([{"key": NODE_NAME_FIELD, "operator": "In", "values": list(spec.nodes)}]
-              if spec.nodes else [])
-    affinity = merge_node_affinity(placement.get("affinity"), required, fields)
+    affinity = merge_node_affinity(placement.get("affinity"), required)
 
     mounts = [{"name": SHM_VOLUME, "mountPath": SHM_PATH}]
     volumes: list[dict[str, Any]] = [
@@ -540,19 +533,9 @@ def pytorchjob_resume_patch(spec: JobSpec) -> dict[str, Any]:
     ``spec`` (e.g. ``resume=True`` and the new ``restart_count``).
 
     JSON merge patch replaces lists wholesale, so containers, env and volumes become
-    exactly what :func:`build_pytorchjob` renders; maps (labels) are merged, except the
-    pod's ``affinity`` and required node affinity, which are nulled when the spec renders
-    none (the placement of this admission replaces the last one's). Replica
+    exactly what :func:`build_pytorchjob` renders; maps (labels) are merged. Replica
     counts are part of the templates, so ``spec.workers`` must be the job's original.
     ``spec.suspend`` is ignored: the patch always sets ``suspend: false``.
     """
-    replicas = _replica_specs(spec)
-    for replica in replicas.values():
-        # A merge patch merges maps: without an explicit null, the required node affinity
-        # of an earlier admission (another switch, other nodes) would survive the resume.
-        affinity = replica["template"]["spec"].setdefault("affinity", None)
-        if affinity is not None:
-            node = affinity.setdefault("nodeAffinity", None)
-            if node is not None:
-                node.setdefault("requiredDuringSchedulingIgnoredDuringExecution", None)
-    return {"spec": {"runPolicy": {"suspend": False}, "pytorchReplicaSpecs": replicas}}
+    return {"spec": {"runPolicy": {"suspend": False},
+                     "pytorchReplicaSpecs": _replica_specs(spec)}}
