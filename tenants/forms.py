@@ -15,10 +15,22 @@ class TenantForm(forms.ModelForm):
         model = Tenant
         fields = ["slug", "name", "cost_center", "contact_name", "contact_email"]
 
+    egress_cidrs = forms.CharField(
+        label=_("Egress CIDRs of this tenant"), required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text=_("Destinations this tenant's jobs may reach beside the policy's: one CIDR "
+                    "per line or comma separated, e.g. 192.0.2.0/24."))
+
     def __init__(self, *args, editing: bool = False, **kwargs) -> None:  # type: ignore[no-untyped-def]
         super().__init__(*args, **kwargs)
         if editing:
             del self.fields["slug"]
+            self.initial["egress_cidrs"] = "\n".join(self.instance.egress_cidrs or [])
+        else:  # a new tenant starts with the policy's destinations only
+            del self.fields["egress_cidrs"]
+
+    def clean_egress_cidrs(self) -> list[str]:
+        return _cidrs(self.cleaned_data["egress_cidrs"])
 
     def validate_unique(self) -> None:
         """Uniqueness is the service's job (one message for page and API)."""
@@ -150,6 +162,15 @@ class PolicyForm(forms.Form):
     dynamic_idle_threshold = forms.DecimalField(label=_("Dynamic mode idle threshold (%)"),
                                                 min_value=0, max_value=100, decimal_places=0)
 
+    egress_cidrs = forms.CharField(
+        label=_("Egress CIDRs"), required=False, widget=forms.Textarea(attrs={"rows": 3}),
+        help_text=_("Destinations every tenant's jobs may reach beyond their namespace "
+                    "(object storage, dataset servers, a proxy): one CIDR per line or comma "
+                    "separated, e.g. 10.20.0.0/16. Tenants may add their own."))
+
+    def clean_egress_cidrs(self) -> list[str]:
+        return _cidrs(self.cleaned_data["egress_cidrs"])
+
     def clean_overcommit_factors(self) -> dict[str, str]:
         return _pairs(self.cleaned_data["overcommit_factors"])
 
@@ -164,6 +185,15 @@ class PolicyForm(forms.Form):
                 raise forms.ValidationError(_("Write each line as: pool resource = amount"))
             result.setdefault(parts[0], {})[parts[1]] = amount.strip()
         return result
+
+
+def _cidrs(text: str) -> list[str]:
+    from tenants.network import parse_cidrs
+
+    try:
+        return parse_cidrs(text or "")
+    except ValueError as exc:
+        raise forms.ValidationError(str(exc)) from None
 
 
 def _pairs(text: str) -> dict[str, str]:

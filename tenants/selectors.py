@@ -115,8 +115,9 @@ def known_storage_classes() -> set[str]:
 def pool_spec(pool: Pool, *, storage_classes: set[str] | None = None,
               class_remap: dict[str, str] | None = None):  # -> PoolSpec
     """The plain spec of the pool's namespace objects."""
-    from k8s_sync.specs import PoolSpec
+    from k8s_sync.specs import NetworkSpec, PoolSpec
     from tenants.choices import TenantStatus
+    from tenants.network import egress_cidrs_for
     from tenants.quota import quota_spec_for
 
     tenant = pool.tenant
@@ -129,6 +130,7 @@ def pool_spec(pool: Pool, *, storage_classes: set[str] | None = None,
                              mig_profiles=settings.TRAINYARD_MIG_PROFILES,
                              class_remap=class_remap),
         suspended=tenant.status != TenantStatus.ACTIVE,
+        network=NetworkSpec(egress_cidrs=egress_cidrs_for(tenant)),  # policy's + tenant's
     )
 
 

@@ -198,6 +198,7 @@ def policy_page(request: HttpRequest) -> HttpResponse:
         "dev_pvc_reclaim_days": policy.dev_pvc_reclaim_days,
         "dynamic_headroom": policy.dynamic_headroom * 100,
         "dynamic_idle_threshold": policy.dynamic_idle_threshold * 100,
+        "egress_cidrs": "\n".join(policy.egress_cidrs or []),
     }
     form = forms.PolicyForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():

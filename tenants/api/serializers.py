@@ -74,7 +74,8 @@ class TenantSerializer(serializers.ModelSerializer):
         model = Tenant
         fields = ["slug", "name", "cost_center", "contact_name", "contact_email", "status",
                   "suspended_reason", "suspended_at", "created_at", "updated_at", "pools",
-                  "my_role"]
+                  "my_role", "egress_cidrs"]
+        read_only_fields = ["egress_cidrs"]
 
     def get_my_role(self, tenant: Tenant) -> str | None:
         roles = self.context.get("my_roles", {})
@@ -95,6 +96,9 @@ class TenantUpdateInput(serializers.Serializer):
     cost_center = serializers.CharField(max_length=64, required=False)
     contact_email = serializers.EmailField(required=False)
     contact_name = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    egress_cidrs = serializers.ListField(
+        child=serializers.CharField(max_length=64), required=False, allow_empty=True,
+        help_text="The tenant's own egress destinations (CIDRs), beside the policy's")
 
 
 class DeleteInput(serializers.Serializer):
@@ -210,7 +214,7 @@ class PolicySerializer(serializers.ModelSerializer):
         fields = ["overcommit_factors", "eviction_watermark", "production_grace_seconds",
                   "development_grace_seconds", "batch_grace_seconds", "default_quota",
                   "dev_pvc_reclaim_days", "dynamic_headroom", "dynamic_idle_threshold",
-                  "updated_at"]
+                  "egress_cidrs", "updated_at"]
         read_only_fields = ["production_grace_seconds", "updated_at"]
 
 

@@ -15,7 +15,8 @@ from tenants.models import (
     Tenant,
 )
 
-__all__ = ["_audit", "_clean", "_schedule_nodes_sync", "_schedule_pools", "_schedule_sync"]
+__all__ = ["_audit", "_clean", "_egress_cidrs", "_schedule_nodes_sync", "_schedule_pools",
+           "_schedule_sync"]
 
 
 def _audit(*, actor: Any, action: str, text: StoredText, tenant: Tenant | None = None,
@@ -65,3 +66,14 @@ def _schedule_nodes_sync() -> None:
     def enqueue() -> None:
         reconcile_nodes.delay()
     transaction.on_commit(enqueue, robust=True)
+
+
+def _egress_cidrs(value: Any) -> list[str]:
+    """Normalised, de-duplicated egress CIDRs (policy's or a tenant's); an
+    ApplicationError on ``egress_cidrs`` naming the first bad entry."""
+    from tenants.network import parse_cidrs
+
+    try:
+        return parse_cidrs(value)
+    except ValueError as exc:
+        raise ApplicationError(str(exc), field="egress_cidrs") from None

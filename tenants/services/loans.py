@@ -17,7 +17,7 @@ from tenants import texts
 from tenants.access import AnyUser, TenantAccess, require_platform_admin
 from tenants.choices import LoanStatus, TenantStatus
 from tenants.models import Policy, Pool, QuotaGrant, QuotaLoan, Tenant
-from tenants.services._common import _audit, _schedule_pools
+from tenants.services._common import _audit, _egress_cidrs, _schedule_pools
 from tenants.services.notify import notify
 from tenants.services.quota import parse_amounts
 
@@ -146,7 +146,7 @@ def loans_expire(*, now: dt.datetime | None = None) -> int:
 
 _POLICY_FIELDS = {"overcommit_factors", "eviction_watermark", "development_grace_seconds",
                   "batch_grace_seconds", "default_quota", "dev_pvc_reclaim_days",
-                  "dynamic_headroom", "dynamic_idle_threshold"}
+                  "dynamic_headroom", "dynamic_idle_threshold", "egress_cidrs"}
 
 
 def policy_update(*, actor: AnyUser, **fields: Any) -> Policy:
@@ -187,6 +187,8 @@ def policy_update(*, actor: AnyUser, **fields: Any) -> Policy:
                                    field="default_quota")
         for amounts in default_quota.values():
             parse_amounts(amounts or {"cpu": 0})
+    if "egress_cidrs" in fields:
+        fields["egress_cidrs"] = _egress_cidrs(fields["egress_cidrs"])
     with transaction.atomic():
         policy = Policy.objects.select_for_update().get(pk=Policy.current().pk)
         changes = {k: v for k, v in fields.items() if getattr(policy, k) != v}
@@ -198,4 +200,8 @@ def policy_update(*, actor: AnyUser, **fields: Any) -> Policy:
             _audit(actor=actor, action="policy.update",
                    text=message(texts.AUDIT_POLICY_UPDATE, fields=", ".join(sorted(changes))),
                    changes={k: str(v) for k, v in changes.items()})
+        if "egress_cidrs" in changes:  # every pool's NetworkPolicy allows the policy's list
+            _schedule_pools(list(Pool.objects.exclude(
+                tenant__status__in=[TenantStatus.DELETING, TenantStatus.DELETED])
+                .values_list("pk", flat=True)))
     return policy

@@ -23,7 +23,13 @@ from tenants.models import (
     QuotaGrant,
     Tenant,
 )
-from tenants.services._common import _audit, _clean, _schedule_nodes_sync, _schedule_sync
+from tenants.services._common import (
+    _audit,
+    _clean,
+    _egress_cidrs,
+    _schedule_nodes_sync,
+    _schedule_sync,
+)
 
 User = get_user_model()
 
@@ -72,15 +78,18 @@ def _clean_slug(tenant: Tenant) -> None:
 
 
 def tenant_update(*, access: TenantAccess, actor: AnyUser, **fields: Any) -> Tenant:
-    """Change name, cost center, contact, quota mode, elastic ceiling or whether members
-    may request quota (platform admins); the slug never changes (it names namespaces)."""
+    """Change name, cost center, contact, quota mode, elastic ceiling, whether members
+    may request quota, or the tenant's egress CIDRs (platform admins); the slug never
+    changes (it names namespaces)."""
     access.require_platform_admin()
     allowed = {"name", "cost_center", "contact_email", "contact_name", "quota_mode",
-               "elastic_factor", "members_may_request_quota"}
+               "elastic_factor", "members_may_request_quota", "egress_cidrs"}
     unknown = set(fields) - allowed
     if unknown:
         raise ApplicationError(_("These fields cannot be changed: %(f)s")
                                % {"f": ", ".join(sorted(unknown))})
+    if "egress_cidrs" in fields:  # the tenant's own egress destinations, beside the policy's
+        fields["egress_cidrs"] = _egress_cidrs(fields["egress_cidrs"])
     tenant = Tenant.objects.get(pk=access.tenant.pk)
     cleaned = {k: v.strip() if isinstance(v, str) else v for k, v in fields.items()}
     changed = {k: v for k, v in cleaned.items() if getattr(tenant, k) != v}
@@ -95,7 +104,7 @@ def tenant_update(*, access: TenantAccess, actor: AnyUser, **fields: Any) -> Ten
                text=message(texts.AUDIT_TENANT_UPDATE, fields=", ".join(sorted(changed)),
                             tenant=tenant.slug),
                changes={k: str(v) for k, v in changed.items()})
-        if "quota_mode" in changed or "elastic_factor" in changed:
+        if "quota_mode" in changed or "elastic_factor" in changed or "egress_cidrs" in changed:
             _schedule_sync(tenant)
     return tenant
 
