@@ -17,6 +17,7 @@ from django.utils.translation import gettext as _
 
 from jobs import selectors
 from jobs.choices import ACTIVE_STATES, JobState
+from jobs.contract import NON_FIELD, check_buildable
 from jobs.models import JobTransition, TrainingJob
 from jobs.validation import SubmissionError, validate_submission
 from portal.exceptions import ApplicationError, Conflict, NotAllowed
@@ -66,18 +67,22 @@ def job_submit(*, access: TenantAccess, actor: AnyUser, pool: str, data: dict[st
     pool_row = Pool.objects.filter(tenant=access.tenant, kind=pool).first()
     if pool_row is None:
         raise ApplicationError(_("Unknown pool “%(p)s”.") % {"p": pool}, field="pool")
+    annotations = {k: str(v) for k, v in (data.get("annotations") or {}).items()
+                   if str(k).startswith("kubesim.trainyard.io/")}
     try:
         clean = validate_submission(data, pool=pool, inventory=selectors.inventory())
+        # One contract: build the spec and manifests now, with the code sync_job uses.
+        check_buildable(tenant=access.tenant, pool=pool_row, clean=clean,
+                        annotations=annotations)
     except SubmissionError as exc:
         field, message = next(iter(exc.errors.items()))
-        raise ApplicationError(message, field=field, extra={"errors": exc.errors}) from None
+        raise ApplicationError(message, field=None if field == NON_FIELD else field,
+                               extra={"errors": exc.errors}) from None
     _check_ceiling(pool_row, clean)
     _check_checkpoint_storage(pool_row, clean)
     if TrainingJob.objects.filter(tenant=access.tenant, name=clean["name"]).exists():
         raise Conflict(_("A job named “%(n)s” exists already in this tenant; choose another "
                          "name.") % {"n": clean["name"]}, field="name")
-    annotations = {k: str(v) for k, v in (data.get("annotations") or {}).items()
-                   if str(k).startswith("kubesim.trainyard.io/")}
     try:
         with transaction.atomic():
             job = TrainingJob.objects.create(

@@ -14,6 +14,7 @@ from typing import Any
 from django.utils.translation import gettext as _
 
 from jobs.choices import TIER_POOLS, Tier
+from k8s_sync import specs as k8s_specs
 
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,58}[a-z0-9])?$")
 # [registry[:port]/]path[:tag][@sha256:digest] with lower-case path components.
@@ -40,6 +41,14 @@ class Inventory:
     max_cpu: Decimal = Decimal(0)
     max_memory_gib: Decimal = Decimal(0)
     storage_classes: dict[str, bool] = field(default_factory=dict)  # name -> is the default
+    # shared GPUs (time-slicing/MPS, nvidia.com/gpu.shared), per card model (without GFD's
+    # -SHARED suffix): the most shares one node has, the GPU memory of one share (MiB, the
+    # smallest over the model's nodes) and the sharing strategies (e.g. "time-slicing")
+    shared_per_node: dict[str, int] = field(default_factory=dict)
+    shared_memory_mib: dict[str, int] = field(default_factory=dict)
+    shared_strategies: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # HAMi (nvidia.com/gpumem): card model -> GPU memory of one card (MiB, the largest)
+    hami_memory_mib: dict[str, int] = field(default_factory=dict)
 
 
 class SubmissionError(ValueError):
@@ -73,7 +82,7 @@ def validate_submission(data: dict[str, Any], *, pool: str, inventory: Inventory
         errors["name"] = _("Use 1 to 60 lower-case letters, digits and hyphens, starting and "
                            "ending with a letter or digit.")
     image = str(data.get("image") or "").strip()
-    if not image or not IMAGE_RE.match(image) or len(image) > 500:
+    if not image or not IMAGE_RE.match(image) or len(image) > 500 or not _valid_image(image):
         errors["image"] = _("“%(i)s” is not a valid image reference, e.g. "
                             "registry.example.org/team/trainer:1.4 or pytorch/pytorch:2.4.0."
                             ) % {"i": image}
@@ -90,26 +99,46 @@ def validate_submission(data: dict[str, Any], *, pool: str, inventory: Inventory
     gpus = _number(data, "gpus_per_worker", errors, integer=True)
     model = str(data.get("gpu_model") or "").strip()
     mig = str(data.get("mig_profile") or "").strip()
-    if gpus is not None:
+    shared = _flag(data, "gpu_shared", errors)
+    if gpus is not None and shared:
+        _check_shared(gpus, model, mig, inventory, errors)
+    elif gpus is not None:
         _check_accelerators(gpus, model, mig, inventory, errors)
+    gpu_memory = _gpu_memory_limit(data, gpus, model, mig, bool(shared), inventory, errors)
     cpu = _number(data, "cpu_per_worker", errors)
     if cpu is not None and not (Decimal("0.1") <= cpu <= max(inventory.max_cpu, Decimal("0.1"))):
         errors["cpu_per_worker"] = _("Use 0.1 to %(n)s cores: the largest node has that many."
                                      ) % {"n": inventory.max_cpu.normalize()}
+    elif cpu is not None and cpu != cpu.quantize(Decimal("0.001")):
+        # Kubernetes counts CPU in millicores: a limit finer than that cannot be written.
+        errors["cpu_per_worker"] = _("Give CPU cores to at most three decimals (millicores), "
+                                     "e.g. 0.5 or 7.25.")
     memory = _number(data, "memory_gib_per_worker", errors)
     if memory is not None and not (Decimal("0.25") <= memory
                                    <= max(inventory.max_memory_gib, Decimal("0.25"))):
         errors["memory_gib_per_worker"] = _(
             "Use 0.25 to %(n)s GiB: the largest node has that much."
         ) % {"n": inventory.max_memory_gib.normalize()}
+    elif memory is not None and (memory * 1024 != (memory * 1024).to_integral_value()
+                                 or memory != memory.quantize(Decimal("0.001"))):
+        # A memory limit is written in whole MiB (1/1024 GiB) and stored to three decimals.
+        errors["memory_gib_per_worker"] = _(
+            "Give memory in whole MiB: a multiple of 1/1024 GiB with at most three decimals, "
+            "e.g. 0.25, 0.5 or 64.")
     run = _number(data, "max_run_seconds", errors, integer=True)
     if run is not None and not 60 <= run <= MAX_RUN_SECONDS:
         errors["max_run_seconds"] = _("Use between one minute and 30 days.")
+    if data.get("expected_seconds") not in (None, ""):
+        expected = _number(data, "expected_seconds", errors, integer=True)
+        if expected is not None and not 1 <= expected <= MAX_RUN_SECONDS:
+            errors["expected_seconds"] = _("Use between one second and 30 days.")
     env = data.get("env") or {}
     if not isinstance(env, dict) or any(not ENV_RE.match(str(k)) or str(k).startswith(
             "TRAINYARD_") for k in env):
         errors["env"] = _("Variable names are letters, digits and underscores; TRAINYARD_ "
                           "names are reserved.")
+    else:
+        _check_env(env, errors)
     for key in ("command", "args"):
         value = data.get(key) or []
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -117,6 +146,8 @@ def validate_submission(data: dict[str, Any], *, pool: str, inventory: Inventory
     path = str(data.get("checkpoint_path") or "/checkpoints")
     if not path.startswith("/") or ".." in path.split("/"):
         errors["checkpoint_path"] = _("Use an absolute path inside the container.")
+    else:
+        _check_checkpoint_path(path, errors)
     claim, storage_class, size = _checkpoint_volume(data, inventory, errors)
     if errors:
         raise SubmissionError(errors)
@@ -128,7 +159,85 @@ def validate_submission(data: dict[str, Any], *, pool: str, inventory: Inventory
         "command": list(data.get("command") or []), "args": list(data.get("args") or []),
         "checkpoint_path": path, "checkpoint_claim": claim,
         "checkpoint_storage_class": storage_class, "checkpoint_size_gib": size,
+        "gpu_shared": bool(shared), "gpu_memory_gib_per_card": gpu_memory,
     }
+
+
+_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off", "", "none")
+
+
+def _flag(data: dict[str, Any], key: str, errors: dict[str, str]) -> bool | None:
+    """A yes/no field: a bool, or the usual spellings of one (absent = no)."""
+    raw = data.get(key)
+    if isinstance(raw, bool) or raw is None:
+        return bool(raw)
+    text = str(raw).strip().lower()
+    if text in _TRUE or text in _FALSE:
+        return text in _TRUE
+    errors[key] = _("“%(v)s” is not yes or no (true or false).") % {"v": raw}
+    return None
+
+
+def _check_shared(gpus: int, model: str, mig: str, inventory: Inventory,
+                  errors: dict[str, str]) -> None:
+    """Shares of a time-sliced/MPS GPU: a model the cluster shares, at most one node's
+    shares per worker, no MIG profile."""
+    if mig:
+        errors["gpu_shared"] = _("A shared GPU takes no MIG profile: choose one or the other.")
+        return
+    if gpus < 1 or gpus > 64:
+        errors["gpus_per_worker"] = _("Use 1 to 64 GPU shares per worker.")
+        return
+    if not model:
+        errors["gpu_model"] = _("Choose the GPU model whose shares the workers need.")
+        return
+    most = inventory.shared_per_node.get(model)
+    if most is None:
+        known = ", ".join(sorted(inventory.shared_per_node)) or _("none")
+        errors["gpu_shared"] = (_("The cluster has no shared %(m)s GPUs (time-slicing or "
+                                  "MPS); models it shares: %(k)s.") % {"m": model, "k": known})
+    elif gpus > most:
+        errors["gpus_per_worker"] = (_("No node has %(n)s shares of %(m)s; the largest has "
+                                       "%(most)s: use more workers with fewer shares each.")
+                                     % {"n": gpus, "m": model, "most": most})
+
+
+def _gpu_memory_limit(data: dict[str, Any], gpus: int | None, model: str, mig: str,
+                      shared: bool, inventory: Inventory, errors: dict[str, str]
+                      ) -> Decimal | None:
+    """HAMi's GPU-memory limit per card (``nvidia.com/gpumem``), in GiB; None = the whole
+    card. Only on whole GPUs of a model HAMi serves, and at most one card's memory."""
+    key = "gpu_memory_gib_per_card"
+    if data.get(key) in (None, ""):
+        return None
+    value = _number(data, key, errors)
+    if value is None:
+        return None
+    if value <= 0:
+        errors[key] = _("Give a positive number of GiB, or leave it empty for whole cards.")
+        return None
+    if value != value.quantize(Decimal("0.001")):
+        errors[key] = _("Use at most three decimals (1 MiB is about 0.001 GiB).")
+        return None
+    if shared or mig or not gpus:
+        errors[key] = _("A GPU-memory limit applies to whole GPUs on HAMi nodes, not to "
+                        "shared GPUs, MIG slices or CPU-only jobs.")
+        return None
+    if not inventory.hami_memory_mib:
+        errors[key] = _("The cluster runs no HAMi nodes, so it cannot limit GPU memory per "
+                        "card: leave it empty.")
+        return None
+    card = inventory.hami_memory_mib.get(model)
+    if card is None:
+        errors[key] = (_("HAMi serves no %(m)s GPUs; it serves: %(k)s.")
+                       % {"m": model or "—", "k": ", ".join(sorted(inventory.hami_memory_mib))})
+        return None
+    if value * 1024 > card:
+        errors[key] = (_("A %(m)s card has %(n)s GiB; ask for at most that.")
+                       % {"m": model, "n": format((Decimal(card) / 1024).quantize(
+                           Decimal("0.01")).normalize(), "f")})
+        return None
+    return value
 
 
 def _checkpoint_volume(data: dict[str, Any], inventory: Inventory, errors: dict[str, str]
@@ -181,6 +290,11 @@ def _check_accelerators(gpus: int, model: str, mig: str, inventory: Inventory,
         elif gpus > most:
             errors["gpus_per_worker"] = (_("No node has %(n)s %(m)s instances; the largest "
                                            "has %(most)s.") % {"n": gpus, "m": mig, "most": most})
+        elif gpus != k8s_specs.MIG_SLICES_PER_REPLICA:
+            # A CUDA process sees one MIG device and NCCL cannot use MIG peers.
+            errors["gpus_per_worker"] = _(
+                "A MIG worker takes exactly one slice (a process sees only one MIG device): "
+                "use 1 GPU per worker and more workers.")
     elif not model:
         errors["gpu_model"] = _("Choose the GPU model the workers need.")
     else:
@@ -193,3 +307,50 @@ def _check_accelerators(gpus: int, model: str, mig: str, inventory: Inventory,
             errors["gpus_per_worker"] = (_("No node has %(n)s %(m)s GPUs; the largest has "
                                            "%(most)s: use more workers with fewer GPUs each.")
                                          % {"n": gpus, "m": model, "most": most})
+
+
+# --- the rules of k8s_sync.specs.JobSpec, in words a researcher acts on ------------------
+
+
+def _valid_image(image: str) -> bool:
+    try:
+        k8s_specs.validate_image(image)
+    except ValueError:
+        return False
+    return True
+
+
+def _check_env(env: dict[Any, Any], errors: dict[str, str]) -> None:
+    """Names the training operator or Trainyard set themselves (the rule is
+    ``k8s_sync.specs.env_name_problem``): a user value would break the rendezvous."""
+    for key in env:
+        problem = k8s_specs.env_name_problem(str(key))
+        if problem == "operator":
+            errors["env"] = _(
+                "%(name)s is set by the training operator for the rendezvous (as are "
+                "%(names)s and every %(prefix)s* variable); remove it.") % {
+                "name": key, "names": ", ".join(sorted(k8s_specs.OPERATOR_ENV)),
+                "prefix": k8s_specs.OPERATOR_ENV_PREFIX}
+            return
+        if problem is not None:
+            errors["env"] = _("Variable names are letters, digits and underscores; %(prefix)s "
+                              "names are reserved.") % {
+                "prefix": k8s_specs.RESERVED_ENV_PREFIX}
+            return
+
+
+def _check_checkpoint_path(path: str, errors: dict[str, str]) -> None:
+    """Where the checkpoint volume is mounted (``k8s_sync.specs.checkpoint_path_problem``)."""
+    if len(path) > 500:
+        errors["checkpoint_path"] = _("Use a path of at most 500 characters.")
+        return
+    problem = k8s_specs.checkpoint_path_problem(path)
+    if problem == "characters":
+        errors["checkpoint_path"] = _("A checkpoint path cannot contain spaces or ':'.")
+    elif problem == "system":
+        errors["checkpoint_path"] = _(
+            "%(path)s is a system directory of the container (/etc, /proc, /sys, /dev, "
+            "/var/run/secrets, /usr, ...): use a directory of your own, e.g. /checkpoints."
+        ) % {"path": path}
+    elif problem is not None:
+        errors["checkpoint_path"] = _("Use an absolute path inside the container.")

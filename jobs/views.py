@@ -14,6 +14,7 @@ from django.views.decorators.http import require_POST
 
 from jobs import selectors, services
 from jobs.choices import ACTIVE_STATES, JobState, Tier
+from jobs.contract import check_buildable
 from jobs.forms import JobForm, template_initial
 from jobs.models import TrainingJob
 from jobs.timeline import running_seconds
@@ -77,6 +78,7 @@ def preview_data(request: HttpRequest, slug: str) -> tuple[dict, dict | None]:
     try:
         clean = validate_submission(form.submission(), pool=pool,
                                     inventory=selectors.inventory())
+        check_buildable(tenant=access.tenant, pool=pool, clean=clean)
     except SubmissionError as exc:
         return {"errors": exc.errors}, None
     result = selectors.preview(access.tenant, pool, clean, timezone.now())

@@ -415,6 +415,8 @@ RESERVED_ENV_PREFIX = "TRAINYARD_"
 #: user value would silently win over the operator's and break the rendezvous.
 OPERATOR_ENV = frozenset({"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK"})
 OPERATOR_ENV_PREFIX = "PET_"
+#: A MIG job takes exactly this many slices per replica (see :class:`JobSpec`).
+MIG_SLICES_PER_REPLICA = 1
 #: Upper bound of ``max_run_seconds``: anything longer is a typo, not a training run.
 MAX_RUN_SECONDS = 30 * 24 * 3600
 #: ``/dev/shm`` default cap (a tmpfs counts against the container's memory limit).
@@ -510,8 +512,46 @@ def thaw(value: Any) -> Any:
 
 
 _PLACEMENT_KEYS = frozenset({"tolerations", "affinity", "nodeSelector"})
-#: Mount points a checkpoint volume must not shadow.
-_SYSTEM_DIRS = frozenset({"", "/dev", "/dev/shm", "/proc", "/sys", "/etc"})  # noqa: S108
+#: Mount points a checkpoint volume must not shadow: these directories themselves...
+_SYSTEM_DIRS = frozenset({"", "/dev", "/dev/shm", "/proc", "/sys", "/etc",  # noqa: S108
+                          "/bin", "/sbin", "/lib", "/lib64", "/usr", "/boot", "/var", "/run",
+                          "/var/run"})
+#: ...and anything under these: the runtime refuses mounts into /proc (runc's
+#: checkProcMount), and a volume under /etc, /dev or /var/run/secrets hides files the
+#: kubelet mounts there (resolv.conf, hosts, /dev/shm, the service-account token).
+_SYSTEM_TREES = ("/proc/", "/sys/", "/dev/", "/etc/", "/var/run/secrets/", "/run/secrets/")
+
+
+def env_name_problem(name: object) -> Literal["invalid", "reserved", "operator"] | None:
+    """Why ``name`` cannot be a user's environment variable, or ``None``: ``"invalid"``
+    (not letters, digits and ``_``), ``"reserved"`` (``TRAINYARD_*``, set by Trainyard) or
+    ``"operator"`` (set by the training operator: :data:`OPERATOR_ENV`, ``PET_*``). The one
+    rule; ``JobSpec`` and the submission checks both ask it."""
+    if not isinstance(name, str) or not _ENV_NAME.match(name):
+        return "invalid"
+    if name.upper().startswith(RESERVED_ENV_PREFIX):
+        return "reserved"
+    if name in OPERATOR_ENV or name.startswith(OPERATOR_ENV_PREFIX):
+        return "operator"
+    return None
+
+
+def checkpoint_path_problem(path: object) -> Literal["relative", "characters", "parent",
+                                                     "system"] | None:
+    """Why ``path`` cannot be a checkpoint mount point, or ``None``: ``"relative"`` (not
+    absolute), ``"characters"`` (':' or whitespace), ``"parent"`` (a ``..`` component) or
+    ``"system"`` (a system directory, or under /proc, /sys, /dev, /etc, /var/run/secrets).
+    The one rule; ``JobSpec`` and the submission checks both ask it."""
+    if not isinstance(path, str) or not path.startswith("/"):
+        return "relative"
+    if ":" in path or any(ch.isspace() for ch in path):
+        return "characters"
+    if ".." in path.split("/"):
+        return "parent"
+    clean = "/" + "/".join(part for part in path.split("/") if part and part != ".")
+    if clean.rstrip("/") in _SYSTEM_DIRS or (clean + "/").startswith(_SYSTEM_TREES):
+        return "system"
+    return None
 
 
 @dataclass(frozen=True)
@@ -609,9 +649,10 @@ class JobSpec:
             if not isinstance(key, str) or not _ENV_NAME.match(key):
                 raise ValueError(f"env: {key!r} is not a valid variable name "
                                  "(letters, digits, '_', not starting with a digit)")
-            if key.upper().startswith(RESERVED_ENV_PREFIX):
+            problem = env_name_problem(key)
+            if problem == "reserved":
                 raise ValueError(f"env: {key!r} is reserved (TRAINYARD_* is set by Trainyard)")
-            if key in OPERATOR_ENV or key.startswith(OPERATOR_ENV_PREFIX):
+            if problem == "operator":
                 raise ValueError(f"env: {key!r} is set by the training operator")
             if not isinstance(value, str):
                 raise ValueError(f"env: value of {key!r} must be a string, got {value!r}")
@@ -624,7 +665,7 @@ class JobSpec:
                 mig_resource(self.mig_profile)
             except ValueError as exc:
                 raise ValueError(f"mig_profile: {exc}") from None
-            if self.gpus_per_replica != 1:
+            if self.gpus_per_replica != MIG_SLICES_PER_REPLICA:
                 # CUDA shows a process one MIG device, and NCCL cannot use MIG devices
                 # for GPU-to-GPU traffic: more than one slice per pod cannot be used.
                 raise ValueError("mig_profile: a MIG job takes exactly 1 slice per replica "
@@ -688,11 +729,11 @@ class JobSpec:
         # checkpoints
         if self.checkpoint_claim and not naming.is_dns1123_subdomain(self.checkpoint_claim):
             raise ValueError(f"checkpoint_claim: not a valid PVC name: {self.checkpoint_claim!r}")
-        if (not self.checkpoint_path.startswith("/")
-                or self.checkpoint_path.rstrip("/") in _SYSTEM_DIRS):
+        problem = checkpoint_path_problem(self.checkpoint_path)
+        if problem in ("relative", "system", "parent"):
             raise ValueError(f"checkpoint_path: must be an absolute path outside system "
                              f"directories, got {self.checkpoint_path!r}")
-        if ":" in self.checkpoint_path or any(ch.isspace() for ch in self.checkpoint_path):
+        if problem == "characters":
             raise ValueError(f"checkpoint_path: no ':' or whitespace: {self.checkpoint_path!r}")
         wants_pvc = bool(self.checkpoint_storage_class) or self.checkpoint_size_gib is not None
         if wants_pvc:

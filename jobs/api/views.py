@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from jobs import selectors, services
 from jobs.api import serializers as s
 from jobs.choices import ACTIVE_STATES
+from jobs.contract import check_buildable
 from jobs.models import TrainingJob
 from jobs.validation import SubmissionError, validate_submission
 from portal.api import TenantScopedViewSet, validated
@@ -51,6 +52,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedV
         pool = data.pop("pool")
         try:
             clean = validate_submission(data, pool=pool, inventory=selectors.inventory())
+            check_buildable(tenant=self.access.tenant, pool=pool, clean=clean)
         except SubmissionError as exc:
             raise ApplicationError(next(iter(exc.errors.values())),
                                    field=next(iter(exc.errors)),

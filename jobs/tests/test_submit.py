@@ -71,8 +71,9 @@ def test_platform_staff_who_are_not_members_cannot_submit(finance_user, quota):
 
 
 def test_mig_and_cpu_only_jobs(bob, quota):
+    # One slice per worker: a process sees one MIG device (two are refused, test_contract).
     mig = _submit(bob, quota, name="slices", mig_profile="1g.10gb", gpu_model="",
-                  gpus_per_worker=2)
+                  gpus_per_worker=1)
     assert mig.resource_key == "mig:1g.10gb" and mig.gpu_model == ""
     cpu = _submit(bob, quota, name="prep", gpus_per_worker=0, gpu_model="")
     assert cpu.resource_key == ""
