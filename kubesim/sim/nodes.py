@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubesim.sim.profile import (
+    HAMI_HANDSHAKE_ANNOTATION,
+    HAMI_NODE_LABEL,
+    HAMI_REGISTER_ANNOTATION,
     POOL_LABEL,
     RACK_LABEL,
     REGION_LABEL,
@@ -14,7 +17,18 @@ from kubesim.sim.profile import (
     SWITCH_LABEL,
     ZONE_LABEL,
 )
-from kubesim.sim.util import GPU, GPU_SHARED, MIG_PREFIX, parse_quantity, stable_hash, stable_uuid
+from kubesim.sim.util import (
+    GPU,
+    GPU_CORES,
+    GPU_MEM,
+    GPU_MEM_PERCENT,
+    GPU_SHARED,
+    HAMI_RESOURCES,
+    MIG_PREFIX,
+    parse_quantity,
+    stable_hash,
+    stable_uuid,
+)
 
 FAIL_ANNOTATION = "kubesim.trainyard.io/fail"
 
@@ -31,6 +45,15 @@ class Device:
     mig_profile: str | None = None
     gi_id: int | None = None
     users: list = field(default_factory=list)  # pod keys (one entry per replica used)
+    hami: bool = False  # a HAMi vGPU card: capacity = deviceSplitCount, memory/cores per pod
+    held: dict = field(default_factory=dict)  # HAMi: pod key -> (memory MiB, cores %)
+
+    def hami_free(self) -> tuple[int, int]:
+        """HAMi: (memory MiB, cores %) not yet held by pods."""
+        return (
+            self.memory - sum(m for m, _ in self.held.values()),
+            100 - sum(c for _, c in self.held.values()),
+        )
 
 
 @dataclass
@@ -51,6 +74,7 @@ class GpuInventory:
         self.gpus: list[PhysicalGPU] = []
         self.devices: dict[str, list[Device]] = {}
         self.by_pod: dict[tuple, list[Device]] = {}
+        self.hami = bool(gpu_cfg and model and gpu_cfg.get("hami"))  # HAMi vGPU cards
         if not gpu_cfg or not model:
             return
         mig = gpu_cfg.get("mig")
@@ -78,6 +102,18 @@ class GpuInventory:
                             )
                         )
                         gi += 1
+            elif gpu_cfg.get("hami"):
+                h = gpu_cfg["hami"]
+                self.devices.setdefault(GPU, []).append(
+                    Device(
+                        GPU,
+                        i,
+                        uuid,
+                        int(model["memory"] * h["memory_scaling"]),
+                        capacity=h["split"],
+                        hami=True,
+                    )
+                )
             elif sharing:
                 res = GPU_SHARED if sharing["rename"] else GPU
                 self.devices.setdefault(res, []).append(
@@ -89,10 +125,49 @@ class GpuInventory:
     def capacity(self) -> dict[str, int]:
         return {r: sum(d.capacity for d in devs) for r, devs in self.devices.items()}
 
+    def hami_pick(self, requests: dict[str, int], exclude: tuple | None = None
+                  ) -> list[tuple[Device, int, int]] | None:
+        """HAMi's per-card fit (pkg/device/nvidia Fit): ``nvidia.com/gpu`` vGPUs on as many
+        *distinct* cards, each with a free vGPU slot, ``nvidia.com/gpumem`` MiB (or
+        ``gpumem-percentage`` of the card; neither = the whole card's memory) and
+        ``nvidia.com/gpucores`` % free. None when the node cannot hold the request."""
+        n = requests.get(GPU, 0)
+        if n <= 0:
+            return [] if not any(requests.get(r) for r in HAMI_RESOURCES) else None
+        cores = requests.get(GPU_CORES, 0)
+        picked: list[tuple[Device, int, int]] = []
+        for d in self.devices.get(GPU, ()):
+            if not d.hami:
+                continue
+            held = {k: v for k, v in d.held.items() if k != exclude}
+            users = [u for u in d.users if u != exclude]
+            mem = requests.get(GPU_MEM) or (
+                d.memory * requests[GPU_MEM_PERCENT] // 100
+                if requests.get(GPU_MEM_PERCENT)
+                else d.memory
+            )
+            free_mem = d.memory - sum(m for m, _ in held.values())
+            free_cores = 100 - sum(c for _, c in held.values())
+            if len(users) < d.capacity and mem <= free_mem and cores <= free_cores:
+                picked.append((d, mem, cores))
+        if len(picked) < n:
+            return None
+        # binpack on cards: the fullest fitting cards first (HAMi's gpuSchedulerPolicy binpack)
+        picked.sort(key=lambda t: (t[0].hami_free()[0], t[0].gpu))
+        return picked[:n]
+
     def allocate(self, pod_key: tuple, requests: dict[str, int]) -> list[Device]:
         """Pick devices for a bound pod (lowest index first; shared replicas spread)."""
         self.release(pod_key)
         got: list[Device] = []
+        if self.hami and requests.get(GPU, 0) > 0:
+            for d, mem, cores in self.hami_pick(requests, exclude=pod_key) or ():
+                d.users.append(pod_key)
+                d.held[pod_key] = (mem, cores)
+                got.append(d)
+            if got:
+                self.by_pod[pod_key] = got
+            return got
         for res, n in requests.items():
             devs = self.devices.get(res)
             if not devs or n <= 0:
@@ -119,6 +194,7 @@ class GpuInventory:
 
     def release(self, pod_key: tuple) -> None:
         for d in self.by_pod.pop(pod_key, []):
+            d.held.pop(pod_key, None)
             with contextlib.suppress(ValueError):
                 d.users.remove(pod_key)
 
@@ -191,6 +267,8 @@ def build_node(
             cap.setdefault(GPU, "0")
             alloc.setdefault(GPU, "0")
         labels["nvidia.com/gpu.present"] = "true"
+        if g.get("hami"):
+            labels[HAMI_NODE_LABEL[0]] = HAMI_NODE_LABEL[1]
     labels.update(pool["labels"])
     hx = stable_hash(name)
     ip = f"10.{(seq // 250) % 250}.{seq % 250 + 1}.{10 + (seq // 62500) % 200}"
@@ -204,6 +282,7 @@ def build_node(
                 "node.alpha.kubernetes.io/ttl": "0",
                 "volumes.kubernetes.io/controller-managed-attach-detach": "true",
                 "kubesim.trainyard.io/pool": pool["name"],
+                **(_hami_annotations(model, inv, now) if model and pool["gpu"].get("hami") else {}),
                 **pool["annotations"],
             },
         },
@@ -241,6 +320,18 @@ def build_node(
     if pool["unschedulable"]:
         node["spec"]["unschedulable"] = True
     return node, inv
+
+
+def _hami_annotations(model: dict, inv: GpuInventory, now: str) -> dict[str, str]:
+    """What HAMi's device plugin writes on its node: the cards it registered, as
+    ``UUID,count,devmem,devcore,type,numa,health,index,mode`` per card, each followed by
+    ``:`` (pkg/util EncodeNodeDevices), and the handshake (``Reported <time>``)."""
+    cards = "".join(
+        f"{d.uuid},{d.capacity},{d.memory},100,NVIDIA-{model['name']},0,true,{d.gpu},hami-core:"
+        for d in inv.devices.get(GPU, ())
+        if d.hami
+    )
+    return {HAMI_REGISTER_ANNOTATION: cards, HAMI_HANDSHAKE_ANNOTATION: f"Reported {now}"}
 
 
 def _fmt_cpu(v: float) -> str:

@@ -3,11 +3,36 @@
 from __future__ import annotations
 
 from kubesim.sim.state import NodeState
+from kubesim.sim.util import GPU, GPU_CORES, HAMI_RESOURCES
 
 R_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
 R_UNSCHEDULABLE = "node(s) were unschedulable"
 R_NOT_HELPFUL = "Preemption is not helpful for scheduling"
 R_NO_VICTIMS = "No preemption victims found for incoming pod"
+# HAMi's scheduler extender filters out nodes without its vGPU cards, and cards without
+# enough free memory or cores (its NodeInsufficientDevice / CardInsufficient* reasons).
+R_NO_HAMI = "node(s) had no HAMi vGPU devices"
+R_HAMI_MEMORY = "Insufficient nvidia.com/gpumem"
+R_HAMI_CORES = "Insufficient nvidia.com/gpucores"
+
+
+def hami_reason(req: dict[str, int], node: NodeState) -> str | None:
+    """HAMi's per-card filter (kubesim plays its scheduler extender): None = fits.
+
+    A pod asking for gpumem/gpucores needs a HAMi node; on a HAMi node every
+    ``nvidia.com/gpu`` request is a set of vGPUs on distinct cards (no gpumem = the whole
+    card's memory), checked card by card."""
+    wants = any(req.get(r) for r in HAMI_RESOURCES)
+    inv = node.inv
+    if inv is None or not inv.hami:
+        return R_NO_HAMI if wants else None
+    if req.get(GPU, 0) <= 0:
+        return R_NO_HAMI if wants else None
+    if inv.hami_pick(req) is not None:
+        return None
+    if req.get(GPU_CORES) and inv.hami_pick({**req, GPU_CORES: 0}) is not None:
+        return R_HAMI_CORES
+    return R_HAMI_MEMORY
 
 
 def tolerates(tolerations: list[dict], taint: dict) -> bool:
@@ -109,6 +134,8 @@ def fit_reasons(
     if node.npods - minus_pods + 1 > node.max_pods:
         out.append("Too many pods")
     for r, v in req.items():
+        if r in HAMI_RESOURCES:
+            continue  # ignoredByScheduler: HAMi's extender checks them per card
         used = node.used.get(r, 0)
         if extra:
             used += extra.get(r, 0)
@@ -116,6 +143,12 @@ def fit_reasons(
             used -= minus.get(r, 0)
         if used + v > node.alloc.get(r, 0):
             out.append(f"Insufficient {r}")
+    if not out and minus is None:
+        # per card, on the cards' current holders (a preemption trial counts victims as
+        # node totals only, so HAMi's per-card memory is then re-checked at the next bind)
+        hami = hami_reason(req, node)
+        if hami:
+            out.append(hami)
     return out
 
 

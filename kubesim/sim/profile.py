@@ -23,6 +23,12 @@ RACK_LABEL = "trainyard.io/rack"
 SWITCH_LABEL = "trainyard.io/switch"
 POOL_LABEL = "trainyard.io/node-pool"
 SHARED_MEMORY_LABEL = "trainyard.io/gpu.shared-memory"  # MiB of GPU memory per share
+# HAMi: the label its device-plugin DaemonSet selects nodes by (charts/hami values
+# devicePlugin.nvidianodeSelector {gpu: "on"}), and the node annotations its device plugin
+# writes (pkg/device/nvidia/device.go RegisterAnnos / HandshakeAnnos).
+HAMI_NODE_LABEL = ("gpu", "on")
+HAMI_REGISTER_ANNOTATION = "hami.io/node-nvidia-register"
+HAMI_HANDSHAKE_ANNOTATION = "hami.io/node-handshake"
 
 # GPU catalog: key -> facts used for GFD labels, capacity and DCGM metrics.
 # mig: profile -> (compute slices, memory slices of 8, memory MiB, multiprocessors)
@@ -92,6 +98,24 @@ GPU_MODELS: dict[str, dict[str, Any]] = {
         "product": "NVIDIA-L40S",
         "name": "NVIDIA L40S",
         "memory": 46068,
+        "family": "ada-lovelace",
+        "compute": (8, 9),
+        "mig": {},
+    },
+    "A10": {
+        "tdp": 150,
+        "product": "NVIDIA-A10",
+        "name": "NVIDIA A10",
+        "memory": 23028,
+        "family": "ampere",
+        "compute": (8, 6),
+        "mig": {},
+    },
+    "L4": {
+        "tdp": 72,
+        "product": "NVIDIA-L4",
+        "name": "NVIDIA L4",
+        "memory": 23034,
         "family": "ada-lovelace",
         "compute": (8, 9),
         "mig": {},
@@ -233,6 +257,20 @@ def _normalise_pool(p: dict, models: dict) -> dict:
                 "replicas": int(sharing.get("replicas", 4)),
                 "rename": bool(sharing.get("rename", True)),
             }
+        hami = g.get("hami")
+        if hami:
+            if gpu["mig"] or gpu["sharing"]:
+                raise ValueError(f"pool {pool['name']}: HAMi with MIG or sharing is not simulated")
+            hami = {} if hami is True else hami
+            # HAMi's defaults: deviceSplitCount 10, deviceMemoryScaling 1 (no oversubscription)
+            gpu["hami"] = {
+                "split": int(hami.get("split", 10)),
+                "memory_scaling": float(hami.get("memory_scaling", 1.0)),
+            }
+            if gpu["hami"]["split"] < 1:
+                raise ValueError(f"pool {pool['name']}: hami.split must be at least 1")
+        else:
+            gpu["hami"] = None
         pool["gpu"] = gpu
     return pool
 

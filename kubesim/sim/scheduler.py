@@ -16,11 +16,12 @@ from kubesim.sim.predicates import (
     R_NOT_HELPFUL,
     fit_error_message,
     fit_reasons,
+    hami_reason,
     preferred_weight,
     static_filter,
 )
 from kubesim.sim.state import ClusterState, NodeState, PodInfo
-from kubesim.sim.util import GPU, GPU_SHARED, MIG_PREFIX, fmt_time
+from kubesim.sim.util import GPU, GPU_SHARED, HAMI_RESOURCES, MIG_PREFIX, fmt_time
 
 log = logging.getLogger("kubesim.sim.scheduler")
 
@@ -224,7 +225,7 @@ class Scheduler:
     ) -> list[NodeState]:
         """Nodes where the pod fits (the hot loop: no reasons, no allocations)."""
         fitting = []
-        ext = [r for r, _ in req_items if "/" in r]
+        ext = [r for r, _ in req_items if "/" in r and r not in HAMI_RESOURCES]
         if ext and not self.nominated:
             # only nodes with some of the scarcest requested device free
             free = min((self.state.free.get(r, set()) for r in ext), key=len)
@@ -237,14 +238,18 @@ class Scheduler:
                 if not fit_reasons(info.req, n, self._reserved(n.name, info.priority, info.key)):
                     fitting.append(n)
             return fitting
+        hami = any(r in HAMI_RESOURCES for r, _ in req_items) or GPU in info.req
+        plain = [(r, v) for r, v in req_items if r not in HAMI_RESOURCES]
         for n in ok_nodes:
             if n.npods >= n.max_pods:
                 continue
             used, alloc = n.used, n.alloc
-            for r, v in req_items:
+            for r, v in plain:
                 if used.get(r, 0) + v > alloc.get(r, 0):
                     break
             else:
+                if hami and hami_reason(info.req, n):
+                    continue
                 fitting.append(n)
         return fitting
 
@@ -254,7 +259,11 @@ class Scheduler:
             for n in nodes:
                 if n.name == nominated:
                     return n
-        gpu_req = sum(v for r, v in info.req.items() if r.startswith(GPU_RESOURCES_PREFIX))
+        gpu_req = sum(
+            v
+            for r, v in info.req.items()
+            if r.startswith(GPU_RESOURCES_PREFIX) and r not in HAMI_RESOURCES
+        )
         switches: set = set()
         if info.job:
             for k in self.state.job_pods.get(info.job, ()):
@@ -274,7 +283,7 @@ class Scheduler:
                 free = sum(
                     n.alloc.get(r, 0) - n.used.get(r, 0)
                     for r in info.req
-                    if r.startswith(GPU_RESOURCES_PREFIX)
+                    if r.startswith(GPU_RESOURCES_PREFIX) and r not in HAMI_RESOURCES
                 )
                 score = (pref, 0 if n.switch in switches else 1, free, n.order)
             else:

@@ -29,6 +29,15 @@ _QCACHE: dict[str, float] = {}
 GPU = "nvidia.com/gpu"
 GPU_SHARED = "nvidia.com/gpu.shared"
 MIG_PREFIX = "nvidia.com/mig-"
+# HAMi (Project-HAMi/HAMi): its device plugin registers only nvidia.com/gpu (vGPUs, a card's
+# count times deviceSplitCount); GPU memory (MiB per card) and cores (% of a card) are pod
+# limits its scheduler extender checks per card from the node annotation
+# hami.io/node-nvidia-register (managedResources with ignoredByScheduler: true, so
+# kube-scheduler's NodeResourcesFit does not count them against node allocatable).
+GPU_MEM = "nvidia.com/gpumem"
+GPU_MEM_PERCENT = "nvidia.com/gpumem-percentage"
+GPU_CORES = "nvidia.com/gpucores"
+HAMI_RESOURCES = frozenset({GPU_MEM, GPU_MEM_PERCENT, GPU_CORES})
 ANN = "kubesim.trainyard.io/"
 
 

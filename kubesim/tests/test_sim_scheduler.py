@@ -396,7 +396,7 @@ def test_too_many_pods():
 def test_default_profile_runs_a_job():
     h = SimHarness("default", seed=2)
     h.namespace(NS)
-    assert len(h.store.list("nodes")) == 18
+    assert len(h.store.list("nodes")) == 24  # 18 + 2 time-slicing L40S + 2 MPS A10 + 2 HAMi L4
     h.store.create(
         "pytorchjobs.kubeflow.org",
         make_job("d", workers=3, gpus=8, product=H800, run_seconds=30),
