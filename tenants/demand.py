@@ -1,0 +1,151 @@
+"""One resource model: how a job consumes every catalog dimension it can be granted.
+
+The submission check (``jobs.services._check_ceiling``), the admission engine (through
+``jobs.selectors.admission_inputs``), the preview, the gauges (``tenants.usage``) and the
+ResourceQuota backstop (``tenants.quota``) all count a job with :func:`job_demand`, so a
+job the portal admits is a job the cluster accepts, and the gauges show what admission
+counts. Gang: the demand is the whole job's (every worker, the master included).
+
+What counts against quota (decided once, here):
+
+* ``cpu`` and ``memory`` count the pods' **requests** (:func:`cpu_request`,
+  :func:`memory_request_gib`): the ResourceQuota bounds ``requests.cpu`` /
+  ``requests.memory`` and the gauges sum the observed pods' requests, so admission counts
+  the same thing. The job spec asks for these requests (``jobs.selectors.job_spec``).
+* ``gpu:<model>`` whole cards, ``mig:<profile>`` MIG instances, ``gpu-shared`` shares of
+  a time-sliced/MPS GPU (``gpu_shared``: ``gpus_per_worker`` are shares).
+* ``gpu-memory`` is derived: a whole card consumes its memory, a MIG instance its
+  profile's memory, a share its slice of the card; an explicit HAMi limit per card
+  (``gpu_memory_gib_per_card``, ``nvidia.com/gpumem``) replaces the card's memory. When
+  the memory of the job's model is not known (no node of it observed) it counts 0 (such a
+  job cannot be placed anyway).
+
+What is not granted is zero for ``cpu``, ``memory`` and every GPU key a job needs; the
+derived ``gpu-memory`` binds only pools that were granted it (a pool's GPU grants already
+bound the memory of its cards).
+
+Pure: no database, no Django (the admission engine imports :data:`MILLI`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
+from types import MappingProxyType
+
+__all__ = [
+    "MILLI", "CardFacts", "cpu_request", "dimension_only_when_granted", "engine_amount",
+    "engine_demand", "from_engine", "job_demand", "memory_request_gib",
+    "mig_profile_memory_gib",
+]
+
+MILLI: frozenset[str] = frozenset({"cpu", "memory", "gpu-memory"})
+"""Keys the admission engine counts in thousandths of their catalog unit (millicores,
+1/1000 GiB); every other key in whole units (cards, instances, shares)."""
+
+_OPTIONAL = frozenset({"gpu-memory"})
+_MIG_NAME = re.compile(r"^(\d+)g\.(\d+)gb$")
+_THOUSAND = Decimal(1000)
+
+
+def cpu_request(cpu_per_worker: Decimal | int | float) -> Decimal:
+    """The CPU a worker's pod requests (and quota counts): half the limit from one core up
+    (idle headroom is shared), the whole limit below one core."""
+    cpu = Decimal(str(cpu_per_worker))
+    return (cpu / 2).quantize(Decimal("0.001"), rounding=ROUND_CEILING) if cpu >= 1 else cpu
+
+
+def memory_request_gib(memory_gib_per_worker: Decimal | int | float) -> Decimal:
+    """The memory a worker's pod requests (and quota counts): 90% of the limit."""
+    memory = Decimal(str(memory_gib_per_worker))
+    return (memory * 9 / 10).quantize(Decimal("0.001"))
+
+
+def mig_profile_memory_gib(profile: str) -> Decimal | None:
+    """GPU memory of one MIG instance from its profile name: ``3g.40gb`` -> 40 GiB."""
+    match = _MIG_NAME.match(profile or "")
+    return Decimal(match.group(2)) if match else None
+
+
+def dimension_only_when_granted(key: str) -> bool:
+    """Keys that bind only pools granted them (``gpu-memory``); the rest: not granted is 0."""
+    return key in _OPTIONAL
+
+
+@dataclass(frozen=True)
+class CardFacts:
+    """What the cluster says a card holds: GiB per whole card and per share, by GPU model
+    (the catalog's model name, e.g. ``NVIDIA-L40S``), from the observed nodes."""
+
+    card_memory_gib: Mapping[str, Decimal] = field(
+        default_factory=lambda: MappingProxyType({}))
+    share_memory_gib: Mapping[str, Decimal] = field(
+        default_factory=lambda: MappingProxyType({}))
+
+
+def job_demand(*, workers: int, cpu_per_worker: Decimal | int | float = 0,
+               memory_gib_per_worker: Decimal | int | float = 0, gpus_per_worker: int = 0,
+               gpu_model: str = "", mig_profile: str = "", gpu_shared: bool = False,
+               gpu_memory_gib_per_card: Decimal | int | float | None = None,
+               facts: CardFacts | None = None) -> dict[str, Decimal]:
+    """The whole job's demand per catalog key, in catalog units (cores, GiB, cards ...).
+
+    Only the dimensions it consumes (non-zero amounts) are in the result.
+    """
+    n = max(int(workers or 0), 0)
+    per = max(int(gpus_per_worker or 0), 0)
+    facts = facts or CardFacts()
+    out: dict[str, Decimal] = {}
+    cpu = cpu_request(cpu_per_worker or 0) * n
+    if cpu > 0:
+        out["cpu"] = cpu
+    memory = memory_request_gib(memory_gib_per_worker or 0) * n
+    if memory > 0:
+        out["memory"] = memory
+    if not per or not n:
+        return out
+    units = n * per
+    explicit = (Decimal(str(gpu_memory_gib_per_card))
+                if gpu_memory_gib_per_card not in (None, "") else None)
+    each: Decimal | None
+    if mig_profile:
+        out[f"mig:{mig_profile}"] = Decimal(units)
+        each = mig_profile_memory_gib(mig_profile)
+    elif gpu_shared:
+        out["gpu-shared"] = Decimal(units)
+        each = facts.share_memory_gib.get(gpu_model)
+    else:
+        out[f"gpu:{gpu_model}"] = Decimal(units)
+        each = facts.card_memory_gib.get(gpu_model)
+    if explicit is not None and explicit > 0 and not mig_profile:
+        each = explicit  # HAMi's nvidia.com/gpumem: the limit per card is what it holds
+    if each:
+        out["gpu-memory"] = (each * units).quantize(Decimal("0.001"))
+    return out
+
+
+def engine_amount(key: str, amount: Decimal | int | float, *, demand: bool = True) -> int:
+    """An amount in the engine's integer units (see :data:`MILLI`). A demand rounds up, a
+    quota down, so rounding never lets a job past its quota."""
+    value = Decimal(str(amount))
+    if key.partition(":")[0] in MILLI:
+        value = value * _THOUSAND
+    rounding = ROUND_CEILING if demand else ROUND_FLOOR
+    return int(value.to_integral_value(rounding=rounding))
+
+
+def engine_demand(demand: Mapping[str, Decimal]) -> dict[str, int]:
+    """:func:`job_demand` in the engine's units (``JobView.resources``)."""
+    return {k: engine_amount(k, v) for k, v in demand.items() if v > 0}
+
+
+def from_engine(key: str, amount: int) -> int | float:
+    """An engine amount back in catalog units, as a JSON number (``12``, ``12.5``)."""
+    if key.partition(":")[0] in MILLI:
+        if amount % 1000 == 0:
+            return amount // 1000
+        return round(amount / 1000, 3)
+    return int(amount)
+
