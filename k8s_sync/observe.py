@@ -57,10 +57,11 @@ __all__ = [
     "relist_all",
 ]
 
-# Events users need to see: a refused pod (quota), preemption, and why a pod waits.
+# Events users need to see: a refused pod (quota), preemption, and why a pod waits
+# (the kubelet's "Failed"/"BackOff": an image it cannot pull, a container it cannot start).
 EVENT_REASONS = frozenset({
     "FailedCreatePod", "FailedCreate", "Preempted", "Preempting", "FailedScheduling",
-    "Unschedulable", "Evicted",
+    "Unschedulable", "Evicted", "Failed", "BackOff", "InspectFailed", "ErrImageNeverPull",
 })
 EVENT_RETENTION = timedelta(days=7)
 TENANT_LABEL, POOL_LABEL, JOB_LABEL = "trainyard.io/tenant", "trainyard.io/pool", "trainyard.io/job"
@@ -146,6 +147,14 @@ def parse_pod(obj: Mapping[str, Any]) -> dict[str, Any]:
     for cond in status.get("conditions") or []:
         if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
             reason, message = cond.get("reason", reason), cond.get("message", message)
+    if not reason and status.get("phase") == "Pending":
+        # Bound but not started: why its container waits (ErrImagePull, ImagePullBackOff,
+        # CreateContainerConfigError, ...); ContainerCreating is only the normal start.
+        for cs in status.get("containerStatuses") or []:
+            waiting = (cs.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") and waiting["reason"] != "ContainerCreating":
+                reason, message = waiting["reason"], waiting.get("message", "")
+                break
     return {
         "phase": status.get("phase", ""), "node_name": spec.get("nodeName", ""),
         "requests": pod_requests(spec), "priority": _int(spec.get("priority")),

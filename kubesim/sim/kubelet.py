@@ -4,6 +4,16 @@ Bound pod -> (startup_seconds) Running -> (run time) Succeeded / Failed, or an
 in-place container restart when the pod's restartPolicy asks for it.  A pod
 marked for deletion keeps running for its grace period and is then removed with
 grace 0, as the real kubelet does after SIGKILL.
+
+An image that cannot be pulled (pod annotation ``kubesim.trainyard.io/image-pull`` =
+``not-found`` or ``unauthorized``, or an image whose registry host ends in ``.invalid``,
+the TLD that never resolves, RFC 2606) never starts: the pod stays Pending with its
+container waiting ``ErrImagePull``, then ``ImagePullBackOff``, with the kubelet's events
+(``Pulling``, ``Failed`` "Failed to pull image ...", ``Failed`` "Error: ErrImagePull",
+``BackOff`` "Back-off pulling image ...", ``Failed`` "Error: ImagePullBackOff"), retried
+after 10 s doubling to 300 s, as pkg/kubelet/images/image_manager.go and
+kuberuntime_container.go do (backOffPeriod 10 s, MaxContainerBackOff 300 s). Such a pod
+ran no container, so a deletion removes it at once.
 """
 
 from __future__ import annotations
@@ -18,6 +28,19 @@ from kubesim.sim.util import ann, ann_float, fmt_time, parse_time, stable_hash
 
 log = logging.getLogger("kubesim.sim.kubelet")
 NODE_LOST_EXIT = 137
+IMAGE_PULL_BACKOFF_SECONDS, IMAGE_PULL_BACKOFF_MAX = 10.0, 300.0
+_PULL_ERRORS = {
+    # containerd's words for a missing image and for a registry refusing the pull
+    "not-found": "rpc error: code = NotFound desc = failed to pull and unpack image "
+    '"{ref}": failed to resolve reference "{ref}": {ref}: not found',
+    "unauthorized": "rpc error: code = Unknown desc = failed to pull and unpack image "
+    '"{ref}": failed to resolve reference "{ref}": pull access denied, repository does '
+    "not exist or may require authorization: authorization failed: no basic auth "
+    "credentials",
+    "no-such-host": "rpc error: code = Unknown desc = failed to pull and unpack image "
+    '"{ref}": failed to resolve reference "{ref}": failed to do request: Head '
+    '"https://{host}/v2/{path}/manifests/{tag}": dial tcp: lookup {host}: no such host',
+}
 
 
 class PodRun:
@@ -28,6 +51,7 @@ class PodRun:
         "ip",
         "last_term",
         "phase",
+        "pull_failures",
         "restarts",
         "run_started",
         "started",
@@ -45,6 +69,7 @@ class PodRun:
         self.finished = 0.0
         self.deleting_since: float | None = None
         self.phase = "Pending"
+        self.pull_failures = 0  # failed image pulls in a row (the container never started)
 
 
 def _hex(*parts) -> str:
@@ -107,6 +132,7 @@ class Kubelet:
                 phase in TERMINAL
                 or not spec.get("nodeName")
                 or (run is not None and run.phase in TERMINAL)
+                or (run is not None and run.pull_failures and run.phase == "Pending")
             ):
                 self._remove(info)
                 return
@@ -173,12 +199,15 @@ class Kubelet:
         if node is None or node.failed:
             self._fail_node_lost(info, run, now)
             return
+        if not run.ip:
+            n = self._ip_next.get(node.name, 2)
+            self._ip_next[node.name] = n + 1
+            cidr = (node.obj.get("spec") or {}).get("podCIDR", "10.244.0.0/24")
+            base = cidr.split("/")[0].rsplit(".", 1)[0]
+            run.ip = f"{base}.{n % 254 + 1}"
+        if self._pull_image(info, run, now, node.name):
+            return
         run.started = run.run_started = now
-        n = self._ip_next.get(node.name, 2)
-        self._ip_next[node.name] = n + 1
-        cidr = (node.obj.get("spec") or {}).get("podCIDR", "10.244.0.0/24")
-        base = cidr.split("/")[0].rsplit(".", 1)[0]
-        run.ip = f"{base}.{n % 254 + 1}"
         run.phase = "Running"
         self._write_running(info, run, now)
         self._schedule_finish(info, run, now)
@@ -241,6 +270,76 @@ class Kubelet:
         run.phase = "Succeeded" if code == 0 else "Failed"
         run.finished = now
         self._write_terminated(info, run, now, term)
+
+    # ---- image pulls ----------------------------------------------------------------------
+    def pull_error(self, pod: dict) -> str | None:
+        """The runtime's error pulling the pod's main image, or None when it pulls."""
+        containers = (pod.get("spec") or {}).get("containers") or [{}]
+        ref = containers[0].get("image") or ""
+        kind = (ann(pod, "image-pull") or "").strip().lower()
+        first, _, rest = ref.partition("/")
+        host = first if rest and ("." in first or ":" in first) else ""
+        if not kind and host.split(":")[0].endswith(".invalid"):
+            kind = "no-such-host"
+        if not kind or kind in ("ok", "always", "false"):
+            return None
+        name, _, tag = (rest or ref).partition("@")[0].rpartition(":")
+        if not name or "/" in tag:
+            name, tag = (rest or ref).partition("@")[0], "latest"
+        return _PULL_ERRORS.get(kind, _PULL_ERRORS["not-found"]).format(
+            ref=ref, host=host or "registry-1.docker.io", path=name, tag=tag)
+
+    def _pull_image(self, info: PodInfo, run: PodRun, now: float, host: str) -> bool:
+        """Pull the image before the container starts; True when the pull failed (the
+        pod stays Pending, ErrImagePull, and a retry is scheduled after the back-off)."""
+        pod = info.obj
+        error = self.pull_error(pod)
+        if error is None:
+            return False
+        ref = ((pod.get("spec") or {}).get("containers") or [{}])[0].get("image") or ""
+        c = self._main(pod)
+        if self.kubelet_events:
+            for etype, reason, message in (
+                ("Normal", "Pulling", f'Pulling image "{ref}"'),
+                ("Warning", "Failed", f'Failed to pull image "{ref}": {error}'),
+                ("Warning", "Failed", "Error: ErrImagePull"),
+            ):
+                self.events.record(pod, etype, reason, message, component="kubelet",
+                                   host=host, kind="Pod", field_path=f"spec.containers{{{c}}}")
+        backoff = min(IMAGE_PULL_BACKOFF_MAX,
+                      IMAGE_PULL_BACKOFF_SECONDS * (2 ** run.pull_failures))
+        run.pull_failures += 1
+        self._write_pull_waiting(info, run, now, "ErrImagePull", error)
+        run.gen += 1
+        # The pod worker syncs again at once and finds the image in back-off.
+        self._at(now + 1.0, info.key, run.gen, "pull_backoff")
+        self._at(now + backoff, info.key, run.gen, "start")
+        return True
+
+    def _do_pull_backoff(self, info: PodInfo, run: PodRun, now: float) -> None:
+        pod = info.obj
+        ref = ((pod.get("spec") or {}).get("containers") or [{}])[0].get("image") or ""
+        message = f'Back-off pulling image "{ref}"'
+        c = self._main(pod)
+        if self.kubelet_events:
+            for etype, reason, text in (("Normal", "BackOff", message),
+                                        ("Warning", "Failed", "Error: ImagePullBackOff")):
+                self.events.record(pod, etype, reason, text, component="kubelet",
+                                   host=pod["spec"].get("nodeName"), kind="Pod",
+                                   field_path=f"spec.containers{{{c}}}")
+        self._write_pull_waiting(info, run, now, "ImagePullBackOff", message)
+
+    def _write_pull_waiting(self, info: PodInfo, run: PodRun, now: float, reason: str,
+                            message: str) -> None:
+        st = self._base_status(info, run, now, ready=False, reason="ContainersNotReady")
+        st["conditions"][0]["status"] = "True"  # the sandbox is up; only the image is missing
+        waiting = {"waiting": {"reason": reason, "message": message}}
+        statuses = self._container_statuses(info, run, waiting, False, main_state=waiting)
+        for cs in statuses:  # nothing was pulled or created yet
+            cs["imageID"] = ""
+            cs.pop("containerID", None)
+        st["containerStatuses"] = statuses
+        self._patch_status(info, st)
 
     def _do_restart(self, info: PodInfo, run: PodRun, now: float) -> None:
         run.run_started = now
