@@ -116,11 +116,13 @@ def admission_inputs(now):  # type: ignore[no-untyped-def]
     from tenants.selectors import effective_grants, node_dedications
 
     dedicated = node_dedications()
+    held = maintenance_held_nodes(now)  # cordoned for a window, even before it is observed
     nodes = [NodeView(name=n.name, gpu_model=n.gpu_model, switch=n.switch,
                       gpus=n.whole_allocatable, gpus_used=n.whole_allocated,
                       mig={m.profile: m.allocatable for m in n.mig},
                       mig_used={m.profile: m.allocated for m in n.mig},
-                      schedulable=n.schedulable, dedicated_to=dedicated.get(n.name, ""))
+                      schedulable=n.schedulable and n.name not in held,
+                      dedicated_to=dedicated.get(n.name, ""))
              for n in capacity_report().nodes]
     active = list(TrainingJob.objects.filter(state__in=ACTIVE_STATES).select_related(
         "tenant", "pool"))
@@ -322,3 +324,51 @@ def events_of(job: TrainingJob):  # type: ignore[no-untyped-def]
     return ClusterEvent.objects.filter(involved_namespace=job.pool.namespace,
                                        involved_name__startswith=job.k8s_name).order_by(
         "-last_seen")[:50]
+
+
+# --- maintenance windows --------------------------------------------------------------------
+
+
+def open_windows(now):  # type: ignore[no-untyped-def]
+    """Applied maintenance windows not yet released whose end has not come."""
+    from jobs.models import MaintenanceWindow
+
+    return MaintenanceWindow.objects.filter(status=MaintenanceWindow.Status.APPLIED,
+                                            released_at__isnull=True, ends_at__gt=now)
+
+
+def windows_to_release(now):  # type: ignore[no-untyped-def]
+    """Windows that cordoned (or may have cordoned) nodes and ended or were cancelled."""
+    from django.db.models import Q
+
+    from jobs.models import MaintenanceWindow
+
+    return MaintenanceWindow.objects.filter(released_at__isnull=True,
+                                            applied_at__isnull=False).filter(
+        Q(status=MaintenanceWindow.Status.CANCELLED) | Q(ends_at__lte=now))
+
+
+def maintenance_held_nodes(now) -> set[str]:  # type: ignore[no-untyped-def]
+    """Nodes an open window frees: no new work goes there until it ends, whether or not
+    the cordon has been applied or observed yet."""
+    held: set[str] = set()
+    for plan, nodes in open_windows(now).values_list("plan", "nodes"):
+        held |= set(((plan or {}).get("applied") or {}).get("nodes") or [])
+        held |= set(nodes or [])
+    return held
+
+
+def start_observations(job: TrainingJob):  # type: ignore[no-untyped-def]
+    """What the cluster said about a job whose pods have not started
+    (``jobs.podstart.Seen`` lists): its unstarted pods' reasons and its events."""
+    from jobs.podstart import Seen
+    from k8s_sync.models import ClusterEvent, ObservedPod
+
+    pods = [Seen(reason, message) for reason, message in ObservedPod.objects.filter(
+        namespace=job.pool.namespace, job=str(job.pk)).exclude(
+        phase__in=["Running", "Succeeded", "Failed"]).values_list("reason", "message")]
+    events = [Seen(reason, message, at) for reason, message, at in ClusterEvent.objects.filter(
+        involved_namespace=job.pool.namespace, involved_name__startswith=job.k8s_name
+    ).order_by("-last_seen").values_list("reason", "message", "last_seen")[:50]
+    ] if job.k8s_name else []
+    return pods, events

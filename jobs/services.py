@@ -334,3 +334,87 @@ def window_apply(*, window_id: int, now: dt.datetime | None = None) -> int:
                text=stored_text("jobs.audit.defrag_apply", model=window.gpu_model, n=moved,
                                 nodes=", ".join(plan.nodes) or "—"), window=window.pk)
     return moved
+
+
+def window_nodes_hold(*, window_id: int, cordoned: Iterable[str],
+                      already: Iterable[str] = ()) -> bool:
+    """Record the nodes an open window is about to cordon (``cordoned``: released at its
+    end) and those it found cordoned by someone else (``already``: left as they are).
+    Recorded before the cordon, so a release never misses a node. False (nothing
+    written) when the window is no longer open. Idempotent."""
+    from jobs.models import MaintenanceWindow
+
+    with transaction.atomic():
+        window = MaintenanceWindow.objects.select_for_update().filter(
+            pk=window_id, status=MaintenanceWindow.Status.APPLIED,
+            released_at__isnull=True).first()
+        if window is None:
+            return False
+        nodes = sorted(set(window.nodes or []) | set(cordoned))
+        applied = dict((window.plan or {}).get("applied") or {})
+        before = sorted(set(applied.get("already_cordoned") or []) | set(already))
+        if nodes != window.nodes or before != applied.get("already_cordoned", []):
+            window.nodes = nodes
+            window.plan = {**window.plan, "applied": {**applied, "already_cordoned": before}}
+            window.save(update_fields=["nodes", "plan"])
+    return True
+
+
+def window_released(*, window_id: int, now: dt.datetime | None = None) -> bool:
+    """The window's cordoned nodes are uncordoned: stamp ``released_at`` (once)."""
+    from jobs.models import MaintenanceWindow
+
+    now = now or timezone.now()
+    with transaction.atomic():
+        window = MaintenanceWindow.objects.select_for_update().filter(
+            pk=window_id, released_at__isnull=True, applied_at__isnull=False).first()
+        if window is None:
+            return False
+        window.released_at = now
+        window.save(update_fields=["released_at"])
+        _audit(actor=None, action="defrag.release",
+               text=stored_text("jobs.audit.defrag_release", model=window.gpu_model,
+                                nodes=", ".join(window.nodes or []) or "—"),
+               window=window.pk)
+    kick_admission()  # the released nodes take work again
+    return True
+
+
+def window_cancel(*, actor: AnyUser, window_id: int):  # type: ignore[no-untyped-def]
+    """Cancel a window (platform admins): a scheduled one never opens; an open one gives
+    its cordoned nodes back now (the release runs once this commits). Idempotent."""
+    from jobs.models import MaintenanceWindow
+    from jobs.tasks import apply_maintenance_windows
+
+    require_platform_admin(actor)
+    with transaction.atomic():
+        window = MaintenanceWindow.objects.select_for_update().filter(pk=window_id).first()
+        if window is None:
+            raise ApplicationError(_("There is no such maintenance window."), field="window")
+        if window.status == MaintenanceWindow.Status.CANCELLED or window.released_at:
+            return window
+        was_open = window.status == MaintenanceWindow.Status.APPLIED
+        window.status = MaintenanceWindow.Status.CANCELLED
+        window.save(update_fields=["status"])
+        _audit(actor=actor, action="defrag.cancel",
+               text=stored_text("jobs.audit.defrag_cancel", model=window.gpu_model,
+                                window=window.pk), window=window.pk)
+        if was_open:
+            def enqueue() -> None:
+                apply_maintenance_windows.delay()
+            transaction.on_commit(enqueue, robust=True)
+    return window
+
+
+def job_notify_owner(*, job: TrainingJob, text: StoredText, email: bool = False) -> None:
+    """Tell the job's submitter what the system did to it (``text``: a stored text), in
+    the portal and, when ``email``, by mail; linked to the job's page."""
+    from django.urls import reverse
+
+    from tenants.services.notify import notify
+
+    if job.submitted_by is None:
+        return
+    notify(users=[job.submitted_by], tenant=job.tenant, email=email,
+           text=stored_text("jobs.notify.job", job=job.name, text=text),
+           link=reverse("jobs:detail", kwargs={"slug": job.tenant.slug, "pk": job.pk}))

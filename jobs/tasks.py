@@ -215,11 +215,90 @@ def _switch_of(placement: tuple[str, ...]) -> str:
     return switches.pop() if len(switches) == 1 else ""
 
 
-@shared_task(name="jobs.apply_maintenance_windows", queue="default")
-def apply_maintenance_windows() -> int:
-    """Open every defragmentation window whose start has come."""
+@shared_task(name="jobs.apply_maintenance_windows", queue="default", bind=True,
+             max_retries=MAX_RETRIES)
+def apply_maintenance_windows(self) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    """Open every maintenance window whose start has come (preempt the jobs its plan
+    moves), keep the nodes of open windows cordoned, and uncordon the nodes of windows
+    that ended or were cancelled. Level-triggered and idempotent: a second run writes
+    nothing; a transient API error retries the whole pass."""
     from jobs.models import MaintenanceWindow
 
+    now = timezone.now()
     due = MaintenanceWindow.objects.filter(status=MaintenanceWindow.Status.SCHEDULED,
-                                           starts_at__lte=timezone.now())
-    return sum(services.window_apply(window_id=w.pk) for w in due)
+                                           starts_at__lte=now)
+    moved = sum(services.window_apply(window_id=w.pk, now=now) for w in due)
+    try:
+        cordoned = _hold_window_nodes(now)
+        released = _release_windows(now)
+    except K8sError as exc:
+        log.warning("maintenance windows: %s", exc)
+        if is_transient(exc) and self.request.retries < MAX_RETRIES:
+            raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
+        raise
+    return {"moved": moved, "cordoned": cordoned, "released": released}
+
+
+def _hold_window_nodes(now: dt.datetime) -> int:
+    """Cordon what open windows free. A node already cordoned by someone else is
+    remembered as such and left alone (at the end it stays cordoned); a node the window
+    cordoned and someone uncordoned is cordoned again. Returns nodes patched."""
+    from k8s_sync.maintenance import cordon_patch, is_cordoned, maintenance_taint
+
+    windows = list(selectors.open_windows(now))
+    if not windows:
+        return 0
+    client = get_client()
+    nodes = {n["metadata"]["name"]: n for n in client.list_objects("v1", "Node")}
+    patched = 0
+    for window in windows:
+        applied = (window.plan or {}).get("applied") or {}
+        ours, before = set(window.nodes or []), set(applied.get("already_cordoned") or [])
+        fresh, found = [], []
+        for name in applied.get("nodes") or []:
+            node = nodes.get(name)
+            if node is None or name in before:
+                continue
+            if name not in ours:
+                (found if is_cordoned(node) else fresh).append(name)
+        if (fresh or found) and not services.window_nodes_hold(
+                window_id=window.pk, cordoned=fresh, already=found):
+            continue  # cancelled or released meanwhile
+        taint = maintenance_taint(window.pk)
+        for name in sorted(ours | set(fresh)):
+            if name in nodes and cordon_patch(nodes[name], unschedulable=True,
+                                              taint=taint) is not None:
+                client.set_node_unschedulable(name, True, taint=taint)
+                patched += 1
+        if fresh:  # cancelled and released while we cordoned: give them back now
+            window.refresh_from_db()
+            if window.released_at is not None or window.status != window.Status.APPLIED:
+                for name in fresh:
+                    client.set_node_unschedulable(name, False, taint=taint)
+                services.window_released(window_id=window.pk)
+    return patched
+
+
+def _release_windows(now: dt.datetime) -> int:
+    windows = list(selectors.windows_to_release(now))
+    if not windows:
+        return 0
+    client = get_client()
+    return sum(_release(client, window.pk) for window in windows)
+
+
+def _release(client: Any, window_id: int) -> int:
+    """Uncordon exactly the nodes the window cordoned (a node another open window also
+    holds only loses this window's taint), then stamp the window released."""
+    from jobs.models import MaintenanceWindow
+    from k8s_sync.maintenance import maintenance_taint
+
+    window = MaintenanceWindow.objects.get(pk=window_id)
+    others = set()
+    for nodes in selectors.open_windows(timezone.now()).exclude(pk=window_id).values_list(
+            "nodes", flat=True):
+        others |= set(nodes or [])
+    for name in window.nodes or []:
+        client.set_node_unschedulable(name, False, taint=maintenance_taint(window_id),
+                                      keep_unschedulable=name in others)
+    return int(services.window_released(window_id=window_id))

@@ -181,6 +181,9 @@ register("jobs.audit.defrag_schedule", ngettext_lazy(
 register("jobs.audit.defrag_apply", ngettext_lazy(
     "opened the %(model)s maintenance window: moved %(n)s job, freeing %(nodes)s",
     "opened the %(model)s maintenance window: moved %(n)s jobs, freeing %(nodes)s", "n"))
+register("jobs.audit.defrag_release", _(
+    "closed the %(model)s maintenance window: uncordoned %(nodes)s"))
+register("jobs.audit.defrag_cancel", _("cancelled %(model)s maintenance window #%(window)s"))
 
 # -- JobTransition.reason: short codes (queries and metrics use them), shown as labels ------
 

@@ -12,4 +12,5 @@ urlpatterns = [
     path("t/<slug:slug>/jobs/<int:pk>/<str:action>/", views.job_action, name="action"),
     path("platform/queue/", views.platform_queue, name="platform_queue"),
     path("platform/defrag/", views.defrag, name="defrag"),
+    path("platform/defrag/<int:pk>/cancel/", views.defrag_cancel, name="defrag_cancel"),
 ]

@@ -170,6 +170,7 @@ def defrag(request: HttpRequest) -> HttpResponse:
     return render(request, "jobs/defrag.html", {
         "models": sorted(inventory.gpus_per_node), "model": model, "wanted": wanted,
         "plan": plan, "error": error, "windows": MaintenanceWindow.objects.all()[:50],
+        "now": timezone.now(),
     }, status=400 if error else 200)
 
 
@@ -178,3 +179,17 @@ def _aware(text: str):  # type: ignore[no-untyped-def]
 
     value = dt.datetime.fromisoformat(text)
     return timezone.make_aware(value) if timezone.is_naive(value) else value
+
+
+@login_required
+@require_POST
+def defrag_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    """Cancel a maintenance window; an open one gives its cordoned nodes back now."""
+    platform_admin_or_404(request.user)
+    try:
+        services.window_cancel(actor=request.user, window_id=pk)
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, _("The maintenance window was cancelled."))
+    return redirect("jobs:defrag")

@@ -526,6 +526,25 @@ class KubeClient:
         return self._request("PATCH", path, query=[("fieldManager", field_manager)],
                              body=patch, content_type=_PATCH_CONTENT_TYPES[patch_type])
 
+    def set_node_unschedulable(self, name: str, unschedulable: bool, *,
+                               taint: Mapping[str, str] | None = None,
+                               keep_unschedulable: bool = False) -> dict[str, Any] | None:
+        """Cordon (True) or uncordon (False) a node as ``kubectl cordon``/``uncordon`` do
+        (``spec.unschedulable``), adding or removing ``taint`` with it (see
+        :func:`k8s_sync.maintenance.cordon_patch`). Returns the node as it is now, or None
+        when it does not exist. No write when it already is as asked; a concurrent change
+        of the node is a 409 (transient: retry)."""
+        from k8s_sync.maintenance import cordon_patch
+
+        node = self.read("v1", "Node", name)
+        if node is None:
+            return None
+        patch = cordon_patch(node, unschedulable=unschedulable, taint=taint,
+                             keep_unschedulable=keep_unschedulable)
+        if patch is None:
+            return node
+        return self.patch("v1", "Node", name, patch)
+
     def ensure_absent(self, api_version: str, kind: str, name: str,
                       namespace: str | None = None, *,
                       propagation_policy: str = "Background") -> bool:
