@@ -111,11 +111,14 @@ def admission_inputs(now):  # type: ignore[no-untyped-def]
     cluster (no cluster calls): nodes, active jobs, pool quotas, policy, history."""
     from jobs.admission import JobView, NodeView, PoolQuota
     from jobs.admission import Policy as EnginePolicy
+    from k8s_sync.placement import topology_levels as topology_levels_in_force
     from k8s_sync.selectors import capacity_report
     from tenants.models import Policy, Pool
     from tenants.selectors import effective_grants, node_dedications
 
     dedicated = node_dedications()
+    policy = Policy.current()
+    # NodeView.switch: the node's value of the policy's last topology level.
     held = maintenance_held_nodes(now)  # cordoned for a window, even before it is observed
     nodes = [NodeView(name=n.name, gpu_model=n.gpu_model, switch=n.switch,
                       gpus=n.whole_allocatable, gpus_used=n.whole_allocated,
@@ -123,7 +126,7 @@ def admission_inputs(now):  # type: ignore[no-untyped-def]
                       mig_used={m.profile: m.allocated for m in n.mig},
                       schedulable=n.schedulable and n.name not in held,
                       dedicated_to=dedicated.get(n.name, ""))
-             for n in capacity_report().nodes]
+             for n in capacity_report(topology_levels_in_force(policy.topology_levels)).nodes]
     active = list(TrainingJob.objects.filter(state__in=ACTIVE_STATES).select_related(
         "tenant", "pool"))
     bound = _bound_nodes([j.pk for j in active if j.state != "queued"])
@@ -143,7 +146,6 @@ def admission_inputs(now):  # type: ignore[no-untyped-def]
         factor = pool.tenant.elastic_factor if pool.tenant.quota_mode == "overcommitted" else 1
         quotas.append(PoolQuota(tenant=pool.tenant.slug, pool=pool.kind, nominal=amounts,
                                 ceiling={k: int(v * factor) for k, v in amounts.items()}))
-    policy = Policy.current()
     engine_policy = EnginePolicy(
         watermark=float(policy.eviction_watermark),
         grace_seconds={"production": 0, "development": policy.development_grace_seconds,
@@ -243,6 +245,10 @@ def job_spec(job: TrainingJob):  # type: ignore[no-untyped-def]
         checkpoint_interval_seconds=1800 if job.tier == "production" else 300,
         resume=job.restart_count > 0, restart_count=job.restart_count,
         switch=job.switch if job.workers > 1 else "",
+        switch_label=switch_label(policy.topology_levels),
+        # Admitted: the nodes the engine counted the replicas on (pinned by node name, so
+        # kube-scheduler cannot put them elsewhere); a resume re-renders the new ones.
+        nodes=tuple(job.placement or ()) if job.state == "admitted" else (),
         placement=placement, annotations=dict(job.annotations),
         suspend=job.state not in ("admitted", "running"),
     )

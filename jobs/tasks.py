@@ -178,15 +178,17 @@ def admission_cycle() -> dict[str, Any]:
 
 def _decide_and_apply(now: dt.datetime) -> dict[str, int]:
     from jobs.admission import decide
+    from tenants.selectors import topology_levels
 
     decisions = decide(**selectors.admission_inputs(now))
+    levels = topology_levels() if decisions.admit else ()
     admitted = preempted = 0
     for admission in decisions.admit:
         if services.job_transition(
                 job_id=admission.job_id, from_states=[JobState.QUEUED], to_state=JobState.ADMITTED,
                 reason="Admitted", admitted_at=now, borrowing=admission.borrowing,
                 placement=list(admission.placement),
-                switch=_switch_of(admission.placement),
+                switch=_switch_of(admission.placement, levels),
                 message=(stored_text("jobs.transition.borrowing") if admission.borrowing
                          else ""),
                 wait_reason="", position_in_pool=None,
@@ -205,13 +207,15 @@ def _decide_and_apply(now: dt.datetime) -> dict[str, int]:
     return {"admitted": admitted, "preempted": preempted, "waiting": len(decisions.waiting)}
 
 
-def _switch_of(placement: tuple[str, ...]) -> str:
+def _switch_of(placement: tuple[str, ...], levels: tuple[str, ...]) -> str:
+    """The one switch (value of the last topology level) of a multi-node placement."""
     from k8s_sync.models import ObservedNode
+    from k8s_sync.placement import switch_of
 
     if len(set(placement)) < 2:
         return ""
-    switches = set(ObservedNode.objects.filter(name__in=set(placement)).values_list(
-        "switch", flat=True))
+    switches = {switch_of(labels, levels) for labels in ObservedNode.objects.filter(
+        name__in=set(placement)).values_list("labels", flat=True)}
     return switches.pop() if len(switches) == 1 else ""
 
 

@@ -51,10 +51,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from k8s_sync import naming
+from k8s_sync.placement import NODE_NAME_FIELD
 from k8s_sync.specs import (
     GPU_PRODUCT_LABEL,
     GPU_RESOURCE,
-    SWITCH_LABEL,
     JobSpec,
     LimitSpec,
     NetworkSpec,
@@ -384,22 +384,34 @@ def _job_resources(spec: JobSpec) -> dict[str, dict[str, str]]:
 
 
 def merge_node_affinity(affinity: Mapping[str, Any] | None,
-                        required: list[dict[str, Any]]) -> dict[str, Any]:
+                        required: list[dict[str, Any]],
+                        nodes: Iterable[str] = ()) -> dict[str, Any]:
     """``affinity`` (copied) with ``required`` match expressions ANDed into its required
-    node affinity.
+    node affinity, and, when ``nodes`` are given, restricted to those nodes by name.
 
-    ``nodeSelectorTerms`` are ORed and the expressions inside a term ANDed, so each
+    ``nodeSelectorTerms`` are ORed and the requirements inside a term ANDed, so each
     expression is added to *every* existing term; with no required terms yet, one term
-    holding ``required`` is created. Preferred terms, pod (anti-)affinity are kept as-is.
+    holding ``required`` is created. A ``matchFields`` requirement takes exactly one value
+    for ``In`` (kube-apiserver's ``ValidateNodeFieldSelectorRequirement``: "must be only
+    one value when `operator` is 'In' or 'NotIn' for node field selector"), so each term
+    becomes one term per node, ``metadata.name In [<node>]``: (T1 or T2) and (n1 or n2)
+    = T1n1 or T1n2 or T2n1 or T2n2. Preferred terms, pod (anti-)affinity are kept as-is.
     """
     merged = thaw(affinity or {})
-    if not required:
+    nodes = list(nodes)
+    if not required and not nodes:
         return merged
     node = merged.setdefault("nodeAffinity", {})
     req = node.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
     terms = req.get("nodeSelectorTerms") or [{}]
     for term in terms:
-        term["matchExpressions"] = [*term.get("matchExpressions", []), *thaw(required)]
+        if required:
+            term["matchExpressions"] = [*term.get("matchExpressions", []), *thaw(required)]
+    if nodes:
+        terms = [{**thaw(term), "matchFields": [
+            *term.get("matchFields", []),
+            {"key": NODE_NAME_FIELD, "operator": "In", "values": [name]}]}
+            for term in terms for name in nodes]
     req["nodeSelectorTerms"] = terms
     return merged
 
@@ -412,9 +424,10 @@ def _job_pod_spec(spec: JobSpec) -> dict[str, Any]:
     tolerations: list[dict[str, Any]] = list(placement.get("tolerations") or [])
     if spec.gpu_resource is not None and GPU_TOLERATION not in tolerations:
         tolerations.append(dict(GPU_TOLERATION))
-    required = ([{"key": SWITCH_LABEL, "operator": "In", "values": [spec.switch]}]
+    required = ([{"key": spec.switch_label, "operator": "In", "values": [spec.switch]}]
                 if spec.switch else [])
-    affinity = merge_node_affinity(placement.get("affinity"), required)
+    # ... and on the nodes admission counted the replicas on, by name (k8s_sync.placement).
+    affinity = merge_node_affinity(placement.get("affinity"), required, spec.nodes)
 
     mounts = [{"name": SHM_VOLUME, "mountPath": SHM_PATH}]
     volumes: list[dict[str, Any]] = [
@@ -533,9 +546,19 @@ def pytorchjob_resume_patch(spec: JobSpec) -> dict[str, Any]:
     ``spec`` (e.g. ``resume=True`` and the new ``restart_count``).
 
     JSON merge patch replaces lists wholesale, so containers, env and volumes become
-    exactly what :func:`build_pytorchjob` renders; maps (labels) are merged. Replica
+    exactly what :func:`build_pytorchjob` renders; maps (labels) are merged, except the
+    pod's ``affinity`` and required node affinity, which are nulled when the spec renders
+    none (the placement of this admission replaces the last one's). Replica
     counts are part of the templates, so ``spec.workers`` must be the job's original.
     ``spec.suspend`` is ignored: the patch always sets ``suspend: false``.
     """
-    return {"spec": {"runPolicy": {"suspend": False},
-                     "pytorchReplicaSpecs": _replica_specs(spec)}}
+    replicas = _replica_specs(spec)
+    for replica in replicas.values():
+        # A merge patch merges maps: without an explicit null, the required node affinity
+        # of an earlier admission (another switch, other nodes) would survive the resume.
+        affinity = replica["template"]["spec"].setdefault("affinity", None)
+        if affinity is not None:
+            node = affinity.setdefault("nodeAffinity", None)
+            if node is not None:
+                node.setdefault("requiredDuringSchedulingIgnoredDuringExecution", None)
+    return {"spec": {"runPolicy": {"suspend": False}, "pytorchReplicaSpecs": replicas}}

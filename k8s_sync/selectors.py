@@ -18,6 +18,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from k8s_sync import placement
 from k8s_sync.models import (
     ClusterEvent,
     ObservedKind,
@@ -27,6 +28,7 @@ from k8s_sync.models import (
     ObservedQuota,
     ObservedStorageClass,
 )
+from k8s_sync.placement import node_topology, switch_of
 from k8s_sync.quantity import parse_quantity
 
 __all__ = [
@@ -80,6 +82,9 @@ class NodeCapacity:
     shared_allocated: int
     sharing_strategy: str
     share_memory_mib: int | None  # GPU memory per replica
+    #: The node's value of each topology level in force (widest first); ``switch`` is
+    #: the last one (``k8s_sync.placement.switch_of``).
+    topology: tuple[str, ...] = ()
 
     @property
     def whole_free(self) -> int:
@@ -128,6 +133,8 @@ class CapacityReport:
     nodes: tuple[NodeCapacity, ...]
     observed_at: datetime | None  # the last node list
     totals: Mapping[str, int] = field(default_factory=dict)
+    #: The node-label keys of the topology levels in force, widest first.
+    topology_levels: tuple[str, ...] = ()
 
 
 def _count(values: Mapping[str, Any], resource: str) -> int:
@@ -152,8 +159,10 @@ def _allocated_by_node() -> dict[str, dict[str, Decimal]]:
     return out
 
 
-def node_capacity(node: ObservedNode, allocated: Mapping[str, Decimal]) -> NodeCapacity:
-    """Split one node's allocatable GPU resources into whole cards, MIG and shared."""
+def node_capacity(node: ObservedNode, allocated: Mapping[str, Decimal],
+                  topology_levels: Iterable[str] | None = None) -> NodeCapacity:
+    """Split one node's allocatable GPU resources into whole cards, MIG and shared.
+    ``switch`` and ``topology`` follow ``topology_levels`` (None: the default levels)."""
     alloc = node.allocatable or {}
     used = {k: int(v) for k, v in allocated.items()}
     shared = node.sharing_strategy not in ("", "none")
@@ -175,7 +184,9 @@ def node_capacity(node: ObservedNode, allocated: Mapping[str, Decimal]) -> NodeC
         share_mem = int(node.labels.get("trainyard.io/gpu.shared-memory") or
                         node.gpu_memory_mib // max(1, node.gpu_replicas))
     return NodeCapacity(
-        name=node.name, gpu_model=node.gpu_model, rack=node.rack, switch=node.switch,
+        name=node.name, gpu_model=node.gpu_model, rack=node.rack,
+        switch=switch_of(node.labels, topology_levels),
+        topology=node_topology(node.labels, topology_levels),
         zone=node.zone, schedulable=node.schedulable, ready=node.ready,
         unschedulable=node.unschedulable, cards=node.gpu_count,
         card_memory_mib=node.gpu_memory_mib, whole_allocatable=whole, whole_allocated=whole_used,
@@ -212,10 +223,14 @@ def _model_totals(model: str, nodes: Iterable[NodeCapacity]) -> ModelCapacity:
     )
 
 
-def capacity_report() -> CapacityReport:
-    """The GPU inventory from the observed nodes and pods (three queries)."""
+def capacity_report(topology_levels: Iterable[str] | None = None) -> CapacityReport:
+    """The GPU inventory from the observed nodes and pods (three queries). Nodes'
+    ``switch``/``topology`` follow ``topology_levels``, by default the configured ones
+    (``placement.configured_topology_levels``)."""
+    levels = (placement.topology_levels(topology_levels) if topology_levels is not None
+              else placement.configured_topology_levels())
     allocated = _allocated_by_node()
-    nodes = [node_capacity(n, allocated.get(n.name, {}))
+    nodes = [node_capacity(n, allocated.get(n.name, {}), levels)
              for n in ObservedNode.objects.defer("raw", "capacity", "taints").order_by("name")]
     nodes.sort(key=lambda n: (not n.gpu_model, n.gpu_model, n.name))
     by_model: dict[str, list[NodeCapacity]] = defaultdict(list)
@@ -238,7 +253,7 @@ def capacity_report() -> CapacityReport:
     }
     return CapacityReport(models=models, nodes=tuple(nodes),
                           observed_at=bookkeeping.last_list_at if bookkeeping else None,
-                          totals=totals)
+                          totals=totals, topology_levels=levels)
 
 
 _COUNTED = {"nodes": ObservedNode, "pods": ObservedPod, "quotas": ObservedQuota,

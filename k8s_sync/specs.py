@@ -580,9 +580,15 @@ class JobSpec:
       ``checkpoint_storage_class`` + ``checkpoint_size_gib`` make Trainyard create
       ``<job>-ckpt`` (``manifests.build_checkpoint_pvc``); with neither, the checkpoint
       directory is an ``emptyDir`` that does **not** survive preemption.
-    * ``switch``: required node affinity on ``trainyard.io/switch`` (all replicas under one
-      leaf switch); ``placement`` is ``placement.dedicated_placement(tenant)`` (or any
-      ``{"tolerations", "affinity", "nodeSelector"}`` mapping), merged into every pod.
+    * ``switch``: required node affinity ``<switch_label> In [<switch>]`` (all replicas
+      under one leaf switch); ``switch_label`` is the last topology level of the policy
+      (``placement.switch_label``, default ``trainyard.io/switch``). ``nodes``: the nodes
+      admission counted the replicas on; required node affinity ``metadata.name In
+      [<node>]`` (``matchFields``, one term per node), so kube-scheduler cannot put a
+      replica elsewhere.
+      Both are ANDed into every required term of ``placement``, which is
+      ``placement.dedicated_placement(tenant)`` (or any ``{"tolerations", "affinity",
+      "nodeSelector"}`` mapping), merged into every pod.
     * ``annotations`` go on the pod templates (kubesim reads ``kubesim.trainyard.io/*``
       there). ``shm_gib`` sizes ``/dev/shm``; ``None`` derives it (see
       :attr:`effective_shm_gib`).
@@ -617,6 +623,8 @@ class JobSpec:
     resume: bool = False
     restart_count: int = 0
     switch: str = ""
+    switch_label: str = SWITCH_LABEL
+    nodes: tuple[str, ...] = ()
     placement: Mapping[str, Any] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
     suspend: bool = True
@@ -755,6 +763,15 @@ class JobSpec:
         # placement
         if self.switch and not naming.is_label_value(self.switch):
             raise ValueError(f"switch: not a label value: {self.switch!r}")
+        if not _is_qualified_name(self.switch_label):
+            raise ValueError(f"switch_label: not a label key: {self.switch_label!r}")
+        if isinstance(self.nodes, str):
+            raise ValueError("nodes: expected a sequence of node names, not one string")
+        nodes = tuple(sorted(set(self.nodes)))
+        for node in nodes:
+            if not isinstance(node, str) or not naming.is_dns1123_subdomain(node):
+                raise ValueError(f"nodes: not a node name: {node!r}")
+        object.__setattr__(self, "nodes", nodes)
         unknown = set(self.placement) - _PLACEMENT_KEYS
         if unknown:
             raise ValueError(f"placement: unknown keys {sorted(unknown)}; "

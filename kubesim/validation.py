@@ -342,6 +342,85 @@ def validate_pod(obj: dict) -> list[dict]:
                 errs.append(invalid_value(f"{f}.resources.requests", v,
                                           f"must be less than or equal to {r} limit of "
                                           f"{limits[r]}"))
+    errs += node_affinity_errors(spec)
+    return errs
+
+
+# Node affinity, as kube-apiserver validates it (pkg/apis/core/validation/validation.go:
+# ValidateNodeSelector, ValidateNodeSelectorTerm, ValidateNodeSelectorRequirement,
+# ValidateNodeFieldSelectorRequirement, ValidatePreferredSchedulingTerms).
+def _requirement_errors(f: str, rq: dict) -> list[dict]:
+    op, values = rq.get("operator"), rq.get("values") or []
+    errs = []
+    if op in ("In", "NotIn"):
+        if not values:
+            errs.append(cause(f + ".values", "Required value: must be specified when "
+                              "`operator` is 'In' or 'NotIn'", "FieldValueRequired"))
+    elif op in ("Exists", "DoesNotExist"):
+        if values:
+            errs.append(cause(f + ".values", "Forbidden: may not be specified when "
+                              "`operator` is 'Exists' or 'DoesNotExist'", "FieldValueForbidden"))
+    elif op in ("Gt", "Lt"):
+        if len(values) != 1:
+            errs.append(cause(f + ".values", "Required value: must be specified single value "
+                              "when `operator` is 'Lt' or 'Gt'", "FieldValueRequired"))
+    else:
+        errs.append(invalid_value(f + ".operator", op, "not a valid selector operator"))
+    key = rq.get("key")
+    if not isinstance(key, str) or label_errors({key: ""}, f + ".key"):
+        errs.append(invalid_value(f + ".key", key, "name part must consist of alphanumeric "
+                                  "characters, '-', '_' or '.', and must start and end with "
+                                  "an alphanumeric character"))
+    return errs
+
+
+def _field_requirement_errors(f: str, rq: dict) -> list[dict]:
+    op, values = rq.get("operator"), rq.get("values") or []
+    errs = []
+    if op in ("In", "NotIn"):
+        if len(values) != 1:
+            errs.append(cause(f + ".values", "Required value: must be only one value when "
+                              "`operator` is 'In' or 'NotIn' for node field selector",
+                              "FieldValueRequired"))
+    else:
+        errs.append(invalid_value(f + ".operator", op, "not a valid selector operator"))
+    if rq.get("key") != "metadata.name":
+        errs.append(invalid_value(f + ".key", rq.get("key"), "not a valid field selector key"))
+    else:
+        for i, value in enumerate(values):
+            if not isinstance(value, str) or not _SUBDOMAIN.match(value):
+                errs.append(invalid_value(f"{f}.values[{i}]", value, SUBDOMAIN_MSG))
+    return errs
+
+
+def _term_errors(f: str, term: dict) -> list[dict]:
+    errs = []
+    for j, rq in enumerate(term.get("matchExpressions") or []):
+        errs += _requirement_errors(f"{f}.matchExpressions[{j}]", rq)
+    for j, rq in enumerate(term.get("matchFields") or []):
+        errs += _field_requirement_errors(f"{f}.matchFields[{j}]", rq)
+    return errs
+
+
+def node_affinity_errors(spec: dict) -> list[dict]:
+    node = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    f = "spec.affinity.nodeAffinity"
+    errs = []
+    req = node.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if req is not None:
+        terms = req.get("nodeSelectorTerms") or []
+        rf = f + ".requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+        if not terms:
+            errs.append(cause(rf, "Required value: must have at least one node selector term",
+                              "FieldValueRequired"))
+        for i, term in enumerate(terms):
+            errs += _term_errors(f"{rf}[{i}]", term)
+    for i, pref in enumerate(node.get("preferredDuringSchedulingIgnoredDuringExecution") or []):
+        pf = f"{f}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
+        weight = pref.get("weight")
+        if not isinstance(weight, int) or not 1 <= weight <= 100:
+            errs.append(invalid_value(pf + ".weight", weight, "must be in the range 1-100"))
+        errs += _term_errors(pf + ".preference", pref.get("preference") or {})
     return errs
 
 

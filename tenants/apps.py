@@ -8,3 +8,6 @@ class TenantsConfig(AppConfig):
 
     def ready(self) -> None:
         from tenants import signals, texts  # noqa: F401  (registers codes and receivers)
+        from tenants.selectors import register_topology_source
+
+        register_topology_source()

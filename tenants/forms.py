@@ -171,6 +171,27 @@ class PolicyForm(forms.Form):
     def clean_egress_cidrs(self) -> list[str]:
         return _cidrs(self.cleaned_data["egress_cidrs"])
 
+    topology_levels = forms.CharField(
+        label=_("Topology levels"), required=False, widget=forms.Textarea(attrs={"rows": 3}),
+        help_text=_("Node-label keys of the network, widest first, one per line; a multi-node "
+                    "job runs under one value of the last one (its switch). Empty means "
+                    "trainyard.io/rack, then trainyard.io/switch. E.g. "
+                    "cloud.google.com/gce-topology-block, then "
+                    "cloud.google.com/gce-topology-subblock."))
+
+    def clean_topology_levels(self) -> list[str]:
+        from k8s_sync.placement import validate_topology_levels
+
+        text = (self.cleaned_data["topology_levels"] or "").replace(",", "\n")
+        levels = [line.strip() for line in text.splitlines() if line.strip()]
+        if not levels:
+            return []
+        try:
+            return list(validate_topology_levels(levels))
+        except ValueError as exc:
+            raise forms.ValidationError(TOPOLOGY_ERROR % {
+                "error": str(exc).removeprefix("topology_levels: ")}) from None
+
     def clean_overcommit_factors(self) -> dict[str, str]:
         return _pairs(self.cleaned_data["overcommit_factors"])
 
@@ -194,6 +215,9 @@ def _cidrs(text: str) -> list[str]:
         return parse_cidrs(text or "")
     except ValueError as exc:
         raise forms.ValidationError(str(exc)) from None
+
+
+TOPOLOGY_ERROR = _("Topology levels are node-label keys, widest first: %(error)s")
 
 
 def _pairs(text: str) -> dict[str, str]:

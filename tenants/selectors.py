@@ -445,3 +445,20 @@ def languages_of(users: list[AnyUser]) -> dict[int, str]:
 
 def language_of(user: AnyUser) -> str:
     return languages_of([user]).get(user.pk, settings.LANGUAGE_CODE)
+
+
+def topology_levels() -> tuple[str, ...]:
+    """The node-label keys of the network topology in force, widest first: the policy's,
+    or ``k8s_sync.placement.DEFAULT_TOPOLOGY_LEVELS`` when it names none."""
+    from k8s_sync.placement import topology_levels as levels_in_force
+    from tenants.models import Policy
+
+    return levels_in_force(Policy.current().topology_levels)
+
+
+def register_topology_source() -> None:
+    """Make the policy's levels the ones k8s_sync's readers use (capacity, switches)."""
+    from k8s_sync.placement import set_topology_source
+    from tenants.models import Policy
+
+    set_topology_source(lambda: Policy.current().topology_levels)

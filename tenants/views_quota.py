@@ -199,6 +199,7 @@ def policy_page(request: HttpRequest) -> HttpResponse:
         "dynamic_headroom": policy.dynamic_headroom * 100,
         "dynamic_idle_threshold": policy.dynamic_idle_threshold * 100,
         "egress_cidrs": "\n".join(policy.egress_cidrs or []),
+        "topology_levels": "\n".join(policy.topology_levels or []),
     }
     form = forms.PolicyForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():

@@ -48,6 +48,9 @@ class NodeCapacitySerializer(serializers.Serializer):
     shared_allocated = serializers.IntegerField()
     sharing_strategy = serializers.CharField()
     share_memory_mib = serializers.IntegerField(allow_null=True)
+    topology = serializers.ListField(
+        child=serializers.CharField(allow_blank=True),
+        help_text="the node's value of each topology level (see topology_levels)")
 
 
 class CapacitySerializer(serializers.Serializer):
@@ -55,6 +58,10 @@ class CapacitySerializer(serializers.Serializer):
     totals = serializers.DictField(child=serializers.IntegerField())
     models = ModelCapacitySerializer(many=True)
     nodes = NodeCapacitySerializer(many=True)
+    topology_levels = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="node-label keys of the topology in force, widest first; a node's switch "
+                  "is its value of the last")
 
 
 class ObserverSerializer(serializers.Serializer):

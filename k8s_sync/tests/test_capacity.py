@@ -142,6 +142,9 @@ def test_a_cordoned_node_is_not_schedulable_and_its_cards_are_not_free(client):
 
 def test_the_report_costs_a_fixed_number_of_queries(client, django_assert_max_num_queries):
     with django_assert_max_num_queries(3):
+        capacity_report(["trainyard.io/switch"])
+    capacity_report()  # the policy row exists from here on
+    with django_assert_max_num_queries(4):  # + the configured topology levels
         capacity_report()
 
 

@@ -214,8 +214,11 @@ class PolicySerializer(serializers.ModelSerializer):
         fields = ["overcommit_factors", "eviction_watermark", "production_grace_seconds",
                   "development_grace_seconds", "batch_grace_seconds", "default_quota",
                   "dev_pvc_reclaim_days", "dynamic_headroom", "dynamic_idle_threshold",
-                  "egress_cidrs", "updated_at"]
+                  "egress_cidrs", "topology_levels", "updated_at"]
         read_only_fields = ["production_grace_seconds", "updated_at"]
+        extra_kwargs = {"topology_levels": {"help_text": (
+            "node-label keys of the network topology, widest first; a multi-node job runs "
+            "under one value of the last; [] means trainyard.io/rack, trainyard.io/switch")}}
 
 
 class NotificationSerializer(serializers.ModelSerializer):

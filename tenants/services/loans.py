@@ -147,6 +147,7 @@ def loans_expire(*, now: dt.datetime | None = None) -> int:
 _POLICY_FIELDS = {"overcommit_factors", "eviction_watermark", "development_grace_seconds",
                   "batch_grace_seconds", "default_quota", "dev_pvc_reclaim_days",
                   "dynamic_headroom", "dynamic_idle_threshold", "egress_cidrs"}
+_POLICY_FIELDS |= {"topology_levels"}
 
 
 def policy_update(*, actor: AnyUser, **fields: Any) -> Policy:
@@ -189,6 +190,8 @@ def policy_update(*, actor: AnyUser, **fields: Any) -> Policy:
             parse_amounts(amounts or {"cpu": 0})
     if "egress_cidrs" in fields:
         fields["egress_cidrs"] = _egress_cidrs(fields["egress_cidrs"])
+    if "topology_levels" in fields:
+        fields["topology_levels"] = _topology_levels(fields["topology_levels"])
     with transaction.atomic():
         policy = Policy.objects.select_for_update().get(pk=Policy.current().pk)
         changes = {k: v for k, v in fields.items() if getattr(policy, k) != v}
@@ -205,3 +208,18 @@ def policy_update(*, actor: AnyUser, **fields: Any) -> Policy:
                 tenant__status__in=[TenantStatus.DELETING, TenantStatus.DELETED])
                 .values_list("pk", flat=True)))
     return policy
+
+
+def _topology_levels(value: Any) -> list[str]:
+    """The topology levels as stored: node-label keys, widest first; [] is the default."""
+    from k8s_sync.placement import validate_topology_levels
+
+    if value in (None, "", [], ()):
+        return []
+    try:
+        return list(validate_topology_levels(value))
+    except ValueError as exc:
+        raise ApplicationError(_("Topology levels are node-label keys, widest first: "
+                                 "%(error)s") % {
+            "error": str(exc).removeprefix("topology_levels: ")},
+            field="topology_levels") from None
