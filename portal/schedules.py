@@ -10,7 +10,8 @@ from __future__ import annotations
 from celery.schedules import crontab
 
 BEAT_SCHEDULE: dict[str, dict] = {
-    # every minute: opens maintenance windows (defragmentation) whose start has come
+    # every minute: opens maintenance windows (defragmentation) whose start has come,
+    # keeps their freed nodes cordoned, and uncordons them when a window ends
     "jobs.apply_maintenance_windows": {
         "task": "jobs.apply_maintenance_windows",
         "schedule": crontab(minute="*"),

@@ -65,7 +65,6 @@ def test_cidrs_are_parsed_as_the_api_server_would_and_normalised():
 
 def test_policy_and_tenant_cidrs_reach_every_pools_network_policy(
         teams, platform_admin, api, cluster, django_capture_on_commit_callbacks):
-    a, b = teams
     for ns in ("ty-a-prod", "ty-a-dev", "ty-b-prod", "ty-b-dev"):
         assert _cidrs(cluster, ns) == []
 
