@@ -10,6 +10,8 @@ from django.utils.translation import gettext_lazy as _
 
 from jobs.choices import Tier
 from jobs.templates import TEMPLATES
+from k8s_sync.templatetags.k8s_sync import mib as mib_label
+from k8s_sync.templatetags.k8s_sync import sharing as sharing_label
 
 
 class JobForm(forms.Form):
@@ -36,6 +38,15 @@ class JobForm(forms.Form):
                                          max_value=64)
     gpu_model = forms.ChoiceField(label=_("GPU model"), required=False, choices=[])
     mig_profile = forms.ChoiceField(label=_("or MIG slice"), required=False, choices=[])
+    gpu_shared = forms.BooleanField(
+        label=_("Shared GPUs (time-slicing or MPS)"), required=False,
+        help_text=_("The GPUs per worker are then shares of cards other jobs use too, each "
+                    "with its slice of the card's memory; only models the cluster shares."))
+    gpu_memory_gib_per_card = forms.DecimalField(
+        label=_("GPU memory limit per card (GiB)"), required=False, min_value=0,
+        decimal_places=3,
+        help_text=_("On HAMi nodes only: each card is limited to this much memory and the rest "
+                    "stays for other jobs. Empty: whole cards."))
     cpu_per_worker = forms.DecimalField(label=_("CPU cores per worker"), initial=8,
                                         min_value=0, decimal_places=3)
     memory_gib_per_worker = forms.DecimalField(label=_("Memory GiB per worker"), initial=64,
@@ -58,9 +69,11 @@ class JobForm(forms.Form):
         fields: Any = self.fields  # ChoiceFields; django-stubs types them as Field
         fields["template"].choices = [("", _("(blank)"))] + [
             (key, t["label"]) for key, t in TEMPLATES.items()]
-        models = sorted((inventory.gpus_per_node if inventory else {}).items())
+        whole = dict(inventory.gpus_per_node) if inventory else {}
+        shared = dict(getattr(inventory, "shared_per_node", {}) or {}) if inventory else {}
         fields["gpu_model"].choices = [("", _("(none)"))] + [
-            (m, _("%(what)s (≤%(n)s/node)") % {"what": m, "n": n}) for m, n in models]
+            (m, _gpu_model_label(m, whole.get(m), shared.get(m), inventory))
+            for m in sorted(set(whole) | set(shared))]
         classes = sorted((inventory.storage_classes if inventory else {}).items())
         fields["checkpoint_storage_class"].choices = [("", _("(none)"))] + [
             (name, _("%(name)s (default)") % {"name": name} if default else name)
@@ -100,6 +113,23 @@ class JobForm(forms.Form):
         for key in ("template", "pool"):
             data.pop(key, None)
         return data
+
+
+def _gpu_model_label(model: str, whole: int | None, shares: int | None, inventory: Any) -> str:
+    """A GPU model's menu label: its whole cards per node, and its shares when shared."""
+    parts = []
+    if whole:
+        parts.append(_("≤%(n)s/node") % {"n": whole})
+    if shares:
+        strategies = inventory.shared_strategies.get(model, ())
+        mib = inventory.shared_memory_mib.get(model, 0)
+        parts.append(_("shared: ≤%(n)s shares/node, %(memory)s each, %(how)s") % {
+            "n": shares, "memory": mib_label(mib),
+            "how": ", ".join(sharing_label(s) for s in strategies)})
+    if model in getattr(inventory, "hami_memory_mib", {}):
+        parts.append(_("HAMi memory limits"))
+    return "%s (%s)" % (model, "; ".join(parts))  # noqa: UP031 - both parts are translated
+
 
 
 def template_initial(key: str) -> dict[str, Any]:

@@ -107,6 +107,19 @@ class TrainingJob(models.Model):
         return self.workers * self.gpus_per_worker
 
     @property
+    def gpu_kind(self) -> str:
+        """What the GPUs per worker are: "" (CPU only), "whole" cards, "mig" slices,
+        "shared" (shares of time-sliced/MPS cards) or "hami" (cards limited to
+        ``gpu_memory_gib_per_card`` by HAMi)."""
+        if not self.gpus_per_worker:
+            return ""
+        if self.mig_profile:
+            return "mig"
+        if self.gpu_shared:
+            return "shared"
+        return "hami" if self.gpu_memory_gib_per_card else "whole"
+
+    @property
     def resource_key(self) -> str:
         """The quota resource this job's accelerators count against ("" for CPU only)."""
         if self.mig_profile:

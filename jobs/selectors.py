@@ -14,6 +14,7 @@ from jobs.models import JobTransition, TrainingJob
 from jobs.validation import Inventory
 from k8s_sync.models import ObservedNode
 from k8s_sync.quantity import parse_quantity
+from k8s_sync.selectors import node_capacity
 
 GIB = Decimal(1024**3)
 
@@ -50,12 +51,24 @@ def inventory() -> Inventory:
     """The largest node per GPU model and MIG profile, and the largest node's CPU/memory."""
     gpus: dict[str, int] = defaultdict(int)
     mig: dict[str, int] = defaultdict(int)
+    shared: dict[str, int] = defaultdict(int)
+    share_mib: dict[str, int] = {}
+    strategies: dict[str, set[str]] = defaultdict(set)
+    hami: dict[str, int] = defaultdict(int)
     max_cpu, max_mem = Decimal(0), Decimal(0)
-    for model, allocatable in ObservedNode.objects.values_list("gpu_model", "allocatable"):
-        alloc = allocatable or {}
-        whole = _int(alloc.get("nvidia.com/gpu"))
+    for node in ObservedNode.objects.defer("raw", "capacity", "taints"):
+        model, alloc = node.gpu_model, node.allocatable or {}
+        cap = node_capacity(node, {})
+        whole = cap.whole_allocatable  # HAMi: cards (its vGPUs of one pod are on distinct cards)
         if model and whole:
             gpus[model] = max(gpus[model], whole)
+        if model and cap.hami and node.gpu_memory_mib:
+            hami[model] = max(hami[model], node.gpu_memory_mib)
+        if model and cap.shared_allocatable:
+            shared[model] = max(shared[model], cap.shared_allocatable)
+            share_mib[model] = min(share_mib.get(model, cap.shared_memory_mib),
+                                   cap.shared_memory_mib)
+            strategies[model].add(cap.sharing_strategy)
         for key, value in alloc.items():
             if key.startswith("nvidia.com/mig-"):
                 profile = key.removeprefix("nvidia.com/mig-")
@@ -66,7 +79,35 @@ def inventory() -> Inventory:
 
     classes = dict(ObservedStorageClass.objects.values_list("name", "is_default"))
     return Inventory(dict(gpus), dict(mig), max_cpu, max_mem.quantize(Decimal("0.001")),
-                     classes)
+                     classes, shared_per_node=dict(shared), shared_memory_mib=share_mib,
+                     shared_strategies={m: tuple(sorted(v)) for m, v in strategies.items()},
+                     hami_memory_mib=dict(hami))
+
+
+def gpu_kind_label(clean: Any, inv: Inventory | None = None) -> str:
+    """The kind of GPU a job (or a cleaned submission) asks for, in words: whole cards, a
+    MIG slice, shares of a time-sliced/MPS card with their memory, or HAMi-limited cards."""
+    from django.utils.translation import gettext as _
+
+    from k8s_sync.templatetags.k8s_sync import mib, sharing
+
+    get = clean.get if isinstance(clean, dict) else lambda k: getattr(clean, k)
+    gpus, model = get("gpus_per_worker") or 0, get("gpu_model") or ""
+    if not gpus:
+        return _("CPU only")
+    if get("mig_profile"):
+        return _("MIG slices %(p)s") % {"p": get("mig_profile")}
+    if get("gpu_shared"):
+        inv = inv or inventory()
+        share = inv.shared_memory_mib.get(model)
+        how = ", ".join(sharing(s) for s in inv.shared_strategies.get(model, ())) or "—"
+        return _("shared %(model)s (%(how)s): %(n)s × %(share)s of GPU memory per worker") % {
+            "model": model, "how": how, "n": gpus, "share": mib(share)}
+    limit = get("gpu_memory_gib_per_card")
+    if limit:
+        return _("%(model)s vGPUs (HAMi), %(gib)s GiB of GPU memory per card") % {
+            "model": model, "gib": format(Decimal(limit).normalize(), "f")}
+    return _("whole %(model)s GPUs") % {"model": model}
 
 
 def storage_left(pool: Any, storage_class: str) -> Decimal | None:
@@ -232,6 +273,9 @@ def job_spec(job: TrainingJob):  # type: ignore[no-untyped-def]
         workers=job.workers - 1, gpus_per_replica=job.gpus_per_worker,
         gpu_product=job.gpu_model if not job.mig_profile else "",
         mig_profile=job.mig_profile,
+        gpu_shared=bool(job.gpu_shared and job.gpus_per_worker and not job.mig_profile),
+        gpu_memory_mib_per_card=(int(job.gpu_memory_gib_per_card * 1024)
+                                 if job.gpu_memory_gib_per_card else None),
         cpu_request=job.cpu_per_worker / 2 if job.cpu_per_worker >= 1 else job.cpu_per_worker,
         cpu_limit=job.cpu_per_worker,
         memory_request_gib=(job.memory_gib_per_worker * 9 / 10).quantize(Decimal("0.001")),

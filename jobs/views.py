@@ -82,6 +82,7 @@ def preview_data(request: HttpRequest, slug: str) -> tuple[dict, dict | None]:
     except SubmissionError as exc:
         return {"errors": exc.errors}, None
     result = selectors.preview(access.tenant, pool, clean, timezone.now())
+    result["gpu_kind"] = selectors.gpu_kind_label(clean)
     for key in ("eta_p50", "eta_p90"):
         result[key] = result[key].isoformat() if result[key] else None
     return {"errors": {}, "preview": result}, clean
@@ -104,6 +105,7 @@ def job_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         "access": access, "tenant": access.tenant, "job": job, "transitions": transitions,
         "gpu_hours": seconds * job.total_gpus / 3600, "run_seconds": seconds,
         "pods": selectors.pods_of(job), "events": selectors.events_of(job),
+        "gpu_kind": selectors.gpu_kind_label(job) if job.gpu_kind in ("shared", "hami") else "",
         "platform_admin": is_platform_admin(request.user),
     })
 

@@ -55,6 +55,9 @@ from k8s_sync.placement import NODE_NAME_FIELD
 from k8s_sync.specs import (
     GPU_PRODUCT_LABEL,
     GPU_RESOURCE,
+    HAMI_CORES_RESOURCE,
+    HAMI_MEMORY_RESOURCE,
+    SHARING_STRATEGY_LABEL,
     JobSpec,
     LimitSpec,
     NetworkSpec,
@@ -314,6 +317,12 @@ def desired_cluster_objects(tiers: Iterable[TierSpec] | None = None) -> list[Man
 #   when given, selects the base product (a profile such as 1g.10gb exists on A100-80GB
 #   and H100-80GB alike). MIG-single product labels (``...-MIG-1g.10gb``) advertise
 #   ``nvidia.com/gpu`` and are rejected with a MIG profile by JobSpec.
+# * Shared GPUs (time-slicing/MPS, ``renameByDefault``): ``nvidia.com/gpu.shared: N`` and
+#   ``nvidia.com/gpu.product=<model>-SHARED`` (GFD's label on such nodes; NVIDIA
+#   k8s-device-plugin README, "Shared Access to GPUs"), optionally
+#   ``nvidia.com/gpu.sharing-strategy``; ``nprocPerNode`` 1 (shares may be replicas of
+#   one card, and NCCL refuses two ranks on one device). HAMi: ``nvidia.com/gpu`` vGPUs
+#   plus ``nvidia.com/gpumem`` (MiB per card) and ``nvidia.com/gpucores`` (%) limits.
 # * GPU/MIG in requests and limits with equal values (the device plugin's extended
 #   resources cannot be overcommitted); CPU/memory requests may be below limits.
 # * GPU pods tolerate ``nvidia.com/gpu:NoSchedule`` (the GPU Operator's customary taint);
@@ -380,6 +389,12 @@ def _job_resources(spec: JobSpec) -> dict[str, dict[str, str]]:
     device = spec.gpu_resource
     if device is not None:
         requests[device] = limits[device] = str(spec.gpus_per_replica)
+    # HAMi: memory (MiB) and cores (%) per card, read by its scheduler extender and its
+    # in-container limiter (HAMi-core) from the limits; requests == limits like the GPUs.
+    for resource, value in ((HAMI_MEMORY_RESOURCE, spec.gpu_memory_mib_per_card),
+                            (HAMI_CORES_RESOURCE, spec.gpu_cores_percent)):
+        if value is not None:
+            requests[resource] = limits[resource] = str(value)
     return {"requests": dict(sorted(requests.items())), "limits": dict(sorted(limits.items()))}
 
 
@@ -420,7 +435,9 @@ def _job_pod_spec(spec: JobSpec) -> dict[str, Any]:
     placement = thaw(spec.placement)
     node_selector: dict[str, str] = dict(placement.get("nodeSelector") or {})
     if spec.gpu_product:
-        node_selector[GPU_PRODUCT_LABEL] = spec.gpu_product
+        node_selector[GPU_PRODUCT_LABEL] = spec.gpu_product_label  # <model>-SHARED if shared
+    if spec.sharing_strategy:
+        node_selector[SHARING_STRATEGY_LABEL] = spec.sharing_strategy
     tolerations: list[dict[str, Any]] = list(placement.get("tolerations") or [])
     if spec.gpu_resource is not None and GPU_TOLERATION not in tolerations:
         tolerations.append(dict(GPU_TOLERATION))

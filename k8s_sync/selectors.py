@@ -37,6 +37,10 @@ __all__ = [
 ]
 
 GPU, GPU_SHARED, MIG_PREFIX = "nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-"
+HAMI_LABEL = ("gpu", "on")  # the node label HAMi's device plugin DaemonSet selects
+HAMI_MEMORY = "nvidia.com/gpumem"  # MiB per card, a pod limit HAMi's scheduler checks
+# pseudo-resource of _allocated_by_node: vGPUs whose pods set nvidia.com/gpumem
+HAMI_CARDS_LIMITED = "trainyard.io/hami-vgpus-with-gpumem"
 _MIG_NAME = re.compile(r"^(\d+)g\.(\d+)gb$")
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
@@ -85,6 +89,21 @@ class NodeCapacity:
     #: The node's value of each topology level in force (widest first); ``switch`` is
     #: the last one (``k8s_sync.placement.switch_of``).
     topology: tuple[str, ...] = ()
+    # HAMi (label gpu=on): nvidia.com/gpu counts vGPUs, vgpus_per_card of them per card;
+    # whole_allocatable is then the cards, and hami_memory_allocated_mib what pods hold by
+    # their nvidia.com/gpumem limits (a vGPU without one holds its whole card).
+    vgpus_per_card: int = 0
+    hami_vgpus_allocated: int = 0
+    hami_memory_allocated_mib: int = 0
+
+    @property
+    def hami(self) -> bool:
+        return self.vgpus_per_card > 0
+
+    @property
+    def shared_memory_mib(self) -> int:
+        """GPU memory per share (time-slicing/MPS replica); 0 on a node without shares."""
+        return self.share_memory_mib or 0
 
     @property
     def whole_free(self) -> int:
@@ -102,6 +121,8 @@ class NodeCapacity:
     @property
     def memory_allocated_mib(self) -> int:
         """GPU memory held by pods: whole cards, MIG slices (by profile) and shares."""
+        if self.hami:
+            return self.hami_memory_allocated_mib
         return (self.whole_allocated * (self.card_memory_mib or 0)
                 + sum(m.allocated * (m.memory_mib or 0) for m in self.mig)
                 + self.shared_allocated * (self.share_memory_mib or 0))
@@ -150,12 +171,21 @@ def _allocated_by_node() -> dict[str, dict[str, Decimal]]:
     pods = (ObservedPod.objects.exclude(node_name="").exclude(phase__in=TERMINAL_PHASES)
             .values_list("node_name", "requests"))
     for node_name, requests in pods:
-        for resource, qty in (requests or {}).items():
+        requests = requests or {}
+        for resource, qty in requests.items():
             if resource.startswith("nvidia.com/"):
                 try:
                     out[node_name][resource] += parse_quantity(qty)
                 except ValueError:
                     continue
+        if HAMI_MEMORY in requests:  # the gpumem limit is per card: one per vGPU
+            try:
+                vgpus = parse_quantity(requests.get(GPU) or 0)
+                out[node_name][HAMI_MEMORY] += parse_quantity(requests[HAMI_MEMORY]) * (
+                    vgpus - 1)
+                out[node_name][HAMI_CARDS_LIMITED] += vgpus
+            except ValueError:
+                continue
     return out
 
 
@@ -179,6 +209,16 @@ def node_capacity(node: ObservedNode, allocated: Mapping[str, Decimal],
         whole = whole_used = 0
     elif shared and not shared_alloc:  # replicas advertised as nvidia.com/gpu (no rename)
         shared_alloc, shared_used, whole, whole_used = whole, whole_used, 0, 0
+    vgpus_per_card = hami_vgpus = hami_mem = 0
+    if node.labels.get(HAMI_LABEL[0]) == HAMI_LABEL[1] and node.gpu_count and not shared:
+        # HAMi registers cards x deviceSplitCount vGPUs as nvidia.com/gpu (Project-HAMi/HAMi)
+        vgpus_per_card = max(1, whole // node.gpu_count)
+        hami_vgpus = whole_used
+        card = node.gpu_memory_mib or 0
+        hami_mem = min(node.gpu_count * card, int(allocated.get(HAMI_MEMORY, 0))
+                       + max(0, whole_used - int(allocated.get(HAMI_CARDS_LIMITED, 0))) * card)
+        whole = node.gpu_count
+        whole_used = min(whole, -(-hami_mem // card) if card else whole_used)
     share_mem = None
     if shared and node.gpu_memory_mib:
         share_mem = int(node.labels.get("trainyard.io/gpu.shared-memory") or
@@ -194,6 +234,8 @@ def node_capacity(node: ObservedNode, allocated: Mapping[str, Decimal],
                   for p, (a, u) in sorted(mig.items(), key=_mig_order)),
         shared_allocatable=shared_alloc, shared_allocated=shared_used,
         sharing_strategy=node.sharing_strategy if shared else "", share_memory_mib=share_mem,
+        vgpus_per_card=vgpus_per_card, hami_vgpus_allocated=hami_vgpus,
+        hami_memory_allocated_mib=hami_mem,
     )
 
 

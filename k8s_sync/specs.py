@@ -40,8 +40,12 @@ from k8s_sync import naming
 __all__ = [
     "GPU_PRODUCT_LABEL",
     "GPU_RESOURCE",
+    "HAMI_CORES_RESOURCE",
+    "HAMI_MEMORY_RESOURCE",
     "MAX_RUN_SECONDS",
     "SHARED_GPU_RESOURCE",
+    "SHARED_SUFFIX",
+    "SHARING_STRATEGY_LABEL",
     "SWITCH_LABEL",
     "JobSpec",
     "LimitSpec",
@@ -407,6 +411,11 @@ def default_tiers() -> tuple[TierSpec, ...]:
 
 #: Node label (GPU Feature Discovery) naming the GPU model, e.g. ``NVIDIA-H800``.
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+SHARED_SUFFIX = "-SHARED"  # GFD's product suffix on renamed shared GPUs
+SHARING_STRATEGY_LABEL = "nvidia.com/gpu.sharing-strategy"
+SHARING_STRATEGIES = ("time-slicing", "mps")
+HAMI_MEMORY_RESOURCE = "nvidia.com/gpumem"  # MiB per card (HAMi)
+HAMI_CORES_RESOURCE = "nvidia.com/gpucores"  # % of a card (HAMi)
 #: Node label naming the leaf switch a node hangs off (kubesim and Trainyard topology).
 SWITCH_LABEL = "trainyard.io/switch"
 #: Prefix of the environment variables Trainyard sets itself; users may not set them.
@@ -566,6 +575,11 @@ class JobSpec:
     of model ``gpu_product`` (the ``nvidia.com/gpu.product`` node label), or exactly one
     MIG slice of ``mig_profile`` (``nvidia.com/mig-<profile>``, mixed strategy; a CUDA
     process sees one MIG device and NCCL cannot use MIG peers), or no GPU.
+    ``gpu_shared``: the ``gpus_per_replica`` are shares of time-sliced/MPS cards
+    (``nvidia.com/gpu.shared``, product label ``<gpu_product>-SHARED``, optionally
+    ``sharing_strategy``). ``gpu_memory_mib_per_card`` / ``gpu_cores_percent``: HAMi's
+    ``nvidia.com/gpumem`` / ``nvidia.com/gpucores`` limits per card, on whole GPUs (which
+    HAMi serves as vGPUs on distinct cards).
 
     * CPU and memory: requests may be below limits (idle headroom is shared); each
       request must not exceed its limit. Requests are rounded down to 1 millicore / 1 MiB
@@ -610,6 +624,10 @@ class JobSpec:
     gpus_per_replica: int = 0
     gpu_product: str = ""
     mig_profile: str = ""
+    gpu_shared: bool = False
+    sharing_strategy: str = ""
+    gpu_memory_mib_per_card: int | None = None
+    gpu_cores_percent: int | None = None
     cpu_request: Number = 1
     cpu_limit: Number = 1
     memory_request_gib: Number = 4
@@ -692,6 +710,7 @@ class JobSpec:
                                  "job would occupy a GPU node)")
             if not naming.is_label_value(self.gpu_product):
                 raise ValueError(f"gpu_product: not a label value: {self.gpu_product!r}")
+        self._check_gpu_sharing()
         # compute: requests are policy-derived (e.g. 90 % of the limit), so they are
         # rounded *down* to what a quantity can carry (1m, 1Mi); limits must be exact.
         for name, unit in (("cpu_request", Decimal("0.001")),
@@ -777,11 +796,11 @@ class JobSpec:
             raise ValueError(f"placement: unknown keys {sorted(unknown)}; "
                              f"expected some of {sorted(_PLACEMENT_KEYS)}")
         selector = dict(self.placement.get("nodeSelector") or {})
-        if self.gpu_product and selector.get(GPU_PRODUCT_LABEL, self.gpu_product) != (
-                self.gpu_product):
+        if self.gpu_product and selector.get(GPU_PRODUCT_LABEL, self.gpu_product_label) != (
+                self.gpu_product_label):
             raise ValueError(f"placement: nodeSelector {GPU_PRODUCT_LABEL}="
                              f"{selector[GPU_PRODUCT_LABEL]!r} conflicts with gpu_product "
-                             f"{self.gpu_product!r}")
+                             f"{self.gpu_product_label!r}")
         object.__setattr__(self, "placement", _deep_freeze(dict(self.placement)))
         for key, value in dict(self.annotations).items():
             if not _is_qualified_name(key):
@@ -792,7 +811,52 @@ class JobSpec:
                                  f"got {value!r}")
         object.__setattr__(self, "annotations", _frozen(self.annotations))
 
+    def _check_gpu_sharing(self) -> None:
+        """Shared GPUs (time-slicing/MPS replicas) and HAMi vGPU limits."""
+        if not isinstance(self.gpu_shared, bool):
+            raise ValueError(f"gpu_shared: expected a bool, got {self.gpu_shared!r}")
+        if self.gpu_shared:
+            if self.mig_profile:
+                raise ValueError("gpu_shared: a shared GPU takes no MIG profile (the device "
+                                 "plugin cannot share with MPS on MIG, and Trainyard does not "
+                                 "time-slice MIG slices)")
+            if self.gpus_per_replica == 0 or not self.gpu_product:
+                raise ValueError("gpu_shared: needs gpus_per_replica > 0 (the shares per "
+                                 "replica) and gpu_product (the card model)")
+            if "-MIG-" in self.gpu_product:
+                raise ValueError(f"gpu_shared: {self.gpu_product!r} is a MIG product label")
+        elif self.gpu_product.endswith(SHARED_SUFFIX):
+            raise ValueError(f"gpu_product: {self.gpu_product!r} is a shared-GPU product "
+                             "label: set gpu_shared=True (and give the card model)")
+        if self.sharing_strategy:
+            if not self.gpu_shared:
+                raise ValueError("sharing_strategy: only for a shared GPU (gpu_shared=True)")
+            if self.sharing_strategy not in SHARING_STRATEGIES:
+                raise ValueError(f"sharing_strategy: {self.sharing_strategy!r} is not one of "
+                                 f"{SHARING_STRATEGIES}")
+        for name, high in (("gpu_memory_mib_per_card", None), ("gpu_cores_percent", 100)):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{name}: expected a whole number, got {value!r}")
+            if value <= 0 or (high is not None and value > high):
+                raise ValueError(f"{name}: must be between 1 and {high}" if high
+                                 else f"{name}: must be > 0, got {value}")
+            if self.gpus_per_replica == 0 or self.mig_profile or self.gpu_shared:
+                raise ValueError(f"{name}: a HAMi limit applies to whole or HAMi vGPUs only "
+                                 "(gpus_per_replica > 0, no mig_profile, not gpu_shared)")
+
     # --- derived -----------------------------------------------------------------------------
+
+    @property
+    def gpu_product_label(self) -> str:
+        """The ``nvidia.com/gpu.product`` value the pods select: the card model, with GFD's
+        ``-SHARED`` suffix for a shared GPU (``renameByDefault``; NVIDIA k8s-device-plugin
+        README, "Shared Access to GPUs")."""
+        if self.gpu_shared and not self.gpu_product.endswith(SHARED_SUFFIX):
+            return self.gpu_product + SHARED_SUFFIX
+        return self.gpu_product
 
     @property
     def name(self) -> str:
@@ -820,6 +884,8 @@ class JobSpec:
         """The extended resource each pod requests (``None`` for CPU-only jobs)."""
         if self.gpus_per_replica == 0:
             return None
+        if self.gpu_shared:
+            return SHARED_GPU_RESOURCE
         return mig_resource(self.mig_profile) if self.mig_profile else GPU_RESOURCE
 
     @property

@@ -71,6 +71,9 @@ class JobSerializer(serializers.ModelSerializer):
     wait_reason_code = TextCodeField(source="wait_reason")
     preempt_reason = RenderedTextField()
     preempt_reason_code = TextCodeField(source="preempt_reason")
+    gpu_kind = serializers.CharField(
+        read_only=True, help_text='"" (CPU only), "whole", "mig", "shared" (time-slicing/MPS '
+                                  'shares) or "hami" (cards limited to gpu_memory_gib_per_card)')
 
     class Meta:
         model = TrainingJob
@@ -83,7 +86,8 @@ class JobSerializer(serializers.ModelSerializer):
                   "submitted_at", "admitted_at",
                   "started_at", "finished_at", "position_in_pool", "position_in_model",
                   "eta_p50", "eta_p90", "wait_reason", "wait_reason_code", "preempt_reason",
-                  "preempt_reason_code", "preempt_deadline", "last_error"]
+                  "preempt_reason_code", "preempt_deadline", "last_error",
+                  "gpu_shared", "gpu_memory_gib_per_card", "gpu_kind"]
 
 
 class JobInput(serializers.Serializer):
@@ -101,6 +105,14 @@ class JobInput(serializers.Serializer):
     gpus_per_worker = serializers.IntegerField(default=0)
     gpu_model = serializers.CharField(required=False, default="", allow_blank=True)
     mig_profile = serializers.CharField(required=False, default="", allow_blank=True)
+    gpu_shared = serializers.BooleanField(
+        required=False, default=False,
+        help_text="gpus_per_worker are shares of a time-sliced/MPS card of gpu_model "
+                  "(nvidia.com/gpu.shared).")
+    gpu_memory_gib_per_card = serializers.DecimalField(
+        max_digits=8, decimal_places=3, required=False, allow_null=True, default=None,
+        help_text="HAMi: limit each card to this much GPU memory (nvidia.com/gpumem); "
+                  "null = whole cards.")
     cpu_per_worker = serializers.DecimalField(max_digits=8, decimal_places=3, default=4)
     memory_gib_per_worker = serializers.DecimalField(max_digits=10, decimal_places=3,
                                                      default=16)

@@ -40,6 +40,7 @@
     });
     var p = data.preview;
     if (!p) { return; }
+    if (p.gpu_kind) { box.appendChild(text("p", p.gpu_kind, "muted")); }
     if (p.resource) {
       box.appendChild(text("p", p.fits_quota
         ? interpolate(gettext("Fits your quota: %(used)s / %(quota)s %(resource)s"),
