@@ -406,3 +406,19 @@ def maintenance_held_nodes(now) -> set[str]:  # type: ignore[no-untyped-def]
         held |= set(((plan or {}).get("applied") or {}).get("nodes") or [])
         held |= set(nodes or [])
     return held
+
+
+def start_observations(job: TrainingJob):  # type: ignore[no-untyped-def]
+    """What the cluster said about a job whose pods have not started
+    (``jobs.podstart.Seen`` lists): its unstarted pods' reasons and its events."""
+    from jobs.podstart import Seen
+    from k8s_sync.models import ClusterEvent, ObservedPod
+
+    pods = [Seen(reason, message) for reason, message in ObservedPod.objects.filter(
+        namespace=job.pool.namespace, job=str(job.pk)).exclude(
+        phase__in=["Running", "Succeeded", "Failed"]).values_list("reason", "message")]
+    events = [Seen(reason, message, at) for reason, message, at in ClusterEvent.objects.filter(
+        involved_namespace=job.pool.namespace, involved_name__startswith=job.k8s_name
+    ).order_by("-last_seen").values_list("reason", "message", "last_seen")[:50]
+    ] if job.k8s_name else []
+    return pods, events

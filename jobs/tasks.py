@@ -19,7 +19,7 @@ from typing import Any
 
 from celery import shared_task
 from django.core.cache import cache
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from jobs import selectors, services
@@ -53,12 +53,26 @@ def sync_job(self, job_id: int) -> str:  # type: ignore[no-untyped-def]
                                  job.pool.namespace, propagation_policy="Foreground")
             return "absent"
         if job.state in (JobState.SUCCEEDED, JobState.FAILED):
+            if (job.state == JobState.FAILED and job.in_cluster and not job.cluster_suspended
+                    and job.started_at is None):
+                # Failed before its pods ever started (the pod-start deadline): suspend it,
+                # so its pending pods go and their nodes' GPUs are free again.
+                client.patch("kubeflow.org/v1", "PyTorchJob", job.k8s_name,
+                             manifests.pytorchjob_suspend_patch(True), job.pool.namespace)
+                TrainingJob.objects.filter(pk=job.pk).update(cluster_suspended=True)
+                return "suspended"
             return "finished"
-        spec = selectors.job_spec(job)
-        pvc = manifests.build_checkpoint_pvc(spec)
+        try:
+            spec = selectors.job_spec(job)
+            pvc = manifests.build_checkpoint_pvc(spec)
+            pytorchjob = manifests.build_pytorchjob(spec)
+        except DatabaseError:
+            raise
+        except Exception as exc:  # any build failure (a ValueError of JobSpec, mostly)
+            return _unbuildable(job, exc)
         if pvc is not None:
             client.create_if_absent(pvc)
-        obj, created = client.create_if_absent(manifests.build_pytorchjob(spec))
+        obj, created = client.create_if_absent(pytorchjob)
         suspended = bool(((obj.get("spec") or {}).get("runPolicy") or {}).get("suspend"))
         if suspended != spec.suspend:
             # Un-suspending also refreshes the pod templates (TRAINYARD_RESUME, the restart
@@ -86,6 +100,24 @@ def sync_job(self, job_id: int) -> str:  # type: ignore[no-untyped-def]
             return "rejected"
         return "error"
     return "created" if created else ("suspended" if spec.suspend else "running")
+
+
+def _unbuildable(job: TrainingJob, exc: Exception) -> str:
+    """The job's spec or manifests cannot be built (submission checks the same code, so
+    this is a job from before a rule or a policy changed): fail a job that is not running
+    yet, with the reason on its page, and free its reservation; never an exception that
+    leaves it admitted, holding quota, with no PyTorchJob."""
+    error = (str(exc) or type(exc).__name__)[:1000]
+    log.error("job %s cannot be built for the cluster: %s", job.pk, error, exc_info=exc)
+    TrainingJob.objects.filter(pk=job.pk).update(last_error=error)
+    text = stored_text("jobs.transition.unbuildable", error=error)
+    if services.job_transition(job_id=job.pk, from_states=[JobState.QUEUED, JobState.ADMITTED],
+                               to_state=JobState.FAILED, reason="Unbuildable",
+                               finished_at=timezone.now(), message=text):
+        services.kick_admission()  # its quota is free again
+        services.job_notify_owner(job=job, text=text, email=True)
+        return "unbuildable"
+    return "error"  # running or preempting: its PyTorchJob exists; the error is on its page
 
 
 def _refused(exc: K8sError) -> bool:
@@ -142,6 +174,58 @@ def observe_jobs(now: dt.datetime) -> dict[str, int]:
     return counts
 
 
+def enforce_pod_start(now: dt.datetime) -> dict[str, int]:
+    """No job holds quota without pods: an admitted job whose pods have not all started
+    within ``Policy.pod_start_deadline_seconds`` of its admission goes back to the queue
+    (its PyTorchJob suspended, its GPUs free for this pass) with the cluster's reason on
+    its page and in a notification, or fails after ``Policy.pod_start_attempts`` such
+    admissions (see :mod:`jobs.podstart`)."""
+    from jobs import podstart
+    from tenants.models import Policy
+
+    policy = Policy.current()
+    deadline = int(policy.pod_start_deadline_seconds or 0)
+    attempts = max(1, int(policy.pod_start_attempts or 1))
+    counts = {"start_requeued": 0, "start_failed": 0}
+    if deadline <= 0:
+        return counts
+    stuck = TrainingJob.objects.filter(
+        state=JobState.ADMITTED, admitted_at__lte=now - dt.timedelta(seconds=deadline)
+    ).select_related("tenant", "pool", "submitted_by")
+    for job in stuck:
+        returns = job.transitions.filter(reason="NotStarted", to_state=JobState.QUEUED).count()
+        decision = podstart.verdict(admitted_at=job.admitted_at, now=now,
+                                    deadline_seconds=deadline, returns=returns,
+                                    attempts=attempts)
+        if decision == "wait":
+            continue
+        pods, events = selectors.start_observations(job)
+        why = podstart.cause(pods=pods, events=events, image=job.image,
+                             in_cluster=job.in_cluster, last_error=job.last_error)
+        minutes = max(1, round(deadline / 60))
+        if decision == "requeue":
+            text = stored_text("jobs.transition.start_requeued", minutes=minutes, cause=why,
+                               n=returns + 1, max=attempts)
+            moved = services.job_transition(
+                job_id=job.pk, from_states=[JobState.ADMITTED], to_state=JobState.QUEUED,
+                reason="NotStarted", message=text, at=now, admitted_at=None, borrowing=False,
+                placement=[], switch="")
+        else:
+            text = stored_text("jobs.transition.start_failed", minutes=minutes, cause=why,
+                               max=attempts)
+            moved = services.job_transition(
+                job_id=job.pk, from_states=[JobState.ADMITTED], to_state=JobState.FAILED,
+                reason="NotStarted", message=text, at=now, finished_at=now, placement=[])
+        if not moved:
+            continue
+        log.warning("job %s: pods not started within %ss (%s): %s", job.pk, deadline,
+                    decision, why)
+        counts["start_requeued" if decision == "requeue" else "start_failed"] += 1
+        services.schedule_sync(job.pk)  # suspend its PyTorchJob: the pending pods go
+        services.job_notify_owner(job=job, text=text, email=decision == "fail")
+    return counts
+
+
 def _pods_remain(job: TrainingJob) -> bool:
     """Whether any pod of the job is still observed, terminating ones included: until
     they are gone their GPUs are held, so the job is not back in the queue yet."""
@@ -164,6 +248,7 @@ def admission_cycle() -> dict[str, Any]:
         except K8sError as exc:
             log.warning("admission cycle: cannot read PyTorchJobs: %s", exc)
             observed = {}
+        observed.update(enforce_pod_start(now))
         with transaction.atomic():
             state = AdmissionState.objects.select_for_update().get_or_create(pk=1)[0]
             result = _decide_and_apply(now)
