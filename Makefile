@@ -43,6 +43,7 @@ run: $(STAMP)-run
 test: $(STAMP)-dev
 	@bash scripts/ensure-kubectl.sh || echo "kubectl unavailable: kubectl tests will be skipped"
 	@bash scripts/ensure-test-tools.sh
+	@bash scripts/ensure-torch.sh $(BIN)/python
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)-dev

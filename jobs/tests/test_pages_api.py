@@ -47,7 +47,7 @@ def test_anonymous_api_is_401(api, job):
 def test_submit_from_the_form(login, bob, quota):
     client = login(bob)
     page = client.get("/t/acme/jobs/new/?template=ddp-8gpu").content.decode()
-    assert "torchrun --nproc-per-node=8 train.py" in page and H800 in page
+    assert "torchrun /workspace/train_resumable.py" in page and H800 in page
     response = client.post("/t/acme/jobs/new/", {
         "name": "ddp-run", "pool": "dev", "tier": "development",
         "image": "pytorch/pytorch:2.4.0", "command": "torchrun train.py", "args": "--lr 3e-4",
