@@ -536,6 +536,36 @@ def abnormal_jobs(*, now: dt.datetime | None = None, limit: int = 25) -> list[di
                     "resource": short_model(j.mig_profile or j.gpu_model),
                     "mean_util": round(u.mean_util, 1) if u else None,
                     "reasons": reasons, "hold_reason": stored, "low_util": u is not None})
+    return out + _stuck_admitted(now=now, limit=limit)
+
+
+STUCK_AFTER = dt.timedelta(minutes=5)
+
+
+def _stuck_admitted(*, now: dt.datetime, limit: int) -> list[dict[str, Any]]:
+    """Admitted jobs holding GPUs whose pods have not started for 5 minutes (the
+    pod-start deadline sends them back to the queue later), with their pods' reasons."""
+    jobs = list(TrainingJob.objects.filter(state=JobState.ADMITTED,
+                                           admitted_at__lte=now - STUCK_AFTER)
+                .select_related("tenant", "pool")
+                .only("id", "name", "state", "held", "workers", "gpus_per_worker", "gpu_model",
+                      "mig_profile", "admitted_at", "tenant__slug", "pool__kind")
+                .order_by("admitted_at")[:limit])
+    why: dict[str, set[str]] = defaultdict(set)
+    for job_id, reason in (ObservedPod.objects.filter(job__in=[str(j.pk) for j in jobs])
+                           .exclude(reason="").values_list("job", "reason")):
+        why[job_id].add(reason)
+    out = []
+    for j in jobs:
+        minutes = (now - j.admitted_at).total_seconds() / 60 if j.admitted_at else 0
+        reasons = [_("admitted %(d)s ago, its pods have not started") % {
+            "d": humanize_minutes(minutes)}]
+        if why.get(str(j.pk)):
+            reasons.append(", ".join(sorted(why[str(j.pk)])))
+        out.append({"job": j, "tenant": j.tenant.slug, "gpus": j.total_gpus,
+                    "resource": short_model(j.mig_profile or j.gpu_model), "mean_util": None,
+                    "reasons": reasons, "hold_reason": [message("jobs.hold.abnormal")],
+                    "low_util": False, "not_started": True})
     return out
 
 
