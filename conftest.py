@@ -10,7 +10,11 @@ objects) and for anonymous access (redirect to login, or 401).
 
 from __future__ import annotations
 
+import datetime as dt
+import os
+
 import pytest
+import time_machine
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
@@ -18,6 +22,23 @@ from tenants.choices import MembershipRole, PlatformRoleName, PoolKind
 from tenants.models import Membership, PlatformRole, Pool, Tenant
 
 pytest_plugins = ["kubesim.testing"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """``TRAINYARD_TEST_CLOCK_DAYS=400 make test`` runs the whole suite with the wall clock
+    moved that many days ahead (time goes on ticking from there), to prove that no test
+    depends on today's date. Monotonic clocks are left alone, so timeouts behave."""
+    days = os.environ.get("TRAINYARD_TEST_CLOCK_DAYS", "").strip()
+    if days:
+        ahead = dt.datetime.now(dt.UTC) + dt.timedelta(days=float(days))
+        config._trainyard_clock = time_machine.travel(ahead, tick=True)  # type: ignore[attr-defined]
+        config._trainyard_clock.start()  # type: ignore[attr-defined]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    clock = getattr(config, "_trainyard_clock", None)
+    if clock is not None:
+        clock.stop()
 
 PASSWORD = "correct-horse-battery-staple"
 
