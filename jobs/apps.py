@@ -8,3 +8,4 @@ class JobsConfig(AppConfig):
 
     def ready(self) -> None:
         from jobs import texts  # noqa: F401  (registers the jobs app's stored-text codes)
+        from jobs import volumes  # noqa: F401  (keeps active jobs' checkpoint volumes)

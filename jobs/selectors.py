@@ -187,12 +187,51 @@ def admission_inputs(now):  # type: ignore[no-untyped-def]
         factor = pool.tenant.elastic_factor if pool.tenant.quota_mode == "overcommitted" else 1
         quotas.append(PoolQuota(tenant=pool.tenant.slug, pool=pool.kind, nominal=amounts,
                                 ceiling={k: int(v * factor) for k, v in amounts.items()}))
+    quotas = _with_guarantees(quotas)
     engine_policy = EnginePolicy(
         watermark=float(policy.eviction_watermark),
         grace_seconds={"production": 0, "development": policy.development_grace_seconds,
                        "batch": policy.batch_grace_seconds})
     return {"nodes": nodes, "jobs": jobs, "quotas": quotas, "policy": engine_policy,
-            "history": job_history(now), "now": now}
+            "history": job_history(now), "now": now,
+            "physical": {k: u.use for k, u in physical_use_now().items()}}
+
+
+def _with_guarantees(quotas: list) -> list:
+    """Each overcommitted-mode tenant's pool quotas with their guaranteed part per GPU/MIG
+    key (``tenants.quota.guaranteed_amount``: the number its quota pages show); other
+    pools are guaranteed their whole nominal quota (the engine's default)."""
+    from dataclasses import replace
+
+    from tenants.models import Tenant
+    from tenants.quota import guaranteed_amount
+    from tenants.selectors import guaranteed_shares
+
+    over = set(Tenant.objects.filter(quota_mode="overcommitted").values_list("slug", flat=True))
+    if not over:
+        return quotas
+    shares = guaranteed_shares()
+    out = []
+    for q in quotas:
+        if q.tenant in over:
+            q = replace(q, guaranteed={
+                k: int(guaranteed_amount(k, Decimal(v), shares.get(k, Decimal(1))))
+                for k, v in q.nominal.items() if k.startswith(("gpu:", "mig:"))
+                or k == "gpu-shared"})
+        out.append(q)
+    return out
+
+
+def physical_use_now(report=None):  # type: ignore[no-untyped-def]
+    """Physical use per resource key (``k8s_sync.physical``) as the engine holds it against
+    the eviction watermark: the observed cluster, plus DCGM framebuffer on shared and
+    HAMi cards read now (the cluster page shows the same, with the last reading)."""
+    from k8s_sync.physical import physical_use, shared_framebuffer_mib
+    from k8s_sync.selectors import capacity_report
+
+    report = report or capacity_report()
+    return physical_use(report, shared_framebuffer_mib(report))
+
 
 
 def _bound_nodes(job_ids: list[int]) -> dict[str, list[str]]:

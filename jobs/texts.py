@@ -153,6 +153,17 @@ register("jobs.preempt.watermark", _(
     "%(resource)s are above the %(percent)s%% eviction watermark while jobs within their "
     "quota wait"))
 register("jobs.preempt.maintenance", _("moved to free whole nodes for maintenance"))
+register("jobs.preempt.watermark_use", _(
+    "%(resource)s are at %(use)s%% of their physical capacity, above the %(percent)s%% "
+    "eviction watermark: preemptible work beyond its guarantee is evicted until use is back "
+    "below it"))
+register("jobs.preempt.guarantee", _(
+    "returning %(resource)s above your guaranteed share: %(tenant)s needs its guaranteed "
+    "%(pool)s quota for a %(tier)s job"))
+register("jobs.wait.watermark", _(
+    "starting it would take %(resource)s to %(after)s%% of their physical capacity "
+    "(%(use)s%% now), above the %(percent)s%% eviction watermark: only production work and "
+    "work within its guarantee start there until use falls"))
 
 # -- transition messages and holds written by the system ------------------------------------
 

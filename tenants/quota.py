@@ -115,6 +115,24 @@ def guaranteed_share(*, capacity: Decimal | None, granted_static: Decimal,
     return min(Decimal(1), left / granted_overcommitted)
 
 
+def guaranteed_amount(resource_key: str, amount: Decimal, share: Decimal) -> Decimal:
+    """The guaranteed part of an overcommitted-mode quota of ``amount``: ``amount x share``
+    (:func:`guaranteed_share`), whole units (rounded down) for resources counted in whole
+    units (cards, MIG instances, shares), to 0.001 otherwise. The one number the quota
+    pages show and admission protects (``jobs.admission.PoolQuota.guaranteed``): a job
+    within it reclaims from pools above theirs."""
+    from tenants.catalog import Resource
+
+    value = Decimal(amount) * Decimal(share)
+    try:
+        integral = Resource.parse(resource_key).integral
+    except ValueError:
+        integral = False
+    if integral:
+        return value.to_integral_value(rounding="ROUND_FLOOR")
+    return value.quantize(Decimal("0.001"), rounding="ROUND_FLOOR")
+
+
 # --- dynamic proposals -------------------------------------------------------------------
 
 

@@ -315,7 +315,9 @@ def quota_overview(tenant: Tenant) -> list[dict]:
 
     pools = list(pools_of(tenant))
     usage = allocation_by_namespace([p.namespace for p in pools])
-    guarantees = _guarantees() if tenant.quota_mode == "overcommitted" else {}
+    from tenants.quota import guaranteed_amount
+
+    guarantees = guaranteed_shares() if tenant.quota_mode == "overcommitted" else {}
     out = []
     for pool in pools:
         granted, effective = current_grants(pool), effective_grants(pool)
@@ -328,7 +330,7 @@ def quota_overview(tenant: Tenant) -> list[dict]:
                 "resource": Resource.parse(key) if _parses(key) else None, "key": key,
                 "granted": granted.get(key, Decimal(0)), "effective": amount,
                 "used": used.get(key, Decimal(0)),
-                "guaranteed": (amount * share).quantize(Decimal("0.001")) if share is not None
+                "guaranteed": guaranteed_amount(key, amount, share) if share is not None
                 else None,
                 "reclaim_risk": (1 - share) if share is not None else None,
                 "ceiling": (amount * tenant.elastic_factor).quantize(Decimal("0.001"))
@@ -348,8 +350,9 @@ def _parses(key: str) -> bool:
     return True
 
 
-def _guarantees() -> dict[str, Decimal]:
-    """Resource key -> guaranteed share of overcommitted-mode quotas (see quota.py)."""
+def guaranteed_shares() -> dict[str, Decimal]:
+    """Resource key -> guaranteed share of overcommitted-mode quotas (see quota.py); the
+    quota pages and admission (``jobs.selectors.admission_inputs``) read the same."""
     from django.db.models import Sum
 
     from tenants.capacity import capacity_by_resource

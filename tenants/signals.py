@@ -6,7 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.signals import user_logged_in
-from django.dispatch import receiver
+from django.dispatch import Signal, receiver
+
+# Sent by the dev-volume reclaim (``tasks.reclaim_dev_volumes``) with ``pool=<Pool>``; a
+# receiver returns the names of PVCs in that pool's namespace that must not be reclaimed
+# although no pod mounts them now (the jobs app: the checkpoint volumes of its queued,
+# admitted, running and preempting jobs). A signal, because tenants ranks below jobs.
+volumes_held = Signal()
 
 
 @receiver(user_logged_in, dispatch_uid="tenants.language_at_login")

@@ -235,9 +235,22 @@ def expire_loans() -> int:
     return services.loans_expire()
 
 
+def _volumes_held(pool) -> set[str]:  # type: ignore[no-untyped-def]
+    """PVC names the receivers of ``signals.volumes_held`` keep for ``pool``."""
+    from tenants.signals import volumes_held
+
+    held: set[str] = set()
+    for _receiver, names in volumes_held.send(sender=pool.__class__, pool=pool):
+        held.update(names or ())
+    return held
+
+
 @shared_task(name="tenants.reclaim_dev_volumes", queue="k8s")
 def reclaim_dev_volumes() -> int:
     """Delete dev-pool PVCs no pod has mounted for the policy's N days (off when unset).
+
+    Never the checkpoint volume of a job that is queued, admitted, running or preempting
+    (``signals.volumes_held``): a preempted job has no pods, but resumes from it.
 
     Tracks when each volume was last mounted (from observed pods); tenant admins are
     told what was removed. Returns how many volumes were deleted.
@@ -262,6 +275,9 @@ def reclaim_dev_volumes() -> int:
                       phase__in=["Succeeded", "Failed"]).values_list("raw", flat=True)
                   for vol in ((raw or {}).get("spec") or {}).get("volumes") or []
                   if "persistentVolumeClaim" in vol}
+        # Volumes an app holds without a pod: a queued or preempted job's checkpoints.
+        # They count as in use, so their N days start when the job no longer needs them.
+        in_use |= _volumes_held(pool)
         services.volumes_seen_in_use(namespace=pool.namespace, names=in_use & set(pvcs),
                                      now=now)
         last = dict(VolumeUse.objects.filter(namespace=pool.namespace).values_list(

@@ -120,9 +120,10 @@ def test_tier_order_production_then_development_then_batch():
             job(2, pool="dev", minutes_ago=80),
             job(3, pool="prod", minutes_ago=1)]
     quotas = [quota(pool="prod"), quota(pool="dev")]
+    unlimited = Policy(watermark=1.0)   # one card: any batch job is above the 85% watermark
     assert admitted(run(nodes, jobs, quotas)) == {3: ("n1",)}
     assert admitted(run(nodes, jobs[:2], quotas)) == {2: ("n1",)}
-    assert admitted(run(nodes, jobs[:1], quotas)) == {1: ("n1",)}
+    assert admitted(run(nodes, jobs[:1], quotas, policy=unlimited)) == {1: ("n1",)}
     d = run(nodes, jobs, quotas)
     assert [d.waiting[2].position_in_model, d.waiting[1].position_in_model] == [1, 2]
 
@@ -253,7 +254,8 @@ def test_borrowing_needs_idle_capacity_and_never_displaces_a_nominal_job():
     jobs = [job(10, tenant="globex", state="running", gpus=8, on="n1"),
             job(11, tenant="acme", state="running", gpus=0, on="n1"),
             job(1, tenant="acme", gpus=4)]
-    d = run(nodes, jobs, [quota("acme", nominal=0, ceiling=8), quota("globex", nominal=8)])
+    d = run(nodes, jobs, [quota("acme", nominal=0, ceiling=8), quota("globex", nominal=8)],
+            policy=Policy(watermark=1.0))   # the borrowing rule alone
     assert admitted(d) == {} and preempted(d) == []
     assert english(d.waiting[1].reason).startswith(
         "above your dev quota of 0 NVIDIA-H800 (0 in use), so it borrows idle NVIDIA-H800: "
@@ -280,7 +282,7 @@ def test_reclaim_preempts_borrowers_when_the_owner_needs_its_quota():
 def test_batch_runs_on_idle_capacity_without_using_nominal_quota():
     nodes = [node("n1"), node("n2")]
     jobs = [job(1, tier="batch", gpus=8), job(2, gpus=8)]
-    d = run(nodes, jobs, [quota(nominal=8, ceiling=16)])
+    d = run(nodes, jobs, [quota(nominal=8, ceiling=16)], policy=Policy(watermark=1.0))
     assert {a.job_id: a.borrowing for a in d.admit} == {1: False, 2: False}
 
 
@@ -296,7 +298,8 @@ def test_batch_never_displaces_anyone():
     nodes = [node("n1")]
     jobs = [job(10, tenant="globex", tier="batch", state="running", gpus=8, on="n1"),
             job(1, tier="batch", gpus=2)]
-    d = run(nodes, jobs, [quota("acme", 8, 16), quota("globex", 8, 16)])
+    d = run(nodes, jobs, [quota("acme", 8, 16), quota("globex", 8, 16)],
+            policy=Policy(watermark=1.0))   # (above it, the batch job is evicted: step 4)
     assert admitted(d) == {} and preempted(d) == []
     assert english(d.waiting[1].reason).startswith("batch jobs run only on idle capacity: needs 2")
 
@@ -384,7 +387,8 @@ def test_reclaim_preempts_just_enough():
     nodes = [node("n1", gpus=4)]
     victims = [job(10 + i, tenant="globex", state="running", gpus=1, on="n1", borrowing=True,
                    admitted_at=NOW - timedelta(minutes=i)) for i in range(4)]
-    d = run(nodes, [*victims, job(1, gpus=2)], [quota("acme", 4), quota("globex", 0, 4)])
+    d = run(nodes, [*victims, job(1, gpus=2)], [quota("acme", 4), quota("globex", 0, 4)],
+            policy=Policy(watermark=1.0))   # the reclaim alone, no watermark eviction
     assert preempted(d) == [10, 11]
     assert all(p.for_job == 1 for p in d.preempt)
 
@@ -424,7 +428,8 @@ def test_victims_on_the_right_node_are_chosen():
                    admitted_at=NOW - timedelta(minutes=50)),
                job(11, tenant="globex", state="running", gpus=1, on="n2", borrowing=True,
                    admitted_at=NOW - timedelta(minutes=1))]
-    d = run(nodes, [*victims, job(1, gpus=4)], [quota("acme", 8), quota("globex", 0, 8)])
+    d = run(nodes, [*victims, job(1, gpus=4)], [quota("acme", 8), quota("globex", 0, 8)],
+            policy=Policy(watermark=1.0))
     assert preempted(d) == [10]   # 11 is more recent, but freeing n2 would not fit 4
 
 
@@ -444,13 +449,16 @@ def test_lower_priority_within_a_tenant_only_when_policy_allows():
     nodes = [node("n1", gpus=4)]
     jobs = [job(10, state="running", gpus=4, on="n1", priority=50), job(1, gpus=4, priority=200)]
     quotas = [quota("acme", 4, 8)]
-    assert preempted(run(nodes, jobs, quotas)) == []
-    d = run(nodes, jobs, quotas, policy=Policy(preempt_lower_priority_within_tenant=True))
+    # (a watermark of 1: above the default 85%, work beyond its guarantee is evicted anyway)
+    assert preempted(run(nodes, jobs, quotas, policy=Policy(watermark=1.0))) == []
+    d = run(nodes, jobs, quotas, policy=Policy(preempt_lower_priority_within_tenant=True,
+                                                watermark=1.0))
     assert preempted(d) == [10]
     assert "higher-priority job of your tenant" in english(d.preempt[0].reason)
     same = [job(10, state="running", gpus=4, on="n1", priority=200), jobs[1]]
     assert preempted(run(nodes, same, quotas,
-                         policy=Policy(preempt_lower_priority_within_tenant=True))) == []
+                         policy=Policy(preempt_lower_priority_within_tenant=True,
+                                       watermark=1.0))) == []
 
 
 # -- production never preempted -------------------------------------------------------------
@@ -537,9 +545,14 @@ def test_watermark_evicts_batch_when_nominal_jobs_wait():
     assert "above the 85% eviction watermark" in english(d.preempt[0].reason)
 
 
-def test_no_watermark_eviction_without_a_nominal_job_waiting():
-    assert preempted(_watermark_case()) == []
-    assert preempted(_watermark_case([job(1, tenant="acme", gpus=5)])) == []  # above its quota
+def test_watermark_evicts_whether_or_not_anyone_waits():
+    # (issue 13: the watermark used to fire only while a job within its quota waited)
+    assert preempted(_watermark_case()) == [11]
+    assert preempted(_watermark_case([job(1, tenant="acme", gpus=5)])) == [11]  # above quota
+    d = _watermark_case()
+    assert english(d.preempt[0].reason) == (
+        "NVIDIA-H800 are at 88% of their physical capacity, above the 85% eviction watermark: "
+        "preemptible work beyond its guarantee is evicted until use is back below it")
 
 
 def test_watermark_threshold_is_policy():
@@ -720,5 +733,6 @@ def test_unknown_placement_never_preempts_more_than_the_aggregate_needs():
             job(12, tenant="globex", state="running", gpus=2, borrowing=True,
                 admitted_at=NOW - timedelta(minutes=3)),
             job(1, gpus=4)]
-    d = decide_plain(nodes, jobs, [quota("acme", 4), quota("globex", 0, 8)])
+    d = decide_plain(nodes, jobs, [quota("acme", 4), quota("globex", 0, 8)],
+                     policy=Policy(watermark=1.0))
     assert preempted(d) == [10]   # 2 free + 2 freed = 4
