@@ -123,24 +123,59 @@ def _check_checkpoint_storage(pool: Pool, clean: dict[str, Any]) -> None:
 
 
 def _check_ceiling(pool: Pool, clean: dict[str, Any]) -> None:
-    """Refuse a job that could never start: more GPUs than the pool may ever hold."""
+    """Refuse a job that could never start: more of any dimension (GPUs, MIG instances,
+    shared GPUs, CPU, memory, GPU memory) than the pool may ever hold, counted as
+    admission counts it (``tenants.demand``: the whole job, the pods' requests), naming
+    the form field that makes it too large."""
+    from tenants.catalog import Resource, ResourceKind, fmt_amount
+    from tenants.demand import CardFacts, dimension_only_when_granted, pool_limits
     from tenants.selectors import effective_grants
 
-    if not clean["gpus_per_worker"]:
-        return
-    key = (f"mig:{clean['mig_profile']}" if clean["mig_profile"]
-           else f"gpu:{clean['gpu_model']}")
-    quota = effective_grants(pool).get(key, 0)
+    grants = effective_grants(pool)
     tenant = pool.tenant
-    ceiling = int(quota * tenant.elastic_factor) if tenant.quota_mode == "overcommitted" \
-        else int(quota)
-    wanted = clean["workers"] * clean["gpus_per_worker"]
-    if wanted > ceiling:
+    factor = tenant.elastic_factor if tenant.quota_mode == "overcommitted" else 1
+    _nominal, ceilings = pool_limits(grants, elastic_factor=factor)
+    facts = selectors.observed_card_facts() if "gpu-memory" in grants else CardFacts()
+    demand = selectors.job_demand_of(clean, facts)
+    gpu_fields = {ResourceKind.GPU, ResourceKind.MIG, ResourceKind.GPU_SHARED}
+    for key, wanted in sorted(demand.items(), key=lambda kv: _DIM_ORDER.get(
+            kv[0].partition(":")[0], 9)):
+        if key not in grants and dimension_only_when_granted(key):
+            continue
+        resource = Resource.parse(key)
+        ceiling = _ceiling_amount(key, ceilings.get(key, 0))
+        if wanted <= ceiling:
+            continue
+        if resource.kind in gpu_fields and resource.kind != ResourceKind.GPU_SHARED:
+            raise ApplicationError(
+                _("This job asks for %(w)s %(r)s but the %(p)s pool may hold at most %(c)s, "
+                  "so it could never start: ask for more quota first, or use fewer workers "
+                  "or GPUs.")
+                % {"w": int(wanted), "r": resource.qualifier, "p": pool.kind,
+                   "c": int(ceiling)}, field="gpus_per_worker")
+        field = {ResourceKind.CPU: "cpu_per_worker", ResourceKind.MEMORY: "memory_gib_per_worker"
+                 }.get(resource.kind, "gpus_per_worker")
+        if resource.kind == ResourceKind.GPU_MEMORY and clean.get("gpu_memory_gib_per_card"):
+            field = "gpu_memory_gib_per_card"
         raise ApplicationError(
-            _("This job asks for %(w)s %(r)s but the %(p)s pool may hold at most %(c)s, so "
-              "it could never start: ask for more quota first, or use fewer workers or GPUs.")
-            % {"w": wanted, "r": key.partition(":")[2], "p": pool.kind, "c": ceiling},
-            field="gpus_per_worker")
+            _("This job needs %(w)s %(u)s of %(r)s (all its workers together, as the pool's "
+              "quota counts it) but the %(p)s pool may hold at most %(c)s, so it could never "
+              "start: ask for more quota first, or make the job smaller.")
+            % {"w": fmt_amount(wanted), "u": resource.unit_for(wanted), "r": resource.label(),
+               "p": pool.kind, "c": fmt_amount(ceiling)}, field=field)
+
+
+_DIM_ORDER = {"gpu": 0, "mig": 0, "gpu-shared": 0, "cpu": 1, "memory": 2, "gpu-memory": 3}
+"""The order in which :func:`_check_ceiling` names a job's dimensions."""
+
+
+def _ceiling_amount(key: str, engine_units: int) -> Any:
+    from decimal import Decimal
+
+    from tenants.demand import MILLI
+
+    return Decimal(engine_units) / 1000 if key.partition(":")[0] in MILLI \
+        else Decimal(engine_units)
 
 
 def _record(job: TrainingJob, from_state: str, to_state: str, reason: str, *,
@@ -404,17 +439,3 @@ def window_cancel(*, actor: AnyUser, window_id: int):  # type: ignore[no-untyped
                 apply_maintenance_windows.delay()
             transaction.on_commit(enqueue, robust=True)
     return window
-
-
-def job_notify_owner(*, job: TrainingJob, text: StoredText, email: bool = False) -> None:
-    """Tell the job's submitter what the system did to it (``text``: a stored text), in
-    the portal and, when ``email``, by mail; linked to the job's page."""
-    from django.urls import reverse
-
-    from tenants.services.notify import notify
-
-    if job.submitted_by is None:
-        return
-    notify(users=[job.submitted_by], tenant=job.tenant, email=email,
-           text=stored_text("jobs.notify.job", job=job.name, text=text),
-           link=reverse("jobs:detail", kwargs={"slug": job.tenant.slug, "pk": job.pk}))

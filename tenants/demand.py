@@ -36,9 +36,9 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from types import MappingProxyType
 
 __all__ = [
-    "MILLI", "CardFacts", "cpu_request", "dimension_only_when_granted", "engine_amount",
-    "engine_demand", "from_engine", "job_demand", "memory_request_gib",
-    "mig_profile_memory_gib",
+    "JOB_KINDS", "MILLI", "CardFacts", "card_facts", "cpu_request",
+    "dimension_only_when_granted", "engine_amount", "engine_demand", "from_engine",
+    "job_demand", "memory_request_gib", "mig_profile_memory_gib", "pool_limits",
 ]
 
 MILLI: frozenset[str] = frozenset({"cpu", "memory", "gpu-memory"})
@@ -149,3 +149,48 @@ def from_engine(key: str, amount: int) -> int | float:
         return round(amount / 1000, 3)
     return int(amount)
 
+
+
+JOB_KINDS: frozenset[str] = frozenset({"cpu", "memory", "gpu", "mig", "gpu-memory",
+                                       "gpu-shared"})
+"""The catalog kinds a job consumes (storage, IOPS and claims are the volumes')."""
+
+
+def pool_limits(grants: Mapping[str, Decimal], *, elastic_factor: Decimal | float | None = None
+                ) -> tuple[dict[str, int], dict[str, int]]:
+    """A pool's (nominal, ceiling) per job dimension in engine units, from its effective
+    grants. ``elastic_factor``: an overcommitted-mode tenant's ceiling factor (the
+    ResourceQuota backstop allows as much, ``tenants.selectors._backstop``)."""
+    factor = Decimal(str(elastic_factor)) if elastic_factor else Decimal(1)
+    factor = max(factor, Decimal(1))
+    nominal: dict[str, int] = {}
+    ceiling: dict[str, int] = {}
+    for key, amount in grants.items():
+        if key.partition(":")[0] not in JOB_KINDS:
+            continue
+        value = Decimal(str(amount))
+        nominal[key] = engine_amount(key, value, demand=False)
+        ceiling[key] = max(nominal[key], engine_amount(key, value * factor, demand=False))
+    return nominal, ceiling
+
+
+def card_facts(nodes: object) -> CardFacts:
+    """Per-card memory by GPU model from ``k8s_sync.selectors.NodeCapacity`` rows (the
+    ``nvidia.com/gpu.memory`` label; per share: the node's share memory)."""
+    cards: dict[str, Decimal] = {}
+    shares: dict[str, Decimal] = {}
+    for node in nodes:  # type: ignore[attr-defined]
+        model = getattr(node, "gpu_model", "")
+        if not model:
+            continue
+        card = getattr(node, "card_memory_mib", None)
+        if card:
+            gib = Decimal(card) / 1024
+            cards[model] = min(cards.get(model, gib), gib)
+        share = getattr(node, "shared_memory_mib", None) or getattr(node, "share_memory_mib",
+                                                                    None)
+        if share and getattr(node, "shared_allocatable", 0):
+            gib = Decimal(share) / 1024
+            shares[model] = min(shares.get(model, gib), gib)
+    return CardFacts(card_memory_gib=MappingProxyType(cards),
+                     share_memory_gib=MappingProxyType(shares))

@@ -27,7 +27,8 @@ Plan = list[tuple[Slot, int]]
 
 
 class Capacity:
-    """Every node's free whole GPUs (``gpu:<model>``) and MIG instances (``mig:<profile>``).
+    """Every node's free whole GPUs (``gpu:<model>``), MIG instances (``mig:<profile>``)
+    and shares of time-sliced/MPS GPUs (``shared:<model>``).
 
     Only schedulable nodes are offered for placement; all nodes are indexed so that the
     GPUs of a job placed on an unschedulable node can still be accounted.
@@ -43,6 +44,10 @@ class Capacity:
             entries: list[tuple[str, int, int]] = []
             if node.gpu_model and node.gpus > 0:
                 entries.append((f"gpu:{node.gpu_model}", node.gpus, node.gpus - node.gpus_used))
+            shared = getattr(node, "shared", 0)
+            if node.gpu_model and shared > 0:
+                entries.append((f"shared:{node.gpu_model}", shared,
+                                shared - getattr(node, "shared_used", 0)))
             for profile, count in sorted(node.mig.items()):
                 if count > 0:
                     entries.append((f"mig:{profile}", count,

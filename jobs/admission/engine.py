@@ -15,35 +15,9 @@ Steps, all deterministic (ties break by id or name):
    or, when within its nominal quota (or a higher tier), preempt just enough victims:
    batch and borrowers first, lowest tier first, most recently admitted first. Its room
    is then reserved for the rest of the pass.
-
-   **Guarantees hold.** A pool's guarantee (``PoolQuota.guaranteed``, default its nominal
-   quota; for an overcommitted-mode tenant its grant times the guaranteed share, the
-   number its quota page shows) is protected: a non-batch job whose pool's use plus its
-   demand stays within that pool's guarantee may preempt non-production jobs of *any*
-   pool that holds more than *its own* guarantee (a borrower of the overcommitted part),
-   even jobs of the same tier admitted within nominal quota; lowest tier first, then most
-   recently admitted, each victim with its tier's grace (``Policy.grace_seconds``); a
-   victim is taken only while its pool is still above its guarantee (counting the victims
-   already chosen), and only as many as the job needs. Work admitted above its pool's
-   guarantee is marked ``borrowing``.
-4. **The watermark is a hard line on physical use**, per resource key (GPU model or MIG
-   profile: the nodes that carry it). Use is the larger of the units allocated (as the
-   engine accounts them, admitted-but-unbound placements included) and ``physical[key]``
-   × capacity, where ``physical`` is what the cluster reports (allocated share of the
-   cards, framebuffer used on shared cards where DCGM reports it, CPU and memory
-   requested on the key's nodes; see ``k8s_sync.selectors.physical_use``); units of
-   preempting jobs and of this pass's victims count as gone, this pass's admissions and
-   promised rooms as taken. Preemptible work (development, batch) beyond its pool's
-   guarantee is *gated*: it is neither admitted nor given room by reclaim when that would
-   take use above ``watermark × capacity`` (it waits with ``jobs.wait.watermark``).
-   Production work, and development work within its pool's guarantee, is not gated: the
-   watermark bounds what runs beyond the guarantees, and evicting guaranteed work would
-   only re-admit it on the next pass. Then, whether or not anyone waits, while use is
-   above the watermark the engine preempts, each with its tier's grace: batch jobs, then
-   development jobs of pools above their nominal quota, then development jobs of pools
-   above their guarantee; most recently admitted first; never production, never work
-   within its pool's guarantee (``jobs.preempt.watermark_use``). A victim's physical
-   footprint is assumed to be its allocation; the next pass measures again.
+4. Evict above the watermark: per resource key, when allocation exceeds
+   ``watermark × capacity`` while jobs within their nominal quota wait for it, preempt
+   batch, then borrowing development jobs (most recent first) until at or below it.
 5. For every waiting job: positions, ETA p50/p90 (``eta.simulate``) and a reason.
 
 Cost: O(J log J) for the ordering and the ETA simulation, O(nodes of the key) per
@@ -56,8 +30,10 @@ from __future__ import annotations
 import heapq
 import math
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
+
+from tenants.demand import dimension_only_when_granted
 
 from . import text
 from .capacity import Capacity, Plan, Slot, plan_nodes
@@ -81,6 +57,13 @@ from .types import (
 _HELD: Text = {"code": "jobs.wait.held", "args": {}}
 _NO_CPU_NODE: Text = {"code": "jobs.never.no_cpu_node", "args": {}}
 
+_UNBOUNDED = 1 << 62
+"""The quota of a key that does not bind (the placement key of shares, whose quota is the
+``gpu-shared`` dimension; ``gpu-memory`` where it was never granted)."""
+
+_DimShort = tuple[str, int, int, int, int]
+"""The dimension a job is over: (key, wanted, used, nominal, ceiling)."""
+
 _Outcome = tuple[tuple[int, ...], Text, bool, bool, bool]
 """A turned-away job's outcome: (state it saw, reason, never, capacity-bound, nominal)."""
 
@@ -89,8 +72,7 @@ _MAX_VICTIMS = 256
 
 
 def decide(*, nodes: Sequence[NodeView], jobs: Sequence[JobView], quotas: Sequence[PoolQuota],
-           policy: Policy, history: History, now: datetime,
-           physical: Mapping[str, float] | None = None) -> Decisions:
+           policy: Policy, history: History, now: datetime) -> Decisions:
     """Decide admissions and preemptions, and explain every waiting job.
 
     Pure: reads only its arguments (``now`` is the clock). Returns at most one decision
@@ -100,11 +82,17 @@ def decide(*, nodes: Sequence[NodeView], jobs: Sequence[JobView], quotas: Sequen
     (no node over-allocated, counting admitted-but-unbound placements), its pool's
     ceiling, and places a multi-node gang under one switch. A preemption is only made
     for a job that then fits (its room reserved), or for watermark eviction.
-
-    ``physical``: measured use (0..1 of capacity) per resource key; a key that is absent
-    counts its allocation only (step 4 of the module docstring).
     """
-    return _Pass(nodes, jobs, quotas, policy, history, now, physical).run()
+    return _Pass(nodes, jobs, quotas, policy, history, now).run()
+
+
+def _worst(a: str, b: str) -> str:
+    """The combined mode of two dimensions: over beats borrow beats nominal/batch."""
+    if _OVER in (a, b):
+        return _OVER
+    if _BORROW in (a, b):
+        return _BORROW
+    return a
 
 
 def _mode(batch: bool, units: int, use_nb: int, use_all: int, nominal: int,
@@ -130,13 +118,8 @@ class _Pass(Explainer):
 
     def __init__(self, nodes: Sequence[NodeView], jobs: Sequence[JobView],
                  quotas: Sequence[PoolQuota], policy: Policy, history: History,
-                 now: datetime, physical: Mapping[str, float] | None = None) -> None:
+                 now: datetime) -> None:
         self.policy = policy
-        self.physical = dict(physical or {})
-        self._wm_base: dict[str, float] = {}
-        self.evicted_units: dict[str, int] = defaultdict(int)    # victims of this pass
-        self.promised_units: dict[str, int] = defaultdict(int)   # rooms promised this pass
-
         self.history = history
         self.now = now
         self.now_ts = now.timestamp()
@@ -174,8 +157,24 @@ class _Pass(Explainer):
         self.preempting_units: dict[str, int] = defaultdict(int)
         self.preempting: dict[str, list[JobView]] = defaultdict(list)
         self.candidates: dict[str, list[JobView]] = defaultdict(list)
+        # the other dimensions (cpu, memory, gpu-memory, gpu-shared) per tenant pool key
+        self.dim_nb: dict[TPK, int] = defaultdict(int)
+        self.dim_all: dict[TPK, int] = defaultdict(int)
+        self.dim_rel_nb: dict[TPK, int] = defaultdict(int)
+        self.dim_rel_all: dict[TPK, int] = defaultdict(int)
+        self.dim_version: dict[tuple[str, str], int] = defaultdict(int)
+        self._dim_limits: dict[TPK, tuple[int, int]] = {}
+        self.cpu_free: dict[str, list[int]] = {
+            n.name: [n.cpu - n.cpu_used, n.memory - n.memory_used]
+            for n in self.cap.cpu_nodes if n.cpu > 0}
         for job in self.active:
             key, units = job.resource_key, job.demand
+            if job.dims:
+                self.account_dims(job, job.dims)
+                if job.state == "preempting":
+                    self.release_dims(job)
+                if job.state == "admitted":   # unbound replicas: not in the nodes' use yet
+                    self.take_cpu(job, job.placement, sign=-1)
             if job.state == "admitted" and key:
                 self.cap.take(key, job.placement, job.gpus_per_replica)
             if not key:
@@ -205,16 +204,16 @@ class _Pass(Explainer):
         self.alloc_start = {key: sum(s.cap - s.free for s in slots)
                             for key, slots in self.cap.slots.items()}
         self.nominal_total: dict[str, int] = defaultdict(int)
-        for q in quotas:
-            self.nominal_total[q.tenant] += sum(q.nominal.values())
+        for q in quotas:   # GPUs, MIG instances and shares: the units of the fair share
+            self.nominal_total[q.tenant] += sum(
+                v for k, v in q.nominal.items() if k.startswith(("gpu:", "mig:"))
+                or k == "gpu-shared")
 
     # -- helpers -------------------------------------------------------------------------
 
     def _victim_order(self, job: JobView) -> tuple[int, int, float, int]:
-        """Batch and borrowers (above nominal, or above an explicit guarantee) first,
-        lowest tier first, most recently admitted first."""
-        preferred = 0 if (job.tier == "batch" or job.borrowing
-                          or self.above_explicit_guarantee(job)) else 1
+        """Batch and borrowers first, lowest tier first, most recently admitted first."""
+        preferred = 0 if job.tier == "batch" or job.borrowing else 1
         return (preferred, -TIER_RANK.get(job.tier, len(TIERS)),
                 -_ts(job.admitted_at or job.started_at, self.now_ts), -job.id)
 
@@ -257,6 +256,8 @@ class _Pass(Explainer):
         """(nominal, ceiling) of the job's pool for ``key``; (0, 0) without a quota."""
         tpk = (job.tenant, job.pool, key)
         cached = self._limits.get(tpk)
+        if cached is None and key.startswith("shared:"):   # counted as "gpu-shared"
+            cached = self._limits[tpk] = (_UNBOUNDED, _UNBOUNDED)
         if cached is None:
             quota = self.quota.get((job.tenant, job.pool))
             nominal = quota.nominal.get(key, 0) if quota is not None else 0
@@ -267,78 +268,99 @@ class _Pass(Explainer):
     def grace(self, tier: str) -> int:
         return int(self.policy.grace_seconds.get(tier, 0))
 
-    # -- guarantees and the watermark (steps 3 and 4 of the module docstring) ---------------
+    # -- the other dimensions (cpu, memory, gpu-memory, gpu-shared) ------------------------
 
-    def guaranteed(self, tenant: str, pool: str, key: str) -> int:
-        """The pool's guarantee for ``key``: ``PoolQuota.guaranteed``, capped by nominal;
-        all of nominal when none is given."""
-        quota = self.quota.get((tenant, pool))
-        if quota is None:
-            return 0
-        if key.startswith("shared:"):   # shares are granted as "gpu-shared", every model
-            key = "gpu-shared"
-        nominal = quota.nominal.get(key, 0)
-        if quota.guaranteed is None or key not in quota.guaranteed:
-            return nominal
-        return max(0, min(nominal, quota.guaranteed[key]))
+    def dim_limits(self, job: JobView, dim: str) -> tuple[int, int]:
+        """(nominal, ceiling) of the job's pool for a dimension: what is not granted is
+        zero, except the dimensions that bind only where granted (gpu-memory)."""
+        tpk = (job.tenant, job.pool, dim)
+        cached = self._dim_limits.get(tpk)
+        if cached is None:
+            quota = self.quota.get((job.tenant, job.pool))
+            if (quota is None or dim not in quota.nominal) and dimension_only_when_granted(dim):
+                cached = (_UNBOUNDED, _UNBOUNDED)
+            else:
+                cached = self.limits(job, dim)
+            self._dim_limits[tpk] = cached
+        return cached
 
-    def above_guarantee(self, job: JobView, extra: int = 0) -> bool:
-        """Whether the job's pool holds more non-batch units of its key than its guarantee
-        (what is being preempted, and ``extra`` units, counted as gone)."""
-        key = job.resource_key
-        tpk = (job.tenant, job.pool, key)
-        return (self.use_nb[tpk] - self.releasing_nb[tpk] - extra
-                > self.guaranteed(job.tenant, job.pool, key))
+    def account_dims(self, job: JobView, dims: tuple[tuple[str, int], ...],
+                     sign: int = 1) -> None:
+        for dim, amount in dims:
+            tpk = (job.tenant, job.pool, dim)
+            self.dim_all[tpk] += sign * amount
+            if job.tier != "batch":
+                self.dim_nb[tpk] += sign * amount
+        self.dim_version[(job.tenant, job.pool)] += 1
 
-    def above_explicit_guarantee(self, job: JobView) -> bool:
-        """:meth:`above_guarantee` for pools given an explicit guarantee below nominal."""
-        quota = self.quota.get((job.tenant, job.pool))
-        if quota is None or not quota.guaranteed or job.tier == "batch":
-            return False
-        return self.above_guarantee(job)
+    def release_dims(self, job: JobView) -> None:
+        """Count a preempting job's (or a victim's) other dimensions as going away."""
+        for dim, amount in job.dims:
+            tpk = (job.tenant, job.pool, dim)
+            self.dim_rel_all[tpk] += amount
+            if job.tier != "batch":
+                self.dim_rel_nb[tpk] += amount
+        self.dim_version[(job.tenant, job.pool)] += 1
 
-    def within_guarantee(self, job: JobView, key: str) -> bool:
-        """Whether a queued non-batch job keeps its pool within its guarantee."""
-        if job.tier == "batch":
-            return False
-        tpk = (job.tenant, job.pool, key)
-        return (self.use_nb[tpk] - self.releasing_nb[tpk] + job.demand
-                <= self.guaranteed(job.tenant, job.pool, key))
+    def dims_mode(self, job: JobView, *, releasing: bool = False,
+                  victims: Sequence[JobView] = ()) -> tuple[str, _DimShort | None]:
+        """The worst mode over the job's other dimensions (nominal < borrow < over; batch
+        when all fit a batch job) and, when over, the first dimension that is: a job is
+        admitted only when every dimension fits. ``releasing``: count what preempting jobs
+        and victims release as gone; ``victims``: also what these (of its pool) would."""
+        batch = job.tier == "batch"
+        worst = _BATCH if batch else _NOMINAL
+        for dim, amount in job.dims:
+            tpk = (job.tenant, job.pool, dim)
+            nominal, ceiling = self.dim_limits(job, dim)
+            nb, al = self.dim_nb[tpk], self.dim_all[tpk]
+            if releasing:
+                nb -= self.dim_rel_nb[tpk]
+                al -= self.dim_rel_all[tpk]
+            for v in victims:
+                if v.tenant == job.tenant and v.pool == job.pool:
+                    freed = dict(v.dims).get(dim, 0)
+                    al -= freed
+                    if v.tier != "batch":
+                        nb -= freed
+            mode = _mode(batch, amount, nb, al, nominal, ceiling)
+            if mode == _OVER:
+                used = al if batch or ceiling > nominal or al + amount > ceiling else nb
+                return _OVER, (dim, amount, used, nominal, ceiling)
+            if mode == _BORROW:
+                worst = _BORROW
+        return worst, None
 
-    def wm_limit(self, key: str) -> float:
-        return self.policy.watermark * self.cap.capacity_total(key)
+    def dims_never(self, job: JobView) -> Text | None:
+        """Why the job could never start as it is: a dimension above what its pool may
+        ever hold (None when every dimension could fit an idle pool)."""
+        batch = job.tier == "batch"
+        for dim, amount in job.dims:
+            nominal, ceiling = self.dim_limits(job, dim)
+            limit = ceiling if batch or ceiling > nominal else nominal
+            if amount <= limit:
+                continue
+            if limit == 0:
+                return {"code": "jobs.never.no_quota",
+                        "args": {"pool": text.pool(job.pool),
+                                 "resource": text.resource_name(dim)}}
+            code = ("jobs.never.above_ceiling" if limit == ceiling and ceiling > nominal
+                    else "jobs.never.above_quota")
+            return {"code": code, "args": {"amount": text.amount(amount, dim),
+                                           "pool": text.pool(job.pool),
+                                           "limit": text.amount(limit, dim)}}
+        return None
 
-    def wm_use(self, key: str) -> float:
-        """Projected physical use of ``key`` in units (step 4 of the module docstring)."""
-        base = self._wm_base.get(key)
-        if base is None:
-            capacity = self.cap.capacity_total(key)
-            measured = min(max(float(self.physical.get(key, 0.0)), 0.0), 1.0) * capacity
-            base = self._wm_base[key] = max(float(self.alloc_start.get(key, 0)), measured)
-        return (base + self.new_alloc.get(key, 0) + self.promised_units.get(key, 0)
-                - self.preempting_units.get(key, 0) - self.evicted_units.get(key, 0))
-
-    def gated(self, job: JobView, key: str, freed: int = 0) -> bool:
-        """Whether the watermark keeps the job out: preemptible work beyond its pool's
-        guarantee that would take use above the watermark (``freed``: units of victims
-        chosen for it, counted as gone)."""
-        if job.tier == "production" or self.within_guarantee(job, key):
-            return False
-        if self.cap.capacity_total(key) <= 0:
-            return False
-        return self.wm_use(key) - freed + job.demand > self.wm_limit(key) + 1e-9
-
-    def _percent(self, units: float, key: str) -> int:
-        capacity = self.cap.capacity_total(key)
-        return round(100 * units / capacity) if capacity else 0
-
-    def watermark_wait(self, job: JobView, key: str) -> Text:
-        use = self.wm_use(key)
-        return {"code": "jobs.wait.watermark",
-                "args": {"resource": text.resource_name(key),
-                         "use": self._percent(use, key),
-                         "after": self._percent(use + job.demand, key),
-                         "percent": round(self.policy.watermark * 100)}}
+    def why_dim(self, job: JobView, short: _DimShort) -> Text:
+        """"CPU: needs 12 cores, 8 of your dev quota of 16 in use"."""
+        dim, wanted, used, nominal, ceiling = short
+        batch = job.tier == "batch"
+        over_ceiling = batch or ceiling > nominal
+        return {"code": "jobs.wait.over_ceiling_dim" if over_ceiling
+                else "jobs.wait.over_quota_dim",
+                "args": {"resource": text.resource_name(dim), "pool": text.pool(job.pool),
+                         "wanted": text.amount(wanted, dim), "used": text.amount(used, dim),
+                         "quota": text.amount(ceiling if over_ceiling else nominal, dim)}}
 
     # -- ordering ------------------------------------------------------------------------
 
@@ -418,9 +440,10 @@ class _Pass(Explainer):
             self.admit_cpu(job)
             return
         tpk = (job.tenant, job.pool, key)
-        kind = (tpk, job.tier, job.priority, job.replicas, job.gpus_per_replica)
+        kind = (tpk, job.tier, job.priority, job.replicas, job.gpus_per_replica, job.dims)
         state = (self.cap.version(key), self.use_nb[tpk], self.use_all[tpk],
-                 self.releasing_nb[tpk], self.releasing_all[tpk], len(self.victims))
+                 self.releasing_nb[tpk], self.releasing_all[tpk], len(self.victims),
+                 self.dim_version[(job.tenant, job.pool)])
         cached = self._outcomes.get(kind)
         if cached is not None and cached[0] == state:
             _, reason, never, capacity, nominal = cached
@@ -431,7 +454,8 @@ class _Pass(Explainer):
         waiting_before = self.nominal_waiting[key]
         self.decide_one(job, key)
         after = (self.cap.version(key), self.use_nb[tpk], self.use_all[tpk],
-                 self.releasing_nb[tpk], self.releasing_all[tpk], len(self.victims))
+                 self.releasing_nb[tpk], self.releasing_all[tpk], len(self.victims),
+                 self.dim_version[(job.tenant, job.pool)])
         if job.id not in self.admitted and after == state:
             self._outcomes[kind] = (state, self.reasons[job.id], job.id in self.never,
                                     job.id in self.capacity_bound,
@@ -472,27 +496,34 @@ class _Pass(Explainer):
                                           "pool": text.pool(job.pool), "limit": limit}},
                            never=True)
             return
+        never = self.dims_never(job) if job.dims else None
+        if never is not None:
+            self.block(job, never, never=True)
+            return
         nb, al = self.use_nb[tpk], self.use_all[tpk]
-        mode = _mode(batch, units, nb, al, nominal, ceiling)
-        gated = mode != _OVER and self.gated(job, key)   # above the watermark (step 4)
-        if not gated and mode != _OVER and al + units <= ceiling:   # pool's batch jobs count
+        key_mode = _mode(batch, units, nb, al, nominal, ceiling)
+        mode = _worst(key_mode, self.dims_mode(job)[0]) if job.dims else key_mode
+        if mode != _OVER and al + units <= ceiling:   # the pool's batch jobs count here too
             plan = self.place(key, tenant, replicas, per)
             if plan is not None:
-                self.admit(job, key, plan, borrowing=mode == _BORROW or (
-                    not batch and nb + units > self.guaranteed(tenant, job.pool, key)))
+                self.admit(job, key, plan, borrowing=mode == _BORROW)
                 return
         # Waiting: what the job will be once the pool's preempting jobs are gone.
-        mode = _mode(batch, units, nb - self.releasing_nb[tpk], al - self.releasing_all[tpk],
-                     nominal, ceiling)
+        key_mode = _mode(batch, units, nb - self.releasing_nb[tpk],
+                         al - self.releasing_all[tpk], nominal, ceiling)
+        short = None
+        mode = key_mode
+        if job.dims:
+            dim_mode, short = self.dims_mode(job, releasing=True)
+            mode = _worst(key_mode, dim_mode)
         if not (batch and mode == _OVER) and self.reclaim(job, key, mode, nominal, ceiling):
-            return
-        if gated and mode != _OVER and self.place(key, tenant, replicas, per) is not None:
-            # it would fit now: the watermark alone keeps it out (else: the usual reason)
-            self.block(job, self.watermark_wait(job, key), capacity=True)
             return
         if mode == _NOMINAL:
             self.nominal_waiting[key] += 1
-        self.block(job, self.why(job, key, mode, nominal, ceiling),
+        if key_mode != _OVER and short is not None:   # over the quota of another dimension
+            self.block(job, self.why_dim(job, self.dims_mode(job)[1] or short))
+            return
+        self.block(job, self.why(job, key, key_mode, nominal, ceiling),
                    capacity=mode != _OVER)
 
     def block(self, job: JobView, reason: Text, *, never: bool = False,
@@ -522,26 +553,88 @@ class _Pass(Explainer):
         self.admitted[job.id] = Admission(job.id, plan_nodes(plan), borrowing)
         self.account(job, key, job.demand)
         self.new_alloc[key] += job.demand
+        if job.dims and self.cpu_free:
+            self.take_cpu(job, self.admitted[job.id].placement)
 
     def account(self, job: JobView, key: str, units: int) -> None:
+        """Count a job that is admitted or promised room: its key and every dimension."""
         tpk = (job.tenant, job.pool, key)
         self.use_all[tpk] += units
         if job.tier != "batch":
             self.use_nb[tpk] += units
+        if job.dims:
+            self.account_dims(job, job.dims)
 
     def admit_cpu(self, job: JobView) -> None:
-        """A CPU-only job: no GPU quota; one schedulable node per replica, round robin."""
+        """A CPU-only job: no GPU quota, but its pool's cpu and memory quota (it queues like
+        any job); one schedulable node per replica with room for it, round robin."""
         nodes = [n for n in self.cap.cpu_nodes if n.dedicated_to in ("", job.tenant)]
         if not nodes:
             self.block(job, _NO_CPU_NODE, never=True)
             return
-        placement = tuple(nodes[i % len(nodes)].name for i in range(max(job.replicas, 1)))
-        self.admitted[job.id] = Admission(job.id, placement, False)
+        mode = _NOMINAL
+        if job.dims:
+            never = self.dims_never(job)
+            if never is not None:
+                self.block(job, never, never=True)
+                return
+            mode, short = self.dims_mode(job)
+            if mode == _OVER and short is not None:
+                self.block(job, self.why_dim(job, short))
+                return
+        placement = self.place_cpu(job, nodes)
+        if placement is None:
+            self.block(job, {"code": "jobs.wait.cpu_room", "args": {}}, capacity=True)
+            return
+        self.admitted[job.id] = Admission(job.id, placement, mode == _BORROW)
+        if job.dims:
+            self.account_dims(job, job.dims)
+
+    @staticmethod
+    def per_replica_cpu(job: JobView) -> tuple[int, int]:
+        dims = dict(job.dims)
+        replicas = max(job.replicas, 1)
+        return -(-dims.get("cpu", 0) // replicas), -(-dims.get("memory", 0) // replicas)
+
+    def take_cpu(self, job: JobView, nodes: Sequence[str], *, sign: int = -1) -> None:
+        """Change the free CPU and memory of ``nodes`` by one replica of ``job`` each."""
+        cpu, memory = self.per_replica_cpu(job)
+        for name in nodes:
+            room = self.cpu_free.get(name)
+            if room is not None:
+                room[0] += sign * cpu
+                room[1] += sign * memory
+
+    def place_cpu(self, job: JobView, nodes: list[NodeView]) -> tuple[str, ...] | None:
+        """One node per replica, round robin over the nodes with room for a replica's CPU
+        and memory (nodes that report none are not checked); None when they have none."""
+        replicas = max(job.replicas, 1)
+        cpu, memory = self.per_replica_cpu(job)
+        placement: list[str] = []
+        start = 0
+        for _ in range(replicas):
+            for step in range(len(nodes)):
+                node = nodes[(start + step) % len(nodes)]
+                room = self.cpu_free.get(node.name)
+                if room is None or (room[0] >= cpu and room[1] >= memory):
+                    if room is not None:
+                        room[0] -= cpu
+                        room[1] -= memory
+                    placement.append(node.name)
+                    start = (start + step + 1) % len(nodes)
+                    break
+            else:
+                for name in placement:   # give back what the replicas placed so far took
+                    room = self.cpu_free.get(name)
+                    if room is not None:
+                        room[0] += cpu
+                        room[1] += memory
+                return None
+        return tuple(placement)
 
     # -- reclaim -------------------------------------------------------------------------
 
-    def eligible_victim(self, victim: JobView, job: JobView, mode: str,
-                        within_g: bool = False) -> bool:
+    def eligible_victim(self, victim: JobView, job: JobView, mode: str) -> bool:
         if victim.id in self.victims or victim.tier == "production":
             return False
         if victim.tier == "batch":
@@ -554,19 +647,7 @@ class _Pass(Explainer):
             return False
         if TIER_RANK.get(victim.tier, 99) > TIER_RANK.get(job.tier, 99):
             return True
-        if victim.borrowing and self.pool_borrows(victim):
-            return True
-        return within_g and self.above_guarantee(victim)   # the guarantee rule (step 3)
-
-    def only_by_guarantee(self, victim: JobView, job: JobView) -> bool:
-        """Whether the victim is eligible only because its pool is above its guarantee."""
-        if victim.tier == "batch" or TIER_RANK.get(victim.tier, 99) > TIER_RANK.get(job.tier, 99):
-            return False
-        if (self.policy.preempt_lower_priority_within_tenant
-                and victim.tenant == job.tenant and victim.pool == job.pool
-                and victim.tier == job.tier and victim.priority < job.priority):
-            return False
-        return not (victim.borrowing and self.pool_borrows(victim))
+        return victim.borrowing and self.pool_borrows(victim)
 
     def pool_borrows(self, victim: JobView) -> bool:
         """Whether the victim's pool still uses more than its nominal quota (not counting
@@ -603,8 +684,7 @@ class _Pass(Explainer):
                 return []
             return found
 
-        within_g = mode == _NOMINAL and self.within_guarantee(job, key)
-        if mode != _OVER and within_ceiling and (pend or loose) and not self.gated(job, key):
+        if mode != _OVER and within_ceiling and (pend or loose):
             promised = fits(pend, loose)
             if promised is not None:
                 self.await_preempting(job, key, promised, pend)
@@ -613,7 +693,7 @@ class _Pass(Explainer):
             return False
         if mode == _OVER and not self.policy.preempt_lower_priority_within_tenant:
             return False
-        memo = (key, tenant, job.pool, job.tier, mode, job.priority, replicas, per, within_g)
+        memo = (key, tenant, job.pool, job.tier, mode, job.priority, replicas, per, job.dims)
         if memo in self.reclaim_fail:
             return False
 
@@ -621,11 +701,7 @@ class _Pass(Explainer):
             """The victim's units count against the same pool's quota as the job's."""
             return victim.tenant == tenant and victim.pool == job.pool
 
-        cands = [v for v in self.candidates.get(key, ())
-                 if self.eligible_victim(v, job, mode, within_g)]
-        # victims eligible only as pools above their guarantee: taken while still above it
-        by_guarantee = {v.id for v in cands if within_g and self.only_by_guarantee(v, job)}
-        over_g: dict[TPK, int] = {}
+        cands = [v for v in self.candidates.get(key, ()) if self.eligible_victim(v, job, mode)]
         if mode == _OVER or not within_ceiling:
             cands.sort(key=lambda v: 0 if own(v) else 1)  # stable: keeps victim order
         cands = cands[:_MAX_VICTIMS]
@@ -652,6 +728,8 @@ class _Pass(Explainer):
             own_nb, own_all = own_units(victims)
             if mode == _OVER and eff_nb - own_nb + units > nominal:
                 return False
+            if job.dims and self.dims_mode(job, releasing=True, victims=victims)[0] == _OVER:
+                return False   # a victim of its pool frees its whole demand, every dimension
             return eff_all - own_all + units <= ceiling
 
         extra: dict[Slot, int] = dict(pend)
@@ -660,15 +738,6 @@ class _Pass(Explainer):
         unplaced = loose   # units freed on nodes the engine does not know
         plan: Plan | None = None
         for victim in cands:
-            if victim.id in by_guarantee:
-                vtpk = (victim.tenant, victim.pool, key)
-                left = over_g.get(vtpk)
-                if left is None:
-                    left = (self.use_nb[vtpk] - self.releasing_nb[vtpk]
-                            - self.guaranteed(victim.tenant, victim.pool, key))
-                if left <= 0:
-                    continue
-                over_g[vtpk] = left - victim.demand
             chosen.append(victim)
             if victim.placement:
                 for slot in freed_by(victim):
@@ -677,8 +746,7 @@ class _Pass(Explainer):
             else:
                 unplaced += victim.demand
                 freed += victim.demand
-            if base + freed < units or not quota_ok(chosen) or self.gated(
-                    job, key, sum(v.demand for v in chosen)):
+            if base + freed < units or not quota_ok(chosen):
                 continue
             plan = fits(extra, unplaced)
             if plan is not None:
@@ -695,7 +763,7 @@ class _Pass(Explainer):
             else:
                 trial_unplaced -= victim.demand
             rest = [v for v in chosen if v is not victim]
-            if not quota_ok(rest) or self.gated(job, key, sum(v.demand for v in rest)):
+            if not quota_ok(rest):
                 continue
             trial_plan = fits(trial, trial_unplaced)
             if trial_plan is not None:
@@ -707,12 +775,10 @@ class _Pass(Explainer):
             self.pending_loose[key] = 0   # counted in this job's room
         for victim in chosen:
             self.victims[victim.id] = Preemption(
-                victim.id, self.victim_reason(victim, job, key, victim.id in by_guarantee),
-                self.grace(victim.tier), job.id)
+                victim.id, self.victim_reason(victim, job, key), self.grace(victim.tier), job.id)
             self.release(victim)
         self.reserve(key, plan, per, pend)
         self.account(job, key, units)
-        self.promised_units[key] += units
         deadline = self.now + timedelta(seconds=max(self.grace(v.tier) for v in chosen))
         self.block(job, {"code": "jobs.wait.victims",
                          "args": {"n": len(chosen), "tiers": text.tiers({v.tier for v in chosen}),
@@ -731,7 +797,6 @@ class _Pass(Explainer):
             self.pending_loose[key] -= min(self.pending_loose.get(key, 0), units)
         self.reserve(key, plan, per, pend)
         self.account(job, key, units)
-        self.promised_units[key] += units
         deadline = max((j.preempt_deadline for j in awaited if j.preempt_deadline is not None),
                        default=self.now)
         count = max(len(awaited), 1)
@@ -741,10 +806,11 @@ class _Pass(Explainer):
     def release(self, victim: JobView) -> None:
         """Count a victim's units as going away (they stay held: no admission into them)."""
         vtpk = (victim.tenant, victim.pool, victim.resource_key)
-        self.evicted_units[victim.resource_key] += victim.demand
         self.releasing_all[vtpk] += victim.demand
         if victim.tier != "batch":
             self.releasing_nb[vtpk] += victim.demand
+        if victim.dims:
+            self.release_dims(victim)
 
     def reserve(self, key: str, plan: Plan, per: int, pend: dict[Slot, int]) -> None:
         """Hold the room of a promised job: free units first, then units being released."""
@@ -757,13 +823,8 @@ class _Pass(Explainer):
             if rest and pend.get(slot):
                 pend[slot] -= min(rest, pend[slot])
 
-    def victim_reason(self, victim: JobView, job: JobView, key: str,
-                      by_guarantee: bool = False) -> Text:
+    def victim_reason(self, victim: JobView, job: JobView, key: str) -> Text:
         name = text.resource_name(key)
-        if by_guarantee:
-            return {"code": "jobs.preempt.guarantee",
-                    "args": {"resource": name, "tenant": job.tenant,
-                             "pool": text.pool(job.pool), "tier": text.tier(job.tier)}}
         if victim.tier == "batch":
             return {"code": "jobs.preempt.batch",
                     "args": {"tier": text.tier(job.tier), "tenant": job.tenant,
@@ -788,38 +849,37 @@ class _Pass(Explainer):
     # -- watermark -----------------------------------------------------------------------
 
     def watermark(self) -> None:
-        """Step 4: while a key's projected use is above the watermark, whether or not anyone
-        waits, evict batch jobs, then development jobs of pools above their nominal quota,
-        then of pools above their guarantee; most recently admitted first."""
-        percent = round(self.policy.watermark * 100)
+        """Evict batch, then borrowing development jobs, while above the watermark."""
         for key in sorted(self.cap.slots):
-            limit = self.wm_limit(key)
-            use = self.wm_use(key)
-            if use <= limit + 1e-9:
+            if not self.nominal_waiting.get(key):
                 continue
-            reason: Text = {"code": "jobs.preempt.watermark_use",
-                            "args": {"resource": text.resource_name(key),
-                                     "use": self._percent(use, key), "percent": percent}}
-
-            def rank(j: JobView) -> int:
-                if j.tier == "batch":
-                    return 0
-                return 1 if self.pool_borrows(j) else 2
-
+            capacity = self.cap.capacity_total(key)
+            limit = self.policy.watermark * capacity
+            taken = sum(self.victims_units(key))
+            alloc = (self.alloc_start.get(key, 0) + self.new_alloc.get(key, 0)
+                     - self.preempting_units.get(key, 0) - taken)
+            if alloc <= limit:
+                continue
             pool = [j for j in self.active
                     if j.resource_key == key and j.state in ("running", "admitted")
-                    and j.id not in self.victims and j.tier != "production"
-                    and (j.tier == "batch" or self.above_guarantee(j))]
-            pool.sort(key=lambda j: (rank(j), -_ts(j.admitted_at or j.started_at, self.now_ts),
-                                     -j.id))
+                    and j.id not in self.victims
+                    and (j.tier == "batch"
+                         or (j.tier == "development" and j.borrowing and self.pool_borrows(j)))]
+            pool.sort(key=lambda j: (0 if j.tier == "batch" else 1,
+                                     -_ts(j.admitted_at or j.started_at, self.now_ts), -j.id))
+            percent = round(self.policy.watermark * 100)
             for victim in pool:
-                if self.wm_use(key) <= limit + 1e-9:
+                if alloc <= limit:
                     break
-                if victim.tier != "batch" and not self.above_guarantee(victim):
-                    continue   # its pool is back within its guarantee with the evictions so far
-                self.victims[victim.id] = Preemption(victim.id, reason,
-                                                     self.grace(victim.tier), None)
+                if victim.tier != "batch" and not self.pool_borrows(victim):
+                    continue   # its pool fell back within nominal with the evictions so far
+                self.victims[victim.id] = Preemption(
+                    victim.id,
+                    {"code": "jobs.preempt.watermark",
+                     "args": {"resource": text.resource_name(key), "percent": percent}},
+                    self.grace(victim.tier), None)
                 self.release(victim)
+                alloc -= victim.demand
 
     def victims_units(self, key: str) -> list[int]:
         by_id = {j.id: j for j in self.active if j.resource_key == key}

@@ -18,6 +18,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from tenants.demand import from_engine
+
 from .types import TIER_RANK, TIERS, Text
 
 _NO_ARGS: dict[str, Any] = {}
@@ -27,6 +29,11 @@ _TIER: dict[str, dict[str, Any]] = {
 _POOL: dict[str, dict[str, Any]] = {
     pool: {"code": f"jobs.pool.{pool}", "args": _NO_ARGS} for pool in ("prod", "dev")}
 _RESOURCE: dict[str, dict[str, Any]] = {}
+_PLAIN = {"cpu": "jobs.resource.cpu", "memory": "jobs.resource.memory",
+          "gpu-memory": "jobs.resource.gpu_memory", "gpu-shared": "jobs.resource.gpu_shared"}
+"""Dimensions without a qualifier, by their resource-name code."""
+_PLAIN_AMOUNT = {"cpu": "jobs.amount.cpu", "memory": "jobs.amount.memory",
+                 "gpu-memory": "jobs.amount.gpu_memory", "gpu-shared": "jobs.amount.gpu_shared"}
 _TWENTY_HOURS = timedelta(hours=20)
 
 
@@ -47,6 +54,10 @@ def resource_name(key: str) -> dict[str, Any]:
         kind, _, name = key.partition(":")
         if kind == "mig":
             found = {"code": "jobs.resource.mig", "args": {"profile": name}}
+        elif key in _PLAIN:
+            found = {"code": _PLAIN[key], "args": _NO_ARGS}
+        elif kind == "shared":
+            found = {"code": "jobs.resource.shared", "args": {"model": name}}
         elif name:
             found = {"code": "jobs.resource.gpu", "args": {"model": name}}
         else:
@@ -56,10 +67,15 @@ def resource_name(key: str) -> dict[str, Any]:
 
 
 def amount(n: int, key: str) -> dict[str, Any]:
-    """"8 NVIDIA-H800", "3 1g.10gb MIG instances"."""
+    """"8 NVIDIA-H800", "3 1g.10gb MIG instances", "12.5 CPU cores" (``n`` in the engine's
+    units: cpu, memory and gpu-memory in thousandths)."""
     kind, _, name = key.partition(":")
     if kind == "mig":
         return {"code": "jobs.amount.mig", "args": {"n": n, "profile": name}}
+    if key in _PLAIN_AMOUNT:
+        return {"code": _PLAIN_AMOUNT[key], "args": {"n": from_engine(key, n)}}
+    if kind == "shared":
+        return {"code": "jobs.amount.shared", "args": {"n": n, "model": name}}
     if name:
         return {"code": "jobs.amount.gpu", "args": {"n": n, "model": name}}
     return {"code": "jobs.amount.gpus", "args": {"n": n}}

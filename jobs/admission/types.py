@@ -27,6 +27,9 @@ Text = dict[str, Any] | list[Any] | str
 imports no Django); pages render them in the reader's language."""
 
 
+_EMPTY: Mapping[str, int] = MappingProxyType({})
+
+
 def _frozen(mapping: Mapping[str, int] | None = None) -> Mapping[str, int]:
     return MappingProxyType(dict(mapping or {}))
 
@@ -52,6 +55,16 @@ class NodeView:
     schedulable: bool
     dedicated_to: str = ""
     """Tenant slug when the node is dedicated: only that tenant's jobs may use it."""
+    shared: int = 0
+    """Shares of time-sliced/MPS GPUs (``nvidia.com/gpu.shared``), placement key
+    ``shared:<gpu_model>``; ``shared_used`` what bound pods hold."""
+    shared_used: int = 0
+    cpu: int = 0
+    """Allocatable CPU in millicores (0: not reported, not checked); ``cpu_used`` what
+    bound pods request. ``memory``/``memory_used`` the same in 1/1000 GiB."""
+    cpu_used: int = 0
+    memory: int = 0
+    memory_used: int = 0
 
 
 @dataclass(frozen=True)
@@ -85,15 +98,32 @@ class JobView:
     borrowing: bool = False
     placement: tuple[str, ...] = ()
     preempt_deadline: datetime | None = None
+    gpu_shared: bool = False
+    """The ``gpus_per_replica`` are shares of a time-sliced/MPS GPU of ``gpu_model``."""
+    resources: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
+    """The whole gang's demand per catalog key (``tenants.demand.engine_demand``: cpu,
+    memory and gpu-memory in thousandths of a core / GiB, the rest in units). Its GPU key
+    (``gpu:``/``mig:``) is ``demand`` under another name; every other key is checked
+    against the pool's quota as well (see :attr:`dims`)."""
 
     @cached_property
     def resource_key(self) -> str:
-        """"gpu:<model>", "mig:<profile>", or "" for a CPU-only job."""
+        """"gpu:<model>", "mig:<profile>", "shared:<model>" (placement of shares, counted
+        against the quota key ``gpu-shared``), or "" for a CPU-only job."""
         if self.gpus_per_replica <= 0:
             return ""
         if self.mig_profile:
             return f"mig:{self.mig_profile}"
+        if self.gpu_shared:
+            return f"shared:{self.gpu_model}"
         return f"gpu:{self.gpu_model}"
+
+    @cached_property
+    def dims(self) -> tuple[tuple[str, int], ...]:
+        """The quota dimensions beyond the placement key: (key, amount), by key."""
+        own = self.resource_key
+        return tuple(sorted((k, v) for k, v in self.resources.items()
+                            if v > 0 and k != own))
 
     @cached_property
     def demand(self) -> int:
@@ -103,19 +133,16 @@ class JobView:
 
 @dataclass(frozen=True)
 class PoolQuota:
-    """A tenant pool's quota per resource key ("gpu:<model>", "mig:<profile>")."""
+    """A tenant pool's quota per resource key ("gpu:<model>", "mig:<profile>", and the
+    other catalog keys a job consumes: "cpu", "memory", "gpu-memory" in thousandths,
+    "gpu-shared" in shares). A key not in ``nominal`` is zero, except "gpu-memory",
+    which binds only when present (``tenants.demand``)."""
 
     tenant: str
     pool: str
     nominal: Mapping[str, int]
     ceiling: Mapping[str, int]
     """The elastic ceiling (>= nominal) when the tenant may borrow; == nominal otherwise."""
-    guaranteed: Mapping[str, int] | None = None
-    """The part of ``nominal`` backed by physical capacity (<= nominal), per key; None or a
-    missing key: all of ``nominal``. For an overcommitted-mode tenant it is its grant times
-    the guaranteed share (``tenants.quota.guaranteed_amount``, the number its quota pages
-    show); the rest of its quota is reclaimable by pools within their own guarantee."""
-
 
 
 @dataclass(frozen=True)
@@ -130,9 +157,6 @@ class Policy:
     """
 
     watermark: float = 0.85
-    """The eviction watermark: the share of a resource key's physical capacity above which
-    no preemptible work beyond its pool's guarantee starts, and such work is evicted (see
-    :func:`jobs.admission.decide`, step 4)."""
     grace_seconds: Mapping[str, int] = field(
         default_factory=lambda: _frozen({"production": 0, "development": 300, "batch": 30}))
     fair_share_half_life_seconds: float = 7 * 86400

@@ -32,6 +32,9 @@ def test_fifty_parallel_submissions_never_admit_beyond_the_quota(django_user_mod
                                    contact_email="b@x.org")
     pool = Pool.objects.create(tenant=tenant, kind="dev")
     QuotaGrant.objects.create(pool=pool, resource="gpu:NVIDIA-H800", amount=8)
+    # CPU and memory bind too (what is not granted is zero): enough for every job here
+    QuotaGrant.objects.create(pool=pool, resource="cpu", amount=64)
+    QuotaGrant.objects.create(pool=pool, resource="memory", amount=64)
     user = django_user_model.objects.create_user("eager")
     Membership.objects.create(user=user, tenant=tenant, role="member")
     admin = django_user_model.objects.create_user("root")
