@@ -14,6 +14,7 @@ from jobs.models import JobTransition, TrainingJob
 from jobs.validation import Inventory
 from k8s_sync.models import ObservedNode
 from k8s_sync.quantity import parse_quantity
+from k8s_sync.selectors import node_capacity
 
 GIB = Decimal(1024**3)
 
@@ -50,12 +51,24 @@ def inventory() -> Inventory:
     """The largest node per GPU model and MIG profile, and the largest node's CPU/memory."""
     gpus: dict[str, int] = defaultdict(int)
     mig: dict[str, int] = defaultdict(int)
+    shared: dict[str, int] = defaultdict(int)
+    share_mib: dict[str, int] = {}
+    strategies: dict[str, set[str]] = defaultdict(set)
+    hami: dict[str, int] = defaultdict(int)
     max_cpu, max_mem = Decimal(0), Decimal(0)
-    for model, allocatable in ObservedNode.objects.values_list("gpu_model", "allocatable"):
-        alloc = allocatable or {}
-        whole = _int(alloc.get("nvidia.com/gpu"))
+    for node in ObservedNode.objects.defer("raw", "capacity", "taints"):
+        model, alloc = node.gpu_model, node.allocatable or {}
+        cap = node_capacity(node, {})
+        whole = cap.whole_allocatable  # HAMi: cards (its vGPUs of one pod are on distinct cards)
         if model and whole:
             gpus[model] = max(gpus[model], whole)
+        if model and cap.hami and node.gpu_memory_mib:
+            hami[model] = max(hami[model], node.gpu_memory_mib)
+        if model and cap.shared_allocatable:
+            shared[model] = max(shared[model], cap.shared_allocatable)
+            share_mib[model] = min(share_mib.get(model, cap.shared_memory_mib),
+                                   cap.shared_memory_mib)
+            strategies[model].add(cap.sharing_strategy)
         for key, value in alloc.items():
             if key.startswith("nvidia.com/mig-"):
                 profile = key.removeprefix("nvidia.com/mig-")
@@ -66,7 +79,35 @@ def inventory() -> Inventory:
 
     classes = dict(ObservedStorageClass.objects.values_list("name", "is_default"))
     return Inventory(dict(gpus), dict(mig), max_cpu, max_mem.quantize(Decimal("0.001")),
-                     classes)
+                     classes, shared_per_node=dict(shared), shared_memory_mib=share_mib,
+                     shared_strategies={m: tuple(sorted(v)) for m, v in strategies.items()},
+                     hami_memory_mib=dict(hami))
+
+
+def gpu_kind_label(clean: Any, inv: Inventory | None = None) -> str:
+    """The kind of GPU a job (or a cleaned submission) asks for, in words: whole cards, a
+    MIG slice, shares of a time-sliced/MPS card with their memory, or HAMi-limited cards."""
+    from django.utils.translation import gettext as _
+
+    from k8s_sync.templatetags.k8s_sync import mib, sharing
+
+    get = clean.get if isinstance(clean, dict) else lambda k: getattr(clean, k)
+    gpus, model = get("gpus_per_worker") or 0, get("gpu_model") or ""
+    if not gpus:
+        return _("CPU only")
+    if get("mig_profile"):
+        return _("MIG slices %(p)s") % {"p": get("mig_profile")}
+    if get("gpu_shared"):
+        inv = inv or inventory()
+        share = inv.shared_memory_mib.get(model)
+        how = ", ".join(sharing(s) for s in inv.shared_strategies.get(model, ())) or "—"
+        return _("shared %(model)s (%(how)s): %(n)s × %(share)s of GPU memory per worker") % {
+            "model": model, "how": how, "n": gpus, "share": mib(share)}
+    limit = get("gpu_memory_gib_per_card")
+    if limit:
+        return _("%(model)s vGPUs (HAMi), %(gib)s GiB of GPU memory per card") % {
+            "model": model, "gib": format(Decimal(limit).normalize(), "f")}
+    return _("whole %(model)s GPUs") % {"model": model}
 
 
 def storage_left(pool: Any, storage_class: str) -> Decimal | None:
@@ -118,9 +159,9 @@ def admission_inputs(now):  # type: ignore[no-untyped-def]
     from tenants.selectors import effective_grants, node_dedications
 
     dedicated = node_dedications()
+    held = maintenance_held_nodes(now)  # cordoned for a window, even before it is observed
     policy = Policy.current()
     # NodeView.switch: the node's value of the policy's last topology level.
-    held = maintenance_held_nodes(now)  # cordoned for a window, even before it is observed
     report_nodes = capacity_report(topology_levels_in_force(policy.topology_levels)).nodes
     facts = card_facts(report_nodes)
     cpu_memory = _node_cpu_memory()
@@ -153,12 +194,50 @@ def admission_inputs(now):  # type: ignore[no-untyped-def]
         nominal, ceiling = pool_limits(effective_grants(pool), elastic_factor=factor)
         quotas.append(PoolQuota(tenant=pool.tenant.slug, pool=pool.kind, nominal=nominal,
                                 ceiling=ceiling))
+    quotas = _with_guarantees(quotas)
     engine_policy = EnginePolicy(
         watermark=float(policy.eviction_watermark),
         grace_seconds={"production": 0, "development": policy.development_grace_seconds,
                        "batch": policy.batch_grace_seconds})
     return {"nodes": nodes, "jobs": jobs, "quotas": quotas, "policy": engine_policy,
-            "history": job_history(now), "now": now}
+            "history": job_history(now), "now": now,
+            "physical": {k: u.use for k, u in physical_use_now().items()}}
+
+
+def _with_guarantees(quotas: list) -> list:
+    """Each overcommitted-mode tenant's pool quotas with their guaranteed part per GPU/MIG
+    key (``tenants.quota.guaranteed_amount``: the number its quota pages show); other
+    pools are guaranteed their whole nominal quota (the engine's default)."""
+    from dataclasses import replace
+
+    from tenants.models import Tenant
+    from tenants.quota import guaranteed_amount
+    from tenants.selectors import guaranteed_shares
+
+    over = set(Tenant.objects.filter(quota_mode="overcommitted").values_list("slug", flat=True))
+    if not over:
+        return quotas
+    shares = guaranteed_shares()
+    out = []
+    for q in quotas:
+        if q.tenant in over:
+            q = replace(q, guaranteed={
+                k: int(guaranteed_amount(k, Decimal(v), shares.get(k, Decimal(1))))
+                for k, v in q.nominal.items() if k.startswith(("gpu:", "mig:"))
+                or k == "gpu-shared"})
+        out.append(q)
+    return out
+
+
+def physical_use_now(report=None):  # type: ignore[no-untyped-def]
+    """Physical use per resource key (``k8s_sync.physical``) as the engine holds it against
+    the eviction watermark: the observed cluster, plus DCGM framebuffer on shared and
+    HAMi cards read now (the cluster page shows the same, with the last reading)."""
+    from k8s_sync.physical import physical_use, shared_framebuffer_mib
+    from k8s_sync.selectors import capacity_report
+
+    report = report or capacity_report()
+    return physical_use(report, shared_framebuffer_mib(report))
 
 
 def job_demand_of(job: Any, facts: Any) -> dict[str, Decimal]:
@@ -298,6 +377,9 @@ def job_spec(job: TrainingJob):  # type: ignore[no-untyped-def]
         workers=job.workers - 1, gpus_per_replica=job.gpus_per_worker,
         gpu_product=job.gpu_model if not job.mig_profile else "",
         mig_profile=job.mig_profile,
+        gpu_shared=bool(job.gpu_shared and job.gpus_per_worker and not job.mig_profile),
+        gpu_memory_mib_per_card=(int(job.gpu_memory_gib_per_card * 1024)
+                                 if job.gpu_memory_gib_per_card else None),
         # requests as tenants.demand defines them: what quota, admission and gauges count
         cpu_request=demand.cpu_request(job.cpu_per_worker),
         cpu_limit=job.cpu_per_worker,
@@ -429,3 +511,19 @@ def maintenance_held_nodes(now) -> set[str]:  # type: ignore[no-untyped-def]
         held |= set(((plan or {}).get("applied") or {}).get("nodes") or [])
         held |= set(nodes or [])
     return held
+
+
+def start_observations(job: TrainingJob):  # type: ignore[no-untyped-def]
+    """What the cluster said about a job whose pods have not started
+    (``jobs.podstart.Seen`` lists): its unstarted pods' reasons and its events."""
+    from jobs.podstart import Seen
+    from k8s_sync.models import ClusterEvent, ObservedPod
+
+    pods = [Seen(reason, message) for reason, message in ObservedPod.objects.filter(
+        namespace=job.pool.namespace, job=str(job.pk)).exclude(
+        phase__in=["Running", "Succeeded", "Failed"]).values_list("reason", "message")]
+    events = [Seen(reason, message, at) for reason, message, at in ClusterEvent.objects.filter(
+        involved_namespace=job.pool.namespace, involved_name__startswith=job.k8s_name
+    ).order_by("-last_seen").values_list("reason", "message", "last_seen")[:50]
+    ] if job.k8s_name else []
+    return pods, events

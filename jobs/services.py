@@ -439,3 +439,17 @@ def window_cancel(*, actor: AnyUser, window_id: int):  # type: ignore[no-untyped
                 apply_maintenance_windows.delay()
             transaction.on_commit(enqueue, robust=True)
     return window
+
+
+def job_notify_owner(*, job: TrainingJob, text: StoredText, email: bool = False) -> None:
+    """Tell the job's submitter what the system did to it (``text``: a stored text), in
+    the portal and, when ``email``, by mail; linked to the job's page."""
+    from django.urls import reverse
+
+    from tenants.services.notify import notify
+
+    if job.submitted_by is None:
+        return
+    notify(users=[job.submitted_by], tenant=job.tenant, email=email,
+           text=stored_text("jobs.notify.job", job=job.name, text=text),
+           link=reverse("jobs:detail", kwargs={"slug": job.tenant.slug, "pk": job.pk}))

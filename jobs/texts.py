@@ -174,6 +174,17 @@ register("jobs.preempt.watermark", _(
     "%(resource)s are above the %(percent)s%% eviction watermark while jobs within their "
     "quota wait"))
 register("jobs.preempt.maintenance", _("moved to free whole nodes for maintenance"))
+register("jobs.preempt.watermark_use", _(
+    "%(resource)s are at %(use)s%% of their physical capacity, above the %(percent)s%% "
+    "eviction watermark: preemptible work beyond its guarantee is evicted until use is back "
+    "below it"))
+register("jobs.preempt.guarantee", _(
+    "returning %(resource)s above your guaranteed share: %(tenant)s needs its guaranteed "
+    "%(pool)s quota for a %(tier)s job"))
+register("jobs.wait.watermark", _(
+    "starting it would take %(resource)s to %(after)s%% of their physical capacity "
+    "(%(use)s%% now), above the %(percent)s%% eviction watermark: only production work and "
+    "work within its guarantee start there until use falls"))
 
 # -- transition messages and holds written by the system ------------------------------------
 
@@ -184,6 +195,26 @@ register("jobs.transition.cancelled_by", _("Cancelled by %(u)s"))
 register("jobs.transition.rejected", _(
     "The cluster refused the job (%(status)s %(reason)s: %(error)s); fix the submission or "
     "ask your platform team, then clone and resubmit."))
+register("jobs.transition.unbuildable", _(
+    "Trainyard cannot build this job for the cluster (%(error)s); clone it, fix the "
+    "submission and resubmit."))
+register("jobs.transition.start_requeued", _(
+    "Its pods did not start within %(minutes)s minutes: %(cause)s. It is back in the queue "
+    "(attempt %(n)s of %(max)s) and its GPUs are free for others."))
+register("jobs.transition.start_failed", _(
+    "Its pods did not start within %(minutes)s minutes, %(max)s times: %(cause)s. It has "
+    "failed and its GPUs are free; fix the cause, then clone and resubmit."))
+register("jobs.start.image", _("the cluster cannot pull the image %(image)s (%(reason)s: "
+                               "%(message)s)"))
+register("jobs.start.unschedulable", _("the scheduler cannot place its pods (%(reason)s: "
+                                       "%(message)s)"))
+register("jobs.start.create_failed", _("the cluster refused to create its pods (%(reason)s: "
+                                       "%(message)s)"))
+register("jobs.start.not_created", _("its PyTorchJob could not be created in the cluster "
+                                     "(%(message)s)"))
+register("jobs.start.other", _("its pods wait (%(reason)s: %(message)s)"))
+register("jobs.start.unknown", _("the cluster gave no reason"))
+register("jobs.notify.job", _("Job %(job)s: %(text)s"))
 register("jobs.transition.maintenance", _(
     "maintenance window #%(window)s: freeing whole %(model)s nodes"))
 register("jobs.hold.abnormal", _("Held from the cluster page: abnormal GPU use"))
@@ -218,6 +249,8 @@ TRANSITION_REASONS: dict[str, Any] = {
     "Requeued": pgettext_lazy("job transition", "Requeued"),
     "Cancelled": pgettext_lazy("job transition", "Cancelled"),
     "Rejected": pgettext_lazy("job transition", "Rejected"),
+    "NotStarted": pgettext_lazy("job transition", "NotStarted"),
+    "Unbuildable": pgettext_lazy("job transition", "Unbuildable"),
 }
 
 

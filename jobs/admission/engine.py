@@ -15,9 +15,35 @@ Steps, all deterministic (ties break by id or name):
    or, when within its nominal quota (or a higher tier), preempt just enough victims:
    batch and borrowers first, lowest tier first, most recently admitted first. Its room
    is then reserved for the rest of the pass.
-4. Evict above the watermark: per resource key, when allocation exceeds
-   ``watermark × capacity`` while jobs within their nominal quota wait for it, preempt
-   batch, then borrowing development jobs (most recent first) until at or below it.
+
+   **Guarantees hold.** A pool's guarantee (``PoolQuota.guaranteed``, default its nominal
+   quota; for an overcommitted-mode tenant its grant times the guaranteed share, the
+   number its quota page shows) is protected: a non-batch job whose pool's use plus its
+   demand stays within that pool's guarantee may preempt non-production jobs of *any*
+   pool that holds more than *its own* guarantee (a borrower of the overcommitted part),
+   even jobs of the same tier admitted within nominal quota; lowest tier first, then most
+   recently admitted, each victim with its tier's grace (``Policy.grace_seconds``); a
+   victim is taken only while its pool is still above its guarantee (counting the victims
+   already chosen), and only as many as the job needs. Work admitted above its pool's
+   guarantee is marked ``borrowing``.
+4. **The watermark is a hard line on physical use**, per resource key (GPU model or MIG
+   profile: the nodes that carry it). Use is the larger of the units allocated (as the
+   engine accounts them, admitted-but-unbound placements included) and ``physical[key]``
+   × capacity, where ``physical`` is what the cluster reports (allocated share of the
+   cards, framebuffer used on shared cards where DCGM reports it, CPU and memory
+   requested on the key's nodes; see ``k8s_sync.selectors.physical_use``); units of
+   preempting jobs and of this pass's victims count as gone, this pass's admissions and
+   promised rooms as taken. Preemptible work (development, batch) beyond its pool's
+   guarantee is *gated*: it is neither admitted nor given room by reclaim when that would
+   take use above ``watermark × capacity`` (it waits with ``jobs.wait.watermark``).
+   Production work, and development work within its pool's guarantee, is not gated: the
+   watermark bounds what runs beyond the guarantees, and evicting guaranteed work would
+   only re-admit it on the next pass. Then, whether or not anyone waits, while use is
+   above the watermark the engine preempts, each with its tier's grace: batch jobs, then
+   development jobs of pools above their nominal quota, then development jobs of pools
+   above their guarantee; most recently admitted first; never production, never work
+   within its pool's guarantee (``jobs.preempt.watermark_use``). A victim's physical
+   footprint is assumed to be its allocation; the next pass measures again.
 5. For every waiting job: positions, ETA p50/p90 (``eta.simulate``) and a reason.
 
 Cost: O(J log J) for the ordering and the ETA simulation, O(nodes of the key) per
@@ -30,7 +56,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
 from tenants.demand import dimension_only_when_granted
@@ -72,7 +98,8 @@ _MAX_VICTIMS = 256
 
 
 def decide(*, nodes: Sequence[NodeView], jobs: Sequence[JobView], quotas: Sequence[PoolQuota],
-           policy: Policy, history: History, now: datetime) -> Decisions:
+           policy: Policy, history: History, now: datetime,
+           physical: Mapping[str, float] | None = None) -> Decisions:
     """Decide admissions and preemptions, and explain every waiting job.
 
     Pure: reads only its arguments (``now`` is the clock). Returns at most one decision
@@ -82,8 +109,11 @@ def decide(*, nodes: Sequence[NodeView], jobs: Sequence[JobView], quotas: Sequen
     (no node over-allocated, counting admitted-but-unbound placements), its pool's
     ceiling, and places a multi-node gang under one switch. A preemption is only made
     for a job that then fits (its room reserved), or for watermark eviction.
+
+    ``physical``: measured use (0..1 of capacity) per resource key; a key that is absent
+    counts its allocation only (step 4 of the module docstring).
     """
-    return _Pass(nodes, jobs, quotas, policy, history, now).run()
+    return _Pass(nodes, jobs, quotas, policy, history, now, physical).run()
 
 
 def _worst(a: str, b: str) -> str:
@@ -118,8 +148,12 @@ class _Pass(Explainer):
 
     def __init__(self, nodes: Sequence[NodeView], jobs: Sequence[JobView],
                  quotas: Sequence[PoolQuota], policy: Policy, history: History,
-                 now: datetime) -> None:
+                 now: datetime, physical: Mapping[str, float] | None = None) -> None:
         self.policy = policy
+        self.physical = dict(physical or {})
+        self._wm_base: dict[str, float] = {}
+        self.evicted_units: dict[str, int] = defaultdict(int)    # victims of this pass
+        self.promised_units: dict[str, int] = defaultdict(int)   # rooms promised this pass
         self.history = history
         self.now = now
         self.now_ts = now.timestamp()
@@ -212,8 +246,10 @@ class _Pass(Explainer):
     # -- helpers -------------------------------------------------------------------------
 
     def _victim_order(self, job: JobView) -> tuple[int, int, float, int]:
-        """Batch and borrowers first, lowest tier first, most recently admitted first."""
-        preferred = 0 if job.tier == "batch" or job.borrowing else 1
+        """Batch and borrowers (above nominal, or above an explicit guarantee) first,
+        lowest tier first, most recently admitted first."""
+        preferred = 0 if (job.tier == "batch" or job.borrowing
+                          or self.above_explicit_guarantee(job)) else 1
         return (preferred, -TIER_RANK.get(job.tier, len(TIERS)),
                 -_ts(job.admitted_at or job.started_at, self.now_ts), -job.id)
 
@@ -267,6 +303,79 @@ class _Pass(Explainer):
 
     def grace(self, tier: str) -> int:
         return int(self.policy.grace_seconds.get(tier, 0))
+
+    # -- guarantees and the watermark (steps 3 and 4 of the module docstring) ---------------
+
+    def guaranteed(self, tenant: str, pool: str, key: str) -> int:
+        """The pool's guarantee for ``key``: ``PoolQuota.guaranteed``, capped by nominal;
+        all of nominal when none is given."""
+        quota = self.quota.get((tenant, pool))
+        if quota is None:
+            return 0
+        if key.startswith("shared:"):   # shares are granted as "gpu-shared", every model
+            key = "gpu-shared"
+        nominal = quota.nominal.get(key, 0)
+        if quota.guaranteed is None or key not in quota.guaranteed:
+            return nominal
+        return max(0, min(nominal, quota.guaranteed[key]))
+
+    def above_guarantee(self, job: JobView, extra: int = 0) -> bool:
+        """Whether the job's pool holds more non-batch units of its key than its guarantee
+        (what is being preempted, and ``extra`` units, counted as gone)."""
+        key = job.resource_key
+        tpk = (job.tenant, job.pool, key)
+        return (self.use_nb[tpk] - self.releasing_nb[tpk] - extra
+                > self.guaranteed(job.tenant, job.pool, key))
+
+    def above_explicit_guarantee(self, job: JobView) -> bool:
+        """:meth:`above_guarantee` for pools given an explicit guarantee below nominal."""
+        quota = self.quota.get((job.tenant, job.pool))
+        if quota is None or not quota.guaranteed or job.tier == "batch":
+            return False
+        return self.above_guarantee(job)
+
+    def within_guarantee(self, job: JobView, key: str) -> bool:
+        """Whether a queued non-batch job keeps its pool within its guarantee."""
+        if job.tier == "batch":
+            return False
+        tpk = (job.tenant, job.pool, key)
+        return (self.use_nb[tpk] - self.releasing_nb[tpk] + job.demand
+                <= self.guaranteed(job.tenant, job.pool, key))
+
+    def wm_limit(self, key: str) -> float:
+        return self.policy.watermark * self.cap.capacity_total(key)
+
+    def wm_use(self, key: str) -> float:
+        """Projected physical use of ``key`` in units (step 4 of the module docstring)."""
+        base = self._wm_base.get(key)
+        if base is None:
+            capacity = self.cap.capacity_total(key)
+            measured = min(max(float(self.physical.get(key, 0.0)), 0.0), 1.0) * capacity
+            base = self._wm_base[key] = max(float(self.alloc_start.get(key, 0)), measured)
+        return (base + self.new_alloc.get(key, 0) + self.promised_units.get(key, 0)
+                - self.preempting_units.get(key, 0) - self.evicted_units.get(key, 0))
+
+    def gated(self, job: JobView, key: str, freed: int = 0) -> bool:
+        """Whether the watermark keeps the job out: preemptible work beyond its pool's
+        guarantee that would take use above the watermark (``freed``: units of victims
+        chosen for it, counted as gone)."""
+        if job.tier == "production" or self.within_guarantee(job, key):
+            return False
+        if self.cap.capacity_total(key) <= 0:
+            return False
+        return self.wm_use(key) - freed + job.demand > self.wm_limit(key) + 1e-9
+
+    def _percent(self, units: float, key: str) -> int:
+        capacity = self.cap.capacity_total(key)
+        return round(100 * units / capacity) if capacity else 0
+
+    def watermark_wait(self, job: JobView, key: str) -> Text:
+        use = self.wm_use(key)
+        return {"code": "jobs.wait.watermark",
+                "args": {"resource": text.resource_name(key),
+                         "use": self._percent(use, key),
+                         "after": self._percent(use + job.demand, key),
+                         "percent": round(self.policy.watermark * 100)}}
 
     # -- the other dimensions (cpu, memory, gpu-memory, gpu-shared) ------------------------
 
@@ -503,10 +612,12 @@ class _Pass(Explainer):
         nb, al = self.use_nb[tpk], self.use_all[tpk]
         key_mode = _mode(batch, units, nb, al, nominal, ceiling)
         mode = _worst(key_mode, self.dims_mode(job)[0]) if job.dims else key_mode
-        if mode != _OVER and al + units <= ceiling:   # the pool's batch jobs count here too
+        gated = mode != _OVER and self.gated(job, key)   # above the watermark (step 4)
+        if not gated and mode != _OVER and al + units <= ceiling:   # pool's batch jobs count
             plan = self.place(key, tenant, replicas, per)
             if plan is not None:
-                self.admit(job, key, plan, borrowing=mode == _BORROW)
+                self.admit(job, key, plan, borrowing=mode == _BORROW or (
+                    not batch and nb + units > self.guaranteed(tenant, job.pool, key)))
                 return
         # Waiting: what the job will be once the pool's preempting jobs are gone.
         key_mode = _mode(batch, units, nb - self.releasing_nb[tpk],
@@ -517,6 +628,10 @@ class _Pass(Explainer):
             dim_mode, short = self.dims_mode(job, releasing=True)
             mode = _worst(key_mode, dim_mode)
         if not (batch and mode == _OVER) and self.reclaim(job, key, mode, nominal, ceiling):
+            return
+        if gated and mode != _OVER and self.place(key, tenant, replicas, per) is not None:
+            # it would fit now: the watermark alone keeps it out (else: the usual reason)
+            self.block(job, self.watermark_wait(job, key), capacity=True)
             return
         if mode == _NOMINAL:
             self.nominal_waiting[key] += 1
@@ -634,7 +749,8 @@ class _Pass(Explainer):
 
     # -- reclaim -------------------------------------------------------------------------
 
-    def eligible_victim(self, victim: JobView, job: JobView, mode: str) -> bool:
+    def eligible_victim(self, victim: JobView, job: JobView, mode: str,
+                        within_g: bool = False) -> bool:
         if victim.id in self.victims or victim.tier == "production":
             return False
         if victim.tier == "batch":
@@ -647,7 +763,19 @@ class _Pass(Explainer):
             return False
         if TIER_RANK.get(victim.tier, 99) > TIER_RANK.get(job.tier, 99):
             return True
-        return victim.borrowing and self.pool_borrows(victim)
+        if victim.borrowing and self.pool_borrows(victim):
+            return True
+        return within_g and self.above_guarantee(victim)   # the guarantee rule (step 3)
+
+    def only_by_guarantee(self, victim: JobView, job: JobView) -> bool:
+        """Whether the victim is eligible only because its pool is above its guarantee."""
+        if victim.tier == "batch" or TIER_RANK.get(victim.tier, 99) > TIER_RANK.get(job.tier, 99):
+            return False
+        if (self.policy.preempt_lower_priority_within_tenant
+                and victim.tenant == job.tenant and victim.pool == job.pool
+                and victim.tier == job.tier and victim.priority < job.priority):
+            return False
+        return not (victim.borrowing and self.pool_borrows(victim))
 
     def pool_borrows(self, victim: JobView) -> bool:
         """Whether the victim's pool still uses more than its nominal quota (not counting
@@ -684,7 +812,8 @@ class _Pass(Explainer):
                 return []
             return found
 
-        if mode != _OVER and within_ceiling and (pend or loose):
+        within_g = mode == _NOMINAL and self.within_guarantee(job, key)
+        if mode != _OVER and within_ceiling and (pend or loose) and not self.gated(job, key):
             promised = fits(pend, loose)
             if promised is not None:
                 self.await_preempting(job, key, promised, pend)
@@ -693,7 +822,8 @@ class _Pass(Explainer):
             return False
         if mode == _OVER and not self.policy.preempt_lower_priority_within_tenant:
             return False
-        memo = (key, tenant, job.pool, job.tier, mode, job.priority, replicas, per, job.dims)
+        memo = (key, tenant, job.pool, job.tier, mode, job.priority, replicas, per, job.dims,
+                within_g)
         if memo in self.reclaim_fail:
             return False
 
@@ -701,7 +831,11 @@ class _Pass(Explainer):
             """The victim's units count against the same pool's quota as the job's."""
             return victim.tenant == tenant and victim.pool == job.pool
 
-        cands = [v for v in self.candidates.get(key, ()) if self.eligible_victim(v, job, mode)]
+        cands = [v for v in self.candidates.get(key, ())
+                 if self.eligible_victim(v, job, mode, within_g)]
+        # victims eligible only as pools above their guarantee: taken while still above it
+        by_guarantee = {v.id for v in cands if within_g and self.only_by_guarantee(v, job)}
+        over_g: dict[TPK, int] = {}
         if mode == _OVER or not within_ceiling:
             cands.sort(key=lambda v: 0 if own(v) else 1)  # stable: keeps victim order
         cands = cands[:_MAX_VICTIMS]
@@ -738,6 +872,15 @@ class _Pass(Explainer):
         unplaced = loose   # units freed on nodes the engine does not know
         plan: Plan | None = None
         for victim in cands:
+            if victim.id in by_guarantee:
+                vtpk = (victim.tenant, victim.pool, key)
+                left = over_g.get(vtpk)
+                if left is None:
+                    left = (self.use_nb[vtpk] - self.releasing_nb[vtpk]
+                            - self.guaranteed(victim.tenant, victim.pool, key))
+                if left <= 0:
+                    continue
+                over_g[vtpk] = left - victim.demand
             chosen.append(victim)
             if victim.placement:
                 for slot in freed_by(victim):
@@ -746,7 +889,8 @@ class _Pass(Explainer):
             else:
                 unplaced += victim.demand
                 freed += victim.demand
-            if base + freed < units or not quota_ok(chosen):
+            if base + freed < units or not quota_ok(chosen) or self.gated(
+                    job, key, sum(v.demand for v in chosen)):
                 continue
             plan = fits(extra, unplaced)
             if plan is not None:
@@ -763,7 +907,7 @@ class _Pass(Explainer):
             else:
                 trial_unplaced -= victim.demand
             rest = [v for v in chosen if v is not victim]
-            if not quota_ok(rest):
+            if not quota_ok(rest) or self.gated(job, key, sum(v.demand for v in rest)):
                 continue
             trial_plan = fits(trial, trial_unplaced)
             if trial_plan is not None:
@@ -775,10 +919,12 @@ class _Pass(Explainer):
             self.pending_loose[key] = 0   # counted in this job's room
         for victim in chosen:
             self.victims[victim.id] = Preemption(
-                victim.id, self.victim_reason(victim, job, key), self.grace(victim.tier), job.id)
+                victim.id, self.victim_reason(victim, job, key, victim.id in by_guarantee),
+                self.grace(victim.tier), job.id)
             self.release(victim)
         self.reserve(key, plan, per, pend)
         self.account(job, key, units)
+        self.promised_units[key] += units
         deadline = self.now + timedelta(seconds=max(self.grace(v.tier) for v in chosen))
         self.block(job, {"code": "jobs.wait.victims",
                          "args": {"n": len(chosen), "tiers": text.tiers({v.tier for v in chosen}),
@@ -797,6 +943,7 @@ class _Pass(Explainer):
             self.pending_loose[key] -= min(self.pending_loose.get(key, 0), units)
         self.reserve(key, plan, per, pend)
         self.account(job, key, units)
+        self.promised_units[key] += units
         deadline = max((j.preempt_deadline for j in awaited if j.preempt_deadline is not None),
                        default=self.now)
         count = max(len(awaited), 1)
@@ -806,6 +953,7 @@ class _Pass(Explainer):
     def release(self, victim: JobView) -> None:
         """Count a victim's units as going away (they stay held: no admission into them)."""
         vtpk = (victim.tenant, victim.pool, victim.resource_key)
+        self.evicted_units[victim.resource_key] += victim.demand
         self.releasing_all[vtpk] += victim.demand
         if victim.tier != "batch":
             self.releasing_nb[vtpk] += victim.demand
@@ -823,8 +971,13 @@ class _Pass(Explainer):
             if rest and pend.get(slot):
                 pend[slot] -= min(rest, pend[slot])
 
-    def victim_reason(self, victim: JobView, job: JobView, key: str) -> Text:
+    def victim_reason(self, victim: JobView, job: JobView, key: str,
+                      by_guarantee: bool = False) -> Text:
         name = text.resource_name(key)
+        if by_guarantee:
+            return {"code": "jobs.preempt.guarantee",
+                    "args": {"resource": name, "tenant": job.tenant,
+                             "pool": text.pool(job.pool), "tier": text.tier(job.tier)}}
         if victim.tier == "batch":
             return {"code": "jobs.preempt.batch",
                     "args": {"tier": text.tier(job.tier), "tenant": job.tenant,
@@ -849,37 +1002,38 @@ class _Pass(Explainer):
     # -- watermark -----------------------------------------------------------------------
 
     def watermark(self) -> None:
-        """Evict batch, then borrowing development jobs, while above the watermark."""
+        """Step 4: while a key's projected use is above the watermark, whether or not anyone
+        waits, evict batch jobs, then development jobs of pools above their nominal quota,
+        then of pools above their guarantee; most recently admitted first."""
+        percent = round(self.policy.watermark * 100)
         for key in sorted(self.cap.slots):
-            if not self.nominal_waiting.get(key):
+            limit = self.wm_limit(key)
+            use = self.wm_use(key)
+            if use <= limit + 1e-9:
                 continue
-            capacity = self.cap.capacity_total(key)
-            limit = self.policy.watermark * capacity
-            taken = sum(self.victims_units(key))
-            alloc = (self.alloc_start.get(key, 0) + self.new_alloc.get(key, 0)
-                     - self.preempting_units.get(key, 0) - taken)
-            if alloc <= limit:
-                continue
+            reason: Text = {"code": "jobs.preempt.watermark_use",
+                            "args": {"resource": text.resource_name(key),
+                                     "use": self._percent(use, key), "percent": percent}}
+
+            def rank(j: JobView) -> int:
+                if j.tier == "batch":
+                    return 0
+                return 1 if self.pool_borrows(j) else 2
+
             pool = [j for j in self.active
                     if j.resource_key == key and j.state in ("running", "admitted")
-                    and j.id not in self.victims
-                    and (j.tier == "batch"
-                         or (j.tier == "development" and j.borrowing and self.pool_borrows(j)))]
-            pool.sort(key=lambda j: (0 if j.tier == "batch" else 1,
-                                     -_ts(j.admitted_at or j.started_at, self.now_ts), -j.id))
-            percent = round(self.policy.watermark * 100)
+                    and j.id not in self.victims and j.tier != "production"
+                    and (j.tier == "batch" or self.above_guarantee(j))]
+            pool.sort(key=lambda j: (rank(j), -_ts(j.admitted_at or j.started_at, self.now_ts),
+                                     -j.id))
             for victim in pool:
-                if alloc <= limit:
+                if self.wm_use(key) <= limit + 1e-9:
                     break
-                if victim.tier != "batch" and not self.pool_borrows(victim):
-                    continue   # its pool fell back within nominal with the evictions so far
-                self.victims[victim.id] = Preemption(
-                    victim.id,
-                    {"code": "jobs.preempt.watermark",
-                     "args": {"resource": text.resource_name(key), "percent": percent}},
-                    self.grace(victim.tier), None)
+                if victim.tier != "batch" and not self.above_guarantee(victim):
+                    continue   # its pool is back within its guarantee with the evictions so far
+                self.victims[victim.id] = Preemption(victim.id, reason,
+                                                     self.grace(victim.tier), None)
                 self.release(victim)
-                alloc -= victim.demand
 
     def victims_units(self, key: str) -> list[int]:
         by_id = {j.id: j for j in self.active if j.resource_key == key}

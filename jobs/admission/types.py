@@ -143,6 +143,11 @@ class PoolQuota:
     nominal: Mapping[str, int]
     ceiling: Mapping[str, int]
     """The elastic ceiling (>= nominal) when the tenant may borrow; == nominal otherwise."""
+    guaranteed: Mapping[str, int] | None = None
+    """The part of ``nominal`` backed by physical capacity (<= nominal), per key; None or a
+    missing key: all of ``nominal``. For an overcommitted-mode tenant it is its grant times
+    the guaranteed share (``tenants.quota.guaranteed_amount``, the number its quota pages
+    show); the rest of its quota is reclaimable by pools within their own guarantee."""
 
 
 @dataclass(frozen=True)
@@ -157,6 +162,9 @@ class Policy:
     """
 
     watermark: float = 0.85
+    """The eviction watermark: the share of a resource key's physical capacity above which
+    no preemptible work beyond its pool's guarantee starts, and such work is evicted (see
+    :func:`jobs.admission.decide`, step 4)."""
     grace_seconds: Mapping[str, int] = field(
         default_factory=lambda: _frozen({"production": 0, "development": 300, "batch": 30}))
     fair_share_half_life_seconds: float = 7 * 86400
