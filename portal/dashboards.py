@@ -507,14 +507,19 @@ def abnormal_jobs(*, now: dt.datetime | None = None, limit: int = 25) -> list[di
     low_ids = [int(j) for j in low if j.isdigit()]
     # Only the columns the page and the hold action read (not the spec, placement and
     # stored texts of every row); the tenant's slug and the pool's kind come in the join.
-    jobs = (TrainingJob.objects.filter(state=JobState.RUNNING)
-            .filter(Q(pk__in=low_ids) | Q(started_at__lte=now - LONG_RUN))
+    # ... and, in the same query, admitted jobs whose pods have not started (_stuck_admitted)
+    jobs = (TrainingJob.objects.filter(
+                Q(state=JobState.RUNNING) & (Q(pk__in=low_ids) | Q(started_at__lte=now - LONG_RUN))
+                | Q(state=JobState.ADMITTED, admitted_at__lte=now - STUCK_AFTER))
             .select_related("tenant", "pool")
             .only("id", "name", "state", "held", "workers", "gpus_per_worker", "gpu_model",
-                  "mig_profile", "started_at", "tenant__slug", "pool__kind")
-            .order_by("started_at")[:limit])
+                  "mig_profile", "started_at", "admitted_at", "tenant__slug", "pool__kind")
+            .order_by("started_at", "admitted_at")[:limit])
     out = []
+    stuck = [j for j in jobs if j.state == JobState.ADMITTED]
     for j in jobs:
+        if j.state == JobState.ADMITTED:
+            continue
         u = low.get(str(j.pk))
         if u is not None and u.namespace != namespace_name(j.tenant.slug, j.pool.kind):
             u = None
@@ -536,21 +541,15 @@ def abnormal_jobs(*, now: dt.datetime | None = None, limit: int = 25) -> list[di
                     "resource": short_model(j.mig_profile or j.gpu_model),
                     "mean_util": round(u.mean_util, 1) if u else None,
                     "reasons": reasons, "hold_reason": stored, "low_util": u is not None})
-    return out + _stuck_admitted(now=now, limit=limit)
+    return out + _stuck_admitted(stuck, now=now)
 
 
 STUCK_AFTER = dt.timedelta(minutes=5)
 
 
-def _stuck_admitted(*, now: dt.datetime, limit: int) -> list[dict[str, Any]]:
+def _stuck_admitted(jobs: list[TrainingJob], *, now: dt.datetime) -> list[dict[str, Any]]:
     """Admitted jobs holding GPUs whose pods have not started for 5 minutes (the
     pod-start deadline sends them back to the queue later), with their pods' reasons."""
-    jobs = list(TrainingJob.objects.filter(state=JobState.ADMITTED,
-                                           admitted_at__lte=now - STUCK_AFTER)
-                .select_related("tenant", "pool")
-                .only("id", "name", "state", "held", "workers", "gpus_per_worker", "gpu_model",
-                      "mig_profile", "admitted_at", "tenant__slug", "pool__kind")
-                .order_by("admitted_at")[:limit])
     why: dict[str, set[str]] = defaultdict(set)
     for job_id, reason in (ObservedPod.objects.filter(job__in=[str(j.pk) for j in jobs])
                            .exclude(reason="").values_list("job", "reason")):
