@@ -7,5 +7,6 @@ class JobsConfig(AppConfig):
     verbose_name = _("Jobs")
 
     def ready(self) -> None:
-        from jobs import texts  # noqa: F401  (registers the jobs app's stored-text codes)
-        from jobs import volumes  # noqa: F401  (keeps active jobs' checkpoint volumes)
+        # texts registers the jobs app's stored-text codes; volumes keeps active jobs'
+        # checkpoint volumes from the dev-volume reclaim (tenants.signals.volumes_held).
+        from jobs import texts, volumes  # noqa: F401
