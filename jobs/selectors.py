@@ -427,7 +427,9 @@ def preview(tenant, pool_kind: str, clean: dict, now):  # type: ignore[no-untype
                   gpu_model=clean["gpu_model"], mig_profile=clean["mig_profile"],
                   replicas=clean["workers"], gpus_per_replica=clean["gpus_per_worker"],
                   state="queued", submitted_at=now,
-                  expected_seconds=float(clean["max_run_seconds"]))
+                  expected_seconds=float(clean["max_run_seconds"]),
+                  gpu_shared=bool(clean.get("gpu_shared")),
+                  resources=job_resources(clean, observed_card_facts()))
     decisions = decide(**{**inputs, "jobs": [*inputs["jobs"], job]})
     admitted = next((a for a in decisions.admit if a.job_id == -1), None)
     waiting = decisions.waiting.get(-1)
@@ -443,7 +445,36 @@ def preview(tenant, pool_kind: str, clean: dict, now):  # type: ignore[no-untype
         "reason_code": text_code(waiting.reason) if waiting else None,
         "position_in_pool": waiting.position_in_pool if waiting else None,
         "notes": _preview_notes(clean),
+        "dimensions": _preview_dimensions(inputs, tenant.slug, pool_kind, job),
     }
+
+
+def _preview_dimensions(inputs: dict, tenant: str, pool_kind: str, job: Any) -> list[dict]:
+    """Per dimension the job consumes: what it wants, what its pool holds now (admitted,
+    running and preempting jobs, counted as admission counts them), the quota, the
+    ceiling and whether it fits, in catalog units (the job form shows them)."""
+    from tenants.demand import dimension_only_when_granted, from_engine
+
+    quota = next((q for q in inputs["quotas"] if (q.tenant, q.pool) == (tenant, pool_kind)),
+                 None)
+    used: dict[str, int] = defaultdict(int)
+    for other in inputs["jobs"]:
+        if (other.tenant, other.pool) == (tenant, pool_kind):
+            for key, amount in other.resources.items():
+                used[key] += amount
+    out = []
+    for key, wanted in sorted(job.resources.items()):
+        granted = quota is not None and key in quota.nominal
+        if not granted and dimension_only_when_granted(key):
+            continue
+        nominal = quota.nominal.get(key, 0) if quota is not None else 0
+        ceiling = max(nominal, quota.ceiling.get(key, nominal)) if quota is not None else 0
+        out.append({"key": key, "wanted": from_engine(key, wanted),
+                    "in_use": from_engine(key, used[key]), "quota": from_engine(key, nominal),
+                    "ceiling": from_engine(key, ceiling),
+                    "fits_quota": used[key] + wanted <= nominal,
+                    "fits_ceiling": used[key] + wanted <= ceiling})
+    return out
 
 
 def _preview_notes(clean: dict) -> list[str]:

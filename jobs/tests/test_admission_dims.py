@@ -240,3 +240,22 @@ def test_admitted_demand_never_exceeds_any_dimensions_ceiling_in_any_pool():
         for j in jobs:   # every job is decided once: admitted, or waiting with a reason
             assert (j.id in admitted(d)) != (j.id in d.waiting)
     assert checked > 500
+
+
+def test_the_preview_reports_fit_per_dimension(login, bob, quota):
+    """The job form's live preview: one row per dimension the job consumes, in catalog
+    units, and a job over the pool's CPU quota does not 'start now'."""
+    form = {"name": "probe", "pool": "dev", "tier": "development", "image": "trainer:1",
+            "workers": "2", "gpus_per_worker": "2", "gpu_model": H800, "cpu_per_worker": "8",
+            "memory_gib_per_worker": "64", "max_run_hours": "10", "checkpoint_path": "/c"}
+    preview = login(bob).post("/t/acme/jobs/preview/", form).json()["preview"]
+    rows = {row["key"]: row for row in preview["dimensions"]}
+    assert rows["cpu"] == {"key": "cpu", "wanted": 8, "in_use": 0, "quota": 256,
+                           "ceiling": 256, "fits_quota": True, "fits_ceiling": True}
+    assert rows["memory"]["wanted"] == 115.2 and rows[f"gpu:{H800}"]["wanted"] == 4
+    assert "gpu-memory" not in rows   # not granted: it does not bind this pool
+    assert preview["starts_now"]
+    big = login(bob).post("/t/acme/jobs/preview/", {**form, "cpu_per_worker": "192",
+                                                     "workers": "3"}).json()["preview"]
+    assert not {r["key"]: r for r in big["dimensions"]}["cpu"]["fits_quota"]
+    assert not big["starts_now"]
