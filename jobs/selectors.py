@@ -232,12 +232,16 @@ def _with_guarantees(quotas: list) -> list:
 def physical_use_now(report=None):  # type: ignore[no-untyped-def]
     """Physical use per resource key (``k8s_sync.physical``) as the engine holds it against
     the eviction watermark: the observed cluster, plus DCGM framebuffer on shared and
-    HAMi cards read now (the cluster page shows the same, with the last reading)."""
-    from k8s_sync.physical import physical_use, shared_framebuffer_mib
+    HAMi cards read now, or the last reading (at most 5 minutes old) when the metrics
+    source cannot answer; the cluster page shows the same last reading."""
+    from k8s_sync.physical import last_framebuffer_mib, physical_use, shared_framebuffer_mib
     from k8s_sync.selectors import capacity_report
 
     report = report or capacity_report()
-    return physical_use(report, shared_framebuffer_mib(report))
+    framebuffer = shared_framebuffer_mib(report)
+    if framebuffer is None:
+        framebuffer = last_framebuffer_mib()
+    return physical_use(report, framebuffer)
 
 
 def job_demand_of(job: Any, facts: Any) -> dict[str, Decimal]:

@@ -28,7 +28,8 @@ from k8s_sync.models import ObservedNode, ObservedPod
 from k8s_sync.quantity import parse_quantity
 from k8s_sync.selectors import TERMINAL_PHASES, CapacityReport, NodeCapacity
 
-__all__ = ["FRAMEBUFFER_CACHE_KEY", "PhysicalUse", "physical_use", "shared_framebuffer_mib"]
+__all__ = ["FRAMEBUFFER_CACHE_KEY", "PhysicalUse", "last_framebuffer_mib", "physical_use",
+           "shared_framebuffer_mib"]
 
 FRAMEBUFFER_CACHE_KEY = "k8s_sync:shared-framebuffer:v1"
 """The last framebuffer reading the admission loop took (the cluster page shows it)."""
@@ -99,6 +100,14 @@ def shared_framebuffer_mib(report: CapacityReport, samples: Iterable | None = No
     result = {n: out.get(n, 0.0) for n in sorted(nodes)}
     cache.set(FRAMEBUFFER_CACHE_KEY, result, FRAMEBUFFER_TTL)
     return result
+
+
+def last_framebuffer_mib() -> dict[str, float] | None:
+    """The last reading :func:`shared_framebuffer_mib` took (the admission loop reads it
+    every cycle), for pages that must not read the metrics source themselves."""
+    from django.core.cache import cache
+
+    return cache.get(FRAMEBUFFER_CACHE_KEY)
 
 
 def _requested_by_node() -> dict[str, tuple[Decimal, Decimal]]:

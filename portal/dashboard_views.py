@@ -126,6 +126,7 @@ def cluster_page(request: HttpRequest) -> HttpResponse:
                    for t in dashboards.tenant_allocation()]
     return render(request, "portal/cluster_overview.html", {
         "report": report, "busyness": busy, "heatmaps": heatmaps, "platform_admin": admin,
+        "watermark": dashboards.watermark_use(report=report),
         "tenants": tenants,
         "abnormal": dashboards.abnormal_jobs() if admin else [],
         "figures": {"heatmaps": [h["figure"] for h in heatmaps]},

@@ -430,6 +430,35 @@ def cluster_capacity() -> CapacityReport:
     return report
 
 
+def watermark_use(*, report: CapacityReport) -> dict[str, Any]:
+    """Per resource key (a GPU model's whole cards, its shares): physical use against the
+    eviction watermark, measured as admission measures it (``k8s_sync.physical``: cards
+    allocated, DCGM framebuffer on shared and HAMi cards as the admission loop last read
+    it, node CPU and memory requested). Cached as the capacity report is."""
+    from k8s_sync.physical import last_framebuffer_mib, physical_use
+    from tenants.models import Policy
+
+    stamp = f"{report.observed_at}:{sorted(report.totals.items())}"
+    key = "portal:watermark:" + hashlib.blake2b(stamp.encode(), digest_size=12).hexdigest()
+    cached = cache.get(key)
+    if cached is not None:
+        return cached
+    watermark = float(Policy.current().eviction_watermark)
+    rows = []
+    for use in physical_use(report, last_framebuffer_mib()).values():
+        rows.append({
+            "key": use.key, "model": use.gpu_model, "shared": use.shared, "nodes": use.nodes,
+            "percent": use.percent, "use": round(use.use, 3),
+            "cards": round(100 * use.cards),
+            "framebuffer": round(100 * use.framebuffer) if use.framebuffer is not None
+            else None,
+            "cpu": round(100 * use.cpu), "memory": round(100 * use.memory),
+            "above": use.use > watermark + 1e-9})
+    out = {"watermark": watermark, "watermark_percent": round(100 * watermark), "rows": rows}
+    cache.set(key, out, CAPACITY_TTL)
+    return out
+
+
 # --- cluster: heatmap, tenants, abnormal jobs ---------------------------------------------
 
 

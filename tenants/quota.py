@@ -123,14 +123,14 @@ def guaranteed_amount(resource_key: str, amount: Decimal, share: Decimal) -> Dec
     within it reclaims from pools above theirs."""
     from tenants.catalog import Resource
 
-    value = Decimal(amount) * Decimal(share)
+    value = (Decimal(amount) * Decimal(share)).quantize(Decimal("0.001"))  # 12 x 2/3 = 8
     try:
         integral = Resource.parse(resource_key).integral
     except ValueError:
         integral = False
     if integral:
         return value.to_integral_value(rounding="ROUND_FLOOR")
-    return value.quantize(Decimal("0.001"), rounding="ROUND_FLOOR")
+    return value
 
 
 # --- dynamic proposals -------------------------------------------------------------------

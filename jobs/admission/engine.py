@@ -152,6 +152,7 @@ class _Pass(Explainer):
         self.policy = policy
         self.physical = dict(physical or {})
         self._wm_base: dict[str, float] = {}
+        self._wm_capacity: dict[str, int] = {}
         self.evicted_units: dict[str, int] = defaultdict(int)    # victims of this pass
         self.promised_units: dict[str, int] = defaultdict(int)   # rooms promised this pass
         self.history = history
@@ -342,14 +343,20 @@ class _Pass(Explainer):
         return (self.use_nb[tpk] - self.releasing_nb[tpk] + job.demand
                 <= self.guaranteed(job.tenant, job.pool, key))
 
+    def wm_capacity(self, key: str) -> int:
+        cached = self._wm_capacity.get(key)
+        if cached is None:
+            cached = self._wm_capacity[key] = self.cap.capacity_total(key)
+        return cached
+
     def wm_limit(self, key: str) -> float:
-        return self.policy.watermark * self.cap.capacity_total(key)
+        return self.policy.watermark * self.wm_capacity(key)
 
     def wm_use(self, key: str) -> float:
         """Projected physical use of ``key`` in units (step 4 of the module docstring)."""
         base = self._wm_base.get(key)
         if base is None:
-            capacity = self.cap.capacity_total(key)
+            capacity = self.wm_capacity(key)
             measured = min(max(float(self.physical.get(key, 0.0)), 0.0), 1.0) * capacity
             base = self._wm_base[key] = max(float(self.alloc_start.get(key, 0)), measured)
         return (base + self.new_alloc.get(key, 0) + self.promised_units.get(key, 0)
@@ -359,14 +366,16 @@ class _Pass(Explainer):
         """Whether the watermark keeps the job out: preemptible work beyond its pool's
         guarantee that would take use above the watermark (``freed``: units of victims
         chosen for it, counted as gone)."""
-        if job.tier == "production" or self.within_guarantee(job, key):
+        if job.tier == "production" or self.wm_capacity(key) <= 0:
             return False
-        if self.cap.capacity_total(key) <= 0:
+        if self.policy.watermark >= 1.0 and not self.physical:
+            return False   # allocation alone never exceeds the capacity
+        if self.within_guarantee(job, key):
             return False
         return self.wm_use(key) - freed + job.demand > self.wm_limit(key) + 1e-9
 
     def _percent(self, units: float, key: str) -> int:
-        capacity = self.cap.capacity_total(key)
+        capacity = self.wm_capacity(key)
         return round(100 * units / capacity) if capacity else 0
 
     def watermark_wait(self, job: JobView, key: str) -> Text:
@@ -765,7 +774,9 @@ class _Pass(Explainer):
             return True
         if victim.borrowing and self.pool_borrows(victim):
             return True
-        return within_g and self.above_guarantee(victim)   # the guarantee rule (step 3)
+        # the guarantee rule (step 3), for pools given a guarantee below their nominal
+        # quota (above nominal, the borrowing rule above already applies)
+        return within_g and self.above_explicit_guarantee(victim)
 
     def only_by_guarantee(self, victim: JobView, job: JobView) -> bool:
         """Whether the victim is eligible only because its pool is above its guarantee."""

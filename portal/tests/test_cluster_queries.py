@@ -29,8 +29,9 @@ H800 = "NVIDIA-H800"
 # latest minute, low-utilisation rows, abnormal jobs (with tenant and pool), the
 # switcher's tenants, unread notifications, pending requests; cold adds the capacity
 # report (pods, nodes, bookkeeping), queued demand, recent waits, the heatmap and the
-# latest minute's rows
-COLD_PAGE, WARM_PAGE, COLD_DATA = 19, 12, 10
+# latest minute's rows, and physical use against the watermark (the policy, the pods'
+# CPU/memory requests, the nodes' allocatable; cached with the capacity report)
+COLD_PAGE, WARM_PAGE, COLD_DATA = 22, 12, 10
 
 
 @pytest.fixture(autouse=True)
