@@ -20,8 +20,10 @@ Steps, all deterministic (ties break by id or name):
    quota; for an overcommitted-mode tenant its grant times the guaranteed share, the
    number its quota page shows) is protected: a non-batch job whose pool's use plus its
    demand stays within that pool's guarantee may preempt non-production jobs of *any*
-   pool that holds more than *its own* guarantee (a borrower of the overcommitted part),
-   even jobs of the same tier admitted within nominal quota; lowest tier first, then most
+   pool given a guarantee below its nominal quota that holds more than *its own*
+   guarantee (a borrower of the overcommitted part), even jobs of the same tier admitted
+   within nominal quota (pools without one keep the borrowing rule: jobs admitted above
+   nominal, while the pool is still above it); lowest tier first, then most
    recently admitted, each victim with its tier's grace (``Policy.grace_seconds``); a
    victim is taken only while its pool is still above its guarantee (counting the victims
    already chosen), and only as many as the job needs. Work admitted above its pool's
