@@ -47,7 +47,7 @@ def field_of(error: ValueError) -> str:
 def spec_errors(error: ValueError) -> dict[str, str]:
     """``{field: message}`` for a spec's refusal, in words a researcher can act on (the
     spec's own words, which name the rule, follow)."""
-    head, sep, rest = str(error).partition(":")
+    _head, sep, rest = str(error).partition(":")
     detail = (rest if sep and field_of(error) != NON_FIELD else str(error)).strip()
     return {field_of(error): _("The cluster cannot run this as given: %(problem)s") % {
         "problem": detail}}

@@ -162,18 +162,17 @@ def admission_inputs(now):  # type: ignore[no-untyped-def]
     held = maintenance_held_nodes(now)  # cordoned for a window, even before it is observed
     policy = Policy.current()
     # NodeView.switch: the node's value of the policy's last topology level.
-    report_nodes = capacity_report(topology_levels_in_force(policy.topology_levels)).nodes
+    report = capacity_report(topology_levels_in_force(policy.topology_levels))
+    report_nodes = report.nodes
     facts = card_facts(report_nodes)
-    cpu_memory = _node_cpu_memory()
     nodes = [NodeView(name=n.name, gpu_model=n.gpu_model, switch=n.switch,
                       gpus=n.whole_allocatable, gpus_used=n.whole_allocated,
                       mig={m.profile: m.allocatable for m in n.mig},
                       mig_used={m.profile: m.allocated for m in n.mig},
                       schedulable=n.schedulable and n.name not in held,
                       dedicated_to=dedicated.get(n.name, ""),
-                      shared=getattr(n, "shared_allocatable", 0),
-                      shared_used=getattr(n, "shared_allocated", 0),
-                      **cpu_memory.get(n.name, {}))
+                      shared=n.shared_allocatable, shared_used=n.shared_allocated,
+                      **_node_cpu_memory(n))
              for n in report_nodes]
     active = list(TrainingJob.objects.filter(state__in=ACTIVE_STATES).select_related(
         "tenant", "pool"))
@@ -201,7 +200,7 @@ def admission_inputs(now):  # type: ignore[no-untyped-def]
                        "batch": policy.batch_grace_seconds})
     return {"nodes": nodes, "jobs": jobs, "quotas": quotas, "policy": engine_policy,
             "history": job_history(now), "now": now,
-            "physical": {k: u.use for k, u in physical_use_now().items()}}
+            "physical": {k: u.use for k, u in physical_use_now(report).items()}}
 
 
 def _with_guarantees(quotas: list) -> list:
@@ -275,31 +274,18 @@ def observed_card_facts():  # type: ignore[no-untyped-def]
     return card_facts(capacity_report().nodes)
 
 
-def _node_cpu_memory() -> dict[str, dict[str, int]]:
-    """Per node: allocatable CPU (millicores) and memory (1/1000 GiB) and what bound,
-    unfinished pods request, as ``NodeView`` keyword arguments (two queries)."""
-    from k8s_sync.models import ObservedPod
+def _node_cpu_memory(node: Any) -> dict[str, int]:
+    """A node's allocatable CPU (millicores) and memory (1/1000 GiB) and what its bound,
+    unfinished pods request, as ``NodeView`` keyword arguments (none when the node does
+    not report them: the engine then does not check its CPU)."""
     from tenants.demand import engine_amount
 
-    used: dict[str, list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0)])
-    pods = (ObservedPod.objects.exclude(node_name="").exclude(phase__in=["Succeeded", "Failed"])
-            .values_list("node_name", "requests"))
-    for node_name, requests in pods:
-        requests = requests or {}
-        used[node_name][0] += _dec(requests.get("cpu"))
-        used[node_name][1] += _dec(requests.get("memory")) / GIB
-    out = {}
-    for name, alloc in ObservedNode.objects.values_list("name", "allocatable"):
-        alloc = alloc or {}
-        cpu, memory = _dec(alloc.get("cpu")), _dec(alloc.get("memory")) / GIB
-        if cpu <= 0 or memory <= 0:
-            continue   # not reported: the engine does not check this node's CPU
-        u = used.get(name, [Decimal(0), Decimal(0)])
-        out[name] = {"cpu": engine_amount("cpu", cpu, demand=False),
-                     "cpu_used": engine_amount("cpu", u[0]),
-                     "memory": engine_amount("memory", memory, demand=False),
-                     "memory_used": engine_amount("memory", u[1])}
-    return out
+    if node.cpu_allocatable <= 0 or node.memory_allocatable <= 0:
+        return {}
+    return {"cpu": engine_amount("cpu", node.cpu_allocatable, demand=False),
+            "cpu_used": engine_amount("cpu", node.cpu_requested),
+            "memory": engine_amount("memory", node.memory_allocatable / GIB, demand=False),
+            "memory_used": engine_amount("memory", node.memory_requested / GIB)}
 
 
 def _bound_nodes(job_ids: list[int]) -> dict[str, list[str]]:

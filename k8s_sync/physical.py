@@ -13,8 +13,8 @@ largest of:
 * **cpu** and **memory**: what non-terminal pods bound to those nodes request over the
   nodes' allocatable.
 
-Reads observed rows only, plus (for :func:`shared_framebuffer_mib`, when shared or HAMi
-cards exist) one read of the metrics source. Imports no domain app.
+Reads only the capacity report it is given, plus (for :func:`shared_framebuffer_mib`,
+when shared or HAMi cards exist) one read of the metrics source. Imports no domain app.
 """
 
 from __future__ import annotations
@@ -24,9 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 
-from k8s_sync.models import ObservedNode, ObservedPod
-from k8s_sync.quantity import parse_quantity
-from k8s_sync.selectors import TERMINAL_PHASES, CapacityReport, NodeCapacity
+from k8s_sync.selectors import CapacityReport, NodeCapacity
 
 __all__ = ["FRAMEBUFFER_CACHE_KEY", "PhysicalUse", "last_framebuffer_mib", "physical_use",
            "shared_framebuffer_mib"]
@@ -110,35 +108,6 @@ def last_framebuffer_mib() -> dict[str, float] | None:
     return cache.get(FRAMEBUFFER_CACHE_KEY)
 
 
-def _requested_by_node() -> dict[str, tuple[Decimal, Decimal]]:
-    """Node -> (CPU cores, memory bytes) requested by its non-terminal bound pods."""
-    out: dict[str, list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0)])
-    rows = (ObservedPod.objects.exclude(node_name="").exclude(phase__in=TERMINAL_PHASES)
-            .values_list("node_name", "requests"))
-    for node, requests in rows:
-        for i, resource in enumerate(("cpu", "memory")):
-            value = (requests or {}).get(resource)
-            if value:
-                try:
-                    out[node][i] += parse_quantity(value)
-                except ValueError:
-                    continue
-    return {k: (v[0], v[1]) for k, v in out.items()}
-
-
-def _allocatable_by_node() -> dict[str, tuple[Decimal, Decimal]]:
-    out = {}
-    for name, alloc in ObservedNode.objects.values_list("name", "allocatable"):
-        values = []
-        for resource in ("cpu", "memory"):
-            try:
-                values.append(parse_quantity((alloc or {}).get(resource) or 0))
-            except ValueError:
-                values.append(Decimal(0))
-        out[name] = (values[0], values[1])
-    return out
-
-
 def _share(used: float | Decimal, total: float | Decimal) -> float:
     return min(1.0, max(0.0, float(used) / float(total))) if total else 0.0
 
@@ -150,8 +119,6 @@ def physical_use(report: CapacityReport,
     ``framebuffer``: node -> MiB used on its shared cards (:func:`shared_framebuffer_mib`);
     None or a missing node: not measured (the requests alone count).
     """
-    requested = _requested_by_node()
-    allocatable = _allocatable_by_node()
     groups: dict[str, list[NodeCapacity]] = defaultdict(list)
     for node in report.nodes:
         if not node.gpu_model:
@@ -185,14 +152,10 @@ def physical_use(report: CapacityReport,
             else:
                 measured += part
         cards = _share(held, total)
-        cpu_used = sum((requested.get(n.name, (Decimal(0), Decimal(0)))[0] for n in nodes),
-                       Decimal(0))
-        mem_used = sum((requested.get(n.name, (Decimal(0), Decimal(0)))[1] for n in nodes),
-                       Decimal(0))
-        cpu_total = sum((allocatable.get(n.name, (Decimal(0), Decimal(0)))[0] for n in nodes),
-                        Decimal(0))
-        mem_total = sum((allocatable.get(n.name, (Decimal(0), Decimal(0)))[1] for n in nodes),
-                        Decimal(0))
+        cpu_used = sum((n.cpu_requested for n in nodes), Decimal(0))
+        mem_used = sum((n.memory_requested for n in nodes), Decimal(0))
+        cpu_total = sum((n.cpu_allocatable for n in nodes), Decimal(0))
+        mem_total = sum((n.memory_allocatable for n in nodes), Decimal(0))
         out[key] = PhysicalUse(
             key=key, gpu_model=nodes[0].gpu_model, nodes=len(nodes), cards=cards,
             framebuffer=_share(measured, total) if measured_any else None,

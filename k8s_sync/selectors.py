@@ -95,6 +95,12 @@ class NodeCapacity:
     vgpus_per_card: int = 0
     hami_vgpus_allocated: int = 0
     hami_memory_allocated_mib: int = 0
+    #: The node's allocatable CPU (cores) and memory (bytes), and what its bound,
+    #: unfinished pods request (0: not reported).
+    cpu_allocatable: Decimal = Decimal(0)
+    cpu_requested: Decimal = Decimal(0)
+    memory_allocatable: Decimal = Decimal(0)
+    memory_requested: Decimal = Decimal(0)
 
     @property
     def hami(self) -> bool:
@@ -166,14 +172,14 @@ def _count(values: Mapping[str, Any], resource: str) -> int:
 
 
 def _allocated_by_node() -> dict[str, dict[str, Decimal]]:
-    """GPU-ish requests of non-terminal pods bound to each node."""
+    """GPU-ish, CPU and memory requests of non-terminal pods bound to each node."""
     out: dict[str, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
     pods = (ObservedPod.objects.exclude(node_name="").exclude(phase__in=TERMINAL_PHASES)
             .values_list("node_name", "requests"))
     for node_name, requests in pods:
         requests = requests or {}
         for resource, qty in requests.items():
-            if resource.startswith("nvidia.com/"):
+            if resource.startswith("nvidia.com/") or resource in ("cpu", "memory"):
                 try:
                     out[node_name][resource] += parse_quantity(qty)
                 except ValueError:
@@ -194,7 +200,7 @@ def node_capacity(node: ObservedNode, allocated: Mapping[str, Decimal],
     """Split one node's allocatable GPU resources into whole cards, MIG and shared.
     ``switch`` and ``topology`` follow ``topology_levels`` (None: the default levels)."""
     alloc = node.allocatable or {}
-    used = {k: int(v) for k, v in allocated.items()}
+    used = {k: int(v) for k, v in allocated.items() if k.startswith("nvidia.com/")}
     shared = node.sharing_strategy not in ("", "none")
     mig: dict[str, tuple[int, int]] = {}
     for resource in alloc:
@@ -236,7 +242,17 @@ def node_capacity(node: ObservedNode, allocated: Mapping[str, Decimal],
         sharing_strategy=node.sharing_strategy if shared else "", share_memory_mib=share_mem,
         vgpus_per_card=vgpus_per_card, hami_vgpus_allocated=hami_vgpus,
         hami_memory_allocated_mib=hami_mem,
+        cpu_allocatable=_quantity(alloc, "cpu"), cpu_requested=allocated.get("cpu", Decimal(0)),
+        memory_allocatable=_quantity(alloc, "memory"),
+        memory_requested=allocated.get("memory", Decimal(0)),
     )
+
+
+def _quantity(values: Mapping[str, Any], resource: str) -> Decimal:
+    try:
+        return parse_quantity(values.get(resource) or 0)
+    except ValueError:
+        return Decimal(0)
 
 
 def _mig_order(item: tuple[str, Any]) -> tuple[int, int, str]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from django import forms
+from django.utils.safestring import mark_safe
+from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
@@ -173,11 +175,14 @@ class PolicyForm(forms.Form):
 
     topology_levels = forms.CharField(
         label=_("Topology levels"), required=False, widget=forms.Textarea(attrs={"rows": 3}),
-        help_text=_("Node-label keys of the network, widest first, one per line; a multi-node "
-                    "job runs under one value of the last one (its switch). Empty means "
-                    "trainyard.io/rack, then trainyard.io/switch. E.g. "
-                    "cloud.google.com/gce-topology-block, then "
-                    "cloud.google.com/gce-topology-subblock."))
+        # Django renders help texts unescaped: the label keys are literal code.
+        help_text=format_lazy(
+            _("Node-label keys of the network, widest first, one per line; a multi-node job "
+              "runs under one value of the last one (its switch). Empty means {default}; for "
+              "example {example}."),
+            default=mark_safe("<code>trainyard.io/rack</code>, <code>trainyard.io/switch</code>"),
+            example=mark_safe("<code>cloud.google.com/gce-topology-block</code>, "
+                              "<code>cloud.google.com/gce-topology-subblock</code>")))
 
     def clean_topology_levels(self) -> list[str]:
         from k8s_sync.placement import validate_topology_levels

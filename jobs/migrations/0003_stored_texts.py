@@ -10,6 +10,7 @@ from django.db import migrations, models
 
 COLUMNS = [("jobs_trainingjob", "hold_reason"), ("jobs_trainingjob", "preempt_reason"),
            ("jobs_trainingjob", "wait_reason"), ("jobs_jobtransition", "message")]
+MODELS = {"jobs_trainingjob": "TrainingJob", "jobs_jobtransition": "JobTransition"}
 
 
 def _to_json(apps, schema_editor):  # type: ignore[no-untyped-def]
@@ -29,6 +30,7 @@ def _to_json(apps, schema_editor):  # type: ignore[no-untyped-def]
 def _to_text(apps, schema_editor):  # type: ignore[no-untyped-def]
     """Back to text: plain strings as they were, coded texts as their JSON."""
     connection = schema_editor.connection
+    rebuilt: set[str] = set()
     quote = schema_editor.quote_name
     for table, column in COLUMNS:
         t, c = quote(table), quote(column)
@@ -37,6 +39,12 @@ def _to_text(apps, schema_editor):  # type: ignore[no-untyped-def]
                 f"ALTER TABLE {t} ALTER COLUMN {c} TYPE text USING (CASE WHEN "
                 f"jsonb_typeof({c}) = 'string' THEN {c} #>> '{{}}' ELSE {c}::text END)")
         elif connection.vendor == "sqlite":
+            if table not in rebuilt:
+                # A later migration may have rebuilt the table with JSON_VALID checks on
+                # these columns (SQLite rebuilds a table on most schema changes): rebuild it
+                # as the text columns of the state before this migration first.
+                schema_editor._remake_table(apps.get_model("jobs", MODELS[table]))
+                rebuilt.add(table)
             schema_editor.execute(
                 f"UPDATE {t} SET {c} = CASE WHEN json_valid({c}) AND json_type({c}) = 'text' "
                 f"THEN json_extract({c}, '$') ELSE {c} END")

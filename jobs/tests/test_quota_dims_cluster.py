@@ -16,10 +16,10 @@ from k8s_sync.client import get_client
 from k8s_sync.models import ObservedNode
 from k8s_sync.observe import relist_all
 from portal.exceptions import ApplicationError
-from tenants.catalog import fmt_amount
 from portal.texts import english, text_code
 from tenants import services as tenant_services
 from tenants.access import access_for
+from tenants.catalog import fmt_amount
 from tenants.tasks import reconcile_cluster, reconcile_pool
 
 pytestmark = pytest.mark.timeout(120)

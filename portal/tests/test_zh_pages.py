@@ -64,7 +64,7 @@ NOT_PAGES = NOT_FOLLOWED | {
     "pool_sync", "member_change", "status", "delete", "quota_request_cancel", "loan_action",
     "people_role", "action", "abnormal_job_action", "close", "credit_note", "job_preview",
     "preview", "login", "home", "adjustment", "budget", "dedicated_nodes", "loan_offer",
-    "quota_settings",
+    "quota_settings", "defrag_cancel",
 }
 PER_NAME = 4  # pages visited per URL name and role
 WORD_RUN = re.compile(r"[A-Za-z][A-Za-z'’]*(?:[ \t\-/]+[A-Za-z][A-Za-z'’]*)+")
