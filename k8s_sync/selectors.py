@@ -51,6 +51,19 @@ def mig_profile_memory_mib(profile: str) -> int | None:
     return int(match.group(2)) * 1024 if match else None
 
 
+def share_memory_mib(node: ObservedNode) -> int | None:
+    """GPU memory of one share of a time-sliced/MPS card: kubesim's (and an operator's)
+    ``trainyard.io/gpu.shared-memory`` label, else the card's memory over its replicas;
+    None when the card's memory is not known."""
+    if not node.gpu_memory_mib:
+        return None
+    label = (node.labels or {}).get("trainyard.io/gpu.shared-memory")
+    try:
+        return int(label) if label else node.gpu_memory_mib // max(1, node.gpu_replicas)
+    except ValueError:
+        return node.gpu_memory_mib // max(1, node.gpu_replicas)
+
+
 @dataclass(frozen=True)
 class MigCapacity:
     """MIG instances of one profile: allocatable, allocated, memory per instance."""
@@ -225,10 +238,7 @@ def node_capacity(node: ObservedNode, allocated: Mapping[str, Decimal],
                        + max(0, whole_used - int(allocated.get(HAMI_CARDS_LIMITED, 0))) * card)
         whole = node.gpu_count
         whole_used = min(whole, -(-hami_mem // card) if card else whole_used)
-    share_mem = None
-    if shared and node.gpu_memory_mib:
-        share_mem = int(node.labels.get("trainyard.io/gpu.shared-memory") or
-                        node.gpu_memory_mib // max(1, node.gpu_replicas))
+    share_mem = share_memory_mib(node) if shared else None
     return NodeCapacity(
         name=node.name, gpu_model=node.gpu_model, rack=node.rack,
         switch=switch_of(node.labels, topology_levels),

@@ -80,3 +80,35 @@ def test_dynamic_tenants_get_proposals_an_admin_must_approve(platform_admin, ten
     assert propose_dynamic_quotas.apply().get() == 1  # then a newer one replaces it
     assert QuotaRequest.objects.filter(pool=pool, status="pending").count() == 1
     assert pool.grants.get(resource="gpu:NVIDIA-H800", superseded_at__isnull=True).amount == 16
+
+
+def test_gauges_count_gpu_memory_as_admission_does_for_shares_and_hami(db):
+    """The gauges (observed pods) and admission (tenants.demand) derive a job's GPU memory
+    from one definition: a share's labelled slice, a HAMi pod's per-card limit."""
+    from k8s_sync.selectors import capacity_report
+    from tenants.demand import card_facts, job_demand
+
+    now = timezone.now()
+    ObservedNode.objects.create(
+        name="ts-0", uid="t0", resource_version="1", observed_at=now,
+        gpu_model="NVIDIA-L40S", gpu_count=4, gpu_memory_mib=46068, ready=True,
+        sharing_strategy="time-slicing", gpu_replicas=4,
+        labels={"trainyard.io/gpu.shared-memory": "10240"},
+        allocatable={"nvidia.com/gpu.shared": "16"})
+    ObservedNode.objects.create(
+        name="hami-0", uid="h0", resource_version="1", observed_at=now,
+        gpu_model="NVIDIA-L4", gpu_count=4, gpu_memory_mib=23034, ready=True,
+        labels={"gpu": "on"}, allocatable={"nvidia.com/gpu": "40"})
+    for name, node, requests in (
+            ("share-0", "ts-0", {"nvidia.com/gpu.shared": "3"}),
+            ("hami-0", "hami-0", {"nvidia.com/gpu": "2", "nvidia.com/gpumem": "8192"})):
+        ObservedPod.objects.create(namespace="ty-acme-dev", name=name, uid=name,
+                                   resource_version="1", observed_at=now, node_name=node,
+                                   phase="Running", requests=requests)
+    facts = card_facts(capacity_report().nodes)
+    admitted = (job_demand(workers=1, gpus_per_worker=3, gpu_model="NVIDIA-L40S",
+                           gpu_shared=True, facts=facts)["gpu-memory"]
+                + job_demand(workers=1, gpus_per_worker=2, gpu_model="NVIDIA-L4",
+                             gpu_memory_gib_per_card=8, facts=facts)["gpu-memory"])
+    gauged = allocation_by_namespace(["ty-acme-dev"])["ty-acme-dev"]["gpu-memory"]
+    assert gauged == admitted == Decimal(3 * 10 + 2 * 8)
