@@ -127,7 +127,7 @@ def _gpu_model_label(model: str, whole: int | None, shares: int | None, inventor
             "n": shares, "memory": mib_label(mib),
             "how": ", ".join(sharing_label(s) for s in strategies)})
     if model in getattr(inventory, "hami_memory_mib", {}):
-        parts.append(_("HAMi memory limits"))
+        parts.append(str(_("HAMi memory limits")))
     return "%s (%s)" % (model, "; ".join(parts))  # noqa: UP031 - both parts are translated
 
 

@@ -443,6 +443,7 @@ def _preview_dimensions(inputs: dict, tenant: str, pool_kind: str, job: Any) -> 
     """Per dimension the job consumes: what it wants, what its pool holds now (admitted,
     running and preempting jobs, counted as admission counts them), the quota, the
     ceiling and whether it fits, in catalog units (the job form shows them)."""
+    from tenants.catalog import Resource
     from tenants.demand import dimension_only_when_granted, from_engine
 
     quota = next((q for q in inputs["quotas"] if (q.tenant, q.pool) == (tenant, pool_kind)),
@@ -459,7 +460,10 @@ def _preview_dimensions(inputs: dict, tenant: str, pool_kind: str, job: Any) -> 
             continue
         nominal = quota.nominal.get(key, 0) if quota is not None else 0
         ceiling = max(nominal, quota.ceiling.get(key, nominal)) if quota is not None else 0
-        out.append({"key": key, "wanted": from_engine(key, wanted),
+        resource = Resource.parse(key)
+        out.append({"key": key, "label": resource.label(),
+                    "unit": resource.unit_for(from_engine(key, ceiling)),
+                    "wanted": from_engine(key, wanted),
                     "in_use": from_engine(key, used[key]), "quota": from_engine(key, nominal),
                     "ceiling": from_engine(key, ceiling),
                     "fits_quota": used[key] + wanted <= nominal,

@@ -343,7 +343,8 @@ def _hold_window_nodes(now: dt.datetime) -> int:
     for window in windows:
         applied = (window.plan or {}).get("applied") or {}
         ours, before = set(window.nodes or []), set(applied.get("already_cordoned") or [])
-        fresh, found = [], []
+        fresh: list[str] = []
+        found: list[str] = []
         for name in applied.get("nodes") or []:
             node = nodes.get(name)
             if node is None or name in before:

@@ -756,11 +756,11 @@ class JobSpec:
         # checkpoints
         if self.checkpoint_claim and not naming.is_dns1123_subdomain(self.checkpoint_claim):
             raise ValueError(f"checkpoint_claim: not a valid PVC name: {self.checkpoint_claim!r}")
-        problem = checkpoint_path_problem(self.checkpoint_path)
-        if problem in ("relative", "system", "parent"):
+        path_problem = checkpoint_path_problem(self.checkpoint_path)
+        if path_problem in ("relative", "system", "parent"):
             raise ValueError(f"checkpoint_path: must be an absolute path outside system "
                              f"directories, got {self.checkpoint_path!r}")
-        if problem == "characters":
+        if path_problem == "characters":
             raise ValueError(f"checkpoint_path: no ':' or whitespace: {self.checkpoint_path!r}")
         wants_pvc = bool(self.checkpoint_storage_class) or self.checkpoint_size_gib is not None
         if wants_pvc:

@@ -41,14 +41,18 @@
     var p = data.preview;
     if (!p) { return; }
     if (p.gpu_kind) { box.appendChild(text("p", p.gpu_kind, "muted")); }
-    if (p.resource) {
-      box.appendChild(text("p", p.fits_quota
-        ? interpolate(gettext("Fits your quota: %(used)s / %(quota)s %(resource)s"),
-          {used: p.in_use + p.gpus, quota: p.quota, resource: p.resource}, true)
-        : interpolate(gettext("Above your quota: %(in_use)s in use + %(gpus)s > %(quota)s %(resource)s"),
-          {in_use: p.in_use, gpus: p.gpus, quota: p.quota, resource: p.resource}, true),
-        p.fits_quota ? "ok" : "error"));
-    }
+    (p.dimensions || []).forEach(function (d) {
+      var after = Math.round((d.in_use + d.wanted) * 1000) / 1000;
+      var args = {label: d.label, unit: d.unit, after: after, in_use: d.in_use,
+                  wanted: d.wanted, quota: d.quota, ceiling: d.ceiling};
+      if (d.fits_quota) {
+        box.appendChild(text("p", interpolate(gettext("%(label)s: %(after)s of %(quota)s %(unit)s with this job"), args, true), "ok"));
+      } else if (d.fits_ceiling) {
+        box.appendChild(text("p", interpolate(gettext("%(label)s: %(after)s of %(quota)s %(unit)s with this job: above your quota, borrowing idle capacity up to %(ceiling)s"), args, true), "note-warn"));
+      } else {
+        box.appendChild(text("p", interpolate(gettext("%(label)s: %(in_use)s in use + %(wanted)s > %(ceiling)s %(unit)s: it waits until your pool's jobs free enough"), args, true), "error"));
+      }
+    });
     if (p.max_cost) {
       box.appendChild(text("p", interpolate(gettext("Cost if it runs for its maximum run time: %(cost)s %(currency)s"),
         {cost: p.max_cost, currency: p.currency || ""}, true)));

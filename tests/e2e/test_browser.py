@@ -82,6 +82,15 @@ def tr(lang: str, msgid: str, **values) -> str:
     return text % values if values else text
 
 
+def resource_words(lang: str, key: str, amount: int) -> tuple[str, str]:
+    """A catalog resource's label and unit for ``amount``, as the server renders them."""
+    from tenants.catalog import Resource
+
+    with translation.override(lang):
+        resource = Resource.parse(key)
+        return resource.label(), resource.unit_for(amount)
+
+
 def tr_js(lang: str, msgid: str, plural: str | None = None, n: int = 1, **values) -> str:
     """The same for a string of static/js (the ``djangojs`` catalogue)."""
     if lang == "en":
@@ -297,9 +306,10 @@ def test_researcher_submits_a_job_and_watches_it_queue_run_and_finish(
     # The live preview answers a moment after the last change (and re-lays the form out):
     # let it settle, then submit.
     preview = page.locator("#preview")
+    label, unit = resource_words(lang, f"gpu:{h800}", 8)
     expect(preview).to_contain_text(tr_js(
-        lang, "Fits your quota: %(used)s / %(quota)s %(resource)s",
-        used=1, quota=8, resource=f"gpu:{h800}"))
+        lang, "%(label)s: %(after)s of %(quota)s %(unit)s with this job",
+        label=label, after=1, quota=8, unit=unit))
     expect(preview).to_contain_text(tr_js(
         lang, "Would start now on %(nodes)s node.", "Would start now on %(nodes)s nodes.",
         1, nodes=1))
@@ -334,8 +344,9 @@ def test_researcher_submits_a_job_and_watches_it_queue_run_and_finish(
     # and its page says where it stands and why.
     _fill_job_form(page, lang, name="e2e-big", gpus=8, h800=h800)
     expect(preview).to_contain_text(tr_js(
-        lang, "Above your quota: %(in_use)s in use + %(gpus)s > %(quota)s %(resource)s",
-        in_use=1, gpus=8, quota=8, resource=f"gpu:{h800}"))
+        lang, "%(label)s: %(in_use)s in use + %(wanted)s > %(ceiling)s %(unit)s: it waits "
+        "until your pool's jobs free enough", label=label, in_use=1, wanted=8, ceiling=8,
+        unit=unit))
     expect(preview).not_to_have_attribute("aria-busy", "true")
     page.locator("#job-form button[type=submit].primary").click()
     page.wait_for_url(re.compile(r"/t/acme/jobs/\d+/$"))
