@@ -1,6 +1,6 @@
 """Trainyard settings: one module, everything from the environment.
 
-Two ways to run (see ARCHITECTURE.md):
+Two ways to run (see docs/architecture.md, "Two ways to run"):
 
 * embedded default (``make run``): no variables set; SQLite file, a broker that needs
   no server (kombu's filesystem transport), the embedded kubesim cluster;

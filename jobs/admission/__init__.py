@@ -1,8 +1,8 @@
 """The pure admission engine: ``decide()`` and its plain-data inputs and outputs.
 
 No Django, no database, no cluster, no I/O, no wall clock: time comes in as ``now``.
-See :mod:`jobs.admission.engine` for the algorithm and ARCHITECTURE.md ("Admission, in
-one paragraph") for the semantics.
+See :mod:`jobs.admission.engine` for the algorithm and docs/architecture.md ("The life
+of a job", the admission loop) for how it is fed and applied.
 """
 
 from .engine import decide

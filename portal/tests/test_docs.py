@@ -57,7 +57,7 @@ def test_every_relative_link_and_image_exists(path):
             continue
         resolved = (path.parent / local).resolve()
         if not resolved.is_relative_to(ROOT):
-            continue  # outside the repository (the shared ARCHITECTURE.md): not ours to check
+            continue  # outside the repository: not ours to check
         if not resolved.exists():
             missing.append(target)
     assert missing == [], f"{path.relative_to(ROOT)} links to missing files: {missing}"
