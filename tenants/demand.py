@@ -1,10 +1,11 @@
 """One resource model: how a job consumes every catalog dimension it can be granted.
 
 The submission check (``jobs.services._check_ceiling``), the admission engine (through
-``jobs.selectors.admission_inputs``), the preview, the gauges (``tenants.usage``) and the
-ResourceQuota backstop (``tenants.quota``) all count a job with :func:`job_demand`, so a
-job the portal admits is a job the cluster accepts, and the gauges show what admission
-counts. Gang: the demand is the whole job's (every worker, the master included).
+``jobs.selectors.admission_inputs``), the preview and the job spec's requests count a job
+with :func:`job_demand`; the gauges (``tenants.usage``) derive the same amounts from the
+observed pods' requests (tests hold the two equal), and the ResourceQuota backstop bounds
+the same requests, so a job the portal admits is a job the cluster accepts, and the
+gauges show what admission counts. Gang: the demand is the whole job's (every worker, the master included).
 
 What counts against quota (decided once, here):
 
