@@ -250,8 +250,10 @@ def test_the_preview_reports_fit_per_dimension(login, bob, quota):
             "memory_gib_per_worker": "64", "max_run_hours": "10", "checkpoint_path": "/c"}
     preview = login(bob).post("/t/acme/jobs/preview/", form).json()["preview"]
     rows = {row["key"]: row for row in preview["dimensions"]}
-    assert rows["cpu"] == {"key": "cpu", "wanted": 8, "in_use": 0, "quota": 256,
-                           "ceiling": 256, "fits_quota": True, "fits_ceiling": True}
+    assert rows["cpu"] == {"key": "cpu", "label": "CPU", "unit": "cores", "wanted": 8,
+                           "in_use": 0, "quota": 256, "ceiling": 256, "fits_quota": True,
+                           "fits_ceiling": True}
+    assert rows[f"gpu:{H800}"]["label"] == f"GPUs · {H800}"
     assert rows["memory"]["wanted"] == 115.2 and rows[f"gpu:{H800}"]["wanted"] == 4
     assert "gpu-memory" not in rows   # not granted: it does not bind this pool
     assert preview["starts_now"]
