@@ -5,7 +5,8 @@ The submission check (``jobs.services._check_ceiling``), the admission engine (t
 with :func:`job_demand`; the gauges (``tenants.usage``) derive the same amounts from the
 observed pods' requests (tests hold the two equal), and the ResourceQuota backstop bounds
 the same requests, so a job the portal admits is a job the cluster accepts, and the
-gauges show what admission counts. Gang: the demand is the whole job's (every worker, the master included).
+gauges show what admission counts. Gang: the demand is the whole job's (every worker,
+the master included).
 
 What counts against quota (decided once, here):
 

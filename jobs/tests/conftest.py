@@ -44,3 +44,24 @@ def submission(**overrides):
             "command": ["python", "train.py"], "args": [], "env": {"EPOCHS": "3"}}
     data.update(overrides)
     return data
+
+
+def cycle(world, cluster, seconds=0.0):
+    """One admission pass as a worker runs it, after ``seconds`` of kubesim time and a
+    relist of what the cluster reports (``world["capture"]`` runs on-commit tasks)."""
+    from jobs.tasks import admission_cycle
+    from k8s_sync.client import get_client
+    from k8s_sync.observe import relist_all
+
+    if seconds:
+        cluster.advance(seconds, step=5)
+    relist_all(get_client())
+    with world["capture"](execute=True):
+        return admission_cycle.apply().get()
+
+
+def states(*jobs):
+    """The jobs' states as stored now."""
+    from jobs.models import TrainingJob
+
+    return [TrainingJob.objects.get(pk=j.pk).state for j in jobs]

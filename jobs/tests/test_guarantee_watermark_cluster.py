@@ -16,7 +16,8 @@ from kubernetes import client as k8s
 
 from jobs import services
 from jobs.models import TrainingJob
-from jobs.tasks import admission_cycle
+from jobs.tests.conftest import cycle as _cycle
+from jobs.tests.conftest import states as _states
 from k8s_sync.client import get_client
 from k8s_sync.observe import relist_all
 from k8s_sync.quantity import parse_quantity
@@ -65,18 +66,6 @@ def _submit(world, user, tenant, name, tier, gpus, run_seconds=7200):
             "workers": 1, "gpus_per_worker": gpus, "gpu_model": world["h800"],
             "cpu_per_worker": 8, "memory_gib_per_worker": 32, "max_run_seconds": 86400,
             "annotations": {"kubesim.trainyard.io/run-seconds": str(run_seconds)}})
-
-
-def _cycle(world, cluster, seconds=0.0):
-    if seconds:
-        cluster.advance(seconds, step=5)
-    relist_all(get_client())
-    with world["capture"](execute=True):
-        return admission_cycle.apply().get()
-
-
-def _states(*jobs):
-    return [TrainingJob.objects.get(pk=j.pk).state for j in jobs]
 
 
 def _gpus_held(cluster, namespace):

@@ -11,7 +11,7 @@ from kubernetes import client as k8s
 
 from jobs import services
 from jobs.models import TrainingJob
-from jobs.tasks import admission_cycle
+from jobs.tests.conftest import cycle as _cycle
 from k8s_sync.client import get_client
 from k8s_sync.models import ObservedNode
 from k8s_sync.observe import relist_all
@@ -59,14 +59,6 @@ def _submit(world, user, tenant, name, *, gpus=2, cpu=8, memory=32, model=None):
             "gpu_model": (world["h800"] if model is None else model) if gpus else "",
             "cpu_per_worker": cpu, "memory_gib_per_worker": memory, "max_run_seconds": 86400,
             "annotations": {"kubesim.trainyard.io/run-seconds": "3600"}})
-
-
-def _cycle(world, cluster, seconds=0.0):
-    if seconds:
-        cluster.advance(seconds, step=5)
-    relist_all(get_client())
-    with world["capture"](execute=True):
-        return admission_cycle.apply().get()
 
 
 def _job(job):

@@ -11,7 +11,7 @@ from kubernetes import client as k8s
 
 from jobs import services
 from jobs.models import TrainingJob
-from jobs.tasks import admission_cycle
+from jobs.tests.conftest import cycle as _cycle
 from k8s_sync.client import get_client
 from k8s_sync.observe import relist_all
 from tenants import services as tenant_services
@@ -44,14 +44,6 @@ def _submit(world, user, tenant, name, tier, pool, replicas, run_seconds=3600):
             "workers": replicas, "gpus_per_worker": 8, "gpu_model": A100,
             "cpu_per_worker": 8, "memory_gib_per_worker": 32, "max_run_seconds": 86400,
             "annotations": {"kubesim.trainyard.io/run-seconds": str(run_seconds)}})
-
-
-def _cycle(world, cluster, seconds=0.0):
-    if seconds:
-        cluster.advance(seconds, step=5)
-    relist_all(get_client())
-    with world["capture"](execute=True):
-        return admission_cycle.apply().get()
 
 
 def _state(job):
