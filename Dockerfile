@@ -7,6 +7,7 @@ RUN apt-get update && apt-get install -y --no-install-recommends gettext \
     && useradd --system --uid 10001 --home /app trainyard
 WORKDIR /app
 COPY pyproject.toml README.md ./
+COPY core core
 COPY portal portal
 COPY tenants tenants
 COPY jobs jobs

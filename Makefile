@@ -48,7 +48,7 @@ test: $(STAMP)-dev
 
 lint: $(STAMP)-dev
 	$(BIN)/ruff check .
-	DEBUG=true $(BIN)/mypy portal tenants jobs billing k8s_sync kubesim
+	DEBUG=true $(BIN)/mypy core portal tenants jobs billing k8s_sync kubesim
 
 format: $(STAMP)-dev
 	$(BIN)/ruff check --fix .

@@ -263,7 +263,7 @@ class InvoiceLine(models.Model):
     invoice = models.ForeignKey(Invoice, on_delete=models.CASCADE, related_name="lines")
     position = models.PositiveIntegerField(default=0)
     kind = models.CharField(max_length=12, choices=LineKind.choices)
-    # ``text`` is the description as a stored text (portal.texts): fixed when the line is
+    # ``text`` is the description as a stored text (core.texts): fixed when the line is
     # written, rendered in the reader's language on the page, CSV and PDF; a plain string
     # for free text (adjustments) and lines written before it existed. ``description``
     # keeps its English rendering (search, the admin, logs).
@@ -302,7 +302,7 @@ class InvoiceLine(models.Model):
     @property
     def label(self) -> str:
         """The description in the active language."""
-        from portal.texts import render
+        from core.texts import render
 
         return render(self.text or self.description)
 

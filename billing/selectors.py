@@ -31,7 +31,7 @@ from billing.models import (
     StoragePrice,
     StorageSnapshot,
 )
-from portal.texts import StoredText, english, message
+from core.texts import StoredText, english, message
 from tenants.models import Tenant
 
 MIB = 1024**2

@@ -39,8 +39,8 @@ from billing.models import (
     StorageSnapshot,
 )
 from billing.recommend import IdleRule, recommend_gpu_quota
-from portal.exceptions import ApplicationError, Conflict, NotAllowed
-from portal.texts import StoredText, english, message
+from core.exceptions import ApplicationError, Conflict, NotAllowed
+from core.texts import StoredText, english, message
 from tenants.access import AnyUser, TenantAccess, is_finance, require_platform_admin
 from tenants.models import AuditEvent, Pool, Tenant
 

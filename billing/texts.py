@@ -1,4 +1,4 @@
-"""Stored texts of the billing app (see :mod:`portal.texts`): invoice line descriptions
+"""Stored texts of the billing app (see :mod:`core.texts`): invoice line descriptions
 and budget alerts are kept as a code and arguments and rendered in the reader's language,
 so an issued invoice never changes (its numbers and structured descriptions are fixed)
 while the page, the CSV and the PDF speak the reader's language.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from django.utils.translation import gettext_lazy as _
 
-from portal.texts import register
+from core.texts import register
 
 # --- invoice lines ------------------------------------------------------------------------
 

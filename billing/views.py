@@ -17,7 +17,7 @@ from django.views.decorators.http import require_POST
 from billing import exports, forms, selectors, services
 from billing.choices import InvoiceKind
 from billing.models import Invoice
-from portal.exceptions import ApplicationError
+from core.exceptions import ApplicationError
 from tenants.access import is_finance, is_platform_admin, sees_all_tenants
 from tenants.models import Tenant
 from tenants.selectors import tenant_access_or_404

@@ -59,9 +59,9 @@ class TrainingJob(models.Model):
                              db_index=True)
     priority = models.IntegerField(default=0)
     held = models.BooleanField(default=False)
-    # Stored texts (portal.texts): {"code", "args"}, a list of them, or a plain string (a
+    # Stored texts (core.texts): {"code", "args"}, a list of them, or a plain string (a
     # reason a person typed, a message from Kubernetes, a row from before codes); shown with
-    # ``|render_text`` / ``portal.texts.render`` in the reader's language.
+    # ``|render_text`` / ``core.texts.render`` in the reader's language.
     hold_reason = models.JSONField(default=str, blank=True)
     borrowing = models.BooleanField(default=False)
     placement = models.JSONField(default=list, blank=True)  # node per replica, when admitted

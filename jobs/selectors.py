@@ -399,8 +399,8 @@ def preview(tenant, pool_kind: str, clean: dict, now):  # type: ignore[no-untype
     Runs the admission engine on the current state plus this hypothetical job (id -1);
     nothing is written. ``reason`` is in the active language, ``reason_code`` its code.
     """
+    from core.texts import render, text_code
     from jobs.admission import JobView, decide
-    from portal.texts import render, text_code
     from tenants.models import Pool
     from tenants.selectors import effective_grants
 

@@ -15,14 +15,14 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from core.exceptions import ApplicationError, Conflict, NotAllowed
+from core.texts import StoredText, english
+from core.texts import message as stored_text
 from jobs import selectors
 from jobs.choices import ACTIVE_STATES, JobState
 from jobs.contract import NON_FIELD, check_buildable
 from jobs.models import JobTransition, TrainingJob
 from jobs.validation import SubmissionError, validate_submission
-from portal.exceptions import ApplicationError, Conflict, NotAllowed
-from portal.texts import StoredText, english
-from portal.texts import message as stored_text
 from tenants.access import AnyUser, TenantAccess, require_platform_admin
 from tenants.models import AuditEvent, Pool
 
@@ -229,7 +229,7 @@ def job_hold(*, actor: AnyUser, job: TrainingJob, held: bool,
     """Hold a queued job (never admitted while held) or release it (platform admins).
 
     ``reason`` is what a person typed (kept as it is) or a stored text the system wrote
-    (``portal.texts.message(...)``, shown in each reader's language)."""
+    (``core.texts.message(...)``, shown in each reader's language)."""
     require_platform_admin(actor)
     if isinstance(reason, str):
         reason = reason.strip()

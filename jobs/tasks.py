@@ -22,12 +22,12 @@ from django.core.cache import cache
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
+from core.texts import message as stored_text
 from jobs import selectors, services
 from jobs.choices import JobState
 from jobs.models import AdmissionState, TrainingJob
 from k8s_sync import manifests, naming
 from k8s_sync.client import K8sError, get_client, is_transient
-from portal.texts import message as stored_text
 
 log = logging.getLogger(__name__)
 CYCLE_LOCK = "jobs:admission-cycle"

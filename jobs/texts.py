@@ -1,7 +1,7 @@
 """The jobs app's stored texts: every code the admission engine and the jobs services
 write into a row (``TrainingJob.wait_reason``, ``preempt_reason``, ``hold_reason``,
 ``JobTransition.message``), registered with its translatable template (see
-:mod:`portal.texts`), and the labels of ``JobTransition.reason`` codes.
+:mod:`core.texts`), and the labels of ``JobTransition.reason`` codes.
 
 The engine (``jobs/admission``, no Django) builds the dicts as literals; this module is
 imported when the app loads (``JobsConfig.ready``), so every code renders anywhere.
@@ -19,8 +19,8 @@ from django.utils import dateformat
 from django.utils.translation import get_language, ngettext_lazy, pgettext_lazy
 from django.utils.translation import gettext_lazy as _
 
+from core.texts import register
 from jobs.admission.text import ordinal
-from portal.texts import register
 
 
 class _Ordinal:

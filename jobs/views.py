@@ -12,6 +12,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
+from core.exceptions import ApplicationError
 from jobs import selectors, services
 from jobs.choices import ACTIVE_STATES, JobState, Tier
 from jobs.contract import check_buildable
@@ -19,7 +20,6 @@ from jobs.forms import JobForm, template_initial
 from jobs.models import TrainingJob
 from jobs.timeline import running_seconds
 from jobs.validation import SubmissionError, validate_submission
-from portal.exceptions import ApplicationError
 from tenants.access import is_platform_admin, platform_admin_or_404
 from tenants.selectors import tenant_access_or_404
 

@@ -23,11 +23,11 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
+from core.exceptions import ApplicationError
+from core.texts import message
 from jobs.models import TrainingJob
 from portal import charts, dashboards
-from portal.exceptions import ApplicationError
 from portal.reversing import slug_url
-from portal.texts import message
 from tenants.access import access_for, is_platform_admin
 from tenants.selectors import tenant_access_or_404
 

@@ -33,6 +33,8 @@ from django.db.models import Count, F, Max, Min, Q, Sum
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
+from core.texts import message
+from core.texts import render as render_text
 from jobs.choices import JobState
 from jobs.models import JobTransition, TrainingJob
 from jobs.timeline import running_intervals
@@ -40,8 +42,6 @@ from k8s_sync.models import ObservedKind, ObservedNode, ObservedPod
 from k8s_sync.naming import namespace_name
 from k8s_sync.selectors import CapacityReport, capacity_report
 from portal import charts
-from portal.texts import message
-from portal.texts import render as render_text
 from tenants.access import AnyUser
 from tenants.models import JobUtilisation, Pool, Tenant
 from tenants.selectors import quota_overview

@@ -12,7 +12,7 @@ from typing import Any
 
 from django.utils.translation import gettext as _
 
-from portal.exceptions import NotAllowed
+from core.exceptions import NotAllowed
 from tenants.choices import MembershipRole, PlatformRoleName
 from tenants.models import Membership, PlatformRole, Tenant
 

@@ -12,7 +12,7 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from portal.texts import StoredText
+from core.texts import StoredText
 from tenants.choices import (
     LoanStatus,
     MembershipRole,
@@ -170,7 +170,7 @@ class AuditEvent(models.Model):
                                related_name="audit_events")
     action = models.CharField(max_length=64, db_index=True)
     summary = models.CharField(max_length=500)  # English, for search, logs and the admin
-    # the summary as a stored text (portal.texts), shown in the reader's language; empty
+    # the summary as a stored text (core.texts), shown in the reader's language; empty
     # for rows written before it existed (their English ``summary`` is shown)
     text = models.JSONField(default=str, blank=True)
     data = models.JSONField(default=dict, blank=True)
@@ -347,7 +347,7 @@ class QuotaLoan(models.Model):
 class Notification(models.Model):
     """A message for one user in the portal (also sent by e-mail where it matters).
 
-    ``text`` is a stored text (:mod:`portal.texts`): a code and arguments rendered in the
+    ``text`` is a stored text (:mod:`core.texts`): a code and arguments rendered in the
     reader's language on the page, in the API and in the e-mail; rows from before it
     existed hold their old message as a plain string. ``message`` keeps the English
     rendering for the admin, logs and search.

@@ -1,4 +1,4 @@
-"""Stored texts of the tenants app (see :mod:`portal.texts`): notifications and audit
+"""Stored texts of the tenants app (see :mod:`core.texts`): notifications and audit
 summaries are kept as a code and arguments and rendered in the reader's language.
 
 Imported when the app loads (``TenantsConfig.ready``). A code, once used in a row, keeps
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from django.utils.translation import gettext_lazy as _
 
-from portal.texts import register
+from core.texts import register
 
 # --- notifications ------------------------------------------------------------------------
 

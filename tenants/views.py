@@ -17,7 +17,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from portal.exceptions import ApplicationError
+from core.exceptions import ApplicationError
 from tenants import forms, selectors, services
 from tenants.access import platform_admin_or_404, require_platform_admin
 from tenants.catalog import Resource

@@ -18,7 +18,7 @@ from django.utils.translation import get_language
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from portal.exceptions import ApplicationError
+from core.exceptions import ApplicationError
 from tenants import forms, selectors, services
 from tenants.access import platform_admin_or_404
 from tenants.choices import QuotaMode

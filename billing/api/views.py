@@ -21,8 +21,9 @@ from rest_framework.response import Response
 from billing import exports, selectors, services
 from billing.api import serializers as s
 from billing.models import Invoice, InvoiceLine, RateCard
-from portal.api import TenantScopedViewSet, validated
+from core.api import validated
 from tenants.access import sees_all_tenants
+from tenants.api.base import TenantScopedViewSet
 
 
 def _file(content: bytes | str, name: str, content_type: str) -> HttpResponse:

@@ -292,7 +292,7 @@ def test_rate_card_page_and_api(login, api, platform_admin, finance_user):
 
 
 def test_no_rate_card_in_a_closed_month(issued, platform_admin):
-    from portal.exceptions import Conflict
+    from core.exceptions import Conflict
 
     with pytest.raises(Conflict):
         services.rate_card_create(actor=platform_admin, effective_from=dt.date(2026, 10, 15),

@@ -18,7 +18,7 @@ from pypdf import PdfReader
 from billing import services
 from billing.models import Invoice, InvoiceLine
 from billing.tests.conftest import A100_PRICE, at, make_job, run
-from portal.texts import render
+from core.texts import render
 
 OCT = dt.date(2026, 10, 1)
 

@@ -22,7 +22,7 @@ ACTIVE_STATES: frozenset[str] = frozenset({"admitted", "running", "preempting"})
 """Job states that hold quota and GPUs."""
 
 Text = dict[str, Any] | list[Any] | str
-"""A stored text (see ``portal.texts``): ``{"code": ..., "args": {...}}``, a list of them
+"""A stored text (see ``core.texts``): ``{"code": ..., "args": {...}}``, a list of them
 (shown joined by "; "), or a plain string. The engine builds these as plain literals (it
 imports no Django); pages render them in the reader's language."""
 

@@ -8,16 +8,16 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from core.texts import render, text_code
 from jobs.choices import Tier
 from jobs.models import JobTransition, TrainingJob
 from jobs.texts import transition_reason_label
-from portal.texts import render, text_code
 from tenants.choices import PoolKind
 
 
 @extend_schema_field(OpenApiTypes.STR)
 class RenderedTextField(serializers.Field):
-    """A stored text (``portal.texts``) rendered in the request's language (read only)."""
+    """A stored text (``core.texts``) rendered in the request's language (read only)."""
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs["read_only"] = True

@@ -11,15 +11,16 @@ from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from core.api import validated
+from core.exceptions import ApplicationError
 from jobs import selectors, services
 from jobs.api import serializers as s
 from jobs.choices import ACTIVE_STATES
 from jobs.contract import check_buildable
 from jobs.models import TrainingJob
 from jobs.validation import SubmissionError, validate_submission
-from portal.api import TenantScopedViewSet, validated
-from portal.exceptions import ApplicationError
 from tenants.access import is_platform_admin
+from tenants.api.base import TenantScopedViewSet
 
 
 class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedViewSet):

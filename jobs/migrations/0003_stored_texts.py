@@ -1,4 +1,4 @@
-"""Reasons and transition messages become stored texts (``portal.texts``): JSON columns.
+"""Reasons and transition messages become stored texts (``core.texts``): JSON columns.
 
 Every existing row keeps its text as a plain JSON string (shown as it is); new rows get
 ``{"code": ..., "args": {...}}`` values rendered in the reader's language. One statement

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from core.texts import english
 from jobs.admission import Decisions, History, JobView, NodeView, Policy, PoolQuota, decide
-from portal.texts import english
 
 from .test_admission_helpers import (
     A100,

@@ -7,8 +7,8 @@ import random
 from collections import defaultdict
 from decimal import Decimal
 
+from core.texts import english, text_code
 from jobs.admission import NodeView, Policy, PoolQuota
-from portal.texts import english, text_code
 from tenants.demand import CardFacts, engine_demand, job_demand
 
 from .test_admission_helpers import H800, admitted, job, node, preempted, run

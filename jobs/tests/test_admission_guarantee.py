@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
+from core.texts import english
 from jobs.admission import History, Policy, PoolQuota, decide
-from portal.texts import english
 
 from .test_admission_helpers import H800, NOW, admitted, job, node, preempted, with_usage
 

@@ -9,8 +9,8 @@ from datetime import timedelta
 
 import pytest
 
+from core.texts import english
 from jobs.admission import TIERS, Decisions, History, JobView, NodeView, Policy, PoolQuota, decide
-from portal.texts import english
 
 from .test_admission_helpers import A100, H800, NOW, run, with_usage
 

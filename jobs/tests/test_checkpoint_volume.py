@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 from kubernetes import client as k8s
 
+from core.exceptions import ApplicationError
 from jobs import services
 from jobs.models import TrainingJob
 from jobs.tests.conftest import submission
 from jobs.validation import Inventory, SubmissionError, validate_submission
 from k8s_sync.client import get_client
 from k8s_sync.observe import relist_all
-from portal.exceptions import ApplicationError
 from tenants import services as tenant_services
 from tenants.access import access_for
 from tenants.selectors import effective_grants

@@ -14,6 +14,8 @@ from decimal import Decimal
 
 import pytest
 
+from core.exceptions import ApplicationError
+from core.texts import english
 from jobs import selectors, services
 from jobs.contract import NON_FIELD, check_buildable, field_of, spec_errors
 from jobs.models import TrainingJob
@@ -22,8 +24,6 @@ from jobs.tests.conftest import A100, H800, submission
 from jobs.validation import Inventory, SubmissionError, validate_submission
 from k8s_sync import manifests
 from k8s_sync.crd_validation import validate_pytorchjob
-from portal.exceptions import ApplicationError
-from portal.texts import english
 from tenants.access import access_for
 from tenants.models import Notification
 

@@ -5,12 +5,12 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
+from core.exceptions import ApplicationError, NotAllowed
 from jobs import services
 from jobs.admission import JobView, NodeView
 from jobs.defrag import plan_defrag
 from jobs.models import MaintenanceWindow, TrainingJob
 from jobs.tests.conftest import H800, submission
-from portal.exceptions import ApplicationError, NotAllowed
 from tenants.access import access_for
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)

@@ -8,6 +8,7 @@ from decimal import Decimal
 import pytest
 from kubernetes import client as k8s
 
+from core.exceptions import ApplicationError
 from jobs import services
 from jobs.models import TrainingJob
 from jobs.selectors import gpu_kind_label, inventory, job_spec
@@ -17,7 +18,6 @@ from k8s_sync.client import get_client
 from k8s_sync.crd_validation import validate_pytorchjob
 from k8s_sync.manifests import build_pytorchjob
 from k8s_sync.observe import relist_all
-from portal.exceptions import ApplicationError
 from tenants import services as tenant_services
 from tenants.access import access_for
 from tenants.tasks import reconcile_cluster, reconcile_pool

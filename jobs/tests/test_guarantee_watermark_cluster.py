@@ -14,6 +14,7 @@ import pytest
 from django.core.cache import cache
 from kubernetes import client as k8s
 
+from core.texts import english
 from jobs import services
 from jobs.models import TrainingJob
 from jobs.tests.conftest import cycle as _cycle
@@ -21,7 +22,6 @@ from jobs.tests.conftest import states as _states
 from k8s_sync.client import get_client
 from k8s_sync.observe import relist_all
 from k8s_sync.quantity import parse_quantity
-from portal.texts import english
 from tenants import services as tenant_services
 from tenants.access import access_for
 from tenants.tasks import reconcile_cluster, reconcile_pool

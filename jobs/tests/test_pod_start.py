@@ -10,9 +10,9 @@ import pytest
 import time_machine
 from django.utils import timezone
 
+from core.texts import english
 from jobs import podstart, services
 from jobs.models import TrainingJob
-from portal.texts import english
 from tenants.access import access_for
 from tenants.models import Notification, Policy
 

@@ -9,14 +9,14 @@ from decimal import Decimal
 import pytest
 from kubernetes import client as k8s
 
+from core.exceptions import ApplicationError
+from core.texts import english, text_code
 from jobs import services
 from jobs.models import TrainingJob
 from jobs.tests.conftest import cycle as _cycle
 from k8s_sync.client import get_client
 from k8s_sync.models import ObservedNode
 from k8s_sync.observe import relist_all
-from portal.exceptions import ApplicationError
-from portal.texts import english, text_code
 from tenants import services as tenant_services
 from tenants.access import access_for
 from tenants.catalog import fmt_amount

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from django.utils import translation
 
+from core.texts import english
 from jobs.models import TrainingJob
-from portal.texts import english
 
 from .test_lifecycle import _cycle, _submit, world  # noqa: F401  (the kubesim world)
 

@@ -2,12 +2,12 @@
 
 import pytest
 
+from core.exceptions import ApplicationError, Conflict, NotAllowed
 from jobs import services
 from jobs.choices import JobState
 from jobs.models import JobTransition, TrainingJob
 from jobs.tests.conftest import H800, submission
 from jobs.timeline import running_intervals, running_seconds
-from portal.exceptions import ApplicationError, Conflict, NotAllowed
 from tenants.access import access_for
 
 

@@ -12,13 +12,13 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone, translation
 
+from core import texts
+from core.texts import english, render
 from jobs import selectors, services
 from jobs.admission import decide, text
 from jobs.models import JobTransition, TrainingJob
 from jobs.tests.conftest import submission
 from jobs.texts import TRANSITION_REASONS, transition_reason_label
-from portal import texts
-from portal.texts import english, render
 from tenants.access import access_for
 
 from .test_admission_helpers import A100, job, node, quota, run

@@ -436,7 +436,7 @@ DISCOVERED = {
     ("storage.k8s.io/v1", "StorageClass"): "storageclasses",
     ("apiextensions.k8s.io/v1", "CustomResourceDefinition"): "customresourcedefinitions",
 }
-APPS = ("portal", "tenants", "jobs", "billing", "k8s_sync")
+APPS = ("core", "portal", "tenants", "jobs", "billing", "k8s_sync")
 
 Kind = tuple[str, str]  # (apiVersion, kind)
 

@@ -15,7 +15,7 @@ PO = ROOT / "locale" / "zh_Hans" / "LC_MESSAGES" / "django.po"
 MO = PO.with_suffix(".mo")
 JS_PO = PO.with_name("djangojs.po")
 JS_MO = JS_PO.with_suffix(".mo")
-SOURCES = ["portal", "tenants", "jobs", "billing", "k8s_sync", "templates", "static/js"]
+SOURCES = ["core", "portal", "tenants", "jobs", "billing", "k8s_sync", "templates", "static/js"]
 
 
 def _msgids(po_text: str) -> dict[str, str]:

@@ -14,10 +14,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal.api import TenantScopedViewSet, validated
+from core.api import validated
 from tenants import selectors, services
 from tenants.access import is_platform_admin, require_platform_admin
 from tenants.api import serializers as s
+from tenants.api.base import TenantScopedViewSet
 from tenants.catalog import fmt_amount
 from tenants.models import Notification, Policy, Pool, QuotaLoan, QuotaRequest
 

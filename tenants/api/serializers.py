@@ -6,7 +6,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from portal.texts import render
+from core.texts import render
 from tenants.choices import MembershipRole, PoolKind
 from tenants.models import (
     Membership,
@@ -22,7 +22,7 @@ from tenants.models import (
 
 
 class RenderedText(serializers.CharField):
-    """A stored text (:mod:`portal.texts`) rendered in the request's language (its
+    """A stored text (:mod:`core.texts`) rendered in the request's language (its
     ``Accept-Language``, else the language cookie, else English). Read-only."""
 
     def __init__(self, **kwargs: Any) -> None:

@@ -9,9 +9,10 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from portal.api import TenantScopedViewSet, validated
+from core.api import validated
 from tenants import services
 from tenants.api import serializers as s
+from tenants.api.base import TenantScopedViewSet
 from tenants.models import Membership, NodeDedication, Pool, QuotaGrant, Tenant
 from tenants.selectors import tenant_access_or_404, tenants_visible_to
 

@@ -7,8 +7,8 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from portal.exceptions import ApplicationError
-from portal.texts import StoredText, english
+from core.exceptions import ApplicationError
+from core.texts import StoredText, english
 from tenants.models import (
     AuditEvent,
     Pool,

@@ -8,8 +8,8 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from portal.exceptions import ApplicationError, Conflict
-from portal.texts import message
+from core.exceptions import ApplicationError, Conflict
+from core.texts import message
 from tenants import texts
 from tenants.access import AnyUser, TenantAccess
 from tenants.models import (

@@ -1,6 +1,6 @@
 """Notifications: a row in the portal and, where it matters, an e-mail.
 
-The row stores a stored text (:mod:`portal.texts`), so each reader sees it in their own
+The row stores a stored text (:mod:`core.texts`), so each reader sees it in their own
 language; the e-mail is rendered in each recipient's preferred language (one mail per
 language, one message per recipient), whoever caused it.
 """
@@ -14,7 +14,7 @@ from django.conf import settings
 from django.core.mail import send_mass_mail
 from django.utils import translation
 
-from portal.texts import StoredText, english, render
+from core.texts import StoredText, english, render
 from tenants.access import AnyUser
 from tenants.choices import PlatformRoleName
 from tenants.models import Notification, PlatformRole, Tenant
@@ -22,7 +22,7 @@ from tenants.models import Notification, PlatformRole, Tenant
 
 def notify(*, users: Iterable[AnyUser], tenant: Tenant | None, text: StoredText,
            link: str = "", email: bool = False) -> None:
-    """Tell ``users`` ``text`` (a :func:`portal.texts.message`, or a plain string); the
+    """Tell ``users`` ``text`` (a :func:`core.texts.message`, or a plain string); the
     e-mail goes out after the transaction commits (never for a change that was rolled
     back), and a mail failure never undoes the change."""
     from django.db import transaction

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from portal.exceptions import ApplicationError
+from core.exceptions import ApplicationError
 from tenants.access import AnyUser
 from tenants.models import UserPreference
 

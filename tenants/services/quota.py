@@ -15,8 +15,8 @@ from django.db.models import Sum
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from portal.exceptions import ApplicationError, Conflict, NotAllowed
-from portal.texts import StoredText, english, message
+from core.exceptions import ApplicationError, Conflict, NotAllowed
+from core.texts import StoredText, english, message
 from tenants import texts
 from tenants.access import AnyUser, TenantAccess, require_platform_admin
 from tenants.catalog import Resource

@@ -10,8 +10,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from portal.exceptions import ApplicationError, Conflict
-from portal.texts import english, message
+from core.exceptions import ApplicationError, Conflict
+from core.texts import english, message
 from tenants import texts
 from tenants.access import AnyUser, TenantAccess, require_platform_admin
 from tenants.choices import MembershipRole, PlatformRoleName, PoolKind, TenantStatus

@@ -4,7 +4,7 @@ import pytest
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from portal.api import TenantScopedViewSet
+from tenants.api.base import TenantScopedViewSet
 from tenants.models import Membership, Tenant
 
 TENANT_ENDPOINTS = [

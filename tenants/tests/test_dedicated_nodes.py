@@ -3,8 +3,8 @@
 import pytest
 from kubernetes import client as k8s
 
+from core.exceptions import ApplicationError, Conflict, NotAllowed
 from k8s_sync.placement import DEDICATED_KEY, dedicated_placement, node_dedication_patch
-from portal.exceptions import ApplicationError, Conflict, NotAllowed
 from tenants import services
 from tenants.access import access_for
 from tenants.models import NodeDedication

@@ -6,7 +6,7 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from portal.exceptions import ApplicationError, Conflict, NotAllowed
+from core.exceptions import ApplicationError, Conflict, NotAllowed
 from tenants import selectors, services
 from tenants.access import access_for
 from tenants.models import Membership, Notification, Policy, QuotaGrant

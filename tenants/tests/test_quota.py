@@ -4,7 +4,7 @@ from decimal import Decimal
 
 import pytest
 
-from portal.exceptions import ApplicationError, NotAllowed
+from core.exceptions import ApplicationError, NotAllowed
 from tenants import services
 from tenants.models import AuditEvent, QuotaGrant
 from tenants.quota import quota_spec_for

@@ -9,8 +9,8 @@ from django.core import mail
 from django.db import connection
 from django.utils import timezone
 
+from core.exceptions import ApplicationError, Conflict, NotAllowed
 from k8s_sync.models import ObservedNode
-from portal.exceptions import ApplicationError, Conflict, NotAllowed
 from tenants import services
 from tenants.access import access_for
 from tenants.models import AuditEvent, Notification, Policy, QuotaGrant, QuotaRequest

@@ -2,7 +2,7 @@
 
 import pytest
 
-from portal.exceptions import ApplicationError, Conflict, NotAllowed
+from core.exceptions import ApplicationError, Conflict, NotAllowed
 from tenants import services
 from tenants.access import access_for
 from tenants.models import AuditEvent, Membership, Pool, Tenant

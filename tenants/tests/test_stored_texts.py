@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.utils import translation
 from django.utils.translation import trans_real
 
-from portal import texts
+from core import texts
 from tenants import services
 from tenants.access import access_for
 from tenants.choices import PlatformRoleName

@@ -208,7 +208,7 @@ def test_suspending_stops_new_work_without_deleting_anything(team, platform_admi
 
 def test_deleting_a_tenant_removes_its_namespaces_after_confirmation(
         team, platform_admin, cluster, django_capture_on_commit_callbacks):
-    from portal.exceptions import ApplicationError
+    from core.exceptions import ApplicationError
 
     access = access_for(platform_admin, team)
     with pytest.raises(ApplicationError, match="Type the tenant's slug"):

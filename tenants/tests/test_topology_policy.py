@@ -4,7 +4,7 @@ capacity page shows the levels in force."""
 import pytest
 from django.urls import reverse
 
-from portal.exceptions import ApplicationError
+from core.exceptions import ApplicationError
 from tenants import services
 from tenants.models import Policy
 from tenants.selectors import topology_levels

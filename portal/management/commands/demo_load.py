@@ -15,12 +15,12 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
+from core.exceptions import ApplicationError
 from jobs import services
 from jobs.choices import ACTIVE_STATES
 from jobs.models import TrainingJob
 from jobs.selectors import inventory
 from jobs.templates import TEMPLATES
-from portal.exceptions import ApplicationError
 from tenants.access import access_for
 from tenants.models import Membership, QuotaGrant
 

@@ -1,4 +1,4 @@
-"""``{{ value|render_text }}``: a stored text (see :mod:`portal.texts`) in the reader's
+"""``{{ value|render_text }}``: a stored text (see :mod:`core.texts`) in the reader's
 language. Load with ``{% load portal_texts %}``."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from django import template
 from django.utils.html import format_html
 
-from portal.texts import render
+from core.texts import render
 
 register = template.Library()
 

@@ -8,7 +8,7 @@ the API renders it with the catalogue of the moment::
 
     # tenants/texts.py (any module imported when its app loads)
     from django.utils.translation import gettext_lazy as _
-    from portal.texts import register
+    from core.texts import register
     register("quota.approved", _("Your quota request for %(tenant)s was approved."))
 
     # a service

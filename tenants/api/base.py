@@ -72,11 +72,3 @@ class TenantScopedViewSet(viewsets.GenericViewSet):
         if hasattr(self, "access"):
             context["access"] = self.access
         return context
-
-
-def validated(serializer_class: type, request: Request) -> dict[str, Any]:
-    """Validate ``request.data`` with an input serializer (400 with the field errors when
-    invalid) and return the validated data as a plain dict."""
-    serializer = serializer_class(data=request.data)
-    serializer.is_valid(raise_exception=True)
-    return dict(serializer.validated_data)

@@ -5,7 +5,7 @@ from django.template import Context, Template
 from django.utils import translation
 from django.utils.translation import gettext_lazy as _
 
-from portal import texts
+from core import texts
 
 # "Simplified Chinese" is in the catalogue already (the language menu).
 texts.register("test.language", _("Simplified Chinese"))
