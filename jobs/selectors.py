@@ -15,6 +15,7 @@ from jobs.validation import Inventory
 from k8s_sync.models import ObservedNode
 from k8s_sync.quantity import parse_quantity
 from k8s_sync.selectors import node_capacity
+from tenants.tiers import tier_rules
 
 GIB = Decimal(1024**3)
 
@@ -196,8 +197,8 @@ def admission_inputs(now):  # type: ignore[no-untyped-def]
     quotas = _with_guarantees(quotas)
     engine_policy = EnginePolicy(
         watermark=float(policy.eviction_watermark),
-        grace_seconds={"production": 0, "development": policy.development_grace_seconds,
-                       "batch": policy.batch_grace_seconds})
+        grace_seconds={str(tier): rules.preemption_grace_seconds
+                       for tier, rules in tier_rules(policy).items()})
     return {"nodes": nodes, "jobs": jobs, "quotas": quotas, "policy": engine_policy,
             "history": job_history(now), "now": now,
             "physical": {k: u.use for k, u in physical_use_now(report).items()}}
@@ -353,8 +354,7 @@ def job_spec(job: TrainingJob):  # type: ignore[no-untyped-def]
     from tenants.models import NodeDedication, Policy
 
     policy = Policy.current()
-    grace = {"production": 30, "development": policy.development_grace_seconds,
-             "batch": policy.batch_grace_seconds}[job.tier]
+    rules = tier_rules(policy)[K8sTier(job.tier)]
     placement = dedicated_placement(job.tenant.slug) if NodeDedication.objects.filter(
         tenant=job.tenant).exists() else {}
     return JobSpec(
@@ -375,13 +375,13 @@ def job_spec(job: TrainingJob):  # type: ignore[no-untyped-def]
         cpu_limit=job.cpu_per_worker,
         memory_request_gib=demand.memory_request_gib(job.memory_gib_per_worker),
         memory_limit_gib=job.memory_gib_per_worker,
-        grace_seconds=grace, max_run_seconds=job.max_run_seconds,
+        grace_seconds=rules.termination_grace_seconds, max_run_seconds=job.max_run_seconds,
         checkpoint_claim=job.checkpoint_claim,
         checkpoint_path=job.checkpoint_path,
         checkpoint_storage_class=job.checkpoint_storage_class if not job.checkpoint_claim
         else "",
         checkpoint_size_gib=job.checkpoint_size_gib if not job.checkpoint_claim else None,
-        checkpoint_interval_seconds=1800 if job.tier == "production" else 300,
+        checkpoint_interval_seconds=rules.checkpoint_interval_seconds,
         resume=job.restart_count > 0, restart_count=job.restart_count,
         switch=job.switch if job.workers > 1 else "",
         switch_label=switch_label(policy.topology_levels),
