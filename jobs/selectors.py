@@ -151,6 +151,12 @@ def _int(value: object) -> int:
 def admission_inputs(now):  # type: ignore[no-untyped-def]
     """Everything ``jobs.admission.decide`` needs, from the database and the observed
     cluster (no cluster calls): nodes, active jobs, pool quotas, policy, history."""
+    return _admission_inputs(now)[0]
+
+
+def _admission_inputs(now):  # type: ignore[no-untyped-def]
+    """:func:`admission_inputs` and the card facts they were counted with (the preview
+    counts its hypothetical job with the same ones, from the same capacity report)."""
     from jobs.admission import JobView, NodeView, PoolQuota
     from jobs.admission import Policy as EnginePolicy
     from k8s_sync.placement import topology_levels as topology_levels_in_force
@@ -201,7 +207,7 @@ def admission_inputs(now):  # type: ignore[no-untyped-def]
                        for tier, rules in tier_rules(policy).items()})
     return {"nodes": nodes, "jobs": jobs, "quotas": quotas, "policy": engine_policy,
             "history": job_history(now), "now": now,
-            "physical": {k: u.use for k, u in physical_use_now(report).items()}}
+            "physical": {k: u.use for k, u in physical_use_now(report).items()}}, facts
 
 
 def _with_guarantees(quotas: list) -> list:
@@ -401,31 +407,26 @@ def preview(tenant, pool_kind: str, clean: dict, now):  # type: ignore[no-untype
     """
     from core.texts import render, text_code
     from jobs.admission import JobView, decide
-    from tenants.models import Pool
-    from tenants.selectors import effective_grants
 
-    pool = Pool.objects.get(tenant=tenant, kind=pool_kind)
-    key = (f"mig:{clean['mig_profile']}" if clean["mig_profile"]
-           else f"gpu:{clean['gpu_model']}" if clean["gpus_per_worker"] else "")
-    wanted = clean["workers"] * clean["gpus_per_worker"]
-    in_use = sum(j.workers * j.gpus_per_worker for j in TrainingJob.objects.filter(
-        pool=pool, state__in=["admitted", "running", "preempting"], gpu_model=clean["gpu_model"],
-        mig_profile=clean["mig_profile"]).only("workers", "gpus_per_worker")) if key else 0
-    quota = int(effective_grants(pool).get(key, 0)) if key else None
-    inputs = admission_inputs(now)
+    inputs, facts = _admission_inputs(now)
     job = JobView(id=-1, tenant=tenant.slug, pool=pool_kind, tier=clean["tier"],
                   gpu_model=clean["gpu_model"], mig_profile=clean["mig_profile"],
                   replicas=clean["workers"], gpus_per_replica=clean["gpus_per_worker"],
                   state="queued", submitted_at=now,
                   expected_seconds=float(clean["max_run_seconds"]),
                   gpu_shared=bool(clean.get("gpu_shared")),
-                  resources=job_resources(clean, observed_card_facts()))
+                  resources=job_resources(clean, facts))
     decisions = decide(**{**inputs, "jobs": [*inputs["jobs"], job]})
     admitted = next((a for a in decisions.admit if a.job_id == -1), None)
     waiting = decisions.waiting.get(-1)
+    dimensions = _preview_dimensions(inputs, tenant.slug, pool_kind, job)
+    # The GPU summary (the API's older fields) is the accelerator's row of ``dimensions``.
+    key = "gpu-shared" if job.gpu_shared and job.resource_key else job.resource_key
+    gpu = next((d for d in dimensions if d["key"] == key), None)
     return {
-        "resource": key, "gpus": wanted, "quota": quota, "in_use": in_use,
-        "fits_quota": quota is None or in_use + wanted <= quota,
+        "resource": key, "gpus": job.demand,
+        "quota": gpu["quota"] if gpu else None, "in_use": gpu["in_use"] if gpu else 0,
+        "fits_quota": gpu["fits_quota"] if gpu else True,
         "nodes": len(set(admitted.placement)) if admitted else None,
         "starts_now": admitted is not None,
         "borrowing": bool(admitted and admitted.borrowing),
@@ -435,7 +436,7 @@ def preview(tenant, pool_kind: str, clean: dict, now):  # type: ignore[no-untype
         "reason_code": text_code(waiting.reason) if waiting else None,
         "position_in_pool": waiting.position_in_pool if waiting else None,
         "notes": _preview_notes(clean),
-        "dimensions": _preview_dimensions(inputs, tenant.slug, pool_kind, job),
+        "dimensions": dimensions,
     }
 
 
