@@ -22,6 +22,7 @@ from billing.models import (
     StoragePrice,
     StorageSnapshot,
 )
+from core.admin import ReadOnlyAdmin
 
 
 class GpuPriceInline(admin.TabularInline):
@@ -59,32 +60,13 @@ class InvoiceLineInline(admin.TabularInline):
 
 
 @admin.register(Invoice)
-class InvoiceAdmin(admin.ModelAdmin):
+class InvoiceAdmin(ReadOnlyAdmin):
+    """Invoices come from the ledger and credit notes from the portal."""
+
     list_display = ["number", "tenant_name", "cost_center", "period", "kind", "status", "total"]
     list_filter = ["status", "kind", "period"]
     search_fields = ["number", "tenant_name", "cost_center"]
     inlines = [InvoiceLineInline]
-    actions = None  # no bulk delete
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False  # invoices come from the ledger; credit notes from the portal
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(GpuUsage)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib import admin
-from django.http import HttpRequest
 
+from core.admin import ReadOnlyAdmin
 from k8s_sync.models import (
     ClusterEvent,
     ObservedKind,
@@ -16,19 +14,6 @@ from k8s_sync.models import (
     ObservedQuota,
     ObservedStorageClass,
 )
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Observations are what the cluster said: never edited by hand."""
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(ObservedNode)

@@ -43,6 +43,13 @@ class ReplicaStatus(TypedDict):
     selector: str
 
 
+def owner_reference(md: dict) -> dict:
+    """The controller reference a PyTorchJob's pods and Service carry (GC deletes them
+    with the job; ``blockOwnerDeletion`` as the operator sets it)."""
+    return {"apiVersion": API_VERSION, "kind": KIND, "name": md["name"],
+            "uid": md.get("uid", ""), "controller": True, "blockOwnerDeletion": True}
+
+
 def set_condition(
     conds: list[dict], ctype: str, status: str, reason: str, message: str, now: str
 ) -> list[dict]:
@@ -165,16 +172,7 @@ def build_pod(job: dict, rtype: str, index: int) -> dict:
             "name": name,
             "namespace": md.get("namespace", "default"),
             "labels": labels,
-            "ownerReferences": [
-                {
-                    "apiVersion": API_VERSION,
-                    "kind": KIND,
-                    "name": md["name"],
-                    "uid": md.get("uid", ""),
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
+            "ownerReferences": [owner_reference(md)],
         },
         "spec": pspec,
     }
@@ -532,16 +530,7 @@ class Operator:
                     L_INDEX: "0",
                     L_ROLE: "master",
                 },
-                "ownerReferences": [
-                    {
-                        "apiVersion": API_VERSION,
-                        "kind": KIND,
-                        "name": md["name"],
-                        "uid": md.get("uid", ""),
-                        "controller": True,
-                        "blockOwnerDeletion": True,
-                    }
-                ],
+                "ownerReferences": [owner_reference(md)],
             },
             "spec": {
                 "clusterIP": "None",

@@ -7,7 +7,6 @@ Pods that did not fit are parked until capacity is freed or a node changes (or
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from typing import Any
 
@@ -31,6 +30,14 @@ GPU_RESOURCES_PREFIX = "nvidia.com/"
 
 
 # ---- the scheduler -----------------------------------------------------------------------
+
+def with_condition(pod: dict, cond: dict) -> list[dict]:
+    """The pod's conditions with ``cond`` in place of any of its type."""
+    conds = [c for c in ((pod.get("status") or {}).get("conditions") or [])
+             if c.get("type") != cond["type"]]
+    return [*conds, cond]
+
+
 class Scheduler:
     def __init__(self, store, state: ClusterState, events, now_fn):
         self.store = store
@@ -317,30 +324,12 @@ class Scheduler:
         self.nominated.pop(info.key, None)
         if self._last_msg.pop(info.key, None) is not None:
             # it was reported Unschedulable: the binding flips PodScheduled to True right away
-            conds = [
-                c
-                for c in ((info.obj.get("status") or {}).get("conditions") or [])
-                if c.get("type") != "PodScheduled"
-            ]
-            conds.append(
-                {
-                    "type": "PodScheduled",
-                    "status": "True",
-                    "lastProbeTime": None,
-                    "lastTransitionTime": fmt_time(self.now_fn()),
-                }
-            )
-            try:
-                self.store.patch(
-                    "pods",
-                    name,
-                    {"status": {"conditions": conds}},
-                    patch_type="merge",
-                    namespace=ns,
-                    subresource="status",
-                )
-            except Exception as exc:
-                log.debug("PodScheduled of %s/%s: %s", ns, name, exc)
+            self._patch_status(info, {"conditions": with_condition(info.obj, {
+                "type": "PodScheduled",
+                "status": "True",
+                "lastProbeTime": None,
+                "lastTransitionTime": fmt_time(self.now_fn()),
+            })})
         self.events.record(
             info.obj,
             "Normal",
@@ -351,6 +340,17 @@ class Scheduler:
         )
         return True
 
+    def _patch_status(self, info: PodInfo, status: dict) -> None:
+        """Merge-patch the pod's status subresource; a pod gone meanwhile is no error."""
+        ns, name = info.key
+        try:
+            self.store.patch(
+                "pods", name, {"status": status}, patch_type="merge", namespace=ns,
+                subresource="status",
+            )
+        except Exception as exc:
+            log.debug("status of %s/%s: %s", ns, name, exc)
+
     def _unschedulable(
         self, info: PodInfo, msg: str, gkey: Any, reason: str = "Unschedulable", event: bool = True
     ) -> None:
@@ -359,7 +359,6 @@ class Scheduler:
         if self._last_msg.get(info.key) == msg:
             return
         self._last_msg[info.key] = msg
-        ns, name = info.key
         now = fmt_time(self.now_fn())
         cond = {
             "type": "PodScheduled",
@@ -369,20 +368,10 @@ class Scheduler:
             "lastProbeTime": None,
             "lastTransitionTime": now,
         }
-        conds = [
-            c
-            for c in ((info.obj.get("status") or {}).get("conditions") or [])
-            if c.get("type") != "PodScheduled"
-        ]
-        body: dict = {"status": {"phase": "Pending", "conditions": [*conds, cond]}}
+        status: dict = {"phase": "Pending", "conditions": with_condition(info.obj, cond)}
         if info.key in self.nominated:
-            body["status"]["nominatedNodeName"] = self.nominated[info.key][0]
-        try:
-            self.store.patch(
-                "pods", name, body, patch_type="merge", namespace=ns, subresource="status"
-            )
-        except Exception as exc:
-            log.debug("status of %s/%s: %s", ns, name, exc)
+            status["nominatedNodeName"] = self.nominated[info.key][0]
+        self._patch_status(info, status)
         if event:
             self.events.record(
                 info.obj, "Warning", "FailedScheduling", msg, component=SCHEDULER, kind="Pod"
@@ -471,30 +460,14 @@ class Scheduler:
             vspec = v.obj.get("spec") or {}
             grace = vspec.get("terminationGracePeriodSeconds")
             grace = 30 if grace is None else int(grace)
-            conds = [
-                c
-                for c in ((v.obj.get("status") or {}).get("conditions") or [])
-                if c.get("type") != "DisruptionTarget"
-            ]
-            conds.append(
-                {
-                    "type": "DisruptionTarget",
-                    "status": "True",
-                    "reason": "PreemptionByScheduler",
-                    "message": f"{SCHEDULER}: preempting to accommodate a higher priority pod",
-                    "lastProbeTime": None,
-                    "lastTransitionTime": now,
-                }
-            )
-            with contextlib.suppress(Exception):
-                self.store.patch(
-                    "pods",
-                    name,
-                    {"status": {"conditions": conds}},
-                    patch_type="merge",
-                    namespace=ns,
-                    subresource="status",
-                )
+            self._patch_status(v, {"conditions": with_condition(v.obj, {
+                "type": "DisruptionTarget",
+                "status": "True",
+                "reason": "PreemptionByScheduler",
+                "message": f"{SCHEDULER}: preempting to accommodate a higher priority pod",
+                "lastProbeTime": None,
+                "lastTransitionTime": now,
+            })})
             self.events.record(
                 v.obj,
                 "Normal",
@@ -508,13 +481,4 @@ class Scheduler:
             except Exception as exc:
                 log.debug("preemption delete %s/%s: %s", ns, name, exc)
         self.nominated[info.key] = (node.name, info.priority, dict(info.req))
-        ns, name = info.key
-        with contextlib.suppress(Exception):
-            self.store.patch(
-                "pods",
-                name,
-                {"status": {"nominatedNodeName": node.name}},
-                patch_type="merge",
-                namespace=ns,
-                subresource="status",
-            )
+        self._patch_status(info, {"nominatedNodeName": node.name})
