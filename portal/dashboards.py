@@ -175,13 +175,10 @@ def tenant_trends(tenant: Tenant, *, days: int, now: dt.datetime | None = None
                   ) -> list[dict[str, Any]]:
     """Per resource: a trend figure of allocated, utilised and quota (one query, or none
     within a minute of the last computation: rows change once a minute at most)."""
-    key = f"portal:trends:{tenant.pk}:{days}:{translation.get_language()}"
-    if now is None and (cached := cache.get(key)) is not None:
-        return cached
-    out = _tenant_trends(tenant, days=days, now=now)
-    if now is None:
-        cache.set(key, out, PER_TENANT_TTL)
-    return out
+    if now is not None:
+        return _tenant_trends(tenant, days=days, now=now)
+    return cache.get_or_set(f"portal:trends:{tenant.pk}:{days}:{translation.get_language()}",
+                            lambda: _tenant_trends(tenant, days=days, now=None), PER_TENANT_TTL)
 
 
 def _tenant_trends(tenant: Tenant, *, days: int, now: dt.datetime | None
@@ -233,13 +230,11 @@ def _job_costs() -> Callable[[Sequence[TrainingJob]], Any] | None:
 def job_consumption(tenant: Tenant, *, now: dt.datetime | None = None, limit: int = 25
                     ) -> tuple[list[JobUse], bool]:
     """Cached per tenant for a minute (see :func:`_job_consumption`)."""
-    key = f"portal:jobuse:{tenant.pk}:{limit}"
-    if now is None and (cached := cache.get(key)) is not None:
-        return cached
-    out = _job_consumption(tenant, now=now, limit=limit)
-    if now is None:
-        cache.set(key, out, PER_TENANT_TTL)
-    return out
+    if now is not None:
+        return _job_consumption(tenant, now=now, limit=limit)
+    return cache.get_or_set(f"portal:jobuse:{tenant.pk}:{limit}",
+                            lambda: _job_consumption(tenant, now=None, limit=limit),
+                            PER_TENANT_TTL)
 
 
 def _job_consumption(tenant: Tenant, *, now: dt.datetime | None, limit: int
@@ -422,12 +417,7 @@ def cluster_capacity() -> CapacityReport:
               .values_list("last_list_at", flat=True).first())
     stamp = ":".join(str(v) for v in (pods["n"], pods["at"], nodes["n"], nodes["at"], listed))
     key = "portal:capacity:" + hashlib.blake2b(stamp.encode(), digest_size=12).hexdigest()
-    cached = cache.get(key)
-    if cached is not None:
-        return cached
-    report = capacity_report()
-    cache.set(key, report, CAPACITY_TTL)
-    return report
+    return cache.get_or_set(key, capacity_report, CAPACITY_TTL)
 
 
 def watermark_use(*, report: CapacityReport) -> dict[str, Any]:
@@ -435,14 +425,16 @@ def watermark_use(*, report: CapacityReport) -> dict[str, Any]:
     eviction watermark, measured as admission measures it (``k8s_sync.physical``: cards
     allocated, DCGM framebuffer on shared and HAMi cards as the admission loop last read
     it, node CPU and memory requested). Cached as the capacity report is."""
-    from k8s_sync.physical import last_framebuffer_mib, physical_use
-    from tenants.models import Policy
 
     stamp = f"{report.observed_at}:{sorted(report.totals.items())}"
     key = "portal:watermark:" + hashlib.blake2b(stamp.encode(), digest_size=12).hexdigest()
-    cached = cache.get(key)
-    if cached is not None:
-        return cached
+    return cache.get_or_set(key, lambda: _watermark_use(report), CAPACITY_TTL)
+
+
+def _watermark_use(report: CapacityReport) -> dict[str, Any]:
+    from k8s_sync.physical import last_framebuffer_mib, physical_use
+    from tenants.models import Policy
+
     watermark = float(Policy.current().eviction_watermark)
     rows = []
     for use in physical_use(report, last_framebuffer_mib()).values():
@@ -454,9 +446,7 @@ def watermark_use(*, report: CapacityReport) -> dict[str, Any]:
             else None,
             "cpu": round(100 * use.cpu), "memory": round(100 * use.memory),
             "above": use.use > watermark + 1e-9})
-    out = {"watermark": watermark, "watermark_percent": round(100 * watermark), "rows": rows}
-    cache.set(key, out, CAPACITY_TTL)
-    return out
+    return {"watermark": watermark, "watermark_percent": round(100 * watermark), "rows": rows}
 
 
 # --- cluster: heatmap, tenants, abnormal jobs ---------------------------------------------
@@ -467,11 +457,12 @@ def allocation_by_hour(*, report: CapacityReport, days: int = 7,
     """Per GPU model, a day x hour heatmap of the share of cards allocated (one query;
     the hourly rows are cached for a minute, they change once a minute at most)."""
     key = f"portal:heatmap:{days}"
-    data = cache.get(key) if now is None else None
-    now = now or timezone.now()
-    if data is None:
+    if now is None:
+        now = timezone.now()
+        data = cache.get_or_set(key, lambda: allocation_heatmap(days=days, now=now),
+                                BUSYNESS_TTL)
+    else:
         data = allocation_heatmap(days=days, now=now)
-        cache.set(key, data, BUSYNESS_TTL)
     capacity = {f"gpu:{m.gpu_model}": m.whole_allocatable for m in report.models}
     today = now.date()
     dates = [today - dt.timedelta(days=i) for i in range(days - 1, -1, -1)]
@@ -501,12 +492,9 @@ def tenant_allocation(*, limit: int = 100) -> list[dict[str, Any]]:
     if latest is None:
         return []
     key = f"portal:tenant-allocation:{latest.isoformat()}:{limit}"
-    cached = cache.get(key)
-    if cached is not None:
-        return cached
-    rows = _tenant_allocation(latest_minute_by_tenant(latest), limit=limit)
-    cache.set(key, rows, TENANT_ALLOCATION_TTL)
-    return rows
+    return cache.get_or_set(
+        key, lambda: _tenant_allocation(latest_minute_by_tenant(latest), limit=limit),
+        TENANT_ALLOCATION_TTL)
 
 
 def _tenant_allocation(by_tenant: dict[str, dict[str, tuple[float, float | None]]], *,

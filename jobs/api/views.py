@@ -94,16 +94,17 @@ class PlatformJobViewSet(viewsets.GenericViewSet, mixins.ListModelMixin):
     @extend_schema(request=s.HoldInput, responses=s.JobSerializer)
     @action(detail=True, methods=["post"])
     def hold(self, request: Request, pk: str) -> Response:
-        data = validated(s.HoldInput, request)
-        return Response(s.JobSerializer(services.job_hold(
-            actor=request.user, job=self._job(pk), held=True, reason=data["reason"])).data)
+        return self._hold(request, pk, held=True)
 
     @extend_schema(request=s.HoldInput, responses=s.JobSerializer)
     @action(detail=True, methods=["post"])
     def release(self, request: Request, pk: str) -> Response:
+        return self._hold(request, pk, held=False)
+
+    def _hold(self, request: Request, pk: str, *, held: bool) -> Response:
         data = validated(s.HoldInput, request)
         return Response(s.JobSerializer(services.job_hold(
-            actor=request.user, job=self._job(pk), held=False, reason=data["reason"])).data)
+            actor=request.user, job=self._job(pk), held=held, reason=data["reason"])).data)
 
     @extend_schema(request=s.PriorityInput, responses=s.JobSerializer)
     @action(detail=True, methods=["post"])
