@@ -3,11 +3,13 @@
 It speaks plain dict manifests for any kind and offers a few idempotent verbs:
 
 * :meth:`KubeClient.apply` - server-side apply (create or update, declarative);
-* :meth:`KubeClient.apply_all` - apply a list in order and report what changed;
 * :meth:`KubeClient.ensure_absent` - delete; "already gone" (404) is success;
 * :meth:`KubeClient.read` - the object, or ``None`` when it does not exist;
-* :meth:`KubeClient.list_objects`, :meth:`KubeClient.patch`, :meth:`KubeClient.prune`,
+* :meth:`KubeClient.list_objects`, :meth:`KubeClient.patch`,
   :meth:`KubeClient.create_if_absent` (create-once objects such as PyTorchJobs).
+
+Converging a set of objects (apply what differs, delete what is owned and no longer
+declared) is :func:`k8s_sync.reconcile.converge`, built on these verbs.
 
 Contracts:
 
@@ -41,8 +43,6 @@ from kubernetes import config as k8s_config
 from kubernetes.config.config_exception import ConfigException
 
 __all__ = [
-    "AppliedObject",
-    "ApplyReport",
     "ClusterConfig",
     "K8sError",
     "K8sNotFoundError",
@@ -65,8 +65,6 @@ _PATCH_CONTENT_TYPES = {
     "json": "application/json-patch+json",
 }
 APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
-# Same value as naming.LABEL_MANAGED_BY; repeated so the adapter stays independent of naming.
-_MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 
 
 # --- configuration ------------------------------------------------------------------------
@@ -270,30 +268,6 @@ class ObjectRef:
         return f"{self.kind}.{self.api_version} {where}{self.name}"
 
 
-@dataclass(frozen=True)
-class AppliedObject:
-    """The outcome of applying one object."""
-
-    ref: ObjectRef
-    action: Literal["created", "configured", "unchanged"]
-    resource_version: str
-
-
-@dataclass(frozen=True)
-class ApplyReport:
-    """What :meth:`KubeClient.apply_all` did, in apply order."""
-
-    results: tuple[AppliedObject, ...]
-
-    @property
-    def changed(self) -> tuple[AppliedObject, ...]:
-        return tuple(r for r in self.results if r.action != "unchanged")
-
-    @property
-    def has_changes(self) -> bool:
-        return bool(self.changed)
-
-
 # (apiVersion, kind) -> (plural, namespaced) for what Trainyard reads and writes.
 _STATIC_RESOURCES: dict[tuple[str, str], tuple[str, bool]] = {
     ("v1", "Namespace"): ("namespaces", False),
@@ -467,29 +441,6 @@ class KubeClient:
         return self._request("PATCH", path, query=query, body=body,
                              content_type=APPLY_CONTENT_TYPE)
 
-    def apply_all(self, objs: Iterable[Mapping[str, Any]], *, field_manager: str = "trainyard",
-                  force: bool = True) -> ApplyReport:
-        """Apply ``objs`` in order; report created / configured / unchanged per object.
-
-        "unchanged" means the resourceVersion did not move, i.e. the cluster already held
-        exactly this intent. Stops at the first error (which it raises); objects applied
-        before it stay applied, and running ``apply_all`` again is harmless.
-        """
-        results = []
-        for obj in objs:
-            ref = ObjectRef.of(obj)
-            before = self.read(ref.api_version, ref.kind, ref.name, ref.namespace)
-            after = self.apply(obj, field_manager=field_manager, force=force) or {}
-            rv_after = str((after.get("metadata") or {}).get("resourceVersion", ""))
-            if before is None:
-                action: Literal["created", "configured", "unchanged"] = "created"
-            elif str(before["metadata"].get("resourceVersion", "")) == rv_after:
-                action = "unchanged"
-            else:
-                action = "configured"
-            results.append(AppliedObject(ref, action, rv_after))
-        return ApplyReport(tuple(results))
-
     def create_if_absent(self, obj: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
         """Create ``obj``; if it already exists, return the stored one instead.
 
@@ -559,29 +510,6 @@ class KubeClient:
         except K8sNotFoundError:
             return False
         return True
-
-    def prune(self, desired: Iterable[Mapping[str, Any]], *,
-              kinds: Iterable[tuple[str, str]], label_selector: str,
-              namespace: str | None = None) -> list[ObjectRef]:
-        """Delete objects of ``kinds`` matching ``label_selector`` that are not in ``desired``.
-
-        For objects Trainyard stopped declaring (e.g. a RoleBinding replaced under a new
-        name because ``roleRef`` is immutable). ``label_selector`` must select only
-        Trainyard-managed objects (it must contain the managed-by label); returns the refs
-        it deleted. Idempotent: a second call deletes nothing.
-        """
-        if f"{_MANAGED_BY_LABEL}=" not in label_selector:
-            raise ValueError("prune needs a selector restricted to Trainyard-managed objects")
-        keep = {ObjectRef.of(obj) for obj in desired}
-        deleted = []
-        for api_version, kind in kinds:
-            for obj in self.list_objects(api_version, kind, namespace,
-                                         label_selector=label_selector):
-                ref = ObjectRef.of(obj)
-                if ref not in keep and self.ensure_absent(api_version, kind, ref.name,
-                                                          ref.namespace):
-                    deleted.append(ref)
-        return deleted
 
     def server_version(self) -> dict[str, Any]:
         """``GET /version`` (a cheap reachability check)."""

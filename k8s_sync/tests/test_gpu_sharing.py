@@ -11,6 +11,7 @@ from k8s_sync.client import get_client
 from k8s_sync.crd_validation import validate_pytorchjob
 from k8s_sync.manifests import build_pytorchjob, desired_cluster_objects, desired_pool_objects
 from k8s_sync.observe import relist_all
+from k8s_sync.reconcile import converge
 from k8s_sync.selectors import capacity_report, node_capacity
 from k8s_sync.specs import JobSpec, PoolSpec
 from kubesim.sim.profile import GPU_MODELS
@@ -123,7 +124,7 @@ def _job(**kwargs) -> JobSpec:
 def test_shared_and_hami_jobs_run_on_their_pools_and_count(cluster):
     client = get_client()
     pool = PoolSpec(tenant_slug="obs", pool="prod", tenant_group="oidc:obs")
-    client.apply_all([*desired_cluster_objects(), *desired_pool_objects(pool)])
+    converge(client, [*desired_cluster_objects(), *desired_pool_objects(pool)])
     shared_job = _job(job_id=51, gpus_per_replica=2, gpu_product="NVIDIA-A10", gpu_shared=True)
     hami_job = _job(job_id=52, workers=0, gpus_per_replica=2, gpu_product="NVIDIA-L4",
                     gpu_memory_mib_per_card=8192)

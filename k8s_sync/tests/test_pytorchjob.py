@@ -25,6 +25,7 @@ from k8s_sync.crd_validation import (
 )
 from k8s_sync.naming import Tier
 from k8s_sync.placement import dedicated_placement
+from k8s_sync.reconcile import converge
 from k8s_sync.specs import JobSpec, PoolSpec, validate_image
 
 BASE = {"tenant_slug": "acme", "image": "registry.example.org:5000/ml/llm-ft:1.4",
@@ -1198,7 +1199,7 @@ def test_pytorchjob_lifecycle_against_kubesim(cluster):
     started = time.perf_counter()
     client = get_client()
     pool = PoolSpec(tenant_slug="acme", pool="dev", tenant_group="oidc:acme")
-    client.apply_all([*manifests.desired_cluster_objects(), *manifests.desired_pool_objects(pool)])
+    converge(client, [*manifests.desired_cluster_objects(), *manifests.desired_pool_objects(pool)])
 
     # A GPU model and a switch with a node of >= 8 whole GPUs, read from the nodes.
     nodes = {n["metadata"]["name"]: n for n in client.list_objects("v1", "Node")}
@@ -1278,7 +1279,7 @@ def test_mig_and_cpu_only_jobs_schedule_in_kubesim(cluster):
     ``nvidia.com/gpu: 0``)."""
     client = get_client()
     pool = PoolSpec(tenant_slug="acme", pool="dev", tenant_group="oidc:acme")
-    client.apply_all([*manifests.desired_cluster_objects(), *manifests.desired_pool_objects(pool)])
+    converge(client, [*manifests.desired_cluster_objects(), *manifests.desired_pool_objects(pool)])
     nodes = {n["metadata"]["name"]: n for n in client.list_objects("v1", "Node")}
     mig = dataclasses.replace(SPECS["mig"](), suspend=False)
     cpu = dataclasses.replace(SPECS["cpu_only"](), suspend=False)

@@ -34,10 +34,11 @@ from django.urls import resolve
 
 from k8s_sync import client as k8s_client
 from k8s_sync import health, manifests, observe
+from k8s_sync.manifests import POOL_KINDS
 from k8s_sync.naming import LABEL_MANAGED_BY, MANAGED_BY, Tier
+from k8s_sync.reconcile import NEVER_DELETED_KINDS
 from k8s_sync.specs import JobSpec, PoolSpec
 from k8s_sync.storage import build_iops_storage_class
-from tenants.tasks import POOL_KINDS
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy" / "k8s"
@@ -396,9 +397,9 @@ def test_the_overlay_changes_image_and_hosts_and_adds_an_ingress(overlay):
 #: security review, not a refactoring: say in the commit which code path needs it.
 ALLOWED: dict[tuple[str, str], set[str]] = {
     ("", "namespaces"): {"get", "list", "create", "patch", "delete"},
-    ("", "serviceaccounts"): {"get", "list", "create", "patch"},
-    ("", "limitranges"): {"get", "list", "watch", "create", "patch"},
-    ("", "resourcequotas"): {"get", "list", "watch", "create", "patch"},
+    ("", "serviceaccounts"): {"get", "list", "create", "patch", "delete"},
+    ("", "limitranges"): {"get", "list", "watch", "create", "patch", "delete"},
+    ("", "resourcequotas"): {"get", "list", "watch", "create", "patch", "delete"},
     ("", "persistentvolumeclaims"): {"get", "list", "watch", "create", "delete"},
     ("", "nodes"): {"list", "watch", "patch"},
     ("", "pods"): {"get", "list", "watch"},
@@ -406,11 +407,12 @@ ALLOWED: dict[tuple[str, str], set[str]] = {
     ("", "pods/log"): {"get", "list", "watch"},
     ("", "services"): {"get", "list", "watch"},
     ("events.k8s.io", "events"): {"get", "list", "watch"},
-    ("rbac.authorization.k8s.io", "roles"): {"get", "list", "create", "patch"},
-    ("rbac.authorization.k8s.io", "rolebindings"): {"get", "list", "create", "patch"},
-    ("networking.k8s.io", "networkpolicies"): {"get", "list", "create", "patch"},
+    ("rbac.authorization.k8s.io", "roles"): {"get", "list", "create", "patch", "delete"},
+    ("rbac.authorization.k8s.io", "rolebindings"): {"get", "list", "create", "patch", "delete"},
+    ("networking.k8s.io", "networkpolicies"): {"get", "list", "create", "patch", "delete"},
     ("scheduling.k8s.io", "priorityclasses"): {"get", "create", "patch"},
-    ("storage.k8s.io", "storageclasses"): {"get", "list", "watch", "create", "patch"},
+    ("storage.k8s.io", "storageclasses"): {"get", "list", "watch", "create", "patch",
+                                           "delete"},
     ("kubeflow.org", "pytorchjobs"): {"get", "list", "watch", "create", "patch", "delete"},
     ("kubeflow.org", "pytorchjobs/status"): {"get", "list", "watch"},
     ("apiextensions.k8s.io", "customresourcedefinitions"): {"get"},
@@ -425,11 +427,9 @@ VERBS_OF_METHOD = {
     "list_with_resource_version": {"list"},
     "watch": {"watch"},
     "apply": {"patch", "create"},  # server-side apply creates a missing object
-    "apply_all": {"get", "patch", "create"},
     "create_if_absent": {"create", "get"},  # POST; GET when it already exists
     "patch": {"patch"},
     "ensure_absent": {"delete"},
-    "prune": {"list", "delete"},
 }
 #: Kinds outside the client's static table (found by API discovery): their plurals.
 DISCOVERED = {
@@ -457,13 +457,24 @@ def _kinds_of(objs) -> list[Kind]:
 
 
 def _converged_kinds() -> list[Kind]:
-    """What reconcile.converge reads and applies: a pool's objects (with an IOPS
-    StorageClass, tenants.selectors.pool_objects) and the cluster-wide objects."""
+    """What reconcile.converge applies: a pool's objects (with an IOPS StorageClass,
+    tenants.selectors.pool_objects) and the cluster-wide objects."""
+    return [*_pool_object_kinds(), *_kinds_of(manifests.desired_cluster_objects())]
+
+
+def _pool_object_kinds() -> list[Kind]:
     iops = build_iops_storage_class({"provisioner": "ebs.csi.aws.com",
                                      "metadata": {"name": "gp3"}},
                                     name="ty-acme-dev-gp3-3000iops", iops=3000, labels={})
-    return _kinds_of([*manifests.desired_pool_objects(_sample_pool()), iops,
-                      *manifests.desired_cluster_objects()])
+    return _kinds_of([*manifests.desired_pool_objects(_sample_pool()), iops])
+
+
+def _converge_read_kinds() -> list[Kind]:
+    """What converge reads one by one: the desired objects of kinds its owner does not
+    list. A pool's owner lists POOL_KINDS, which hold every kind of a pool's objects (the
+    assertion), so only the cluster-wide objects (converged without an owner) are read."""
+    assert set(_pool_object_kinds()) <= set(POOL_KINDS)
+    return _kinds_of(manifests.desired_cluster_objects())
 
 
 def _observed_kinds() -> list[Kind]:
@@ -472,8 +483,12 @@ def _observed_kinds() -> list[Kind]:
 
 #: Call sites whose (apiVersion, kind) is not a literal: where the kinds come from.
 DYNAMIC_CALL_SITES = {
-    ("k8s_sync/reconcile.py", "converge", "read"): _converged_kinds,
+    ("k8s_sync/reconcile.py", "converge", "read"): _converge_read_kinds,
     ("k8s_sync/reconcile.py", "converge", "apply"): _converged_kinds,
+    # with a pool's owner (reconcile.pool_owner): list each owned kind, delete the stale
+    ("k8s_sync/reconcile.py", "converge", "list_objects"): lambda: list(POOL_KINDS),
+    ("k8s_sync/reconcile.py", "converge", "ensure_absent"): lambda: [
+        kind for kind in POOL_KINDS if kind not in NEVER_DELETED_KINDS],
     ("tenants/tasks.py", "resync_pools", "list_objects"): lambda: list(POOL_KINDS),
     ("k8s_sync/observe.py", "relist", "list_with_resource_version"): _observed_kinds,
     ("k8s_sync/observe.py", "relist_all", "list_with_resource_version"): _observed_kinds,
@@ -639,7 +654,9 @@ def test_the_needed_set_follows_the_code_tables():
     perms = needed()
     for kind in POOL_KINDS:
         group, plural = _resource(kind)
-        assert {(group, plural, v) for v in ("get", "list", "create", "patch")} <= set(perms)
+        assert {(group, plural, v) for v in ("list", "create", "patch")} <= set(perms)
+        if kind not in NEVER_DELETED_KINDS:  # converge prunes what a pool no longer declares
+            assert (group, plural, "delete") in perms
     for spec in observe.KINDS.values():
         group, plural = _resource((spec.api_version, spec.kind))
         assert {(group, plural, "list"), (group, plural, "watch")} <= set(perms)
