@@ -435,8 +435,8 @@ def watermark_use(*, report: CapacityReport) -> dict[str, Any]:
     eviction watermark, measured as admission measures it (``k8s_sync.physical``: cards
     allocated, DCGM framebuffer on shared and HAMi cards as the admission loop last read
     it, node CPU and memory requested). Cached as the capacity report is."""
+    from core.models import Policy
     from k8s_sync.physical import last_framebuffer_mib, physical_use
-    from tenants.models import Policy
 
     stamp = f"{report.observed_at}:{sorted(report.totals.items())}"
     key = "portal:watermark:" + hashlib.blake2b(stamp.encode(), digest_size=12).hexdigest()

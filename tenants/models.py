@@ -12,7 +12,6 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from core.models import Policy, UserPreference  # noqa: F401  # bridge, removed in the next commit
 from core.texts import StoredText
 from tenants.choices import (
     LoanStatus,
