@@ -68,6 +68,7 @@ def main() -> None:
     from kueue_baseline import Record, Scenario, make_workload, print_comparison, summarise
 
     import jobs.selectors
+    from core.models import Policy
     from jobs import services as job_services
     from jobs.models import TrainingJob
     from jobs.tasks import admission_cycle
@@ -75,7 +76,7 @@ def main() -> None:
     from k8s_sync.observe import relist_all
     from kubesim.cluster import Cluster
     from tenants.access import access_for
-    from tenants.models import Membership, Policy, Pool, QuotaGrant, Tenant
+    from tenants.models import Membership, Pool, QuotaGrant, Tenant
     from tenants.tasks import reconcile_cluster, reconcile_pool
 
     call_command("migrate", verbosity=0)

@@ -1,4 +1,4 @@
-"""Admin helpers every app may use."""
+"""Admin helpers every app may use, and the admin of core's own models."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ from typing import Any
 
 from django.contrib import admin
 from django.http import HttpRequest
+
+from core.models import UserPreference
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -22,3 +24,9 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+@admin.register(UserPreference)
+class UserPreferenceAdmin(admin.ModelAdmin):
+    list_display = ["user", "language", "updated_at"]
+    list_filter = ["language"]

@@ -157,12 +157,13 @@ def admission_inputs(now):  # type: ignore[no-untyped-def]
 def _admission_inputs(now):  # type: ignore[no-untyped-def]
     """:func:`admission_inputs` and the card facts they were counted with (the preview
     counts its hypothetical job with the same ones, from the same capacity report)."""
+    from core.models import Policy
     from jobs.admission import JobView, NodeView, PoolQuota
     from jobs.admission import Policy as EnginePolicy
     from k8s_sync.placement import topology_levels as topology_levels_in_force
     from k8s_sync.selectors import capacity_report
     from tenants.demand import card_facts, pool_limits
-    from tenants.models import Policy, Pool
+    from tenants.models import Pool
     from tenants.selectors import effective_grants, node_dedications
 
     dedicated = node_dedications()
@@ -353,11 +354,12 @@ def job_history(now, *, days: int = 30, half_life_days: float = 7.0):  # type: i
 def job_spec(job: TrainingJob):  # type: ignore[no-untyped-def]
     """The plain spec of the job's PyTorchJob (k8s_sync builds the manifest); also of an
     unsaved job, which is how submission proves it can be built (``jobs.contract``)."""
+    from core.models import Policy
     from k8s_sync.naming import Tier as K8sTier
     from k8s_sync.placement import dedicated_placement, switch_label
     from k8s_sync.specs import JobSpec
     from tenants import demand
-    from tenants.models import NodeDedication, Policy
+    from tenants.models import NodeDedication
 
     policy = Policy.current()
     rules = tier_rules(policy)[K8sTier(job.tier)]

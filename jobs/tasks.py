@@ -180,8 +180,8 @@ def enforce_pod_start(now: dt.datetime) -> dict[str, int]:
     (its PyTorchJob suspended, its GPUs free for this pass) with the cluster's reason on
     its page and in a notification, or fails after ``Policy.pod_start_attempts`` such
     admissions (see :mod:`jobs.podstart`)."""
+    from core.models import Policy
     from jobs import podstart
-    from tenants.models import Policy
 
     policy = Policy.current()
     deadline = int(policy.pod_start_deadline_seconds or 0)

@@ -432,8 +432,8 @@ def watermark_use(*, report: CapacityReport) -> dict[str, Any]:
 
 
 def _watermark_use(report: CapacityReport) -> dict[str, Any]:
+    from core.models import Policy
     from k8s_sync.physical import last_framebuffer_mib, physical_use
-    from tenants.models import Policy
 
     watermark = float(Policy.current().eviction_watermark)
     rows = []

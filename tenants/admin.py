@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from tenants.models import AuditEvent, Membership, PlatformRole, Pool, Tenant, UserPreference
+from tenants.models import AuditEvent, Membership, PlatformRole, Pool, Tenant
 
 
 class MembershipInline(admin.TabularInline):
@@ -26,12 +26,6 @@ class PoolAdmin(admin.ModelAdmin):
 @admin.register(PlatformRole)
 class PlatformRoleAdmin(admin.ModelAdmin):
     list_display = ["user", "role", "created_at"]
-
-
-@admin.register(UserPreference)
-class UserPreferenceAdmin(admin.ModelAdmin):
-    list_display = ["user", "language", "updated_at"]
-    list_filter = ["language"]
 
 
 @admin.register(AuditEvent)

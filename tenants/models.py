@@ -374,61 +374,6 @@ class Notification(models.Model):
         return self.text or self.message
 
 
-class UserPreference(models.Model):
-    """A user's settings that matter when they are not looking at a page: the language
-    their e-mails are written in (set by the language menu, or at first login from the
-    browser's language)."""
-
-    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
-                                related_name="preference")
-    language = models.CharField(_("language"), max_length=16, default=settings.LANGUAGE_CODE)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    def __str__(self) -> str:
-        return f"{self.user}: {self.language}"
-
-
-class Policy(models.Model):
-    """Platform-wide policy: one row (pk=1), changed only by platform admins.
-
-    ``overcommit_factors`` maps a resource kind (``gpu``, ``cpu`` ...) or a full key
-    (``gpu:NVIDIA-H800``) to the factor by which total grants may exceed physical
-    capacity; a key wins over its kind; missing means 1.0.
-    """
-
-    overcommit_factors = models.JSONField(default=dict, blank=True)
-    eviction_watermark = models.DecimalField(max_digits=4, decimal_places=3, default=0.85)
-    production_grace_seconds = models.PositiveIntegerField(default=0)  # never preempted
-    development_grace_seconds = models.PositiveIntegerField(default=300)
-    batch_grace_seconds = models.PositiveIntegerField(default=30)
-    default_quota = models.JSONField(default=dict, blank=True)  # {pool: {key: amount}}
-    dev_pvc_reclaim_days = models.PositiveIntegerField(null=True, blank=True)
-    dynamic_headroom = models.DecimalField(max_digits=4, decimal_places=2, default=0.2)
-    dynamic_idle_threshold = models.DecimalField(max_digits=4, decimal_places=2, default=0.5)
-    # CIDRs every pool's pods may reach (object storage, dataset servers, a proxy).
-    egress_cidrs = models.JSONField(default=list, blank=True)
-    # An admitted job whose pods have not all started by then goes back to the queue
-    # (or fails after ``pod_start_attempts`` tries), and its GPUs are released.
-    pod_start_deadline_seconds = models.PositiveIntegerField(default=600)
-    pod_start_attempts = models.PositiveIntegerField(default=3)
-    # Node-label keys of the network topology, widest first (e.g. rack, then leaf switch):
-    # a multi-node job is placed under one value of the last level.
-    topology_levels = models.JSONField(default=list, blank=True)
-    updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
-                                   on_delete=models.SET_NULL, related_name="+")
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        verbose_name_plural = "policy"
-
-    def __str__(self) -> str:
-        return "policy"
-
-    @classmethod
-    def current(cls) -> Policy:
-        return cls.objects.get_or_create(pk=1)[0]
-
-
 class UsageDaily(models.Model):
     """The daily peak and mean of what a pool had allocated, per catalog resource.
 

@@ -75,7 +75,7 @@ def egress_cidrs_for(tenant: Any, *, policy_cidrs: Iterable[str] | None = None) 
     Stored entries were validated on the way in; one that no longer parses is skipped
     rather than failing every reconcile of the pool."""
     if policy_cidrs is None:
-        from tenants.models import Policy
+        from core.models import Policy
 
         policy_cidrs = Policy.current().egress_cidrs or []
     out = []

@@ -392,8 +392,8 @@ def request_facts(request) -> list[dict]:  # type: ignore[no-untyped-def]
     rate, capacity, total granted, and the overcommit ratio before and after."""
     from django.db.models import Sum
 
+    from core.models import Policy
     from tenants.capacity import capacity_by_resource
-    from tenants.models import Policy
     from tenants.quota import overcommit_factor
 
     capacity = capacity_by_resource()
@@ -439,7 +439,7 @@ def loans_of(tenant: Tenant) -> QuerySet:
 def languages_of(users: list[AnyUser]) -> dict[int, str]:
     """Each user's preferred language (their e-mails are written in it); users without a
     preference are left out (the caller falls back to ``settings.LANGUAGE_CODE``)."""
-    from tenants.models import UserPreference
+    from core.models import UserPreference
 
     ids = [u.pk for u in users if u is not None and u.pk is not None]
     return dict(UserPreference.objects.filter(user_id__in=ids).values_list("user_id",
@@ -453,15 +453,15 @@ def language_of(user: AnyUser) -> str:
 def topology_levels() -> tuple[str, ...]:
     """The node-label keys of the network topology in force, widest first: the policy's,
     or ``k8s_sync.placement.DEFAULT_TOPOLOGY_LEVELS`` when it names none."""
+    from core.models import Policy
     from k8s_sync.placement import topology_levels as levels_in_force
-    from tenants.models import Policy
 
     return levels_in_force(Policy.current().topology_levels)
 
 
 def register_topology_source() -> None:
     """Make the policy's levels the ones k8s_sync's readers use (capacity, switches)."""
+    from core.models import Policy
     from k8s_sync.placement import set_topology_source
-    from tenants.models import Policy
 
     set_topology_source(lambda: Policy.current().topology_levels)

@@ -205,7 +205,7 @@ def propose_dynamic_quotas() -> int:
     """For dynamic-mode tenants, propose quota from 30 days of usage; an admin decides."""
     from decimal import Decimal
 
-    from tenants.models import Policy
+    from core.models import Policy
     from tenants.quota import propose_amount
 
     policy = Policy.current()
@@ -269,8 +269,9 @@ def reclaim_dev_volumes() -> int:
     """
     from django.utils import timezone
 
+    from core.models import Policy
     from k8s_sync.models import ObservedPod, ObservedPVC
-    from tenants.models import Policy, VolumeUse
+    from tenants.models import VolumeUse
     from tenants.quota import volumes_to_reclaim
 
     days = Policy.current().dev_pvc_reclaim_days

@@ -38,7 +38,7 @@ class TierRules:
 
 
 def tier_rules(policy: Any) -> dict[Tier, TierRules]:
-    """The rules of every tier under ``policy`` (a ``tenants.models.Policy``)."""
+    """The rules of every tier under ``policy`` (a ``core.models.Policy``)."""
     graces = {Tier.PRODUCTION: int(policy.production_grace_seconds),
               Tier.DEVELOPMENT: int(policy.development_grace_seconds),
               Tier.BATCH: int(policy.batch_grace_seconds)}

@@ -19,10 +19,11 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from core.exceptions import ApplicationError
+from core.models import Policy
 from tenants import forms, selectors, services
 from tenants.access import platform_admin_or_404
 from tenants.choices import QuotaMode
-from tenants.models import Notification, Policy, Pool, QuotaRequest
+from tenants.models import Notification, Pool, QuotaRequest
 
 
 def _end_of(day: dt.date | None) -> dt.datetime | None:

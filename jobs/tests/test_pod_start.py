@@ -10,11 +10,12 @@ import pytest
 import time_machine
 from django.utils import timezone
 
+from core.models import Policy
 from core.texts import english
 from jobs import podstart, services
 from jobs.models import TrainingJob
 from tenants.access import access_for
-from tenants.models import Notification, Policy
+from tenants.models import Notification
 
 from .test_lifecycle import _cycle, _submit, world  # noqa: F401  (the kubesim world)
 

@@ -17,10 +17,11 @@ from django.core.cache import cache
 from django.urls import reverse
 from django.utils import timezone
 
+from core.models import Policy
 from jobs.models import JobTransition, TrainingJob
 from k8s_sync.models import ObservedNode, ObservedPod
 from k8s_sync.naming import namespace_name
-from tenants.models import JobUtilisation, Policy, Pool, Tenant, UsageSeries
+from tenants.models import JobUtilisation, Pool, Tenant, UsageSeries
 
 pytestmark = pytest.mark.django_db
 

@@ -19,7 +19,7 @@ PAGES = ["platform_capacity", "platform_cluster"]
 
 @pytest.fixture
 def observed(cluster):
-    from tenants.models import Policy
+    from core.models import Policy
 
     cache.clear()
     relist_all(get_client())

@@ -11,11 +11,12 @@ from django.core.cache import cache
 from django.urls import reverse
 from django.utils import timezone
 
+from core.models import Policy
 from jobs.models import JobTransition, TrainingJob
 from k8s_sync.metrics import GpuSample
 from k8s_sync.models import ObservedNode, ObservedPod
 from portal import dashboards
-from tenants.models import JobUtilisation, Policy, QuotaGrant, UsageSeries
+from tenants.models import JobUtilisation, QuotaGrant, UsageSeries
 from tenants.series import usage_rollup, usage_sample
 
 pytestmark = pytest.mark.django_db

@@ -20,7 +20,7 @@ def test_seed_demo_and_history_make_a_living_demo(db, capsys):
     assert dict(Tenant.objects.values_list("slug", "quota_mode")) == {
         "vision": "static", "nlp": "overcommitted", "speech": "dynamic"}
     assert Tenant.objects.get(slug="nlp").elastic_factor > 1
-    from tenants.models import Policy
+    from core.models import Policy
 
     assert Policy.current().overcommit_factors == {"gpu": 1.5}
     assert "admin of vision" in first and "member of vision" in first

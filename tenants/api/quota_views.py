@@ -15,12 +15,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.api import validated
+from core.models import Policy
 from tenants import selectors, services
 from tenants.access import is_platform_admin, require_platform_admin
 from tenants.api import serializers as s
 from tenants.api.base import TenantScopedViewSet
 from tenants.catalog import fmt_amount
-from tenants.models import Notification, Policy, Pool, QuotaLoan, QuotaRequest
+from tenants.models import Notification, Pool, QuotaLoan, QuotaRequest
 
 
 class QuotaRequestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,

@@ -6,13 +6,13 @@ from typing import Any
 
 from rest_framework import serializers
 
+from core.models import Policy
 from core.texts import render
 from tenants.choices import MembershipRole, PoolKind
 from tenants.models import (
     Membership,
     NodeDedication,
     Notification,
-    Policy,
     Pool,
     QuotaLoan,
     QuotaRequest,

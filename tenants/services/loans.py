@@ -12,11 +12,12 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from core.exceptions import ApplicationError, Conflict, NotAllowed
+from core.models import Policy
 from core.texts import StoredText, message
 from tenants import texts
 from tenants.access import AnyUser, TenantAccess, require_platform_admin
 from tenants.choices import LoanStatus, TenantStatus
-from tenants.models import Policy, Pool, QuotaGrant, QuotaLoan, Tenant
+from tenants.models import Pool, QuotaGrant, QuotaLoan, Tenant
 from tenants.services._common import _audit, _egress_cidrs, _schedule_pools
 from tenants.services.notify import notify
 from tenants.services.quota import parse_amounts

@@ -5,8 +5,8 @@ from __future__ import annotations
 from django.conf import settings
 
 from core.exceptions import ApplicationError
+from core.models import UserPreference
 from tenants.access import AnyUser
-from tenants.models import UserPreference
 
 
 def supported_language(code: str | None) -> str | None:

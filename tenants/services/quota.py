@@ -16,12 +16,13 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from core.exceptions import ApplicationError, Conflict, NotAllowed
+from core.models import Policy
 from core.texts import StoredText, english, message
 from tenants import texts
 from tenants.access import AnyUser, TenantAccess, require_platform_admin
 from tenants.catalog import Resource
 from tenants.choices import RequestSource, RequestStatus, TenantStatus
-from tenants.models import Policy, Pool, QuotaGrant, QuotaRequest, QuotaRequestItem
+from tenants.models import Pool, QuotaGrant, QuotaRequest, QuotaRequestItem
 from tenants.services._common import _audit, _schedule_pools
 from tenants.services.notify import notify, notify_platform_admins
 from tenants.services.preferences import preference_default_language

@@ -340,7 +340,7 @@ def _default_quota(actor: AnyUser, pools: list[Pool]) -> None:
     """Grant a new tenant's pools the policy's default quota (in the same transaction)."""
     from decimal import Decimal
 
-    from tenants.models import Policy
+    from core.models import Policy
 
     defaults = Policy.current().default_quota or {}
     reason = message(texts.GRANT_DEFAULT_QUOTA)

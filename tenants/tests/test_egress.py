@@ -5,8 +5,9 @@ nothing; other tenants' namespaces stay closed."""
 import pytest
 from kubernetes import client as k8s
 
+from core.models import Policy
 from tenants import services
-from tenants.models import Policy, Tenant
+from tenants.models import Tenant
 from tenants.network import egress_cidrs_for, parse_cidrs
 
 SAME_NAMESPACE = {"to": [{"podSelector": {}}]}

@@ -7,9 +7,10 @@ import pytest
 from django.utils import timezone
 
 from core.exceptions import ApplicationError, Conflict, NotAllowed
+from core.models import Policy
 from tenants import selectors, services
 from tenants.access import access_for
-from tenants.models import Membership, Notification, Policy, QuotaGrant
+from tenants.models import Membership, Notification, QuotaGrant
 
 H800 = "gpu:NVIDIA-H800"
 

@@ -4,8 +4,9 @@ member sees the new quota and a notification, the audit log shows each step."""
 import pytest
 from kubernetes import client as k8s
 
+from core.models import Policy
 from tenants import services
-from tenants.models import AuditEvent, Notification, Policy, QuotaRequest
+from tenants.models import AuditEvent, Notification, QuotaRequest
 
 H800 = "gpu:NVIDIA-H800"
 

@@ -10,10 +10,11 @@ from django.db import connection
 from django.utils import timezone
 
 from core.exceptions import ApplicationError, Conflict, NotAllowed
+from core.models import Policy
 from k8s_sync.models import ObservedNode
 from tenants import services
 from tenants.access import access_for
-from tenants.models import AuditEvent, Notification, Policy, QuotaGrant, QuotaRequest
+from tenants.models import AuditEvent, Notification, QuotaGrant, QuotaRequest
 from tenants.quota import guaranteed_share, overcommit_violation, propose_amount
 
 H800 = "gpu:NVIDIA-H800"

@@ -16,10 +16,11 @@ from django.utils import translation
 from django.utils.translation import trans_real
 
 from core import texts
+from core.models import UserPreference
 from tenants import services
 from tenants.access import access_for
 from tenants.choices import PlatformRoleName
-from tenants.models import AuditEvent, Notification, PlatformRole, QuotaRequest, UserPreference
+from tenants.models import AuditEvent, Notification, PlatformRole, QuotaRequest
 from tenants.services.notify import notify
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,6 +1,6 @@
 """The tier table: one place for each tier's graces and checkpoint interval."""
 
-from tenants.models import Policy
+from core.models import Policy
 from tenants.tiers import PRODUCTION_TERMINATION_SECONDS, tier_rules
 
 

@@ -5,8 +5,8 @@ import pytest
 from django.urls import reverse
 
 from core.exceptions import ApplicationError
+from core.models import Policy
 from tenants import services
-from tenants.models import Policy
 from tenants.selectors import topology_levels
 
 pytestmark = pytest.mark.django_db
