@@ -6,8 +6,9 @@ through the service layer into the database; the admission loop decides; PyTorch
 created, un-suspended and suspended in kubesim over HTTP with the official client, whose
 simulated operator, scheduler and kubelet run the pods for their run times in real time;
 the observer records pods and PyTorchJobs (a relist before every cycle stands in for the
-watcher: the loop reads the recorded PyTorchJobs); transitions give the figures. As Kueue's own test runs through
-its API server. Prints figures beside Kueue's published averages; asserts nothing.
+watcher: the loop reads the recorded PyTorchJobs); transitions give the figures. As
+Kueue's own test runs through its API server. Prints figures beside Kueue's published
+averages; asserts nothing.
 
     .venv/bin/python bench/kueue_stack.py [--scale 0.02]
 

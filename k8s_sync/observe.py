@@ -272,9 +272,7 @@ class KindSpec:
 
     def rows(self) -> QuerySet[Any]:
         """This kind's rows of its table."""
-        if self.shared:
-            return self.model.objects.filter(api_version=self.api_version, kind=self.kind)
-        return self.model.objects.all()
+        return self.model.objects.filter(**self.scope())
 
     def scope(self) -> dict[str, str]:
         """The columns that tell this kind's rows apart in a shared table."""

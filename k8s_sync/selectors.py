@@ -386,7 +386,7 @@ class WorkloadStatus:
     replica_statuses: Mapping[str, Any]
     active: int  # replicas the operator reports active, over every replica type
 
-    def true_conditions(self) -> dict[str, Mapping[str, Any]]:
+    def true_conditions(self) -> dict[Any, Mapping[str, Any]]:
         """The conditions whose status is ``"True"``, by type (the last one of a type)."""
         return {c.get("type"): c for c in self.conditions if c.get("status") == "True"}
 
