@@ -5,8 +5,10 @@ quota 20 and ceiling 100; small/medium/large jobs at their arrival times) is sub
 through the service layer into the database; the admission loop decides; PyTorchJobs are
 created, un-suspended and suspended in kubesim over HTTP with the official client, whose
 simulated operator, scheduler and kubelet run the pods for their run times in real time;
-the observer records pods; transitions give the figures. As Kueue's own test runs through
-its API server. Prints figures beside Kueue's published averages; asserts nothing.
+the observer records pods and PyTorchJobs (a relist before every cycle stands in for the
+watcher: the loop reads the recorded PyTorchJobs); transitions give the figures. As
+Kueue's own test runs through its API server. Prints figures beside Kueue's published
+averages; asserts nothing.
 
     .venv/bin/python bench/kueue_stack.py [--scale 0.02]
 
@@ -149,7 +151,7 @@ def main() -> None:
             by_name[job.name] = w
         if time.monotonic() - last_cycle >= 0.1:
             last_cycle = time.monotonic()
-            relist_all(client, ["pods"])
+            relist_all(client, ["pods", "pytorchjobs"])  # what the watcher records
             admission_cycle.apply()
             if not pending and not TrainingJob.objects.exclude(
                     state__in=["succeeded", "failed", "cancelled"]).exists():

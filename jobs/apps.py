@@ -8,5 +8,7 @@ class JobsConfig(AppConfig):
 
     def ready(self) -> None:
         # texts registers the jobs app's stored-text codes; volumes keeps active jobs'
-        # checkpoint volumes from the dev-volume reclaim (tenants.signals.volumes_held).
-        from jobs import texts, volumes  # noqa: F401
+        # checkpoint volumes from the dev-volume reclaim (tenants.signals.volumes_held);
+        # receivers kicks an admission cycle when the watcher records a change of jobs'
+        # PyTorchJobs or pods (k8s_sync.signals.observed_changed).
+        from jobs import receivers, texts, volumes  # noqa: F401

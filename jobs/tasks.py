@@ -1,11 +1,13 @@
 """The admission loop and the cluster side of jobs.
 
-* ``jobs.admission_cycle``: observe the PyTorchJobs, move jobs by what the cluster says
-  (running, succeeded, failed, preempted and gone), then ask the pure engine
-  (``jobs.admission.decide``) what to admit and preempt, apply its decisions and record
-  every waiting job's position, ETA and reason. One cycle at a time cluster-wide (a row
-  lock); every decision is a conditional state change, so it is never applied twice.
-  Runs on every submit, cancel and finish, and every few seconds from beat.
+* ``jobs.admission_cycle``: move jobs by what the cluster says of their PyTorchJobs, as
+  the ``k8s_watch`` reflector recorded them (running, succeeded, failed, preempted and
+  gone), then ask the pure engine (``jobs.admission.decide``) what to admit and preempt,
+  apply its decisions and record every waiting job's position, ETA and reason. One cycle
+  at a time cluster-wide (a row lock); every decision is a conditional state change, so
+  it is never applied twice. Runs on every submit, cancel and finish, when the watcher
+  records a change of a PyTorchJob or of a pod in a tenant namespace
+  (``jobs/receivers.py``), and every few seconds from beat.
 * ``jobs.sync_job(job_id)``: make the cluster match one job: the PyTorchJob exists
   (suspended unless admitted or running); a cancelled job's PyTorchJob is deleted.
 """
@@ -26,8 +28,10 @@ from core.texts import message as stored_text
 from jobs import selectors, services
 from jobs.choices import JobState
 from jobs.models import AdmissionState, TrainingJob
-from k8s_sync import manifests, naming
+from k8s_sync import manifests
 from k8s_sync.client import K8sError, get_client, is_transient
+from k8s_sync.models import PYTORCHJOB
+from k8s_sync.selectors import workload_statuses
 
 log = logging.getLogger(__name__)
 CYCLE_LOCK = "jobs:admission-cycle"
@@ -126,28 +130,23 @@ def _refused(exc: K8sError) -> bool:
     return not exc.transient and exc.status in (400, 403, 422)
 
 
-def _conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {c.get("type"): c for c in (obj.get("status") or {}).get("conditions") or []
-            if c.get("status") == "True"}
-
-
 def observe_jobs(now: dt.datetime) -> dict[str, int]:
-    """Read every managed PyTorchJob (one list call) and record what happened to jobs."""
-    selector = naming.label_selector(naming.managed_labels())
-    objs = {o["metadata"]["name"]: o for o in get_client().list_objects(
-        "kubeflow.org/v1", "PyTorchJob", label_selector=selector)}
+    """Record what happened to jobs, from their PyTorchJobs as the ``k8s_watch`` reflector
+    last recorded them (``k8s_sync.selectors.workload_statuses``: one query, no API call).
+
+    A PyTorchJob not recorded (yet) moves nothing, as one missing from a list did."""
+    objs = workload_statuses(*PYTORCHJOB)
     counts = {"running": 0, "succeeded": 0, "failed": 0, "requeued": 0}
     active = TrainingJob.objects.filter(state__in=[JobState.ADMITTED, JobState.RUNNING,
                                                    JobState.PREEMPTING]).select_related(
         "pool__tenant").only("id", "state", "k8s_name", "preempt_deadline", "restart_count",
                              "in_cluster", "pool__kind", "pool__tenant__slug")
     for job in active:
-        obj = objs.get(job.k8s_name)
+        obj = objs.get((job.pool.namespace, job.k8s_name))
         if obj is None:
             continue
-        conditions = _conditions(obj)
-        active_pods = sum((rs or {}).get("active", 0) for rs in
-                          ((obj.get("status") or {}).get("replicaStatuses") or {}).values())
+        conditions = obj.true_conditions()
+        active_pods = obj.active
         if "Succeeded" in conditions and job.state != JobState.PREEMPTING:
             counts["succeeded"] += services.job_transition(
                 job_id=job.pk, from_states=[JobState.ADMITTED, JobState.RUNNING],
@@ -243,11 +242,7 @@ def admission_cycle() -> dict[str, Any]:
     started = time.monotonic()
     try:
         now = timezone.now()
-        try:
-            observed = observe_jobs(now)
-        except K8sError as exc:
-            log.warning("admission cycle: cannot read PyTorchJobs: %s", exc)
-            observed = {}
+        observed = observe_jobs(now)  # the recorded PyTorchJobs: no API call to fail
         observed.update(enforce_pod_start(now))
         with transaction.atomic():
             state = AdmissionState.objects.select_for_update().get_or_create(pk=1)[0]

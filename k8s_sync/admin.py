@@ -13,6 +13,7 @@ from k8s_sync.models import (
     ObservedPVC,
     ObservedQuota,
     ObservedStorageClass,
+    ObservedWorkload,
 )
 
 
@@ -55,6 +56,13 @@ class ClusterEventAdmin(ReadOnlyAdmin):
                     "count"]
     list_filter = ["reason", "type"]
     search_fields = ["namespace", "involved_name", "message"]
+
+
+@admin.register(ObservedWorkload)
+class ObservedWorkloadAdmin(ReadOnlyAdmin):
+    list_display = ["namespace", "name", "kind", "suspended", "active", "observed_at"]
+    list_filter = ["kind", "suspended"]
+    search_fields = ["namespace", "name"]
 
 
 @admin.register(ObservedKind)

@@ -2,7 +2,8 @@
 
 These rows are *observations*, never decisions: only ``observe.py`` writes them, and a
 relist replaces them with what the API server returns. Each row is keyed by namespace
-("" for cluster-scoped kinds) and name, keeps the object's ``uid`` and
+("" for cluster-scoped kinds) and name (and, in the one table shared by several kinds,
+:class:`ObservedWorkload`, by apiVersion and kind too), keeps the object's ``uid`` and
 ``resourceVersion`` (an unchanged version means nothing to write) and the raw object,
 beside the parsed columns pages and selectors need.
 """
@@ -159,6 +160,43 @@ class ClusterEvent(Observed):
         ordering = ["-last_seen", "namespace", "name"]
         constraints = [models.UniqueConstraint(fields=["namespace", "name"],
                                                name="k8s_obs_event_ns_name")]
+
+
+#: The (apiVersion, kind) of the training workloads Trainyard creates today.
+PYTORCHJOB: tuple[str, str] = ("kubeflow.org/v1", "PyTorchJob")
+
+
+class ObservedWorkload(Observed):
+    """A training workload Trainyard manages: a Kubeflow PyTorchJob (``observe.KINDS``
+    "pytorchjobs"), with what the admission loop reads of it.
+
+    **One table for every job kind**, keyed by (``api_version``, ``kind``, namespace,
+    name), rather than a table per kind. What admission needs of a training job is the
+    same whatever its kind: is it suspended, which conditions hold (``Running``,
+    ``Succeeded``, ``Failed``...) and how many replicas are still active. Each kind's parse
+    function (``observe.py``) fills these common columns from its own status shape, so
+    another kind (Kubeflow Trainer v2's ``trainer.kubeflow.org/v1alpha1`` TrainJob: its
+    ``spec.suspend``, ``status.conditions`` and ``status.jobsStatus``) is one ``KINDS``
+    entry and one parse function, with no migration, and ``jobs`` reads every kind with
+    the same selector (``k8s_sync.selectors.workload_statuses``). The observer scopes each
+    kind's relist to its own rows (``KindSpec.shared``), so kinds never prune each other.
+    """
+
+    api_version = models.CharField(max_length=100)  # e.g. kubeflow.org/v1
+    kind = models.CharField(max_length=100)  # e.g. PyTorchJob
+    suspended = models.BooleanField(default=False)  # PyTorchJob: spec.runPolicy.suspend
+    # status.conditions, each as the API said: type, status, reason, message,
+    # lastTransitionTime (the keys the object carries; absent ones stay absent)
+    conditions = models.JSONField(default=list)
+    # per replica type (Master, Worker): the operator's active / succeeded / failed counts
+    replica_statuses = models.JSONField(default=dict)
+    active = models.PositiveIntegerField(default=0)  # replicas active, summed over types
+
+    class Meta(Observed.Meta):
+        verbose_name = _("observed workload")
+        ordering = ["api_version", "kind", "namespace", "name"]
+        constraints = [models.UniqueConstraint(fields=["api_version", "kind", "namespace", "name"],
+                                               name="k8s_obs_workload_key")]
 
 
 class ObservedKind(models.Model):

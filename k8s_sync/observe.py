@@ -13,6 +13,10 @@
 * :func:`relist_all` relists every kind once (``k8s_watch --once`` and the periodic
   ``k8s_sync.relist`` task, the level-triggered safety net).
 
+The kinds: nodes, pods, quotas, PVCs, storage classes, events, and the PyTorchJobs
+Trainyard manages (only those: the list and the watch carry the managed label selector),
+which the admission loop reads (``jobs.tasks.observe_jobs``) instead of listing them.
+
 Nothing here decides anything: rows are what the API server said.
 """
 
@@ -31,12 +35,14 @@ from decimal import Decimal
 from typing import Any
 
 from django.db import DatabaseError, close_old_connections, connection, transaction
-from django.db.models import Field
+from django.db.models import Field, QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from k8s_sync import naming
 from k8s_sync.client import K8sError, KubeClient, WatchStream
 from k8s_sync.models import (
+    PYTORCHJOB,
     ClusterEvent,
     Observed,
     ObservedKind,
@@ -45,6 +51,7 @@ from k8s_sync.models import (
     ObservedPVC,
     ObservedQuota,
     ObservedStorageClass,
+    ObservedWorkload,
 )
 from k8s_sync.quantity import format_decimal, parse_quantity
 from k8s_sync.signals import observed_changed
@@ -53,8 +60,8 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "EVENT_REASONS", "EVENT_RETENTION", "KINDS", "Backoff", "KindSpec", "Reflector",
-    "TooManyFailures", "record_error", "record_event", "record_events", "record_relist",
-    "relist_all",
+    "TooManyFailures", "parse_pytorchjob", "record_error", "record_event", "record_events",
+    "record_relist", "relist_all",
 ]
 
 # Events users need to see: a refused pod (quota), preemption, and why a pod waits
@@ -217,6 +224,24 @@ def parse_event(obj: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+CONDITION_FIELDS = ("type", "status", "reason", "message", "lastTransitionTime")
+
+
+def parse_pytorchjob(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A Kubeflow PyTorchJob into :class:`~k8s_sync.models.ObservedWorkload`'s common
+    columns: ``spec.runPolicy.suspend``, the conditions (the fields admission reads, as
+    the API said them) and ``status.replicaStatuses`` with its ``active`` counts summed."""
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    replicas = dict(status.get("replicaStatuses") or {})
+    return {
+        "suspended": bool((spec.get("runPolicy") or {}).get("suspend")),
+        "conditions": [{k: c[k] for k in CONDITION_FIELDS if k in c}
+                       for c in status.get("conditions") or [] if isinstance(c, Mapping)],
+        "replica_statuses": replicas,
+        "active": sum(_int((rs or {}).get("active"), 0) or 0 for rs in replicas.values()),
+    }
+
+
 def _keeps_event(obj: Mapping[str, Any]) -> bool:
     return obj.get("reason") in EVENT_REASONS
 
@@ -227,7 +252,13 @@ def _always(obj: Mapping[str, Any]) -> bool:
 
 @dataclass(frozen=True)
 class KindSpec:
-    """How one kind is observed: where it lives, which table, how an object is parsed."""
+    """How one kind is observed: where it lives, which table, how an object is parsed.
+
+    ``label_selector`` narrows the list and the watch on the server (e.g. only objects
+    Trainyard manages). ``shared``: the table holds several kinds (``ObservedWorkload``),
+    told apart by its ``api_version`` and ``kind`` columns; this kind reads, prunes and
+    counts only its own rows.
+    """
 
     name: str
     api_version: str
@@ -236,6 +267,16 @@ class KindSpec:
     parse: Callable[[Mapping[str, Any]], dict[str, Any]]
     keep: Callable[[Mapping[str, Any]], bool] = _always
     prune: bool = True  # a relist deletes rows of vanished objects
+    label_selector: str = ""
+    shared: bool = False
+
+    def rows(self) -> QuerySet[Any]:
+        """This kind's rows of its table."""
+        return self.model.objects.filter(**self.scope())
+
+    def scope(self) -> dict[str, str]:
+        """The columns that tell this kind's rows apart in a shared table."""
+        return {"api_version": self.api_version, "kind": self.kind} if self.shared else {}
 
 
 
@@ -247,6 +288,10 @@ KINDS: dict[str, KindSpec] = {spec.name: spec for spec in (
     KindSpec("storageclasses", "storage.k8s.io/v1", "StorageClass", ObservedStorageClass,
              parse_storage_class),
     KindSpec("events", "v1", "Event", ClusterEvent, parse_event, keep=_keeps_event, prune=False),
+    # Only the PyTorchJobs Trainyard created; a later job kind (Kubeflow Trainer's
+    # TrainJob) is another entry here with its own parse function, same table.
+    KindSpec("pytorchjobs", *PYTORCHJOB, ObservedWorkload, parse_pytorchjob,
+             label_selector=naming.label_selector(naming.managed_labels()), shared=True),
 )}
 _COMMON = ["uid", "resource_version", "labels", "raw", "created_at", "observed_at"]
 
@@ -269,7 +314,7 @@ def _columns(spec: KindSpec, obj: Mapping[str, Any], now: datetime) -> dict[str,
         "uid": meta.get("uid", ""), "resource_version": str(meta.get("resourceVersion", "")),
         "labels": dict(meta.get("labels") or {}), "raw": dict(obj),
         "created_at": _time(meta.get("creationTimestamp")), "observed_at": now,
-        **spec.parse(obj),
+        **spec.scope(), **spec.parse(obj),
     }
 
 
@@ -291,8 +336,8 @@ def record_relist(spec: KindSpec, items: Iterable[Mapping[str, Any]], resource_v
     model = spec.model
     with transaction.atomic():
         existing = {(ns, name): (pk, uid, rv) for pk, ns, name, uid, rv in
-                    model.objects.values_list("pk", "namespace", "name", "uid",
-                                              "resource_version")}
+                    spec.rows().values_list("pk", "namespace", "name", "uid",
+                                            "resource_version")}
         fresh, updates, changed, seen = [], [], [], set()
         for obj in items:
             if not spec.keep(obj):
@@ -323,7 +368,7 @@ def record_relist(spec: KindSpec, items: Iterable[Mapping[str, Any]], resource_v
             changed += doomed_keys
         ObservedKind.objects.update_or_create(kind=spec.name, defaults={
             "resource_version": resource_version, "last_list_at": now,
-            "object_count": model.objects.count()})
+            "object_count": spec.rows().count()})
         _announce(spec.name, changed)
     return changed
 
@@ -383,8 +428,8 @@ def record_events(spec: KindSpec, events: Iterable[tuple[str, Mapping[str, Any]]
     model = spec.model
     with transaction.atomic():
         existing = {(ns, name): (pk, uid, rv) for pk, ns, name, uid, rv in
-                    model.objects.filter(namespace__in={k[0] for k in last},
-                                         name__in={k[1] for k in last})
+                    spec.rows().filter(namespace__in={k[0] for k in last},
+                                       name__in={k[1] for k in last})
                     .values_list("pk", "namespace", "name", "uid", "resource_version")}
         fresh, updates, doomed, changed = [], [], [], []
         for key, (event_type, obj) in last.items():
@@ -482,8 +527,9 @@ class Reflector:
             stream.close()
 
     def relist(self) -> str:
-        items, version = self.client.list_with_resource_version(self.spec.api_version,
-                                                                self.spec.kind)
+        items, version = self.client.list_with_resource_version(
+            self.spec.api_version, self.spec.kind,
+            label_selector=self.spec.label_selector or None)
         record_relist(self.spec, items, version)
         self.lists += 1
         return version
@@ -525,6 +571,8 @@ class Reflector:
         whatever arrived while a batch was being written is recorded together."""
         stream = self._stream = self.client.watch(self.spec.api_version, self.spec.kind,
                                                   resource_version=version,
+                                                  label_selector=self.spec.label_selector
+                                                  or None,
                                                   timeout_seconds=self.watch_timeout)
         pump = _Pump(stream, maxsize=self.batch_size * 4)
         touched = float("-inf")  # the first batch is always noted, later ones throttled
@@ -616,9 +664,10 @@ def relist_all(client: KubeClient, kinds: Iterable[str] | None = None) -> dict[s
     for name in kinds or KINDS:
         spec = KINDS[name]
         try:
-            items, version = client.list_with_resource_version(spec.api_version, spec.kind)
+            items, version = client.list_with_resource_version(
+                spec.api_version, spec.kind, label_selector=spec.label_selector or None)
             record_relist(spec, items, version)
-            result[name] = spec.model.objects.count()
+            result[name] = spec.rows().count()
         except (K8sError, DatabaseError) as exc:
             # DatabaseError: e.g. the watcher inserted the same new row first; the next
             # run (or the watcher) converges.

@@ -1,4 +1,5 @@
-"""Reads of the observed tables: the GPU capacity inventory and the observers' bookkeeping.
+"""Reads of the observed tables: the GPU capacity inventory, the training workloads the
+admission loop follows (``workload_statuses``) and the observers' bookkeeping.
 
 Only observed rows are read (never the API server): a page view costs a few queries,
 whatever the cluster does. Per node, the inventory splits the GPU resources the device
@@ -12,14 +13,17 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from django.db.models import QuerySet
+
 from k8s_sync import placement
 from k8s_sync.models import (
+    PYTORCHJOB,
     ClusterEvent,
     ObservedKind,
     ObservedNode,
@@ -27,13 +31,15 @@ from k8s_sync.models import (
     ObservedPVC,
     ObservedQuota,
     ObservedStorageClass,
+    ObservedWorkload,
 )
 from k8s_sync.placement import node_topology, switch_of
 from k8s_sync.quantity import parse_quantity
 
 __all__ = [
     "CapacityReport", "KindStatus", "MigCapacity", "ModelCapacity", "NodeCapacity",
-    "capacity_report", "mig_profile_memory_mib", "observed_counts", "observer_status",
+    "WorkloadStatus", "capacity_report", "mig_profile_memory_mib", "observed_counts",
+    "observer_status", "workload_statuses",
 ]
 
 GPU, GPU_SHARED, MIG_PREFIX = "nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-"
@@ -324,14 +330,17 @@ def capacity_report(topology_levels: Iterable[str] | None = None) -> CapacityRep
                           totals=totals, topology_levels=levels)
 
 
-_COUNTED = {"nodes": ObservedNode, "pods": ObservedPod, "quotas": ObservedQuota,
-            "pvcs": ObservedPVC, "storageclasses": ObservedStorageClass,
-            "events": ClusterEvent}
+_COUNTED: dict[str, Callable[[], QuerySet[Any]]] = {
+    "nodes": ObservedNode.objects.all, "pods": ObservedPod.objects.all,
+    "quotas": ObservedQuota.objects.all, "pvcs": ObservedPVC.objects.all,
+    "storageclasses": ObservedStorageClass.objects.all, "events": ClusterEvent.objects.all,
+    "pytorchjobs": lambda: _workloads(*PYTORCHJOB),
+}
 
 
 def observed_counts() -> dict[str, int]:
     """Rows per observed kind."""
-    return {kind: model.objects.count() for kind, model in _COUNTED.items()}
+    return {kind: rows().count() for kind, rows in _COUNTED.items()}
 
 
 @dataclass(frozen=True)
@@ -359,3 +368,43 @@ def observer_status(counts: Mapping[str, int] | None = None) -> list[KindStatus]
                               row.last_list_at, row.last_event_at, row.last_error,
                               row.last_error_at, row.failing))
     return out
+
+
+# --- training workloads (observe.KINDS "pytorchjobs") -------------------------------------
+
+
+@dataclass(frozen=True)
+class WorkloadStatus:
+    """What the watcher last recorded of one training workload (a PyTorchJob)."""
+
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    suspended: bool
+    conditions: tuple[Mapping[str, Any], ...]  # as the API said (type, status, reason, ...)
+    replica_statuses: Mapping[str, Any]
+    active: int  # replicas the operator reports active, over every replica type
+
+    def true_conditions(self) -> dict[Any, Mapping[str, Any]]:
+        """The conditions whose status is ``"True"``, by type (the last one of a type)."""
+        return {c.get("type"): c for c in self.conditions if c.get("status") == "True"}
+
+
+def _workloads(api_version: str, kind: str) -> QuerySet[ObservedWorkload]:
+    return ObservedWorkload.objects.filter(api_version=api_version, kind=kind)
+
+
+def workload_statuses(api_version: str = PYTORCHJOB[0],
+                      kind: str = PYTORCHJOB[1]) -> dict[tuple[str, str], WorkloadStatus]:
+    """Every recorded workload of one kind (by default the PyTorchJobs Trainyard manages),
+    by (namespace, name); one query, never the API server. An object the watcher has not
+    recorded yet is simply absent."""
+    fields = ("namespace", "name", "uid", "resource_version", "suspended", "conditions",
+              "replica_statuses", "active")
+    return {(row["namespace"], row["name"]): WorkloadStatus(
+                namespace=row["namespace"], name=row["name"], uid=row["uid"],
+                resource_version=row["resource_version"], suspended=row["suspended"],
+                conditions=tuple(c for c in row["conditions"] or [] if isinstance(c, Mapping)),
+                replica_statuses=dict(row["replica_statuses"] or {}), active=row["active"])
+            for row in _workloads(api_version, kind).values(*fields)}

@@ -17,5 +17,5 @@ from k8s_sync.observe import relist_all
 
 @shared_task(name="k8s_sync.relist", queue="k8s")
 def relist() -> dict[str, Any]:
-    """Relist nodes, pods, quotas, PVCs, storage classes and events; ``{kind: count|error}``."""
+    """Relist every observed kind (``observe.KINDS``); ``{kind: count|error}``."""
     return relist_all(get_client())

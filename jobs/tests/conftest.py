@@ -48,7 +48,9 @@ def submission(**overrides):
 
 def cycle(world, cluster, seconds=0.0):
     """One admission pass as a worker runs it, after ``seconds`` of kubesim time and a
-    relist of what the cluster reports (``world["capture"]`` runs on-commit tasks)."""
+    relist of what the cluster reports: every observed kind, the PyTorchJobs the loop
+    reads included, as the watcher would have recorded them (``world["capture"]`` runs
+    on-commit tasks)."""
     from jobs.tasks import admission_cycle
     from k8s_sync.client import get_client
     from k8s_sync.observe import relist_all

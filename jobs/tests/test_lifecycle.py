@@ -125,3 +125,39 @@ def test_cancel_removes_the_pytorchjob_in_every_state(world, cluster, bob, tenan
         "kubeflow.org", "v1", "ty-acme-dev", "pytorchjobs")["items"]
     assert [o["metadata"]["name"] for o in objs] == []
     assert _states(job) == ["cancelled"]
+
+
+def test_the_loop_moves_jobs_from_the_recorded_pytorchjobs_without_listing_them(
+        world, cluster, bob, tenant_a):
+    """observe_jobs reads the PyTorchJobs as the watcher recorded them: a status the
+    watcher has not recorded yet moves nothing, and no cycle lists PyTorchJobs."""
+    from jobs.tasks import admission_cycle
+
+    job = _submit(world, bob, tenant_a, "observed", "development", "dev", world["h800"],
+                  run_seconds=60)
+    _cycle(world, cluster)
+    assert _states(job) == ["admitted"]
+
+    def admission_pass():
+        """One cycle, during which any list of PyTorchJobs (a query string follows the
+        plural; a GET of one object by name has none) fails and is counted by kubesim."""
+        listing = cluster.faults.add(method="GET", path_regex=r"/pytorchjobs\?", status=500)
+        try:
+            with world["capture"](execute=True):
+                result = admission_cycle.apply().get()
+        finally:
+            cluster.faults.remove(listing)
+        assert listing.hits == 0
+        return result
+
+    cluster.advance(30, step=5)  # the pods run, but the watcher has not said so yet
+    admission_pass()
+    assert _states(job) == ["admitted"]
+    relist_all(get_client(), ["pytorchjobs"])  # what the watcher records
+    assert admission_pass()["running"] == 1
+    assert _states(job) == ["running"]
+
+    cluster.advance(60, step=5)  # the run's 60 s are over
+    relist_all(get_client(), ["pytorchjobs"])
+    assert admission_pass()["succeeded"] == 1
+    assert _states(job) == ["succeeded"]

@@ -33,14 +33,23 @@ def quota(name: str, hard: dict[str, str], namespace: str = NS) -> dict[str, Any
             "metadata": {"name": name, "namespace": namespace}, "spec": {"hard": hard}}
 
 
-def pytorchjob(name: str, *, gpus: int, workers: int = 0, namespace: str = NS) -> dict[str, Any]:
+def pytorchjob(name: str, *, gpus: int, workers: int = 0, namespace: str = NS,
+               labels: dict[str, str] | None = None, run_seconds: float | None = None,
+               suspend: bool = False) -> dict[str, Any]:
+    annotations = ({"kubesim.trainyard.io/run-seconds": str(run_seconds)}
+                   if run_seconds is not None else {})
+
     def replica(n: int) -> dict[str, Any]:
-        return {"replicas": n, "restartPolicy": "OnFailure", "template": {"spec": {
-            "containers": [{"name": "pytorch", "image": "pytorch:2",
-                            "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}}}
+        return {"replicas": n, "restartPolicy": "OnFailure", "template": {
+            "metadata": {"annotations": annotations}, "spec": {
+                "containers": [{"name": "pytorch", "image": "pytorch:2",
+                                "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}}}
     specs = {"Master": replica(1)}
     if workers:
         specs["Worker"] = replica(workers)
+    spec: dict[str, Any] = {"pytorchReplicaSpecs": specs}
+    if suspend:
+        spec["runPolicy"] = {"suspend": True}
     return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {"pytorchReplicaSpecs": specs}}
+            "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
+            "spec": spec}

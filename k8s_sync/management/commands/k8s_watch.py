@@ -34,8 +34,8 @@ def _kinds(value: str) -> list[str]:
 
 
 class Command(BaseCommand):
-    help = ("Watch the cluster (nodes, pods, quotas, PVCs, storage classes, events) "
-            "into the database.")
+    help = ("Watch the cluster (nodes, pods, quotas, PVCs, storage classes, events, "
+            "Trainyard's PyTorchJobs) into the database.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--once", action="store_true",
