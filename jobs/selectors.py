@@ -196,8 +196,8 @@ def _admission_inputs(now):  # type: ignore[no-untyped-def]
     quotas = []
     for pool in Pool.objects.select_related("tenant").exclude(
             tenant__status__in=["deleting", "deleted"]):
-        factor = pool.tenant.elastic_factor if pool.tenant.quota_mode == "overcommitted" else 1
-        nominal, ceiling = pool_limits(effective_grants(pool), elastic_factor=factor)
+        nominal, ceiling = pool_limits(effective_grants(pool),
+                                       elastic_factor=pool.tenant.ceiling_factor)
         quotas.append(PoolQuota(tenant=pool.tenant.slug, pool=pool.kind, nominal=nominal,
                                 ceiling=ceiling))
     quotas = _with_guarantees(quotas)

@@ -128,13 +128,11 @@ def _check_ceiling(pool: Pool, clean: dict[str, Any]) -> None:
     admission counts it (``tenants.demand``: the whole job, the pods' requests), naming
     the form field that makes it too large."""
     from tenants.catalog import Resource, ResourceKind, fmt_amount
-    from tenants.demand import CardFacts, dimension_only_when_granted, pool_limits
+    from tenants.demand import CardFacts, dimension_only_when_granted, elastic_ceiling
     from tenants.selectors import effective_grants
 
     grants = effective_grants(pool)
-    tenant = pool.tenant
-    factor = tenant.elastic_factor if tenant.quota_mode == "overcommitted" else 1
-    _nominal, ceilings = pool_limits(grants, elastic_factor=factor)
+    factor = pool.tenant.ceiling_factor
     facts = selectors.observed_card_facts() if "gpu-memory" in grants else CardFacts()
     demand = selectors.job_demand_of(clean, facts)
     gpu_fields = {ResourceKind.GPU, ResourceKind.MIG, ResourceKind.GPU_SHARED}
@@ -143,7 +141,7 @@ def _check_ceiling(pool: Pool, clean: dict[str, Any]) -> None:
         if key not in grants and dimension_only_when_granted(key):
             continue
         resource = Resource.parse(key)
-        ceiling = _ceiling_amount(key, ceilings.get(key, 0))
+        ceiling = elastic_ceiling(key, grants.get(key, 0), factor)
         if wanted <= ceiling:
             continue
         if resource.kind in gpu_fields and resource.kind != ResourceKind.GPU_SHARED:
@@ -167,15 +165,6 @@ def _check_ceiling(pool: Pool, clean: dict[str, Any]) -> None:
 
 _DIM_ORDER = {"gpu": 0, "mig": 0, "gpu-shared": 0, "cpu": 1, "memory": 2, "gpu-memory": 3}
 """The order in which :func:`_check_ceiling` names a job's dimensions."""
-
-
-def _ceiling_amount(key: str, engine_units: int) -> Any:
-    from decimal import Decimal
-
-    from tenants.demand import MILLI
-
-    return Decimal(engine_units) / 1000 if key.partition(":")[0] in MILLI \
-        else Decimal(engine_units)
 
 
 def _record(job: TrainingJob, from_state: str, to_state: str, reason: str, *,

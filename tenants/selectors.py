@@ -10,6 +10,7 @@ from django.db.models import Count, Prefetch, Q, QuerySet
 from django.http import Http404
 
 from tenants.access import AnyUser, TenantAccess, access_for, sees_all_tenants
+from tenants.choices import QuotaMode
 from tenants.models import AuditEvent, Membership, NodeDedication, Pool, QuotaGrant, Tenant
 
 User = get_user_model()
@@ -135,21 +136,15 @@ def pool_spec(pool: Pool, *, storage_classes: set[str] | None = None,
 
 
 def _backstop(tenant: Tenant, amounts: dict[str, Decimal]) -> dict[str, Decimal]:
-    """The amounts the ResourceQuota must allow: for an overcommitted-mode tenant, compute
-    resources up to its elastic ceiling (admission keeps the borrowed part reclaimable)."""
-    from tenants.catalog import Resource
+    """The amounts the ResourceQuota must allow: each grant's elastic ceiling
+    (``tenants.demand.elastic_ceiling``; above the grant only for an overcommitted-mode
+    tenant's compute resources; admission keeps the borrowed part reclaimable)."""
+    from tenants.demand import elastic_ceiling
 
-    if tenant.quota_mode != "overcommitted" or tenant.elastic_factor <= 1:
+    factor = tenant.ceiling_factor
+    if factor <= 1:
         return amounts
-    out = {}
-    for key, amount in amounts.items():
-        resource = Resource.parse(key)
-        if resource.kind in ("cpu", "memory", "gpu", "mig", "gpu-shared"):
-            amount = amount * tenant.elastic_factor
-            amount = amount.to_integral_value(rounding="ROUND_FLOOR") if resource.integral \
-                else amount.quantize(Decimal("0.001"))
-        out[key] = amount
-    return out
+    return {key: elastic_ceiling(key, amount, factor) for key, amount in amounts.items()}
 
 
 def pool_objects(pool: Pool, *, cluster_storage_classes: dict[str, dict]) -> list[dict]:
@@ -315,6 +310,7 @@ def quota_overview(tenant: Tenant) -> list[dict]:
 
     pools = list(pools_of(tenant))
     usage = allocation_by_namespace([p.namespace for p in pools])
+    from tenants.demand import elastic_ceiling
     from tenants.quota import guaranteed_amount
 
     guarantees = guaranteed_shares() if tenant.quota_mode == "overcommitted" else {}
@@ -333,8 +329,8 @@ def quota_overview(tenant: Tenant) -> list[dict]:
                 "guaranteed": guaranteed_amount(key, amount, share) if share is not None
                 else None,
                 "reclaim_risk": (1 - share) if share is not None else None,
-                "ceiling": (amount * tenant.elastic_factor).quantize(Decimal("0.001"))
-                if tenant.quota_mode == "overcommitted" else None,
+                "ceiling": elastic_ceiling(key, amount, tenant.ceiling_factor)
+                if tenant.quota_mode == QuotaMode.OVERCOMMITTED else None,
             })
         out.append({"pool": pool, "rows": rows})
     return out
