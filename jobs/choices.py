@@ -3,6 +3,8 @@
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from core.choices import Tier
+
 
 class JobState(models.TextChoices):
     QUEUED = "queued", _("Queued")
@@ -16,12 +18,6 @@ class JobState(models.TextChoices):
 
 TERMINAL_STATES = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
 ACTIVE_STATES = (JobState.QUEUED, JobState.ADMITTED, JobState.RUNNING, JobState.PREEMPTING)
-
-
-class Tier(models.TextChoices):
-    PRODUCTION = "production", _("Production")
-    DEVELOPMENT = "development", _("Development")
-    BATCH = "batch", _("Batch")
 
 
 # Which pools a tier may run in.

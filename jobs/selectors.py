@@ -353,14 +353,14 @@ def job_history(now, *, days: int = 30, half_life_days: float = 7.0):  # type: i
 def job_spec(job: TrainingJob):  # type: ignore[no-untyped-def]
     """The plain spec of the job's PyTorchJob (k8s_sync builds the manifest); also of an
     unsaved job, which is how submission proves it can be built (``jobs.contract``)."""
-    from k8s_sync.naming import Tier as K8sTier
+    from core.choices import Tier
     from k8s_sync.placement import dedicated_placement, switch_label
     from k8s_sync.specs import JobSpec
     from tenants import demand
     from tenants.models import NodeDedication, Policy
 
     policy = Policy.current()
-    rules = tier_rules(policy)[K8sTier(job.tier)]
+    rules = tier_rules(policy)[Tier(job.tier)]
     placement = dedicated_placement(job.tenant.slug) if NodeDedication.objects.filter(
         tenant=job.tenant).exists() else {}
     return JobSpec(
@@ -368,7 +368,7 @@ def job_spec(job: TrainingJob):  # type: ignore[no-untyped-def]
         # id yet; 0 stands in for it.
         job_id=job.pk if job.pk is not None else 0, tenant_slug=job.tenant.slug,
         pool=job.pool.kind,  # type: ignore[arg-type]
-        tier=K8sTier(job.tier), name_hint=job.name, image=job.image,
+        tier=Tier(job.tier), name_hint=job.name, image=job.image,
         command=tuple(job.command), args=tuple(job.args), env=dict(job.env),
         workers=job.workers - 1, gpus_per_replica=job.gpus_per_worker,
         gpu_product=job.gpu_model if not job.mig_profile else "",

@@ -13,7 +13,8 @@ from typing import Any
 
 from django.utils.translation import gettext as _
 
-from jobs.choices import TIER_POOLS, Tier
+from core.choices import Tier
+from jobs.choices import TIER_POOLS
 from k8s_sync import specs as k8s_specs
 
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,58}[a-z0-9])?$")

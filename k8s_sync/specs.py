@@ -35,6 +35,7 @@ from decimal import ROUND_FLOOR, Decimal, InvalidOperation
 from types import MappingProxyType
 from typing import Any, Literal
 
+from core.choices import Tier
 from k8s_sync import naming
 
 __all__ = [
@@ -361,13 +362,13 @@ class TierSpec:
     recreate the class (running pods keep their resolved priority).
     """
 
-    name: naming.Tier
+    name: Tier
     value: int
     preemption_policy: PreemptionPolicy
     description: str
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "name", naming.Tier(self.name))
+        object.__setattr__(self, "name", Tier(self.name))
         if isinstance(self.value, bool) or not isinstance(self.value, int):
             raise ValueError(f"priority value must be an int, got {self.value!r}")
         if not -2_147_483_648 <= self.value <= _MAX_USER_PRIORITY:
@@ -398,11 +399,11 @@ def default_tiers() -> tuple[TierSpec, ...]:
     already own it; Trainyard always sets ``priorityClassName`` on its own pods.
     """
     return (
-        TierSpec(naming.Tier.PRODUCTION, 100_000, "PreemptLowerPriority",
+        TierSpec(Tier.PRODUCTION, 100_000, "PreemptLowerPriority",
                  "Trainyard production training; never preempted by Trainyard."),
-        TierSpec(naming.Tier.DEVELOPMENT, 10_000, "Never",
+        TierSpec(Tier.DEVELOPMENT, 10_000, "Never",
                  "Trainyard development training; preemptible after a grace period."),
-        TierSpec(naming.Tier.BATCH, 1_000, "Never",
+        TierSpec(Tier.BATCH, 1_000, "Never",
                  "Trainyard batch training on idle capacity; first to be preempted."),
     )
 
@@ -611,7 +612,7 @@ class JobSpec:
     job_id: int | str
     tenant_slug: str
     pool: Literal["prod", "dev"]
-    tier: naming.Tier
+    tier: Tier
     image: str
     max_run_seconds: int
     grace_seconds: int
@@ -658,7 +659,7 @@ class JobSpec:
         if not self.tenant_slug:
             raise ValueError("tenant_slug: must not be empty")
         try:
-            object.__setattr__(self, "tier", naming.Tier(self.tier))
+            object.__setattr__(self, "tier", Tier(self.tier))
         except ValueError:
             raise ValueError(f"tier: unknown tier {self.tier!r}") from None
         # container

@@ -1,6 +1,6 @@
 """Words for researchers, as stored texts: resource names, amounts, tiers, pools, times.
 
-The engine imports no Django, so it cannot translate: it builds plain
+The engine translates nothing (of Django it imports only ``core.choices.Tier``): it builds plain
 ``{"code": ..., "args": {...}}`` literals (``core.texts``' stored-text shape) and the
 page, the e-mail or the API renders them in the reader's language. Every code used here
 and in :mod:`jobs.admission.engine` / :mod:`jobs.admission.explain` is registered, with

@@ -1,4 +1,5 @@
-"""The admission engine's inputs and outputs: plain frozen dataclasses, no Django.
+"""The admission engine's inputs and outputs: plain frozen dataclasses, no database
+(the tiers and their order come from ``core.choices.Tier``).
 
 The admission loop (``jobs/tasks.py``) builds these from the database and the observed
 cluster, calls :func:`jobs.admission.decide`, and applies the returned decisions.
@@ -13,8 +14,11 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
-TIERS: tuple[str, ...] = ("production", "development", "batch")
-"""Tiers in order of precedence: production first, batch last."""
+from core.choices import Tier
+
+TIERS: tuple[str, ...] = tuple(Tier.values)
+"""Tiers in order of precedence (``core.choices.Tier``'s order): production first, batch
+last."""
 
 TIER_RANK: Mapping[str, int] = MappingProxyType({tier: rank for rank, tier in enumerate(TIERS)})
 
@@ -24,7 +28,7 @@ ACTIVE_STATES: frozenset[str] = frozenset({"admitted", "running", "preempting"})
 Text = dict[str, Any] | list[Any] | str
 """A stored text (see ``core.texts``): ``{"code": ..., "args": {...}}``, a list of them
 (shown joined by "; "), or a plain string. The engine builds these as plain literals (it
-imports no Django); pages render them in the reader's language."""
+translates nothing); pages render them in the reader's language."""
 
 
 _EMPTY: Mapping[str, int] = MappingProxyType({})
