@@ -370,7 +370,7 @@ def job_spec(job: TrainingJob):  # type: ignore[no-untyped-def]
         pool=job.pool.kind,  # type: ignore[arg-type]
         tier=Tier(job.tier), name_hint=job.name, image=job.image,
         command=tuple(job.command), args=tuple(job.args), env=dict(job.env),
-        workers=job.workers - 1, gpus_per_replica=job.gpus_per_worker,
+        worker_replicas=job.workers - 1, gpus_per_replica=job.gpus_per_worker,
         gpu_product=job.gpu_model if not job.mig_profile else "",
         mig_profile=job.mig_profile,
         gpu_shared=bool(job.gpu_shared and job.gpus_per_worker and not job.mig_profile),

@@ -572,7 +572,8 @@ class JobSpec:
     back from the API server (or worse, silently from the training operator) is done in
     ``__post_init__`` and raises ``ValueError`` whose message starts with the field name.
 
-    Shape: one Master plus ``workers`` Workers, each with ``gpus_per_replica`` whole GPUs
+    Shape: one Master plus ``worker_replicas`` Workers (the job has ``1 +
+    worker_replicas`` pods: :attr:`replicas`), each with ``gpus_per_replica`` whole GPUs
     of model ``gpu_product`` (the ``nvidia.com/gpu.product`` node label), or exactly one
     MIG slice of ``mig_profile`` (``nvidia.com/mig-<profile>``, mixed strategy; a CUDA
     process sees one MIG device and NCCL cannot use MIG peers), or no GPU.
@@ -621,7 +622,7 @@ class JobSpec:
     command: tuple[str, ...] = ()
     args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
-    workers: int = 0
+    worker_replicas: int = 0
     gpus_per_replica: int = 0
     gpu_product: str = ""
     mig_profile: str = ""
@@ -685,7 +686,7 @@ class JobSpec:
                 raise ValueError(f"env: value of {key!r} must be a string, got {value!r}")
         object.__setattr__(self, "env", _frozen(self.env))
         # shape and devices
-        _int_field(self.workers, "workers")
+        _int_field(self.worker_replicas, "worker_replicas")
         _int_field(self.gpus_per_replica, "gpus_per_replica")
         if self.mig_profile:
             try:
@@ -878,7 +879,7 @@ class JobSpec:
     @property
     def replicas(self) -> int:
         """Pods of the job: the Master plus the Workers."""
-        return 1 + self.workers
+        return 1 + self.worker_replicas
 
     @property
     def gpu_resource(self) -> str | None:

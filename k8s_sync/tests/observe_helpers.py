@@ -33,14 +33,15 @@ def quota(name: str, hard: dict[str, str], namespace: str = NS) -> dict[str, Any
             "metadata": {"name": name, "namespace": namespace}, "spec": {"hard": hard}}
 
 
-def pytorchjob(name: str, *, gpus: int, workers: int = 0, namespace: str = NS) -> dict[str, Any]:
+def pytorchjob(name: str, *, gpus: int, worker_replicas: int = 0, namespace: str = NS
+               ) -> dict[str, Any]:
     def replica(n: int) -> dict[str, Any]:
         return {"replicas": n, "restartPolicy": "OnFailure", "template": {"spec": {
             "containers": [{"name": "pytorch", "image": "pytorch:2",
                             "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}}}
     specs = {"Master": replica(1)}
-    if workers:
-        specs["Worker"] = replica(workers)
+    if worker_replicas:
+        specs["Worker"] = replica(worker_replicas)
     return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
             "metadata": {"name": name, "namespace": namespace},
             "spec": {"pytorchReplicaSpecs": specs}}
