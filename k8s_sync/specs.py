@@ -585,8 +585,9 @@ class JobSpec:
 
     * CPU and memory: requests may be below limits (idle headroom is shared); each
       request must not exceed its limit. Requests are rounded down to 1 millicore / 1 MiB
-      (so ``0.9 * limit`` always works); limits must be exact. GPUs/MIG slices are always
-      requests == limits.
+      (so a request derived from the limit always works; the caller derives them, in
+      Trainyard ``tenants.demand.cpu_request``/``memory_request_gib``); limits must be
+      exact. GPUs/MIG slices are always requests == limits.
     * ``grace_seconds`` (terminationGracePeriodSeconds) and
       ``checkpoint_interval_seconds`` come from the tier policy; the caller passes them.
     * ``max_run_seconds`` becomes ``runPolicy.activeDeadlineSeconds``; the operator counts
@@ -713,8 +714,9 @@ class JobSpec:
             if not naming.is_label_value(self.gpu_product):
                 raise ValueError(f"gpu_product: not a label value: {self.gpu_product!r}")
         self._check_gpu_sharing()
-        # compute: requests are policy-derived (e.g. 90 % of the limit), so they are
-        # rounded *down* to what a quantity can carry (1m, 1Mi); limits must be exact.
+        # compute: requests are policy-derived from the limits (the caller's rule, in
+        # Trainyard tenants.demand), so they are rounded *down* to what a quantity can
+        # carry (1m, 1Mi); limits must be exact.
         for name, unit in (("cpu_request", Decimal("0.001")),
                            ("memory_request_gib", Decimal(1) / 1024)):
             value = getattr(self, name)
