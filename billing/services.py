@@ -43,6 +43,7 @@ from core.exceptions import ApplicationError, Conflict, NotAllowed
 from core.texts import english, message
 from tenants.access import AnyUser, TenantAccess, is_finance, require_platform_admin
 from tenants.audit import record_audit
+from tenants.choices import TenantStatus
 from tenants.models import Pool, Tenant
 
 CHUNK = 2000
@@ -520,7 +521,8 @@ def budget_alerts_check(*, now: dt.datetime | None = None) -> int:
     now = now or timezone.now()
     period = selectors.current_period(now)
     sent = 0
-    for budget in Budget.objects.select_related("tenant").exclude(tenant__status="deleted"):
+    for budget in Budget.objects.select_related("tenant").exclude(
+            tenant__status=TenantStatus.DELETED):
         status = selectors.budget_status(budget.tenant, now)
         if not budget.monthly_amount:
             continue
@@ -571,7 +573,7 @@ def quota_recommend_quarterly(*, today: dt.date | None = None,
     start = selectors.quarter_start(end - dt.timedelta(days=1))
     filed = 0
     for pool in Pool.objects.select_related("tenant").filter(
-            tenant__quota_mode=QuotaMode.DYNAMIC, tenant__status="active"):
+            tenant__quota_mode=QuotaMode.DYNAMIC, tenant__status=TenantStatus.ACTIVE):
         amounts, formulas = {}, []
         for key, current in current_grants(pool).items():
             if not key.startswith("gpu:"):

@@ -4,6 +4,7 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from core.choices import Tier
+from tenants.choices import PoolKind
 
 
 class JobState(models.TextChoices):
@@ -21,5 +22,5 @@ ACTIVE_STATES = (JobState.QUEUED, JobState.ADMITTED, JobState.RUNNING, JobState.
 
 
 # Which pools a tier may run in.
-TIER_POOLS = {Tier.PRODUCTION: ("prod",), Tier.DEVELOPMENT: ("dev",),
-              Tier.BATCH: ("prod", "dev")}
+TIER_POOLS = {Tier.PRODUCTION: (PoolKind.PROD,), Tier.DEVELOPMENT: (PoolKind.DEV,),
+              Tier.BATCH: (PoolKind.PROD, PoolKind.DEV)}

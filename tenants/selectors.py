@@ -10,7 +10,7 @@ from django.db.models import Count, Prefetch, Q, QuerySet
 from django.http import Http404
 
 from tenants.access import AnyUser, TenantAccess, access_for, sees_all_tenants
-from tenants.choices import QuotaMode
+from tenants.choices import LoanStatus, MembershipRole, QuotaMode, RequestStatus, TenantStatus
 from tenants.models import AuditEvent, Membership, NodeDedication, Pool, QuotaGrant, Tenant
 
 User = get_user_model()
@@ -53,7 +53,7 @@ def members_of(tenant: Tenant) -> QuerySet[Membership]:
 
 
 def admin_count(tenant: Tenant) -> int:
-    return Membership.objects.filter(tenant=tenant, role="admin").count()
+    return Membership.objects.filter(tenant=tenant, role=MembershipRole.ADMIN).count()
 
 
 def pools_of(tenant: Tenant) -> QuerySet[Pool]:
@@ -91,7 +91,7 @@ def effective_grants(pool: Pool) -> dict[str, Decimal]:
     from tenants.models import QuotaLoan
 
     amounts = current_grants(pool)
-    loans = QuotaLoan.objects.filter(status="active").filter(
+    loans = QuotaLoan.objects.filter(status=LoanStatus.ACTIVE).filter(
         Q(lender=pool) | Q(borrower=pool)).values_list("lender_id", "resource", "amount")
     for lender_id, resource, amount in loans:
         sign = -1 if lender_id == pool.pk else 1
@@ -117,7 +117,6 @@ def pool_spec(pool: Pool, *, storage_classes: set[str] | None = None,
               class_remap: dict[str, str] | None = None):  # -> PoolSpec
     """The plain spec of the pool's namespace objects."""
     from k8s_sync.specs import NetworkSpec, PoolSpec
-    from tenants.choices import TenantStatus
     from tenants.network import egress_cidrs_for
     from tenants.quota import quota_spec_for
 
@@ -185,7 +184,7 @@ def pool_objects(pool: Pool, *, cluster_storage_classes: dict[str, dict]) -> lis
 
 def pools_to_sync() -> QuerySet[Pool]:
     """Every pool whose tenant still has namespaces (not deleted)."""
-    return Pool.objects.select_related("tenant").exclude(tenant__status="deleted")
+    return Pool.objects.select_related("tenant").exclude(tenant__status=TenantStatus.DELETED)
 
 
 def resource_suggestions() -> list[str]:
@@ -227,7 +226,7 @@ def catalog() -> list[dict]:
 
     capacity = capacity_by_resource()
     granted = dict(QuotaGrant.objects.filter(superseded_at__isnull=True)
-                   .exclude(pool__tenant__status="deleted").values_list("resource")
+                   .exclude(pool__tenant__status=TenantStatus.DELETED).values_list("resource")
                    .annotate(total=Sum("amount")).values_list("resource", "total"))
     plain = [Resource(kind) for kind in (ResourceKind.CPU, ResourceKind.MEMORY,
                                          ResourceKind.GPU_MEMORY, ResourceKind.GPU_SHARED,
@@ -241,7 +240,8 @@ def catalog() -> list[dict]:
 
 def node_dedications() -> dict[str, str]:
     """Node name -> slug of the tenant it is dedicated to (active or suspended tenants)."""
-    return dict(NodeDedication.objects.exclude(tenant__status__in=["deleting", "deleted"])
+    gone = [TenantStatus.DELETING, TenantStatus.DELETED]
+    return dict(NodeDedication.objects.exclude(tenant__status__in=gone)
                 .values_list("node_name", "tenant__slug"))
 
 
@@ -313,7 +313,7 @@ def quota_overview(tenant: Tenant) -> list[dict]:
     from tenants.demand import elastic_ceiling
     from tenants.quota import guaranteed_amount
 
-    guarantees = guaranteed_shares() if tenant.quota_mode == "overcommitted" else {}
+    guarantees = guaranteed_shares() if tenant.quota_mode == QuotaMode.OVERCOMMITTED else {}
     out = []
     for pool in pools:
         granted, effective = current_grants(pool), effective_grants(pool)
@@ -357,10 +357,10 @@ def guaranteed_shares() -> dict[str, Decimal]:
     capacity = capacity_by_resource()
     totals: dict[tuple[str, bool], Decimal] = {}
     rows = (QuotaGrant.objects.filter(superseded_at__isnull=True)
-            .exclude(pool__tenant__status="deleted")
+            .exclude(pool__tenant__status=TenantStatus.DELETED)
             .values("resource", "pool__tenant__quota_mode").annotate(total=Sum("amount")))
     for row in rows:
-        over = row["pool__tenant__quota_mode"] == "overcommitted"
+        over = row["pool__tenant__quota_mode"] == QuotaMode.OVERCOMMITTED
         totals[(row["resource"], over)] = row["total"]
     return {key: guaranteed_share(capacity=capacity.get(key),
                                   granted_static=totals.get((key, False), Decimal(0)),
@@ -375,7 +375,7 @@ def quota_requests_of(tenant: Tenant) -> QuerySet:
             .select_related("pool", "requested_by", "decided_by").prefetch_related("items"))
 
 
-def pending_quota_requests(status: str = "pending") -> QuerySet:
+def pending_quota_requests(status: str = RequestStatus.PENDING) -> QuerySet:
     from tenants.models import QuotaRequest
 
     qs = QuotaRequest.objects.select_related("tenant", "pool", "requested_by",
@@ -399,7 +399,7 @@ def request_facts(request) -> list[dict]:  # type: ignore[no-untyped-def]
     for item in request.items.all():
         key = item.resource
         total = (QuotaGrant.objects.filter(resource=key, superseded_at__isnull=True)
-                 .exclude(pool__tenant__status="deleted")
+                 .exclude(pool__tenant__status=TenantStatus.DELETED)
                  .aggregate(t=Sum("amount"))["t"]) or Decimal(0)
         current = current_grants(request.pool).get(key, Decimal(0))
         cap = capacity.get(key)

@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 from core.choices import Tier
+from jobs.choices import JobState
 
 TIERS: tuple[str, ...] = tuple(Tier.values)
 """Tiers in order of precedence (``core.choices.Tier``'s order): production first, batch
@@ -22,7 +23,8 @@ last."""
 
 TIER_RANK: Mapping[str, int] = MappingProxyType({tier: rank for rank, tier in enumerate(TIERS)})
 
-ACTIVE_STATES: frozenset[str] = frozenset({"admitted", "running", "preempting"})
+ACTIVE_STATES: frozenset[str] = frozenset({JobState.ADMITTED, JobState.RUNNING,
+                                           JobState.PREEMPTING})
 """Job states that hold quota and GPUs."""
 
 Text = dict[str, Any] | list[Any] | str
@@ -170,7 +172,8 @@ class Policy:
     no preemptible work beyond its pool's guarantee starts, and such work is evicted (see
     :func:`jobs.admission.decide`, step 4)."""
     grace_seconds: Mapping[str, int] = field(
-        default_factory=lambda: _frozen({"production": 0, "development": 300, "batch": 30}))
+        default_factory=lambda: _frozen({Tier.PRODUCTION: 0, Tier.DEVELOPMENT: 300,
+                                         Tier.BATCH: 30}))
     fair_share_half_life_seconds: float = 7 * 86400
     preempt_lower_priority_within_tenant: bool = False
     default_duration_seconds: float = 3600.0

@@ -13,6 +13,7 @@ from core.texts import message
 from tenants import texts
 from tenants.access import AnyUser, TenantAccess
 from tenants.audit import record_audit
+from tenants.choices import MembershipRole
 from tenants.models import (
     NodeDedication,
     Pool,
@@ -120,7 +121,7 @@ def volumes_reclaimed(*, pool: Pool, names: list[str], days: int) -> None:
         record_audit(actor=None, action="volume.reclaim", tenant=pool.tenant,
                      text=message(texts.AUDIT_VOLUME_RECLAIM, n=len(names), days=days,
                                   volumes=", ".join(names)), volumes=names)
-        admins = [m.user for m in pool.tenant.memberships.filter(role="admin")
+        admins = [m.user for m in pool.tenant.memberships.filter(role=MembershipRole.ADMIN)
                   .select_related("user")]
         notify(users=admins, tenant=pool.tenant, link=f"/t/{pool.tenant.slug}/",
                text=message(texts.VOLUMES_RECLAIMED, n=len(names), d=days,

@@ -16,7 +16,7 @@ from core.texts import StoredText, message
 from tenants import texts
 from tenants.access import AnyUser, TenantAccess, require_platform_admin
 from tenants.audit import record_audit
-from tenants.choices import LoanStatus, TenantStatus
+from tenants.choices import LoanStatus, MembershipRole, PoolKind, TenantStatus
 from tenants.models import Policy, Pool, QuotaGrant, QuotaLoan, Tenant
 from tenants.services._common import _egress_cidrs, _schedule_pools
 from tenants.services.notify import notify
@@ -70,7 +70,8 @@ def loan_propose(*, access: TenantAccess, actor: AnyUser, lender_pool: Pool, bor
                      text=message(texts.AUDIT_LOAN_PROPOSE, amount=str(value.normalize()),
                                   resource=key, borrower=f"{target.slug}/{pool.kind}",
                                   day=f"{ends_at:%Y-%m-%d}"), loan=loan.pk)
-        admins = [m.user for m in target.memberships.filter(role="admin").select_related("user")]
+        admins = [m.user for m in target.memberships.filter(role=MembershipRole.ADMIN)
+                  .select_related("user")]
         notify(users=admins, tenant=target, link=f"/t/{target.slug}/quota/", email=True,
                text=message(texts.LOAN_OFFERED, t=access.tenant.slug,
                             a=str(value.normalize()), r=key, d=f"{ends_at:%Y-%m-%d}"))
@@ -185,7 +186,7 @@ def policy_update(*, actor: AnyUser, **fields: Any) -> Policy:
                                field="eviction_watermark")
     default_quota = fields.get("default_quota")
     if default_quota is not None:
-        if not isinstance(default_quota, dict) or set(default_quota) - {"prod", "dev"}:
+        if not isinstance(default_quota, dict) or set(default_quota) - set(PoolKind.values):
             raise ApplicationError(_("Default quota maps the pools prod and dev to amounts."),
                                    field="default_quota")
         for amounts in default_quota.values():

@@ -21,7 +21,7 @@ from tenants import texts
 from tenants.access import AnyUser, TenantAccess, require_platform_admin
 from tenants.audit import record_audit
 from tenants.catalog import Resource
-from tenants.choices import RequestSource, RequestStatus, TenantStatus
+from tenants.choices import MembershipRole, RequestSource, RequestStatus, TenantStatus
 from tenants.models import Policy, Pool, QuotaGrant, QuotaRequest, QuotaRequestItem
 from tenants.services._common import _schedule_pools
 from tenants.services.notify import notify, notify_platform_admins
@@ -139,7 +139,8 @@ def quota_request_submit(*, access: TenantAccess, actor: AnyUser, pool: Pool,
     requester works in) becomes their e-mail language unless they chose one.
     """
     tenant = access.tenant
-    if not (access.role == "admin" or (access.is_member and tenant.members_may_request_quota)):
+    if not (access.role == MembershipRole.ADMIN
+            or (access.is_member and tenant.members_may_request_quota)):
         raise NotAllowed(_("Only a tenant admin can request quota for this tenant."))
     if tenant.status != TenantStatus.ACTIVE:
         raise ApplicationError(_("This tenant is suspended and cannot request quota."))
