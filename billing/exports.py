@@ -12,6 +12,7 @@ from xml.sax.saxutils import escape
 from django.utils.translation import get_language
 from django.utils.translation import gettext as _
 
+from billing.choices import InvoiceKind
 from billing.models import Invoice, InvoiceLine
 
 CSV_HEADER = ["invoice", "kind", "status", "tenant", "cost_center", "period", "currency",
@@ -69,7 +70,7 @@ def invoice_pdf(invoice: Invoice) -> bytes:
 
     styles = getSampleStyleSheet()
     buffer = io.BytesIO()
-    title = (_("Credit note") if invoice.kind == "credit_note" else _("Invoice"))
+    title = (_("Credit note") if invoice.kind == InvoiceKind.CREDIT_NOTE else _("Invoice"))
     doc = SimpleDocTemplate(buffer, pagesize=A4, title=f"{title} {_label(invoice)}",
                             leftMargin=18 * mm, rightMargin=18 * mm, topMargin=18 * mm)
     cur = invoice.currency

@@ -219,7 +219,7 @@ class Invoice(models.Model):
         ordering = ["-period", "tenant_name", "id"]
         constraints = [
             models.UniqueConstraint(fields=["tenant", "period"],
-                                    condition=models.Q(kind="invoice"),
+                                    condition=models.Q(kind=InvoiceKind.INVOICE),
                                     name="billing_one_invoice_per_month"),
         ]
         indexes = [models.Index(fields=["period", "kind"])]

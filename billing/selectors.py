@@ -32,6 +32,7 @@ from billing.models import (
     StorageSnapshot,
 )
 from core.texts import StoredText, english, message
+from tenants.choices import TenantStatus
 from tenants.models import Tenant
 
 MIB = 1024**2
@@ -550,6 +551,6 @@ def month_summary(period: dt.date) -> dict[str, Any]:
         "total": sum((i.total for i in invoices), Decimal(0)),
         "issued_total": issued,
         "closed": MonthClose.objects.filter(period=first).first(),
-        "tenants_without": Tenant.objects.exclude(status="deleted").exclude(
+        "tenants_without": Tenant.objects.exclude(status=TenantStatus.DELETED).exclude(
             Q(invoices__period=first)).order_by("name"),
     }

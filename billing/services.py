@@ -40,18 +40,13 @@ from billing.models import (
 )
 from billing.recommend import IdleRule, recommend_gpu_quota
 from core.exceptions import ApplicationError, Conflict, NotAllowed
-from core.texts import StoredText, english, message
+from core.texts import english, message
 from tenants.access import AnyUser, TenantAccess, is_finance, require_platform_admin
-from tenants.models import AuditEvent, Pool, Tenant
+from tenants.audit import record_audit
+from tenants.choices import TenantStatus
+from tenants.models import Pool, Tenant
 
 CHUNK = 2000
-
-
-def _audit(*, actor: Any, action: str, text: StoredText, tenant: Tenant | None = None,
-           **data: Any) -> None:
-    AuditEvent.objects.create(actor=actor if actor and actor.is_authenticated else None,
-                              tenant=tenant, action=action, text=text,
-                              summary=english(text)[:500], data=data)
 
 
 def _require_finance(actor: AnyUser) -> None:
@@ -113,8 +108,8 @@ def rate_card_create(*, actor: AnyUser, effective_from: dt.date, gpus: Iterable[
             sp = StoragePrice(card=card, **st)
             sp.full_clean(exclude=["card"])
             sp.save()
-        _audit(actor=actor, action="billing.rate_card.create",
-               text=message(texts.AUDIT_RATE_CARD, day=str(effective_from)), card=card.pk)
+        record_audit(actor=actor, action="billing.rate_card.create",
+                     text=message(texts.AUDIT_RATE_CARD, day=str(effective_from)), card=card.pk)
     return card
 
 
@@ -431,10 +426,10 @@ def month_close(*, actor: AnyUser, period: dt.date, now: dt.datetime | None = No
         closing.total = sum((i.total for i in invoices), Decimal(0))
         closing.seconds = time.perf_counter() - started
         closing.save()
-        _audit(actor=actor, action="billing.month.close",
-               text=message(texts.AUDIT_MONTH_CLOSE, month=f"{period:%Y-%m}",
-                            n=len(invoices)),
-               period=period.isoformat(), total=str(closing.total))
+        record_audit(actor=actor, action="billing.month.close",
+                     text=message(texts.AUDIT_MONTH_CLOSE, month=f"{period:%Y-%m}",
+                                  n=len(invoices)),
+                     period=period.isoformat(), total=str(closing.total))
     return closing
 
 
@@ -469,9 +464,9 @@ def credit_note_issue(*, actor: AnyUser, invoice: Invoice, amount: Decimal, reas
                                     locked.period.year, 1)[0]
         note.status, note.issued_at, note.issued_by = InvoiceStatus.ISSUED, timezone.now(), actor
         note.save()
-        _audit(actor=actor, action="billing.credit_note", tenant=locked.tenant,
-               text=message(texts.AUDIT_CREDIT_NOTE, number=note.number, amount=str(amount),
-                            invoice=locked.number))
+        record_audit(actor=actor, action="billing.credit_note", tenant=locked.tenant,
+                     text=message(texts.AUDIT_CREDIT_NOTE, number=note.number, amount=str(amount),
+                                  invoice=locked.number))
     return note
 
 
@@ -486,9 +481,9 @@ def adjustment_add(*, actor: AnyUser, tenant: Tenant, period: dt.date, descripti
     with transaction.atomic():
         adj = Adjustment.objects.create(tenant=tenant, period=period, description=description,
                                         amount=amount, created_by=actor)
-        _audit(actor=actor, action="billing.adjustment", tenant=tenant,
-               text=message(texts.AUDIT_ADJUSTMENT, amount=str(amount),
-                            month=f"{period:%Y-%m}", description=description))
+        record_audit(actor=actor, action="billing.adjustment", tenant=tenant,
+                     text=message(texts.AUDIT_ADJUSTMENT, amount=str(amount),
+                                  month=f"{period:%Y-%m}", description=description))
     return adj
 
 
@@ -502,15 +497,15 @@ def budget_set(*, access: TenantAccess, actor: AnyUser, amount: Decimal | None) 
     with transaction.atomic():
         if not amount:
             Budget.objects.filter(tenant=tenant).delete()
-            _audit(actor=actor, action="billing.budget", tenant=tenant,
-                   text=message(texts.AUDIT_BUDGET_REMOVED))
+            record_audit(actor=actor, action="billing.budget", tenant=tenant,
+                         text=message(texts.AUDIT_BUDGET_REMOVED))
             return None
         if amount < 0:
             raise ApplicationError(_("A budget cannot be negative."), field="amount")
         budget, _created = Budget.objects.update_or_create(
             tenant=tenant, defaults={"monthly_amount": amount, "updated_by": actor})
-        _audit(actor=actor, action="billing.budget", tenant=tenant,
-               text=message(texts.AUDIT_BUDGET_SET, amount=str(amount)))
+        record_audit(actor=actor, action="billing.budget", tenant=tenant,
+                     text=message(texts.AUDIT_BUDGET_SET, amount=str(amount)))
     return budget
 
 
@@ -526,7 +521,8 @@ def budget_alerts_check(*, now: dt.datetime | None = None) -> int:
     now = now or timezone.now()
     period = selectors.current_period(now)
     sent = 0
-    for budget in Budget.objects.select_related("tenant").exclude(tenant__status="deleted"):
+    for budget in Budget.objects.select_related("tenant").exclude(
+            tenant__status=TenantStatus.DELETED):
         status = selectors.budget_status(budget.tenant, now)
         if not budget.monthly_amount:
             continue
@@ -577,7 +573,7 @@ def quota_recommend_quarterly(*, today: dt.date | None = None,
     start = selectors.quarter_start(end - dt.timedelta(days=1))
     filed = 0
     for pool in Pool.objects.select_related("tenant").filter(
-            tenant__quota_mode=QuotaMode.DYNAMIC, tenant__status="active"):
+            tenant__quota_mode=QuotaMode.DYNAMIC, tenant__status=TenantStatus.ACTIVE):
         amounts, formulas = {}, []
         for key, current in current_grants(pool).items():
             if not key.startswith("gpu:"):

@@ -3,6 +3,9 @@
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from core.choices import Tier
+from tenants.choices import PoolKind
+
 
 class JobState(models.TextChoices):
     QUEUED = "queued", _("Queued")
@@ -18,12 +21,6 @@ TERMINAL_STATES = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
 ACTIVE_STATES = (JobState.QUEUED, JobState.ADMITTED, JobState.RUNNING, JobState.PREEMPTING)
 
 
-class Tier(models.TextChoices):
-    PRODUCTION = "production", _("Production")
-    DEVELOPMENT = "development", _("Development")
-    BATCH = "batch", _("Batch")
-
-
 # Which pools a tier may run in.
-TIER_POOLS = {Tier.PRODUCTION: ("prod",), Tier.DEVELOPMENT: ("dev",),
-              Tier.BATCH: ("prod", "dev")}
+TIER_POOLS = {Tier.PRODUCTION: (PoolKind.PROD,), Tier.DEVELOPMENT: (PoolKind.DEV,),
+              Tier.BATCH: (PoolKind.PROD, PoolKind.DEV)}

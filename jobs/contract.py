@@ -27,6 +27,7 @@ SPEC_FIELDS: dict[str, str] = {
     "cpu_request": "cpu_per_worker", "cpu_limit": "cpu_per_worker",
     "memory_request_gib": "memory_gib_per_worker", "memory_limit_gib": "memory_gib_per_worker",
     "shm_gib": "memory_gib_per_worker", "gpu_memory_mib_per_card": "gpu_memory_gib_per_card",
+    "worker_replicas": "workers",
 }
 NON_FIELD = "__all__"
 

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 
 from django.utils.translation import gettext_noop
 
+from core.choices import Tier
 from jobs.admission import JobView, NodeView
+from jobs.choices import JobState
 
 
 @dataclass
@@ -41,7 +43,7 @@ def plan_defrag(*, nodes: Sequence[NodeView], jobs: Sequence[JobView], gpu_model
     free = {n.name: n.gpus - n.gpus_used for n in model_nodes}
     on_node: dict[str, list[JobView]] = defaultdict(list)
     for job in jobs:
-        if job.state in ("running", "admitted") and job.gpu_model == gpu_model:
+        if job.state in (JobState.RUNNING, JobState.ADMITTED) and job.gpu_model == gpu_model:
             for node_name in set(job.placement):
                 on_node[node_name].append(job)
     order = sorted(model_nodes, key=lambda n: (n.gpus_used, n.name))
@@ -51,7 +53,7 @@ def plan_defrag(*, nodes: Sequence[NodeView], jobs: Sequence[JobView], gpu_model
         if len(chosen) >= wanted:
             break
         residents = on_node.get(node.name, [])
-        if any(j.tier == "production" for j in residents):
+        if any(j.tier == Tier.PRODUCTION for j in residents):
             plan.blocked[node.name] = gettext_noop("runs a production job")  # shown translated
             continue
         trial = {**moving, **{j.id: j for j in residents}}

@@ -8,18 +8,19 @@ from typing import Any
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from jobs.choices import Tier
+from core.choices import Tier
 from jobs.templates import TEMPLATES
 from k8s_sync.templatetags.k8s_sync import mib as mib_label
 from k8s_sync.templatetags.k8s_sync import sharing as sharing_label
+from tenants.choices import PoolKind
 
 
 class JobForm(forms.Form):
     template = forms.ChoiceField(label=_("Start from"), required=False, choices=[])
     name = forms.CharField(label=_("Name"), max_length=60,
                            help_text=_("Lower-case letters, digits and hyphens."))
-    pool = forms.ChoiceField(label=_("Pool"), choices=[("dev", _("Development")),
-                                                       ("prod", _("Production"))])
+    pool = forms.ChoiceField(label=_("Pool"), choices=[(PoolKind.DEV, PoolKind.DEV.label),
+                                                       (PoolKind.PROD, PoolKind.PROD.label)])
     tier = forms.ChoiceField(label=_("Tier"), choices=Tier.choices, initial=Tier.DEVELOPMENT,
                              help_text=_("Production: never preempted (prod pool). "
                                          "Development: preemptible after 5 minutes (dev pool). "
@@ -141,6 +142,6 @@ def template_initial(key: str) -> dict[str, Any]:
     initial["command"] = shlex.join(initial.get("command", []))
     initial["args"] = shlex.join(initial.get("args", []))
     initial["max_run_hours"] = initial.pop("max_run_seconds") / 3600
-    initial["pool"] = "prod" if initial.get("tier") == "production" else "dev"
+    initial["pool"] = PoolKind.PROD if initial.get("tier") == Tier.PRODUCTION else PoolKind.DEV
     initial["template"] = key
     return initial

@@ -13,7 +13,8 @@ from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from jobs.choices import ACTIVE_STATES, JobState, Tier
+from core.choices import Tier
+from jobs.choices import ACTIVE_STATES, JobState
 
 
 class TrainingJob(models.Model):

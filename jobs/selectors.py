@@ -9,12 +9,14 @@ from typing import Any
 from django.db.models import QuerySet
 from django.http import Http404
 
-from jobs.choices import ACTIVE_STATES
+from core.choices import Tier
+from jobs.choices import ACTIVE_STATES, JobState
 from jobs.models import JobTransition, TrainingJob
 from jobs.validation import Inventory
 from k8s_sync.models import ObservedNode
 from k8s_sync.quantity import parse_quantity
 from k8s_sync.selectors import node_capacity
+from tenants.choices import QuotaMode, TenantStatus
 from tenants.tiers import tier_rules
 
 GIB = Decimal(1024**3)
@@ -184,7 +186,7 @@ def _admission_inputs(now):  # type: ignore[no-untyped-def]
              for n in report_nodes]
     active = list(TrainingJob.objects.filter(state__in=ACTIVE_STATES).select_related(
         "tenant", "pool"))
-    bound = _bound_nodes([j.pk for j in active if j.state != "queued"])
+    bound = _bound_nodes([j.pk for j in active if j.state != JobState.QUEUED])
     jobs = [JobView(
         id=j.pk, tenant=j.tenant.slug, pool=j.pool.kind, tier=j.tier, gpu_model=j.gpu_model,
         mig_profile=j.mig_profile, replicas=j.workers, gpus_per_replica=j.gpus_per_worker,
@@ -196,9 +198,9 @@ def _admission_inputs(now):  # type: ignore[no-untyped-def]
         resources=job_resources(j, facts)) for j in active]
     quotas = []
     for pool in Pool.objects.select_related("tenant").exclude(
-            tenant__status__in=["deleting", "deleted"]):
-        factor = pool.tenant.elastic_factor if pool.tenant.quota_mode == "overcommitted" else 1
-        nominal, ceiling = pool_limits(effective_grants(pool), elastic_factor=factor)
+            tenant__status__in=[TenantStatus.DELETING, TenantStatus.DELETED]):
+        nominal, ceiling = pool_limits(effective_grants(pool),
+                                       elastic_factor=pool.tenant.ceiling_factor)
         quotas.append(PoolQuota(tenant=pool.tenant.slug, pool=pool.kind, nominal=nominal,
                                 ceiling=ceiling))
     quotas = _with_guarantees(quotas)
@@ -221,7 +223,8 @@ def _with_guarantees(quotas: list) -> list:
     from tenants.quota import guaranteed_amount
     from tenants.selectors import guaranteed_shares
 
-    over = set(Tenant.objects.filter(quota_mode="overcommitted").values_list("slug", flat=True))
+    over = set(Tenant.objects.filter(quota_mode=QuotaMode.OVERCOMMITTED)
+               .values_list("slug", flat=True))
     if not over:
         return quotas
     shares = guaranteed_shares()
@@ -313,9 +316,9 @@ def _placement(job: TrainingJob, bound: list[str]) -> tuple[str, ...]:
     """What the engine needs per state (see jobs.admission.types.JobView): running and
     preempting jobs, the nodes their pods are on; admitted jobs, the planned nodes of the
     replicas whose pods are not bound yet (bound ones are already in the node's use)."""
-    if job.state in ("running", "preempting"):
+    if job.state in (JobState.RUNNING, JobState.PREEMPTING):
         return tuple(sorted(bound))
-    if job.state == "admitted":
+    if job.state == JobState.ADMITTED:
         pending = list(job.placement or ())
         for node in bound:
             if node in pending:
@@ -345,7 +348,7 @@ def job_history(now, *, days: int = 30, half_life_days: float = 7.0):  # type: i
         seconds = max(0.0, (end - started).total_seconds())
         age_days = (now - end).total_seconds() / 86400
         usage[tenant] += workers * gpus * seconds * math.pow(0.5, age_days / half_life_days)
-        if finished is not None and state == "succeeded":
+        if finished is not None and state == JobState.SUCCEEDED:
             durations[(tenant, tier)].append(seconds)
     return History(usage=dict(usage),
                    durations={k: tuple(sorted(v)[-200:]) for k, v in durations.items()})
@@ -355,14 +358,13 @@ def job_spec(job: TrainingJob):  # type: ignore[no-untyped-def]
     """The plain spec of the job's PyTorchJob (k8s_sync builds the manifest); also of an
     unsaved job, which is how submission proves it can be built (``jobs.contract``)."""
     from core.models import Policy
-    from k8s_sync.naming import Tier as K8sTier
     from k8s_sync.placement import dedicated_placement, switch_label
     from k8s_sync.specs import JobSpec
     from tenants import demand
     from tenants.models import NodeDedication
 
     policy = Policy.current()
-    rules = tier_rules(policy)[K8sTier(job.tier)]
+    rules = tier_rules(policy)[Tier(job.tier)]
     placement = dedicated_placement(job.tenant.slug) if NodeDedication.objects.filter(
         tenant=job.tenant).exists() else {}
     return JobSpec(
@@ -370,9 +372,9 @@ def job_spec(job: TrainingJob):  # type: ignore[no-untyped-def]
         # id yet; 0 stands in for it.
         job_id=job.pk if job.pk is not None else 0, tenant_slug=job.tenant.slug,
         pool=job.pool.kind,  # type: ignore[arg-type]
-        tier=K8sTier(job.tier), name_hint=job.name, image=job.image,
+        tier=Tier(job.tier), name_hint=job.name, image=job.image,
         command=tuple(job.command), args=tuple(job.args), env=dict(job.env),
-        workers=job.workers - 1, gpus_per_replica=job.gpus_per_worker,
+        worker_replicas=job.workers - 1, gpus_per_replica=job.gpus_per_worker,
         gpu_product=job.gpu_model if not job.mig_profile else "",
         mig_profile=job.mig_profile,
         gpu_shared=bool(job.gpu_shared and job.gpus_per_worker and not job.mig_profile),
@@ -395,9 +397,9 @@ def job_spec(job: TrainingJob):  # type: ignore[no-untyped-def]
         switch_label=switch_label(policy.topology_levels),
         # Admitted: the nodes the engine counted the replicas on (pinned by node name, so
         # kube-scheduler cannot put them elsewhere); a resume re-renders the new ones.
-        nodes=tuple(job.placement or ()) if job.state == "admitted" else (),
+        nodes=tuple(job.placement or ()) if job.state == JobState.ADMITTED else (),
         placement=placement, annotations=dict(job.annotations),
-        suspend=job.state not in ("admitted", "running"),
+        suspend=job.state not in (JobState.ADMITTED, JobState.RUNNING),
     )
 
 
@@ -414,7 +416,7 @@ def preview(tenant, pool_kind: str, clean: dict, now):  # type: ignore[no-untype
     job = JobView(id=-1, tenant=tenant.slug, pool=pool_kind, tier=clean["tier"],
                   gpu_model=clean["gpu_model"], mig_profile=clean["mig_profile"],
                   replicas=clean["workers"], gpus_per_replica=clean["gpus_per_worker"],
-                  state="queued", submitted_at=now,
+                  state=JobState.QUEUED, submitted_at=now,
                   expected_seconds=float(clean["max_run_seconds"]),
                   gpu_shared=bool(clean.get("gpu_shared")),
                   resources=job_resources(clean, facts))
@@ -479,7 +481,7 @@ def _preview_notes(clean: dict) -> list[str]:
     from django.utils.translation import gettext as _
 
     notes = []
-    if (clean["tier"] != "production" and not clean.get("checkpoint_claim")
+    if (clean["tier"] != Tier.PRODUCTION and not clean.get("checkpoint_claim")
             and not clean.get("checkpoint_storage_class")):
         notes.append(_("This job can be preempted, and without a checkpoint volume it starts "
                        "again from the beginning after a preemption: give a volume, or a "

@@ -16,7 +16,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from core.exceptions import ApplicationError, Conflict, NotAllowed
-from core.texts import StoredText, english
+from core.texts import StoredText
 from core.texts import message as stored_text
 from jobs import selectors
 from jobs.choices import ACTIVE_STATES, JobState
@@ -24,16 +24,8 @@ from jobs.contract import NON_FIELD, check_buildable
 from jobs.models import JobTransition, TrainingJob
 from jobs.validation import SubmissionError, validate_submission
 from tenants.access import AnyUser, TenantAccess, require_platform_admin
-from tenants.models import AuditEvent, Pool
-
-
-def _audit(*, actor: AnyUser | None, action: str, text: StoredText, tenant: Any = None,
-           **data: Any) -> None:
-    """One audit row: ``text`` is shown in the reader's language, ``summary`` is English."""
-    AuditEvent.objects.create(
-        actor=actor if actor is not None and getattr(actor, "is_authenticated", False)
-        else None, tenant=tenant, action=action, text=text, summary=english(text)[:500],
-        data=data)
+from tenants.audit import record_audit
+from tenants.models import Pool
 
 
 def kick_admission() -> None:
@@ -128,13 +120,11 @@ def _check_ceiling(pool: Pool, clean: dict[str, Any]) -> None:
     admission counts it (``tenants.demand``: the whole job, the pods' requests), naming
     the form field that makes it too large."""
     from tenants.catalog import Resource, ResourceKind, fmt_amount
-    from tenants.demand import CardFacts, dimension_only_when_granted, pool_limits
+    from tenants.demand import CardFacts, dimension_only_when_granted, elastic_ceiling
     from tenants.selectors import effective_grants
 
     grants = effective_grants(pool)
-    tenant = pool.tenant
-    factor = tenant.elastic_factor if tenant.quota_mode == "overcommitted" else 1
-    _nominal, ceilings = pool_limits(grants, elastic_factor=factor)
+    factor = pool.tenant.ceiling_factor
     facts = selectors.observed_card_facts() if "gpu-memory" in grants else CardFacts()
     demand = selectors.job_demand_of(clean, facts)
     gpu_fields = {ResourceKind.GPU, ResourceKind.MIG, ResourceKind.GPU_SHARED}
@@ -143,7 +133,7 @@ def _check_ceiling(pool: Pool, clean: dict[str, Any]) -> None:
         if key not in grants and dimension_only_when_granted(key):
             continue
         resource = Resource.parse(key)
-        ceiling = _ceiling_amount(key, ceilings.get(key, 0))
+        ceiling = elastic_ceiling(key, grants.get(key, 0), factor)
         if wanted <= ceiling:
             continue
         if resource.kind in gpu_fields and resource.kind != ResourceKind.GPU_SHARED:
@@ -167,15 +157,6 @@ def _check_ceiling(pool: Pool, clean: dict[str, Any]) -> None:
 
 _DIM_ORDER = {"gpu": 0, "mig": 0, "gpu-shared": 0, "cpu": 1, "memory": 2, "gpu-memory": 3}
 """The order in which :func:`_check_ceiling` names a job's dimensions."""
-
-
-def _ceiling_amount(key: str, engine_units: int) -> Any:
-    from decimal import Decimal
-
-    from tenants.demand import MILLI
-
-    return Decimal(engine_units) / 1000 if key.partition(":")[0] in MILLI \
-        else Decimal(engine_units)
 
 
 def _record(job: TrainingJob, from_state: str, to_state: str, reason: str, *,
@@ -239,9 +220,9 @@ def job_hold(*, actor: AnyUser, job: TrainingJob, held: bool,
     with transaction.atomic():
         TrainingJob.objects.filter(pk=job.pk).update(held=held,
                                                      hold_reason=reason if held else "")
-        _audit(actor=actor, tenant=job.tenant, action="job.hold" if held else "job.release",
-               text=stored_text("jobs.audit.hold" if held else "jobs.audit.release",
-                                job=job.name, reason=reason), job=job.pk)
+        record_audit(actor=actor, tenant=job.tenant, action="job.hold" if held else "job.release",
+                     text=stored_text("jobs.audit.hold" if held else "jobs.audit.release",
+                                      job=job.name, reason=reason), job=job.pk)
         kick_admission()
     job.refresh_from_db()
     return job
@@ -257,9 +238,9 @@ def job_set_priority(*, actor: AnyUser, job: TrainingJob, priority: int,
         raise ApplicationError(_("Priority is between -1000 and 1000."), field="priority")
     with transaction.atomic():
         TrainingJob.objects.filter(pk=job.pk).update(priority=int(priority))
-        _audit(actor=actor, tenant=job.tenant, action="job.priority",
-               text=stored_text("jobs.audit.priority", job=job.name, priority=int(priority),
-                                reason=reason.strip()), job=job.pk)
+        record_audit(actor=actor, tenant=job.tenant, action="job.priority",
+                     text=stored_text("jobs.audit.priority", job=job.name, priority=int(priority),
+                                      reason=reason.strip()), job=job.pk)
         kick_admission()
     job.refresh_from_db()
     return job
@@ -330,11 +311,12 @@ def window_schedule(*, actor: AnyUser, gpu_model: str, nodes_wanted: int,
             gpu_model=gpu_model, nodes_wanted=nodes_wanted, starts_at=starts_at,
             ends_at=ends_at, reason=reason.strip(), created_by=actor,
             plan={"nodes": plan.nodes, "moves": plan.moves, "blocked": plan.blocked})
-        _audit(actor=actor, action="defrag.schedule",
-               text=stored_text("jobs.audit.defrag_schedule", model=window.gpu_model,
-                                n=window.nodes_wanted, at={"code": "jobs.clock.date", "args": {
-                                    "at": window.starts_at.astimezone(dt.UTC).isoformat()}}),
-               window=window.pk)
+        starts = {"code": "jobs.clock.date",
+                  "args": {"at": window.starts_at.astimezone(dt.UTC).isoformat()}}
+        record_audit(actor=actor, action="defrag.schedule",
+                     text=stored_text("jobs.audit.defrag_schedule", model=window.gpu_model,
+                                      n=window.nodes_wanted, at=starts),
+                     window=window.pk)
     return window
 
 
@@ -365,9 +347,9 @@ def window_apply(*, window_id: int, now: dt.datetime | None = None) -> int:
         window.applied_at = now
         window.plan = {**window.plan, "applied": {"nodes": plan.nodes, "moves": plan.moves}}
         window.save(update_fields=["status", "applied_at", "plan"])
-        _audit(actor=None, action="defrag.apply",
-               text=stored_text("jobs.audit.defrag_apply", model=window.gpu_model, n=moved,
-                                nodes=", ".join(plan.nodes) or "—"), window=window.pk)
+        record_audit(actor=None, action="defrag.apply",
+                     text=stored_text("jobs.audit.defrag_apply", model=window.gpu_model, n=moved,
+                                      nodes=", ".join(plan.nodes) or "—"), window=window.pk)
     return moved
 
 
@@ -407,10 +389,10 @@ def window_released(*, window_id: int, now: dt.datetime | None = None) -> bool:
             return False
         window.released_at = now
         window.save(update_fields=["released_at"])
-        _audit(actor=None, action="defrag.release",
-               text=stored_text("jobs.audit.defrag_release", model=window.gpu_model,
-                                nodes=", ".join(window.nodes or []) or "—"),
-               window=window.pk)
+        record_audit(actor=None, action="defrag.release",
+                     text=stored_text("jobs.audit.defrag_release", model=window.gpu_model,
+                                      nodes=", ".join(window.nodes or []) or "—"),
+                     window=window.pk)
     kick_admission()  # the released nodes take work again
     return True
 
@@ -431,9 +413,9 @@ def window_cancel(*, actor: AnyUser, window_id: int):  # type: ignore[no-untyped
         was_open = window.status == MaintenanceWindow.Status.APPLIED
         window.status = MaintenanceWindow.Status.CANCELLED
         window.save(update_fields=["status"])
-        _audit(actor=actor, action="defrag.cancel",
-               text=stored_text("jobs.audit.defrag_cancel", model=window.gpu_model,
-                                window=window.pk), window=window.pk)
+        record_audit(actor=actor, action="defrag.cancel",
+                     text=stored_text("jobs.audit.defrag_cancel", model=window.gpu_model,
+                                      window=window.pk), window=window.pk)
         if was_open:
             def enqueue() -> None:
                 apply_maintenance_windows.delay()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable
 
+from jobs.choices import JobState
+
 
 def running_intervals(transitions: Iterable[tuple[str, dt.datetime]], now: dt.datetime
                       ) -> list[tuple[dt.datetime, dt.datetime]]:
@@ -12,9 +14,9 @@ def running_intervals(transitions: Iterable[tuple[str, dt.datetime]], now: dt.da
     order; an open stretch ends ``now``. A preempted job pays only while it ran."""
     intervals, start = [], None
     for state, at in transitions:
-        if state == "running" and start is None:
+        if state == JobState.RUNNING and start is None:
             start = at
-        elif state != "running" and start is not None:
+        elif state != JobState.RUNNING and start is not None:
             intervals.append((start, at))
             start = None
     if start is not None:

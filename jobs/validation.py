@@ -13,7 +13,8 @@ from typing import Any
 
 from django.utils.translation import gettext as _
 
-from jobs.choices import TIER_POOLS, Tier
+from core.choices import Tier
+from jobs.choices import TIER_POOLS
 from k8s_sync import specs as k8s_specs
 
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,58}[a-z0-9])?$")
@@ -23,7 +24,6 @@ IMAGE_RE = re.compile(
     r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
     r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$")
 ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-MAX_RUN_SECONDS = 30 * 86400
 # A PVC name: a DNS-1123 subdomain.
 _LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 CLAIM_RE = re.compile(rf"^(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*$")
@@ -126,11 +126,11 @@ def validate_submission(data: dict[str, Any], *, pool: str, inventory: Inventory
             "Give memory in whole MiB: a multiple of 1/1024 GiB with at most three decimals, "
             "e.g. 0.25, 0.5 or 64.")
     run = _number(data, "max_run_seconds", errors, integer=True)
-    if run is not None and not 60 <= run <= MAX_RUN_SECONDS:
+    if run is not None and not 60 <= run <= k8s_specs.MAX_RUN_SECONDS:
         errors["max_run_seconds"] = _("Use between one minute and 30 days.")
     if data.get("expected_seconds") not in (None, ""):
         expected = _number(data, "expected_seconds", errors, integer=True)
-        if expected is not None and not 1 <= expected <= MAX_RUN_SECONDS:
+        if expected is not None and not 1 <= expected <= k8s_specs.MAX_RUN_SECONDS:
             errors["expected_seconds"] = _("Use between one second and 30 days.")
     env = data.get("env") or {}
     if not isinstance(env, dict) or any(not ENV_RE.match(str(k)) or str(k).startswith(

@@ -12,9 +12,10 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
+from core.choices import Tier
 from core.exceptions import ApplicationError
 from jobs import selectors, services
-from jobs.choices import ACTIVE_STATES, JobState, Tier
+from jobs.choices import ACTIVE_STATES, JobState
 from jobs.contract import check_buildable
 from jobs.forms import JobForm, template_initial
 from jobs.models import TrainingJob

@@ -498,8 +498,8 @@ def _replica_specs(spec: JobSpec) -> dict[str, Any]:
                 "template": {"metadata": metadata, "spec": _job_pod_spec(spec)}}
 
     replicas = {"Master": replica(1)}
-    if spec.workers:
-        replicas["Worker"] = replica(spec.workers)
+    if spec.worker_replicas:
+        replicas["Worker"] = replica(spec.worker_replicas)
     return replicas
 
 
@@ -507,7 +507,7 @@ def build_pytorchjob(spec: JobSpec) -> Manifest:
     """The ``kubeflow.org/v1`` PyTorchJob of one Trainyard job (see the design notes above).
 
     Contract: pure and deterministic; one Master (``replicas: 1``) plus a Worker replica
-    spec only when ``spec.workers > 0``; every pod template carries the job labels, the
+    spec only when ``spec.worker_replicas > 0``; every pod template carries the job labels, the
     single container ``pytorch``, the tier's PriorityClass and grace period, the
     workload ServiceAccount without a token, the checkpoint and ``/dev/shm`` volumes.
     The result validates against the bundled CRD schema and the operator's webhook
@@ -552,7 +552,7 @@ def build_checkpoint_pvc(spec: JobSpec) -> Manifest | None:
         "kind": "PersistentVolumeClaim",
         "metadata": _metadata(name, spec.labels, spec.namespace),
         "spec": {
-            "accessModes": ["ReadWriteMany" if spec.workers else "ReadWriteOnce"],
+            "accessModes": ["ReadWriteMany" if spec.worker_replicas else "ReadWriteOnce"],
             "storageClassName": spec.checkpoint_storage_class,
             "resources": {"requests": {"storage": gib_quantity(spec.checkpoint_size_gib)}},
         },
@@ -573,7 +573,8 @@ def pytorchjob_resume_patch(spec: JobSpec) -> dict[str, Any]:
     exactly what :func:`build_pytorchjob` renders; maps (labels) are merged, except the
     pod's ``affinity`` and required node affinity, which are nulled when the spec renders
     none (the placement of this admission replaces the last one's). Replica
-    counts are part of the templates, so ``spec.workers`` must be the job's original.
+    counts are part of the templates, so ``spec.worker_replicas`` must be the job's
+    original.
     ``spec.suspend`` is ignored: the patch always sets ``suspend: false``.
     """
     replicas = _replica_specs(spec)

@@ -15,15 +15,16 @@ Contracts (tested in ``k8s_sync/tests/test_naming.py``):
 * **Readable.** ``ty-<tenant>-<pool>`` for namespaces; a tenant slug of up to 40
   characters of ``[a-z0-9-]`` never needs a hash.
 
-This module is pure: it imports nothing from Django, the domain apps or the
-``kubernetes`` package.
+This module is pure: it imports nothing from the domain apps or the ``kubernetes``
+package; only ``core.choices.Tier`` (a Django ``TextChoices``) from the ground floor.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from enum import StrEnum
+
+from core.choices import Tier  # the scheduling tiers, defined once (core/choices.py)
 
 __all__ = [
     "DNS1123_LABEL_MAX",
@@ -102,14 +103,6 @@ JOB_NAME_PREFIX = "tj-"
 #: PyTorchJob pods are ``<job>-worker-<index>`` and each gets a headless Service of the same
 #: name, which must be a <= 63 char DNS-1035 label; 40 leaves room for "-worker-" + 6 digits.
 JOB_NAME_MAX = 40
-
-
-class Tier(StrEnum):
-    """The scheduling tiers, highest first. Values are stable identifiers (stored in rows)."""
-
-    PRODUCTION = "production"
-    DEVELOPMENT = "development"
-    BATCH = "batch"
 
 
 # --- validators ----------------------------------------------------------------------------

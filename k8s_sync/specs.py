@@ -35,6 +35,7 @@ from decimal import ROUND_FLOOR, Decimal, InvalidOperation
 from types import MappingProxyType
 from typing import Any, Literal
 
+from core.choices import Tier
 from k8s_sync import naming
 
 __all__ = [
@@ -361,13 +362,13 @@ class TierSpec:
     recreate the class (running pods keep their resolved priority).
     """
 
-    name: naming.Tier
+    name: Tier
     value: int
     preemption_policy: PreemptionPolicy
     description: str
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "name", naming.Tier(self.name))
+        object.__setattr__(self, "name", Tier(self.name))
         if isinstance(self.value, bool) or not isinstance(self.value, int):
             raise ValueError(f"priority value must be an int, got {self.value!r}")
         if not -2_147_483_648 <= self.value <= _MAX_USER_PRIORITY:
@@ -398,11 +399,11 @@ def default_tiers() -> tuple[TierSpec, ...]:
     already own it; Trainyard always sets ``priorityClassName`` on its own pods.
     """
     return (
-        TierSpec(naming.Tier.PRODUCTION, 100_000, "PreemptLowerPriority",
+        TierSpec(Tier.PRODUCTION, 100_000, "PreemptLowerPriority",
                  "Trainyard production training; never preempted by Trainyard."),
-        TierSpec(naming.Tier.DEVELOPMENT, 10_000, "Never",
+        TierSpec(Tier.DEVELOPMENT, 10_000, "Never",
                  "Trainyard development training; preemptible after a grace period."),
-        TierSpec(naming.Tier.BATCH, 1_000, "Never",
+        TierSpec(Tier.BATCH, 1_000, "Never",
                  "Trainyard batch training on idle capacity; first to be preempted."),
     )
 
@@ -571,7 +572,8 @@ class JobSpec:
     back from the API server (or worse, silently from the training operator) is done in
     ``__post_init__`` and raises ``ValueError`` whose message starts with the field name.
 
-    Shape: one Master plus ``workers`` Workers, each with ``gpus_per_replica`` whole GPUs
+    Shape: one Master plus ``worker_replicas`` Workers (the job has ``1 +
+    worker_replicas`` pods: :attr:`replicas`), each with ``gpus_per_replica`` whole GPUs
     of model ``gpu_product`` (the ``nvidia.com/gpu.product`` node label), or exactly one
     MIG slice of ``mig_profile`` (``nvidia.com/mig-<profile>``, mixed strategy; a CUDA
     process sees one MIG device and NCCL cannot use MIG peers), or no GPU.
@@ -583,8 +585,9 @@ class JobSpec:
 
     * CPU and memory: requests may be below limits (idle headroom is shared); each
       request must not exceed its limit. Requests are rounded down to 1 millicore / 1 MiB
-      (so ``0.9 * limit`` always works); limits must be exact. GPUs/MIG slices are always
-      requests == limits.
+      (so a request derived from the limit always works; the caller derives them, in
+      Trainyard ``tenants.demand.cpu_request``/``memory_request_gib``); limits must be
+      exact. GPUs/MIG slices are always requests == limits.
     * ``grace_seconds`` (terminationGracePeriodSeconds) and
       ``checkpoint_interval_seconds`` come from the tier policy; the caller passes them.
     * ``max_run_seconds`` becomes ``runPolicy.activeDeadlineSeconds``; the operator counts
@@ -611,7 +614,7 @@ class JobSpec:
     job_id: int | str
     tenant_slug: str
     pool: Literal["prod", "dev"]
-    tier: naming.Tier
+    tier: Tier
     image: str
     max_run_seconds: int
     grace_seconds: int
@@ -620,7 +623,7 @@ class JobSpec:
     command: tuple[str, ...] = ()
     args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
-    workers: int = 0
+    worker_replicas: int = 0
     gpus_per_replica: int = 0
     gpu_product: str = ""
     mig_profile: str = ""
@@ -658,7 +661,7 @@ class JobSpec:
         if not self.tenant_slug:
             raise ValueError("tenant_slug: must not be empty")
         try:
-            object.__setattr__(self, "tier", naming.Tier(self.tier))
+            object.__setattr__(self, "tier", Tier(self.tier))
         except ValueError:
             raise ValueError(f"tier: unknown tier {self.tier!r}") from None
         # container
@@ -684,7 +687,7 @@ class JobSpec:
                 raise ValueError(f"env: value of {key!r} must be a string, got {value!r}")
         object.__setattr__(self, "env", _frozen(self.env))
         # shape and devices
-        _int_field(self.workers, "workers")
+        _int_field(self.worker_replicas, "worker_replicas")
         _int_field(self.gpus_per_replica, "gpus_per_replica")
         if self.mig_profile:
             try:
@@ -711,8 +714,9 @@ class JobSpec:
             if not naming.is_label_value(self.gpu_product):
                 raise ValueError(f"gpu_product: not a label value: {self.gpu_product!r}")
         self._check_gpu_sharing()
-        # compute: requests are policy-derived (e.g. 90 % of the limit), so they are
-        # rounded *down* to what a quantity can carry (1m, 1Mi); limits must be exact.
+        # compute: requests are policy-derived from the limits (the caller's rule, in
+        # Trainyard tenants.demand), so they are rounded *down* to what a quantity can
+        # carry (1m, 1Mi); limits must be exact.
         for name, unit in (("cpu_request", Decimal("0.001")),
                            ("memory_request_gib", Decimal(1) / 1024)):
             value = getattr(self, name)
@@ -877,7 +881,7 @@ class JobSpec:
     @property
     def replicas(self) -> int:
         """Pods of the job: the Master plus the Workers."""
-        return 1 + self.workers
+        return 1 + self.worker_replicas
 
     @property
     def gpu_resource(self) -> str | None:

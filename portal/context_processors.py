@@ -17,6 +17,7 @@ def navigation(request: HttpRequest) -> dict[str, Any]:
         return {}
     match = getattr(request, "resolver_match", None)
     current_slug = match.kwargs.get("slug") if match else None
+    from tenants.choices import RequestStatus
     from tenants.models import Notification, QuotaRequest
 
     admin = is_platform_admin(user)
@@ -31,7 +32,7 @@ def navigation(request: HttpRequest) -> dict[str, Any]:
                     if s and (s in visible or (admin and len(tenants) >= 200))), None)
     return {
         "nav_unread": Notification.objects.filter(user=user, read_at__isnull=True).count(),
-        "nav_pending_requests": QuotaRequest.objects.filter(status="pending").count()
+        "nav_pending_requests": QuotaRequest.objects.filter(status=RequestStatus.PENDING).count()
         if admin else 0,
         "nav_tenants": tenants,
         "nav_current_slug": current,

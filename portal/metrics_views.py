@@ -45,6 +45,7 @@ from jobs.models import TrainingJob
 from k8s_sync.naming import namespace_name
 from k8s_sync.selectors import capacity_report, observer_status
 from portal.dashboards import wait_times
+from tenants.choices import TenantStatus
 from tenants.models import Pool, UsageSeries
 from tenants.series import effective_quota_all, tracked
 from tenants.usage import allocation_by_namespace
@@ -65,7 +66,7 @@ class TrainyardCollector(Collector):
                                  labels=["tenant", "pool", "resource"])
         used = GaugeMetricFamily("trainyard_quota_used", "Allocated now by a tenant pool",
                                  labels=["tenant", "pool", "resource"])
-        pools = list(Pool.objects.exclude(tenant__status="deleted")
+        pools = list(Pool.objects.exclude(tenant__status=TenantStatus.DELETED)
                      .values_list("id", "tenant__slug", "kind"))
         quotas = effective_quota_all()
         allocation = allocation_by_namespace([namespace_name(s, k) for _i, s, k in pools])
@@ -130,7 +131,7 @@ class TrainyardCollector(Collector):
         sync = GaugeMetricFamily("trainyard_pool_sync_error",
                                  "1 when the last sync of the pool to the cluster failed",
                                  labels=["tenant", "pool"])
-        for slug, kind, error in (Pool.objects.exclude(tenant__status="deleted")
+        for slug, kind, error in (Pool.objects.exclude(tenant__status=TenantStatus.DELETED)
                                   .values_list("tenant__slug", "kind", "sync_error")):
             sync.add_metric([slug, kind], 1.0 if error else 0.0)
         yield sync

@@ -39,8 +39,9 @@ from types import MappingProxyType
 
 __all__ = [
     "JOB_KINDS", "MILLI", "CardFacts", "card_facts", "cpu_request",
-    "dimension_only_when_granted", "engine_amount", "engine_demand", "from_engine",
-    "job_demand", "memory_request_gib", "mig_profile_memory_gib", "pool_limits",
+    "dimension_only_when_granted", "elastic_ceiling", "engine_amount", "engine_demand",
+    "from_engine", "job_demand", "memory_request_gib", "mig_profile_memory_gib",
+    "pool_limits",
 ]
 
 MILLI: frozenset[str] = frozenset({"cpu", "memory", "gpu-memory"})
@@ -50,6 +51,7 @@ MILLI: frozenset[str] = frozenset({"cpu", "memory", "gpu-memory"})
 _OPTIONAL = frozenset({"gpu-memory"})
 _MIG_NAME = re.compile(r"^(\d+)g\.(\d+)gb$")
 _THOUSAND = Decimal(1000)
+_MILLI_STEP = Decimal("0.001")
 
 
 def cpu_request(cpu_per_worker: Decimal | int | float) -> Decimal:
@@ -158,13 +160,33 @@ JOB_KINDS: frozenset[str] = frozenset({"cpu", "memory", "gpu", "mig", "gpu-memor
 """The catalog kinds a job consumes (storage, IOPS and claims are the volumes')."""
 
 
+def elastic_ceiling(key: str, amount: Decimal | int | float,
+                    factor: Decimal | float | None) -> Decimal:
+    """The elastic ceiling of one granted ``amount`` of ``key``, in catalog units: what a
+    pool may use of it, borrowing. The one rule (admission, the submission check, the
+    ResourceQuota backstop and the quota page all call it):
+
+    * a job dimension (:data:`JOB_KINDS`) reaches ``amount x factor``, rounded down to
+      the unit the engine counts (whole cards, instances and shares; 0.001 of a core or
+      GiB), so the ceiling never lets a job past ``factor x`` its grant;
+    * ``factor`` is the tenant's (``Tenant.ceiling_factor``: its elastic factor in
+      overcommitted mode, else 1); none, or below 1, is 1 (the ceiling is the grant);
+    * storage, IOPS and volume claims are not elastic: their ceiling is the grant.
+    """
+    value = Decimal(str(amount))
+    kind = key.partition(":")[0]
+    if kind not in JOB_KINDS:
+        return value
+    scale = max(Decimal(str(factor)) if factor else Decimal(1), Decimal(1))
+    step = _MILLI_STEP if kind in MILLI else Decimal(1)
+    return (value * scale).quantize(step, rounding=ROUND_FLOOR)
+
+
 def pool_limits(grants: Mapping[str, Decimal], *, elastic_factor: Decimal | float | None = None
                 ) -> tuple[dict[str, int], dict[str, int]]:
     """A pool's (nominal, ceiling) per job dimension in engine units, from its effective
-    grants. ``elastic_factor``: an overcommitted-mode tenant's ceiling factor (the
-    ResourceQuota backstop allows as much, ``tenants.selectors._backstop``)."""
-    factor = Decimal(str(elastic_factor)) if elastic_factor else Decimal(1)
-    factor = max(factor, Decimal(1))
+    grants. ``elastic_factor``: the tenant's ``ceiling_factor`` (see
+    :func:`elastic_ceiling`)."""
     nominal: dict[str, int] = {}
     ceiling: dict[str, int] = {}
     for key, amount in grants.items():
@@ -172,7 +194,8 @@ def pool_limits(grants: Mapping[str, Decimal], *, elastic_factor: Decimal | floa
             continue
         value = Decimal(str(amount))
         nominal[key] = engine_amount(key, value, demand=False)
-        ceiling[key] = max(nominal[key], engine_amount(key, value * factor, demand=False))
+        ceiling[key] = max(nominal[key], engine_amount(
+            key, elastic_ceiling(key, value, elastic_factor), demand=False))
     return nominal, ceiling
 
 

@@ -8,7 +8,7 @@ from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
-from tenants.choices import MembershipRole, PlatformRoleName
+from tenants.choices import MembershipRole, PlatformRoleName, PoolKind
 from tenants.models import Tenant
 
 
@@ -116,8 +116,7 @@ class QuotaForm(AmountRowsForm):
 
 class QuotaRequestForm(AmountRowsForm):
     ROWS = 4
-    pool = forms.ChoiceField(label=_("Pool"), choices=[("prod", _("Production")),
-                                                       ("dev", _("Development"))])
+    pool = forms.ChoiceField(label=_("Pool"), choices=PoolKind.choices)
     justification = forms.CharField(label=_("Why does the team need it?"), max_length=4000,
                                     widget=forms.Textarea(attrs={"rows": 3}))
     valid_until = forms.DateField(label=_("Until (optional, for a temporary change)"),
@@ -130,11 +129,9 @@ class DecisionForm(forms.Form):
 
 
 class LoanForm(forms.Form):
-    pool = forms.ChoiceField(label=_("From pool"), choices=[("prod", _("Production")),
-                                                            ("dev", _("Development"))])
+    pool = forms.ChoiceField(label=_("From pool"), choices=PoolKind.choices)
     borrower = forms.CharField(label=_("To tenant (slug)"), max_length=40)
-    borrower_pool = forms.ChoiceField(label=_("Their pool"), choices=[
-        ("prod", _("Production")), ("dev", _("Development"))])
+    borrower_pool = forms.ChoiceField(label=_("Their pool"), choices=PoolKind.choices)
     resource = forms.CharField(label=_("Resource"), max_length=300,
                                widget=forms.TextInput(attrs={"list": "resource-keys"}))
     amount = forms.CharField(label=pgettext_lazy("quota", "Amount"), max_length=20)

@@ -7,6 +7,8 @@ dev, each of which becomes a namespace in Kubernetes. Writes go through
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
@@ -72,6 +74,13 @@ class Tenant(models.Model):
     @property
     def is_active(self) -> bool:
         return self.status == TenantStatus.ACTIVE
+
+    @property
+    def ceiling_factor(self) -> Decimal:
+        """The factor of this tenant's elastic ceiling (``tenants.demand.elastic_ceiling``):
+        its ``elastic_factor`` in overcommitted mode, 1 (no borrowing) in any other mode."""
+        return (Decimal(str(self.elastic_factor)) if self.quota_mode == QuotaMode.OVERCOMMITTED
+                else Decimal(1))
 
 
 class Pool(models.Model):

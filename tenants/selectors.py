@@ -10,6 +10,7 @@ from django.db.models import Count, Prefetch, Q, QuerySet
 from django.http import Http404
 
 from tenants.access import AnyUser, TenantAccess, access_for, sees_all_tenants
+from tenants.choices import LoanStatus, MembershipRole, QuotaMode, RequestStatus, TenantStatus
 from tenants.models import AuditEvent, Membership, NodeDedication, Pool, QuotaGrant, Tenant
 
 User = get_user_model()
@@ -52,7 +53,7 @@ def members_of(tenant: Tenant) -> QuerySet[Membership]:
 
 
 def admin_count(tenant: Tenant) -> int:
-    return Membership.objects.filter(tenant=tenant, role="admin").count()
+    return Membership.objects.filter(tenant=tenant, role=MembershipRole.ADMIN).count()
 
 
 def pools_of(tenant: Tenant) -> QuerySet[Pool]:
@@ -90,7 +91,7 @@ def effective_grants(pool: Pool) -> dict[str, Decimal]:
     from tenants.models import QuotaLoan
 
     amounts = current_grants(pool)
-    loans = QuotaLoan.objects.filter(status="active").filter(
+    loans = QuotaLoan.objects.filter(status=LoanStatus.ACTIVE).filter(
         Q(lender=pool) | Q(borrower=pool)).values_list("lender_id", "resource", "amount")
     for lender_id, resource, amount in loans:
         sign = -1 if lender_id == pool.pk else 1
@@ -116,7 +117,6 @@ def pool_spec(pool: Pool, *, storage_classes: set[str] | None = None,
               class_remap: dict[str, str] | None = None):  # -> PoolSpec
     """The plain spec of the pool's namespace objects."""
     from k8s_sync.specs import NetworkSpec, PoolSpec
-    from tenants.choices import TenantStatus
     from tenants.network import egress_cidrs_for
     from tenants.quota import quota_spec_for
 
@@ -135,21 +135,15 @@ def pool_spec(pool: Pool, *, storage_classes: set[str] | None = None,
 
 
 def _backstop(tenant: Tenant, amounts: dict[str, Decimal]) -> dict[str, Decimal]:
-    """The amounts the ResourceQuota must allow: for an overcommitted-mode tenant, compute
-    resources up to its elastic ceiling (admission keeps the borrowed part reclaimable)."""
-    from tenants.catalog import Resource
+    """The amounts the ResourceQuota must allow: each grant's elastic ceiling
+    (``tenants.demand.elastic_ceiling``; above the grant only for an overcommitted-mode
+    tenant's compute resources; admission keeps the borrowed part reclaimable)."""
+    from tenants.demand import elastic_ceiling
 
-    if tenant.quota_mode != "overcommitted" or tenant.elastic_factor <= 1:
+    factor = tenant.ceiling_factor
+    if factor <= 1:
         return amounts
-    out = {}
-    for key, amount in amounts.items():
-        resource = Resource.parse(key)
-        if resource.kind in ("cpu", "memory", "gpu", "mig", "gpu-shared"):
-            amount = amount * tenant.elastic_factor
-            amount = amount.to_integral_value(rounding="ROUND_FLOOR") if resource.integral \
-                else amount.quantize(Decimal("0.001"))
-        out[key] = amount
-    return out
+    return {key: elastic_ceiling(key, amount, factor) for key, amount in amounts.items()}
 
 
 def pool_objects(pool: Pool, *, cluster_storage_classes: dict[str, dict]) -> list[dict]:
@@ -190,7 +184,7 @@ def pool_objects(pool: Pool, *, cluster_storage_classes: dict[str, dict]) -> lis
 
 def pools_to_sync() -> QuerySet[Pool]:
     """Every pool whose tenant still has namespaces (not deleted)."""
-    return Pool.objects.select_related("tenant").exclude(tenant__status="deleted")
+    return Pool.objects.select_related("tenant").exclude(tenant__status=TenantStatus.DELETED)
 
 
 def resource_suggestions() -> list[str]:
@@ -232,7 +226,7 @@ def catalog() -> list[dict]:
 
     capacity = capacity_by_resource()
     granted = dict(QuotaGrant.objects.filter(superseded_at__isnull=True)
-                   .exclude(pool__tenant__status="deleted").values_list("resource")
+                   .exclude(pool__tenant__status=TenantStatus.DELETED).values_list("resource")
                    .annotate(total=Sum("amount")).values_list("resource", "total"))
     plain = [Resource(kind) for kind in (ResourceKind.CPU, ResourceKind.MEMORY,
                                          ResourceKind.GPU_MEMORY, ResourceKind.GPU_SHARED,
@@ -246,7 +240,8 @@ def catalog() -> list[dict]:
 
 def node_dedications() -> dict[str, str]:
     """Node name -> slug of the tenant it is dedicated to (active or suspended tenants)."""
-    return dict(NodeDedication.objects.exclude(tenant__status__in=["deleting", "deleted"])
+    gone = [TenantStatus.DELETING, TenantStatus.DELETED]
+    return dict(NodeDedication.objects.exclude(tenant__status__in=gone)
                 .values_list("node_name", "tenant__slug"))
 
 
@@ -315,9 +310,10 @@ def quota_overview(tenant: Tenant) -> list[dict]:
 
     pools = list(pools_of(tenant))
     usage = allocation_by_namespace([p.namespace for p in pools])
+    from tenants.demand import elastic_ceiling
     from tenants.quota import guaranteed_amount
 
-    guarantees = guaranteed_shares() if tenant.quota_mode == "overcommitted" else {}
+    guarantees = guaranteed_shares() if tenant.quota_mode == QuotaMode.OVERCOMMITTED else {}
     out = []
     for pool in pools:
         granted, effective = current_grants(pool), effective_grants(pool)
@@ -333,8 +329,8 @@ def quota_overview(tenant: Tenant) -> list[dict]:
                 "guaranteed": guaranteed_amount(key, amount, share) if share is not None
                 else None,
                 "reclaim_risk": (1 - share) if share is not None else None,
-                "ceiling": (amount * tenant.elastic_factor).quantize(Decimal("0.001"))
-                if tenant.quota_mode == "overcommitted" else None,
+                "ceiling": elastic_ceiling(key, amount, tenant.ceiling_factor)
+                if tenant.quota_mode == QuotaMode.OVERCOMMITTED else None,
             })
         out.append({"pool": pool, "rows": rows})
     return out
@@ -361,10 +357,10 @@ def guaranteed_shares() -> dict[str, Decimal]:
     capacity = capacity_by_resource()
     totals: dict[tuple[str, bool], Decimal] = {}
     rows = (QuotaGrant.objects.filter(superseded_at__isnull=True)
-            .exclude(pool__tenant__status="deleted")
+            .exclude(pool__tenant__status=TenantStatus.DELETED)
             .values("resource", "pool__tenant__quota_mode").annotate(total=Sum("amount")))
     for row in rows:
-        over = row["pool__tenant__quota_mode"] == "overcommitted"
+        over = row["pool__tenant__quota_mode"] == QuotaMode.OVERCOMMITTED
         totals[(row["resource"], over)] = row["total"]
     return {key: guaranteed_share(capacity=capacity.get(key),
                                   granted_static=totals.get((key, False), Decimal(0)),
@@ -379,7 +375,7 @@ def quota_requests_of(tenant: Tenant) -> QuerySet:
             .select_related("pool", "requested_by", "decided_by").prefetch_related("items"))
 
 
-def pending_quota_requests(status: str = "pending") -> QuerySet:
+def pending_quota_requests(status: str = RequestStatus.PENDING) -> QuerySet:
     from tenants.models import QuotaRequest
 
     qs = QuotaRequest.objects.select_related("tenant", "pool", "requested_by",
@@ -403,7 +399,7 @@ def request_facts(request) -> list[dict]:  # type: ignore[no-untyped-def]
     for item in request.items.all():
         key = item.resource
         total = (QuotaGrant.objects.filter(resource=key, superseded_at__isnull=True)
-                 .exclude(pool__tenant__status="deleted")
+                 .exclude(pool__tenant__status=TenantStatus.DELETED)
                  .aggregate(t=Sum("amount"))["t"]) or Decimal(0)
         current = current_grants(request.pool).get(key, Decimal(0))
         cap = capacity.get(key)

@@ -33,6 +33,7 @@ from django.utils import timezone
 from k8s_sync.client import K8sError
 from k8s_sync.metrics import GpuSample, MetricsSource
 from k8s_sync.models import ObservedNode, ObservedPod
+from tenants.choices import LoanStatus, TenantStatus
 from tenants.models import JobUtilisation, Pool, QuotaGrant, QuotaLoan, UsageSeries
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ def _span(resolution: str) -> dt.timedelta:
 def effective_quota_all(pool_ids: Iterable[int] | None = None) -> dict[int, dict[str, float]]:
     """pool id -> resource -> effective quota (grants -/+ active loans), in bulk."""
     grants = QuotaGrant.objects.filter(superseded_at__isnull=True)
-    loans = QuotaLoan.objects.filter(status="active")
+    loans = QuotaLoan.objects.filter(status=LoanStatus.ACTIVE)
     if pool_ids is not None:
         ids = list(pool_ids)
         grants = grants.filter(pool_id__in=ids)
@@ -150,7 +151,7 @@ def usage_sample(*, now: dt.datetime | None = None, source: MetricsSource | None
 
     now = now or timezone.now()
     minute = _floor(now, M)
-    pools = list(Pool.objects.exclude(tenant__status="deleted").select_related("tenant")
+    pools = list(Pool.objects.exclude(tenant__status=TenantStatus.DELETED).select_related("tenant")
                  .only("id", "kind", "tenant__slug"))
     by_ns = {p.namespace: p for p in pools}
     allocation = allocation_by_namespace(list(by_ns))

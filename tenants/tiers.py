@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from k8s_sync.naming import Tier
+from core.choices import Tier
 
 PRODUCTION_TERMINATION_SECONDS = 30
 CHECKPOINT_INTERVAL_SECONDS: Mapping[Tier, int] = {

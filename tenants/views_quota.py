@@ -22,7 +22,7 @@ from core.exceptions import ApplicationError
 from core.models import Policy
 from tenants import forms, selectors, services
 from tenants.access import platform_admin_or_404
-from tenants.choices import QuotaMode
+from tenants.choices import MembershipRole, QuotaMode, RequestStatus
 from tenants.models import Notification, Pool, QuotaRequest
 
 
@@ -57,7 +57,7 @@ def quota_page(request: HttpRequest, slug: str) -> HttpResponse:
             messages.success(request, _("Request #%(n)s was sent to the platform admins.")
                              % {"n": created.pk})
             return redirect("tenants:quota", slug=slug)
-    may_request = access.role == "admin" or (access.is_member
+    may_request = access.role == MembershipRole.ADMIN or (access.is_member
                                              and tenant.members_may_request_quota)
     return render(request, "tenants/quota.html", {
         "access": access, "tenant": tenant, "form": form, "may_request": may_request,
@@ -143,7 +143,7 @@ def tenant_settings(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 def request_queue(request: HttpRequest) -> HttpResponse:
     platform_admin_or_404(request.user)
-    status = request.GET.get("status", "pending")
+    status = request.GET.get("status", RequestStatus.PENDING)
     page = Paginator(selectors.pending_quota_requests(status), 50).get_page(
         request.GET.get("page"))
     return render(request, "tenants/request_queue.html", {"page": page, "status": status})

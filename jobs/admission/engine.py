@@ -61,6 +61,8 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
+from core.choices import Tier
+from jobs.choices import JobState
 from tenants.demand import dimension_only_when_granted
 
 from . import text
@@ -181,7 +183,7 @@ class _Pass(Explainer):
 
         ordered = sorted(jobs, key=lambda j: j.id)
         self.active = [j for j in ordered if j.state in ACTIVE_STATES]
-        self.queued = [j for j in ordered if j.state == "queued"]
+        self.queued = [j for j in ordered if j.state == JobState.QUEUED]
         self.use_nb: dict[TPK, int] = defaultdict(int)    # non-batch use per tenant pool key
         self.use_all: dict[TPK, int] = defaultdict(int)   # including batch
         self.tenant_use: dict[str, int] = defaultdict(int)
@@ -208,24 +210,24 @@ class _Pass(Explainer):
             key, units = job.resource_key, job.demand
             if job.dims:
                 self.account_dims(job, job.dims)
-                if job.state == "preempting":
+                if job.state == JobState.PREEMPTING:
                     self.release_dims(job)
-                if job.state == "admitted":   # unbound replicas: not in the nodes' use yet
+                if job.state == JobState.ADMITTED:   # unbound replicas: not in the nodes' use yet
                     self.take_cpu(job, job.placement, sign=-1)
-            if job.state == "admitted" and key:
+            if job.state == JobState.ADMITTED and key:
                 self.cap.take(key, job.placement, job.gpus_per_replica)
             if not key:
                 continue
             tpk = (job.tenant, job.pool, key)
             self.use_all[tpk] += units
-            if job.tier != "batch":
+            if job.tier != Tier.BATCH:
                 self.use_nb[tpk] += units
             self.tenant_use[job.tenant] += units
-            if job.state == "preempting":
+            if job.state == JobState.PREEMPTING:
                 self.preempting[key].append(job)
                 self.preempting_units[key] += units
                 self.releasing_all[tpk] += units
-                if job.tier != "batch":
+                if job.tier != Tier.BATCH:
                     self.releasing_nb[tpk] += units
                 if not job.placement:
                     self.pending_loose[key] += units
@@ -234,7 +236,7 @@ class _Pass(Explainer):
                     if slot is not None and slot.schedulable:
                         pend = self.pending[key]
                         pend[slot] = pend.get(slot, 0) + job.gpus_per_replica
-            elif job.tier != "production":
+            elif job.tier != Tier.PRODUCTION:
                 self.candidates[key].append(job)
         for cands in self.candidates.values():
             cands.sort(key=self._victim_order)
@@ -251,7 +253,7 @@ class _Pass(Explainer):
     def _victim_order(self, job: JobView) -> tuple[int, int, float, int]:
         """Batch and borrowers (above nominal, or above an explicit guarantee) first,
         lowest tier first, most recently admitted first."""
-        preferred = 0 if (job.tier == "batch" or job.borrowing
+        preferred = 0 if (job.tier == Tier.BATCH or job.borrowing
                           or self.above_explicit_guarantee(job)) else 1
         return (preferred, -TIER_RANK.get(job.tier, len(TIERS)),
                 -_ts(job.admitted_at or job.started_at, self.now_ts), -job.id)
@@ -281,11 +283,11 @@ class _Pass(Explainer):
 
     def end_offsets(self, job: JobView) -> tuple[float, float]:
         """When a holder releases its GPUs, seconds from now (p50, p90)."""
-        if job.state == "preempting":
+        if job.state == JobState.PREEMPTING:
             end = _ts(job.preempt_deadline, self.now_ts) - self.now_ts
             return max(end, 0.0), max(end, 0.0)
         d50, d90 = self.durations(job)
-        if job.state == "running":
+        if job.state == JobState.RUNNING:
             start = _ts(job.started_at or job.admitted_at, self.now_ts) - self.now_ts
         else:
             start = 0.0
@@ -333,13 +335,13 @@ class _Pass(Explainer):
     def above_explicit_guarantee(self, job: JobView) -> bool:
         """:meth:`above_guarantee` for pools given an explicit guarantee below nominal."""
         quota = self.quota.get((job.tenant, job.pool))
-        if quota is None or not quota.guaranteed or job.tier == "batch":
+        if quota is None or not quota.guaranteed or job.tier == Tier.BATCH:
             return False
         return self.above_guarantee(job)
 
     def within_guarantee(self, job: JobView, key: str) -> bool:
         """Whether a queued non-batch job keeps its pool within its guarantee."""
-        if job.tier == "batch":
+        if job.tier == Tier.BATCH:
             return False
         tpk = (job.tenant, job.pool, key)
         return (self.use_nb[tpk] - self.releasing_nb[tpk] + job.demand
@@ -368,7 +370,7 @@ class _Pass(Explainer):
         """Whether the watermark keeps the job out: preemptible work beyond its pool's
         guarantee that would take use above the watermark (``freed``: units of victims
         chosen for it, counted as gone)."""
-        if job.tier == "production" or self.wm_capacity(key) <= 0:
+        if job.tier == Tier.PRODUCTION or self.wm_capacity(key) <= 0:
             return False
         if self.policy.watermark >= 1.0 and not self.physical:
             return False   # allocation alone never exceeds the capacity
@@ -409,7 +411,7 @@ class _Pass(Explainer):
         for dim, amount in dims:
             tpk = (job.tenant, job.pool, dim)
             self.dim_all[tpk] += sign * amount
-            if job.tier != "batch":
+            if job.tier != Tier.BATCH:
                 self.dim_nb[tpk] += sign * amount
         self.dim_version[(job.tenant, job.pool)] += 1
 
@@ -418,7 +420,7 @@ class _Pass(Explainer):
         for dim, amount in job.dims:
             tpk = (job.tenant, job.pool, dim)
             self.dim_rel_all[tpk] += amount
-            if job.tier != "batch":
+            if job.tier != Tier.BATCH:
                 self.dim_rel_nb[tpk] += amount
         self.dim_version[(job.tenant, job.pool)] += 1
 
@@ -428,7 +430,7 @@ class _Pass(Explainer):
         when all fit a batch job) and, when over, the first dimension that is: a job is
         admitted only when every dimension fits. ``releasing``: count what preempting jobs
         and victims release as gone; ``victims``: also what these (of its pool) would."""
-        batch = job.tier == "batch"
+        batch = job.tier == Tier.BATCH
         worst = _BATCH if batch else _NOMINAL
         for dim, amount in job.dims:
             tpk = (job.tenant, job.pool, dim)
@@ -441,7 +443,7 @@ class _Pass(Explainer):
                 if v.tenant == job.tenant and v.pool == job.pool:
                     freed = dict(v.dims).get(dim, 0)
                     al -= freed
-                    if v.tier != "batch":
+                    if v.tier != Tier.BATCH:
                         nb -= freed
             mode = _mode(batch, amount, nb, al, nominal, ceiling)
             if mode == _OVER:
@@ -454,7 +456,7 @@ class _Pass(Explainer):
     def dims_never(self, job: JobView) -> Text | None:
         """Why the job could never start as it is: a dimension above what its pool may
         ever hold (None when every dimension could fit an idle pool)."""
-        batch = job.tier == "batch"
+        batch = job.tier == Tier.BATCH
         for dim, amount in job.dims:
             nominal, ceiling = self.dim_limits(job, dim)
             limit = ceiling if batch or ceiling > nominal else nominal
@@ -474,7 +476,7 @@ class _Pass(Explainer):
     def why_dim(self, job: JobView, short: _DimShort) -> Text:
         """"CPU: needs 12 cores, 8 of your dev quota of 16 in use"."""
         dim, wanted, used, nominal, ceiling = short
-        batch = job.tier == "batch"
+        batch = job.tier == Tier.BATCH
         over_ceiling = batch or ceiling > nominal
         return {"code": "jobs.wait.over_ceiling_dim" if over_ceiling
                 else "jobs.wait.over_quota_dim",
@@ -601,7 +603,7 @@ class _Pass(Explainer):
             return
         nominal, ceiling = self.limits(job, key)
         tpk = (tenant, job.pool, key)
-        batch = job.tier == "batch"
+        batch = job.tier == Tier.BATCH
         limit = ceiling if batch or ceiling > nominal else nominal
         if units > limit:
             if limit == 0:
@@ -686,7 +688,7 @@ class _Pass(Explainer):
         """Count a job that is admitted or promised room: its key and every dimension."""
         tpk = (job.tenant, job.pool, key)
         self.use_all[tpk] += units
-        if job.tier != "batch":
+        if job.tier != Tier.BATCH:
             self.use_nb[tpk] += units
         if job.dims:
             self.account_dims(job, job.dims)
@@ -762,10 +764,10 @@ class _Pass(Explainer):
 
     def eligible_victim(self, victim: JobView, job: JobView, mode: str,
                         within_g: bool = False) -> bool:
-        if victim.id in self.victims or victim.tier == "production":
+        if victim.id in self.victims or victim.tier == Tier.PRODUCTION:
             return False
-        if victim.tier == "batch":
-            return job.tier != "batch"
+        if victim.tier == Tier.BATCH:
+            return job.tier != Tier.BATCH
         if (self.policy.preempt_lower_priority_within_tenant
                 and victim.tenant == job.tenant and victim.pool == job.pool
                 and victim.tier == job.tier and victim.priority < job.priority):
@@ -782,7 +784,8 @@ class _Pass(Explainer):
 
     def only_by_guarantee(self, victim: JobView, job: JobView) -> bool:
         """Whether the victim is eligible only because its pool is above its guarantee."""
-        if victim.tier == "batch" or TIER_RANK.get(victim.tier, 99) > TIER_RANK.get(job.tier, 99):
+        if (victim.tier == Tier.BATCH
+                or TIER_RANK.get(victim.tier, 99) > TIER_RANK.get(job.tier, 99)):
             return False
         if (self.policy.preempt_lower_priority_within_tenant
                 and victim.tenant == job.tenant and victim.pool == job.pool
@@ -868,7 +871,7 @@ class _Pass(Explainer):
         def own_units(victims: list[JobView]) -> tuple[int, int]:
             """(non-batch, all) units of the job's own pool among ``victims``."""
             mine = [v for v in victims if own(v)]
-            return (sum(v.demand for v in mine if v.tier != "batch"),
+            return (sum(v.demand for v in mine if v.tier != Tier.BATCH),
                     sum(v.demand for v in mine))
 
         def quota_ok(victims: list[JobView]) -> bool:
@@ -968,7 +971,7 @@ class _Pass(Explainer):
         vtpk = (victim.tenant, victim.pool, victim.resource_key)
         self.evicted_units[victim.resource_key] += victim.demand
         self.releasing_all[vtpk] += victim.demand
-        if victim.tier != "batch":
+        if victim.tier != Tier.BATCH:
             self.releasing_nb[vtpk] += victim.demand
         if victim.dims:
             self.release_dims(victim)
@@ -991,7 +994,7 @@ class _Pass(Explainer):
             return {"code": "jobs.preempt.guarantee",
                     "args": {"resource": name, "tenant": job.tenant,
                              "pool": text.pool(job.pool), "tier": text.tier(job.tier)}}
-        if victim.tier == "batch":
+        if victim.tier == Tier.BATCH:
             return {"code": "jobs.preempt.batch",
                     "args": {"tier": text.tier(job.tier), "tenant": job.tenant,
                              "resource": name}}
@@ -1029,20 +1032,20 @@ class _Pass(Explainer):
                                      "use": self._percent(use, key), "percent": percent}}
 
             def rank(j: JobView) -> int:
-                if j.tier == "batch":
+                if j.tier == Tier.BATCH:
                     return 0
                 return 1 if self.pool_borrows(j) else 2
 
             pool = [j for j in self.active
-                    if j.resource_key == key and j.state in ("running", "admitted")
-                    and j.id not in self.victims and j.tier != "production"
-                    and (j.tier == "batch" or self.above_guarantee(j))]
+                    if j.resource_key == key and j.state in (JobState.RUNNING, JobState.ADMITTED)
+                    and j.id not in self.victims and j.tier != Tier.PRODUCTION
+                    and (j.tier == Tier.BATCH or self.above_guarantee(j))]
             pool.sort(key=lambda j: (rank(j), -_ts(j.admitted_at or j.started_at, self.now_ts),
                                      -j.id))
             for victim in pool:
                 if self.wm_use(key) <= limit + 1e-9:
                     break
-                if victim.tier != "batch" and not self.above_guarantee(victim):
+                if victim.tier != Tier.BATCH and not self.above_guarantee(victim):
                     continue   # its pool is back within its guarantee with the evictions so far
                 self.victims[victim.id] = Preemption(victim.id, reason,
                                                      self.grace(victim.tier), None)

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from core.choices import Tier
+
 from . import text
 from .eta import TPK, KeySim, simulate
 from .types import Admission, Decisions, JobView, Preemption, Text, WaitInfo
@@ -78,7 +80,7 @@ class Explainer:
         units = job.demand
         pool = text.pool(job.pool)
         if mode == _OVER:
-            if job.tier == "batch":
+            if job.tier == Tier.BATCH:
                 return {"code": "jobs.wait.over_batch_ceiling",
                         "args": {"pool": pool, "ceiling": text.amount(ceiling, key),
                                  "used": self.use_all[tpk]}}

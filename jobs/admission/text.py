@@ -1,6 +1,6 @@
 """Words for researchers, as stored texts: resource names, amounts, tiers, pools, times.
 
-The engine imports no Django, so it cannot translate: it builds plain
+The engine translates nothing (of Django it imports only ``core.choices.Tier``): it builds plain
 ``{"code": ..., "args": {...}}`` literals (``core.texts``' stored-text shape) and the
 page, the e-mail or the API renders them in the reader's language. Every code used here
 and in :mod:`jobs.admission.engine` / :mod:`jobs.admission.explain` is registered, with
@@ -18,6 +18,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from tenants.choices import PoolKind
 from tenants.demand import from_engine
 
 from .types import TIER_RANK, TIERS, Text
@@ -27,7 +28,7 @@ _NO_ARGS: dict[str, Any] = {}
 _TIER: dict[str, dict[str, Any]] = {
     tier: {"code": f"jobs.tier.{tier}", "args": _NO_ARGS} for tier in TIERS}
 _POOL: dict[str, dict[str, Any]] = {
-    pool: {"code": f"jobs.pool.{pool}", "args": _NO_ARGS} for pool in ("prod", "dev")}
+    pool: {"code": f"jobs.pool.{pool}", "args": _NO_ARGS} for pool in PoolKind.values}
 _RESOURCE: dict[str, dict[str, Any]] = {}
 _PLAIN = {"cpu": "jobs.resource.cpu", "memory": "jobs.resource.memory",
           "gpu-memory": "jobs.resource.gpu_memory", "gpu-shared": "jobs.resource.gpu_shared"}

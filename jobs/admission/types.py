@@ -1,4 +1,5 @@
-"""The admission engine's inputs and outputs: plain frozen dataclasses, no Django.
+"""The admission engine's inputs and outputs: plain frozen dataclasses, no database
+(the tiers and their order come from ``core.choices.Tier``).
 
 The admission loop (``jobs/tasks.py``) builds these from the database and the observed
 cluster, calls :func:`jobs.admission.decide`, and applies the returned decisions.
@@ -13,18 +14,23 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
-TIERS: tuple[str, ...] = ("production", "development", "batch")
-"""Tiers in order of precedence: production first, batch last."""
+from core.choices import Tier
+from jobs.choices import JobState
+
+TIERS: tuple[str, ...] = tuple(Tier.values)
+"""Tiers in order of precedence (``core.choices.Tier``'s order): production first, batch
+last."""
 
 TIER_RANK: Mapping[str, int] = MappingProxyType({tier: rank for rank, tier in enumerate(TIERS)})
 
-ACTIVE_STATES: frozenset[str] = frozenset({"admitted", "running", "preempting"})
+ACTIVE_STATES: frozenset[str] = frozenset({JobState.ADMITTED, JobState.RUNNING,
+                                           JobState.PREEMPTING})
 """Job states that hold quota and GPUs."""
 
 Text = dict[str, Any] | list[Any] | str
 """A stored text (see ``core.texts``): ``{"code": ..., "args": {...}}``, a list of them
 (shown joined by "; "), or a plain string. The engine builds these as plain literals (it
-imports no Django); pages render them in the reader's language."""
+translates nothing); pages render them in the reader's language."""
 
 
 _EMPTY: Mapping[str, int] = MappingProxyType({})
@@ -166,7 +172,8 @@ class Policy:
     no preemptible work beyond its pool's guarantee starts, and such work is evicted (see
     :func:`jobs.admission.decide`, step 4)."""
     grace_seconds: Mapping[str, int] = field(
-        default_factory=lambda: _frozen({"production": 0, "development": 300, "batch": 30}))
+        default_factory=lambda: _frozen({Tier.PRODUCTION: 0, Tier.DEVELOPMENT: 300,
+                                         Tier.BATCH: 30}))
     fair_share_half_life_seconds: float = 7 * 86400
     preempt_lower_priority_within_tenant: bool = False
     default_duration_seconds: float = 3600.0

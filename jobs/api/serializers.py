@@ -8,8 +8,8 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from core.choices import Tier
 from core.texts import render, text_code
-from jobs.choices import Tier
 from jobs.models import JobTransition, TrainingJob
 from jobs.texts import transition_reason_label
 from tenants.choices import PoolKind

@@ -98,6 +98,7 @@ def test_the_form_refuses_master_addr_and_two_mig_slices_and_creates_nothing(
 def test_a_spec_refusal_is_mapped_to_the_submitted_field_generically():
     assert field_of(ValueError("env: 'X' is set by the training operator")) == "env"
     assert field_of(ValueError("gpus_per_replica: must be 1")) == "gpus_per_worker"
+    assert field_of(ValueError("worker_replicas: must be >= 0")) == "workers"
     assert field_of(ValueError("memory_limit_gib: GiB: finer than 1Mi")) == (
         "memory_gib_per_worker")
     # A field the spec and the job both have needs no entry (e.g. a new GPU field).

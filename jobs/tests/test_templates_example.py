@@ -43,7 +43,7 @@ def test_template_job_gives_torchrun_its_counts_through_the_operator(key):
                    else "dev", tier=Tier(t["tier"]), image="python:3.12-slim",
                    command=tuple(t["command"]), args=tuple(t["args"]),
                    max_run_seconds=t["max_run_seconds"], grace_seconds=30,
-                   checkpoint_interval_seconds=300, workers=t["workers"] - 1,
+                   checkpoint_interval_seconds=300, worker_replicas=t["workers"] - 1,
                    gpus_per_replica=t["gpus_per_worker"], gpu_product="NVIDIA-H800",
                    cpu_request=1, cpu_limit=t["cpu_per_worker"],
                    memory_request_gib=1, memory_limit_gib=t["memory_gib_per_worker"])

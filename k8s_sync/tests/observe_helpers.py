@@ -33,7 +33,7 @@ def quota(name: str, hard: dict[str, str], namespace: str = NS) -> dict[str, Any
             "metadata": {"name": name, "namespace": namespace}, "spec": {"hard": hard}}
 
 
-def pytorchjob(name: str, *, gpus: int, workers: int = 0, namespace: str = NS,
+def pytorchjob(name: str, *, gpus: int, worker_replicas: int = 0, namespace: str = NS,
                labels: dict[str, str] | None = None, run_seconds: float | None = None,
                suspend: bool = False) -> dict[str, Any]:
     annotations = ({"kubesim.trainyard.io/run-seconds": str(run_seconds)}
@@ -45,8 +45,8 @@ def pytorchjob(name: str, *, gpus: int, workers: int = 0, namespace: str = NS,
                 "containers": [{"name": "pytorch", "image": "pytorch:2",
                                 "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}}}
     specs = {"Master": replica(1)}
-    if workers:
-        specs["Worker"] = replica(workers)
+    if worker_replicas:
+        specs["Worker"] = replica(worker_replicas)
     spec: dict[str, Any] = {"pytorchReplicaSpecs": specs}
     if suspend:
         spec["runPolicy"] = {"suspend": True}

@@ -18,7 +18,7 @@ from kubesim.sim.profile import GPU_MODELS
 
 BASE = {"job_id": 41, "tenant_slug": "obs", "pool": "prod", "tier": "production",
         "image": "pytorch/pytorch:2.4.0", "max_run_seconds": 3600, "grace_seconds": 30,
-        "checkpoint_interval_seconds": 600, "workers": 1}
+        "checkpoint_interval_seconds": 600, "worker_replicas": 1}
 
 
 def pod_spec(manifest: dict, role: str = "Master") -> dict:
@@ -126,7 +126,7 @@ def test_shared_and_hami_jobs_run_on_their_pools_and_count(cluster):
     pool = PoolSpec(tenant_slug="obs", pool="prod", tenant_group="oidc:obs")
     converge(client, [*desired_cluster_objects(), *desired_pool_objects(pool)])
     shared_job = _job(job_id=51, gpus_per_replica=2, gpu_product="NVIDIA-A10", gpu_shared=True)
-    hami_job = _job(job_id=52, workers=0, gpus_per_replica=2, gpu_product="NVIDIA-L4",
+    hami_job = _job(job_id=52, worker_replicas=0, gpus_per_replica=2, gpu_product="NVIDIA-L4",
                     gpu_memory_mib_per_card=8192)
     for spec in (shared_job, hami_job):
         client.create_if_absent(build_pytorchjob(spec))

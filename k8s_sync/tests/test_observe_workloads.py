@@ -56,7 +56,7 @@ def test_the_kind_is_registered_for_the_watcher_with_the_managed_selector():
 def test_a_relist_records_managed_pytorchjobs_with_their_conditions_idempotently(
         client, cluster, announced, django_capture_on_commit_callbacks,
         django_assert_max_num_queries):
-    client.create_if_absent(pytorchjob("ours", gpus=1, workers=1, labels=MANAGED,
+    client.create_if_absent(pytorchjob("ours", gpus=1, worker_replicas=1, labels=MANAGED,
                                        run_seconds=60))
     client.create_if_absent(pytorchjob("someone-elses", gpus=1))
     cluster.advance(20, step=5)

@@ -54,7 +54,7 @@ SPECS = {
         memory_limit_gib=1024, checkpoint_storage_class="fast-ssd", checkpoint_size_gib=500,
         args=("--epochs", "3"), env={"NCCL_DEBUG": "WARN"}),
     "multi_node": lambda: job(
-        **PROD, job_id=103, name_hint="llama-70b", workers=3, gpus_per_replica=8,
+        **PROD, job_id=103, name_hint="llama-70b", worker_replicas=3, gpus_per_replica=8,
         gpu_product="NVIDIA-H800", cpu_request=64, cpu_limit=96, memory_request_gib=512,
         memory_limit_gib=1024, checkpoint_storage_class="shared-nfs", checkpoint_size_gib=2048,
         switch="switch-b1", backoff_limit=5),
@@ -67,7 +67,8 @@ SPECS = {
         memory_limit_gib=16, image="python:3.12-slim", command=("python", "prep.py"),
         checkpoint_path="/work/ckpt", backoff_limit=0, shm_gib=1),
     "dedicated": lambda: job(
-        **DEV, job_id=106, workers=1, gpus_per_replica=4, gpu_product="NVIDIA-A100-SXM4-80GB",
+        **DEV, job_id=106, worker_replicas=1, gpus_per_replica=4,
+        gpu_product="NVIDIA-A100-SXM4-80GB",
         cpu_request=16, cpu_limit=32, memory_request_gib=128, memory_limit_gib=256,
         switch="switch-a1", placement=dedicated_placement("acme"),
         checkpoint_claim="acme-ckpt"),
@@ -859,7 +860,7 @@ def test_spec_is_deeply_immutable():
     assert dict(spec.env) == {"A": "1"}
     assert len(spec.placement["tolerations"]) == 1
     with pytest.raises(dataclasses.FrozenInstanceError):
-        spec.workers = 3  # type: ignore[misc]
+        spec.worker_replicas = 3  # type: ignore[misc]
     with pytest.raises(TypeError):
         spec.placement["tolerations"][0]["key"] = "y"  # type: ignore[index]
 
@@ -880,7 +881,7 @@ def test_switch_is_anded_into_every_required_term_of_the_placement():
             {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
             {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]},
         ]}}}}
-    spec = JobSpec(**{**BASE, **PROD}, job_id=9, workers=1, switch="switch-b1",
+    spec = JobSpec(**{**BASE, **PROD}, job_id=9, worker_replicas=1, switch="switch-b1",
                    placement=placement)
     template = manifests.build_pytorchjob(spec)["spec"]["pytorchReplicaSpecs"]["Worker"]
     terms = template["template"]["spec"]["affinity"]["nodeAffinity"][
@@ -1090,9 +1091,9 @@ BAD_SPECS = [
     ({"env": {"A-B": "x"}}, "env"),
     ({"env": {"": "x"}}, "env"),
     ({"env": {"N": 1}}, "env"),
-    ({"workers": -1}, "workers"),
-    ({"workers": 1.5}, "workers"),
-    ({"workers": True}, "workers"),
+    ({"worker_replicas": -1}, "worker_replicas"),
+    ({"worker_replicas": 1.5}, "worker_replicas"),
+    ({"worker_replicas": True}, "worker_replicas"),
     ({"gpus_per_replica": -1}, "gpus_per_replica"),
     ({"gpus_per_replica": 8}, "gpu_product"),  # GPUs with no model
     ({"gpu_product": "NVIDIA-H800"}, "gpu_product"),  # model with no GPUs
@@ -1169,7 +1170,7 @@ def test_requests_are_rounded_down_to_a_millicore_and_a_mib():
 def test_limits_at_the_edges_are_accepted():
     spec = JobSpec(**{**BASE, **DEV, "job_id": 1, "max_run_seconds": 30 * 24 * 3600,
                       "cpu_request": "0.25", "cpu_limit": "0.25", "grace_seconds": 0,
-                      "backoff_limit": 0, "workers": 0})
+                      "backoff_limit": 0, "worker_replicas": 0})
     assert spec.replicas == 1 and spec.gpu_resource is None
     assert spec.checkpoint_claim_name is None
 
@@ -1212,7 +1213,8 @@ def test_pytorchjob_lifecycle_against_kubesim(cluster):
     product, switch = candidates[0]
 
     spec = JobSpec(
-        **{**BASE, **DEV, "grace_seconds": 20}, job_id=501, name_hint="e2e", workers=1,
+        **{**BASE, **DEV, "grace_seconds": 20}, job_id=501, name_hint="e2e",
+        worker_replicas=1,
         gpus_per_replica=4, gpu_product=product, switch=switch, cpu_request=4, cpu_limit=8,
         memory_request_gib=16, memory_limit_gib=32, checkpoint_storage_class="fast-ssd",
         checkpoint_size_gib=10, annotations={"kubesim.trainyard.io/run-seconds": "120"})

@@ -11,7 +11,7 @@ from k8s_sync.specs import JobSpec
 
 BASE = {"job_id": 7, "tenant_slug": "acme", "pool": "dev", "tier": "development",
         "image": "registry.example.org/ml/trainer:1", "max_run_seconds": 3600,
-        "grace_seconds": 300, "checkpoint_interval_seconds": 300, "workers": 1,
+        "grace_seconds": 300, "checkpoint_interval_seconds": 300, "worker_replicas": 1,
         "gpus_per_replica": 8, "gpu_product": "NVIDIA-A100-SXM4-80GB"}
 
 

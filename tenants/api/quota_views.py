@@ -21,6 +21,7 @@ from tenants.access import is_platform_admin, require_platform_admin
 from tenants.api import serializers as s
 from tenants.api.base import TenantScopedViewSet
 from tenants.catalog import fmt_amount
+from tenants.choices import RequestStatus
 from tenants.models import Notification, Pool, QuotaLoan, QuotaRequest
 
 
@@ -62,8 +63,8 @@ class PlatformQuotaRequestViewSet(viewsets.GenericViewSet, mixins.ListModelMixin
     def get_queryset(self) -> QuerySet:
         if not is_platform_admin(self.request.user):
             raise NotFound
-        return selectors.pending_quota_requests(self.request.query_params.get("status",
-                                                                             "pending"))
+        return selectors.pending_quota_requests(self.request.query_params.get(
+            "status", RequestStatus.PENDING))
 
     @extend_schema(parameters=[OpenApiParameter("status", str, description="pending (default), "
                                                 "approved, rejected, cancelled, or empty: all")])

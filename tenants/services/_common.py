@@ -1,4 +1,5 @@
-"""Helpers shared by the tenants services: audit rows, model validation, sync scheduling."""
+"""Helpers shared by the tenants services: model validation, sync scheduling (audit rows:
+``tenants.audit.record_audit``)."""
 
 from __future__ import annotations
 
@@ -8,24 +9,10 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from core.exceptions import ApplicationError
-from core.texts import StoredText, english
-from tenants.models import (
-    AuditEvent,
-    Pool,
-    Tenant,
-)
+from tenants.models import Pool, Tenant
 
-__all__ = ["_audit", "_clean", "_egress_cidrs", "_schedule_nodes_sync", "_schedule_pools",
+__all__ = ["_clean", "_egress_cidrs", "_schedule_nodes_sync", "_schedule_pools",
            "_schedule_sync"]
-
-
-def _audit(*, actor: Any, action: str, text: StoredText, tenant: Tenant | None = None,
-           **data: Any) -> None:
-    """One audit row: ``text`` (a stored text: shown in the reader's language on the audit
-    page) and its English rendering as ``summary``."""
-    AuditEvent.objects.create(actor=actor if actor and actor.is_authenticated else None,
-                              tenant=tenant, action=action, text=text,
-                              summary=english(text)[:500], data=data)
 
 
 def _schedule_sync(tenant: Tenant) -> None:

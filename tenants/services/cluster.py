@@ -12,11 +12,13 @@ from core.exceptions import ApplicationError, Conflict
 from core.texts import message
 from tenants import texts
 from tenants.access import AnyUser, TenantAccess
+from tenants.audit import record_audit
+from tenants.choices import MembershipRole
 from tenants.models import (
     NodeDedication,
     Pool,
 )
-from tenants.services._common import _audit, _schedule_nodes_sync, _schedule_pools
+from tenants.services._common import _schedule_nodes_sync, _schedule_pools
 
 # --- sync bookkeeping (called by tenants.tasks) -------------------------------------------
 
@@ -78,9 +80,9 @@ def node_dedicate(*, access: TenantAccess, actor: AnyUser, node_name: str,
     with transaction.atomic():
         dedication = NodeDedication.objects.create(node_name=node_name, tenant=access.tenant,
                                                    reason=reason.strip(), created_by=actor)
-        _audit(actor=actor, action="node.dedicate", tenant=access.tenant,
-               text=message(texts.AUDIT_NODE_DEDICATE, node=node_name,
-                            tenant=access.tenant.slug), node=node_name)
+        record_audit(actor=actor, action="node.dedicate", tenant=access.tenant,
+                     text=message(texts.AUDIT_NODE_DEDICATE, node=node_name,
+                                  tenant=access.tenant.slug), node=node_name)
         _schedule_nodes_sync()
     return dedication
 
@@ -92,8 +94,8 @@ def node_release(*, access: TenantAccess, actor: AnyUser, node_name: str) -> Non
         deleted, _rows = NodeDedication.objects.filter(node_name=node_name,
                                                        tenant=access.tenant).delete()
         if deleted:
-            _audit(actor=actor, action="node.release", tenant=access.tenant,
-                   text=message(texts.AUDIT_NODE_RELEASE, node=node_name), node=node_name)
+            record_audit(actor=actor, action="node.release", tenant=access.tenant,
+                         text=message(texts.AUDIT_NODE_RELEASE, node=node_name), node=node_name)
             _schedule_nodes_sync()
 
 
@@ -116,10 +118,10 @@ def volumes_reclaimed(*, pool: Pool, names: list[str], days: int) -> None:
 
     with transaction.atomic():
         VolumeUse.objects.filter(namespace=pool.namespace, name__in=names).delete()
-        _audit(actor=None, action="volume.reclaim", tenant=pool.tenant,
-               text=message(texts.AUDIT_VOLUME_RECLAIM, n=len(names), days=days,
-                            volumes=", ".join(names)), volumes=names)
-        admins = [m.user for m in pool.tenant.memberships.filter(role="admin")
+        record_audit(actor=None, action="volume.reclaim", tenant=pool.tenant,
+                     text=message(texts.AUDIT_VOLUME_RECLAIM, n=len(names), days=days,
+                                  volumes=", ".join(names)), volumes=names)
+        admins = [m.user for m in pool.tenant.memberships.filter(role=MembershipRole.ADMIN)
                   .select_related("user")]
         notify(users=admins, tenant=pool.tenant, link=f"/t/{pool.tenant.slug}/",
                text=message(texts.VOLUMES_RECLAIMED, n=len(names), d=days,

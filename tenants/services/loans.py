@@ -16,9 +16,10 @@ from core.models import Policy
 from core.texts import StoredText, message
 from tenants import texts
 from tenants.access import AnyUser, TenantAccess, require_platform_admin
-from tenants.choices import LoanStatus, TenantStatus
+from tenants.audit import record_audit
+from tenants.choices import LoanStatus, MembershipRole, PoolKind, TenantStatus
 from tenants.models import Pool, QuotaGrant, QuotaLoan, Tenant
-from tenants.services._common import _audit, _egress_cidrs, _schedule_pools
+from tenants.services._common import _egress_cidrs, _schedule_pools
 from tenants.services.notify import notify
 from tenants.services.quota import parse_amounts
 
@@ -66,11 +67,12 @@ def loan_propose(*, access: TenantAccess, actor: AnyUser, lender_pool: Pool, bor
         loan = QuotaLoan.objects.create(lender=lender_pool, borrower=pool, resource=key,
                                         amount=value, ends_at=ends_at, note=note.strip(),
                                         proposed_by=actor)
-        _audit(actor=actor, action="loan.propose", tenant=access.tenant,
-               text=message(texts.AUDIT_LOAN_PROPOSE, amount=str(value.normalize()),
-                            resource=key, borrower=f"{target.slug}/{pool.kind}",
-                            day=f"{ends_at:%Y-%m-%d}"), loan=loan.pk)
-        admins = [m.user for m in target.memberships.filter(role="admin").select_related("user")]
+        record_audit(actor=actor, action="loan.propose", tenant=access.tenant,
+                     text=message(texts.AUDIT_LOAN_PROPOSE, amount=str(value.normalize()),
+                                  resource=key, borrower=f"{target.slug}/{pool.kind}",
+                                  day=f"{ends_at:%Y-%m-%d}"), loan=loan.pk)
+        admins = [m.user for m in target.memberships.filter(role=MembershipRole.ADMIN)
+                  .select_related("user")]
         notify(users=admins, tenant=target, link=f"/t/{target.slug}/quota/", email=True,
                text=message(texts.LOAN_OFFERED, t=access.tenant.slug,
                             a=str(value.normalize()), r=key, d=f"{ends_at:%Y-%m-%d}"))
@@ -94,9 +96,10 @@ def loan_decide(*, access: TenantAccess, actor: AnyUser, loan: QuotaLoan, accept
         locked.started_at = timezone.now() if accept else None
         locked.save(update_fields=["status", "decided_by", "started_at"])
         verb = "accepted" if accept else "declined"
-        _audit(actor=actor, action=f"loan.{verb}", tenant=locked.borrower.tenant,
-               text=_loan_text(texts.AUDIT_LOAN_ACCEPT if accept else texts.AUDIT_LOAN_DECLINE,
-                               locked), loan=locked.pk)
+        record_audit(actor=actor, action=f"loan.{verb}", tenant=locked.borrower.tenant,
+                     text=_loan_text(
+                         texts.AUDIT_LOAN_ACCEPT if accept else texts.AUDIT_LOAN_DECLINE, locked),
+                     loan=locked.pk)
         if accept:
             _schedule_pools([locked.lender_id, locked.borrower_id])
     return locked
@@ -119,8 +122,8 @@ def loan_end(*, loan: QuotaLoan, actor: AnyUser | None = None,
         locked.status = LoanStatus.ENDED if was_active else LoanStatus.CANCELLED
         locked.ended_at = timezone.now()
         locked.save(update_fields=["status", "ended_at"])
-        _audit(actor=actor, action="loan.end", tenant=locked.lender.tenant,
-               text=_loan_text(texts.AUDIT_LOAN_END, locked), loan=locked.pk)
+        record_audit(actor=actor, action="loan.end", tenant=locked.lender.tenant,
+                     text=_loan_text(texts.AUDIT_LOAN_END, locked), loan=locked.pk)
         if was_active:
             _schedule_pools([locked.lender_id, locked.borrower_id])
     return locked
@@ -184,7 +187,7 @@ def policy_update(*, actor: AnyUser, **fields: Any) -> Policy:
                                field="eviction_watermark")
     default_quota = fields.get("default_quota")
     if default_quota is not None:
-        if not isinstance(default_quota, dict) or set(default_quota) - {"prod", "dev"}:
+        if not isinstance(default_quota, dict) or set(default_quota) - set(PoolKind.values):
             raise ApplicationError(_("Default quota maps the pools prod and dev to amounts."),
                                    field="default_quota")
         for amounts in default_quota.values():
@@ -201,9 +204,9 @@ def policy_update(*, actor: AnyUser, **fields: Any) -> Policy:
         policy.updated_by = actor
         policy.save()
         if changes:
-            _audit(actor=actor, action="policy.update",
-                   text=message(texts.AUDIT_POLICY_UPDATE, fields=", ".join(sorted(changes))),
-                   changes={k: str(v) for k, v in changes.items()})
+            record_audit(actor=actor, action="policy.update",
+                         text=message(texts.AUDIT_POLICY_UPDATE, fields=", ".join(sorted(changes))),
+                         changes={k: str(v) for k, v in changes.items()})
         if "egress_cidrs" in changes:  # every pool's NetworkPolicy allows the policy's list
             _schedule_pools(list(Pool.objects.exclude(
                 tenant__status__in=[TenantStatus.DELETING, TenantStatus.DELETED])

@@ -20,10 +20,11 @@ from core.models import Policy
 from core.texts import StoredText, english, message
 from tenants import texts
 from tenants.access import AnyUser, TenantAccess, require_platform_admin
+from tenants.audit import record_audit
 from tenants.catalog import Resource
-from tenants.choices import RequestSource, RequestStatus, TenantStatus
+from tenants.choices import MembershipRole, RequestSource, RequestStatus, TenantStatus
 from tenants.models import Pool, QuotaGrant, QuotaRequest, QuotaRequestItem
-from tenants.services._common import _audit, _schedule_pools
+from tenants.services._common import _schedule_pools
 from tenants.services.notify import notify, notify_platform_admins
 from tenants.services.preferences import preference_default_language
 
@@ -77,11 +78,11 @@ def _grant(*, actor: AnyUser | None, pool: Pool, amounts: dict[str, Decimal],
             reason_text=reason_text,
             valid_until=valid_until, restore_amount=restore, request=request))
     if created:
-        _audit(actor=actor, action="quota.set", tenant=pool.tenant,
-               text=message(texts.AUDIT_QUOTA_SET, pool=str(pool), amounts=", ".join(
-                   f"{g.resource}={g.amount.normalize()}" for g in created)),
-               pool=pool.kind, amounts={g.resource: str(g.amount) for g in created},
-               reason=reason, request=request.pk if request else None)
+        record_audit(actor=actor, action="quota.set", tenant=pool.tenant,
+                     text=message(texts.AUDIT_QUOTA_SET, pool=str(pool), amounts=", ".join(
+                         f"{g.resource}={g.amount.normalize()}" for g in created)),
+                     pool=pool.kind, amounts={g.resource: str(g.amount) for g in created},
+                     reason=reason, request=request.pk if request else None)
         _schedule_pools([pool.pk])
     return created
 
@@ -139,7 +140,8 @@ def quota_request_submit(*, access: TenantAccess, actor: AnyUser, pool: Pool,
     requester works in) becomes their e-mail language unless they chose one.
     """
     tenant = access.tenant
-    if not (access.role == "admin" or (access.is_member and tenant.members_may_request_quota)):
+    if not (access.role == MembershipRole.ADMIN
+            or (access.is_member and tenant.members_may_request_quota)):
         raise NotAllowed(_("Only a tenant admin can request quota for this tenant."))
     if tenant.status != TenantStatus.ACTIVE:
         raise ApplicationError(_("This tenant is suspended and cannot request quota."))
@@ -164,9 +166,9 @@ def quota_request_submit(*, access: TenantAccess, actor: AnyUser, pool: Pool,
                              current_amount=current.get(k, Decimal(0)))
             for k, v in parsed.items())
         preference_default_language(user=actor, language=language)
-        _audit(actor=actor, action="quota_request.submit", tenant=tenant,
-               text=message(texts.AUDIT_REQUEST_SUBMIT, pool=str(pool), amounts=", ".join(
-                   f"{k}={v.normalize()}" for k, v in parsed.items())), request=request.pk)
+        record_audit(actor=actor, action="quota_request.submit", tenant=tenant,
+                     text=message(texts.AUDIT_REQUEST_SUBMIT, pool=str(pool), amounts=", ".join(
+                         f"{k}={v.normalize()}" for k, v in parsed.items())), request=request.pk)
         notify_platform_admins(
             tenant=tenant, link=f"/platform/quota-requests/{request.pk}/",
             text=message(texts.QUOTA_REQUEST_SUBMITTED, t=tenant.slug, p=pool.kind))
@@ -197,8 +199,8 @@ def quota_request_propose(*, pool: Pool, amounts: dict[str, Decimal], formula: s
             QuotaRequestItem(request=request, resource=k, requested_amount=v,
                              current_amount=current.get(k, Decimal(0)))
             for k, v in amounts.items())
-        _audit(actor=None, action="quota_request.propose", tenant=pool.tenant,
-               text=message(texts.AUDIT_REQUEST_PROPOSE, pool=str(pool)), request=request.pk)
+        record_audit(actor=None, action="quota_request.propose", tenant=pool.tenant,
+                     text=message(texts.AUDIT_REQUEST_PROPOSE, pool=str(pool)), request=request.pk)
     return request
 
 
@@ -235,10 +237,10 @@ def quota_request_approve(*, actor: AnyUser, request: QuotaRequest,
         _decide(locked, actor, RequestStatus.APPROVED, note)
         changed = any(final[k] != i.requested_amount for k, i in items.items())
         summary = ", ".join(f"{k}={v.normalize()}" for k, v in final.items())
-        _audit(actor=actor, action="quota_request.approve", tenant=locked.tenant,
-               text=message(texts.AUDIT_REQUEST_APPROVE_AMENDED if changed
-                            else texts.AUDIT_REQUEST_APPROVE, n=locked.pk, amounts=summary),
-               request=locked.pk, note=note)
+        record_audit(actor=actor, action="quota_request.approve", tenant=locked.tenant,
+                     text=message(texts.AUDIT_REQUEST_APPROVE_AMENDED if changed
+                                  else texts.AUDIT_REQUEST_APPROVE, n=locked.pk, amounts=summary),
+                     request=locked.pk, note=note)
         _notify_requester(locked, approved=True, summary=summary)
     return locked
 
@@ -254,9 +256,9 @@ def quota_request_reject(*, actor: AnyUser, request: QuotaRequest, reason: str) 
         locked = QuotaRequest.objects.select_for_update().get(pk=request.pk)
         _require_pending(locked)
         _decide(locked, actor, RequestStatus.REJECTED, reason.strip())
-        _audit(actor=actor, action="quota_request.reject", tenant=locked.tenant,
-               text=message(texts.AUDIT_REQUEST_REJECT, n=locked.pk, reason=reason.strip()),
-               request=locked.pk)
+        record_audit(actor=actor, action="quota_request.reject", tenant=locked.tenant,
+                     text=message(texts.AUDIT_REQUEST_REJECT, n=locked.pk, reason=reason.strip()),
+                     request=locked.pk)
         _notify_requester(locked, approved=False, summary=reason.strip())
     return locked
 
@@ -271,8 +273,8 @@ def quota_request_cancel(*, access: TenantAccess, actor: AnyUser,
                                                               tenant=access.tenant)
         _require_pending(locked)
         _decide(locked, actor, RequestStatus.CANCELLED, "")
-        _audit(actor=actor, action="quota_request.cancel", tenant=locked.tenant,
-               text=message(texts.AUDIT_REQUEST_CANCEL, n=locked.pk), request=locked.pk)
+        record_audit(actor=actor, action="quota_request.cancel", tenant=locked.tenant,
+                     text=message(texts.AUDIT_REQUEST_CANCEL, n=locked.pk), request=locked.pk)
     return locked
 
 

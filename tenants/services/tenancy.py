@@ -14,9 +14,9 @@ from core.exceptions import ApplicationError, Conflict
 from core.texts import english, message
 from tenants import texts
 from tenants.access import AnyUser, TenantAccess, require_platform_admin
+from tenants.audit import record_audit
 from tenants.choices import MembershipRole, PlatformRoleName, PoolKind, TenantStatus
 from tenants.models import (
-    AuditEvent,
     Membership,
     PlatformRole,
     Pool,
@@ -24,7 +24,6 @@ from tenants.models import (
     Tenant,
 )
 from tenants.services._common import (
-    _audit,
     _clean,
     _egress_cidrs,
     _schedule_nodes_sync,
@@ -55,8 +54,8 @@ def tenant_create(*, actor: AnyUser, slug: str, name: str, cost_center: str,
             _default_quota(actor, pools)
             for user in admins or []:
                 Membership.objects.create(user=user, tenant=tenant, role=MembershipRole.ADMIN)
-            _audit(actor=actor, action="tenant.create", tenant=tenant,
-                   text=message(texts.AUDIT_TENANT_CREATE, tenant=slug), slug=slug)
+            record_audit(actor=actor, action="tenant.create", tenant=tenant,
+                         text=message(texts.AUDIT_TENANT_CREATE, tenant=slug), slug=slug)
             _schedule_sync(tenant)
     except IntegrityError:
         raise Conflict(_("A tenant with the slug “%(slug)s” already exists.") % {"slug": slug},
@@ -100,10 +99,10 @@ def tenant_update(*, access: TenantAccess, actor: AnyUser, **fields: Any) -> Ten
     _clean(tenant, exclude=["slug"])
     with transaction.atomic():
         tenant.save(update_fields=[*changed, "updated_at"])
-        _audit(actor=actor, action="tenant.update", tenant=tenant,
-               text=message(texts.AUDIT_TENANT_UPDATE, fields=", ".join(sorted(changed)),
-                            tenant=tenant.slug),
-               changes={k: str(v) for k, v in changed.items()})
+        record_audit(actor=actor, action="tenant.update", tenant=tenant,
+                     text=message(texts.AUDIT_TENANT_UPDATE, fields=", ".join(sorted(changed)),
+                                  tenant=tenant.slug),
+                     changes={k: str(v) for k, v in changed.items()})
         if "quota_mode" in changed or "elastic_factor" in changed or "egress_cidrs" in changed:
             _schedule_sync(tenant)
     return tenant
@@ -124,9 +123,9 @@ def tenant_suspend(*, access: TenantAccess, actor: AnyUser, reason: str) -> Tena
         tenant.suspended_reason = reason
         tenant.suspended_at = timezone.now()
         tenant.save(update_fields=["status", "suspended_reason", "suspended_at", "updated_at"])
-        _audit(actor=actor, action="tenant.suspend", tenant=tenant,
-               text=message(texts.AUDIT_TENANT_SUSPEND, tenant=tenant.slug, reason=reason),
-               reason=reason)
+        record_audit(actor=actor, action="tenant.suspend", tenant=tenant,
+                     text=message(texts.AUDIT_TENANT_SUSPEND, tenant=tenant.slug, reason=reason),
+                     reason=reason)
         _schedule_sync(tenant)
     return tenant
 
@@ -142,8 +141,8 @@ def tenant_reactivate(*, access: TenantAccess, actor: AnyUser) -> Tenant:
         tenant.suspended_reason = ""
         tenant.suspended_at = None
         tenant.save(update_fields=["status", "suspended_reason", "suspended_at", "updated_at"])
-        _audit(actor=actor, action="tenant.reactivate", tenant=tenant,
-               text=message(texts.AUDIT_TENANT_REACTIVATE, tenant=tenant.slug))
+        record_audit(actor=actor, action="tenant.reactivate", tenant=tenant,
+                     text=message(texts.AUDIT_TENANT_REACTIVATE, tenant=tenant.slug))
         _schedule_sync(tenant)
     return tenant
 
@@ -191,10 +190,10 @@ def membership_add(*, access: TenantAccess, actor: AnyUser, user: str,
         membership, created = Membership.objects.get_or_create(
             user=target, tenant=access.tenant, defaults={"role": role})
         if created:
-            _audit(actor=actor, action="membership.add", tenant=access.tenant,
-                   text=message(texts.AUDIT_MEMBER_ADD, user=target.get_username(),
-                                role=role),
-                   user=target.get_username(), role=role)
+            record_audit(actor=actor, action="membership.add", tenant=access.tenant,
+                         text=message(texts.AUDIT_MEMBER_ADD, user=target.get_username(),
+                                      role=role),
+                         user=target.get_username(), role=role)
     return membership
 
 
@@ -212,10 +211,10 @@ def membership_set_role(*, access: TenantAccess, actor: AnyUser,
             _require_another_admin(access.tenant, current)
         current.role = role
         current.save(update_fields=["role"])
-        _audit(actor=actor, action="membership.role", tenant=access.tenant,
-               text=message(texts.AUDIT_MEMBER_ROLE, user=current.user.get_username(),
-                            role=role),
-               user=current.user.get_username(), role=role)
+        record_audit(actor=actor, action="membership.role", tenant=access.tenant,
+                     text=message(texts.AUDIT_MEMBER_ROLE, user=current.user.get_username(),
+                                  role=role),
+                     user=current.user.get_username(), role=role)
     return current
 
 
@@ -232,8 +231,8 @@ def membership_remove(*, access: TenantAccess, actor: AnyUser,
             _require_another_admin(access.tenant, current)
         username = current.user.get_username()
         current.delete()
-        _audit(actor=actor, action="membership.remove", tenant=access.tenant,
-               text=message(texts.AUDIT_MEMBER_REMOVE, user=username), user=username)
+        record_audit(actor=actor, action="membership.remove", tenant=access.tenant,
+                     text=message(texts.AUDIT_MEMBER_REMOVE, user=username), user=username)
 
 
 def _require_another_admin(tenant: Tenant, leaving: Membership) -> None:
@@ -270,8 +269,8 @@ def user_create(*, actor: AnyUser, username: str, email: str, password: str,
     user.set_password(password)
     with transaction.atomic():
         user.save()
-        _audit(actor=actor, action="user.create",
-               text=message(texts.AUDIT_USER_CREATE, user=username), user=username)
+        record_audit(actor=actor, action="user.create",
+                     text=message(texts.AUDIT_USER_CREATE, user=username), user=username)
     return user
 
 
@@ -291,10 +290,11 @@ def platform_role_set(*, actor: AnyUser, user: AnyUser, role: str,
             changed = PlatformRole.objects.filter(user=user, role=role).delete()[0] > 0
         if changed:
             verb = "granted" if granted else "revoked"
-            _audit(actor=actor, action=f"platform_role.{verb}",
-                   text=message(texts.AUDIT_ROLE_GRANT if granted else texts.AUDIT_ROLE_REVOKE,
-                                role=role, user=user.get_username()),
-                   user=user.get_username(), role=role)
+            record_audit(actor=actor, action=f"platform_role.{verb}",
+                         text=message(
+                             texts.AUDIT_ROLE_GRANT if granted else texts.AUDIT_ROLE_REVOKE,
+                             role=role, user=user.get_username()),
+                         user=user.get_username(), role=role)
 
 
 # --- deletion -------------------------------------------------------------------------------
@@ -317,8 +317,8 @@ def tenant_delete(*, access: TenantAccess, actor: AnyUser, confirm: str) -> Tena
             return tenant
         tenant.status = TenantStatus.DELETING
         tenant.save(update_fields=["status", "updated_at"])
-        _audit(actor=actor, action="tenant.delete", tenant=tenant,
-               text=message(texts.AUDIT_TENANT_DELETE, tenant=tenant.slug))
+        record_audit(actor=actor, action="tenant.delete", tenant=tenant,
+                     text=message(texts.AUDIT_TENANT_DELETE, tenant=tenant.slug))
         _schedule_sync(tenant)
         _schedule_nodes_sync()  # its dedicated nodes return to the shared pool
     return tenant
@@ -331,9 +331,8 @@ def tenant_mark_deleted(*, tenant_id: int) -> None:
             status=TenantStatus.DELETED)
         if updated:
             Membership.objects.filter(tenant_id=tenant_id).delete()
-            text = message(texts.AUDIT_TENANT_DELETED)
-            AuditEvent.objects.create(tenant_id=tenant_id, action="tenant.deleted", text=text,
-                                      summary=english(text))
+            record_audit(actor=None, tenant_id=tenant_id, action="tenant.deleted",
+                               text=message(texts.AUDIT_TENANT_DELETED))
 
 
 def _default_quota(actor: AnyUser, pools: list[Pool]) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
+from core.choices import Tier
 from core.exceptions import ApplicationError
 from jobs import services
 from jobs.choices import ACTIVE_STATES
@@ -22,6 +23,7 @@ from jobs.models import TrainingJob
 from jobs.selectors import inventory
 from jobs.templates import TEMPLATES
 from tenants.access import access_for
+from tenants.choices import PoolKind, TenantStatus
 from tenants.models import Membership, QuotaGrant
 
 
@@ -69,11 +71,11 @@ class Command(BaseCommand):
     def _submit_one(self, rng: random.Random) -> bool:
         """One job for a random member, on a GPU model its pool was granted."""
         members = list(Membership.objects.select_related("user", "tenant").filter(
-            tenant__status="active"))
+            tenant__status=TenantStatus.ACTIVE))
         if not members:
             return False
         membership = rng.choice(members)
-        pool = rng.choice(["dev", "dev", "prod"])
+        pool = rng.choice([PoolKind.DEV, PoolKind.DEV, PoolKind.PROD])
         grants = list(QuotaGrant.objects.filter(
             pool__tenant=membership.tenant, pool__kind=pool, superseded_at__isnull=True,
             resource__startswith="gpu:"))
@@ -89,8 +91,9 @@ class Command(BaseCommand):
         gpus = min(int(template["gpus_per_worker"]), per_node)
         workers = int(template["workers"]) if gpus == per_node else 1
         workers = max(1, min(workers, int(grant.amount) // max(1, gpus)))  # within quota
-        tier = "production" if pool == "prod" and rng.random() < 0.7 else (
-            "batch" if rng.random() < 0.25 else ("development" if pool == "dev" else "batch"))
+        tier = Tier.PRODUCTION if pool == PoolKind.PROD and rng.random() < 0.7 else (
+            Tier.BATCH if rng.random() < 0.25
+            else (Tier.DEVELOPMENT if pool == PoolKind.DEV else Tier.BATCH))
         run_seconds = int(rng.lognormvariate(7.3, 0.8))  # median ~25 min of simulated time
         data = {
             "name": f"{key.split('-')[0]}-{rng.randrange(16**6):06x}",

@@ -17,7 +17,10 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils import timezone
 
+from core.choices import Tier
+from jobs.choices import JobState
 from jobs.models import JobTransition, TrainingJob
+from tenants.choices import PlatformRoleName, PoolKind, TenantStatus
 from tenants.models import Pool, QuotaGrant, UsageDaily, UsageSeries
 
 PRICES = {  # purchase price per card, power in watts
@@ -49,7 +52,8 @@ class Command(BaseCommand):
 
     def _pools(self) -> list[tuple[Pool, dict[str, Decimal]]]:
         out = []
-        for pool in Pool.objects.select_related("tenant").filter(tenant__status="active"):
+        for pool in Pool.objects.select_related("tenant").filter(
+                tenant__status=TenantStatus.ACTIVE):
             grants = dict(QuotaGrant.objects.filter(pool=pool, superseded_at__isnull=True,
                                                     resource__startswith="gpu:")
                           .values_list("resource", "amount"))
@@ -69,34 +73,34 @@ class Command(BaseCommand):
                     submitted = now - dt.timedelta(days=day, hours=rng.uniform(0, 20))
                     wait = dt.timedelta(minutes=rng.lognormvariate(2.5, 1.0))
                     run = dt.timedelta(minutes=rng.lognormvariate(4.5, 0.7))
-                    tier = "production" if pool.kind == "prod" else rng.choice(
-                        ["development", "development", "batch"])
+                    tier = Tier.PRODUCTION if pool.kind == PoolKind.PROD else rng.choice(
+                        [Tier.DEVELOPMENT, Tier.DEVELOPMENT, Tier.BATCH])
                     job = TrainingJob.objects.create(
                         tenant=pool.tenant, pool=pool, submitted_by=user.user if user else None,
                         name=f"hist-{pool.kind}-{day:02d}-{n}-{rng.randrange(16**4):04x}",
                         image="registry.example.org/research/trainer:2.3", tier=tier,
                         workers=1, gpus_per_worker=gpus, gpu_model=key[4:],
-                        max_run_seconds=86400, state="succeeded")
+                        max_run_seconds=86400, state=JobState.SUCCEEDED)
                     TrainingJob.objects.filter(pk=job.pk).update(
                         submitted_at=submitted, admitted_at=submitted + wait,
                         started_at=submitted + wait, finished_at=submitted + wait + run,
                         k8s_name=f"tj-{job.pk}")
-                    steps = [("", "queued", "Submitted", submitted),
-                             ("queued", "admitted", "Admitted", submitted + wait),
-                             ("admitted", "running", "Running", submitted + wait)]
+                    steps = [("", JobState.QUEUED, "Submitted", submitted),
+                             (JobState.QUEUED, JobState.ADMITTED, "Admitted", submitted + wait),
+                             (JobState.ADMITTED, JobState.RUNNING, "Running", submitted + wait)]
                     end = submitted + wait + run
-                    if tier != "production" and rng.random() < 0.15:  # preempted, resumed
+                    if tier != Tier.PRODUCTION and rng.random() < 0.15:  # preempted, resumed
                         cut = submitted + wait + run / 2
                         back = cut + dt.timedelta(minutes=rng.uniform(5, 60))
-                        steps += [("running", "preempting", "Preempted", cut),
-                                  ("preempting", "queued", "Requeued",
+                        steps += [(JobState.RUNNING, JobState.PREEMPTING, "Preempted", cut),
+                                  (JobState.PREEMPTING, JobState.QUEUED, "Requeued",
                                    cut + dt.timedelta(minutes=5)),
-                                  ("queued", "admitted", "Admitted", back),
-                                  ("admitted", "running", "Running", back)]
+                                  (JobState.QUEUED, JobState.ADMITTED, "Admitted", back),
+                                  (JobState.ADMITTED, JobState.RUNNING, "Running", back)]
                         end = back + run / 2
                         TrainingJob.objects.filter(pk=job.pk).update(restart_count=1,
                                                                      finished_at=end)
-                    steps.append(("running", "succeeded", "Succeeded", end))
+                    steps.append((JobState.RUNNING, JobState.SUCCEEDED, "Succeeded", end))
                     JobTransition.objects.bulk_create(
                         JobTransition(job=job, from_state=a, to_state=b, reason=r, at=at,
                                       processed_at=at) for a, b, r, at in steps)
@@ -146,8 +150,9 @@ class Command(BaseCommand):
         from billing.models import RateCard
         from tenants.models import PlatformRole
 
-        admin = PlatformRole.objects.filter(role="platform_admin").select_related("user").first()
-        finance = PlatformRole.objects.filter(role="finance").select_related("user").first()
+        roles = PlatformRole.objects.select_related("user")
+        admin = roles.filter(role=PlatformRoleName.PLATFORM_ADMIN).first()
+        finance = roles.filter(role=PlatformRoleName.FINANCE).first()
         if admin is None or finance is None or RateCard.objects.exists():
             return
         first = (now - dt.timedelta(days=70)).date().replace(day=1)

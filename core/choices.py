@@ -1,0 +1,19 @@
+"""Enumerations more than one app needs, defined once at the ground floor.
+
+``Tier`` is stored in rows (``jobs.TrainingJob.tier``), named in Kubernetes
+(``k8s_sync.naming.priority_class_name``, the tier label), ruled by the policy
+(``tenants.tiers``) and ordered by admission (``jobs.admission.TIER_RANK``), so it lives
+here, below all of them.
+"""
+
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+
+class Tier(models.TextChoices):
+    """The scheduling tiers, highest precedence first (admission ranks them in this
+    order). Values are stable identifiers (stored in rows, used in Kubernetes names)."""
+
+    PRODUCTION = "production", _("Production")
+    DEVELOPMENT = "development", _("Development")
+    BATCH = "batch", _("Batch")
