@@ -26,7 +26,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from django.core.cache import cache
 from django.db.models import Count, F, Max, Min, Q, Sum
@@ -63,6 +63,13 @@ JOB_TABLE_WINDOW_DAYS = 30
 JOB_TABLE_SCAN = 2000  # most recent jobs considered for "most expensive first"
 LONG_RUN = dt.timedelta(days=5)
 LOW_UTIL_FOR = dt.timedelta(hours=1)
+
+T = TypeVar("T")
+
+
+def _cached(key: str, compute: Callable[[], T], ttl: int) -> T:
+    """``compute()``, kept under ``key`` for ``ttl`` seconds (Django's get_or_set)."""
+    return cast(T, cache.get_or_set(key, compute, ttl))
 
 
 def short_model(model: str) -> str:
@@ -177,7 +184,7 @@ def tenant_trends(tenant: Tenant, *, days: int, now: dt.datetime | None = None
     within a minute of the last computation: rows change once a minute at most)."""
     if now is not None:
         return _tenant_trends(tenant, days=days, now=now)
-    return cache.get_or_set(f"portal:trends:{tenant.pk}:{days}:{translation.get_language()}",
+    return _cached(f"portal:trends:{tenant.pk}:{days}:{translation.get_language()}",
                             lambda: _tenant_trends(tenant, days=days, now=None), PER_TENANT_TTL)
 
 
@@ -232,7 +239,7 @@ def job_consumption(tenant: Tenant, *, now: dt.datetime | None = None, limit: in
     """Cached per tenant for a minute (see :func:`_job_consumption`)."""
     if now is not None:
         return _job_consumption(tenant, now=now, limit=limit)
-    return cache.get_or_set(f"portal:jobuse:{tenant.pk}:{limit}",
+    return _cached(f"portal:jobuse:{tenant.pk}:{limit}",
                             lambda: _job_consumption(tenant, now=None, limit=limit),
                             PER_TENANT_TTL)
 
@@ -417,7 +424,7 @@ def cluster_capacity() -> CapacityReport:
               .values_list("last_list_at", flat=True).first())
     stamp = ":".join(str(v) for v in (pods["n"], pods["at"], nodes["n"], nodes["at"], listed))
     key = "portal:capacity:" + hashlib.blake2b(stamp.encode(), digest_size=12).hexdigest()
-    return cache.get_or_set(key, capacity_report, CAPACITY_TTL)
+    return _cached(key, capacity_report, CAPACITY_TTL)
 
 
 def watermark_use(*, report: CapacityReport) -> dict[str, Any]:
@@ -428,7 +435,7 @@ def watermark_use(*, report: CapacityReport) -> dict[str, Any]:
 
     stamp = f"{report.observed_at}:{sorted(report.totals.items())}"
     key = "portal:watermark:" + hashlib.blake2b(stamp.encode(), digest_size=12).hexdigest()
-    return cache.get_or_set(key, lambda: _watermark_use(report), CAPACITY_TTL)
+    return _cached(key, lambda: _watermark_use(report), CAPACITY_TTL)
 
 
 def _watermark_use(report: CapacityReport) -> dict[str, Any]:
@@ -459,7 +466,7 @@ def allocation_by_hour(*, report: CapacityReport, days: int = 7,
     key = f"portal:heatmap:{days}"
     if now is None:
         now = timezone.now()
-        data = cache.get_or_set(key, lambda: allocation_heatmap(days=days, now=now),
+        data = _cached(key, lambda: allocation_heatmap(days=days, now=now),
                                 BUSYNESS_TTL)
     else:
         data = allocation_heatmap(days=days, now=now)
@@ -492,7 +499,7 @@ def tenant_allocation(*, limit: int = 100) -> list[dict[str, Any]]:
     if latest is None:
         return []
     key = f"portal:tenant-allocation:{latest.isoformat()}:{limit}"
-    return cache.get_or_set(
+    return _cached(
         key, lambda: _tenant_allocation(latest_minute_by_tenant(latest), limit=limit),
         TENANT_ALLOCATION_TTL)
 
