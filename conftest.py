@@ -18,7 +18,8 @@ import time_machine
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
-from tenants.choices import MembershipRole, PlatformRoleName, PoolKind
+from core.choices import PoolKind
+from tenants.choices import MembershipRole, PlatformRoleName
 from tenants.models import Membership, PlatformRole, Pool, Tenant
 
 pytest_plugins = ["kubesim.testing"]

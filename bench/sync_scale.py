@@ -35,9 +35,9 @@ def main() -> None:
     from django.conf import settings
     from django.core.management import call_command
 
+    from core.choices import PoolKind
     from k8s_sync import client as k8s_client
     from kubesim.cluster import Cluster
-    from tenants.choices import PoolKind
     from tenants.models import Pool, QuotaGrant, Tenant
     from tenants.tasks import reconcile_pool, resync_pools
 

@@ -3,7 +3,8 @@
 ``Tier`` is stored in rows (``jobs.TrainingJob.tier``), named in Kubernetes
 (``k8s_sync.naming.priority_class_name``, the tier label), ruled by the policy
 (``tenants.tiers``) and ordered by admission (``jobs.admission.TIER_RANK``), so it lives
-here, below all of them.
+here, below all of them. ``PoolKind`` likewise: a tenant's two pools (``tenants.Pool.kind``)
+are named in Kubernetes (``k8s_sync.naming``: ``ty-<tenant>-<pool>``) and chosen per job.
 """
 
 from django.db import models
@@ -17,3 +18,10 @@ class Tier(models.TextChoices):
     PRODUCTION = "production", _("Production")
     DEVELOPMENT = "development", _("Development")
     BATCH = "batch", _("Batch")
+
+
+class PoolKind(models.TextChoices):
+    """A tenant's two pools, each its own namespace and quota."""
+
+    PROD = "prod", _("Production")
+    DEV = "dev", _("Development")

@@ -3,8 +3,7 @@
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from core.choices import Tier
-from tenants.choices import PoolKind
+from core.choices import PoolKind, Tier
 
 
 class JobState(models.TextChoices):

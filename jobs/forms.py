@@ -8,11 +8,10 @@ from typing import Any
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from core.choices import Tier
+from core.choices import PoolKind, Tier
 from jobs.templates import TEMPLATES
 from k8s_sync.templatetags.k8s_sync import mib as mib_label
 from k8s_sync.templatetags.k8s_sync import sharing as sharing_label
-from tenants.choices import PoolKind
 
 
 class JobForm(forms.Form):

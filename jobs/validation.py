@@ -23,7 +23,6 @@ IMAGE_RE = re.compile(
     r"^(?:(?:[a-zA-Z0-9](?:[a-zA-Z0-9.-]*[a-zA-Z0-9])?)(?::[0-9]+)?/)?"
     r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
     r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$")
-ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # A PVC name: a DNS-1123 subdomain.
 _LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 CLAIM_RE = re.compile(rf"^(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*$")
@@ -133,8 +132,8 @@ def validate_submission(data: dict[str, Any], *, pool: str, inventory: Inventory
         if expected is not None and not 1 <= expected <= k8s_specs.MAX_RUN_SECONDS:
             errors["expected_seconds"] = _("Use between one second and 30 days.")
     env = data.get("env") or {}
-    if not isinstance(env, dict) or any(not ENV_RE.match(str(k)) or str(k).startswith(
-            "TRAINYARD_") for k in env):
+    if not isinstance(env, dict) or any(
+            not k8s_specs.ENV_NAME.match(str(k)) or str(k).startswith("TRAINYARD_") for k in env):
         errors["env"] = _("Variable names are letters, digits and underscores; TRAINYARD_ "
                           "names are reserved.")
     else:

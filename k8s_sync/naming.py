@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from core.choices import Tier  # the scheduling tiers, defined once (core/choices.py)
+from core.choices import PoolKind, Tier  # defined once (core/choices.py)
 
 __all__ = [
     "DNS1123_LABEL_MAX",
@@ -84,7 +84,7 @@ MANAGED_BY = "trainyard"
 # --- fixed object names inside a pool namespace --------------------------------------------
 
 NAMESPACE_PREFIX = "ty-"
-POOLS: tuple[str, ...] = ("prod", "dev")
+POOLS: tuple[str, ...] = tuple(PoolKind.values)
 
 #: ServiceAccount the job pods run as. It is bound to nothing and does not automount a token.
 SERVICE_ACCOUNT_NAME = "trainyard-workload"

@@ -39,6 +39,7 @@ from core.choices import Tier
 from k8s_sync import naming
 
 __all__ = [
+    "ENV_NAME",
     "GPU_PRODUCT_LABEL",
     "GPU_RESOURCE",
     "HAMI_CORES_RESOURCE",
@@ -432,7 +433,7 @@ MAX_RUN_SECONDS = 30 * 24 * 3600
 #: ``/dev/shm`` default cap (a tmpfs counts against the container's memory limit).
 SHM_MAX_GIB = 64
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # OCI / distribution reference grammar (github.com/distribution/reference, regexp.go),
 # restricted to what Trainyard accepts: [registry[:port]/]path[:tag][@sha256:<64 hex>].
 _DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
@@ -537,7 +538,7 @@ def env_name_problem(name: object) -> Literal["invalid", "reserved", "operator"]
     (not letters, digits and ``_``), ``"reserved"`` (``TRAINYARD_*``, set by Trainyard) or
     ``"operator"`` (set by the training operator: :data:`OPERATOR_ENV`, ``PET_*``). The one
     rule; ``JobSpec`` and the submission checks both ask it."""
-    if not isinstance(name, str) or not _ENV_NAME.match(name):
+    if not isinstance(name, str) or not ENV_NAME.match(name):
         return "invalid"
     if name.upper().startswith(RESERVED_ENV_PREFIX):
         return "reserved"
@@ -675,7 +676,7 @@ class JobSpec:
                 raise ValueError(f"{name}: every item must be a string")
             object.__setattr__(self, name, value)
         for key, value in dict(self.env).items():
-            if not isinstance(key, str) or not _ENV_NAME.match(key):
+            if not isinstance(key, str) or not ENV_NAME.match(key):
                 raise ValueError(f"env: {key!r} is not a valid variable name "
                                  "(letters, digits, '_', not starting with a digit)")
             problem = env_name_problem(key)

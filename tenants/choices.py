@@ -12,11 +12,6 @@ class TenantStatus(models.TextChoices):
     DELETED = "deleted", _("Deleted")
 
 
-class PoolKind(models.TextChoices):
-    PROD = "prod", _("Production")
-    DEV = "dev", _("Development")
-
-
 class MembershipRole(models.TextChoices):
     MEMBER = "member", _("Member")
     ADMIN = "admin", _("Tenant admin")

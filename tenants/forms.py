@@ -8,7 +8,8 @@ from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
-from tenants.choices import MembershipRole, PlatformRoleName, PoolKind
+from core.choices import PoolKind
+from tenants.choices import MembershipRole, PlatformRoleName
 from tenants.models import Tenant
 
 

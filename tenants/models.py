@@ -14,12 +14,12 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from core.choices import PoolKind
 from core.texts import StoredText
 from tenants.choices import (
     LoanStatus,
     MembershipRole,
     PlatformRoleName,
-    PoolKind,
     QuotaMode,
     RequestSource,
     RequestStatus,

@@ -22,11 +22,12 @@ from collections.abc import Mapping
 
 from celery import shared_task
 
+from core.choices import PoolKind
 from k8s_sync import manifests, naming
 from k8s_sync.client import K8sError, get_client, is_transient
 from k8s_sync.reconcile import converge, plan, pool_owner
 from tenants import selectors, services
-from tenants.choices import TenantStatus
+from tenants.choices import QuotaMode, RequestSource, RequestStatus, SyncState, TenantStatus
 from tenants.models import Pool
 
 log = logging.getLogger(__name__)
@@ -124,7 +125,7 @@ def resync_pools() -> dict[str, int]:
             drifted.append(pool.pk)
             continue
         owner = pool_owner(pool.tenant.slug, pool.kind)
-        if (pool.sync_state != "in_sync"
+        if (pool.sync_state != SyncState.IN_SYNC
                 or not plan(desired, by_pool.get(_pool_key(owner.labels), ()), owner).empty):
             drifted.append(pool.pk)
         else:
@@ -219,10 +220,10 @@ def propose_dynamic_quotas() -> int:
     # A pending proposal stays a week for admins to decide (the quarterly recommendation
     # from billing included) before a newer daily one may replace it.
     recent = set(QuotaRequest.objects.filter(
-        source="dynamic", status="pending",
+        source=RequestSource.DYNAMIC, status=RequestStatus.PENDING,
         created_at__gte=timezone.now() - timedelta(days=7)).values_list("pool_id", flat=True))
-    for pool in selectors.pools_to_sync().filter(tenant__quota_mode="dynamic",
-                                                 tenant__status="active"):
+    for pool in selectors.pools_to_sync().filter(tenant__quota_mode=QuotaMode.DYNAMIC,
+                                                 tenant__status=TenantStatus.ACTIVE):
         if pool.pk in recent:
             continue
         amounts, formulas = {}, []
@@ -280,7 +281,8 @@ def reclaim_dev_volumes() -> int:
     now = timezone.now()
     deleted = 0
     client = get_client()
-    for pool in selectors.pools_to_sync().filter(kind="dev", tenant__status="active"):
+    for pool in selectors.pools_to_sync().filter(kind=PoolKind.DEV,
+                                                 tenant__status=TenantStatus.ACTIVE):
         pvcs = {p.name: p.created_at or now for p in ObservedPVC.objects.filter(
             namespace=pool.namespace)}
         in_use = {vol["persistentVolumeClaim"]["claimName"]

@@ -18,7 +18,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from tenants.choices import PoolKind
+from core.choices import PoolKind
 from tenants.demand import from_engine
 
 from .types import TIER_RANK, TIERS, Text

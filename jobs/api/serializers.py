@@ -8,11 +8,10 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from core.choices import Tier
+from core.choices import PoolKind, Tier
 from core.texts import render, text_code
 from jobs.models import JobTransition, TrainingJob
 from jobs.texts import transition_reason_label
-from tenants.choices import PoolKind
 
 
 @extend_schema_field(OpenApiTypes.STR)

@@ -6,9 +6,10 @@ from typing import Any
 
 from rest_framework import serializers
 
+from core.choices import PoolKind
 from core.models import Policy
 from core.texts import render
-from tenants.choices import MembershipRole, PoolKind
+from tenants.choices import MembershipRole
 from tenants.models import (
     Membership,
     NodeDedication,

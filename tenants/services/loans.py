@@ -11,13 +11,14 @@ from django.db.models import Sum
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from core.choices import PoolKind
 from core.exceptions import ApplicationError, Conflict, NotAllowed
 from core.models import Policy
 from core.texts import StoredText, message
 from tenants import texts
 from tenants.access import AnyUser, TenantAccess, require_platform_admin
 from tenants.audit import record_audit
-from tenants.choices import LoanStatus, MembershipRole, PoolKind, TenantStatus
+from tenants.choices import LoanStatus, MembershipRole, TenantStatus
 from tenants.models import Pool, QuotaGrant, QuotaLoan, Tenant
 from tenants.services._common import _egress_cidrs, _schedule_pools
 from tenants.services.notify import notify

@@ -10,12 +10,13 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from core.choices import PoolKind
 from core.exceptions import ApplicationError, Conflict
 from core.texts import english, message
 from tenants import texts
 from tenants.access import AnyUser, TenantAccess, require_platform_admin
 from tenants.audit import record_audit
-from tenants.choices import MembershipRole, PlatformRoleName, PoolKind, TenantStatus
+from tenants.choices import MembershipRole, PlatformRoleName, TenantStatus
 from tenants.models import (
     Membership,
     PlatformRole,

@@ -15,7 +15,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from core.choices import Tier
+from core.choices import PoolKind, Tier
 from core.exceptions import ApplicationError
 from jobs import services
 from jobs.choices import ACTIVE_STATES
@@ -23,7 +23,7 @@ from jobs.models import TrainingJob
 from jobs.selectors import inventory
 from jobs.templates import TEMPLATES
 from tenants.access import access_for
-from tenants.choices import PoolKind, TenantStatus
+from tenants.choices import TenantStatus
 from tenants.models import Membership, QuotaGrant
 
 

@@ -16,8 +16,9 @@ from django.contrib.auth.hashers import make_password
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
+from core.choices import PoolKind
 from core.models import Policy
-from tenants.choices import MembershipRole, PlatformRoleName, PoolKind, QuotaMode
+from tenants.choices import MembershipRole, PlatformRoleName, QuotaMode
 from tenants.models import Membership, PlatformRole, Pool, QuotaGrant, Tenant
 
 User = get_user_model()

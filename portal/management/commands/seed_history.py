@@ -17,10 +17,10 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils import timezone
 
-from core.choices import Tier
+from core.choices import PoolKind, Tier
 from jobs.choices import JobState
 from jobs.models import JobTransition, TrainingJob
-from tenants.choices import PlatformRoleName, PoolKind, TenantStatus
+from tenants.choices import PlatformRoleName, TenantStatus
 from tenants.models import Pool, QuotaGrant, UsageDaily, UsageSeries
 
 PRICES = {  # purchase price per card, power in watts
