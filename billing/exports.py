@@ -11,6 +11,11 @@ from xml.sax.saxutils import escape
 
 from django.utils.translation import get_language
 from django.utils.translation import gettext as _
+from reportlab.lib import colors
+from reportlab.lib.pagesizes import A4
+from reportlab.lib.styles import getSampleStyleSheet
+from reportlab.lib.units import mm
+from reportlab.platypus import Paragraph, SimpleDocTemplate, Spacer, Table, TableStyle
 
 from billing.choices import InvoiceKind
 from billing.models import Invoice, InvoiceLine
@@ -52,6 +57,7 @@ def _pdf_fonts(texts: Iterable[str]) -> tuple[str, str]:
     as boxes), so Chinese pages use reportlab's CID font STSong-Light (no font file)."""
     if (get_language() or "").startswith("zh") or any(
             ord(c) > 0xFF for text in texts for c in str(text)):
+        # deferred: the CID font machinery loads only for a PDF with Chinese text
         from reportlab.pdfbase import pdfmetrics
         from reportlab.pdfbase.cidfonts import UnicodeCIDFont
 
@@ -62,12 +68,6 @@ def _pdf_fonts(texts: Iterable[str]) -> tuple[str, str]:
 
 def invoice_pdf(invoice: Invoice) -> bytes:
     """The invoice as a one-or-more page A4 PDF: header, cost center, lines, total."""
-    from reportlab.lib import colors
-    from reportlab.lib.pagesizes import A4
-    from reportlab.lib.styles import getSampleStyleSheet
-    from reportlab.lib.units import mm
-    from reportlab.platypus import Paragraph, SimpleDocTemplate, Spacer, Table, TableStyle
-
     styles = getSampleStyleSheet()
     buffer = io.BytesIO()
     title = (_("Credit note") if invoice.kind == InvoiceKind.CREDIT_NOTE else _("Invoice"))

@@ -14,6 +14,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from zoneinfo import ZoneInfo
 
+from jobs.timeline import running_intervals
+
 
 def whole_second(at: dt.datetime) -> dt.datetime:
     return at.replace(microsecond=0)
@@ -60,8 +62,6 @@ def running_day_seconds(transitions: Iterable[tuple[str, dt.datetime]], now: dt.
     An open stretch ends ``now``; a preempted and resumed job counts only its running
     stretches (preempting, queued and admitted cost nothing).
     """
-    from jobs.timeline import running_intervals
-
     days: dict[dt.date, int] = defaultdict(int)
     for start, end in running_intervals(transitions, now):
         for day, seconds in split_by_day(start, end, tz):

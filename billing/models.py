@@ -25,6 +25,8 @@ from django.utils.translation import gettext_lazy as _
 
 from billing import pricing
 from billing.choices import InvoiceKind, InvoiceStatus, LineKind, MigPricing
+from billing.texts import unit
+from core.texts import render
 
 
 class IssuedInvoiceError(Exception):
@@ -302,15 +304,11 @@ class InvoiceLine(models.Model):
     @property
     def label(self) -> str:
         """The description in the active language."""
-        from core.texts import render
-
         return render(self.text or self.description)
 
     @property
     def unit_label(self) -> str:
         """The unit in the active language."""
-        from billing.texts import unit
-
         return unit(self.unit)
 
 

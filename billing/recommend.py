@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal
 
+from django.conf import settings
+
 
 @dataclass(frozen=True)
 class IdleRule:
@@ -20,8 +22,6 @@ class IdleRule:
 
     @classmethod
     def from_settings(cls) -> IdleRule:
-        from django.conf import settings
-
         return cls(Decimal(str(settings.TRAINYARD_IDLE_THRESHOLD)),
                    Decimal(str(settings.TRAINYARD_IDLE_HEADROOM)),
                    Decimal(str(settings.TRAINYARD_IDLE_MAX_CUT)))

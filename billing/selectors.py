@@ -14,6 +14,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db.models import F, Q, QuerySet, Sum
+from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from billing import ledger, pricing, texts
@@ -32,8 +33,10 @@ from billing.models import (
     StorageSnapshot,
 )
 from core.texts import StoredText, english, message
+from jobs.models import JobTransition
+from k8s_sync.selectors import mig_profile_memory_mib
 from tenants.choices import TenantStatus
-from tenants.models import Tenant
+from tenants.models import Tenant, UsageDaily
 
 MIB = 1024**2
 
@@ -107,8 +110,6 @@ def _fraction(share: Decimal) -> str:
 
 def _card_for_mig(prices: Iterable[GpuPrice], profile: str) -> GpuPrice | None:
     """When a MIG job names no card: the smallest priced card that holds the profile."""
-    from k8s_sync.selectors import mig_profile_memory_mib
-
     need = (mig_profile_memory_mib(profile) or 0) / 1024
     fits = sorted((p for p in prices if p.memory_gib and p.memory_gib >= need),
                   key=lambda p: (p.memory_gib, p.gpu_model))
@@ -302,8 +303,6 @@ def invoices_for_tenant(tenant: Tenant) -> QuerySet[Invoice]:
 
 
 def invoice_for_tenant_or_404(tenant: Tenant, pk: int) -> Invoice:
-    from django.shortcuts import get_object_or_404
-
     return get_object_or_404(Invoice.objects.select_related("tenant", "credits"),
                              tenant=tenant, pk=pk)
 
@@ -406,8 +405,6 @@ def job_costs(jobs: Iterable[Any], now: dt.datetime | None = None) -> dict[int, 
     """Cost so far per job id, from its transitions (running now counts up to ``now``),
     each day at the rate card in effect that day; rounded to cents per job. (Invoices
     round per line, so a sum of job costs may differ from a line by a few cents.)"""
-    from jobs.models import JobTransition
-
     jobs = list(jobs)
     if not jobs:
         return {}
@@ -467,8 +464,6 @@ def idle_rates(start: dt.date, end: dt.date, tenant_ids: Iterable[int] | None = 
     rows for whole-card GPU resources (``gpu:<model>``). A day's allocated GPU-hours are
     its sampled mean allocation x 24; its utilised hours the sampled mean utilisation x 24.
     """
-    from tenants.models import UsageDaily
-
     rows = UsageDaily.objects.filter(day__gte=start, day__lt=end, resource__startswith="gpu:",
                                      samples__gt=0)
     if tenant_ids is not None:

@@ -17,8 +17,9 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.db.models import Max
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Max, Sum
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -41,10 +42,16 @@ from billing.models import (
 from billing.recommend import IdleRule, recommend_gpu_quota
 from core.exceptions import ApplicationError, Conflict, NotAllowed
 from core.texts import english, message
+from jobs.choices import JobState
+from jobs.models import JobTransition, TrainingJob
+from k8s_sync.models import ObservedPVC
 from tenants.access import AnyUser, TenantAccess, is_finance, require_platform_admin
 from tenants.audit import record_audit
-from tenants.choices import TenantStatus
-from tenants.models import Pool, Tenant
+from tenants.choices import MembershipRole, QuotaMode, TenantStatus
+from tenants.models import Membership, Pool, Tenant, UsageDaily
+from tenants.selectors import current_grants
+from tenants.services import quota_request_propose
+from tenants.services.notify import notify
 
 CHUNK = 2000
 
@@ -125,9 +132,6 @@ def ledger_ingest_gpu(*, now: dt.datetime | None = None,
     running this twice changes nothing; days of closed months are never touched. Returns
     the number of rows written.
     """
-    from jobs.choices import JobState
-    from jobs.models import JobTransition, TrainingJob
-
     now = now or timezone.now()
     tz = selectors.tz()
     open_from = _closed_until()
@@ -195,8 +199,6 @@ def _upsert_usage(rows: list[tuple[Any, ...]], now: dt.datetime) -> None:
     """Insert or overwrite GpuUsage rows keyed (job, day), many rows per statement
     (SQLite 3.24+ and Postgres share the ON CONFLICT syntax); the ORM's bulk upsert spent
     most of a month close preparing values, and one statement per row most of the rest."""
-    from django.db import connection
-
     if not rows:
         return
     stamp = connection.ops.adapt_datetimefield_value(now)
@@ -229,8 +231,6 @@ def storage_snapshots_record(*, now: dt.datetime | None = None) -> int:
     Keyed on (uid, at) and written only on change, so recording twice adds nothing.
     A resize is dated when Trainyard observed it; a new volume from its creation time.
     """
-    from k8s_sync.models import ObservedPVC
-
     now = now or timezone.now()
     pools = _pools_by_namespace()
     latest_at = dict(StorageSnapshot.objects.values("uid").annotate(m=Max("at"))
@@ -512,12 +512,6 @@ def budget_set(*, access: TenantAccess, actor: AnyUser, amount: Decimal | None) 
 def budget_alerts_check(*, now: dt.datetime | None = None) -> int:
     """Tell tenant admins (in the portal and by e-mail) when this month's spending passes
     50, 80 and 100% of their budget; each threshold once per month. Returns alerts sent."""
-    from django.urls import reverse
-
-    from tenants.choices import MembershipRole
-    from tenants.models import Membership
-    from tenants.services.notify import notify
-
     now = now or timezone.now()
     period = selectors.current_period(now)
     sent = 0
@@ -560,13 +554,6 @@ def quota_recommend_quarterly(*, today: dt.date | None = None,
     """For dynamic-mode tenants, lower GPU grants that sat idle last quarter: one proposal
     per pool through tenants.services.quota_request_propose, for a platform admin to
     decide. Returns the number of proposals filed."""
-    from django.db.models import Sum
-
-    from tenants.choices import QuotaMode
-    from tenants.models import UsageDaily
-    from tenants.selectors import current_grants
-    from tenants.services import quota_request_propose
-
     today = today or timezone.localdate()
     rule = rule or IdleRule.from_settings()
     end = selectors.quarter_start(today)

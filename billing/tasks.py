@@ -12,6 +12,7 @@ from celery import shared_task
 from django.utils import timezone
 
 from billing import services
+from k8s_sync.metrics import MetricsSource, MetricsUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +29,6 @@ def record_egress() -> int:
     """One reading of every pod's network counters from the metrics source. Not configured
     (no Prometheus, nothing to scrape): nothing is recorded; a transient outage is logged
     and the next reading catches up (the counters are cumulative)."""
-    from k8s_sync.metrics import MetricsSource, MetricsUnavailable
-
     try:
         readings = MetricsSource.from_settings().pod_network_bytes()
     except MetricsUnavailable as exc:

@@ -10,6 +10,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
@@ -154,8 +155,6 @@ def month_close(request: HttpRequest) -> HttpResponse:
 
 
 def _month_url() -> str:
-    from django.urls import reverse
-
     return reverse("billing:month")
 
 

@@ -37,6 +37,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from django.utils import translation
+from django.utils.translation import get_language
+
 StoredText = dict[str, Any] | list[Any] | str
 
 _TEMPLATES: dict[str, Any] = {}
@@ -69,8 +72,6 @@ def message(code: str, **args: Any) -> dict[str, Any]:
 
 
 def _separator() -> str:
-    from django.utils.translation import get_language
-
     return "；" if (get_language() or "").startswith("zh") else "; "
 
 
@@ -85,8 +86,6 @@ def _arg(value: Any) -> Any:
 def render(value: StoredText | None, language: str | None = None) -> str:
     """The text in ``language`` (default: the active one)."""
     if language is not None:
-        from django.utils import translation
-
         with translation.override(language):
             return render(value)
     if value is None or value == "":

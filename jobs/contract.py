@@ -18,7 +18,11 @@ from typing import Any
 
 from django.utils.translation import gettext as _
 
+from jobs import selectors
+from jobs.models import TrainingJob
 from jobs.validation import SubmissionError
+from k8s_sync import manifests
+from tenants.models import Pool
 
 #: Spec fields whose submission field has another name (see ``selectors.job_spec``).
 SPEC_FIELDS: dict[str, str] = {
@@ -35,8 +39,6 @@ NON_FIELD = "__all__"
 def field_of(error: ValueError) -> str:
     """The submission field a spec/manifest ``ValueError`` concerns (:data:`NON_FIELD`
     when it names none the researcher gave)."""
-    from jobs.models import TrainingJob
-
     head, sep, _rest = str(error).partition(":")
     name = head.strip() if sep else ""
     if name in SPEC_FIELDS:
@@ -59,11 +61,6 @@ def check_buildable(*, tenant: Any, pool: Any, clean: dict[str, Any],
     """Build the job's spec and manifests exactly as ``sync_job`` will (for the unsaved
     job these cleaned values make); raise :class:`SubmissionError` naming the field when
     the cluster side could not. ``pool`` is a Pool row or its kind."""
-    from jobs import selectors
-    from jobs.models import TrainingJob
-    from k8s_sync import manifests
-    from tenants.models import Pool
-
     if isinstance(pool, str):
         pool = Pool.objects.get(tenant=tenant, kind=pool)
     job = TrainingJob(tenant=tenant, pool=pool, annotations=dict(annotations or {}), **clean)

@@ -15,6 +15,7 @@ from django.utils.translation import gettext_lazy as _
 
 from core.choices import Tier
 from jobs.choices import ACTIVE_STATES, JobState
+from jobs.texts import transition_reason_label
 
 
 class TrainingJob(models.Model):
@@ -156,8 +157,6 @@ class JobTransition(models.Model):
     @property
     def reason_label(self) -> str:
         """The reason code's label in the active language (the code itself if unknown)."""
-        from jobs.texts import transition_reason_label
-
         return transition_reason_label(self.reason)
 
     @property

@@ -24,6 +24,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.dispatch import receiver
 
+from jobs.tasks import admission_cycle
 from k8s_sync.naming import NAMESPACE_PREFIX
 from k8s_sync.signals import observed_changed
 
@@ -55,8 +56,6 @@ def admission_on_observed_change(sender: Any, kind: str = "", keys: list[str] | 
     try:
         if not cache.add(KICK_KEY, "1", timeout=KICK_DEBOUNCE_SECONDS):
             return False  # a cycle is already due within the window
-        from jobs.tasks import admission_cycle
-
         # expires, as the beat's entry: a backlog never runs stale copies
         admission_cycle.apply_async(countdown=KICK_DEBOUNCE_SECONDS,
                                     expires=KICK_DEBOUNCE_SECONDS + 8)

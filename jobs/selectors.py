@@ -2,21 +2,55 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import math
 from collections import defaultdict
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import Http404
+from django.utils.translation import gettext as _
 
 from core.choices import Tier
+from core.models import Policy
+from core.texts import render, text_code
+from jobs.admission import History, JobView, NodeView, PoolQuota, decide
+from jobs.admission import Policy as EnginePolicy
 from jobs.choices import ACTIVE_STATES, JobState
-from jobs.models import JobTransition, TrainingJob
+from jobs.models import JobTransition, MaintenanceWindow, TrainingJob
+from jobs.podstart import Seen
 from jobs.validation import Inventory
-from k8s_sync.models import ObservedNode
+from k8s_sync.models import (
+    ClusterEvent,
+    ObservedNode,
+    ObservedPod,
+    ObservedQuota,
+    ObservedStorageClass,
+)
+from k8s_sync.physical import last_framebuffer_mib, physical_use, shared_framebuffer_mib
+from k8s_sync.placement import dedicated_placement, switch_label
+from k8s_sync.placement import topology_levels as topology_levels_in_force
 from k8s_sync.quantity import parse_quantity
-from k8s_sync.selectors import node_capacity
+from k8s_sync.selectors import capacity_report, node_capacity
+from k8s_sync.specs import JobSpec
+from k8s_sync.templatetags.k8s_sync import mib, sharing
+from tenants import demand
+from tenants.catalog import Resource
 from tenants.choices import QuotaMode, TenantStatus
+from tenants.demand import (
+    card_facts,
+    dimension_only_when_granted,
+    engine_amount,
+    engine_demand,
+    from_engine,
+    job_demand,
+    pool_limits,
+)
+from tenants.models import NodeDedication, Pool, Tenant
+from tenants.quota import guaranteed_amount
+from tenants.selectors import effective_grants, guaranteed_shares, node_dedications
 from tenants.tiers import tier_rules
 
 GIB = Decimal(1024**3)
@@ -78,8 +112,6 @@ def inventory() -> Inventory:
                 mig[profile] = max(mig[profile], _int(value))
         max_cpu = max(max_cpu, _dec(alloc.get("cpu")))
         max_mem = max(max_mem, _dec(alloc.get("memory")) / GIB)
-    from k8s_sync.models import ObservedStorageClass
-
     classes = dict(ObservedStorageClass.objects.values_list("name", "is_default"))
     return Inventory(dict(gpus), dict(mig), max_cpu, max_mem.quantize(Decimal("0.001")),
                      classes, shared_per_node=dict(shared), shared_memory_mib=share_mib,
@@ -90,10 +122,6 @@ def inventory() -> Inventory:
 def gpu_kind_label(clean: Any, inv: Inventory | None = None) -> str:
     """The kind of GPU a job (or a cleaned submission) asks for, in words: whole cards, a
     MIG slice, shares of a time-sliced/MPS card with their memory, or HAMi-limited cards."""
-    from django.utils.translation import gettext as _
-
-    from k8s_sync.templatetags.k8s_sync import mib, sharing
-
     get = clean.get if isinstance(clean, dict) else lambda k: getattr(clean, k)
     gpus, model = get("gpus_per_worker") or 0, get("gpu_model") or ""
     if not gpus:
@@ -117,8 +145,6 @@ def storage_left(pool: Any, storage_class: str) -> Decimal | None:
     """GiB a new claim of ``storage_class`` may still take in the pool's namespace, by its
     observed ResourceQuotas (the class's own limit, the total, and the claim counts);
     ``None`` when no quota has been observed there yet."""
-    from k8s_sync.models import ObservedQuota
-
     quotas = list(ObservedQuota.objects.filter(namespace=pool.namespace))
     if not quotas:
         return None
@@ -159,15 +185,6 @@ def admission_inputs(now):  # type: ignore[no-untyped-def]
 def _admission_inputs(now):  # type: ignore[no-untyped-def]
     """:func:`admission_inputs` and the card facts they were counted with (the preview
     counts its hypothetical job with the same ones, from the same capacity report)."""
-    from core.models import Policy
-    from jobs.admission import JobView, NodeView, PoolQuota
-    from jobs.admission import Policy as EnginePolicy
-    from k8s_sync.placement import topology_levels as topology_levels_in_force
-    from k8s_sync.selectors import capacity_report
-    from tenants.demand import card_facts, pool_limits
-    from tenants.models import Pool
-    from tenants.selectors import effective_grants, node_dedications
-
     dedicated = node_dedications()
     held = maintenance_held_nodes(now)  # cordoned for a window, even before it is observed
     policy = Policy.current()
@@ -217,12 +234,6 @@ def _with_guarantees(quotas: list) -> list:
     """Each overcommitted-mode tenant's pool quotas with their guaranteed part per GPU/MIG
     key (``tenants.quota.guaranteed_amount``: the number its quota pages show); other
     pools are guaranteed their whole nominal quota (the engine's default)."""
-    from dataclasses import replace
-
-    from tenants.models import Tenant
-    from tenants.quota import guaranteed_amount
-    from tenants.selectors import guaranteed_shares
-
     over = set(Tenant.objects.filter(quota_mode=QuotaMode.OVERCOMMITTED)
                .values_list("slug", flat=True))
     if not over:
@@ -244,9 +255,6 @@ def physical_use_now(report=None):  # type: ignore[no-untyped-def]
     the eviction watermark: the observed cluster, plus DCGM framebuffer on shared and
     HAMi cards read now, or the last reading (at most 5 minutes old) when the metrics
     source cannot answer; the cluster page shows the same last reading."""
-    from k8s_sync.physical import last_framebuffer_mib, physical_use, shared_framebuffer_mib
-    from k8s_sync.selectors import capacity_report
-
     report = report or capacity_report()
     framebuffer = shared_framebuffer_mib(report)
     if framebuffer is None:
@@ -257,8 +265,6 @@ def physical_use_now(report=None):  # type: ignore[no-untyped-def]
 def job_demand_of(job: Any, facts: Any) -> dict[str, Decimal]:
     """The whole job's demand per catalog key (``tenants.demand``, the one definition)
     from a TrainingJob, or from a cleaned submission (a dict)."""
-    from tenants.demand import job_demand
-
     get = job.get if isinstance(job, dict) else lambda name, default=None: getattr(
         job, name, default)
     return job_demand(workers=get("workers") or 0, cpu_per_worker=get("cpu_per_worker") or 0,
@@ -272,16 +278,11 @@ def job_demand_of(job: Any, facts: Any) -> dict[str, Decimal]:
 
 def job_resources(job: Any, facts: Any) -> dict[str, int]:
     """``JobView.resources``: :func:`job_demand_of` in the engine's units."""
-    from tenants.demand import engine_demand
-
     return engine_demand(job_demand_of(job, facts))
 
 
 def observed_card_facts():  # type: ignore[no-untyped-def]
     """Per-card GPU memory by model, from the observed nodes (``tenants.demand``)."""
-    from k8s_sync.selectors import capacity_report
-    from tenants.demand import card_facts
-
     return card_facts(capacity_report().nodes)
 
 
@@ -289,8 +290,6 @@ def _node_cpu_memory(node: Any) -> dict[str, int]:
     """A node's allocatable CPU (millicores) and memory (1/1000 GiB) and what its bound,
     unfinished pods request, as ``NodeView`` keyword arguments (none when the node does
     not report them: the engine then does not check its CPU)."""
-    from tenants.demand import engine_amount
-
     if node.cpu_allocatable <= 0 or node.memory_allocatable <= 0:
         return {}
     return {"cpu": engine_amount("cpu", node.cpu_allocatable, demand=False),
@@ -301,8 +300,6 @@ def _node_cpu_memory(node: Any) -> dict[str, int]:
 
 def _bound_nodes(job_ids: list[int]) -> dict[str, list[str]]:
     """Job id (as labelled) -> the node of each of its observed, bound, unfinished pods."""
-    from k8s_sync.models import ObservedPod
-
     out: dict[str, list[str]] = defaultdict(list)
     rows = (ObservedPod.objects.filter(job__in=[str(i) for i in job_ids])
             .exclude(node_name="").exclude(phase__in=["Succeeded", "Failed"])
@@ -330,11 +327,6 @@ def _placement(job: TrainingJob, bound: list[str]) -> tuple[str, ...]:
 def job_history(now, *, days: int = 30, half_life_days: float = 7.0):  # type: ignore[no-untyped-def]
     """Decayed GPU-seconds per tenant and recent run durations per (tenant, tier), from
     jobs that ran in the last ``days`` days."""
-    import datetime as dt
-    import math
-
-    from jobs.admission import History
-
     since = now - dt.timedelta(days=days)
     usage: dict[str, float] = defaultdict(float)
     durations: dict[tuple[str, str], list[float]] = defaultdict(list)
@@ -357,12 +349,6 @@ def job_history(now, *, days: int = 30, half_life_days: float = 7.0):  # type: i
 def job_spec(job: TrainingJob):  # type: ignore[no-untyped-def]
     """The plain spec of the job's PyTorchJob (k8s_sync builds the manifest); also of an
     unsaved job, which is how submission proves it can be built (``jobs.contract``)."""
-    from core.models import Policy
-    from k8s_sync.placement import dedicated_placement, switch_label
-    from k8s_sync.specs import JobSpec
-    from tenants import demand
-    from tenants.models import NodeDedication
-
     policy = Policy.current()
     rules = tier_rules(policy)[Tier(job.tier)]
     placement = dedicated_placement(job.tenant.slug) if NodeDedication.objects.filter(
@@ -409,9 +395,6 @@ def preview(tenant, pool_kind: str, clean: dict, now):  # type: ignore[no-untype
     Runs the admission engine on the current state plus this hypothetical job (id -1);
     nothing is written. ``reason`` is in the active language, ``reason_code`` its code.
     """
-    from core.texts import render, text_code
-    from jobs.admission import JobView, decide
-
     inputs, facts = _admission_inputs(now)
     job = JobView(id=-1, tenant=tenant.slug, pool=pool_kind, tier=clean["tier"],
                   gpu_model=clean["gpu_model"], mig_profile=clean["mig_profile"],
@@ -448,9 +431,6 @@ def _preview_dimensions(inputs: dict, tenant: str, pool_kind: str, job: Any) -> 
     """Per dimension the job consumes: what it wants, what its pool holds now (admitted,
     running and preempting jobs, counted as admission counts them), the quota, the
     ceiling and whether it fits, in catalog units (the job form shows them)."""
-    from tenants.catalog import Resource
-    from tenants.demand import dimension_only_when_granted, from_engine
-
     quota = next((q for q in inputs["quotas"] if (q.tenant, q.pool) == (tenant, pool_kind)),
                  None)
     used: dict[str, int] = defaultdict(int)
@@ -478,8 +458,6 @@ def _preview_dimensions(inputs: dict, tenant: str, pool_kind: str, job: Any) -> 
 
 def _preview_notes(clean: dict) -> list[str]:
     """Warnings about the submission itself, in the active language."""
-    from django.utils.translation import gettext as _
-
     notes = []
     if (clean["tier"] != Tier.PRODUCTION and not clean.get("checkpoint_claim")
             and not clean.get("checkpoint_storage_class")):
@@ -494,16 +472,12 @@ def _preview_notes(clean: dict) -> list[str]:
 
 def pods_of(job: TrainingJob):  # type: ignore[no-untyped-def]
     """The job's pods as last observed (name, phase, node, reason)."""
-    from k8s_sync.models import ObservedPod
-
     return ObservedPod.objects.filter(namespace=job.pool.namespace,
                                       job=str(job.pk)).order_by("name")
 
 
 def events_of(job: TrainingJob):  # type: ignore[no-untyped-def]
     """Recent cluster events about the job and its pods."""
-    from k8s_sync.models import ClusterEvent
-
     if not job.k8s_name:
         return ClusterEvent.objects.none()
     return ClusterEvent.objects.filter(involved_namespace=job.pool.namespace,
@@ -516,17 +490,12 @@ def events_of(job: TrainingJob):  # type: ignore[no-untyped-def]
 
 def open_windows(now):  # type: ignore[no-untyped-def]
     """Applied maintenance windows not yet released whose end has not come."""
-    from jobs.models import MaintenanceWindow
-
     return MaintenanceWindow.objects.filter(status=MaintenanceWindow.Status.APPLIED,
                                             released_at__isnull=True, ends_at__gt=now)
 
 
 def windows_to_release(now):  # type: ignore[no-untyped-def]
     """Windows that cordoned (or may have cordoned) nodes and ended or were cancelled."""
-    from django.db.models import Q
-
-    from jobs.models import MaintenanceWindow
 
     return MaintenanceWindow.objects.filter(released_at__isnull=True,
                                             applied_at__isnull=False).filter(
@@ -546,9 +515,6 @@ def maintenance_held_nodes(now) -> set[str]:  # type: ignore[no-untyped-def]
 def start_observations(job: TrainingJob):  # type: ignore[no-untyped-def]
     """What the cluster said about a job whose pods have not started
     (``jobs.podstart.Seen`` lists): its unstarted pods' reasons and its events."""
-    from jobs.podstart import Seen
-    from k8s_sync.models import ClusterEvent, ObservedPod
-
     pods = [Seen(reason, message) for reason, message in ObservedPod.objects.filter(
         namespace=job.pool.namespace, job=str(job.pk)).exclude(
         phase__in=["Running", "Succeeded", "Failed"]).values_list("reason", "message")]

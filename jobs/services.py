@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -21,16 +22,22 @@ from core.texts import message as stored_text
 from jobs import selectors
 from jobs.choices import ACTIVE_STATES, JobState
 from jobs.contract import NON_FIELD, check_buildable
-from jobs.models import JobTransition, TrainingJob
+from jobs.defrag import plan_defrag
+from jobs.models import JobTransition, MaintenanceWindow, TrainingJob
 from jobs.validation import SubmissionError, validate_submission
+from k8s_sync.naming import job_name
 from tenants.access import AnyUser, TenantAccess, require_platform_admin
 from tenants.audit import record_audit
+from tenants.catalog import Resource, ResourceKind, fmt_amount
+from tenants.demand import CardFacts, dimension_only_when_granted, elastic_ceiling
 from tenants.models import Pool
+from tenants.selectors import effective_grants
+from tenants.services.notify import notify
 
 
 def kick_admission() -> None:
     """An admission pass once the current transaction commits (none for a rollback)."""
-    from jobs.tasks import admission_cycle
+    from jobs.tasks import admission_cycle  # deferred: jobs.tasks imports the services
 
     def enqueue() -> None:
         admission_cycle.delay()
@@ -39,7 +46,7 @@ def kick_admission() -> None:
 
 def schedule_sync(job_id: int) -> None:
     """Converge the job's PyTorchJob once the current transaction commits."""
-    from jobs.tasks import sync_job
+    from jobs.tasks import sync_job  # deferred: jobs.tasks imports the services
 
     def enqueue() -> None:
         sync_job.delay(job_id)
@@ -81,8 +88,6 @@ def job_submit(*, access: TenantAccess, actor: AnyUser, pool: str, data: dict[st
                 tenant=access.tenant, pool=pool_row, submitted_by=actor, template=template,
                 annotations=annotations, expected_seconds=data.get("expected_seconds"),
                 **clean)
-            from k8s_sync.naming import job_name
-
             job.k8s_name = job_name(job.pk, job.name)
             job.save(update_fields=["k8s_name"])
             _record(job, "", JobState.QUEUED, "Submitted", actor=actor)
@@ -119,10 +124,6 @@ def _check_ceiling(pool: Pool, clean: dict[str, Any]) -> None:
     shared GPUs, CPU, memory, GPU memory) than the pool may ever hold, counted as
     admission counts it (``tenants.demand``: the whole job, the pods' requests), naming
     the form field that makes it too large."""
-    from tenants.catalog import Resource, ResourceKind, fmt_amount
-    from tenants.demand import CardFacts, dimension_only_when_granted, elastic_ceiling
-    from tenants.selectors import effective_grants
-
     grants = effective_grants(pool)
     factor = pool.tenant.ceiling_factor
     facts = selectors.observed_card_facts() if "gpu-memory" in grants else CardFacts()
@@ -283,8 +284,6 @@ def record_waiting(waiting: dict) -> None:  # dict[int, WaitInfo]
 
 def defrag_plan_preview(*, gpu_model: str, wanted: int):  # type: ignore[no-untyped-def]
     """The plan for freeing ``wanted`` whole nodes of ``gpu_model`` now (nothing written)."""
-    from jobs.defrag import plan_defrag
-
     inputs = selectors.admission_inputs(timezone.now())
     return plan_defrag(nodes=inputs["nodes"], jobs=inputs["jobs"], gpu_model=gpu_model,
                        wanted=wanted)
@@ -294,8 +293,6 @@ def window_schedule(*, actor: AnyUser, gpu_model: str, nodes_wanted: int,
                     starts_at: dt.datetime, ends_at: dt.datetime, reason: str = ""):  # type: ignore[no-untyped-def]
     """Schedule a defragmentation window (platform admins); the plan is re-computed when
     the window opens, since the cluster will have changed by then."""
-    from jobs.models import MaintenanceWindow
-
     require_platform_admin(actor)
     if nodes_wanted < 1:
         raise ApplicationError(_("Free at least one node."), field="nodes_wanted")
@@ -323,8 +320,6 @@ def window_schedule(*, actor: AnyUser, gpu_model: str, nodes_wanted: int,
 def window_apply(*, window_id: int, now: dt.datetime | None = None) -> int:
     """Open a due window: preempt the jobs its fresh plan moves (they resume elsewhere
     from their checkpoints). Idempotent: a window applies once. Returns jobs moved."""
-    from jobs.models import MaintenanceWindow
-
     now = now or timezone.now()
     with transaction.atomic():
         window = MaintenanceWindow.objects.select_for_update().filter(
@@ -359,8 +354,6 @@ def window_nodes_hold(*, window_id: int, cordoned: Iterable[str],
     end) and those it found cordoned by someone else (``already``: left as they are).
     Recorded before the cordon, so a release never misses a node. False (nothing
     written) when the window is no longer open. Idempotent."""
-    from jobs.models import MaintenanceWindow
-
     with transaction.atomic():
         window = MaintenanceWindow.objects.select_for_update().filter(
             pk=window_id, status=MaintenanceWindow.Status.APPLIED,
@@ -379,8 +372,6 @@ def window_nodes_hold(*, window_id: int, cordoned: Iterable[str],
 
 def window_released(*, window_id: int, now: dt.datetime | None = None) -> bool:
     """The window's cordoned nodes are uncordoned: stamp ``released_at`` (once)."""
-    from jobs.models import MaintenanceWindow
-
     now = now or timezone.now()
     with transaction.atomic():
         window = MaintenanceWindow.objects.select_for_update().filter(
@@ -400,8 +391,7 @@ def window_released(*, window_id: int, now: dt.datetime | None = None) -> bool:
 def window_cancel(*, actor: AnyUser, window_id: int):  # type: ignore[no-untyped-def]
     """Cancel a window (platform admins): a scheduled one never opens; an open one gives
     its cordoned nodes back now (the release runs once this commits). Idempotent."""
-    from jobs.models import MaintenanceWindow
-    from jobs.tasks import apply_maintenance_windows
+    from jobs.tasks import apply_maintenance_windows  # deferred: jobs.tasks imports services
 
     require_platform_admin(actor)
     with transaction.atomic():
@@ -426,10 +416,6 @@ def window_cancel(*, actor: AnyUser, window_id: int):  # type: ignore[no-untyped
 def job_notify_owner(*, job: TrainingJob, text: StoredText, email: bool = False) -> None:
     """Tell the job's submitter what the system did to it (``text``: a stored text), in
     the portal and, when ``email``, by mail; linked to the job's page."""
-    from django.urls import reverse
-
-    from tenants.services.notify import notify
-
     if job.submitted_by is None:
         return
     notify(users=[job.submitted_by], tenant=job.tenant, email=email,

@@ -24,14 +24,20 @@ from django.core.cache import cache
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
+from core.models import Policy
 from core.texts import message as stored_text
-from jobs import selectors, services
+from jobs import podstart, selectors, services
+from jobs.admission import decide
 from jobs.choices import JobState
-from jobs.models import AdmissionState, TrainingJob
+from jobs.models import AdmissionState, MaintenanceWindow, TrainingJob
 from k8s_sync import manifests
 from k8s_sync.client import K8sError, get_client, is_transient
-from k8s_sync.models import PYTORCHJOB
+from k8s_sync.maintenance import cordon_patch, is_cordoned, maintenance_taint
+from k8s_sync.models import PYTORCHJOB, ObservedNode, ObservedPod
+from k8s_sync.placement import switch_of
 from k8s_sync.selectors import workload_statuses
+from tenants.selectors import topology_levels
+from tenants.tasks import backoff_seconds
 
 log = logging.getLogger(__name__)
 CYCLE_LOCK = "jobs:admission-cycle"
@@ -39,8 +45,6 @@ MAX_RETRIES = 8
 
 
 def _backoff(retries: int) -> float:
-    from tenants.tasks import backoff_seconds
-
     return backoff_seconds(retries)
 
 
@@ -179,9 +183,6 @@ def enforce_pod_start(now: dt.datetime) -> dict[str, int]:
     (its PyTorchJob suspended, its GPUs free for this pass) with the cluster's reason on
     its page and in a notification, or fails after ``Policy.pod_start_attempts`` such
     admissions (see :mod:`jobs.podstart`)."""
-    from core.models import Policy
-    from jobs import podstart
-
     policy = Policy.current()
     deadline = int(policy.pod_start_deadline_seconds or 0)
     attempts = max(1, int(policy.pod_start_attempts or 1))
@@ -228,8 +229,6 @@ def enforce_pod_start(now: dt.datetime) -> dict[str, int]:
 def _pods_remain(job: TrainingJob) -> bool:
     """Whether any pod of the job is still observed, terminating ones included: until
     they are gone their GPUs are held, so the job is not back in the queue yet."""
-    from k8s_sync.models import ObservedPod
-
     return ObservedPod.objects.filter(job=str(job.pk)).exclude(
         phase__in=["Succeeded", "Failed"]).filter(namespace=job.pool.namespace).exists()
 
@@ -257,9 +256,6 @@ def admission_cycle() -> dict[str, Any]:
 
 
 def _decide_and_apply(now: dt.datetime) -> dict[str, int]:
-    from jobs.admission import decide
-    from tenants.selectors import topology_levels
-
     decisions = decide(**selectors.admission_inputs(now))
     levels = topology_levels() if decisions.admit else ()
     admitted = preempted = 0
@@ -289,9 +285,6 @@ def _decide_and_apply(now: dt.datetime) -> dict[str, int]:
 
 def _switch_of(placement: tuple[str, ...], levels: tuple[str, ...]) -> str:
     """The one switch (value of the last topology level) of a multi-node placement."""
-    from k8s_sync.models import ObservedNode
-    from k8s_sync.placement import switch_of
-
     if len(set(placement)) < 2:
         return ""
     switches = {switch_of(labels, levels) for labels in ObservedNode.objects.filter(
@@ -306,8 +299,6 @@ def apply_maintenance_windows(self) -> dict[str, int]:  # type: ignore[no-untype
     moves), keep the nodes of open windows cordoned, and uncordon the nodes of windows
     that ended or were cancelled. Level-triggered and idempotent: a second run writes
     nothing; a transient API error retries the whole pass."""
-    from jobs.models import MaintenanceWindow
-
     now = timezone.now()
     due = MaintenanceWindow.objects.filter(status=MaintenanceWindow.Status.SCHEDULED,
                                            starts_at__lte=now)
@@ -327,8 +318,6 @@ def _hold_window_nodes(now: dt.datetime) -> int:
     """Cordon what open windows free. A node already cordoned by someone else is
     remembered as such and left alone (at the end it stays cordoned); a node the window
     cordoned and someone uncordoned is cordoned again. Returns nodes patched."""
-    from k8s_sync.maintenance import cordon_patch, is_cordoned, maintenance_taint
-
     windows = list(selectors.open_windows(now))
     if not windows:
         return 0
@@ -375,9 +364,6 @@ def _release_windows(now: dt.datetime) -> int:
 def _release(client: Any, window_id: int) -> int:
     """Uncordon exactly the nodes the window cordoned (a node another open window also
     holds only loses this window's taint), then stamp the window released."""
-    from jobs.models import MaintenanceWindow
-    from k8s_sync.maintenance import maintenance_taint
-
     window = MaintenanceWindow.objects.get(pk=window_id)
     others = set()
     for nodes in selectors.open_windows(timezone.now()).exclude(pk=window_id).values_list(

@@ -3,6 +3,8 @@ admins' view of every queue with hold, release and re-prioritise. Thin views."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -18,7 +20,7 @@ from jobs import selectors, services
 from jobs.choices import ACTIVE_STATES, JobState
 from jobs.contract import check_buildable
 from jobs.forms import JobForm, template_initial
-from jobs.models import TrainingJob
+from jobs.models import MaintenanceWindow, TrainingJob
 from jobs.timeline import running_seconds
 from jobs.validation import SubmissionError, validate_submission
 from tenants.access import is_platform_admin, platform_admin_or_404
@@ -149,8 +151,6 @@ def platform_queue(request: HttpRequest) -> HttpResponse:
 @login_required
 def defrag(request: HttpRequest) -> HttpResponse:
     """Plan and schedule a defragmentation window (platform admins)."""
-    from jobs.models import MaintenanceWindow
-
     platform_admin_or_404(request.user)
     inventory = selectors.inventory()
     model = request.POST.get("gpu_model") or request.GET.get("gpu_model") or next(
@@ -178,8 +178,6 @@ def defrag(request: HttpRequest) -> HttpResponse:
 
 
 def _aware(text: str):  # type: ignore[no-untyped-def]
-    import datetime as dt
-
     value = dt.datetime.fromisoformat(text)
     return timezone.make_aware(value) if timezone.is_naive(value) else value
 

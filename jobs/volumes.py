@@ -7,6 +7,9 @@ from typing import Any
 
 from django.dispatch import receiver
 
+from jobs.choices import ACTIVE_STATES
+from jobs.models import TrainingJob
+from k8s_sync.naming import job_name
 from tenants.signals import volumes_held
 
 
@@ -16,8 +19,6 @@ def checkpoint_claims(job: Any) -> set[str]:
     if job.checkpoint_claim:
         return {job.checkpoint_claim}
     if job.checkpoint_storage_class:
-        from k8s_sync.naming import job_name
-
         return {f"{job.k8s_name or job_name(job.pk, job.name)}-ckpt"}
     return set()
 
@@ -25,9 +26,6 @@ def checkpoint_claims(job: Any) -> set[str]:
 @receiver(volumes_held, dispatch_uid="jobs.checkpoint_volumes_held")
 def checkpoint_volumes_held(sender: Any, pool: Any, **kwargs: Any) -> set[str]:
     """Checkpoint volumes of the pool's queued, admitted, running and preempting jobs."""
-    from jobs.choices import ACTIVE_STATES
-    from jobs.models import TrainingJob
-
     held: set[str] = set()
     for job in TrainingJob.objects.filter(pool=pool, state__in=list(ACTIVE_STATES)).only(
             "pk", "name", "k8s_name", "checkpoint_claim", "checkpoint_storage_class"):

@@ -33,14 +33,18 @@ import json
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal
 from urllib.parse import quote, urlsplit
 
 import urllib3
+from django.conf import settings
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.config.config_exception import ConfigException
+
+from k8s_sync.maintenance import cordon_patch
 
 __all__ = [
     "ClusterConfig",
@@ -125,8 +129,6 @@ _FOREIGN_SETTINGS_KEYS = frozenset({"embedded"})
 
 def from_django_settings() -> ClusterConfig:
     """``ClusterConfig`` from ``settings.TRAINYARD_CLUSTER`` (a dict); read lazily."""
-    from django.conf import settings  # lazy: k8s_sync must import without Django set up
-
     return ClusterConfig.from_mapping(getattr(settings, "TRAINYARD_CLUSTER", {}) or {})
 
 
@@ -210,8 +212,6 @@ def _retry_after(value: str | None) -> float | None:
     except ValueError:
         pass
     try:
-        from datetime import UTC, datetime
-
         return max(0.0, (parsedate_to_datetime(value) - datetime.now(UTC)).total_seconds())
     except (TypeError, ValueError):
         return None
@@ -485,8 +485,6 @@ class KubeClient:
         :func:`k8s_sync.maintenance.cordon_patch`). Returns the node as it is now, or None
         when it does not exist. No write when it already is as asked; a concurrent change
         of the node is a 409 (transient: retry)."""
-        from k8s_sync.maintenance import cordon_patch
-
         node = self.read("v1", "Node", name)
         if node is None:
             return None

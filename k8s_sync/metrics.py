@@ -42,6 +42,7 @@ from urllib.parse import urlencode
 
 import urllib3
 import yaml
+from django.conf import settings
 from prometheus_client.parser import text_string_to_metric_families
 
 from k8s_sync.client import ClusterConfig, K8sError, from_django_settings
@@ -220,8 +221,6 @@ class MetricsSource:
     @classmethod
     def from_settings(cls) -> MetricsSource:
         """Built from Django settings (see the module docstring)."""
-        from django.conf import settings  # lazy: importable without Django configured
-
         timeout = float(getattr(settings, "TRAINYARD_METRICS_SOURCE_TIMEOUT", 5.0) or 5.0)
         prometheus = getattr(settings, "PROMETHEUS_URL", "") or ""
         if prometheus:

@@ -24,6 +24,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 
+from django.core.cache import cache
+
+from k8s_sync.client import K8sError
+from k8s_sync.metrics import MetricsSource
 from k8s_sync.selectors import CapacityReport, NodeCapacity
 
 __all__ = ["FRAMEBUFFER_CACHE_KEY", "PhysicalUse", "last_framebuffer_mib", "physical_use",
@@ -73,11 +77,6 @@ def shared_framebuffer_mib(report: CapacityReport, samples: Iterable | None = No
     dcgm-exporter repeats a device's FB_USED on one series per pod sharing it, so each
     device (node, UUID or index, GPU instance) is counted once (its largest value).
     """
-    from django.core.cache import cache
-
-    from k8s_sync.client import K8sError
-    from k8s_sync.metrics import MetricsSource
-
     nodes = {n.name for n in report.nodes if _shared_cards(n)}
     if not nodes:
         return {}
@@ -103,8 +102,6 @@ def shared_framebuffer_mib(report: CapacityReport, samples: Iterable | None = No
 def last_framebuffer_mib() -> dict[str, float] | None:
     """The last reading :func:`shared_framebuffer_mib` took (the admission loop reads it
     every cycle), for pages that must not read the metrics source themselves."""
-    from django.core.cache import cache
-
     return cache.get(FRAMEBUFFER_CACHE_KEY)
 
 

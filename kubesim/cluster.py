@@ -16,6 +16,7 @@ from aiohttp import web
 from . import persistence
 from .clock import Clock
 from .faults import Faults
+from .server import Server
 from .store import Store
 
 if TYPE_CHECKING:
@@ -88,7 +89,6 @@ class Cluster:
         self._loop = loop
         asyncio.set_event_loop(loop)
         try:
-            from .server import Server
             self.server = Server(self)
             self._runner = web.AppRunner(self.server.app, access_log=logging.getLogger(
                                              "kubesim.access") if self.access_log else None,

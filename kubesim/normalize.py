@@ -210,7 +210,10 @@ def complete(node: tuple, value: Any, qctx: bool = False, dropped: list | None =
 
 def normalizer(model_name: str):
     """A function obj -> obj (in place) for the client model `model_name`."""
+    # deferred: the client's ~700 model classes load when a registry is built, not
+    # whenever a kubesim module is imported (the pytest plugin, the benchmarks)
     from kubernetes.client import models
+
     node = model_node(getattr(models, model_name))
 
     def run(obj: dict, dropped: list | None = None) -> dict:

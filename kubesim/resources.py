@@ -1,6 +1,7 @@
 """Kind registry: built-in kinds, kinds served from CRDs, and the discovery documents."""
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -8,7 +9,10 @@ from pathlib import Path
 
 import yaml
 
+from .crd_rules import immutable_paths
 from .errors import ApiError
+from .normalize import normalizer
+from .validation import compile_crd_schema
 
 CRD_DIR = Path(__file__).parent / "crds"
 ALL_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
@@ -105,7 +109,6 @@ class Registry:
         self._by_key: dict[str, ResourceType] = {}
         self._by_gvr: dict[tuple[str, str, str], ResourceType] = {}
         self._lock = threading.Lock()
-        from .normalize import normalizer
         for rt in BUILTINS:
             rt.normalize = normalizer(rt.model)
             self._add(rt)
@@ -134,8 +137,6 @@ class Registry:
 
     # ---- CRDs -----------------------------------------------------------------------
     def register_crd(self, crd: dict) -> ResourceType:
-        from .crd_rules import immutable_paths
-        from .validation import compile_crd_schema
         spec = crd.get("spec") or {}
         names = spec.get("names") or {}
         versions = [v for v in spec.get("versions") or [] if v.get("served", True)]
@@ -236,7 +237,6 @@ class Registry:
 
 def _version_priority(v: str):
     """Kubernetes version priority: GA > beta > alpha, higher numbers first."""
-    import re
     m = re.match(r"^v(\d+)(?:(alpha|beta)(\d+))?$", v)
     if not m:
         return (3, 0, 0, v)

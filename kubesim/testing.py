@@ -36,7 +36,7 @@ DEFAULT_TIMEOUT = 10.0
 def make_api_client(url: str, timeout: float | None = DEFAULT_TIMEOUT):
     """An official-client ApiClient for `url` whose requests time out after `timeout` s
     unless the call passes its own ``_request_timeout``."""
-    import kubernetes
+    import kubernetes  # deferred: the plugin loads in every pytest run; the client only here
 
     cfg = kubernetes.client.Configuration()
     cfg.host = url

@@ -11,6 +11,8 @@ import os
 
 from celery import Celery
 
+from portal.schedules import BEAT_SCHEDULE
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
 app = Celery("trainyard")
@@ -20,6 +22,4 @@ app.autodiscover_tasks()
 
 @app.on_after_finalize.connect
 def _install_beat_schedule(sender: Celery, **_: object) -> None:
-    from portal.schedules import BEAT_SCHEDULE
-
     sender.conf.beat_schedule = BEAT_SCHEDULE

@@ -8,6 +8,8 @@ from django.http import HttpRequest
 
 from portal.reversing import slug_url
 from tenants.access import is_finance, is_platform_admin
+from tenants.choices import RequestStatus
+from tenants.models import Notification, QuotaRequest
 from tenants.selectors import tenants_visible_to
 
 
@@ -17,9 +19,6 @@ def navigation(request: HttpRequest) -> dict[str, Any]:
         return {}
     match = getattr(request, "resolver_match", None)
     current_slug = match.kwargs.get("slug") if match else None
-    from tenants.choices import RequestStatus
-    from tenants.models import Notification, QuotaRequest
-
     admin = is_platform_admin(user)
     detail_url = slug_url("tenants:detail")  # one reverse for the whole switcher
     tenants = [{"slug": slug, "name": name, "status": status, "url": detail_url(slug)}

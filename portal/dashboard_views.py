@@ -26,6 +26,7 @@ from django.views.decorators.http import require_GET, require_POST
 from core.exceptions import ApplicationError
 from core.texts import message
 from jobs.models import TrainingJob
+from jobs.services import job_cancel, job_hold
 from portal import charts, dashboards
 from portal.reversing import slug_url
 from tenants.access import access_for, is_platform_admin
@@ -147,8 +148,6 @@ def cluster_data(request: HttpRequest) -> HttpResponse:
 @require_POST
 def abnormal_job_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
     """One-click cancel or hold of an abnormal job (platform admins; 404 for others)."""
-    from jobs.services import job_cancel, job_hold
-
     if not is_platform_admin(request.user) or action not in ("cancel", "hold"):
         raise Http404
     job = get_object_or_404(TrainingJob.objects.select_related("tenant", "pool"), pk=pk)

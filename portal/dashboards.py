@@ -33,6 +33,7 @@ from django.db.models import Count, F, Max, Min, Q, Sum
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
+from core.models import Policy
 from core.texts import message
 from core.texts import render as render_text
 from jobs.choices import JobState
@@ -40,9 +41,11 @@ from jobs.models import JobTransition, TrainingJob
 from jobs.timeline import running_intervals
 from k8s_sync.models import ObservedKind, ObservedNode, ObservedPod
 from k8s_sync.naming import namespace_name
+from k8s_sync.physical import last_framebuffer_mib, physical_use
 from k8s_sync.selectors import CapacityReport, capacity_report
 from portal import charts
 from tenants.access import AnyUser
+from tenants.catalog import Resource
 from tenants.models import JobUtilisation, Pool, Tenant
 from tenants.selectors import quota_overview
 from tenants.series import (
@@ -79,8 +82,6 @@ def short_model(model: str) -> str:
 
 def resource_label(key: str) -> tuple[str, str]:
     """(label, unit) of a catalog resource key, tolerant of unknown keys."""
-    from tenants.catalog import Resource
-
     try:
         res = Resource.parse(key)
     except ValueError:
@@ -90,8 +91,6 @@ def resource_label(key: str) -> tuple[str, str]:
 
 def counted_unit(key: str, amount: Decimal | float, unit: str) -> str:
     """The unit for ``amount`` of ``key`` ("1 card", "2 cards"); ``unit`` for unknown keys."""
-    from tenants.catalog import Resource
-
     try:
         return Resource.parse(key).unit_for(amount)
     except ValueError:
@@ -439,9 +438,6 @@ def watermark_use(*, report: CapacityReport) -> dict[str, Any]:
 
 
 def _watermark_use(report: CapacityReport) -> dict[str, Any]:
-    from core.models import Policy
-    from k8s_sync.physical import last_framebuffer_mib, physical_use
-
     watermark = float(Policy.current().eviction_watermark)
     rows = []
     for use in physical_use(report, last_framebuffer_mib()).values():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
@@ -17,6 +18,8 @@ from rest_framework.decorators import api_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from billing.selectors import estimate_job_cost
+from jobs.views import preview_data
 from portal.tasks import HEARTBEAT_KEY
 from tenants.access import platform_roles
 from tenants.selectors import my_tenants
@@ -75,11 +78,6 @@ def me(request: Request) -> Response:
 def job_preview_with_cost(request: HttpRequest, slug: str) -> JsonResponse:
     """The job form's live preview (jobs) with the cost estimate (billing) beside it: the
     two apps meet here, in the portal, so neither imports the other the wrong way."""
-    from django.conf import settings
-
-    from billing.selectors import estimate_job_cost
-    from jobs.views import preview_data
-
     data, clean = preview_data(request, slug)
     if clean is not None and clean["gpus_per_worker"]:
         cost = estimate_job_cost(clean["gpu_model"], clean["mig_profile"],

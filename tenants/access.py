@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from django.http import Http404
 from django.utils.translation import gettext as _
 
 from core.exceptions import NotAllowed
@@ -105,7 +106,5 @@ def require_platform_admin(user: AnyUser) -> None:
 
 def platform_admin_or_404(user: AnyUser) -> None:
     """Platform pages do not exist for anyone but platform admins (404, not 403)."""
-    from django.http import Http404
-
     if not is_platform_admin(user):
         raise Http404

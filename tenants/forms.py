@@ -9,8 +9,10 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
 from core.choices import PoolKind
-from tenants.choices import MembershipRole, PlatformRoleName
+from k8s_sync.placement import validate_topology_levels
+from tenants.choices import MembershipRole, PlatformRoleName, QuotaMode
 from tenants.models import Tenant
+from tenants.network import parse_cidrs
 
 
 class TenantForm(forms.ModelForm):
@@ -183,8 +185,6 @@ class PolicyForm(forms.Form):
                               "<code>cloud.google.com/gce-topology-subblock</code>")))
 
     def clean_topology_levels(self) -> list[str]:
-        from k8s_sync.placement import validate_topology_levels
-
         text = (self.cleaned_data["topology_levels"] or "").replace(",", "\n")
         levels = [line.strip() for line in text.splitlines() if line.strip()]
         if not levels:
@@ -212,8 +212,6 @@ class PolicyForm(forms.Form):
 
 
 def _cidrs(text: str) -> list[str]:
-    from tenants.network import parse_cidrs
-
     try:
         return parse_cidrs(text or "")
     except ValueError as exc:
@@ -243,7 +241,5 @@ class TenantSettingsForm(forms.Form):
                                                    required=False)
 
     def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
-        from tenants.choices import QuotaMode
-
         super().__init__(*args, **kwargs)
         self.fields["quota_mode"].choices = QuotaMode.choices  # type: ignore[attr-defined]

@@ -16,6 +16,7 @@ from django.utils.translation import gettext_lazy as _
 
 from core.choices import PoolKind
 from core.texts import StoredText
+from k8s_sync.naming import namespace_name
 from tenants.choices import (
     LoanStatus,
     MembershipRole,
@@ -113,8 +114,6 @@ class Pool(models.Model):
     @property
     def namespace(self) -> str:
         """The Kubernetes namespace of this pool, ``ty-<tenant>-<pool>``."""
-        from k8s_sync.naming import namespace_name
-
         return namespace_name(self.tenant.slug, self.kind)
 
     @property

@@ -20,6 +20,8 @@ from typing import Any
 
 from django.utils.translation import gettext as _
 
+from core.models import Policy
+
 __all__ = ["egress_cidrs_for", "parse_cidr", "parse_cidrs", "split_cidrs"]
 
 _SEPARATORS = re.compile(r"[\s,]+")
@@ -75,8 +77,6 @@ def egress_cidrs_for(tenant: Any, *, policy_cidrs: Iterable[str] | None = None) 
     Stored entries were validated on the way in; one that no longer parses is skipped
     rather than failing every reconcile of the pool."""
     if policy_cidrs is None:
-        from core.models import Policy
-
         policy_cidrs = Policy.current().egress_cidrs or []
     out = []
     for entry in [*policy_cidrs, *(tenant.egress_cidrs or [])]:

@@ -5,6 +5,7 @@ No database, no cluster: the selector gathers the rows, this decides the numbers
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
 
@@ -121,8 +122,6 @@ def guaranteed_amount(resource_key: str, amount: Decimal, share: Decimal) -> Dec
     units (cards, MIG instances, shares), to 0.001 otherwise. The one number the quota
     pages show and admission protects (``jobs.admission.PoolQuota.guaranteed``): a job
     within it reclaims from pools above theirs."""
-    from tenants.catalog import Resource
-
     value = (Decimal(amount) * Decimal(share)).quantize(Decimal("0.001"))  # 12 x 2/3 = 8
     try:
         integral = Resource.parse(resource_key).integral
@@ -178,8 +177,6 @@ def volumes_to_reclaim(*, volumes: Mapping[str, object], in_use: set[str],
     ``volumes``: name -> creation time; ``last_used``: name -> last time a pod mounted it.
     A volume never seen mounted counts from its creation.
     """
-    import datetime as dt
-
     cutoff = now - dt.timedelta(days=days)
     return sorted(name for name, created in volumes.items()
                   if name not in in_use and (last_used.get(name) or created) < cutoff)

@@ -2,16 +2,42 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from decimal import Decimal
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db.models import Count, Prefetch, Q, QuerySet
+from django.db.models import Count, Prefetch, Q, QuerySet, Sum
 from django.http import Http404
+from django.utils import timezone
 
+from core.models import Policy, UserPreference
+from k8s_sync import manifests, naming
+from k8s_sync.models import ObservedNode, ObservedStorageClass
+from k8s_sync.placement import set_topology_source
+from k8s_sync.placement import topology_levels as levels_in_force
+from k8s_sync.specs import NetworkSpec, PoolSpec
+from k8s_sync.storage import DEFAULT_IOPS_PARAMETERS, build_iops_storage_class, iops_class_name
 from tenants.access import AnyUser, TenantAccess, access_for, sees_all_tenants
+from tenants.capacity import capacity_by_resource
+from tenants.catalog import Resource, ResourceKind
 from tenants.choices import LoanStatus, MembershipRole, QuotaMode, RequestStatus, TenantStatus
-from tenants.models import AuditEvent, Membership, NodeDedication, Pool, QuotaGrant, Tenant
+from tenants.demand import elastic_ceiling
+from tenants.models import (
+    AuditEvent,
+    Membership,
+    NodeDedication,
+    Notification,
+    Pool,
+    QuotaGrant,
+    QuotaLoan,
+    QuotaRequest,
+    Tenant,
+    UsageDaily,
+)
+from tenants.network import egress_cidrs_for
+from tenants.quota import guaranteed_amount, guaranteed_share, overcommit_factor, quota_spec_for
+from tenants.usage import allocation_by_namespace
 
 User = get_user_model()
 
@@ -88,8 +114,6 @@ def current_grants(pool: Pool) -> dict[str, Decimal]:
 
 def effective_grants(pool: Pool) -> dict[str, Decimal]:
     """Current grants, minus what the pool lends and plus what it borrows (active loans)."""
-    from tenants.models import QuotaLoan
-
     amounts = current_grants(pool)
     loans = QuotaLoan.objects.filter(status=LoanStatus.ACTIVE).filter(
         Q(lender=pool) | Q(borrower=pool)).values_list("lender_id", "resource", "amount")
@@ -116,10 +140,6 @@ def known_storage_classes() -> set[str]:
 def pool_spec(pool: Pool, *, storage_classes: set[str] | None = None,
               class_remap: dict[str, str] | None = None):  # -> PoolSpec
     """The plain spec of the pool's namespace objects."""
-    from k8s_sync.specs import NetworkSpec, PoolSpec
-    from tenants.network import egress_cidrs_for
-    from tenants.quota import quota_spec_for
-
     tenant = pool.tenant
     classes = known_storage_classes() if storage_classes is None else storage_classes
     return PoolSpec(
@@ -138,8 +158,6 @@ def _backstop(tenant: Tenant, amounts: dict[str, Decimal]) -> dict[str, Decimal]
     """The amounts the ResourceQuota must allow: each grant's elastic ceiling
     (``tenants.demand.elastic_ceiling``; above the grant only for an overcommitted-mode
     tenant's compute resources; admission keeps the borrowed part reclaimable)."""
-    from tenants.demand import elastic_ceiling
-
     factor = tenant.ceiling_factor
     if factor <= 1:
         return amounts
@@ -153,13 +171,6 @@ def pool_objects(pool: Pool, *, cluster_storage_classes: dict[str, dict]) -> lis
     them). IOPS grants become StorageClasses of the pool's own (see k8s_sync.storage).
     Raises ValueError when a granted class does not exist or cannot carry IOPS.
     """
-    from k8s_sync import manifests, naming
-    from k8s_sync.storage import (
-        DEFAULT_IOPS_PARAMETERS,
-        build_iops_storage_class,
-        iops_class_name,
-    )
-
     grants = current_grants(pool)
     namespace = pool.namespace
     iops_classes, remap = [], {}
@@ -200,9 +211,6 @@ def resource_suggestions() -> list[str]:
 
 def observed_resources() -> list:
     """Catalog resources the observed cluster offers (GPU models, MIG, storage, IOPS)."""
-    from k8s_sync.models import ObservedNode, ObservedStorageClass
-    from tenants.catalog import Resource, ResourceKind
-
     found: set[Resource] = set()
     for model, allocatable in ObservedNode.objects.exclude(gpu_model="").values_list(
             "gpu_model", "allocatable"):
@@ -219,11 +227,6 @@ def observed_resources() -> list:
 
 def catalog() -> list[dict]:
     """Every resource a quota can name: label, unit, capacity, total granted."""
-    from django.db.models import Sum
-
-    from tenants.capacity import capacity_by_resource
-    from tenants.catalog import Resource, ResourceKind
-
     capacity = capacity_by_resource()
     granted = dict(QuotaGrant.objects.filter(superseded_at__isnull=True)
                    .exclude(pool__tenant__status=TenantStatus.DELETED).values_list("resource")
@@ -263,19 +266,11 @@ def deletion_impact(tenant: Tenant) -> dict:
 
 def pool_usage_now(pool: Pool) -> dict[str, Decimal]:
     """What the pool has allocated now (from the observed cluster)."""
-    from tenants.usage import allocation_by_namespace
-
     return allocation_by_namespace([pool.namespace]).get(pool.namespace, {})
 
 
 def daily_peaks(pool: Pool, resource: str, *, days: int = 30) -> list[Decimal]:
     """The pool's daily allocation peaks of ``resource`` over the last ``days`` days."""
-    import datetime as dt
-
-    from django.utils import timezone
-
-    from tenants.models import UsageDaily
-
     since = timezone.now().date() - dt.timedelta(days=days)
     return list(UsageDaily.objects.filter(pool=pool, resource=resource, day__gt=since)
                 .values_list("peak", flat=True))
@@ -283,13 +278,6 @@ def daily_peaks(pool: Pool, resource: str, *, days: int = 30) -> list[Decimal]:
 
 def idle_rate(pool: Pool, resource: str, *, days: int = 30) -> float | None:
     """1 - utilised / allocated over the period, when utilisation was measured."""
-    import datetime as dt
-
-    from django.db.models import Sum
-    from django.utils import timezone
-
-    from tenants.models import UsageDaily
-
     since = timezone.now().date() - dt.timedelta(days=days)
     sums = UsageDaily.objects.filter(pool=pool, resource=resource, day__gt=since,
                                      utilised_samples__gt=0).aggregate(
@@ -305,14 +293,8 @@ def idle_rate(pool: Pool, resource: str, *, days: int = 30) -> float | None:
 def quota_overview(tenant: Tenant) -> list[dict]:
     """Per pool: each resource's grant, effective amount (loans), use now, and for
     overcommitted-mode tenants the guaranteed part and the reclaim risk."""
-    from tenants.catalog import Resource
-    from tenants.usage import allocation_by_namespace
-
     pools = list(pools_of(tenant))
     usage = allocation_by_namespace([p.namespace for p in pools])
-    from tenants.demand import elastic_ceiling
-    from tenants.quota import guaranteed_amount
-
     guarantees = guaranteed_shares() if tenant.quota_mode == QuotaMode.OVERCOMMITTED else {}
     out = []
     for pool in pools:
@@ -337,8 +319,6 @@ def quota_overview(tenant: Tenant) -> list[dict]:
 
 
 def _parses(key: str) -> bool:
-    from tenants.catalog import Resource
-
     try:
         Resource.parse(key)
     except ValueError:
@@ -349,11 +329,6 @@ def _parses(key: str) -> bool:
 def guaranteed_shares() -> dict[str, Decimal]:
     """Resource key -> guaranteed share of overcommitted-mode quotas (see quota.py); the
     quota pages and admission (``jobs.selectors.admission_inputs``) read the same."""
-    from django.db.models import Sum
-
-    from tenants.capacity import capacity_by_resource
-    from tenants.quota import guaranteed_share
-
     capacity = capacity_by_resource()
     totals: dict[tuple[str, bool], Decimal] = {}
     rows = (QuotaGrant.objects.filter(superseded_at__isnull=True)
@@ -369,15 +344,11 @@ def guaranteed_shares() -> dict[str, Decimal]:
 
 
 def quota_requests_of(tenant: Tenant) -> QuerySet:
-    from tenants.models import QuotaRequest
-
     return (QuotaRequest.objects.filter(tenant=tenant)
             .select_related("pool", "requested_by", "decided_by").prefetch_related("items"))
 
 
 def pending_quota_requests(status: str = RequestStatus.PENDING) -> QuerySet:
-    from tenants.models import QuotaRequest
-
     qs = QuotaRequest.objects.select_related("tenant", "pool", "requested_by",
                                              "decided_by").prefetch_related("items")
     return qs.filter(status=status) if status else qs
@@ -386,12 +357,6 @@ def pending_quota_requests(status: str = RequestStatus.PENDING) -> QuerySet:
 def request_facts(request) -> list[dict]:  # type: ignore[no-untyped-def]
     """What an admin needs to decide each item: quota and use now, 30-day peak, idle
     rate, capacity, total granted, and the overcommit ratio before and after."""
-    from django.db.models import Sum
-
-    from core.models import Policy
-    from tenants.capacity import capacity_by_resource
-    from tenants.quota import overcommit_factor
-
     capacity = capacity_by_resource()
     usage = pool_usage_now(request.pool)
     factors = Policy.current().overcommit_factors
@@ -417,14 +382,10 @@ def request_facts(request) -> list[dict]:  # type: ignore[no-untyped-def]
 
 
 def unread_notifications(user) -> QuerySet:  # type: ignore[no-untyped-def]
-    from tenants.models import Notification
-
     return Notification.objects.filter(user=user, read_at__isnull=True)
 
 
 def loans_of(tenant: Tenant) -> QuerySet:
-    from tenants.models import QuotaLoan
-
     return (QuotaLoan.objects.filter(Q(lender__tenant=tenant) | Q(borrower__tenant=tenant))
             .select_related("lender__tenant", "borrower__tenant").order_by("-created_at"))
 
@@ -435,8 +396,6 @@ def loans_of(tenant: Tenant) -> QuerySet:
 def languages_of(users: list[AnyUser]) -> dict[int, str]:
     """Each user's preferred language (their e-mails are written in it); users without a
     preference are left out (the caller falls back to ``settings.LANGUAGE_CODE``)."""
-    from core.models import UserPreference
-
     ids = [u.pk for u in users if u is not None and u.pk is not None]
     return dict(UserPreference.objects.filter(user_id__in=ids).values_list("user_id",
                                                                             "language"))
@@ -449,15 +408,9 @@ def language_of(user: AnyUser) -> str:
 def topology_levels() -> tuple[str, ...]:
     """The node-label keys of the network topology in force, widest first: the policy's,
     or ``k8s_sync.placement.DEFAULT_TOPOLOGY_LEVELS`` when it names none."""
-    from core.models import Policy
-    from k8s_sync.placement import topology_levels as levels_in_force
-
     return levels_in_force(Policy.current().topology_levels)
 
 
 def register_topology_source() -> None:
     """Make the policy's levels the ones k8s_sync's readers use (capacity, switches)."""
-    from core.models import Policy
-    from k8s_sync.placement import set_topology_source
-
     set_topology_source(lambda: Policy.current().topology_levels)

@@ -34,7 +34,8 @@ from k8s_sync.client import K8sError
 from k8s_sync.metrics import GpuSample, MetricsSource
 from k8s_sync.models import ObservedNode, ObservedPod
 from tenants.choices import LoanStatus, TenantStatus
-from tenants.models import JobUtilisation, Pool, QuotaGrant, QuotaLoan, UsageSeries
+from tenants.models import JobUtilisation, Pool, QuotaGrant, QuotaLoan, UsageDaily, UsageSeries
+from tenants.usage import allocation_by_namespace
 
 log = logging.getLogger(__name__)
 
@@ -147,8 +148,6 @@ def usage_sample(*, now: dt.datetime | None = None, source: MetricsSource | None
     ``samples`` (tests, bench) bypasses the metrics source. Idempotent per minute: a
     second run in the same minute overwrites that minute's row.
     """
-    from tenants.usage import allocation_by_namespace
-
     now = now or timezone.now()
     minute = _floor(now, M)
     pools = list(Pool.objects.exclude(tenant__status=TenantStatus.DELETED).select_related("tenant")
@@ -287,8 +286,6 @@ def feed_usage_daily(day_start: dt.datetime) -> int:
     recommendations read), ``utilised_total`` is the day's mean utilisation times that
     row's own ``samples``. Only resources DCGM measures; three queries.
     """
-    from tenants.models import UsageDaily
-
     day = day_start.date()  # UTC, like the allocation sampler's timezone.now().date()
     means = {(p, r): u for p, r, u in UsageSeries.objects.filter(
         resolution=D, start=day_start, utilised__isnull=False).values_list(

@@ -7,6 +7,9 @@ from typing import Any
 
 from django.contrib.auth.signals import user_logged_in
 from django.dispatch import Signal, receiver
+from django.utils.translation import get_language_from_request
+
+from tenants.services.preferences import preference_default_language
 
 # Sent by the dev-volume reclaim (``tasks.reclaim_dev_volumes``) with ``pool=<Pool>``; a
 # receiver returns the names of PVCs in that pool's namespace that must not be reclaimed
@@ -17,10 +20,6 @@ volumes_held = Signal()
 
 @receiver(user_logged_in, dispatch_uid="tenants.language_at_login")
 def language_at_login(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:
-    from django.utils.translation import get_language_from_request
-
-    from tenants.services.preferences import preference_default_language
-
     if request is None:
         return
     preference_default_language(user=user, language=get_language_from_request(request))

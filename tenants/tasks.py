@@ -19,16 +19,26 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Mapping
+from datetime import timedelta
+from decimal import Decimal
 
 from celery import shared_task
+from django.utils import timezone
 
 from core.choices import PoolKind
+from core.models import Policy
 from k8s_sync import manifests, naming
 from k8s_sync.client import K8sError, get_client, is_transient
+from k8s_sync.models import ObservedPod, ObservedPVC
+from k8s_sync.placement import node_dedication_patch
 from k8s_sync.reconcile import converge, plan, pool_owner
 from tenants import selectors, services
 from tenants.choices import QuotaMode, RequestSource, RequestStatus, SyncState, TenantStatus
-from tenants.models import Pool
+from tenants.models import Pool, QuotaRequest, VolumeUse
+from tenants.quota import propose_amount, volumes_to_reclaim
+from tenants.series import usage_rollup, usage_sample
+from tenants.signals import volumes_held
+from tenants.usage import allocation_by_namespace
 
 log = logging.getLogger(__name__)
 
@@ -160,8 +170,6 @@ def reconcile_nodes(self) -> dict[str, int]:  # type: ignore[no-untyped-def]
     One list call; one patch per node that differs (none when nothing changed).
     Returns counts of patched nodes and of dedications naming nodes that do not exist.
     """
-    from k8s_sync.placement import node_dedication_patch
-
     wanted = selectors.node_dedications()
     try:
         client = get_client()
@@ -187,8 +195,6 @@ def sample_usage() -> int:
     Reads only the observed tables. Idempotent per sample in the sense that matters: a
     repeated sample raises neither the peak nor the mean beyond what was observed.
     """
-    from tenants.usage import allocation_by_namespace
-
     pools = list(selectors.pools_to_sync())
     usage = allocation_by_namespace([p.namespace for p in pools])
     return services.usage_record(samples={p.pk: usage.get(p.namespace, {}) for p in pools},
@@ -204,19 +210,8 @@ def expire_temporary_quota() -> int:
 @shared_task(name="tenants.propose_dynamic_quotas", queue="default")
 def propose_dynamic_quotas() -> int:
     """For dynamic-mode tenants, propose quota from 30 days of usage; an admin decides."""
-    from decimal import Decimal
-
-    from core.models import Policy
-    from tenants.quota import propose_amount
-
     policy = Policy.current()
     proposed = 0
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    from tenants.models import QuotaRequest
-
     # A pending proposal stays a week for admins to decide (the quarterly recommendation
     # from billing included) before a newer daily one may replace it.
     recent = set(QuotaRequest.objects.filter(
@@ -250,8 +245,6 @@ def expire_loans() -> int:
 
 def _volumes_held(pool) -> set[str]:  # type: ignore[no-untyped-def]
     """PVC names the receivers of ``signals.volumes_held`` keep for ``pool``."""
-    from tenants.signals import volumes_held
-
     held: set[str] = set()
     for _receiver, names in volumes_held.send(sender=pool.__class__, pool=pool):
         held.update(names or ())
@@ -268,13 +261,6 @@ def reclaim_dev_volumes() -> int:
     Tracks when each volume was last mounted (from observed pods); tenant admins are
     told what was removed. Returns how many volumes were deleted.
     """
-    from django.utils import timezone
-
-    from core.models import Policy
-    from k8s_sync.models import ObservedPod, ObservedPVC
-    from tenants.models import VolumeUse
-    from tenants.quota import volumes_to_reclaim
-
     days = Policy.current().dev_pvc_reclaim_days
     if not days:
         return 0
@@ -314,14 +300,10 @@ def sample_usage_series() -> int:
     Reads the observed tables and the metrics source (a failed scrape records allocation
     without utilisation); idempotent per minute. See ``tenants.series``.
     """
-    from tenants.series import usage_sample
-
     return usage_sample()
 
 
 @shared_task(name="tenants.rollup_usage_series", queue="default")
 def rollup_usage_series() -> dict[str, int]:
     """Recompute recent hourly and daily rows and drop expired ones (retention)."""
-    from tenants.series import usage_rollup
-
     return usage_rollup()

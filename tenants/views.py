@@ -16,12 +16,14 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
+from django.views.i18n import set_language as django_set_language
 
 from core.exceptions import ApplicationError
 from tenants import forms, selectors, services
 from tenants.access import platform_admin_or_404, require_platform_admin
 from tenants.catalog import Resource
 from tenants.models import Membership, Pool
+from tenants.services.preferences import preference_set_language, supported_language
 
 User = get_user_model()
 
@@ -274,10 +276,6 @@ def audit_log(request: HttpRequest) -> HttpResponse:
 def set_language(request: HttpRequest) -> HttpResponse:
     """Django's language switcher (``/i18n/setlang/``), and for a signed-in user the
     language is also remembered as the one their e-mails are written in."""
-    from django.views.i18n import set_language as django_set_language
-
-    from tenants.services.preferences import preference_set_language, supported_language
-
     response = django_set_language(request)
     language = request.POST.get("language") if request.method == "POST" else None
     if request.user.is_authenticated and supported_language(language):

@@ -7,9 +7,11 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import F
 
 from core.exceptions import ApplicationError
 from tenants.models import Pool, Tenant
+from tenants.network import parse_cidrs
 
 __all__ = ["_clean", "_egress_cidrs", "_schedule_nodes_sync", "_schedule_pools",
            "_schedule_sync"]
@@ -26,9 +28,7 @@ def _schedule_sync(tenant: Tenant) -> None:
 
 
 def _schedule_pools(pool_ids: list[int]) -> None:
-    from django.db.models import F
-
-    from tenants.tasks import reconcile_pool
+    from tenants.tasks import reconcile_pool  # deferred: tenants.tasks imports the services
 
     Pool.objects.filter(pk__in=pool_ids).update(desired_version=F("desired_version") + 1)
     for pool_id in pool_ids:
@@ -48,7 +48,7 @@ def _clean(instance: Any, *, exclude: list[str] | None = None) -> None:
 
 
 def _schedule_nodes_sync() -> None:
-    from tenants.tasks import reconcile_nodes
+    from tenants.tasks import reconcile_nodes  # deferred: tenants.tasks imports the services
 
     def enqueue() -> None:
         reconcile_nodes.delay()
@@ -58,8 +58,6 @@ def _schedule_nodes_sync() -> None:
 def _egress_cidrs(value: Any) -> list[str]:
     """Normalised, de-duplicated egress CIDRs (policy's or a tenant's); an
     ApplicationError on ``egress_cidrs`` naming the first bad entry."""
-    from tenants.network import parse_cidrs
-
     try:
         return parse_cidrs(value)
     except ValueError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -17,8 +18,10 @@ from tenants.choices import MembershipRole
 from tenants.models import (
     NodeDedication,
     Pool,
+    VolumeUse,
 )
 from tenants.services._common import _schedule_nodes_sync, _schedule_pools
+from tenants.services.notify import notify
 
 # --- sync bookkeeping (called by tenants.tasks) -------------------------------------------
 
@@ -51,8 +54,6 @@ def pool_sync_failed(*, pool_id: int, error: str, transient: bool) -> None:
 
 def pools_verified_in_sync(*, pool_ids: list[int]) -> None:
     """The resync found these pools exactly as desired: stamp them, clear stale errors."""
-    from django.db.models import F
-
     Pool.objects.filter(pk__in=pool_ids, synced_version=F("desired_version")).update(
         last_synced_at=timezone.now(), sync_error="", sync_error_transient=False)
 
@@ -104,8 +105,6 @@ def node_release(*, access: TenantAccess, actor: AnyUser, node_name: str) -> Non
 
 def volumes_seen_in_use(*, namespace: str, names: set[str], now: Any) -> None:
     """Record that these volumes are mounted now."""
-    from tenants.models import VolumeUse
-
     for name in names:
         VolumeUse.objects.update_or_create(namespace=namespace, name=name,
                                            defaults={"last_used_at": now})
@@ -113,9 +112,6 @@ def volumes_seen_in_use(*, namespace: str, names: set[str], now: Any) -> None:
 
 def volumes_reclaimed(*, pool: Pool, names: list[str], days: int) -> None:
     """Audit and tell the tenant's admins which unused dev volumes were deleted."""
-    from tenants.models import VolumeUse
-    from tenants.services.notify import notify
-
     with transaction.atomic():
         VolumeUse.objects.filter(namespace=pool.namespace, name__in=names).delete()
         record_audit(actor=None, action="volume.reclaim", tenant=pool.tenant,

@@ -15,9 +15,11 @@ from core.choices import PoolKind
 from core.exceptions import ApplicationError, Conflict, NotAllowed
 from core.models import Policy
 from core.texts import StoredText, message
+from k8s_sync.placement import validate_topology_levels
 from tenants import texts
 from tenants.access import AnyUser, TenantAccess, require_platform_admin
 from tenants.audit import record_audit
+from tenants.catalog import Resource, ResourceKind
 from tenants.choices import LoanStatus, MembershipRole, TenantStatus
 from tenants.models import Pool, QuotaGrant, QuotaLoan, Tenant
 from tenants.services._common import _egress_cidrs, _schedule_pools
@@ -157,8 +159,6 @@ _POLICY_FIELDS |= {"topology_levels"}
 
 def policy_update(*, actor: AnyUser, **fields: Any) -> Policy:
     """Change platform policy (platform admins); every value is checked first."""
-    from tenants.catalog import Resource, ResourceKind
-
     require_platform_admin(actor)
     unknown = set(fields) - _POLICY_FIELDS
     if unknown:
@@ -217,8 +217,6 @@ def policy_update(*, actor: AnyUser, **fields: Any) -> Policy:
 
 def _topology_levels(value: Any) -> list[str]:
     """The topology levels as stored: node-label keys, widest first; [] is the default."""
-    from k8s_sync.placement import validate_topology_levels
-
     if value in (None, "", [], ()):
         return []
     try:

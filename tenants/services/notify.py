@@ -12,12 +12,14 @@ from collections.abc import Iterable
 
 from django.conf import settings
 from django.core.mail import send_mass_mail
+from django.db import transaction
 from django.utils import translation
 
 from core.texts import StoredText, english, render
 from tenants.access import AnyUser
 from tenants.choices import PlatformRoleName
 from tenants.models import Notification, PlatformRole, Tenant
+from tenants.selectors import languages_of
 
 
 def notify(*, users: Iterable[AnyUser], tenant: Tenant | None, text: StoredText,
@@ -25,10 +27,6 @@ def notify(*, users: Iterable[AnyUser], tenant: Tenant | None, text: StoredText,
     """Tell ``users`` ``text`` (a :func:`core.texts.message`, or a plain string); the
     e-mail goes out after the transaction commits (never for a change that was rolled
     back), and a mail failure never undoes the change."""
-    from django.db import transaction
-
-    from tenants.selectors import languages_of
-
     users = [u for u in users if u is not None]
     Notification.objects.bulk_create(
         Notification(user=u, tenant=tenant, text=text, message=english(text)[:500], link=link)

@@ -21,9 +21,11 @@ from core.texts import StoredText, english, message
 from tenants import texts
 from tenants.access import AnyUser, TenantAccess, require_platform_admin
 from tenants.audit import record_audit
+from tenants.capacity import capacity_by_resource
 from tenants.catalog import Resource
 from tenants.choices import MembershipRole, RequestSource, RequestStatus, TenantStatus
-from tenants.models import Pool, QuotaGrant, QuotaRequest, QuotaRequestItem
+from tenants.models import Pool, QuotaGrant, QuotaRequest, QuotaRequestItem, UsageDaily
+from tenants.quota import overcommit_factor, overcommit_violation
 from tenants.services._common import _schedule_pools
 from tenants.services.notify import notify, notify_platform_admins
 from tenants.services.preferences import preference_default_language
@@ -106,9 +108,6 @@ def _check_overcommit(pool: Pool, amounts: dict[str, Decimal]) -> None:
 
     Call with the Policy row locked, so concurrent approvals see each other's grants.
     """
-    from tenants.capacity import capacity_by_resource
-    from tenants.quota import overcommit_factor, overcommit_violation
-
     capacity = capacity_by_resource()
     if not capacity:
         return  # nothing observed yet (no cluster): nothing to compare with
@@ -335,8 +334,6 @@ def usage_record(*, samples: dict[int, dict[str, Decimal]], keys: dict[int, set[
     zero when not allocated (the pool's granted ones), so idle days count. Returns the
     number of rows written.
     """
-    from tenants.models import UsageDaily
-
     day = day or timezone.now().date()
     written = 0
     with transaction.atomic():

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -12,6 +14,7 @@ from django.utils.translation import gettext as _
 
 from core.choices import PoolKind
 from core.exceptions import ApplicationError, Conflict
+from core.models import Policy
 from core.texts import english, message
 from tenants import texts
 from tenants.access import AnyUser, TenantAccess, require_platform_admin
@@ -252,8 +255,6 @@ def _require_another_admin(tenant: Tenant, leaving: Membership) -> None:
 def user_create(*, actor: AnyUser, username: str, email: str, password: str,
                 first_name: str = "", last_name: str = "") -> AnyUser:
     """Create a portal account (platform admins). Password rules are Django's validators."""
-    from django.contrib.auth.password_validation import validate_password
-
     require_platform_admin(actor)
     username = (username or "").strip()
     if not username:
@@ -338,10 +339,6 @@ def tenant_mark_deleted(*, tenant_id: int) -> None:
 
 def _default_quota(actor: AnyUser, pools: list[Pool]) -> None:
     """Grant a new tenant's pools the policy's default quota (in the same transaction)."""
-    from decimal import Decimal
-
-    from core.models import Policy
-
     defaults = Policy.current().default_quota or {}
     reason = message(texts.GRANT_DEFAULT_QUOTA)
     for pool in pools:

@@ -20,6 +20,7 @@ from core.choices import PoolKind
 from core.models import Policy
 from tenants.choices import MembershipRole, PlatformRoleName, QuotaMode
 from tenants.models import Membership, PlatformRole, Pool, QuotaGrant, Tenant
+from tenants.tasks import reconcile_cluster, reconcile_nodes, resync_pools
 
 User = get_user_model()
 
@@ -109,8 +110,6 @@ class Command(BaseCommand):
                         user=User.objects.get(username=username), tenant=tenant,
                         defaults={"role": role})
         # Bring the cluster in line with the demo rows (the worker picks these up).
-        from tenants.tasks import reconcile_cluster, reconcile_nodes, resync_pools
-
         for task in (reconcile_cluster, resync_pools, reconcile_nodes):
             try:
                 task.delay()

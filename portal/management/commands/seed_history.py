@@ -17,11 +17,13 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils import timezone
 
+from billing import services as billing
+from billing.models import RateCard
 from core.choices import PoolKind, Tier
 from jobs.choices import JobState
 from jobs.models import JobTransition, TrainingJob
 from tenants.choices import PlatformRoleName, TenantStatus
-from tenants.models import Pool, QuotaGrant, UsageDaily, UsageSeries
+from tenants.models import PlatformRole, Pool, QuotaGrant, UsageDaily, UsageSeries
 
 PRICES = {  # purchase price per card, power in watts
     "NVIDIA-A100-SXM4-80GB": (Decimal("17000"), 400),
@@ -146,10 +148,6 @@ class Command(BaseCommand):
 
     def _invoices(self, now: dt.datetime) -> None:
         """A rate card from before the history, and last month closed by finance."""
-        from billing import services as billing
-        from billing.models import RateCard
-        from tenants.models import PlatformRole
-
         roles = PlatformRole.objects.select_related("user")
         admin = roles.filter(role=PlatformRoleName.PLATFORM_ADMIN).first()
         finance = roles.filter(role=PlatformRoleName.FINANCE).first()
