@@ -19,7 +19,7 @@ Cluster-wide (:func:`desired_cluster_objects`): one PriorityClass per tier. Per 
 :func:`pytorchjob_resume_patch`): a suspended PyTorchJob and its checkpoint PVC; the design
 notes of those are at the "per job" section below.
 
-Design choices, with the facts they rest on (``shared/reference/kubernetes-facts.md``):
+Design choices, with the Kubernetes facts they rest on:
 
 * **One unscoped ResourceQuota** carries compute, GPU, MIG, storage and PVC keys.
   PriorityClass-scoped quotas would reject storage/object-count keys (§0.2) and tiers

@@ -10,7 +10,7 @@ Two ways in, chosen from settings by :meth:`MetricsSource.from_settings`:
   the base URL of the configured cluster (mode ``url``: the url; mode ``kubeconfig``: the
   current context's ``server``; ``in-cluster``: ``None``, so set one of the above).
 
-Label variants (``shared/reference/kubernetes-facts.md`` §9) are normalised here:
+Label variants (dcgm-exporter versions and Prometheus relabelling differ) are normalised here:
 ``Hostname``/``hostname``, ``modelName``/``model_name``, ``UUID``/``uuid``, and for the
 workload the first *present* of ``exported_namespace`` (Prometheus with
 ``honorLabels: false``), ``pod_namespace`` (``--use-old-namespace``), ``namespace``; the
