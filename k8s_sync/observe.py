@@ -335,29 +335,10 @@ def record_relist(spec: KindSpec, items: Iterable[Mapping[str, Any]], resource_v
     now = now or timezone.now()
     model = spec.model
     with transaction.atomic():
-        existing = {(ns, name): (pk, uid, rv) for pk, ns, name, uid, rv in
-                    spec.rows().values_list("pk", "namespace", "name", "uid",
-                                            "resource_version")}
-        fresh, updates, changed, seen = [], [], [], set()
-        for obj in items:
-            if not spec.keep(obj):
-                continue
-            key = _key(obj)
-            seen.add(key)
-            meta = obj["metadata"]
-            row = existing.get(key)
-            if row and row[1] == meta.get("uid", "") and row[2] == str(
-                    meta.get("resourceVersion", "")):
-                continue
-            columns = _columns(spec, obj, now)
-            if row:
-                updates.append((row[0], columns))
-            else:
-                fresh.append(model(namespace=key[0], name=key[1], **columns))
-            changed.append(_label(key))
-        model.objects.bulk_create(fresh, batch_size=500)
-        _update_rows(model, updates)
-        gone = [existing[k][0] for k in existing.keys() - seen]
+        existing = _existing(spec.rows())
+        listed = {_key(obj): obj for obj in items if spec.keep(obj)}
+        changed = _upsert(spec, existing, listed, now)
+        gone = [existing[k][0] for k in existing.keys() - listed.keys()]
         if gone:
             doomed = model.objects.filter(pk__in=gone)
             if not spec.prune:
@@ -370,6 +351,34 @@ def record_relist(spec: KindSpec, items: Iterable[Mapping[str, Any]], resource_v
             "resource_version": resource_version, "last_list_at": now,
             "object_count": spec.rows().count()})
         _announce(spec.name, changed)
+    return changed
+
+
+def _existing(rows: Any) -> dict[tuple[str, str], tuple[int, str, str]]:
+    """(namespace, name) -> (pk, uid, resourceVersion) of the recorded rows."""
+    return {(ns, name): (pk, uid, rv) for pk, ns, name, uid, rv in
+            rows.values_list("pk", "namespace", "name", "uid", "resource_version")}
+
+
+def _upsert(spec: KindSpec, existing: dict[tuple[str, str], tuple[int, str, str]],
+            objects: Mapping[tuple[str, str], Mapping[str, Any]], now: datetime) -> list[str]:
+    """Insert or update the rows of ``objects`` whose uid or resourceVersion moved (rows
+    that already hold both are left alone); returns their keys."""
+    model = spec.model
+    fresh, updates, changed = [], [], []
+    for key, obj in objects.items():
+        meta = obj["metadata"]
+        row = existing.get(key)
+        if row and row[1:] == (meta.get("uid", ""), str(meta.get("resourceVersion", ""))):
+            continue
+        columns = _columns(spec, obj, now)
+        if row:
+            updates.append((row[0], columns))
+        else:
+            fresh.append(model(namespace=key[0], name=key[1], **columns))
+        changed.append(_label(key))
+    model.objects.bulk_create(fresh, batch_size=500)
+    _update_rows(model, updates)
     return changed
 
 
@@ -427,31 +436,18 @@ def record_events(spec: KindSpec, events: Iterable[tuple[str, Mapping[str, Any]]
     now = now or timezone.now()
     model = spec.model
     with transaction.atomic():
-        existing = {(ns, name): (pk, uid, rv) for pk, ns, name, uid, rv in
-                    spec.rows().filter(namespace__in={k[0] for k in last},
-                                       name__in={k[1] for k in last})
-                    .values_list("pk", "namespace", "name", "uid", "resource_version")}
-        fresh, updates, doomed, changed = [], [], [], []
-        for key, (event_type, obj) in last.items():
+        existing = _existing(spec.rows().filter(namespace__in={k[0] for k in last},
+                                                name__in={k[1] for k in last}))
+        doomed, changed = [], []
+        for key, (event_type, _obj) in last.items():
             row = existing.get(key)
-            meta = obj["metadata"]
-            if event_type == "DELETED":
-                if spec.prune and row and row[1] in uids[key]:
-                    doomed.append(row[0])
-                    changed.append(_label(key))
-                continue
-            if row and row[1:] == (meta.get("uid", ""), str(meta.get("resourceVersion", ""))):
-                continue
-            columns = _columns(spec, obj, now)
-            if row:
-                updates.append((row[0], columns))
-            else:
-                fresh.append(model(namespace=key[0], name=key[1], **columns))
-            changed.append(_label(key))
+            if event_type == "DELETED" and spec.prune and row and row[1] in uids[key]:
+                doomed.append(row[0])
+                changed.append(_label(key))
         if doomed:
             model.objects.filter(pk__in=doomed).delete()
-        model.objects.bulk_create(fresh)
-        _update_rows(model, updates)
+        changed += _upsert(spec, existing, {key: obj for key, (event_type, obj) in last.items()
+                                            if event_type != "DELETED"}, now)
         _announce(spec.name, changed)
     return changed
 
