@@ -213,26 +213,11 @@ class Kubelet:
         self._schedule_finish(info, run, now)
         if self.kubelet_events:
             c = self._main(pod)
-            self.events.record(
-                pod,
-                "Normal",
-                "Created",
-                f"Created container: {c}",
-                component="kubelet",
-                host=node.name,
-                kind="Pod",
-                field_path=f"spec.containers{{{c}}}",
-            )
-            self.events.record(
-                pod,
-                "Normal",
-                "Started",
-                f"Started container {c}",
-                component="kubelet",
-                host=node.name,
-                kind="Pod",
-                field_path=f"spec.containers{{{c}}}",
-            )
+            for reason, note in (("Created", f"Created container: {c}"),
+                                 ("Started", f"Started container {c}")):
+                self.events.record(pod, "Normal", reason, note, component="kubelet",
+                                   host=node.name, kind="Pod",
+                                   field_path=f"spec.containers{{{c}}}")
 
     def _do_finish(
         self, info: PodInfo, run: PodRun, now: float, exit_code: int | None = None
