@@ -20,6 +20,12 @@ class Tier(models.TextChoices):
     BATCH = "batch", _("Batch")
 
 
+#: A new policy's preemption grace per tier, in seconds (``core.models.Policy`` fields;
+#: the admission engine's defaults): production is never preempted, development gets the
+#: five minutes it is promised, batch half a minute.
+DEFAULT_GRACE_SECONDS = {Tier.PRODUCTION: 0, Tier.DEVELOPMENT: 300, Tier.BATCH: 30}
+
+
 class PoolKind(models.TextChoices):
     """A tenant's two pools, each its own namespace and quota."""
 

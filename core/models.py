@@ -14,6 +14,8 @@ from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from core.choices import DEFAULT_GRACE_SECONDS, Tier
+
 
 class UserPreference(models.Model):
     """A user's settings that matter when they are not looking at a page: the language
@@ -39,9 +41,11 @@ class Policy(models.Model):
 
     overcommit_factors = models.JSONField(default=dict, blank=True)
     eviction_watermark = models.DecimalField(max_digits=4, decimal_places=3, default=0.85)
-    production_grace_seconds = models.PositiveIntegerField(default=0)  # never preempted
-    development_grace_seconds = models.PositiveIntegerField(default=300)
-    batch_grace_seconds = models.PositiveIntegerField(default=30)
+    production_grace_seconds = models.PositiveIntegerField(
+        default=DEFAULT_GRACE_SECONDS[Tier.PRODUCTION])  # never preempted
+    development_grace_seconds = models.PositiveIntegerField(
+        default=DEFAULT_GRACE_SECONDS[Tier.DEVELOPMENT])
+    batch_grace_seconds = models.PositiveIntegerField(default=DEFAULT_GRACE_SECONDS[Tier.BATCH])
     default_quota = models.JSONField(default=dict, blank=True)  # {pool: {key: amount}}
     dev_pvc_reclaim_days = models.PositiveIntegerField(null=True, blank=True)
     dynamic_headroom = models.DecimalField(max_digits=4, decimal_places=2, default=0.2)

@@ -14,7 +14,7 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
-from core.choices import Tier
+from core.choices import DEFAULT_GRACE_SECONDS, Tier
 from jobs.choices import JobState
 
 TIERS: tuple[str, ...] = tuple(Tier.values)
@@ -172,8 +172,7 @@ class Policy:
     no preemptible work beyond its pool's guarantee starts, and such work is evicted (see
     :func:`jobs.admission.decide`, step 4)."""
     grace_seconds: Mapping[str, int] = field(
-        default_factory=lambda: _frozen({Tier.PRODUCTION: 0, Tier.DEVELOPMENT: 300,
-                                         Tier.BATCH: 30}))
+        default_factory=lambda: _frozen(DEFAULT_GRACE_SECONDS))
     fair_share_half_life_seconds: float = 7 * 86400
     preempt_lower_priority_within_tenant: bool = False
     default_duration_seconds: float = 3600.0
