@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 import random
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from harness import scratch_django
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -67,17 +67,10 @@ def main() -> None:
     if args.quick:
         args.tenants, args.jobs = 50, 10_000
 
-    tmp = Path(tempfile.mkdtemp(prefix="trainyard-bench-"))
-    database = args.database_url or f"sqlite:///{tmp}/bench.sqlite3"
-    os.environ.update(DJANGO_SETTINGS_MODULE="portal.settings_test", TIME_ZONE="UTC",
-                      TRAINYARD_VAR_DIR=str(tmp), DATABASE_URL=database)
-    import django
-
-    django.setup()
+    scratch_django(args.database_url, TIME_ZONE="UTC")
     from decimal import Decimal
 
     from django.contrib.auth import get_user_model
-    from django.core.management import call_command
     from django.db import connection, transaction
 
     from billing import services
@@ -85,7 +78,6 @@ def main() -> None:
     from jobs.models import JobTransition, TrainingJob
     from tenants.models import PlatformRole, Pool, Tenant
 
-    call_command("migrate", verbosity=0)
     started = time.perf_counter()
     rng = random.Random(8)
     Tenant.objects.bulk_create(Tenant(slug=f"t{i:04d}", name=f"Tenant {i:04d}",

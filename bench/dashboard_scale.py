@@ -29,13 +29,13 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import math
-import os
 import random
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from harness import scratch_django
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -247,18 +247,10 @@ def main() -> None:
     if args.quick:
         args.tenants, args.jobs, args.busy, args.runs = 50, 10_000, 5, 10
 
-    tmp = Path(tempfile.mkdtemp(prefix="trainyard-bench-"))
-    database = args.database_url or f"sqlite:///{tmp}/bench.sqlite3"
-    os.environ.update(DJANGO_SETTINGS_MODULE="portal.settings_test",
-                      TRAINYARD_VAR_DIR=str(tmp), DATABASE_URL=database)
-    import django
-
-    django.setup()
-    from django.core.management import call_command
+    database = scratch_django(args.database_url)
     from django.test import Client
     from django.utils import timezone
 
-    call_command("migrate", verbosity=0)
     now = timezone.now()
     print(f"loading {args.tenants} tenants, {args.jobs} jobs, {args.days} days of per-minute "
           f"usage for {args.busy} tenants ({args.minute_days} days kept as minute rows) "

@@ -22,9 +22,10 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from harness import scratch_django
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -56,17 +57,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--scale", type=float, default=0.02)
     args = parser.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="trainyard-kueue-"))
-    os.environ.update(DJANGO_SETTINGS_MODULE="portal.settings_test", TRAINYARD_VAR_DIR=str(tmp),
-                      DATABASE_URL=os.environ.get("DATABASE_URL") or f"sqlite:///{tmp}/db.sqlite3")
-    import django
-
-    django.setup()
+    scratch_django(os.environ.get("DATABASE_URL"), prefix="trainyard-kueue-")
     from decimal import Decimal
 
     from django.conf import settings
     from django.contrib.auth import get_user_model
-    from django.core.management import call_command
     from kueue_baseline import Record, Scenario, make_workload, print_comparison, summarise
 
     import jobs.selectors
@@ -81,7 +76,6 @@ def main() -> None:
     from tenants.models import Membership, Pool, QuotaGrant, Tenant
     from tenants.tasks import reconcile_cluster, reconcile_pool
 
-    call_command("migrate", verbosity=0)
     scenario = Scenario()
     workload = make_workload(scenario, args.scale)
     cluster = Cluster(profile=_profile(scenario), speed=1.0, simulate=True, tick_seconds=0.05)

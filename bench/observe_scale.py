@@ -11,12 +11,12 @@ thread, as ``k8s_watch`` runs it). Prints figures; asserts nothing about time.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
+
+from harness import scratch_django
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -38,15 +38,8 @@ def main() -> None:
                         help="e.g. postgres://... (default: a fresh SQLite file)")
     args = parser.parse_args()
 
-    tmp = Path(tempfile.mkdtemp(prefix="trainyard-bench-"))
-    database = args.database_url or f"sqlite:///{tmp}/bench.sqlite3"
-    os.environ.update(DJANGO_SETTINGS_MODULE="portal.settings_test",
-                      TRAINYARD_VAR_DIR=str(tmp), DATABASE_URL=database)
-    import django
-
-    django.setup()
+    scratch_django(args.database_url)
     from django.conf import settings
-    from django.core.management import call_command
     from django.db import connection
 
     from k8s_sync import client as k8s_client
@@ -54,7 +47,6 @@ def main() -> None:
     from k8s_sync.observe import KINDS, Backoff, Reflector, relist_all
     from kubesim.cluster import Cluster
 
-    call_command("migrate", verbosity=0)
     cluster = Cluster(profile="default", deterministic=True, simulate=True)
     url = cluster.start()
     settings.TRAINYARD_CLUSTER = {"mode": "url", "url": url, "request_timeout": 60}

@@ -10,12 +10,12 @@ first, zero writes for the second. Prints figures; asserts nothing about time.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+
+from harness import scratch_django
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -26,14 +26,8 @@ def main() -> None:
     parser.add_argument("--tenants", type=int, default=500)
     args = parser.parse_args()
 
-    tmp = Path(tempfile.mkdtemp(prefix="trainyard-bench-"))
-    os.environ.update(DJANGO_SETTINGS_MODULE="portal.settings_test",
-                      TRAINYARD_VAR_DIR=str(tmp), DATABASE_URL=f"sqlite:///{tmp}/bench.sqlite3")
-    import django
-
-    django.setup()
+    scratch_django()
     from django.conf import settings
-    from django.core.management import call_command
 
     from core.choices import PoolKind
     from k8s_sync import client as k8s_client
@@ -41,7 +35,6 @@ def main() -> None:
     from tenants.models import Pool, QuotaGrant, Tenant
     from tenants.tasks import reconcile_pool, resync_pools
 
-    call_command("migrate", verbosity=0)
     cluster = Cluster(simulate=False)
     url = cluster.start()
     settings.TRAINYARD_CLUSTER = {"mode": "url", "url": url, "request_timeout": 30}
