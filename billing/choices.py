@@ -1,5 +1,7 @@
 """Enumerations of the billing app."""
 
+from decimal import Decimal
+
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
@@ -30,3 +32,5 @@ class LineKind(models.TextChoices):
 
 
 BUDGET_THRESHOLDS = (50, 80, 100)
+#: The largest monthly budget (Budget.monthly_amount holds 14 digits, 2 after the point).
+BUDGET_MAX = Decimal("999999999999.99")

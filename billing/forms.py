@@ -11,6 +11,7 @@ from django.utils.translation import gettext_lazy
 
 from billing.choices import MigPricing
 from billing.models import RateCard
+from core.forms import DecimalField
 
 GPU_FIELDS = ["gpu_model", "memory_gib", "purchase_price", "depreciation_months",
               "power_watts", "pue", "electricity_kwh", "operations_month"]
@@ -36,11 +37,11 @@ class RateCardForm(forms.Form):
         label=gettext_lazy("Storage prices"), required=False,
         widget=forms.Textarea(attrs={"rows": 3}),
         help_text=gettext_lazy("One StorageClass a line: class, price per GiB-month."))
-    egress_gib = forms.DecimalField(label=gettext_lazy("Egress per GiB"), min_value=0, initial=0,
+    egress_gib = DecimalField(label=gettext_lazy("Egress per GiB"), min_value=0, initial=0,
                                     decimal_places=6)
-    cpu_core_hour = forms.DecimalField(label=gettext_lazy("CPU core-hour (optional)"),
+    cpu_core_hour = DecimalField(label=gettext_lazy("CPU core-hour (optional)"),
                                        required=False, min_value=0, decimal_places=6)
-    memory_gib_hour = forms.DecimalField(label=gettext_lazy("Memory GiB-hour (optional)"),
+    memory_gib_hour = DecimalField(label=gettext_lazy("Memory GiB-hour (optional)"),
                                          required=False, min_value=0, decimal_places=6)
     mig_pricing = forms.ChoiceField(label=gettext_lazy("MIG slices priced"),
                                     choices=MigPricing.choices)
@@ -91,7 +92,7 @@ class RateCardForm(forms.Form):
 
 
 class CreditNoteForm(forms.Form):
-    amount = forms.DecimalField(label=gettext_lazy("Amount to credit"), min_value=Decimal("0.01"),
+    amount = DecimalField(label=gettext_lazy("Amount to credit"), min_value=Decimal("0.01"),
                                 decimal_places=2)
     reason = forms.CharField(label=gettext_lazy("Reason"), max_length=250)
 
@@ -99,10 +100,10 @@ class CreditNoteForm(forms.Form):
 class AdjustmentForm(forms.Form):
     tenant = forms.SlugField(label=gettext_lazy("Tenant"))
     description = forms.CharField(label=gettext_lazy("Description"), max_length=300)
-    amount = forms.DecimalField(label=gettext_lazy("Amount (negative for a discount)"),
+    amount = DecimalField(label=gettext_lazy("Amount (negative for a discount)"),
                                 decimal_places=2)
 
 
 class BudgetForm(forms.Form):
-    amount = forms.DecimalField(label=gettext_lazy("Monthly budget"), min_value=0, decimal_places=2,
-                                required=False)
+    amount = DecimalField(label=gettext_lazy("Monthly budget"), min_value=0, decimal_places=2,
+                          max_digits=14, required=False)

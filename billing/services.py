@@ -24,7 +24,14 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from billing import ledger, selectors, texts
-from billing.choices import BUDGET_THRESHOLDS, InvoiceKind, InvoiceStatus, LineKind, MigPricing
+from billing.choices import (
+    BUDGET_MAX,
+    BUDGET_THRESHOLDS,
+    InvoiceKind,
+    InvoiceStatus,
+    LineKind,
+    MigPricing,
+)
 from billing.models import (
     Adjustment,
     Budget,
@@ -502,6 +509,9 @@ def budget_set(*, access: TenantAccess, actor: AnyUser, amount: Decimal | None) 
             return None
         if amount < 0:
             raise ApplicationError(_("A budget cannot be negative."), field="amount")
+        if amount > BUDGET_MAX:
+            raise ApplicationError(_("A budget is at most %(max)s a month.")
+                                   % {"max": f"{BUDGET_MAX:,}"}, field="amount")
         budget, _created = Budget.objects.update_or_create(
             tenant=tenant, defaults={"monthly_amount": amount, "updated_by": actor})
         record_audit(actor=actor, action="billing.budget", tenant=tenant,

@@ -120,7 +120,8 @@ def budget(request: HttpRequest, slug: str) -> HttpResponse:
         else:
             messages.success(request, _("Budget saved."))
     else:
-        messages.error(request, _("Enter a budget amount."))
+        messages.error(request, " ".join(form.errors.get("amount", []))
+                       or _("Enter a budget amount."))
     return redirect("billing:tenant_invoices", slug=slug)
 
 

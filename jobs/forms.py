@@ -9,6 +9,7 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from core.choices import PoolKind, Tier
+from core.forms import DecimalField
 from jobs.templates import TEMPLATES
 from k8s_sync.templatetags.k8s_sync import mib as mib_label
 from k8s_sync.templatetags.k8s_sync import sharing as sharing_label
@@ -42,16 +43,16 @@ class JobForm(forms.Form):
         label=_("Shared GPUs (time-slicing or MPS)"), required=False,
         help_text=_("The GPUs per worker are then shares of cards other jobs use too, each "
                     "with its slice of the card's memory; only models the cluster shares."))
-    gpu_memory_gib_per_card = forms.DecimalField(
+    gpu_memory_gib_per_card = DecimalField(
         label=_("GPU memory limit per card (GiB)"), required=False, min_value=0,
         decimal_places=3,
         help_text=_("On HAMi nodes only: each card is limited to this much memory and the rest "
                     "stays for other jobs. Empty: whole cards."))
-    cpu_per_worker = forms.DecimalField(label=_("CPU cores per worker"), initial=8,
+    cpu_per_worker = DecimalField(label=_("CPU cores per worker"), initial=8,
                                         min_value=0, decimal_places=3)
-    memory_gib_per_worker = forms.DecimalField(label=_("Memory GiB per worker"), initial=64,
+    memory_gib_per_worker = DecimalField(label=_("Memory GiB per worker"), initial=64,
                                                min_value=0, decimal_places=3)
-    max_run_hours = forms.DecimalField(label=_("Maximum run time (hours)"), initial=12,
+    max_run_hours = DecimalField(label=_("Maximum run time (hours)"), initial=12,
                                        min_value=0, decimal_places=2)
     checkpoint_claim = forms.CharField(label=_("Checkpoint volume (PVC name)"), required=False,
                                        help_text=_("An existing volume of your team's."))

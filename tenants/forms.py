@@ -9,6 +9,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
 from core.choices import PoolKind
+from core.forms import DecimalField
 from k8s_sync.placement import validate_topology_levels
 from tenants.choices import MembershipRole, PlatformRoleName, QuotaMode
 from tenants.models import Tenant
@@ -147,7 +148,7 @@ class PolicyForm(forms.Form):
         label=_("Overcommit factors"), required=False, widget=forms.Textarea(attrs={"rows": 4}),
         help_text=_("One per line: a resource kind or key and its factor, e.g. gpu = 1.2. "
                     "Missing means 1 (no overcommit)."))
-    eviction_watermark = forms.DecimalField(label=_("Eviction watermark (%)"), min_value=50,
+    eviction_watermark = DecimalField(label=_("Eviction watermark (%)"), min_value=50,
                                             max_value=100, decimal_places=1)
     development_grace_seconds = forms.IntegerField(label=_("Development grace (seconds)"),
                                                    min_value=0, max_value=86400)
@@ -159,9 +160,9 @@ class PolicyForm(forms.Form):
         help_text=_("One per line: pool, resource and amount, e.g. dev cpu = 8."))
     dev_pvc_reclaim_days = forms.IntegerField(
         label=_("Reclaim dev-pool volumes unused for (days)"), required=False, min_value=1)
-    dynamic_headroom = forms.DecimalField(label=_("Dynamic mode headroom (%)"), min_value=0,
+    dynamic_headroom = DecimalField(label=_("Dynamic mode headroom (%)"), min_value=0,
                                           max_value=200, decimal_places=0)
-    dynamic_idle_threshold = forms.DecimalField(label=_("Dynamic mode idle threshold (%)"),
+    dynamic_idle_threshold = DecimalField(label=_("Dynamic mode idle threshold (%)"),
                                                 min_value=0, max_value=100, decimal_places=0)
 
     egress_cidrs = forms.CharField(
@@ -235,7 +236,7 @@ def _pairs(text: str) -> dict[str, str]:
 
 class TenantSettingsForm(forms.Form):
     quota_mode = forms.ChoiceField(label=_("Quota mode"), choices=[])
-    elastic_factor = forms.DecimalField(label=_("Elastic ceiling (x quota)"), min_value=1,
+    elastic_factor = DecimalField(label=_("Elastic ceiling (x quota)"), min_value=1,
                                         max_value=10, decimal_places=2)
     members_may_request_quota = forms.BooleanField(label=_("Members may request quota"),
                                                    required=False)

@@ -17,8 +17,11 @@ from django.urls import reverse
 from pypdf import PdfReader
 
 from billing import services
+from billing.choices import BUDGET_MAX
 from billing.models import Budget, Invoice, InvoiceLine, IssuedInvoiceError, MonthClose
 from billing.tests.conftest import at, make_job, run
+from core.exceptions import ApplicationError
+from tenants.access import access_for
 from tenants.models import Notification
 
 OCT = dt.date(2026, 10, 1)
@@ -360,3 +363,32 @@ def test_last_months_draft_is_listed_until_finance_closes_it(login, october, ten
         in page.content
     detail = login(bob).get(reverse("billing:invoice", kwargs={"slug": "acme", "pk": draft.pk}))
     assert b"A draft" in detail.content and b"39.60" in detail.content
+
+
+@pytest.mark.parametrize("amount", ["1e12", "1000000000000", "1e40", "-5"])
+def test_a_budget_out_of_range_is_refused_with_its_reason(login, api, alice, tenant_a, amount):
+    """Form and API refuse it with the reason; nothing is stored and the invoices page,
+    where the budget lives, still opens."""
+    client = login(alice)
+    response = client.post(reverse("billing:budget", kwargs={"slug": "acme"}),
+                           {"amount": amount}, follow=True)
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "Budget saved" not in page
+    assert ("digits" in page or "greater than or equal to 0" in page
+            or "cannot be negative" in page), page[:3000]
+    answer = api(alice).put("/api/v1/tenants/acme/invoices/budget/",
+                            {"monthly_amount": amount}, format="json")
+    assert answer.status_code == 400 and "monthly_amount" in answer.json()
+    assert not Budget.objects.exists()
+    assert client.get(reverse("billing:tenant_invoices", kwargs={"slug": "acme"})
+                      ).status_code == 200
+
+
+def test_the_budget_service_bounds_the_amount(alice, tenant_a):
+    access = access_for(alice, tenant_a)
+    with pytest.raises(ApplicationError) as err:
+        services.budget_set(access=access, actor=alice, amount=Decimal("1000000000000"))
+    assert err.value.field == "amount"
+    assert services.budget_set(access=access, actor=alice, amount=BUDGET_MAX).monthly_amount \
+        == BUDGET_MAX

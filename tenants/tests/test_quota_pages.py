@@ -5,6 +5,7 @@ import pytest
 from kubernetes import client as k8s
 
 from core.models import Policy
+from core.tests.html import form_values
 from tenants import services
 from tenants.models import AuditEvent, Notification, QuotaRequest
 
@@ -124,3 +125,21 @@ def test_the_tenant_settings_form(login, platform_admin, alice, tenant_a):
     assert "Guaranteed" in page and "Reclaim risk" in page
     assert login(alice).post("/t/acme/quota/settings/", {
         "quota_mode": "static", "elastic_factor": "1"}).status_code == 404
+
+
+def test_the_policy_page_saves_its_own_values_unchanged(login, platform_admin):
+    """What the page shows is what it accepts back: 85.000% stored as 0.850 renders as 85
+    and saves again with nothing changed."""
+
+    client = login(platform_admin)
+    before = Policy.current()
+    before.refresh_from_db()
+    values = form_values(client.get("/platform/policy/").content.decode(), "")
+    assert values["eviction_watermark"] == "85"
+    response = client.post("/platform/policy/", values)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    after = Policy.current()
+    assert (after.eviction_watermark, after.dynamic_headroom, after.dynamic_idle_threshold,
+            after.development_grace_seconds) == (
+        before.eviction_watermark, before.dynamic_headroom, before.dynamic_idle_threshold,
+        before.development_grace_seconds)
