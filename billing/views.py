@@ -120,7 +120,7 @@ def budget(request: HttpRequest, slug: str) -> HttpResponse:
         else:
             messages.success(request, _("Budget saved."))
     else:
-        messages.error(request, " ".join(form.errors.get("amount", []))
+        messages.error(request, " ".join(str(e) for e in form.errors.get("amount", []))
                        or _("Enter a budget amount."))
     return redirect("billing:tenant_invoices", slug=slug)
 

@@ -23,7 +23,7 @@ class Tier(models.TextChoices):
 #: A new policy's preemption grace per tier, in seconds (``core.models.Policy`` fields;
 #: the admission engine's defaults): production is never preempted, development gets the
 #: five minutes it is promised, batch half a minute.
-DEFAULT_GRACE_SECONDS = {Tier.PRODUCTION: 0, Tier.DEVELOPMENT: 300, Tier.BATCH: 30}
+DEFAULT_GRACE_SECONDS: dict[str, int] = {Tier.PRODUCTION: 0, Tier.DEVELOPMENT: 300, Tier.BATCH: 30}
 
 
 class PoolKind(models.TextChoices):

@@ -24,7 +24,7 @@ class DecimalField(forms.DecimalField):
     large for its field is a field error, never a server error.
     """
 
-    def to_python(self, value: Any) -> Decimal | None:
+    def to_python(self, value: Any) -> Decimal | None:  # type: ignore[override]
         number = super().to_python(value)
         if number is None:
             return None
