@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Collection
 from typing import Any
 
 from django import forms
@@ -133,8 +134,13 @@ def _gpu_model_label(model: str, whole: int | None, shares: int | None, inventor
 
 
 
-def template_initial(key: str) -> dict[str, Any]:
-    """Form initial values for a template (commands joined back for the text inputs)."""
+def template_initial(key: str, inventory: Any = None,
+                     granted: Collection[str] = ()) -> dict[str, Any]:
+    """Form initial values for a template (commands joined back for the text inputs).
+
+    A template that asks for GPUs gets a GPU model the cluster has, with nodes big enough
+    for one worker, preferring the models in ``granted`` (the tenant's GPU quota), so it
+    submits as it stands."""
     template = TEMPLATES.get(key)
     if template is None:
         return {}
@@ -144,4 +150,33 @@ def template_initial(key: str) -> dict[str, Any]:
     initial["max_run_hours"] = initial.pop("max_run_seconds") / 3600
     initial["pool"] = PoolKind.PROD if initial.get("tier") == Tier.PRODUCTION else PoolKind.DEV
     initial["template"] = key
+    if initial.get("gpus_per_worker") and not initial.get("gpu_model") and inventory:
+        initial["gpu_model"] = default_gpu_model(inventory, initial["gpus_per_worker"], granted)
     return initial
+
+
+def default_gpu_model(inventory: Any, gpus_per_worker: int,
+                      granted: Collection[str] = ()) -> str:
+    """A whole-GPU model whose nodes hold ``gpus_per_worker`` cards: one in ``granted``
+    first, then the most cards per node, the name breaking ties; "" when none is."""
+    fitting = [(model not in granted, -n, model)
+               for model, n in dict(inventory.gpus_per_node).items() if n >= gpus_per_worker]
+    return min(fitting)[2] if fitting else ""
+
+
+def template_values(inventory: Any, granted: Collection[str] = ()) -> dict[str, dict[str, str]]:
+    """Every template's field values as the form's inputs show them (the page fills the
+    form from these when a template is chosen, keeping what else was typed)."""
+    out = {}
+    for key in TEMPLATES:
+        initial = template_initial(key, inventory, granted)
+        out[key] = {name: _as_input(value) for name, value in initial.items()}
+    return out
+
+
+def _as_input(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)

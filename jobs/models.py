@@ -9,6 +9,8 @@ one JobTransition row: the audit log, the notification outbox and the billing so
 
 from __future__ import annotations
 
+import shlex
+
 from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
@@ -103,6 +105,12 @@ class TrainingJob(models.Model):
     @property
     def replicas(self) -> int:
         return self.workers
+
+    @property
+    def command_line(self) -> str:
+        """The command and its arguments as a shell would take them (quoted where needed,
+        so copying it into a terminal or the form runs the same thing)."""
+        return shlex.join([*(self.command or []), *(self.args or [])])
 
     @property
     def total_gpus(self) -> int:

@@ -84,6 +84,13 @@ def transitions_of(job: TrainingJob) -> QuerySet[JobTransition]:
     return job.transitions.select_related("actor").order_by("at", "id")
 
 
+def granted_gpu_models(tenant: Tenant) -> set[str]:
+    """The GPU models either of ``tenant``'s pools holds quota for (effective grants)."""
+    return {key.removeprefix("gpu:") for pool in tenant.pools.all()
+            for key, amount in effective_grants(pool).items()
+            if key.startswith("gpu:") and amount > 0}
+
+
 def inventory() -> Inventory:
     """The largest node per GPU model and MIG profile, and the largest node's CPU/memory."""
     gpus: dict[str, int] = defaultdict(int)

@@ -55,9 +55,34 @@ def schedule_sync(job_id: int) -> None:
 
 def job_submit(*, access: TenantAccess, actor: AnyUser, pool: str, data: dict[str, Any],
                template: str = "") -> TrainingJob:
-    """Queue a training job. Everything is checked first; a bad field is an
-    ApplicationError naming it, and nothing is created. The PyTorchJob is created in the
-    cluster (suspended) once the row commits; admission then decides when it runs."""
+    """Queue a training job. Everything is checked first (:func:`job_submit_check`); a bad
+    field is an ApplicationError naming it, and nothing is created. The PyTorchJob is
+    created in the cluster (suspended) once the row commits; admission then decides when
+    it runs."""
+    pool_row, clean, annotations = job_submit_check(access=access, pool=pool, data=data)
+    try:
+        with transaction.atomic():
+            job = TrainingJob.objects.create(
+                tenant=access.tenant, pool=pool_row, submitted_by=actor, template=template,
+                annotations=annotations, expected_seconds=data.get("expected_seconds"),
+                **clean)
+            job.k8s_name = job_name(job.pk, job.name)
+            job.save(update_fields=["k8s_name"])
+            _record(job, "", JobState.QUEUED, "Submitted", actor=actor)
+            schedule_sync(job.pk)
+            kick_admission()
+    except IntegrityError:
+        raise Conflict(_("A job named “%(n)s” exists already in this tenant; choose another "
+                         "name.") % {"n": clean["name"]}, field="name") from None
+    return job
+
+
+def job_submit_check(*, access: TenantAccess, pool: str, data: dict[str, Any]
+                     ) -> tuple[Pool, dict[str, Any], dict[str, str]]:
+    """Every check :func:`job_submit` makes, writing nothing: the pool row, the cleaned
+    submission and the simulator annotations it keeps, or an ApplicationError naming the
+    field (``extra["errors"]``: every field's). The form's live preview asks this too, so
+    it refuses exactly what a submit would."""
     if not access.is_member:
         raise NotAllowed(_("Only members of this tenant can submit jobs."))
     if not access.tenant.is_active:
@@ -82,21 +107,7 @@ def job_submit(*, access: TenantAccess, actor: AnyUser, pool: str, data: dict[st
     if TrainingJob.objects.filter(tenant=access.tenant, name=clean["name"]).exists():
         raise Conflict(_("A job named “%(n)s” exists already in this tenant; choose another "
                          "name.") % {"n": clean["name"]}, field="name")
-    try:
-        with transaction.atomic():
-            job = TrainingJob.objects.create(
-                tenant=access.tenant, pool=pool_row, submitted_by=actor, template=template,
-                annotations=annotations, expected_seconds=data.get("expected_seconds"),
-                **clean)
-            job.k8s_name = job_name(job.pk, job.name)
-            job.save(update_fields=["k8s_name"])
-            _record(job, "", JobState.QUEUED, "Submitted", actor=actor)
-            schedule_sync(job.pk)
-            kick_admission()
-    except IntegrityError:
-        raise Conflict(_("A job named “%(n)s” exists already in this tenant; choose another "
-                         "name.") % {"n": clean["name"]}, field="name") from None
-    return job
+    return pool_row, clean, annotations
 
 
 def _check_checkpoint_storage(pool: Pool, clean: dict[str, Any]) -> None:

@@ -4,6 +4,7 @@ admins' view of every queue with hold, release and re-prioritise. Thin views."""
 from __future__ import annotations
 
 import datetime as dt
+import shlex
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -18,11 +19,10 @@ from core.choices import Tier
 from core.exceptions import ApplicationError
 from jobs import selectors, services
 from jobs.choices import ACTIVE_STATES, JobState
-from jobs.contract import check_buildable
-from jobs.forms import JobForm, template_initial
+from jobs.contract import NON_FIELD
+from jobs.forms import JobForm, template_initial, template_values
 from jobs.models import MaintenanceWindow, TrainingJob
 from jobs.timeline import running_seconds
-from jobs.validation import SubmissionError, validate_submission
 from tenants.access import is_platform_admin, platform_admin_or_404
 from tenants.selectors import tenant_access_or_404
 
@@ -45,13 +45,14 @@ def job_list(request: HttpRequest, slug: str) -> HttpResponse:
 def job_new(request: HttpRequest, slug: str) -> HttpResponse:
     access = tenant_access_or_404(request.user, slug)
     inventory = selectors.inventory()
-    initial = template_initial(request.GET.get("template", ""))
+    granted = selectors.granted_gpu_models(access.tenant)
+    initial = template_initial(request.GET.get("template", ""), inventory, granted)
     if request.GET.get("clone"):
         source = selectors.job_or_404(access.tenant, int(request.GET["clone"]))
         initial = {**services.clone_initial(source), "max_run_hours":
                    source.max_run_seconds / 3600}
-        initial["command"] = " ".join(initial["command"])
-        initial["args"] = " ".join(initial["args"])
+        initial["command"] = shlex.join(initial["command"])
+        initial["args"] = shlex.join(initial["args"])
         initial["env"] = "\n".join(f"{k}={v}" for k, v in source.env.items())
     form = JobForm(request.POST or None, initial=initial, inventory=inventory)
     if request.method == "POST" and form.is_valid():
@@ -67,6 +68,7 @@ def job_new(request: HttpRequest, slug: str) -> HttpResponse:
             return redirect("jobs:detail", slug=slug, pk=job.pk)
     return render(request, "jobs/new.html", {
         "access": access, "tenant": access.tenant, "form": form,
+        "template_values": template_values(inventory, granted),
     }, status=400 if request.method == "POST" else 200)
 
 
@@ -79,11 +81,11 @@ def preview_data(request: HttpRequest, slug: str) -> tuple[dict, dict | None]:
         return {"errors": {k: v[0] for k, v in form.errors.items()}}, None
     pool = form.cleaned_data["pool"]
     try:
-        clean = validate_submission(form.submission(), pool=pool,
-                                    inventory=selectors.inventory())
-        check_buildable(tenant=access.tenant, pool=pool, clean=clean)
-    except SubmissionError as exc:
-        return {"errors": exc.errors}, None
+        _pool, clean, _annotations = services.job_submit_check(
+            access=access, pool=pool, data=form.submission())
+    except ApplicationError as exc:
+        errors = exc.extra.get("errors") or {exc.field or NON_FIELD: exc.message}
+        return {"errors": errors}, None
     result = selectors.preview(access.tenant, pool, clean, timezone.now())
     result["gpu_kind"] = selectors.gpu_kind_label(clean)
     for key in ("eta_p50", "eta_p90"):

@@ -7,6 +7,8 @@ import random
 from collections import defaultdict
 from decimal import Decimal
 
+from django.utils.html import escape
+
 from core.texts import english, text_code
 from jobs.admission import NodeView, Policy, PoolQuota
 from tenants.demand import CardFacts, engine_demand, job_demand
@@ -257,7 +259,12 @@ def test_the_preview_reports_fit_per_dimension(login, bob, quota):
     assert rows["memory"]["wanted"] == 115.2 and rows[f"gpu:{H800}"]["wanted"] == 4
     assert "gpu-memory" not in rows   # not granted: it does not bind this pool
     assert preview["starts_now"]
-    big = login(bob).post("/t/acme/jobs/preview/", {**form, "cpu_per_worker": "192",
-                                                     "workers": "3"}).json()["preview"]
-    assert not {r["key"]: r for r in big["dimensions"]}["cpu"]["fits_quota"]
-    assert not big["starts_now"]
+    # Over the pool's CPU ceiling (a static pool: its quota) the job could never start:
+    # the preview refuses it with the words a submit answers (one check, issue 15).
+    client = login(bob)
+    big = {**form, "cpu_per_worker": "192", "workers": "3"}
+    refused = client.post("/t/acme/jobs/preview/", big).json()
+    assert "preview" not in refused and "could never start" in refused["errors"]["cpu_per_worker"]
+    submitted = client.post("/t/acme/jobs/new/", big)
+    assert submitted.status_code == 400
+    assert escape(refused["errors"]["cpu_per_worker"]) in submitted.content.decode()

@@ -1,8 +1,13 @@
 """Job pages and API: anonymous and outsider checks, submit from the form and the API."""
 
+from types import SimpleNamespace
+
 import pytest
 
+from core.tests.html import form_values
+from jobs import selectors as job_selectors
 from jobs import services
+from jobs.forms import TEMPLATES, default_gpu_model, template_values
 from jobs.models import TrainingJob
 from jobs.tests.conftest import H800, submission
 from tenants.access import access_for
@@ -135,3 +140,67 @@ def test_the_demo_load_submits_jobs_the_pools_may_run(quota, bob):
         assert job.gpu_model == H800 and job.tier in ("production", "development", "batch")
         assert job.gpus_per_worker <= 8
         assert "kubesim.trainyard.io/run-seconds" in job.annotations
+
+
+def test_a_template_submits_as_it_stands(login, bob, quota):
+    """A template fills in a GPU model the cluster has: what the page shows, posted
+    unchanged but for the name, is a job."""
+    client = login(bob)
+    values = form_values(client.get("/t/acme/jobs/new/?template=ddp-8gpu").content.decode(),
+                         "")
+    assert values["gpu_model"] == H800 and values["gpus_per_worker"] == "8"
+    response = client.post("/t/acme/jobs/new/", {**values, "name": "from-template"})
+    assert response.status_code == 302, response.content.decode()[:3000]
+    assert TrainingJob.objects.get(name="from-template").gpu_model == H800
+
+
+def test_every_template_gets_a_model_with_nodes_big_enough(login, bob, quota):
+    stock = job_selectors.inventory()
+    values = template_values(stock)
+    assert set(values) == set(TEMPLATES)
+    for key, fields in values.items():
+        if int(fields["gpus_per_worker"]):
+            assert stock.gpus_per_node[fields["gpu_model"]] >= int(fields["gpus_per_worker"]), key
+        assert fields["template"] == key and "max_run_hours" in fields
+
+
+def test_a_refused_submit_lists_its_reasons_at_the_top(login, bob, quota):
+    response = login(bob).post("/t/acme/jobs/new/", {
+        "name": "too-big", "pool": "dev", "tier": "development", "image": "Bad Image",
+        "workers": "1", "gpus_per_worker": "12", "gpu_model": H800, "cpu_per_worker": "8",
+        "memory_gib_per_worker": "16", "max_run_hours": "1", "checkpoint_path": "/c"})
+    assert response.status_code == 400
+    body = response.content.decode()
+    summary = body[body.index('id="form-errors"'):body.index("</ul>", body.index(
+        'id="form-errors"'))]
+    assert "The job was not submitted." in summary
+    assert "Container image" in summary and "not a valid image reference" in summary
+    assert "GPUs per worker" in summary and "the largest has 8" in summary
+
+
+def test_the_command_is_shown_as_a_shell_takes_it(login, bob, quota):
+    job = services.job_submit(access=access_for(bob, quota), actor=bob, pool="dev",
+                              data=submission(args=["--note", "two words", "--x=$HOME"]))
+    detail = login(bob).get(f"/t/acme/jobs/{job.pk}/").content.decode()
+    assert "python train.py --note &#x27;two words&#x27; &#x27;--x=$HOME&#x27;" in detail
+    clone = login(bob).get(f"/t/acme/jobs/new/?clone={job.pk}").content.decode()
+    assert form_values(clone, "")["args"] == "--note 'two words' '--x=$HOME'"
+
+
+def test_a_template_prefers_a_gpu_model_the_tenant_holds_quota_for():
+    stock = SimpleNamespace(gpus_per_node={"A100": 8, "H800": 8, "L4": 4})
+    assert default_gpu_model(stock, 8) == "A100"  # the most cards per node, then the name
+    assert default_gpu_model(stock, 8, {"H800"}) == "H800"
+    assert default_gpu_model(stock, 2, {"L4"}) == "L4"
+    assert default_gpu_model(stock, 8, {"L4"}) == "A100"  # L4 nodes are too small
+    assert default_gpu_model(stock, 16, {"H800"}) == ""
+
+
+def test_the_preview_refuses_what_a_submit_would(login, bob, job):
+    """One check for both: a name taken already is refused live, at its field."""
+    answer = login(bob).post("/t/acme/jobs/preview/", {
+        "name": job.name, "pool": "dev", "tier": "development", "image": "trainer:1",
+        "workers": "1", "gpus_per_worker": "1", "gpu_model": H800, "cpu_per_worker": "8",
+        "memory_gib_per_worker": "16", "max_run_hours": "1", "checkpoint_path": "/c"}).json()
+    assert "preview" not in answer
+    assert "exists already" in answer["errors"]["name"]

@@ -12,10 +12,35 @@
     return fmt.replace(/%\(\w+\)s/g, function (m) { return String(obj[m.slice(2, -2)]); });
   };
   var timer = null;
+  // Errors the server gave with the page (a refused submit) stay at their fields until
+  // that field is edited; the preview says nothing of a blank field the user has not been
+  // to yet, so an empty form does not open with "This field is required."
+  var serverErrors = {};
+  var touched = {};
+  document.querySelectorAll(".field-error").forEach(function (el) {
+    if (el.textContent.trim()) { serverErrors[el.dataset.field] = el.textContent.trim(); }
+  });
+  var placeholder = box.textContent.trim();
+  var templatesEl = document.getElementById("job-templates");
+  var templates = templatesEl ? JSON.parse(templatesEl.textContent) : null;
+
+  function setField(name, value) {
+    var el = form.elements[name];
+    if (!el || name === "template") { return; }
+    if (el.type === "checkbox") { el.checked = value === "on"; } else { el.value = value; }
+    touched[name] = true;
+    delete serverErrors[name];
+  }
 
   form.elements.template.addEventListener("change", function () {
     var key = form.elements.template.value;
-    window.location.search = key ? "?template=" + encodeURIComponent(key) : "";
+    if (!templates) {  // no values on the page: the server fills the form
+      window.location.search = key ? "?template=" + encodeURIComponent(key) : "";
+      return;
+    }
+    // Fill in the template's fields and keep everything else that was typed.
+    Object.keys(templates[key] || {}).forEach(function (name) { setField(name, templates[key][name]); });
+    refresh();
   });
 
   function text(tag, content, cls) {
@@ -31,15 +56,24 @@
 
   function render(data) {
     box.textContent = "";
-    document.querySelectorAll(".field-error").forEach(function (el) { el.textContent = ""; });
     var errors = data.errors || {};
+    document.querySelectorAll(".field-error").forEach(function (el) {
+      var name = el.dataset.field;
+      // a field left blank is not reproached until the user has been to it
+      var blank = form.elements[name] && !String(form.elements[name].value || "").trim();
+      el.textContent = ((touched[name] || !blank) && errors[name]) || serverErrors[name] || "";
+    });
     Object.keys(errors).forEach(function (name) {
-      var el = document.querySelector('.field-error[data-field="' + name + '"]');
-      if (el) { el.textContent = errors[name]; }
-      else { box.appendChild(text("p", errors[name], "error")); }
+      if (!document.querySelector('.field-error[data-field="' + name + '"]')) {
+        box.appendChild(text("p", errors[name], "error"));
+      }
     });
     var p = data.preview;
-    if (!p) { return; }
+    if (!p) {
+      // errors of fields not yet filled in are not shown: say what the preview waits for
+      if (!box.childNodes.length) { box.appendChild(text("p", placeholder, "muted")); }
+      return;
+    }
     if (p.gpu_kind) { box.appendChild(text("p", p.gpu_kind, "muted")); }
     (p.dimensions || []).forEach(function (d) {
       var after = Math.round((d.in_use + d.wanted) * 1000) / 1000;
@@ -87,9 +121,15 @@
       .finally(function () { box.removeAttribute("aria-busy"); });
   }
 
-  form.addEventListener("input", function () {
+  function edited(event) {
+    var name = event.target && event.target.name;
+    if (name) { touched[name] = true; delete serverErrors[name]; }
     clearTimeout(timer);
     timer = setTimeout(refresh, 400);
+  }
+  form.addEventListener("input", edited);
+  form.addEventListener("change", function (event) {
+    if (event.target && event.target.name !== "template") { edited(event); }
   });
   refresh();
 }());

@@ -391,6 +391,48 @@ def test_researcher_submits_a_job_and_watches_it_queue_run_and_finish(
 
 
 @pytest.mark.parametrize("lang", LANGUAGES)
+def test_a_refused_submit_shows_its_reason_and_a_template_keeps_what_was_typed(
+        lang, new_page, world, bob):
+    """No error before anything is typed; a template fills its fields in place (no
+    reload, the typed name stays, a GPU model the pool has quota for); a job that could
+    never start is refused, and the reason stays at its field and at the top after the
+    live preview has run."""
+    from jobs.models import TrainingJob
+
+    page = new_page(lang)
+    log_in(page, "bob", "/t/acme/jobs/new/")
+    preview = page.locator("#preview")
+    expect(preview).not_to_have_attribute("aria-busy", "true")
+    expect(page.locator("#job-form .field-error:not(:empty)")).to_have_count(0)
+    expect(page.locator("#form-errors")).to_have_count(0)
+
+    page.locator("input[name=name]").fill("e2e-refused")
+    page.evaluate("window.__same_page = true")
+    page.locator("select[name=template]").select_option("ddp-8gpu")
+    expect(page.locator("input[name=gpus_per_worker]")).to_have_value("8")
+    assert page.evaluate("window.__same_page === true"), "choosing a template reloaded"
+    expect(page.locator("input[name=name]")).to_have_value("e2e-refused")
+    expect(page.locator("select[name=gpu_model]")).to_have_value(world["h800"])
+
+    page.locator("input[name=workers]").fill("2")  # 16 GPUs: the pool may hold 8
+    expect(preview).not_to_have_attribute("aria-busy", "true")
+    page.locator("#job-form button[type=submit].primary").click()
+    summary = page.locator("#form-errors")
+    expect(summary).to_be_visible()
+    expect(summary).to_contain_text(tr(lang, "The job was not submitted."))
+    field_error = page.locator(".field-error[data-field=gpus_per_worker]")
+    expect(field_error).not_to_be_empty()
+    reason = field_error.inner_text()
+    expect(summary).to_contain_text(reason)
+    # the live preview has answered since the page loaded: the server's reason is still there
+    expect(preview).not_to_have_attribute("aria-busy", "true")
+    page.wait_for_timeout(600)
+    expect(field_error).to_have_text(reason)
+    assert not TrainingJob.objects.filter(name="e2e-refused").exists()
+    shot(page, lang, "researcher-refused-submit", top=page.locator("body"))
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
 def test_admin_approves_an_amended_quota_request_and_the_researcher_sees_it(
         lang, new_page, world, bob, alice, platform_admin):
     """Alice picks the language in the switcher on the login page; Bob's and Pat's
