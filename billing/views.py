@@ -19,7 +19,7 @@ from billing import exports, forms, selectors, services
 from billing.choices import InvoiceKind
 from billing.models import Invoice
 from core.exceptions import ApplicationError
-from tenants.access import is_finance, is_platform_admin, sees_all_tenants
+from tenants.access import TenantAccess, is_finance, is_platform_admin, sees_all_tenants
 from tenants.models import Tenant
 from tenants.selectors import tenant_access_or_404
 
@@ -39,7 +39,13 @@ def _download(content: bytes | str, name: str, content_type: str) -> HttpRespons
 
 @login_required
 def tenant_invoices(request: HttpRequest, slug: str) -> HttpResponse:
-    access = tenant_access_or_404(request.user, slug)
+    return _invoices_page(request, tenant_access_or_404(request.user, slug))
+
+
+def _invoices_page(request: HttpRequest, access: TenantAccess,
+                   budget_form: forms.BudgetForm | None = None) -> HttpResponse:
+    """A tenant's invoices page; with a refused ``budget_form``, its errors at the field
+    and the typed value kept (status 400)."""
     tenant = access.tenant
     period = selectors.current_period()
     draft = Invoice.objects.filter(tenant=tenant, period=period,
@@ -53,8 +59,8 @@ def tenant_invoices(request: HttpRequest, slug: str) -> HttpResponse:
         "access": access, "tenant": tenant, "tab": "invoices", "draft": draft,
         "invoices": selectors.invoices_for_tenant(tenant).exclude(pk=draft.pk if draft else 0),
         "budget": selectors.budget_status(tenant), "idle": selectors.tenant_idle(tenant),
-        "budget_form": forms.BudgetForm(), "currency": selectors.currency(),
-    })
+        "budget_form": budget_form or forms.BudgetForm(), "currency": selectors.currency(),
+    }, status=400 if budget_form is not None else 200)
 
 
 @login_required
@@ -116,13 +122,11 @@ def budget(request: HttpRequest, slug: str) -> HttpResponse:
             services.budget_set(access=access, actor=request.user,
                                 amount=form.cleaned_data["amount"])
         except ApplicationError as exc:
-            messages.error(request, exc.message)
+            form.add_error("amount", exc.message)
         else:
             messages.success(request, _("Budget saved."))
-    else:
-        messages.error(request, " ".join(str(e) for e in form.errors.get("amount", []))
-                       or _("Enter a budget amount."))
-    return redirect("billing:tenant_invoices", slug=slug)
+            return redirect("billing:tenant_invoices", slug=slug)
+    return _invoices_page(request, access, budget_form=form)
 
 
 @login_required

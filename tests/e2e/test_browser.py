@@ -581,3 +581,29 @@ def _save(download, suffix: str, lang: str) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     download.save_as(target)
     return target
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_a_budget_out_of_range_gets_a_field_error(lang, new_page, tenant_a, alice):
+    """1e12 as a monthly budget: the browser holds it back at the field (the input's own
+    range), and when sent anyway the server answers at the field, keeps what was typed and
+    stores nothing; the page does not break."""
+    from billing.models import Budget
+
+    page = new_page(lang)
+    log_in(page, "alice", "/t/acme/invoices/")
+    amount = page.locator("input[name=amount]")
+    amount.fill("1e12")
+    save = page.locator("form[action$='/budget/'] button[type=submit]")
+    save.click()
+    assert amount.evaluate("el => el.validity.rangeOverflow"), "the field's max did not hold"
+    assert amount.evaluate("el => el.validationMessage")
+    amount.evaluate("el => el.form.noValidate = true")
+    save.click()
+    error = page.locator("#budget-error")
+    expect(error).to_be_visible()
+    expect(error).to_contain_text("12")  # "no more than 12 digits before the decimal point"
+    expect(page.locator("input[name=amount]")).to_have_value("1e12")
+    expect(page.locator("h1")).to_be_visible()
+    assert not Budget.objects.exists()
+    shot(page, lang, "tenant-budget-refused", top=error)
