@@ -21,14 +21,20 @@ from rest_framework.response import Response
 from billing.selectors import estimate_job_cost
 from jobs.views import preview_data
 from portal.tasks import HEARTBEAT_KEY
-from tenants.access import platform_roles
+from tenants.access import is_finance, is_platform_admin, platform_roles
+from tenants.models import Membership
 from tenants.selectors import my_tenants
 
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
-    """Landing page: my tenants with my role in each, their pools and status."""
-    return render(request, "portal/home.html", {"tenants": my_tenants(request.user)})
+    """Landing page: my tenants with my role in each, their pools and status. Finance
+    staff who belong to no tenant land on the month's billing instead, their daily work."""
+    user = request.user
+    if is_finance(user) and not is_platform_admin(user) and \
+            not Membership.objects.filter(user=user).exists():
+        return redirect("billing:month")
+    return render(request, "portal/home.html", {"tenants": my_tenants(user)})
 
 
 @login_required

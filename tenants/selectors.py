@@ -62,11 +62,12 @@ def tenant_access_or_404(user: AnyUser, slug: str) -> TenantAccess:
 
 
 def my_tenants(user: AnyUser) -> list[tuple[Tenant, str | None]]:
-    """The user's tenants with their membership role (None for staff-only visibility)."""
+    """The user's tenants with their membership role (None for staff-only visibility);
+    deleted tenants are gone from here (their invoices stay with billing)."""
     if not user.is_authenticated:
         return []
     roles = dict(Membership.objects.filter(user=user).values_list("tenant_id", "role"))
-    tenants = tenants_visible_to(user).annotate(
+    tenants = tenants_visible_to(user).exclude(status=TenantStatus.DELETED).annotate(
         member_count=Count("memberships", distinct=True)
     ).prefetch_related(Prefetch("pools", queryset=Pool.objects.order_by("-kind")))
     return [(t, roles.get(t.pk)) for t in tenants]

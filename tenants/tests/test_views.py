@@ -52,6 +52,17 @@ def test_home_lists_only_my_tenants(login, bob, tenant_a, tenant_b):
     assert "ty-acme-prod" in body
 
 
+def test_finance_lands_on_billing_and_nobody_sees_deleted_tenants_at_home(
+        login, finance_user, platform_admin, bob, tenant_a, tenant_b):
+    response = login(finance_user).get(reverse("home"))
+    assert response.status_code == 302 and response.url == reverse("billing:month")
+    Tenant.objects.filter(pk=tenant_b.pk).update(status="deleted")
+    body = login(platform_admin).get(reverse("home")).content.decode()
+    assert "Acme Vision" in body and "Globex NLP" not in body
+    me = login(platform_admin).get("/api/v1/me/").json()
+    assert [t["slug"] for t in me["tenants"]] == ["acme"]
+
+
 def test_platform_admin_creates_a_tenant_adds_a_member_who_then_sees_it(
         client, platform_admin, charlie, tenant_b):
     from conftest import PASSWORD
