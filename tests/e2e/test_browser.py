@@ -607,3 +607,49 @@ def test_a_budget_out_of_range_gets_a_field_error(lang, new_page, tenant_a, alic
     expect(page.locator("h1")).to_be_visible()
     assert not Budget.objects.exists()
     shot(page, lang, "tenant-budget-refused", top=error)
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_destructive_actions_ask_first(lang, new_page, world, bob, alice):
+    """Cancelling a job and removing a member ask in the reader's language; saying no
+    changes nothing, saying yes does it."""
+    from jobs import services as job_services
+    from jobs.models import TrainingJob
+    from jobs.tests.conftest import submission
+    from tenants.access import access_for
+    from tenants.models import Membership, Tenant
+
+    tenant = Tenant.objects.get(slug="acme")
+    job = job_services.job_submit(access=access_for(bob, tenant), actor=bob, pool="dev",
+                                  data=submission(name="e2e-keep", gpu_model=world["h800"],
+                                                  gpus_per_worker=1))
+    page = new_page(lang)
+    log_in(page, "alice", f"/t/acme/jobs/{job.pk}/")
+    asked: list[str] = []
+
+    def answer(accept: bool):
+        def handler(dialog):
+            asked.append(dialog.message)
+            dialog.accept() if accept else dialog.dismiss()
+        return handler
+
+    cancel = page.locator("form[action$='/cancel/'] button[type=submit]")
+    page.once("dialog", answer(False))
+    cancel.click()
+    page.wait_for_timeout(300)
+    assert asked == [tr(lang, "Cancel %(n)s? Its pods stop now and it does not come back "
+                              "to the queue.", n="e2e-keep")]
+    job.refresh_from_db()
+    assert job.state != "cancelled"
+    page.once("dialog", answer(True))
+    with page.expect_navigation():
+        cancel.click()
+    assert TrainingJob.objects.get(pk=job.pk).state == "cancelled"
+
+    page.goto("/t/acme/members/")
+    remove = page.locator("tr", has_text="bob").locator("form[data-confirm] button")
+    page.once("dialog", answer(False))
+    remove.click()
+    page.wait_for_timeout(300)
+    assert asked[-1] == tr(lang, "Remove %(u)s from %(t)s?", u="bob", t="acme")
+    assert Membership.objects.filter(user=bob, tenant=tenant).exists()
