@@ -653,3 +653,70 @@ def test_destructive_actions_ask_first(lang, new_page, world, bob, alice):
     page.wait_for_timeout(300)
     assert asked[-1] == tr(lang, "Remove %(u)s from %(t)s?", u="bob", t="acme")
     assert Membership.objects.filter(user=bob, tenant=tenant).exists()
+
+
+OVERFLOW_JS = """() => {
+  const out = [];
+  for (const card of document.querySelectorAll('.card, main')) {
+    const box = card.getBoundingClientRect();
+    for (const el of card.querySelectorAll('table, pre, .chart, img')) {
+      const r = el.getBoundingClientRect();
+      if (r.width && (r.right > box.right + 1 || r.left < box.left - 1)) {
+        const name = card.querySelector('h2')?.textContent?.trim() || card.tagName;
+        out.push(`${el.tagName.toLowerCase()} in ${name}: ` +
+                 `${Math.round(r.width)} px in ${Math.round(box.width)} px`);
+      }
+    }
+  }
+  const page = document.documentElement;
+  if (page.scrollWidth > page.clientWidth + 1) {
+    out.push(`the page is ${page.scrollWidth} px wide in a ${page.clientWidth} px window`);
+  }
+  return out;
+}"""
+
+LAYOUT_PAGES = {
+    "alice": ["/t/acme/dashboard/", "/t/acme/jobs/", "/t/acme/quota/", "/t/acme/",
+              "/t/acme/invoices/", "/t/acme/members/"],
+    "pat": ["/cluster/", "/platform/cluster/", "/platform/capacity/", "/platform/queue/",
+            "/platform/quota-requests/", "/platform/policy/", "/catalog/"],
+}
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_no_table_is_wider_than_its_card(lang, browser, live_server, world, cluster, bob,
+                                         alice, platform_admin):
+    """At 1280 and 1920 px, in English and Chinese, with jobs running and waiting (long
+    reasons), no table, chart or picture reaches outside its card and no page scrolls
+    sideways (element boxes measured in the browser)."""
+    from jobs import services as job_services
+    from jobs.tests.conftest import submission
+    from tenants.access import access_for
+    from tenants.models import Tenant
+
+    tenant = Tenant.objects.get(slug="acme")
+    for i in range(4):  # the pool holds 8: two run, two wait with their reasons
+        job_services.job_submit(access=access_for(bob, tenant), actor=bob, pool="dev",
+                                data=submission(name=f"e2e-layout-{i}-with-a-long-name",
+                                                gpu_model=world["h800"], gpus_per_worker=4))
+    _cycle(cluster)
+    problems = []
+    for user, urls in LAYOUT_PAGES.items():
+        context = browser.new_context(base_url=live_server.url, locale=BROWSER_LOCALE[lang],
+                                      viewport={"width": 1280, "height": 900},
+                                      timezone_id="UTC")
+        context.set_default_timeout(TIMEOUT_MS)
+        try:
+            page = context.new_page()
+            log_in(page, user, urls[0])
+            for url in urls:
+                page.set_viewport_size({"width": 1280, "height": 900})
+                page.goto(url)
+                page.wait_for_load_state("networkidle")
+                for width in (1280, 1600, 1920):  # the page reflows; charts resize with it
+                    page.set_viewport_size({"width": width, "height": 900})
+                    page.wait_for_timeout(150)
+                    problems += [f"{width} px {url}: {p}" for p in page.evaluate(OVERFLOW_JS)]
+        finally:
+            context.close()
+    assert problems == []
