@@ -69,15 +69,15 @@ def test_production_preempts_development_which_resumes_from_its_checkpoint(
     assert dev.state == "preempting" and dev.preempt_deadline is not None
     assert _states(prod) == ["queued"]
     assert "checkpoint" in english(TrainingJob.objects.get(pk=prod.pk).wait_reason)
-    for _ in range(80):  # the development grace is 5 minutes of simulated time
-        _cycle(world, cluster, 10)
+    for _ in range(40):  # the development grace is 5 minutes of simulated time
+        _cycle(world, cluster, 20)
         if _states(prod) == ["running"]:
             break
     dev.refresh_from_db()
     assert dev.state == "queued" and dev.restart_count == 1
     assert _states(prod) == ["running"]
-    for _ in range(80):
-        _cycle(world, cluster, 10)
+    for _ in range(40):
+        _cycle(world, cluster, 20)
         if _states(dev) == ["running"]:
             break
     assert _states(prod, dev) == ["succeeded", "running"]

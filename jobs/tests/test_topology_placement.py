@@ -141,8 +141,8 @@ def test_a_resumed_job_gets_its_new_placement(world, cluster, alice, bob, tenant
     # the pair is preempted, and when the first job ends it resumes under the other switch.
     second = _submit(world, alice, tenant_a, "prod-three", "production", "prod", replicas=3,
                      run_seconds=3600)
-    for _ in range(150):
-        _cycle(world, cluster, 10)
+    for _ in range(60):  # 30 s steps: the first job ends after 900 s, the grace is 300 s
+        _cycle(world, cluster, 30)
         dev.refresh_from_db()
         if dev.restart_count == 1 and dev.state == "running":
             break

@@ -677,11 +677,11 @@ OVERFLOW_JS = """() => {
   return out;
 }"""
 
+# The pages with the widest tables (jobs with their reasons, pools, nodes, the queue) and
+# the charts.
 LAYOUT_PAGES = {
-    "alice": ["/t/acme/dashboard/", "/t/acme/jobs/", "/t/acme/quota/", "/t/acme/",
-              "/t/acme/invoices/", "/t/acme/members/"],
-    "pat": ["/cluster/", "/platform/cluster/", "/platform/capacity/", "/platform/queue/",
-            "/platform/quota-requests/", "/platform/policy/", "/catalog/"],
+    "alice": ["/t/acme/dashboard/", "/t/acme/jobs/", "/t/acme/", "/t/acme/quota/"],
+    "pat": ["/cluster/", "/platform/cluster/", "/platform/capacity/", "/platform/queue/"],
 }
 
 
