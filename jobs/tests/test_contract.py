@@ -187,13 +187,13 @@ def _random_submission(rng: random.Random) -> tuple[dict, str]:
 
 
 def test_property_every_accepted_submission_builds_a_spec_and_a_valid_pytorchjob(tenant_a):
-    """Over 3,000 random submissions (fixed seed): every one validate_submission accepts
+    """Over 1,500 random submissions (fixed seed): every one validate_submission accepts
     builds a JobSpec with sync_job's code and a PyTorchJob the CRD schema accepts; every
     one it refuses names a field."""
     rng = random.Random(20261113)
     pools = {p.kind: p for p in tenant_a.pools.all()}
     accepted = refused = 0
-    for i in range(3000):
+    for i in range(1500):
         data, pool = _random_submission(rng)
         try:
             clean = validate_submission(data, pool=pool, inventory=INVENTORY)
@@ -212,7 +212,7 @@ def test_property_every_accepted_submission_builds_a_spec_and_a_valid_pytorchjob
             except ValueError as exc:  # pragma: no cover - the failure this test hunts
                 pytest.fail(f"accepted but unbuildable ({exc}): {data}")
     print(f"accepted {accepted}, refused {refused}")
-    assert accepted > 500 and refused > 500, (accepted, refused)
+    assert accepted > 250 and refused > 250, (accepted, refused)
 
 
 # --- sync_job: a spec that cannot be built fails the job, it does not raise ----------------

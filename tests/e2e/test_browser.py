@@ -713,8 +713,8 @@ def test_no_table_is_wider_than_its_card(lang, browser, live_server, world, clus
             log_in(page, user, urls[0])
             for url in urls:
                 page.set_viewport_size({"width": 1280, "height": 900})
-                page.goto(url)
-                page.wait_for_load_state("networkidle")
+                page.goto(url)  # waits for the page and its scripts (plotly.js included)
+                page.wait_for_timeout(500)  # the charts' data arrive and draw
                 for width in (1280, 1600, 1920):  # the page reflows; charts resize with it
                     page.set_viewport_size({"width": width, "height": 900})
                     page.wait_for_timeout(150)
