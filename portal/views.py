@@ -32,7 +32,7 @@ def home(request: HttpRequest) -> HttpResponse:
     staff who belong to no tenant land on the month's billing instead, their daily work."""
     user = request.user
     if is_finance(user) and not is_platform_admin(user) and \
-            not Membership.objects.filter(user=user).exists():
+            not Membership.objects.filter(user_id=user.pk).exists():
         return redirect("billing:month")
     return render(request, "portal/home.html", {"tenants": my_tenants(user)})
 
