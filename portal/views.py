@@ -22,7 +22,6 @@ from billing.selectors import estimate_job_cost
 from jobs.views import preview_data
 from portal.tasks import HEARTBEAT_KEY
 from tenants.access import is_finance, is_platform_admin, platform_roles
-from tenants.models import Membership
 from tenants.selectors import my_tenants
 
 
@@ -31,10 +30,11 @@ def home(request: HttpRequest) -> HttpResponse:
     """Landing page: my tenants with my role in each, their pools and status. Finance
     staff who belong to no tenant land on the month's billing instead, their daily work."""
     user = request.user
-    if is_finance(user) and not is_platform_admin(user) and \
-            not Membership.objects.filter(user_id=user.pk).exists():
+    tenants = my_tenants(user)
+    member_somewhere = any(role is not None for _tenant, role in tenants)
+    if is_finance(user) and not is_platform_admin(user) and not member_somewhere:
         return redirect("billing:month")
-    return render(request, "portal/home.html", {"tenants": my_tenants(user)})
+    return render(request, "portal/home.html", {"tenants": tenants})
 
 
 @login_required
