@@ -16,7 +16,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from billing import exports, forms, selectors, services
-from billing.choices import InvoiceKind
+from billing.choices import BUDGET_MAX, InvoiceKind
 from billing.models import Invoice
 from core.exceptions import ApplicationError
 from tenants.access import TenantAccess, is_finance, is_platform_admin, sees_all_tenants
@@ -59,7 +59,8 @@ def _invoices_page(request: HttpRequest, access: TenantAccess,
         "access": access, "tenant": tenant, "tab": "invoices", "draft": draft,
         "invoices": selectors.invoices_for_tenant(tenant).exclude(pk=draft.pk if draft else 0),
         "budget": selectors.budget_status(tenant), "idle": selectors.tenant_idle(tenant),
-        "budget_form": budget_form or forms.BudgetForm(), "currency": selectors.currency(),
+        "budget_form": budget_form or forms.BudgetForm(), "budget_max": BUDGET_MAX,
+        "currency": selectors.currency(),
     }, status=400 if budget_form is not None else 200)
 
 

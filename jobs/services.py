@@ -24,7 +24,7 @@ from jobs.choices import ACTIVE_STATES, JobState
 from jobs.contract import NON_FIELD, check_buildable
 from jobs.defrag import plan_defrag
 from jobs.models import JobTransition, MaintenanceWindow, TrainingJob
-from jobs.validation import SubmissionError, validate_submission
+from jobs.validation import Inventory, SubmissionError, validate_submission
 from k8s_sync.naming import job_name
 from tenants.access import AnyUser, TenantAccess, require_platform_admin
 from tenants.audit import record_audit
@@ -54,12 +54,13 @@ def schedule_sync(job_id: int) -> None:
 
 
 def job_submit(*, access: TenantAccess, actor: AnyUser, pool: str, data: dict[str, Any],
-               template: str = "") -> TrainingJob:
+               template: str = "", inventory: Inventory | None = None) -> TrainingJob:
     """Queue a training job. Everything is checked first (:func:`job_submit_check`); a bad
     field is an ApplicationError naming it, and nothing is created. The PyTorchJob is
     created in the cluster (suspended) once the row commits; admission then decides when
     it runs."""
-    pool_row, clean, annotations = job_submit_check(access=access, pool=pool, data=data)
+    pool_row, clean, annotations = job_submit_check(access=access, pool=pool, data=data,
+                                                    inventory=inventory)
     try:
         with transaction.atomic():
             job = TrainingJob.objects.create(
@@ -77,7 +78,8 @@ def job_submit(*, access: TenantAccess, actor: AnyUser, pool: str, data: dict[st
     return job
 
 
-def job_submit_check(*, access: TenantAccess, pool: str, data: dict[str, Any]
+def job_submit_check(*, access: TenantAccess, pool: str, data: dict[str, Any],
+                     inventory: Inventory | None = None
                      ) -> tuple[Pool, dict[str, Any], dict[str, str]]:
     """Every check :func:`job_submit` makes, writing nothing: the pool row, the cleaned
     submission and the simulator annotations it keeps, or an ApplicationError naming the
@@ -94,7 +96,8 @@ def job_submit_check(*, access: TenantAccess, pool: str, data: dict[str, Any]
     annotations = {k: str(v) for k, v in (data.get("annotations") or {}).items()
                    if str(k).startswith("kubesim.trainyard.io/")}
     try:
-        clean = validate_submission(data, pool=pool, inventory=selectors.inventory())
+        clean = validate_submission(data, pool=pool,
+                                    inventory=inventory or selectors.inventory())
         # One contract: build the spec and manifests now, with the code sync_job uses.
         check_buildable(tenant=access.tenant, pool=pool_row, clean=clean,
                         annotations=annotations)

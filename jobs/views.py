@@ -57,7 +57,7 @@ def job_new(request: HttpRequest, slug: str) -> HttpResponse:
     form = JobForm(request.POST or None, initial=initial, inventory=inventory)
     if request.method == "POST" and form.is_valid():
         try:
-            job = services.job_submit(access=access, actor=request.user,
+            job = services.job_submit(access=access, actor=request.user, inventory=inventory,
                                       pool=form.cleaned_data["pool"], data=form.submission(),
                                       template=form.cleaned_data.get("template") or "")
         except ApplicationError as exc:
@@ -76,13 +76,14 @@ def preview_data(request: HttpRequest, slug: str) -> tuple[dict, dict | None]:
     """The live preview's answer (errors, or quota fit and start estimate) and the cleaned
     submission it was computed for (None when the form has errors)."""
     access = tenant_access_or_404(request.user, slug)
-    form = JobForm(request.POST, inventory=selectors.inventory())
+    inventory = selectors.inventory()
+    form = JobForm(request.POST, inventory=inventory)
     if not form.is_valid():
         return {"errors": {k: v[0] for k, v in form.errors.items()}}, None
     pool = form.cleaned_data["pool"]
     try:
         _pool, clean, _annotations = services.job_submit_check(
-            access=access, pool=pool, data=form.submission())
+            access=access, pool=pool, data=form.submission(), inventory=inventory)
     except ApplicationError as exc:
         errors = exc.extra.get("errors") or {exc.field or NON_FIELD: exc.message}
         return {"errors": errors}, None
