@@ -23,7 +23,7 @@ import datetime as dt
 import hashlib
 import statistics
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, TypeVar, cast
@@ -33,6 +33,7 @@ from django.db.models import Count, F, Max, Min, Q, Sum
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
+from billing.selectors import job_costs
 from core.models import Policy
 from core.texts import message
 from core.texts import render as render_text
@@ -225,14 +226,6 @@ class JobUse:
         return str(JobState(self.state).label)
 
 
-def _job_costs() -> Callable[[Sequence[TrainingJob]], Any] | None:
-    try:
-        from billing import selectors as billing_selectors  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return getattr(billing_selectors, "job_costs", None)
-
-
 def job_consumption(tenant: Tenant, *, now: dt.datetime | None = None, limit: int = 25
                     ) -> tuple[list[JobUse], bool]:
     """Cached per tenant for a minute (see :func:`_job_consumption`)."""
@@ -248,12 +241,11 @@ def _job_consumption(tenant: Tenant, *, now: dt.datetime | None, limit: int
     """The tenant's most expensive recent jobs (ran in the last 30 days), and whether a
     cost column exists. GPU-hours = GPUs x running time (JobTransition intervals).
 
-    Three queries (jobs, transitions, utilisation), plus billing's if present; considers
+    Three queries (jobs, transitions, utilisation), plus billing's for the costs; considers
     the ``JOB_TABLE_SCAN`` most recently started jobs.
     """
     now = now or timezone.now()
     since = now - dt.timedelta(days=JOB_TABLE_WINDOW_DAYS)
-    cost_fn = _job_costs()
     jobs = list(TrainingJob.objects.filter(tenant=tenant, gpus_per_worker__gt=0)
                 .filter(Q(state__in=[JobState.RUNNING, JobState.PREEMPTING])
                         | Q(finished_at__gte=since)
@@ -262,7 +254,7 @@ def _job_consumption(tenant: Tenant, *, now: dt.datetime | None, limit: int
                 .values_list("id", "name", "state", "workers", "gpus_per_worker", "gpu_model",
                              "mig_profile", "pool__kind")[:JOB_TABLE_SCAN])
     if not jobs:
-        return [], cost_fn is not None
+        return [], True
     ids = [j[0] for j in jobs]
     transitions: dict[int, list[tuple[str, dt.datetime]]] = defaultdict(list)
     for job_id, state, at in (JobTransition.objects.filter(job_id__in=ids)
@@ -282,9 +274,9 @@ def _job_consumption(tenant: Tenant, *, now: dt.datetime | None, limit: int
         namespace__in=namespaces, job__in=[str(j[0]) for j, _h in rows]).values_list(
         "job", "util_sum", "gpu_samples")}
     costs: Any = {}
-    if cost_fn is not None and rows:
+    if rows:
         try:
-            costs = cost_fn(list(TrainingJob.objects.filter(pk__in=[j[0] for j, _h in rows])))
+            costs = job_costs(list(TrainingJob.objects.filter(pk__in=[j[0] for j, _h in rows])))
         except Exception:  # a billing failure must not break the dashboard
             costs = {}
     costs = costs if hasattr(costs, "get") else {}
@@ -293,9 +285,8 @@ def _job_consumption(tenant: Tenant, *, now: dt.datetime | None, limit: int
                   gpu_hours=round(hours, 2), mean_util=_round(utils.get(str(j[0]))),
                   cost=costs.get(j[0]))
            for j, hours in rows]
-    if cost_fn is not None:
-        out.sort(key=lambda u: (-(float(u.cost) if u.cost is not None else -1), -u.gpu_hours))
-    return out, cost_fn is not None
+    out.sort(key=lambda u: (-(float(u.cost) if u.cost is not None else -1), -u.gpu_hours))
+    return out, True
 
 
 def _round(value: float | None) -> float | None:
