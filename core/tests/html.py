@@ -16,9 +16,12 @@ class _Form(HTMLParser):
         a = {k: v or "" for k, v in attrs}
         if tag == "form":
             self.inside = self.action is None or a.get("action", "") == self.action
-        if not self.inside or not a.get("name"):
-            if tag == "option" and self.inside and self._select and "selected" in a:
+        if tag == "option" and self.inside and self._select:
+            # a browser sends the selected option, or the first one when none is
+            if "selected" in a or self._select not in self.values:
                 self.values[self._select] = a.get("value", "")
+            return
+        if not self.inside or not a.get("name"):
             return
         name = a["name"]
         if tag == "input":
@@ -32,6 +35,7 @@ class _Form(HTMLParser):
             self._textarea, self.values[name] = name, ""
         elif tag == "select":
             self._select = name
+            self.values.pop(name, None)
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "form":
@@ -50,7 +54,8 @@ class _Form(HTMLParser):
 
 def form_values(html: str, action: str | None = None) -> dict[str, str]:
     """The name -> value pairs of the form posting to ``action`` (any form if None), as a
-    browser would send them unchanged (checked boxes only, selected options)."""
+    browser would send them unchanged (checked boxes only; a select's selected option, or
+    its first)."""
     parser = _Form(action)
     parser.feed(html)
     return parser.values
