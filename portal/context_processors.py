@@ -8,9 +8,9 @@ from django.http import HttpRequest
 
 from portal.reversing import slug_url
 from tenants.access import is_finance, is_platform_admin
-from tenants.choices import RequestStatus, TenantStatus
+from tenants.choices import RequestStatus
 from tenants.models import Notification, QuotaRequest
-from tenants.selectors import tenants_visible_to
+from tenants.selectors import tenants_listed_to
 
 
 def navigation(request: HttpRequest) -> dict[str, Any]:
@@ -22,8 +22,8 @@ def navigation(request: HttpRequest) -> dict[str, Any]:
     admin = is_platform_admin(user)
     detail_url = slug_url("tenants:detail")  # one reverse for the whole switcher
     tenants = [{"slug": slug, "name": name, "status": status, "url": detail_url(slug)}
-               for slug, name, status in tenants_visible_to(user)
-               .exclude(status=TenantStatus.DELETED).values_list("slug", "name", "status")[:200]]
+               for slug, name, status in tenants_listed_to(user)
+               .values_list("slug", "name", "status")[:200]]
     # The tenant of the page, or the last one visited; never a slug the user cannot see
     # (a mistyped address shows the not-found page, not a switcher naming it).
     visible = {t["slug"] for t in tenants}

@@ -52,6 +52,12 @@ def tenants_visible_to(user: AnyUser) -> QuerySet[Tenant]:
     return qs.order_by("slug")
 
 
+def tenants_listed_to(user: AnyUser) -> QuerySet[Tenant]:
+    """The tenants ``user`` is offered (landing page, switcher, /api/v1/me): those visible
+    to them but deleted ones, whose invoices stay with billing."""
+    return tenants_visible_to(user).exclude(status=TenantStatus.DELETED)
+
+
 def tenant_access_or_404(user: AnyUser, slug: str) -> TenantAccess:
     """The tenant named ``slug`` with the user's access; 404 when it is not theirs to see."""
     tenant = Tenant.objects.filter(slug=slug).first()
@@ -67,7 +73,7 @@ def my_tenants(user: AnyUser) -> list[tuple[Tenant, str | None]]:
     if not user.is_authenticated:
         return []
     roles = dict(Membership.objects.filter(user=user).values_list("tenant_id", "role"))
-    tenants = tenants_visible_to(user).exclude(status=TenantStatus.DELETED).annotate(
+    tenants = tenants_listed_to(user).annotate(
         member_count=Count("memberships", distinct=True)
     ).prefetch_related(Prefetch("pools", queryset=Pool.objects.order_by("-kind")))
     return [(t, roles.get(t.pk)) for t in tenants]
