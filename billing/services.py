@@ -63,7 +63,7 @@ from tenants.services.notify import notify
 CHUNK = 2000
 
 
-def _require_finance(actor: AnyUser) -> None:
+def require_finance(actor: AnyUser) -> None:
     if not is_finance(actor):
         raise NotAllowed(_("Only finance can do this."))
 
@@ -396,7 +396,7 @@ def month_close(*, actor: AnyUser, period: dt.date, now: dt.datetime | None = No
     """Finance closes a month that has ended: the ledger is brought up to date, every
     tenant with charges gets its invoice issued (numbered, immutable), the month's
     ledger is frozen. Closing a closed month is a Conflict."""
-    _require_finance(actor)
+    require_finance(actor)
     started = time.perf_counter()
     now = now or timezone.now()
     period = ledger.month_start(period)
@@ -444,7 +444,7 @@ def credit_note_issue(*, actor: AnyUser, invoice: Invoice, amount: Decimal, reas
                       ) -> Invoice:
     """Correct an issued invoice: a numbered credit note of ``-amount``. The credits of an
     invoice never exceed its total."""
-    _require_finance(actor)
+    require_finance(actor)
     if not reason.strip():
         raise ApplicationError(_("Say why the invoice is credited."), field="reason")
     if amount <= 0:
@@ -480,7 +480,7 @@ def credit_note_issue(*, actor: AnyUser, invoice: Invoice, amount: Decimal, reas
 def adjustment_add(*, actor: AnyUser, tenant: Tenant, period: dt.date, description: str,
                    amount: Decimal) -> Adjustment:
     """A manual charge or discount on an open month's invoice (finance)."""
-    _require_finance(actor)
+    require_finance(actor)
     period = ledger.month_start(period)
     _require_open(period)
     if not description.strip() or not amount:

@@ -22,7 +22,7 @@ from billing import exports, selectors, services
 from billing.api import serializers as s
 from billing.models import Invoice, InvoiceLine, RateCard
 from core.api import validated
-from tenants.access import sees_all_tenants
+from tenants.access import require_platform_admin, sees_all_tenants
 from tenants.api.base import TenantScopedViewSet
 
 
@@ -90,6 +90,7 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
     def budget(self, request: Request, tenant_slug: str) -> Response:
         """The monthly budget, this month's spending and the month-end forecast."""
         if request.method == "PUT":
+            self.access.require_admin()  # permission before validation
             data = validated(s.BudgetSerializer, request)
             services.budget_set(access=self.access, actor=request.user,
                                 amount=data["monthly_amount"])
@@ -124,8 +125,10 @@ class FinanceInvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
     @action(detail=True, methods=["post"], url_path="credit-notes")
     def credit_notes(self, request: Request, pk: str) -> Response:
         """Correct an issued invoice with a credit note (finance)."""
+        invoice = self.get_object()  # 404 for anyone but finance and platform admins
+        services.require_finance(request.user)  # permission before validation
         data = validated(s.CreditNoteInput, request)
-        note = services.credit_note_issue(actor=request.user, invoice=self.get_object(), **data)
+        note = services.credit_note_issue(actor=request.user, invoice=invoice, **data)
         return Response(s.InvoiceSerializer(note).data, status=status.HTTP_201_CREATED)
 
 
@@ -144,6 +147,7 @@ class RateCardViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
     @extend_schema(request=s.RateCardInput, responses={201: s.RateCardSerializer})
     def create(self, request: Request) -> Response:
         _staff(request)
+        require_platform_admin(request.user)  # permission before validation
         data = validated(s.RateCardInput, request)
         card = services.rate_card_create(actor=request.user, **data)
         return Response(s.RateCardSerializer(card).data, status=status.HTTP_201_CREATED)

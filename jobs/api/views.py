@@ -40,6 +40,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedV
 
     @extend_schema(request=s.JobInput, responses={201: s.JobSerializer})
     def create(self, request: Request, tenant_slug: str) -> Response:
+        self.access.require_member()  # permission before validation
         data = validated(s.JobInput, request)
         job = services.job_submit(access=self.access, actor=request.user,
                                   pool=data.pop("pool"), data=data)
@@ -86,7 +87,8 @@ class PlatformJobViewSet(viewsets.GenericViewSet, mixins.ListModelMixin):
             "tenant", "pool", "submitted_by").order_by("position_in_model", "submitted_at")
 
     def _job(self, pk: str) -> TrainingJob:
-        job = self.get_queryset().filter(pk=pk).first()
+        queryset = self.get_queryset()  # 404 for anyone but a platform admin
+        job = queryset.filter(pk=int(pk)).first() if str(pk).isdigit() else None
         if job is None:
             raise NotFound
         return job
@@ -102,13 +104,15 @@ class PlatformJobViewSet(viewsets.GenericViewSet, mixins.ListModelMixin):
         return self._hold(request, pk, held=False)
 
     def _hold(self, request: Request, pk: str, *, held: bool) -> Response:
+        job = self._job(pk)  # permission and existence before validation
         data = validated(s.HoldInput, request)
         return Response(s.JobSerializer(services.job_hold(
-            actor=request.user, job=self._job(pk), held=held, reason=data["reason"])).data)
+            actor=request.user, job=job, held=held, reason=data["reason"])).data)
 
     @extend_schema(request=s.PriorityInput, responses=s.JobSerializer)
     @action(detail=True, methods=["post"])
     def priority(self, request: Request, pk: str) -> Response:
+        job = self._job(pk)  # permission and existence before validation
         data = validated(s.PriorityInput, request)
         return Response(s.JobSerializer(services.job_set_priority(
-            actor=request.user, job=self._job(pk), **data)).data)
+            actor=request.user, job=job, **data)).data)

@@ -9,3 +9,13 @@
     if (question && !window.confirm(question)) { event.preventDefault(); }
   }, true);
 }());
+
+// A select marked data-autosubmit sends its form when it changes (the language switcher);
+// a listener here rather than an inline handler, which the Content-Security-Policy forbids.
+(function () {
+  "use strict";
+  document.addEventListener("change", function (event) {
+    var el = event.target;
+    if (el && el.dataset && el.dataset.autosubmit !== undefined && el.form) { el.form.submit(); }
+  });
+}());

@@ -23,7 +23,7 @@ from tenants.access import AnyUser, TenantAccess, require_platform_admin
 from tenants.audit import record_audit
 from tenants.capacity import capacity_by_resource
 from tenants.catalog import Resource
-from tenants.choices import MembershipRole, RequestSource, RequestStatus, TenantStatus
+from tenants.choices import RequestSource, RequestStatus, TenantStatus
 from tenants.models import Pool, QuotaGrant, QuotaRequest, QuotaRequestItem, UsageDaily
 from tenants.quota import overcommit_factor, overcommit_violation
 from tenants.services._common import _schedule_pools
@@ -139,9 +139,7 @@ def quota_request_submit(*, access: TenantAccess, actor: AnyUser, pool: Pool,
     requester works in) becomes their e-mail language unless they chose one.
     """
     tenant = access.tenant
-    if not (access.role == MembershipRole.ADMIN
-            or (access.is_member and tenant.members_may_request_quota)):
-        raise NotAllowed(_("Only a tenant admin can request quota for this tenant."))
+    access.require_request_quota()
     if tenant.status != TenantStatus.ACTIVE:
         raise ApplicationError(_("This tenant is suspended and cannot request quota."))
     if pool.tenant_id != tenant.pk:

@@ -139,9 +139,11 @@ def browser():
 def new_page(browser, live_server, transactional_db):
     """``new_page(lang)`` opens a fresh browser context (its own cookies) on the live
     server whose browser prefers ``lang`` (default English). Every request of every page
-    is checked to stay on 127.0.0.1."""
+    is checked to stay on 127.0.0.1, and no page may break the Content-Security-Policy or
+    throw a script error."""
     contexts = []
     outside: list[str] = []
+    broken: list[str] = []
 
     def _new_page(lang: str = "en"):
         context = browser.new_context(base_url=live_server.url, accept_downloads=True,
@@ -158,13 +160,20 @@ def new_page(browser, live_server, transactional_db):
             if host not in LOCAL_HOSTS:
                 outside.append(request.url)
 
+        def console(message):
+            if message.type == "error" and "Content Security Policy" in message.text:
+                broken.append(f"{page.url}: {message.text}")
+
         page.on("request", check)
+        page.on("console", console)
+        page.on("pageerror", lambda exc: broken.append(f"{page.url}: {exc}"))
         return page
 
     yield _new_page
     for context in contexts:
         context.close()
     assert outside == [], f"requests left 127.0.0.1: {outside}"
+    assert broken == [], f"pages broke the CSP or threw: {broken}"
 
 
 def shot(page, lang: str, name: str, *, doc: bool = False, zh_doc: bool = False,
