@@ -51,6 +51,7 @@ class PodRun:
         "ip",
         "last_term",
         "phase",
+        "prev_term",
         "pull_failures",
         "restarts",
         "run_started",
@@ -66,6 +67,7 @@ class PodRun:
         self.run_started = 0.0  # current container run
         self.ip = ""
         self.last_term: dict | None = None
+        self.prev_term: dict | None = None  # the previous container's end (kept for logs)
         self.finished = 0.0
         self.deleting_since: float | None = None
         self.phase = "Pending"
@@ -186,6 +188,7 @@ class Kubelet:
         run.ip = status.get("podIP", "")
         cs = (status.get("containerStatuses") or [{}])[0]
         run.restarts = int(cs.get("restartCount") or 0)
+        run.prev_term = (cs.get("lastState") or {}).get("terminated") or None
         running = (cs.get("state") or {}).get("running") or {}
         run.run_started = parse_time(running.get("startedAt")) or run.started
         secs, _ = self._plan(info, run)
@@ -327,6 +330,7 @@ class Kubelet:
         self._patch_status(info, st)
 
     def _do_restart(self, info: PodInfo, run: PodRun, now: float) -> None:
+        run.prev_term = run.last_term
         run.run_started = now
         self._write_running(info, run, now)
         self._schedule_finish(info, run, now)
