@@ -216,7 +216,12 @@ class Kubelet:
         self._schedule_finish(info, run, now)
         if self.kubelet_events:
             c = self._main(pod)
-            for reason, note in (("Created", f"Created container: {c}"),
+            ref = ((pod.get("spec") or {}).get("containers") or [{}])[0].get("image") or ""
+            took = float(self.sim["startup_seconds"])
+            for reason, note in (("Pulling", f'Pulling image "{ref}"'),
+                                 ("Pulled", f'Successfully pulled image "{ref}" in '
+                                            f"{took:.3f}s ({took:.3f}s including waiting)"),
+                                 ("Created", f"Created container: {c}"),
                                  ("Started", f"Started container {c}")):
                 self.events.record(pod, "Normal", reason, note, component="kubelet",
                                    host=node.name, kind="Pod",

@@ -72,9 +72,10 @@ def container_log(sim, namespace: str, name: str, container: str, *,
     if run is not None and run.uid != info.uid:
         run = None
     is_main = container == main
+    prev: dict = {}
     if previous:
-        prev = run.prev_term if (run is not None and is_main and run.restarts) else None
-        if not prev or not prev.get("containerID"):
+        prev = (run.prev_term if (run is not None and is_main and run.restarts) else None) or {}
+        if not prev.get("containerID"):
             raise LogUnavailable(
                 f'previous terminated container "{container}" in pod "{name}" not found')
     if run is None or not run.started:
@@ -98,6 +99,7 @@ def container_log(sim, namespace: str, name: str, container: str, *,
     pod_base = pod_restarts * rng0.randint(4, 40) * STEPS_PER_LINE if pod_restarts else 0
 
     now = sim.now()
+    assert run is not None  # not started raised above
     if previous:
         start = parse_time(prev.get("startedAt")) or run.started
         end = parse_time(prev.get("finishedAt")) or start
