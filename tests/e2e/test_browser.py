@@ -691,7 +691,7 @@ def test_a_running_jobs_logs_appear_on_its_page(lang, new_page, world, cluster, 
         cluster.advance(120, step=60)
         expect(text).to_contain_text(" step 500 loss=")
         assert text.inner_text().count(" step 300 loss=") == 1  # each line once
-    shot(page, lang, "researcher-job-logs", top=panel)
+    shot(page, lang, "researcher-job-logs", doc=True, top=panel)
 
 
 OVERFLOW_JS = """() => {
