@@ -35,6 +35,9 @@ def job_list(request: HttpRequest, slug: str) -> HttpResponse:
                                      tier=filters["tier"], pool=filters["pool"],
                                      query=filters["q"])
     page = Paginator(jobs, 50).get_page(request.GET.get("page"))
+    mean_util = selectors.mean_gpu_utilisation(list(page))
+    for job in page:
+        job.mean_util = mean_util.get(job.pk)  # type: ignore[attr-defined]
     return render(request, "jobs/list.html", {
         "access": access, "tenant": access.tenant, "page": page, "filters": filters,
         "states": JobState.choices, "tiers": Tier.choices,
@@ -107,13 +110,46 @@ def job_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     job = selectors.job_or_404(access.tenant, pk)
     transitions = list(selectors.transitions_of(job))
     seconds = running_seconds([(t.to_state, t.at) for t in transitions], timezone.now())
+    pods = selectors.pods_of(job)
+    pod_util = selectors.pod_gpu_utilisation(job, pods)
+    for pod in pods:
+        pod.gpu_util = pod_util.get(pod.name)  # type: ignore[attr-defined]
     return render(request, "jobs/detail.html", {
         "access": access, "tenant": access.tenant, "job": job, "transitions": transitions,
         "gpu_hours": seconds * job.total_gpus / 3600, "run_seconds": seconds,
-        "pods": selectors.pods_of(job), "events": selectors.events_of(job),
+        "pods": pods, "events": selectors.events_of(job),
+        "log_pods": selectors.log_pods(job, pods),
+        "mean_util": selectors.mean_gpu_utilisation([job]).get(job.pk),
         "gpu_kind": selectors.gpu_kind_label(job) if job.gpu_kind in ("shared", "hami") else "",
         "platform_admin": is_platform_admin(request.user),
     })
+
+
+@login_required
+def job_logs(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    """One of the job's pods' log, read from the cluster: JSON for the log panel (``after``:
+    only lines newer than that timestamp, how the panel follows a log), or the text as a
+    file with ``download=1``. Another tenant's job, or a pod not the job's: 404."""
+    access = tenant_access_or_404(request.user, slug)
+    job = selectors.job_or_404(access.tenant, pk)
+    pod = selectors.job_pod_or_404(job, request.GET.get("pod", ""))
+    previous = request.GET.get("previous") in ("1", "true")
+    if request.GET.get("download"):
+        log = selectors.pod_log(job, pod=pod, previous=previous, tail=None,
+                                limit_bytes=selectors.LOG_DOWNLOAD_BYTES)
+        if log.problem:
+            return HttpResponse(f"{log.message}\n{log.detail}\n", status=409,
+                                content_type="text/plain; charset=utf-8")
+        response = HttpResponse(log.text, content_type="text/plain; charset=utf-8")
+        name = f"{pod}{'-previous' if previous else ''}.log"
+        response["Content-Disposition"] = f'attachment; filename="{name}"'
+        return response
+    log = selectors.pod_log(job, pod=pod, previous=previous,
+                            after=request.GET.get("after", "")[:40])
+    return JsonResponse({"pod": pod, "previous": previous, "lines": [t for _s, t in log.lines],
+                         "last": log.last, "problem": log.problem, "message": log.message,
+                         "detail": log.detail, "truncated": log.truncated,
+                         "active": job.is_active})
 
 
 @login_required

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 from django.utils import timezone
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
@@ -72,6 +73,31 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedV
     def transitions(self, request: Request, tenant_slug: str, pk: str) -> Response:
         return Response(s.JobTransitionSerializer(
             selectors.transitions_of(self.get_object()), many=True).data)
+
+
+    @extend_schema(responses={200: dict})
+    @action(detail=True, methods=["get"])
+    def logs(self, request: Request, tenant_slug: str, pk: str) -> Response:
+        """One of the job's pods' log: ``pod`` (a name from the job's pods), ``previous``
+        (the container before its last restart), ``tail`` (lines, default 2000). What the
+        cluster cannot give is named in ``problem``, with ``message`` and the cluster's
+        ``detail``. Another tenant's job, or a pod not the job's: 404."""
+        job = self.get_object()
+        params = request.query_params
+        pod = selectors.job_pod_or_404(job, params.get("pod", ""))
+        raw_tail = params.get("tail", "")
+        try:
+            tail = int(raw_tail) if raw_tail else selectors.LOG_TAIL_LINES
+            if not 0 <= tail <= 100000:
+                raise ValueError
+        except ValueError:
+            raise ApplicationError(_("tail is a number of lines from 0 to 100000."),
+                                   field="tail") from None
+        log = selectors.pod_log(job, pod=pod, previous=params.get("previous") in ("1", "true"),
+                                tail=tail)
+        return Response({"pod": log.pod, "previous": log.previous, "text": log.text,
+                         "problem": log.problem, "message": log.message, "detail": log.detail,
+                         "truncated": log.truncated})
 
 
 class PlatformJobViewSet(viewsets.GenericViewSet, mixins.ListModelMixin):

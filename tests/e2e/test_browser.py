@@ -666,6 +666,43 @@ def test_destructive_actions_ask_first(lang, new_page, world, bob, alice):
     assert Membership.objects.filter(user=bob, tenant=tenant).exists()
 
 
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_a_running_jobs_logs_appear_on_its_page(lang, new_page, world, cluster, bob):
+    """Bob opens his running job: the log panel shows the Master pod's training output,
+    follows it as the job goes on (English), offers the log as a file, and fits its card."""
+    from jobs import services as job_services
+    from jobs.tests.conftest import submission
+    from tenants.access import access_for
+    from tenants.models import Tenant
+
+    job = job_services.job_submit(
+        access=access_for(bob, Tenant.objects.get(slug="acme")), actor=bob, pool="dev",
+        data=submission(name="e2e-logs", gpu_model=world["h800"], gpus_per_worker=1,
+                        annotations={"kubesim.trainyard.io/run-seconds": "3600"}))
+    _cycle(cluster)
+    _cycle(cluster, 10)
+    cluster.advance(200, step=50)
+    page = new_page(lang)
+    log_in(page, "bob", f"/t/acme/jobs/{job.pk}/")
+    panel = page.locator("#logs")
+    if lang == "en":  # a new string: the Chinese run checks the structure, not the words
+        expect(panel.locator("h2")).to_have_text("Logs")
+    expect(panel.locator("h2")).to_be_visible()
+    expect(panel.locator("[data-log-pod] option")).to_have_text([f"{job.k8s_name}-master-0"])
+    text = panel.locator("[data-log-text]")
+    expect(text).to_contain_text("torchrun: MASTER_ADDR=")
+    expect(text).to_contain_text(" step 300 loss=")
+    expect(panel.locator("[data-log-follow]")).to_be_checked()
+    href = panel.locator("[data-log-download]").get_attribute("href") or ""
+    assert f"pod={job.k8s_name}-master-0" in href and "download=1" in href
+    assert page.evaluate(OVERFLOW_JS) == []
+    if lang == "en":  # following: later lines arrive without a reload
+        cluster.advance(120, step=60)
+        expect(text).to_contain_text(" step 500 loss=")
+        assert text.inner_text().count(" step 300 loss=") == 1  # each line once
+    shot(page, lang, "researcher-job-logs", doc=True, top=panel)
+
+
 OVERFLOW_JS = """() => {
   const out = [];
   for (const card of document.querySelectorAll('.card, main')) {
