@@ -10,6 +10,7 @@ from django.utils.translation import pgettext_lazy
 
 from core.choices import PoolKind
 from core.forms import DecimalField
+from core.numbers import api_decimal
 from k8s_sync.placement import validate_topology_levels
 from tenants.choices import MembershipRole, PlatformRoleName, QuotaMode
 from tenants.models import Tenant
@@ -87,7 +88,7 @@ class AmountRowsForm(forms.Form):
                 required=False, initial=key, label=_("Resource"),
                 widget=forms.TextInput(attrs={"list": "resource-keys", "size": 34}))
             self.fields[f"amount_{i}"] = forms.CharField(
-                required=False, initial=amount.normalize() if amount is not None else None,
+                required=False, initial=api_decimal(amount) if amount is not None else None,
                 label=pgettext_lazy("quota", "Amount"),
                 widget=forms.TextInput(attrs={"size": 8, "inputmode": "decimal"}))
 
