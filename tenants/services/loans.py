@@ -174,7 +174,8 @@ def policy_update(*, actor: AnyUser, **fields: Any) -> Policy:
                 try:
                     Resource.parse(key)
                 except ValueError as exc:
-                    raise ApplicationError(str(exc), field="overcommit_factors") from None
+                    raise ApplicationError(str(exc),
+                                           field=f"overcommit_factors.{key}") from None
             try:
                 number = Decimal(str(value))
             except ArithmeticError:
@@ -182,7 +183,7 @@ def policy_update(*, actor: AnyUser, **fields: Any) -> Policy:
             if not (Decimal(1) <= number <= Decimal(10)):
                 raise ApplicationError(_("An overcommit factor is between 1 and 10, not "
                                          "%(v)s (%(k)s).") % {"v": value, "k": key},
-                                       field="overcommit_factors")
+                                       field=f"overcommit_factors.{key}")
     watermark = fields.get("eviction_watermark")
     if watermark is not None and not (Decimal("0.5") <= Decimal(str(watermark)) <= 1):
         raise ApplicationError(_("The eviction watermark is between 50% and 100%."),
