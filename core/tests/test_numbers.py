@@ -62,3 +62,12 @@ def test_the_filters_in_chinese():
                                         "c": Decimal("1234.5")}))
     assert text == ('12,000|8,948.7 GiB|1,234.50&nbsp;<span translate="no">CNY</span>|'
                     '12000')
+
+
+def test_quota_amounts_follow_their_units_rule():
+    template = Template("{% load quota_amounts %}{{ m|amount:'memory' }}|"
+                        "{{ m|amount:'storage:fast-ssd' }}|{{ c|amount:'cpu' }}|"
+                        "{{ g|amount:'gpu:NVIDIA-H800' }}")
+    text = template.render(Context({"m": Decimal("8948.719"), "c": Decimal("0.250"),
+                                    "g": Decimal("1E+2")}))
+    assert text == "8,948.7|8,948.7|0.25|100"
