@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import shlex
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -12,16 +13,17 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from core.choices import Tier
+from core.choices import PoolKind, Tier
 from core.exceptions import ApplicationError
 from jobs import selectors, services
 from jobs.choices import ACTIVE_STATES, JobState
 from jobs.contract import NON_FIELD
 from jobs.forms import JobForm, template_initial, template_values
-from jobs.models import MaintenanceWindow, TrainingJob
+from jobs.models import MaintenanceWindow
 from jobs.timeline import running_seconds
 from tenants.access import is_platform_admin, platform_admin_or_404
 from tenants.selectors import tenant_access_or_404
@@ -174,17 +176,40 @@ def job_action(request: HttpRequest, slug: str, pk: int, action: str) -> HttpRes
             raise Http404
     except (ApplicationError, ValueError) as exc:
         messages.error(request, getattr(exc, "message", str(exc)))
+    back = request.POST.get("next", "")
+    if back and url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()},
+                                                require_https=request.is_secure()):
+        return redirect(back)
     return redirect("jobs:detail", slug=slug, pk=pk)
+
+
+QUEUE_PAGE_SIZE = 50
 
 
 @login_required
 def platform_queue(request: HttpRequest) -> HttpResponse:
-    """Every active job of every tenant, in the engine's order (platform admins)."""
+    """Every active job of every tenant (platform admins): filters, sorting and pages from
+    the query string (bookmarkable), row actions that come back to the same view."""
     platform_admin_or_404(request.user)
-    jobs = (TrainingJob.objects.filter(state__in=ACTIVE_STATES)
-            .select_related("tenant", "pool").order_by("state", "position_in_model",
-                                                       "submitted_at"))
-    return render(request, "jobs/platform_queue.html", {"jobs": jobs[:500]})
+    queue = selectors.platform_queue(request.GET)
+    page = Paginator(queue.jobs, QUEUE_PAGE_SIZE).get_page(request.GET.get("page"))
+    keep = {**queue.filters}
+    if request.GET.get("sort") and "sort" not in queue.ignored:
+        keep["sort"] = ("-" if queue.descending else "") + queue.sort
+    return render(request, "jobs/platform_queue.html", {
+        "queue": queue, "page": page, "query": urlencode(keep),
+        "filter_query": urlencode(queue.filters), "here": request.get_full_path(),
+        "sorts": [(name, _sort_link(queue, name)) for name in selectors.QUEUE_SORTS],
+        "states": [(s.value, s.label) for s in ACTIVE_STATES], "tiers": Tier.choices,
+        "pools": PoolKind.choices,
+    })
+
+
+def _sort_link(queue: selectors.PlatformQueue, name: str) -> str:
+    """The query string that sorts by ``name`` (the other direction when it is the sort
+    now), keeping the filters."""
+    descending = queue.sort == name and not queue.descending
+    return urlencode({**queue.filters, "sort": ("-" if descending else "") + name})
 
 
 @login_required

@@ -69,8 +69,8 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
             "invoice").first()
         if line is None:
             raise NotFound
-        return Response([{"label": d.label, "job_id": d.job_id, "quantity": str(d.quantity),
-                          "amount": str(d.amount)} for d in selectors.line_details(line)])
+        return Response([{"label": d.label, "job_id": d.job_id, "quantity": format(d.quantity, "f"),
+                          "amount": format(d.amount, "f")} for d in selectors.line_details(line)])
 
     @extend_schema(responses={200: dict})
     @action(detail=False, methods=["get"])
@@ -79,10 +79,10 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
         def out(rate: selectors.IdleRate | None) -> dict | None:
             if rate is None:
                 return None
-            return {"allocated_gpu_hours": str(rate.allocated_hours),
-                    "utilised_gpu_hours": str(rate.utilised_hours),
-                    "measured_gpu_hours": str(rate.measured_hours),
-                    "idle_rate": None if rate.rate is None else str(rate.rate)}
+            return {"allocated_gpu_hours": format(rate.allocated_hours, "f"),
+                    "utilised_gpu_hours": format(rate.utilised_hours, "f"),
+                    "measured_gpu_hours": format(rate.measured_hours, "f"),
+                    "idle_rate": None if rate.rate is None else format(rate.rate, "f")}
         return Response({k: out(v) for k, v in selectors.tenant_idle(self.access.tenant).items()})
 
     @extend_schema(request=s.BudgetSerializer, responses={200: s.BudgetSerializer})
@@ -162,11 +162,11 @@ def month_detail(request: Request, month: str) -> Response:
     summary = selectors.month_summary(period)
     return Response({
         "month": f"{period:%Y-%m}", "closed": summary["closed"] is not None,
-        "currency": selectors.currency(), "total": str(summary["total"]),
+        "currency": selectors.currency(), "total": format(summary["total"], "f"),
         "invoices": s.InvoiceSerializer(summary["invoices"], many=True).data,
-        "idle_rates": {str(k): None if v.rate is None else str(v.rate)
+        "idle_rates": {str(k): None if v.rate is None else format(v.rate, "f")
                        for k, v in summary["idle"].items()},
-        "idle_rates_quarter": {str(k): None if v.rate is None else str(v.rate)
+        "idle_rates_quarter": {str(k): None if v.rate is None else format(v.rate, "f")
                                for k, v in summary["idle_quarter"].items()},
     })
 
@@ -178,5 +178,5 @@ def month_close(request: Request, month: str) -> Response:
     _staff(request)
     closing = services.month_close(actor=request.user, period=selectors.parse_period(month))
     return Response({"month": f"{closing.period:%Y-%m}", "invoices": closing.invoices,
-                     "total": str(closing.total), "seconds": closing.seconds},
+                     "total": format(closing.total, "f"), "seconds": closing.seconds},
                     status=status.HTTP_201_CREATED)

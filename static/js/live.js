@@ -4,7 +4,7 @@
 // is replaced by its new version when it changed. Nothing else on the page is touched, so
 // a form outside those elements (filters, a platform admin's hold reason) keeps what the
 // user typed; an element holding the focus or an edited field is left alone until the
-// user is done with it. Without JavaScript the page is simply static.
+// user is done with it (an opened <details>, such as a queue row's actions, too). Without JavaScript the page is simply static.
 (function () {
   "use strict";
   var script = document.currentScript;
@@ -16,6 +16,7 @@
   function busy(el) {
     var active = document.activeElement;
     if (active && active !== document.body && el.contains(active)) { return true; }
+    if (el.querySelector("details[open]")) { return true; }  // a row's actions, opened
     var fields = el.querySelectorAll("input, textarea, select");
     for (var i = 0; i < fields.length; i++) {
       var f = fields[i];

@@ -17,6 +17,7 @@ from django.utils.translation import gettext as _
 
 from core.exceptions import ApplicationError, Conflict, NotAllowed
 from core.models import Policy
+from core.numbers import api_decimal
 from core.texts import StoredText, english, message
 from tenants import texts
 from tenants.access import AnyUser, TenantAccess, require_platform_admin
@@ -82,7 +83,7 @@ def _grant(*, actor: AnyUser | None, pool: Pool, amounts: dict[str, Decimal],
     if created:
         record_audit(actor=actor, action="quota.set", tenant=pool.tenant,
                      text=message(texts.AUDIT_QUOTA_SET, pool=str(pool), amounts=", ".join(
-                         f"{g.resource}={g.amount.normalize()}" for g in created)),
+                         f"{g.resource}={api_decimal(g.amount)}" for g in created)),
                      pool=pool.kind, amounts={g.resource: str(g.amount) for g in created},
                      reason=reason, request=request.pk if request else None)
         _schedule_pools([pool.pk])
@@ -165,7 +166,7 @@ def quota_request_submit(*, access: TenantAccess, actor: AnyUser, pool: Pool,
         preference_default_language(user=actor, language=language)
         record_audit(actor=actor, action="quota_request.submit", tenant=tenant,
                      text=message(texts.AUDIT_REQUEST_SUBMIT, pool=str(pool), amounts=", ".join(
-                         f"{k}={v.normalize()}" for k, v in parsed.items())), request=request.pk)
+                         f"{k}={api_decimal(v)}" for k, v in parsed.items())), request=request.pk)
         notify_platform_admins(
             tenant=tenant, link=f"/platform/quota-requests/{request.pk}/",
             text=message(texts.QUOTA_REQUEST_SUBMITTED, t=tenant.slug, p=pool.kind))
@@ -233,7 +234,7 @@ def quota_request_approve(*, actor: AnyUser, request: QuotaRequest,
                valid_until=locked.valid_until)
         _decide(locked, actor, RequestStatus.APPROVED, note)
         changed = any(final[k] != i.requested_amount for k, i in items.items())
-        summary = ", ".join(f"{k}={v.normalize()}" for k, v in final.items())
+        summary = ", ".join(f"{k}={api_decimal(v)}" for k, v in final.items())
         record_audit(actor=actor, action="quota_request.approve", tenant=locked.tenant,
                      text=message(texts.AUDIT_REQUEST_APPROVE_AMENDED if changed
                                   else texts.AUDIT_REQUEST_APPROVE, n=locked.pk, amounts=summary),

@@ -470,7 +470,7 @@ def test_admin_approves_an_amended_quota_request_and_the_researcher_sees_it(
     form = page.locator("form", has=page.locator(
         "button", has_text=tr(lang, "Send request")))
     form.locator("select[name=pool]").select_option("prod")
-    form.locator("input[name=resource_0]").fill("cpu")
+    form.locator("select[name=resource_0]").select_option("cpu")
     form.locator("input[name=amount_0]").fill("192")
     form.locator("textarea[name=justification]").fill(
         "A bigger data-loading fleet." if lang == "en" else "更多的数据加载节点。")
@@ -701,6 +701,43 @@ def test_a_running_jobs_logs_appear_on_its_page(lang, new_page, world, cluster, 
         expect(text).to_contain_text(" step 500 loss=")
         assert text.inner_text().count(" step 300 loss=") == 1  # each line once
     shot(page, lang, "researcher-job-logs", doc=True, top=panel)
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_the_rate_card_form_saves_and_shows_a_field_error(lang, new_page, platform_admin):
+    """One row per GPU model the cluster reports: a PUE below 1 is refused at its field
+    with what was typed kept and nothing saved; corrected, the card is saved and priced
+    (with its currency); the form fits its card."""
+    from django.utils import timezone
+
+    from billing.models import RateCard
+    from k8s_sync.models import ObservedNode
+
+    ObservedNode.objects.create(name="a100-0", gpu_product="NVIDIA-A100-SXM4-80GB",
+                                gpu_model="NVIDIA-A100-SXM4-80GB", gpu_count=8,
+                                gpu_memory_mib=81920, observed_at=timezone.now())
+    page = new_page(lang)
+    log_in(page, "pat", "/billing/rates/", switch_to=lang)
+    form = page.locator("#rate-card-form")
+    expect(form.locator("select[name='gpus-0-gpu_model']")).to_have_value(
+        "NVIDIA-A100-SXM4-80GB")
+    form.locator("input[name=effective_from]").fill(
+        (timezone.localdate() + dt.timedelta(days=40)).isoformat())
+    for name, value in {"purchase_price": "26280", "depreciation_months": "36",
+                        "power_watts": "500", "pue": "0.5", "electricity_kwh": "0.2"}.items():
+        form.locator(f"input[name='gpus-0-{name}']").fill(value)
+    form.locator("button[type=submit]").click()
+    error = page.locator("[data-field='gpus-0-pue']")
+    expect(error).to_be_visible()
+    expect(page.locator("input[name='gpus-0-pue']")).to_have_value("0.5")
+    assert not RateCard.objects.exists()
+    assert page.evaluate(OVERFLOW_JS) == []
+    page.locator("input[name='gpus-0-pue']").fill("1.5")
+    with page.expect_navigation():
+        page.locator("#rate-card-form button[type=submit]").click()
+    expect(page.locator("section.card table").first).to_contain_text("1.15")  # 1 + 0.15
+    expect(page.locator("section.card table").first).to_contain_text("USD")
+    assert RateCard.objects.get().gpu_prices.get().pue == Decimal("1.5")
 
 
 OVERFLOW_JS = """() => {
