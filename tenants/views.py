@@ -40,7 +40,7 @@ def tenant_detail(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "tenants/detail.html", {
         "access": access, "tenant": access.tenant,
         "pools": selectors.pools_of(access.tenant),
-        "member_count": selectors.members_of(access.tenant).count(),
+        "member_count": selectors.member_count(access.tenant),
         "suspend_form": forms.SuspendForm(),
         "dedicated_nodes": selectors.dedicated_nodes_of(access.tenant),
     })

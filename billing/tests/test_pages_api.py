@@ -314,12 +314,14 @@ def test_idle_rate_in_finance_view_and_on_the_tenant_page(login, issued, finance
                                                           tenant_a):
     from tenants.models import UsageDaily
 
+    # acme ran 8 cards x 3 h on Oct 5 (24 GPU-hours billed); the sampler saw half a card
+    # busy on average that day: 12 busy GPU-hours of the 24 billed, 50% idle
     UsageDaily.objects.create(pool=tenant_a.pools.get(kind="prod"),
                               resource="gpu:NVIDIA-A100-SXM4-80GB", day=dt.date(2026, 10, 5),
-                              peak=8, total=8 * 288, samples=288, utilised_total=2 * 288,
-                              utilised_samples=288)
+                              peak=8, total=8 * 288, samples=288,
+                              utilised_total=Decimal("0.5") * 288, utilised_samples=288)
     page = login(finance_user).get(reverse("billing:month") + "?month=2026-10")
-    assert b"75%" in page.content and b"48.00 / 192.00" in page.content
+    assert b"50%" in page.content and b"12.00 of 24.00" in page.content
     page = login(bob).get(reverse("billing:tenant_invoices", kwargs={"slug": "acme"}))
     assert b"GPU idle rate" in page.content
 
@@ -329,12 +331,16 @@ def test_idle_rate_api(api, tenant_a, bob, charlie):
 
     from tenants.models import UsageDaily
 
+    now = timezone.now()   # the frozen clock: 12:00
+    make_job(tenant_a, run(now - dt.timedelta(hours=4), now), gpus=4)  # 16 GPU-hours billed
+    services.ledger_ingest_gpu(now=now)
     UsageDaily.objects.create(pool=tenant_a.pools.get(kind="dev"), resource="gpu:L40S",
                               day=timezone.localdate(), peak=4, total=4 * 10, samples=10,
-                              utilised_total=3 * 10, utilised_samples=10)
+                              utilised_total=Decimal("0.5") * 10, utilised_samples=10)
     body = api(bob).get("/api/v1/tenants/acme/invoices/idle/").json()
-    assert body["month"] == {"allocated_gpu_hours": "96.00", "utilised_gpu_hours": "72.00",
-                             "measured_gpu_hours": "96.00", "idle_rate": "0.2500"}
+    assert body["month"] == {"billed_gpu_hours": "16.00", "allocated_gpu_hours": "16.00",
+                             "utilised_gpu_hours": "12.00", "measured_gpu_hours": "16.00",
+                             "idle_rate": "0.2500"}
     assert body["quarter"]["idle_rate"] == "0.2500"
     assert api(charlie).get("/api/v1/tenants/acme/invoices/idle/").status_code == 404
     assert api().get("/api/v1/tenants/acme/invoices/idle/").status_code == 401

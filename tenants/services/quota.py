@@ -21,7 +21,7 @@ from core.texts import StoredText, english, message
 from tenants import texts
 from tenants.access import AnyUser, TenantAccess, require_platform_admin
 from tenants.audit import record_audit
-from tenants.capacity import capacity_by_resource
+from tenants.capacity import capacity_by_resource, cluster_observed, offered_resources
 from tenants.catalog import Resource
 from tenants.choices import MembershipRole, RequestSource, RequestStatus, TenantStatus
 from tenants.models import Pool, QuotaGrant, QuotaRequest, QuotaRequestItem, UsageDaily
@@ -46,6 +46,25 @@ def parse_amounts(amounts: dict[str, Any]) -> dict[str, Decimal]:
             raise ApplicationError(_("“%(v)s” is not a number.") % {"v": raw}, field="amounts",
                                    extra={"resource": key}) from None
     return parsed
+
+
+def check_offered(pool: Pool, amounts: dict[str, Decimal]) -> None:
+    """Refuse an amount of a resource that exists on no node (not in
+    ``tenants.capacity.offered_resources``: e.g. a GPU model no observed node carries),
+    with a field error naming it. Lowering or removing (0) a pool's existing grant of such
+    a resource stays allowed, so a quota key whose nodes are gone can be taken away.
+    Before any node has been observed nothing is refused (there is nothing to compare)."""
+    if not cluster_observed():
+        return
+    offered = {r.key for r in offered_resources()}
+    current = _current_amounts(pool)
+    for key, amount in amounts.items():
+        if key in offered or amount <= current.get(key, Decimal(0)):
+            continue
+        raise ApplicationError(
+            _("%(r)s exists on no node of the cluster: it cannot be granted or asked for "
+              "(an existing grant of it can only be lowered or removed).") % {"r": key},
+            field="amounts", extra={"resource": key})
 
 
 def _grant(*, actor: AnyUser | None, pool: Pool, amounts: dict[str, Decimal],
@@ -96,6 +115,7 @@ def quota_set(*, actor: AnyUser, pool: Pool, amounts: dict[str, Any], reason: st
     grant rows (none when nothing changed)."""
     require_platform_admin(actor)
     parsed = parse_amounts(amounts)
+    check_offered(pool, parsed)
     with transaction.atomic():
         Policy.objects.select_for_update().get(pk=Policy.current().pk)
         _check_overcommit(pool, parsed)
@@ -147,6 +167,7 @@ def quota_request_submit(*, access: TenantAccess, actor: AnyUser, pool: Pool,
     if pool.tenant_id != tenant.pk:
         raise ApplicationError(_("That pool belongs to another tenant."))
     parsed = parse_amounts(amounts)
+    check_offered(pool, parsed)
     if not (justification or "").strip():
         raise ApplicationError(_("Say why the team needs this; admins decide on it."),
                                field="justification")
@@ -226,6 +247,7 @@ def quota_request_approve(*, actor: AnyUser, request: QuotaRequest,
             raise ApplicationError(_("Only requested resources can be amended: %(r)s")
                                    % {"r": ", ".join(sorted(unknown))}, field="amended")
         final = {k: amended_parsed.get(k, i.requested_amount) for k, i in items.items()}
+        check_offered(locked.pool, final)
         _check_overcommit(locked.pool, final)
         for key, item in items.items():
             item.approved_amount = final[key]
