@@ -320,8 +320,10 @@ def in_use_by_pool(pools: Any, *, facts: Any = None) -> dict[int, dict[str, Deci
 
 
 def observed_card_facts():  # type: ignore[no-untyped-def]
-    """Per-card GPU memory by model, from the observed nodes (``tenants.demand``)."""
-    return card_facts(capacity_report().nodes)
+    """Per-card GPU memory by model, from the observed nodes (``tenants.demand``); one
+    query: the facts depend on what nodes offer, not on what pods hold."""
+    return card_facts([node_capacity(n, {}, ()) for n in ObservedNode.objects.defer(
+        "raw", "capacity", "taints")])
 
 
 def _node_cpu_memory(node: Any) -> dict[str, int]:
