@@ -30,6 +30,8 @@ User = get_user_model()
 
 def _form_error(form: Any, exc: ApplicationError) -> None:
     field = exc.field if exc.field in getattr(form, "fields", {}) else None
+    if field is None and isinstance(form, forms.AmountRowsForm):  # the row of the resource
+        field = form.field_of(exc.extra.get("resource"))
     form.add_error(field, exc.message)
 
 
