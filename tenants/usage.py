@@ -47,7 +47,8 @@ def in_use_by_pool(pools: list[Any]) -> dict[int, dict[str, Decimal]]:
     left out."""
     out: dict[int, dict[str, Decimal]] = {p.pk: defaultdict(Decimal) for p in pools}
     for _receiver, result in pools_in_use.send(sender=in_use_by_pool, pools=pools):
-        for pk, amounts in (result or {}).items():
+        answer: dict[int, dict[str, Decimal]] = result if isinstance(result, dict) else {}
+        for pk, amounts in answer.items():
             if pk in out:
                 for key, amount in amounts.items():
                     out[pk][key] += Decimal(amount)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import re
 import shutil
 import subprocess
 import zipfile
@@ -401,3 +402,24 @@ def test_the_budget_service_bounds_the_amount(alice, tenant_a):
     assert err.value.field == "amount"
     assert services.budget_set(access=access, actor=alice, amount=BUDGET_MAX).monthly_amount \
         == BUDGET_MAX
+
+
+def test_the_month_lists_every_tenant_with_its_billed_gpu_hours(login, api, issued,
+                                                                 finance_user):
+    """Every tenant with a pool is a row, invoice or not; a deleted one only with an
+    invoice or usage that month. Its GPU-hours are the ledger's, the idle rate's base."""
+    from tenants.models import Pool, Tenant
+
+    quiet = Tenant.objects.create(slug="quiet", name="Quiet Labs", cost_center="CC-q",
+                                  contact_email="q@example.org")
+    Pool.objects.create(tenant=quiet, kind="prod")
+    gone = Tenant.objects.create(slug="gone", name="Gone Inc", cost_center="CC-g",
+                                 contact_email="g@example.org", status="deleted")
+    Pool.objects.create(tenant=gone, kind="prod")
+    page = login(finance_user).get(reverse("billing:month") + "?month=2026-10").content.decode()
+    rows = dict(re.findall(r'<tr data-tenant="([^"]+)">.*?data-field="billed_hours">([^<]+)<',
+                           page, re.S))
+    assert rows == {"acme": "24.00", "globex": "2.00", "quiet": "0"}
+    body = api(finance_user).get("/api/v1/billing/months/2026-10/").json()
+    assert {t["tenant"]: t["billed_gpu_hours"] for t in body["tenants"]} == {
+        "acme": "24.00", "globex": "2.00", "quiet": "0"}
