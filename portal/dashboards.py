@@ -48,7 +48,7 @@ from portal import charts
 from tenants.access import AnyUser
 from tenants.catalog import Resource
 from tenants.choices import TenantStatus
-from tenants.models import JobUtilisation, Pool, Tenant
+from tenants.models import JobUtilisation, Pool, QuotaGrant, Tenant
 from tenants.selectors import granted_totals, quota_overview
 from tenants.series import (
     LOW_UTIL_PCT,
@@ -206,13 +206,26 @@ def tenant_trends(tenant: Tenant, *, days: int, now: dt.datetime | None = None
                             lambda: _tenant_trends(tenant, days=days, now=None), PER_TENANT_TTL)
 
 
+def _observed_gpu_keys() -> set[str]:
+    """``gpu:<model>`` of every GPU model an observed node carries (one query)."""
+    return {f"gpu:{m}" for m in ObservedNode.objects.exclude(gpu_model="")
+            .values_list("gpu_model", flat=True).distinct()}
+
+
 def _tenant_trends(tenant: Tenant, *, days: int, now: dt.datetime | None
                    ) -> list[dict[str, Any]]:
     pool_ids = list(Pool.objects.filter(tenant=tenant).values_list("id", flat=True))
     series = series_for_pools(pool_ids, days=days, now=now)
     labels = {"allocated": _("allocated"), "utilised": _("utilised"), "quota": _("quota")}
+    # A GPU key no node offers and the tenant holds no grant of (e.g. the ``gpu:unknown``
+    # older samplers wrote for cards without a model label) is no resource: no chart.
+    known = _cached("portal:gpu-keys", _observed_gpu_keys, PER_TENANT_TTL) | set(
+        QuotaGrant.objects.filter(pool_id__in=pool_ids, superseded_at__isnull=True)
+        .values_list("resource", flat=True))
     out = []
     for key in sorted(series, key=_order):
+        if key.startswith("gpu:") and key not in known:
+            continue
         rows = series[key]
         label, unit = resource_label(key)
         out.append({"key": key, "label": label, "unit": unit, "points": len(rows),
