@@ -19,6 +19,7 @@ from reportlab.platypus import Paragraph, SimpleDocTemplate, Spacer, Table, Tabl
 
 from billing.choices import InvoiceKind
 from billing.models import Invoice, InvoiceLine
+from core.numbers import api_decimal
 
 CSV_HEADER = ["invoice", "kind", "status", "tenant", "cost_center", "period", "currency",
               "line", "line_kind", "description", "quantity", "unit", "unit_price", "amount"]
@@ -36,7 +37,7 @@ def _rows(invoice: Invoice, lines: Iterable[InvoiceLine]) -> list[list[str]]:
     head = [_label(invoice), invoice.kind, invoice.status, invoice.tenant_name,
             invoice.cost_center, f"{invoice.period:%Y-%m}", invoice.currency]
     rows = [[*head, str(n), line.kind, line.label, str(line.quantity), line.unit_label,
-             str(line.unit_price.normalize()), str(line.amount)]
+             api_decimal(line.unit_price), str(line.amount)]
             for n, line in enumerate(lines, 1)]
     rows.append([*head, "", "total", _("Total"), "", "", "", str(invoice.total)])
     return rows
@@ -93,8 +94,8 @@ def invoice_pdf(invoice: Invoice) -> bytes:
     rows: list[list] = [[_("Description"), _("Quantity"), _("Unit"), _("Unit price"),
                          _("Amount")]]
     for line in lines:
-        rows.append([Paragraph(escape(line.label), small), f"{line.quantity.normalize():f}",
-                     line.unit_label, f"{line.unit_price.normalize():f}",
+        rows.append([Paragraph(escape(line.label), small), api_decimal(line.quantity),
+                     line.unit_label, api_decimal(line.unit_price),
                      f"{line.amount:,.2f}"])
     rows.append(["", "", "", _("Total"), f"{invoice.total:,.2f} {cur}"])
     table = Table(rows, colWidths=[75 * mm, 25 * mm, 25 * mm, 22 * mm, 27 * mm], repeatRows=1)

@@ -2,93 +2,168 @@
 
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from django import forms
-from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from billing.choices import MigPricing
 from billing.models import RateCard
 from core.forms import DecimalField
 
-GPU_FIELDS = ["gpu_model", "memory_gib", "purchase_price", "depreciation_months",
-              "power_watts", "pue", "electricity_kwh", "operations_month"]
-
-
-def _decimal(raw: str, what: str) -> Decimal:
-    try:
-        return Decimal(raw.strip())
-    except InvalidOperation:
-        raise forms.ValidationError(_("%(what)s is not a number: %(raw)s")
-                                    % {"what": what, "raw": raw}) from None
-
 
 class RateCardForm(forms.Form):
+    """The card-wide prices; the GPU and storage rows are :class:`GpuPriceFormSet` and
+    :class:`StoragePriceFormSet` (one form per GPU model, one per StorageClass)."""
+
     effective_from = forms.DateField(label=gettext_lazy("Effective from"),
                                      widget=forms.DateInput(attrs={"type": "date"}))
-    gpus = forms.CharField(
-        label=gettext_lazy("GPU prices"), widget=forms.Textarea(attrs={"rows": 5}),
-        help_text=gettext_lazy("One GPU model a line: model, card memory GiB, purchase price, "
-                               "depreciation months, power W, PUE, electricity per kWh, "
-                               "operations per card-month."))
-    storage = forms.CharField(
-        label=gettext_lazy("Storage prices"), required=False,
-        widget=forms.Textarea(attrs={"rows": 3}),
-        help_text=gettext_lazy("One StorageClass a line: class, price per GiB-month."))
     egress_gib = DecimalField(label=gettext_lazy("Egress per GiB"), min_value=0, initial=0,
-                                    decimal_places=6)
+                              decimal_places=6, max_digits=12)
     cpu_core_hour = DecimalField(label=gettext_lazy("CPU core-hour (optional)"),
-                                       required=False, min_value=0, decimal_places=6)
+                                 required=False, min_value=0, decimal_places=6, max_digits=12)
     memory_gib_hour = DecimalField(label=gettext_lazy("Memory GiB-hour (optional)"),
-                                         required=False, min_value=0, decimal_places=6)
+                                   required=False, min_value=0, decimal_places=6,
+                                   max_digits=12)
     mig_pricing = forms.ChoiceField(label=gettext_lazy("MIG slices priced"),
                                     choices=MigPricing.choices)
     note = forms.CharField(label=gettext_lazy("Note"), required=False)
-
-    def clean_gpus(self) -> list[dict[str, Any]]:
-        out = []
-        for raw in self.cleaned_data["gpus"].splitlines():
-            if not raw.strip():
-                continue
-            parts = [p.strip() for p in raw.split(",")]
-            if len(parts) != len(GPU_FIELDS):
-                raise forms.ValidationError(_("Each GPU line needs %(n)s values: %(line)s")
-                                            % {"n": len(GPU_FIELDS), "line": raw})
-            row: dict[str, Any] = {"gpu_model": parts[0]}
-            row["memory_gib"] = int(parts[1]) if parts[1].isdigit() else None
-            row["depreciation_months"] = int(_decimal(parts[3], _("Depreciation")))
-            for name, value in zip(GPU_FIELDS, parts, strict=True):
-                if name not in row:
-                    row[name] = _decimal(value, name)
-            out.append(row)
-        if not out:
-            raise forms.ValidationError(_("Price at least one GPU model."))
-        return out
-
-    def clean_storage(self) -> list[dict[str, Any]]:
-        out = []
-        for raw in self.cleaned_data["storage"].splitlines():
-            if not raw.strip():
-                continue
-            name, _sep, price = raw.partition(",")
-            out.append({"storage_class": name.strip(),
-                        "gib_month": _decimal(price, name.strip())})
-        return out
 
     @staticmethod
     def initial_from(card: RateCard | None) -> dict[str, Any]:
         if card is None:
             return {"mig_pricing": MigPricing.MEMORY, "egress_gib": 0}
-        return {
-            "gpus": "\n".join(", ".join(str(getattr(g, f) if getattr(g, f) is not None else "")
-                                        for f in GPU_FIELDS) for g in card.gpu_prices.all()),
-            "storage": "\n".join(f"{s.storage_class}, {s.gib_month.normalize()}"
-                                 for s in card.storage_prices.all()),
-            "egress_gib": card.egress_gib.normalize(), "cpu_core_hour": card.cpu_core_hour,
-            "memory_gib_hour": card.memory_gib_hour, "mig_pricing": card.mig_pricing,
-        }
+        return {"egress_gib": card.egress_gib, "cpu_core_hour": card.cpu_core_hour,
+                "memory_gib_hour": card.memory_gib_hour, "mig_pricing": card.mig_pricing,
+                "note": ""}
+
+
+def _number(widget_attrs: dict[str, str] | None = None) -> forms.NumberInput:
+    return forms.NumberInput(attrs={"step": "any", "inputmode": "decimal",
+                                    **(widget_attrs or {})})
+
+
+class GpuPriceForm(forms.Form):
+    """One GPU model's price components. A row without a purchase price is left off the
+    card; every other problem is the service's (``billing.services.rate_card_errors``),
+    shown at its field."""
+
+    gpu_model = forms.ChoiceField(label=gettext_lazy("GPU model"), required=False)
+    memory_gib = forms.IntegerField(
+        label=gettext_lazy("Card memory (GiB)"), required=False, widget=_number({"step": "1"}),
+        help_text=gettext_lazy("For MIG pricing; empty: as the cluster reports it."))
+    purchase_price = DecimalField(label=gettext_lazy("Purchase price"), required=False,
+                                  decimal_places=2, max_digits=14, widget=_number())
+    depreciation_months = forms.IntegerField(label=gettext_lazy("Depreciation (months)"),
+                                             required=False, widget=_number({"step": "1"}))
+    power_watts = DecimalField(label=gettext_lazy("Power (W)"), required=False,
+                               decimal_places=1, max_digits=8, widget=_number())
+    pue = DecimalField(label=gettext_lazy("PUE"), required=False, decimal_places=2,
+                       max_digits=4, widget=_number())
+    electricity_kwh = DecimalField(label=gettext_lazy("Electricity per kWh"), required=False,
+                                   decimal_places=4, max_digits=10, widget=_number())
+    operations_month = DecimalField(label=gettext_lazy("Operations per card-month"),
+                                    required=False, decimal_places=2, max_digits=12,
+                                    widget=_number())
+
+    REQUIRED = ("gpu_model", "purchase_price", "depreciation_months", "power_watts", "pue",
+                "electricity_kwh")
+
+    def __init__(self, *args: Any, models: list[str] = (), **kwargs: Any) -> None:  # type: ignore[assignment]
+        super().__init__(*args, **kwargs)
+        field = self.fields["gpu_model"]
+        field.choices = [("", "—"), *((m, m) for m in models)]  # type: ignore[attr-defined]
+
+    def is_blank(self) -> bool:
+        data = getattr(self, "cleaned_data", {})
+        return not any(data.get(name) not in (None, "") for name in self.fields
+                       if name != "gpu_model")
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if self.is_blank():
+            return cleaned
+        for name in self.REQUIRED:
+            if cleaned.get(name) in (None, "") and name not in self.errors:
+                self.add_error(name, forms.Field.default_error_messages["required"])
+        return cleaned
+
+    def row(self) -> dict[str, Any]:
+        data = dict(self.cleaned_data)
+        if data.get("operations_month") is None:
+            data["operations_month"] = Decimal(0)
+        return data
+
+
+class StoragePriceForm(forms.Form):
+    storage_class = forms.ChoiceField(label=gettext_lazy("StorageClass"), required=False)
+    gib_month = DecimalField(label=gettext_lazy("Price per GiB-month"), required=False,
+                             decimal_places=6, max_digits=12, widget=_number())
+
+    def __init__(self, *args: Any, classes: list[str] = (), **kwargs: Any) -> None:  # type: ignore[assignment]
+        super().__init__(*args, **kwargs)
+        field = self.fields["storage_class"]
+        field.choices = [("", "—"), *((c, c) for c in classes)]  # type: ignore[attr-defined]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if cleaned.get("storage_class") and cleaned.get("gib_month") is None \
+                and "gib_month" not in self.errors:
+            self.add_error("gib_month", forms.Field.default_error_messages["required"])
+        return cleaned
+
+
+class PriceRows(forms.BaseFormSet):
+    """A formset of price rows: rows left blank are not on the card."""
+
+    def filled(self) -> list[forms.Form]:
+        return [f for f in self.forms if f.cleaned_data and not self._blank(f)]
+
+    @staticmethod
+    def _blank(form: forms.Form) -> bool:
+        if isinstance(form, GpuPriceForm):
+            return form.is_blank()
+        return not form.cleaned_data.get("storage_class")
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [f.row() if isinstance(f, GpuPriceForm) else dict(f.cleaned_data)
+                for f in self.filled()]
+
+    def add_errors(self, errors: dict[str, str]) -> bool:
+        """Put the service's errors (``<prefix>-<i>-<field>``, ``i`` counted over the
+        filled rows) at their fields; True when every one found its field."""
+        filled = self.filled()
+        placed = True
+        for key, text in errors.items():
+            prefix, _sep, rest = key.partition("-")
+            index, _sep, name = rest.partition("-")
+            if prefix != self.prefix or not index.isdigit() or int(index) >= len(filled) \
+                    or name not in filled[int(index)].fields:
+                placed = placed and prefix != self.prefix
+                continue
+            filled[int(index)].add_error(name, text)
+        return placed
+
+
+GpuPriceFormSet: type[PriceRows] = forms.formset_factory(  # type: ignore[assignment]
+    GpuPriceForm, formset=PriceRows, extra=2)
+StoragePriceFormSet: type[PriceRows] = forms.formset_factory(  # type: ignore[assignment]
+    StoragePriceForm, formset=PriceRows, extra=2)
+
+
+def gpu_rows_initial(card: RateCard | None, models: list[str]) -> list[dict[str, Any]]:
+    """The current card's rows, then one empty row per GPU model the cluster reports that
+    the card does not price yet."""
+    rows = [{name: getattr(g, name) for name in GpuPriceForm.base_fields}
+            for g in (card.gpu_prices.all() if card else [])]
+    priced = {r["gpu_model"] for r in rows}
+    return rows + [{"gpu_model": m} for m in models if m not in priced]
+
+
+def storage_rows_initial(card: RateCard | None) -> list[dict[str, Any]]:
+    return [{"storage_class": s.storage_class, "gib_month": s.gib_month}
+            for s in (card.storage_prices.all() if card else [])]
 
 
 class CreditNoteForm(forms.Form):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from itertools import pairwise
@@ -18,7 +18,7 @@ from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from billing import ledger, pricing, texts
-from billing.choices import InvoiceKind, InvoiceStatus, LineKind
+from billing.choices import InvoiceKind, InvoiceStatus, LineKind, MigPricing
 from billing.models import (
     Adjustment,
     Budget,
@@ -34,6 +34,7 @@ from billing.models import (
 )
 from core.texts import StoredText, english, message
 from jobs.models import JobTransition
+from k8s_sync.models import ObservedNode, ObservedStorageClass
 from k8s_sync.selectors import mig_profile_memory_mib
 from tenants.choices import TenantStatus
 from tenants.models import Tenant, UsageDaily
@@ -71,6 +72,14 @@ class Schedule:
     cards: list[RateCard]
     gpus: dict[int, dict[str, GpuPrice]] = field(default_factory=dict)
     storage: dict[int, dict[str, Decimal]] = field(default_factory=dict)
+    # GiB per card by GPU model as the cluster reports it; read on first need (MIG only)
+    observed: dict[str, int] | None = None
+
+    @property
+    def observed_memory(self) -> dict[str, int]:
+        if self.observed is None:
+            self.observed = observed_card_memory()
+        return self.observed
 
     def card_for(self, day: dt.date) -> RateCard | None:
         index = bisect_right([c.effective_from for c in self.cards], day) - 1
@@ -86,21 +95,30 @@ class Schedule:
     def device_price(self, card: RateCard | None, gpu_model: str, mig_profile: str
                      ) -> tuple[Decimal | None, StoredText]:
         """Price per device-hour (a card or one MIG instance) and how it was derived (a
-        stored text: the GPU model, or which card a MIG slice is priced from)."""
+        stored text: the GPU model, which card a MIG slice is priced from, or why a slice
+        has no price)."""
         if card is None:
             return None, message(texts.LINE_NO_RATE_CARD)
         prices = self.gpus.get(card.pk, {})
         if not mig_profile:
             price = prices.get(gpu_model)
             return (price.price_per_hour, gpu_model) if price else (None, gpu_model)
-        base = prices.get(gpu_model) or _card_for_mig(prices.values(), mig_profile)
+        base = prices.get(gpu_model) or _card_for_mig(prices.values(), mig_profile,
+                                                      self.observed_memory)
         if base is None:
+            if prices and not any(self.card_memory(p) for p in prices.values()):
+                return None, message(texts.LINE_MIG_NO_MEMORY, profile=mig_profile)
             return None, message(texts.LINE_MIG_UNPRICED, profile=mig_profile)
-        share = pricing.mig_share(mig_profile, card_memory_gib=base.memory_gib,
+        share = pricing.mig_share(mig_profile, card_memory_gib=self.card_memory(base),
                                   rule=card.mig_pricing)
         return (pricing.mig_hour_price(base.price_per_hour, share),
                 message(texts.LINE_MIG, profile=mig_profile, model=base.gpu_model,
                         share=_fraction(share)))
+
+    def card_memory(self, price: GpuPrice) -> int | None:
+        """A priced card's memory in GiB: the rate card's, else what the cluster reports
+        for that GPU model (``nvidia.com/gpu.memory``), else None."""
+        return price.memory_gib or self.observed_memory.get(price.gpu_model)
 
 
 def _fraction(share: Decimal) -> str:
@@ -108,12 +126,48 @@ def _fraction(share: Decimal) -> str:
     return f"{frac[0]}/{frac[1]}" if frac[1] != 1 else str(frac[0])
 
 
-def _card_for_mig(prices: Iterable[GpuPrice], profile: str) -> GpuPrice | None:
-    """When a MIG job names no card: the smallest priced card that holds the profile."""
+def _card_for_mig(prices: Iterable[GpuPrice], profile: str,
+                  observed: Mapping[str, int]) -> GpuPrice | None:
+    """When a MIG job names no card: the smallest priced card that holds the profile (its
+    memory from the rate card, else as the cluster reports it)."""
     need = (mig_profile_memory_mib(profile) or 0) / 1024
-    fits = sorted((p for p in prices if p.memory_gib and p.memory_gib >= need),
-                  key=lambda p: (p.memory_gib, p.gpu_model))
-    return fits[0] if fits else None
+    sized = [(p.memory_gib or observed.get(p.gpu_model), p) for p in prices]
+    fits = sorted(((m, p.gpu_model, p) for m, p in sized if m and m >= need),
+                  key=lambda t: (t[0], t[1]))
+    return fits[0][2] if fits else None
+
+
+def observed_card_memory() -> dict[str, int]:
+    """GiB of one card per GPU model as the cluster reports it (the ``nvidia.com/gpu.memory``
+    node label the watcher records), rounded to whole GiB; the largest where nodes differ."""
+    out: dict[str, int] = {}
+    for model, mib in ObservedNode.objects.exclude(gpu_model="").filter(
+            gpu_memory_mib__isnull=False).values_list("gpu_model", "gpu_memory_mib"):
+        out[model] = max(out.get(model, 0), int((Decimal(mib or 0) / 1024).to_integral_value()))
+    return out
+
+
+def observed_storage_classes() -> list[str]:
+    """StorageClasses the cluster reports."""
+    return sorted(ObservedStorageClass.objects.values_list("name", flat=True))
+
+
+def observed_gpu_models() -> list[str]:
+    """GPU models the cluster reports (whole-card names, MIG and sharing suffixes removed)."""
+    return sorted(set(ObservedNode.objects.exclude(gpu_model="").values_list(
+        "gpu_model", flat=True)))
+
+
+def rate_card_warnings(card: RateCard | None, observed: Mapping[str, int] | None = None
+                       ) -> list[str]:
+    """GPU models on ``card`` whose MIG slices cannot be priced by memory: the card's
+    memory is blank and the cluster reports none (their slices fall back to 1/7 per
+    compute slice, and a slice naming no card finds no price)."""
+    if card is None or card.mig_pricing != MigPricing.MEMORY:
+        return []
+    observed = observed_card_memory() if observed is None else observed
+    return [p.gpu_model for p in card.gpu_prices.all()
+            if not p.memory_gib and not observed.get(p.gpu_model)]
 
 
 def schedule() -> Schedule:

@@ -10,6 +10,7 @@ invoice are credit notes (:func:`credit_note_issue`).
 from __future__ import annotations
 
 import datetime as dt
+import re
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -17,6 +18,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Max, Sum
 from django.urls import reverse
@@ -63,7 +65,7 @@ from tenants.services.notify import notify
 CHUNK = 2000
 
 
-def _require_finance(actor: AnyUser) -> None:
+def require_finance(actor: AnyUser) -> None:
     if not is_finance(actor):
         raise NotAllowed(_("Only finance can do this."))
 
@@ -83,18 +85,105 @@ def _require_open(day: dt.date) -> None:
 # --- the rate card ------------------------------------------------------------------------
 
 
+GPU_PRICE_FIELDS = ("gpu_model", "memory_gib", "purchase_price", "depreciation_months",
+                    "power_watts", "pue", "electricity_kwh", "operations_month")
+STORAGE_PRICE_FIELDS = ("storage_class", "gib_month")
+GPU_MODEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+STORAGE_CLASS_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+
+
+def _first(exc: ValidationError) -> dict[str, str]:
+    return {name: str(msgs[0]) for name, msgs in exc.message_dict.items() if msgs}
+
+
+def rate_card_errors(*, gpus: Iterable[Mapping], storage: Iterable[Mapping] = ()
+                     ) -> dict[str, str]:
+    """Every problem of a rate card's price rows, keyed ``gpus-<i>-<field>`` and
+    ``storage-<i>-<field>`` (the page's formset names; the API returns the same keys).
+    The one validation of a rate card's rows: the page and the API both get it from
+    :func:`rate_card_create`. Writes nothing."""
+    errors: dict[str, str] = {}
+    seen: set[str] = set()
+    for i, row in enumerate(gpus):
+        key = f"gpus-{i}-"
+        unknown = set(row) - set(GPU_PRICE_FIELDS)
+        if unknown:
+            errors[key + sorted(unknown)[0]] = _("Unknown field.")
+            continue
+        model = str(row.get("gpu_model") or "").strip()
+        price = GpuPrice(**{**row, "gpu_model": model})
+        try:
+            price.full_clean(exclude=["card"], validate_unique=False)
+        except ValidationError as exc:
+            errors.update({key + name: msg for name, msg in _first(exc).items()})
+        if model and not GPU_MODEL_RE.match(model):
+            errors.setdefault(key + "gpu_model", _(
+                "A GPU model as the cluster names it (nvidia.com/gpu.product), e.g. "
+                "NVIDIA-A100-SXM4-80GB."))
+        elif model in seen:
+            errors.setdefault(key + "gpu_model", _("GPU model %(m)s is listed twice.")
+                              % {"m": model})
+        seen.add(model)
+        checks = [
+            ("depreciation_months", price.depreciation_months, 1, 240,
+             _("The depreciation period must be between 1 and 240 months.")),
+            ("pue", price.pue, 1, 3, _("PUE is between 1 and 3.")),
+            ("power_watts", price.power_watts, 0, 5000,
+             _("Power draw is between 0 and 5,000 W per card.")),
+            ("memory_gib", price.memory_gib, 1, 1024,
+             _("Card memory is between 1 and 1,024 GiB (empty: as the cluster reports it).")),
+            ("purchase_price", price.purchase_price, 0, None, _("Enter zero or more.")),
+            ("electricity_kwh", price.electricity_kwh, 0, None, _("Enter zero or more.")),
+            ("operations_month", price.operations_month, 0, None, _("Enter zero or more.")),
+        ]
+        for name, value, low, high, text in checks:
+            if key + name in errors or value is None or not isinstance(value, int | Decimal):
+                continue
+            if value < low or (high is not None and value > high):
+                errors[key + name] = text
+    names: set[str] = set()
+    for i, row in enumerate(storage):
+        key = f"storage-{i}-"
+        cls = str(row.get("storage_class") or "").strip()
+        sp = StoragePrice(storage_class=cls, gib_month=row.get("gib_month"))  # type: ignore[misc]
+        try:
+            sp.full_clean(exclude=["card"], validate_unique=False)
+        except ValidationError as exc:
+            errors.update({key + name: msg for name, msg in _first(exc).items()})
+        if cls and not STORAGE_CLASS_RE.match(cls):
+            errors.setdefault(key + "storage_class", _("Not a StorageClass name."))
+        elif cls in names:
+            errors.setdefault(key + "storage_class", _("StorageClass %(c)s is listed twice.")
+                              % {"c": cls})
+        names.add(cls)
+        if isinstance(sp.gib_month, Decimal) and sp.gib_month < 0 and \
+                key + "gib_month" not in errors:
+            errors[key + "gib_month"] = _("Enter zero or more.")
+    return errors
+
+
 def rate_card_create(*, actor: AnyUser, effective_from: dt.date, gpus: Iterable[Mapping],
                      storage: Iterable[Mapping] = (), egress_gib: Decimal = Decimal(0),
                      cpu_core_hour: Decimal | None = None,
                      memory_gib_hour: Decimal | None = None,
                      mig_pricing: str = MigPricing.MEMORY, note: str = "") -> RateCard:
     """A new rate card from ``effective_from`` (00:00 local). Never in a closed month; a
-    card in effect is never edited, a new one replaces it from its day."""
+    card in effect is never edited, a new one replaces it from its day. A problem with a
+    price row is an ApplicationError whose ``extra["errors"]`` names every field
+    (:func:`rate_card_errors`); nothing is written then."""
     require_platform_admin(actor)
     _require_open(effective_from)
     if MigPricing(mig_pricing) is None:  # pragma: no cover - ValueError first
         raise ApplicationError(_("Unknown MIG pricing."))
-    gpus, storage = list(gpus), list(storage)
+    gpus = [{k: (v.strip() if k == "gpu_model" and isinstance(v, str) else v)
+             for k, v in g.items()} for g in gpus]
+    storage = list(storage)
+    if not gpus:
+        raise ApplicationError(_("Price at least one GPU model."), field="gpus")
+    errors = rate_card_errors(gpus=gpus, storage=storage)
+    if errors:
+        first = next(iter(errors))
+        raise ApplicationError(errors[first], field=first, extra={"errors": errors})
     with transaction.atomic():
         try:
             card = RateCard.objects.create(
@@ -104,24 +193,8 @@ def rate_card_create(*, actor: AnyUser, effective_from: dt.date, gpus: Iterable[
         except IntegrityError:
             raise Conflict(_("A rate card already starts on %(day)s.")
                            % {"day": effective_from.isoformat()}, field="effective_from") from None
-        seen: set[str] = set()
-        for g in gpus:
-            if g["gpu_model"] in seen:
-                raise ApplicationError(_("GPU model %(m)s is listed twice.")
-                                       % {"m": g["gpu_model"]}, field="gpus")
-            seen.add(g["gpu_model"])
-            price = GpuPrice(card=card, **g)
-            if price.depreciation_months <= 0:
-                raise ApplicationError(_("The depreciation period must be at least a month."),
-                                       field="gpus")
-            if price.pue < 1:
-                raise ApplicationError(_("PUE cannot be below 1."), field="gpus")
-            price.full_clean(exclude=["card"])
-            price.save()
-        for st in storage:
-            sp = StoragePrice(card=card, **st)
-            sp.full_clean(exclude=["card"])
-            sp.save()
+        GpuPrice.objects.bulk_create(GpuPrice(card=card, **g) for g in gpus)
+        StoragePrice.objects.bulk_create(StoragePrice(card=card, **st) for st in storage)
         record_audit(actor=actor, action="billing.rate_card.create",
                      text=message(texts.AUDIT_RATE_CARD, day=str(effective_from)), card=card.pk)
     return card
@@ -396,7 +469,7 @@ def month_close(*, actor: AnyUser, period: dt.date, now: dt.datetime | None = No
     """Finance closes a month that has ended: the ledger is brought up to date, every
     tenant with charges gets its invoice issued (numbered, immutable), the month's
     ledger is frozen. Closing a closed month is a Conflict."""
-    _require_finance(actor)
+    require_finance(actor)
     started = time.perf_counter()
     now = now or timezone.now()
     period = ledger.month_start(period)
@@ -444,7 +517,7 @@ def credit_note_issue(*, actor: AnyUser, invoice: Invoice, amount: Decimal, reas
                       ) -> Invoice:
     """Correct an issued invoice: a numbered credit note of ``-amount``. The credits of an
     invoice never exceed its total."""
-    _require_finance(actor)
+    require_finance(actor)
     if not reason.strip():
         raise ApplicationError(_("Say why the invoice is credited."), field="reason")
     if amount <= 0:
@@ -480,7 +553,7 @@ def credit_note_issue(*, actor: AnyUser, invoice: Invoice, amount: Decimal, reas
 def adjustment_add(*, actor: AnyUser, tenant: Tenant, period: dt.date, description: str,
                    amount: Decimal) -> Adjustment:
     """A manual charge or discount on an open month's invoice (finance)."""
-    _require_finance(actor)
+    require_finance(actor)
     period = ledger.month_start(period)
     _require_open(period)
     if not description.strip() or not amount:

@@ -18,6 +18,10 @@ from core.texts import register
 LINE_GPU = register("billing.line.gpu", _("GPU"))
 LINE_MIG = register("billing.line.mig", _("MIG %(profile)s on %(model)s (%(share)s card)"))
 LINE_MIG_UNPRICED = register("billing.line.mig_unpriced", _("MIG %(profile)s"))
+LINE_MIG_NO_MEMORY = register(
+    "billing.line.mig_no_memory",
+    _("MIG %(profile)s: neither the rate card nor the cluster gives the card memory of any "
+      "priced GPU model, so the slice cannot be matched to a card"))
 LINE_NO_RATE_CARD = register("billing.line.no_rate_card", _("no rate card in effect"))
 LINE_CPU = register("billing.line.cpu", _("CPU core-hours"))
 LINE_MEMORY = register("billing.line.memory", _("Memory GiB-hours"))

@@ -203,24 +203,54 @@ def month_download(request: HttpRequest, month: str, fmt: str) -> HttpResponse:
 
 @login_required
 def rate_card(request: HttpRequest) -> HttpResponse:
+    """The rate cards, and for platform admins a new card: the card-wide prices, one row
+    per GPU model (the models the cluster reports and those already priced) and one per
+    StorageClass. The service validates the rows; its errors are shown at their fields."""
     _staff_or_404(request)
     admin = is_platform_admin(request.user)
     current = selectors.current_rate_card()
-    form = forms.RateCardForm(request.POST or None, initial=forms.RateCardForm.initial_from(
-        current))
+    observed_memory = selectors.observed_card_memory()
+    models = sorted(set(selectors.observed_gpu_models())
+                    | {g.gpu_model for g in (current.gpu_prices.all() if current else [])})
+    classes = sorted(set(selectors.observed_storage_classes())
+                     | {s.storage_class for s in (current.storage_prices.all()
+                                                  if current else [])})
+    data = request.POST if request.method == "POST" else None
+    form = forms.RateCardForm(data, initial=forms.RateCardForm.initial_from(current))
+    gpu_rows = forms.GpuPriceFormSet(data, prefix="gpus", form_kwargs={"models": models},
+                                     initial=forms.gpu_rows_initial(current, models))
+    storage_rows = forms.StoragePriceFormSet(data, prefix="storage",
+                                             form_kwargs={"classes": classes},
+                                             initial=forms.storage_rows_initial(current))
+    error = ""
     if request.method == "POST":
         if not admin:
             raise Http404
-        if form.is_valid():
+        valid = [form.is_valid(), gpu_rows.is_valid(), storage_rows.is_valid()]
+        if all(valid):
             try:
-                card = services.rate_card_create(actor=request.user, **form.cleaned_data)
+                card = services.rate_card_create(actor=request.user, **form.cleaned_data,
+                                                 gpus=gpu_rows.rows(),
+                                                 storage=storage_rows.rows())
             except ApplicationError as exc:
-                form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+                errors = exc.extra.get("errors") or {exc.field or "": exc.message}
+                placed = gpu_rows.add_errors(errors) & storage_rows.add_errors(errors)
+                for key, text in errors.items():
+                    if key in form.fields:
+                        form.add_error(key, text)
+                    elif not placed or not key.startswith(("gpus-", "storage-")):
+                        error = text
             else:
                 messages.success(request, _("Rate card from %(day)s saved.")
                                  % {"day": card.effective_from})
                 return redirect("billing:rates")
+    cards = list(selectors.rate_cards())
+    for card_ in cards:
+        for price in card_.gpu_prices.all():
+            price.reported_memory_gib = observed_memory.get(price.gpu_model)  # type: ignore[attr-defined]
     return render(request, "billing/rate_card.html", {
-        "cards": selectors.rate_cards(), "current": current, "form": form, "admin": admin,
-        "currency": selectors.currency(),
+        "cards": cards, "current": current, "form": form, "admin": admin,
+        "gpu_rows": gpu_rows, "storage_rows": storage_rows, "error": error,
+        "currency": selectors.currency(), "observed_memory": observed_memory,
+        "mig_warnings": selectors.rate_card_warnings(current, observed_memory),
     }, status=400 if request.method == "POST" else 200)

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 from collections import defaultdict
-from dataclasses import replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.core.cache import cache
+from django.db.models import F, Q, QuerySet
 from django.http import Http404
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
-from core.choices import Tier
+from core.choices import PoolKind, Tier
 from core.models import Policy
 from core.texts import render, text_code
 from jobs.admission import ACTIVE_STATES as HOLDING_STATES
@@ -23,6 +27,8 @@ from jobs.choices import ACTIVE_STATES, JobState
 from jobs.models import JobTransition, MaintenanceWindow, TrainingJob
 from jobs.podstart import Seen
 from jobs.validation import Inventory
+from k8s_sync.client import K8sError, get_client
+from k8s_sync.metrics import MetricsSource
 from k8s_sync.models import (
     ClusterEvent,
     ObservedNode,
@@ -49,7 +55,7 @@ from tenants.demand import (
     job_demand,
     pool_limits,
 )
-from tenants.models import NodeDedication, Pool, Tenant
+from tenants.models import JobUtilisation, NodeDedication, Pool, Tenant
 from tenants.quota import guaranteed_amount
 from tenants.selectors import effective_grants, guaranteed_shares, node_dedications
 from tenants.tiers import tier_rules
@@ -71,6 +77,89 @@ def jobs_for_tenant(tenant, *, state: str = "", tier: str = "", pool: str = "", 
     if query:
         qs = qs.filter(name__icontains=query)
     return qs
+
+
+# --- the platform queue -------------------------------------------------------------------
+
+QUEUE_SORTS = {
+    # name: (ascending order, descending order); ties by submission and id
+    "position": (("position_in_model", "submitted_at", "id"),
+                 ("-position_in_model", "-submitted_at", "-id")),
+    "submitted": (("submitted_at", "id"), ("-submitted_at", "-id")),
+    "gpus": (("gpus", "submitted_at", "id"), ("-gpus", "submitted_at", "id")),
+    # the longest wait first is the earliest submission
+    "wait": (("-submitted_at", "-id"), ("submitted_at", "id")),
+    "priority": (("priority", "submitted_at", "id"), ("-priority", "submitted_at", "id")),
+}
+QUEUE_FILTERS = ("tenant", "pool", "tier", "state", "gpu_model", "held")
+
+
+@dataclass
+class PlatformQueue:
+    """The platform queue as a query string asks for it: the jobs (filtered, sorted, not
+    yet paginated), the filters that were understood, and what was not."""
+
+    jobs: QuerySet[TrainingJob]
+    filters: dict[str, str]
+    sort: str
+    descending: bool
+    ignored: list[str] = field(default_factory=list)  # parameter names with a bad value
+    tenants: list[tuple[str, str]] = field(default_factory=list)  # (slug, name)
+    gpu_models: list[str] = field(default_factory=list)
+
+
+def platform_queue(params: Mapping[str, str]) -> PlatformQueue:
+    """Every active job of every tenant, filtered by tenant (slug), pool kind, tier, state,
+    GPU model (a MIG profile counts as its own value) and held (``yes``/``no``), sorted by
+    ``sort`` (:data:`QUEUE_SORTS`; ``-name`` descending). A value that is not one of the
+    choices is ignored and named in ``ignored``; the page says so, and never fails."""
+    qs = (TrainingJob.objects.filter(state__in=ACTIVE_STATES)
+          .select_related("tenant", "pool")
+          .annotate(gpus=F("workers") * F("gpus_per_worker")))
+    tenants = list(Tenant.objects.exclude(status=TenantStatus.DELETED).order_by("name")
+                   .values_list("slug", "name"))
+    models = sorted({m for pair in qs.values_list("gpu_model", "mig_profile").distinct()
+                     for m in pair if m})
+    choices: dict[str, set[str]] = {
+        "tenant": {slug for slug, _name in tenants}, "pool": set(PoolKind.values),
+        "tier": set(Tier.values), "state": {str(s) for s in ACTIVE_STATES},
+        "gpu_model": set(models), "held": {"yes", "no"},
+    }
+    filters: dict[str, str] = {}
+    ignored: list[str] = []
+    for name in QUEUE_FILTERS:
+        value = (params.get(name) or "").strip()
+        if not value:
+            continue
+        if value not in choices[name]:
+            ignored.append(name)
+            continue
+        filters[name] = value
+    lookups = {"tenant": "tenant__slug", "pool": "pool__kind", "tier": "tier",
+               "state": "state"}
+    for name, lookup in lookups.items():
+        if name in filters:
+            qs = qs.filter(**{lookup: filters[name]})
+    if "gpu_model" in filters:
+        qs = qs.filter(Q(gpu_model=filters["gpu_model"]) | Q(mig_profile=filters["gpu_model"]))
+    if "held" in filters:
+        qs = qs.filter(held=filters["held"] == "yes")
+    raw_sort = (params.get("sort") or "").strip()
+    descending = raw_sort.startswith("-")
+    sort = raw_sort.removeprefix("-")
+    if sort not in QUEUE_SORTS:
+        if raw_sort:
+            ignored.append("sort")
+        sort, descending = "position", False
+    ascending_order, descending_order = QUEUE_SORTS[sort]
+    order = descending_order if descending else ascending_order
+    if sort == "position":  # waiting jobs in the engine's order first, then the others
+        qs = qs.order_by(F("position_in_model").desc(nulls_last=True) if descending
+                         else F("position_in_model").asc(nulls_last=True), *order[1:])
+    else:
+        qs = qs.order_by(*order)
+    return PlatformQueue(jobs=qs, filters=filters, sort=sort, descending=descending,
+                         ignored=ignored, tenants=tenants, gpu_models=models)
 
 
 def job_or_404(tenant, pk: int) -> TrainingJob:  # type: ignore[no-untyped-def]
@@ -507,10 +596,181 @@ def _preview_notes(clean: dict) -> list[str]:
     return notes
 
 
-def pods_of(job: TrainingJob):  # type: ignore[no-untyped-def]
-    """The job's pods as last observed (name, phase, node, reason)."""
-    return ObservedPod.objects.filter(namespace=job.pool.namespace,
-                                      job=str(job.pk)).order_by("name")
+def pods_of(job: TrainingJob) -> list[ObservedPod]:
+    """The job's pods as last observed (name, phase, node, reason), the Master first, then
+    the Workers by index. ``terminating``: the pod is being deleted (``kubectl``'s
+    Terminating; its phase stays Running through the grace period)."""
+    pods = list(ObservedPod.objects.filter(namespace=job.pool.namespace, job=str(job.pk)))
+    for pod in pods:
+        meta = (pod.raw or {}).get("metadata") or {}
+        pod.terminating = bool(meta.get("deletionTimestamp"))  # type: ignore[attr-defined]
+    return sorted(pods, key=lambda p: _pod_order(job, p.name))
+
+
+def _pod_order(job: TrainingJob, name: str) -> tuple[int, int, str]:
+    match = _POD_NAME.fullmatch(name[len(job.k8s_name) + 1:]) if job.k8s_name else None
+    if match is None:
+        return (2, 0, name)
+    return (0 if match.group(1) == "master" else 1, int(match.group(2)), name)
+
+
+_POD_NAME = re.compile(r"(master|worker)-(\d+)")
+
+
+def log_pods(job: TrainingJob, pods: list[ObservedPod]) -> list[str]:
+    """The pods whose logs the job page offers: those observed, else the names the
+    operator gives the job's replicas (the Master, then each Worker)."""
+    if pods:
+        return [p.name for p in pods]
+    if not job.k8s_name:
+        return []
+    return [f"{job.k8s_name}-master-0"] + [f"{job.k8s_name}-worker-{i}"
+                                            for i in range(max(0, job.workers - 1))]
+
+
+def job_pod_or_404(job: TrainingJob, pod: str) -> str:
+    """``pod`` if it is one of the job's pods (observed with the job's label, or named as
+    the operator names the job's replicas, so a pod already gone still answers), else 404."""
+    if job.k8s_name and pod.startswith(job.k8s_name + "-") and _POD_NAME.fullmatch(
+            pod[len(job.k8s_name) + 1:]):
+        return pod
+    if pod and ObservedPod.objects.filter(namespace=job.pool.namespace, job=str(job.pk),
+                                          name=pod).exists():
+        return pod
+    raise Http404
+
+
+# --- GPU utilisation (DCGM) ----------------------------------------------------------------
+
+POD_UTIL_CACHE_SECONDS = 15
+
+
+def pod_gpu_utilisation(job: TrainingJob, pods: list[ObservedPod]) -> dict[str, dict[str, Any]]:
+    """Per running pod of the job, its GPUs' utilisation now: ``{pod: {"gpus", "util",
+    "fb_gib"}}`` from the metrics source (DCGM), read at most every 15 s per namespace.
+    Empty when the job has no running GPU pod or the metrics cannot be read."""
+    running = {p.name for p in pods if p.phase == "Running"}
+    if not running or not (job.gpus_per_worker or job.mig_profile):
+        return {}
+    key = f"jobs:podutil:{job.pool.namespace}"
+    per_pod = cache.get(key)
+    if per_pod is None:
+        try:
+            samples = MetricsSource.from_settings().gpu_samples()
+        except K8sError:
+            samples = None
+        per_pod = {}
+        for sample in samples or []:
+            if sample.idle or sample.namespace != job.pool.namespace:
+                continue
+            acc = per_pod.setdefault(sample.pod, [0, 0.0, 0.0])
+            acc[0] += 1
+            acc[1] += sample.util_pct
+            acc[2] += sample.fb_used_mib
+        cache.set(key, per_pod, POD_UTIL_CACHE_SECONDS if samples is not None else 5)
+    return {name: {"gpus": n, "util": round(total / n, 1), "fb_gib": round(mib / 1024, 1)}
+            for name, (n, total, mib) in per_pod.items() if name in running and n}
+
+
+def mean_gpu_utilisation(jobs: list[TrainingJob]) -> dict[int, float]:
+    """The mean GPU utilisation (DCGM, minute samples) of each job that has been measured,
+    by job id (one query)."""
+    if not jobs:
+        return {}
+    rows = JobUtilisation.objects.filter(
+        namespace__in={j.pool.namespace for j in jobs},
+        job__in=[str(j.pk) for j in jobs]).values_list("namespace", "job", "util_sum",
+                                                       "gpu_samples")
+    wanted = {(j.pool.namespace, str(j.pk)): j.pk for j in jobs}
+    return {wanted[(ns, job)]: round(total / n, 1) for ns, job, total, n in rows
+            if n and (ns, job) in wanted}
+
+
+# --- pod logs (read from the cluster) ------------------------------------------------------
+
+LOG_TAIL_LINES = 2000  # what the log panel first shows
+LOG_VIEW_BYTES = 512 * 1024  # at most this much per read of the panel or the API
+LOG_DOWNLOAD_BYTES = 16 * 1024 * 1024  # a download's cap
+# What a person reads when there is no log to show; the cluster's own words go beside it.
+LOG_PROBLEMS = {
+    "not_started": gettext_lazy("This pod has not started yet, so it has no log."),
+    "no_previous": gettext_lazy("This pod's container has not restarted: there is no "
+                                "previous container."),
+    "gone": gettext_lazy("This pod no longer exists; its log went with it."),
+    "unreachable": gettext_lazy("The cluster cannot be reached right now; try again in a "
+                                "moment."),
+    "refused": gettext_lazy("The cluster did not give this log."),
+}
+
+
+@dataclass(frozen=True)
+class PodLog:
+    """One read of a pod's log: the lines (timestamp, text) or why there are none."""
+
+    pod: str
+    previous: bool
+    lines: list[tuple[str, str]]
+    problem: str = ""  # a key of LOG_PROBLEMS
+    detail: str = ""  # the cluster's words
+    truncated: bool = False  # the byte cap cut it
+
+    @property
+    def text(self) -> str:
+        return "".join(text + "\n" for _stamp, text in self.lines)
+
+    @property
+    def last(self) -> str:
+        return self.lines[-1][0] if self.lines else ""
+
+    @property
+    def message(self) -> str:
+        return str(LOG_PROBLEMS[self.problem]) if self.problem else ""
+
+
+def pod_log(job: TrainingJob, *, pod: str, previous: bool = False,
+            tail: int | None = LOG_TAIL_LINES, after: str = "",
+            limit_bytes: int = LOG_VIEW_BYTES) -> PodLog:
+    """The log of one of the job's pods, from the cluster (``pod`` checked by the caller
+    with :func:`job_pod_or_404`). ``after``: the timestamp of the last line already shown
+    (following a log by polling): only newer lines come back. Never raises for what the
+    cluster says; a problem is named in ``problem``."""
+    since_time = None
+    if after:
+        since_time = after[:19] + "Z"  # whole seconds; finer lines are dropped below
+        tail = None
+    try:
+        raw = get_client().pod_log(job.pool.namespace, pod, previous=previous,
+                                   tail_lines=tail, since_time=since_time,
+                                   limit_bytes=limit_bytes, timestamps=True)
+    except K8sError as exc:
+        return PodLog(pod, previous, [], _log_problem(exc), exc.message[:500])
+    assert isinstance(raw, str)  # not followed
+    truncated = len(raw.encode()) >= limit_bytes
+    lines = []
+    for line in raw.splitlines():
+        stamp, sep, text = line.partition(" ")
+        if not sep or not stamp[:4].isdigit():
+            stamp, text = "", line
+        if after and stamp and stamp <= after:
+            continue
+        lines.append((stamp, text))
+    return PodLog(pod, previous, lines, truncated=truncated)
+
+
+def _log_problem(exc: K8sError) -> str:
+    if exc.status is None or exc.transient:
+        return "unreachable"
+    if exc.status == 404:
+        return "gone"
+    text = exc.message
+    if "previous terminated container" in text:
+        return "no_previous"
+    if ("waiting to start" in text or "does not have a host assigned" in text
+            or "is not available" in text or "ContainerCreating" in text):
+        return "not_started"
+    if "is terminated" in text:
+        return "gone"
+    return "refused"
 
 
 def events_of(job: TrainingJob):  # type: ignore[no-untyped-def]

@@ -85,8 +85,7 @@ def job_submit_check(*, access: TenantAccess, pool: str, data: dict[str, Any],
     submission and the simulator annotations it keeps, or an ApplicationError naming the
     field (``extra["errors"]``: every field's). The form's live preview asks this too, so
     it refuses exactly what a submit would."""
-    if not access.is_member:
-        raise NotAllowed(_("Only members of this tenant can submit jobs."))
+    access.require_member()
     if not access.tenant.is_active:
         raise ApplicationError(_("This tenant is suspended and cannot submit work: %(r)s")
                                % {"r": access.tenant.suspended_reason})

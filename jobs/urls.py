@@ -9,6 +9,7 @@ urlpatterns = [
     path("t/<slug:slug>/jobs/new/", views.job_new, name="new"),
     path("t/<slug:slug>/jobs/preview/", views.job_preview, name="preview"),
     path("t/<slug:slug>/jobs/<int:pk>/", views.job_detail, name="detail"),
+    path("t/<slug:slug>/jobs/<int:pk>/logs/", views.job_logs, name="logs"),
     path("t/<slug:slug>/jobs/<int:pk>/<str:action>/", views.job_action, name="action"),
     path("platform/queue/", views.platform_queue, name="platform_queue"),
     path("platform/defrag/", views.defrag, name="defrag"),

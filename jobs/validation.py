@@ -14,6 +14,7 @@ from typing import Any
 from django.utils.translation import gettext as _
 
 from core.choices import Tier
+from core.numbers import api_decimal
 from jobs.choices import TIER_POOLS
 from k8s_sync import specs as k8s_specs
 
@@ -107,7 +108,7 @@ def validate_submission(data: dict[str, Any], *, pool: str, inventory: Inventory
     cpu = _number(data, "cpu_per_worker", errors)
     if cpu is not None and not (Decimal("0.1") <= cpu <= max(inventory.max_cpu, Decimal("0.1"))):
         errors["cpu_per_worker"] = _("Use 0.1 to %(n)s cores: the largest node has that many."
-                                     ) % {"n": inventory.max_cpu.normalize()}
+                                     ) % {"n": api_decimal(inventory.max_cpu)}
     elif cpu is not None and cpu != cpu.quantize(Decimal("0.001")):
         # Kubernetes counts CPU in millicores: a limit finer than that cannot be written.
         errors["cpu_per_worker"] = _("Give CPU cores to at most three decimals (millicores), "
@@ -117,7 +118,7 @@ def validate_submission(data: dict[str, Any], *, pool: str, inventory: Inventory
                                    <= max(inventory.max_memory_gib, Decimal("0.25"))):
         errors["memory_gib_per_worker"] = _(
             "Use 0.25 to %(n)s GiB: the largest node has that much."
-        ) % {"n": inventory.max_memory_gib.normalize()}
+        ) % {"n": api_decimal(inventory.max_memory_gib)}
     elif memory is not None and (memory * 1024 != (memory * 1024).to_integral_value()
                                  or memory != memory.quantize(Decimal("0.001"))):
         # A memory limit is written in whole MiB (1/1024 GiB) and stored to three decimals.

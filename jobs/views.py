@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import shlex
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -12,16 +13,17 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from core.choices import Tier
+from core.choices import PoolKind, Tier
 from core.exceptions import ApplicationError
 from jobs import selectors, services
 from jobs.choices import ACTIVE_STATES, JobState
 from jobs.contract import NON_FIELD
 from jobs.forms import JobForm, template_initial, template_values
-from jobs.models import MaintenanceWindow, TrainingJob
+from jobs.models import MaintenanceWindow
 from jobs.timeline import running_seconds
 from tenants.access import is_platform_admin, platform_admin_or_404
 from tenants.selectors import tenant_access_or_404
@@ -35,6 +37,9 @@ def job_list(request: HttpRequest, slug: str) -> HttpResponse:
                                      tier=filters["tier"], pool=filters["pool"],
                                      query=filters["q"])
     page = Paginator(jobs, 50).get_page(request.GET.get("page"))
+    mean_util = selectors.mean_gpu_utilisation(list(page))
+    for job in page:
+        job.mean_util = mean_util.get(job.pk)  # type: ignore[attr-defined]
     return render(request, "jobs/list.html", {
         "access": access, "tenant": access.tenant, "page": page, "filters": filters,
         "states": JobState.choices, "tiers": Tier.choices,
@@ -107,13 +112,46 @@ def job_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     job = selectors.job_or_404(access.tenant, pk)
     transitions = list(selectors.transitions_of(job))
     seconds = running_seconds([(t.to_state, t.at) for t in transitions], timezone.now())
+    pods = selectors.pods_of(job)
+    pod_util = selectors.pod_gpu_utilisation(job, pods)
+    for pod in pods:
+        pod.gpu_util = pod_util.get(pod.name)  # type: ignore[attr-defined]
     return render(request, "jobs/detail.html", {
         "access": access, "tenant": access.tenant, "job": job, "transitions": transitions,
         "gpu_hours": seconds * job.total_gpus / 3600, "run_seconds": seconds,
-        "pods": selectors.pods_of(job), "events": selectors.events_of(job),
+        "pods": pods, "events": selectors.events_of(job),
+        "log_pods": selectors.log_pods(job, pods),
+        "mean_util": selectors.mean_gpu_utilisation([job]).get(job.pk),
         "gpu_kind": selectors.gpu_kind_label(job) if job.gpu_kind in ("shared", "hami") else "",
         "platform_admin": is_platform_admin(request.user),
     })
+
+
+@login_required
+def job_logs(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    """One of the job's pods' log, read from the cluster: JSON for the log panel (``after``:
+    only lines newer than that timestamp, how the panel follows a log), or the text as a
+    file with ``download=1``. Another tenant's job, or a pod not the job's: 404."""
+    access = tenant_access_or_404(request.user, slug)
+    job = selectors.job_or_404(access.tenant, pk)
+    pod = selectors.job_pod_or_404(job, request.GET.get("pod", ""))
+    previous = request.GET.get("previous") in ("1", "true")
+    if request.GET.get("download"):
+        log = selectors.pod_log(job, pod=pod, previous=previous, tail=None,
+                                limit_bytes=selectors.LOG_DOWNLOAD_BYTES)
+        if log.problem:
+            return HttpResponse(f"{log.message}\n{log.detail}\n", status=409,
+                                content_type="text/plain; charset=utf-8")
+        response = HttpResponse(log.text, content_type="text/plain; charset=utf-8")
+        name = f"{pod}{'-previous' if previous else ''}.log"
+        response["Content-Disposition"] = f'attachment; filename="{name}"'
+        return response
+    log = selectors.pod_log(job, pod=pod, previous=previous,
+                            after=request.GET.get("after", "")[:40])
+    return JsonResponse({"pod": pod, "previous": previous, "lines": [t for _s, t in log.lines],
+                         "last": log.last, "problem": log.problem, "message": log.message,
+                         "detail": log.detail, "truncated": log.truncated,
+                         "active": job.is_active})
 
 
 @login_required
@@ -138,17 +176,40 @@ def job_action(request: HttpRequest, slug: str, pk: int, action: str) -> HttpRes
             raise Http404
     except (ApplicationError, ValueError) as exc:
         messages.error(request, getattr(exc, "message", str(exc)))
+    back = request.POST.get("next", "")
+    if back and url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()},
+                                                require_https=request.is_secure()):
+        return redirect(back)
     return redirect("jobs:detail", slug=slug, pk=pk)
+
+
+QUEUE_PAGE_SIZE = 50
 
 
 @login_required
 def platform_queue(request: HttpRequest) -> HttpResponse:
-    """Every active job of every tenant, in the engine's order (platform admins)."""
+    """Every active job of every tenant (platform admins): filters, sorting and pages from
+    the query string (bookmarkable), row actions that come back to the same view."""
     platform_admin_or_404(request.user)
-    jobs = (TrainingJob.objects.filter(state__in=ACTIVE_STATES)
-            .select_related("tenant", "pool").order_by("state", "position_in_model",
-                                                       "submitted_at"))
-    return render(request, "jobs/platform_queue.html", {"jobs": jobs[:500]})
+    queue = selectors.platform_queue(request.GET)
+    page = Paginator(queue.jobs, QUEUE_PAGE_SIZE).get_page(request.GET.get("page"))
+    keep = {**queue.filters}
+    if request.GET.get("sort") and "sort" not in queue.ignored:
+        keep["sort"] = ("-" if queue.descending else "") + queue.sort
+    return render(request, "jobs/platform_queue.html", {
+        "queue": queue, "page": page, "query": urlencode(keep),
+        "filter_query": urlencode(queue.filters), "here": request.get_full_path(),
+        "sorts": [(name, _sort_link(queue, name)) for name in selectors.QUEUE_SORTS],
+        "states": [(s.value, s.label) for s in ACTIVE_STATES], "tiers": Tier.choices,
+        "pools": PoolKind.choices,
+    })
+
+
+def _sort_link(queue: selectors.PlatformQueue, name: str) -> str:
+    """The query string that sorts by ``name`` (the other direction when it is the sort
+    now), keeping the filters."""
+    descending = queue.sort == name and not queue.descending
+    return urlencode({**queue.filters, "sort": ("-" if descending else "") + name})
 
 
 @login_required

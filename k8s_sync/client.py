@@ -28,6 +28,7 @@ Contracts:
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import json
 import threading
@@ -53,6 +54,7 @@ __all__ = [
     "K8sPermanentError",
     "K8sTransientError",
     "KubeClient",
+    "LogStream",
     "ObjectRef",
     "WatchStream",
     "from_django_settings",
@@ -542,6 +544,49 @@ class KubeClient:
             if not token:
                 return items, version
 
+    def pod_log(self, namespace: str, name: str, *, container: str | None = None,
+                previous: bool = False, tail_lines: int | None = None,
+                since_seconds: int | None = None, since_time: str | None = None,
+                limit_bytes: int | None = None, timestamps: bool = False,
+                follow: bool = False) -> str | LogStream:
+        """A container's log (the ``pods/log`` subresource): the text, or with ``follow``
+        a :class:`LogStream` of text chunks that ends with the container (close it).
+
+        The kubelet's refusals come back as a 400 :class:`K8sPermanentError` in its words
+        ("previous terminated container ... not found", "... is waiting to start: ...");
+        a pod that does not exist is a :class:`K8sNotFoundError`.
+        """
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}/log"
+        query = [("container", container or None), ("previous", "true" if previous else None),
+                 ("tailLines", tail_lines), ("sinceSeconds", since_seconds),
+                 ("sinceTime", since_time or None), ("limitBytes", limit_bytes),
+                 ("timestamps", "true" if timestamps else None),
+                 ("follow", "true" if follow else None)]
+        timeout: Any = self.config.request_timeout
+        if follow:  # a quiet log is no error: wait up to a minute between chunks
+            timeout = (self.config.request_timeout, self.config.request_timeout + 60)
+        try:
+            req = self._api.param_serialize(
+                method="GET", resource_path=path,
+                query_params=[(k, v) for k, v in query if v is not None],
+                header_params={"Accept": "text/plain, application/json"},
+                auth_settings=["BearerToken"])
+            resp = self._api.call_api(*req, _request_timeout=timeout).response
+        except (urllib3.exceptions.HTTPError, OSError, k8s_client.ApiException) as exc:
+            raise _stream_error(exc) from exc
+        if not 200 <= resp.status <= 299:
+            body = resp.data or b""
+            resp.release_conn()
+            raise _error_from_response(resp.status, resp.reason or "", resp.headers, body)
+        if follow:
+            return LogStream(resp)
+        try:
+            return (resp.data or b"").decode("utf-8", "replace")
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise _stream_error(exc) from exc
+        finally:
+            resp.release_conn()
+
     def watch(self, api_version: str, kind: str, namespace: str | None = None, *,
               resource_version: str | None = None, label_selector: str | None = None,
               field_selector: str | None = None, timeout_seconds: int = 300,
@@ -626,6 +671,35 @@ class WatchStream:
             return
         self._closed = True
         # ValueError/RuntimeError: already released, or never connected.
+        with contextlib.suppress(ValueError, RuntimeError, OSError, AttributeError):
+            self._resp.shutdown()
+        self._resp.release_conn()
+
+
+class LogStream:
+    """A followed log: iterate for text chunks (``close()`` ends it, from any thread)."""
+
+    def __init__(self, response: Any):
+        self._resp = response
+        self._closed = False
+
+    def __iter__(self) -> Iterator[str]:
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")  # a chunk may split a char
+        try:
+            for chunk in self._resp.stream(4096, decode_content=True):
+                text = decoder.decode(chunk or b"")
+                if text:
+                    yield text
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            if not self._closed:
+                raise _stream_error(exc) from exc
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
         with contextlib.suppress(ValueError, RuntimeError, OSError, AttributeError):
             self._resp.shutdown()
         self._resp.release_conn()

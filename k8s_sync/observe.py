@@ -70,6 +70,8 @@ EVENT_REASONS = frozenset({
     "FailedCreatePod", "FailedCreate", "Preempted", "Preempting", "FailedScheduling",
     "Unschedulable", "Evicted", "Failed", "BackOff", "InspectFailed", "ErrImageNeverPull",
 })
+# In a tenant pool's namespace every event about these kinds is kept (the job pages).
+POOL_EVENT_KINDS = frozenset({"Pod", "PyTorchJob", "PersistentVolumeClaim"})
 EVENT_RETENTION = timedelta(days=7)
 TENANT_LABEL, POOL_LABEL, JOB_LABEL = "trainyard.io/tenant", "trainyard.io/pool", "trainyard.io/job"
 RACK_LABEL, SWITCH_LABEL = "trainyard.io/rack", "trainyard.io/switch"
@@ -243,7 +245,15 @@ def parse_pytorchjob(obj: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _keeps_event(obj: Mapping[str, Any]) -> bool:
-    return obj.get("reason") in EVENT_REASONS
+    """Every event about the objects of a tenant pool (its job pages show them: scheduled,
+    pulling, started, killing, preempted, the PyTorchJob's own), and elsewhere only the
+    reasons of :data:`EVENT_REASONS` (the cluster's other namespaces are not Trainyard's)."""
+    if obj.get("reason") in EVENT_REASONS:
+        return True
+    involved = obj.get("involvedObject") or obj.get("regarding") or {}
+    namespace = involved.get("namespace") or (obj.get("metadata") or {}).get("namespace") or ""
+    return (namespace.startswith(naming.NAMESPACE_PREFIX)
+            and involved.get("kind") in POOL_EVENT_KINDS)
 
 
 def _always(obj: Mapping[str, Any]) -> bool:

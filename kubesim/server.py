@@ -88,6 +88,7 @@ class Server:
     def __init__(self, cluster: Cluster):
         self.cluster = cluster
         self.store = cluster.store
+        self.log_follow_poll = 0.1  # seconds of real time between reads of a followed log
         self.app = web.Application(middlewares=[self._middleware], client_max_size=64 * 2**20)
         r = self.app.router
         r.add_get("/version", self.version)
@@ -333,7 +334,7 @@ class Server:
         if t.name is None:
             return self._list(t.rt, t.ns, q, as_table)
         if t.sub == "log":
-            return self._log(t.rt, t.ns, t.name, q)
+            return await self._log(request, t.rt, t.ns, t.name, q)
         obj = self.store.raw(t.rt, t.name, t.ns) or self.store.get(t.rt.key, t.name,
                                                                    namespace=t.ns)
         if as_table and t.sub is None:
@@ -501,17 +502,144 @@ class Server:
         return jresponse({"kind": "Status", "apiVersion": "v1", "metadata": {},
                           "status": "Success", "code": 201}, 201)
 
-    def _log(self, rt, ns, name, q) -> web.Response:
+    async def _log(self, request: web.Request, rt, ns, name, q) -> web.StreamResponse:
+        """pods/log as the API server and kubelet serve it: ``container`` (required when
+        the pod has several), ``previous``, ``sinceSeconds``/``sinceTime``, ``tailLines``,
+        ``timestamps``, ``limitBytes`` and ``follow`` (the stream stays open and carries
+        new lines as simulated time passes, until the container ends or the pod goes)."""
         pod = self.store.get(rt.key, name, namespace=ns)
-        text = ""
+        opts = _log_options(name, q)
+        if opts["since_seconds"]:
+            opts["since"] = self.store.clock.now().timestamp() - opts["since_seconds"]
+        spec = pod.get("spec") or {}
+        names = [c.get("name") for c in (spec.get("containers") or [])
+                 + (spec.get("initContainers") or [])]
+        container = q.get("container") or ""
+        if container and container not in names:
+            raise bad_request(f"container {container} is not valid for pod {name}")
+        if not container:
+            main = [c.get("name") for c in spec.get("containers") or []]
+            if len(main) > 1:
+                raise bad_request(f"a container name must be specified for pod {name}, "
+                                  f"choose one of: [{' '.join(main)}]")
+            container = main[0] if main else "main"
         sim = self.cluster.sim
-        if sim is not None and hasattr(sim, "pod_log"):
-            text = sim.pod_log(ns, name, q.get("container")) or ""
-        else:
+        if sim is None or not hasattr(sim, "container_log"):
             text = ((pod["metadata"].get("annotations") or {}).get(
                 "kubesim.trainyard.io/log") or "")
-        tail = q.get("tailLines")
-        if tail:
-            lines = text.splitlines(keepends=True)
-            text = "".join(lines[-int(tail):]) if int(tail) > 0 else ""
-        return web.Response(text=text, content_type="text/plain")
+            now = self.store.clock.now().timestamp()
+            lines = [(now, line) for line in text.splitlines()]
+            return web.Response(body=_log_body(lines, opts)[0], content_type="text/plain")
+        if not spec.get("nodeName"):
+            raise bad_request(f"pod {name} does not have a host assigned")
+        uid = pod["metadata"].get("uid")
+
+        def read():
+            from kubesim.sim.logs import LogUnavailable
+            try:
+                return sim.container_log(ns, name, container, previous=opts["previous"])
+            except LogUnavailable as exc:
+                raise bad_request(str(exc)) from None
+
+        log_ = read()
+        body, left = _log_body(log_.lines, opts)
+        if not opts["follow"] or not log_.running or left == 0:
+            return web.Response(body=body, content_type="text/plain")
+        resp = web.StreamResponse(headers={"Content-Type": "text/plain"})
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        if body:
+            await resp.write(body)
+        last = log_.lines[-1][0] if log_.lines else float("-inf")
+        while True:
+            await asyncio.sleep(self.log_follow_poll)
+            current = sim.state.pods.get((ns, name))
+            if current is None or current.uid != uid:
+                break
+            try:
+                log_ = read()
+            except ApiError:
+                break
+            new = [ln for ln in log_.lines if ln[0] > last]  # lines come in time order
+            if new:
+                chunk, left = _log_body(new, {**opts, "tail": None, "since": None,
+                                              "limit": left})
+                if chunk:
+                    await resp.write(chunk)
+                last = new[-1][0]
+            if left == 0 or not log_.running:
+                break
+        await resp.write_eof()
+        return resp
+
+
+_LOG_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%f"
+
+
+def _log_options(name: str, q) -> dict:
+    """PodLogOptions from the query, validated as the API server does (422 Invalid)."""
+    from .errors import invalid
+
+    def integer(key: str):
+        raw = q.get(key)
+        if raw is None or raw == "":
+            return None
+        try:
+            return int(raw)
+        except ValueError:
+            raise bad_request(f"invalid {key} {raw!r}") from None
+
+    tail, limit, since_s = integer("tailLines"), integer("limitBytes"), integer("sinceSeconds")
+    since_t = q.get("sinceTime") or None
+    causes = []
+    if tail is not None and tail < 0:
+        causes.append({"field": "tailLines",
+                       "message": f"Invalid value: {tail}: must be greater than or equal to 0"})
+    if limit is not None and limit < 1:
+        causes.append({"field": "limitBytes",
+                       "message": f"Invalid value: {limit}: must be greater than 0"})
+    if since_s is not None and since_s < 1:
+        causes.append({"field": "sinceSeconds",
+                       "message": f"Invalid value: {since_s}: must be greater than 0"})
+    if since_s is not None and since_t:
+        causes.append({"field": "",
+                       "message": "at most one of `sinceTime` or `sinceSeconds` may be specified"})
+    if causes:
+        raise invalid("PodLogOptions", "", name, causes)
+    since = None
+    if since_t:
+        from .sim.util import parse_time
+        try:
+            since = parse_time(since_t)
+        except ValueError:
+            raise bad_request(f"invalid sinceTime {since_t!r}") from None
+    return {"tail": tail, "limit": limit, "since": since, "since_seconds": since_s,
+            "timestamps": _qp_bool(q, "timestamps"), "previous": _qp_bool(q, "previous"),
+            "follow": _qp_bool(q, "follow")}
+
+
+def _log_body(lines: list, opts: dict) -> tuple[bytes, int | None]:
+    """The bytes of timed lines under the options, and the bytes ``limitBytes`` still allows
+    (None: no limit). Order as the kubelet's: since, then tail, then the byte limit."""
+    import datetime as _dt
+
+    since = opts.get("since")
+    if since is not None:
+        lines = [ln for ln in lines if ln[0] >= since]
+    tail = opts.get("tail")
+    if tail is not None:
+        lines = lines[-tail:] if tail else []
+    out = []
+    for t, text in lines:
+        if opts.get("timestamps"):
+            stamp = _dt.datetime.fromtimestamp(t, _dt.UTC).strftime(_LOG_TIME_FORMAT)
+            out.append(f"{stamp}000Z {text}\n")
+        else:
+            out.append(text + "\n")
+    body = "".join(out).encode()
+    limit = opts.get("limit")
+    if limit is None:
+        return body, None
+    body = body[:limit]
+    return body, limit - len(body)
+

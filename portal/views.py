@@ -37,11 +37,18 @@ def home(request: HttpRequest) -> HttpResponse:
     return render(request, "portal/home.html", {"tenants": tenants})
 
 
+NEW_TOKEN_SESSION_KEY = "trainyard_new_api_token"
+
+
 @login_required
 def account(request: HttpRequest) -> HttpResponse:
+    """The user's account. The API token is shown in full once, on the page that follows
+    its creation; later visits show only its first characters."""
     token = Token.objects.filter(user=request.user).first()
+    new_key = request.session.pop(NEW_TOKEN_SESSION_KEY, None)
     return render(request, "portal/account.html", {
         "token": token, "roles": sorted(platform_roles(request.user)),
+        "new_key": new_key if token is not None and new_key == token.key else None,
     })
 
 
@@ -50,7 +57,8 @@ def account(request: HttpRequest) -> HttpResponse:
 def account_token(request: HttpRequest) -> HttpResponse:
     """Create or rotate the user's API token (the old one stops working at once)."""
     Token.objects.filter(user=request.user).delete()
-    Token.objects.create(user=request.user)
+    token = Token.objects.create(user=request.user)
+    request.session[NEW_TOKEN_SESSION_KEY] = token.key
     messages.success(request, _("A new API token was created; the previous one no longer works."))
     return redirect("account")
 

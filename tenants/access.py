@@ -77,6 +77,20 @@ class TenantAccess:
         """Edit, suspend, reactivate the tenant itself: platform admins."""
         return self.platform_admin
 
+    @property
+    def can_request_quota(self) -> bool:
+        """Ask for quota: tenant admins, and members where the tenant allows it."""
+        return self.role == MembershipRole.ADMIN or (
+            self.is_member and self.tenant.members_may_request_quota)
+
+    def require_member(self) -> None:
+        if not self.is_member:
+            raise NotAllowed(_("Only members of this tenant can submit jobs."))
+
+    def require_request_quota(self) -> None:
+        if not self.can_request_quota:
+            raise NotAllowed(_("Only a tenant admin can request quota for this tenant."))
+
     def require_admin(self) -> None:
         if not self.can_admin:
             raise NotAllowed(_("Only a tenant admin or a platform admin can do this."))

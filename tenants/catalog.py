@@ -37,6 +37,9 @@ UNITS = {
     ResourceKind.GPU_SHARED: _("shares"), ResourceKind.STORAGE: _("GiB"),
     ResourceKind.IOPS: _("IOPS"), ResourceKind.PVCS: _("claims"),
 }
+# amounts counted in GiB: written with at most one decimal (core.numbers' memory rule)
+GIB_KINDS = {str(kind) for kind in (ResourceKind.MEMORY, ResourceKind.GPU_MEMORY,
+                                    ResourceKind.STORAGE)}
 QUALIFIED = {ResourceKind.GPU, ResourceKind.MIG, ResourceKind.STORAGE, ResourceKind.IOPS}
 INTEGRAL = {ResourceKind.GPU, ResourceKind.MIG, ResourceKind.GPU_SHARED, ResourceKind.IOPS,
             ResourceKind.PVCS}

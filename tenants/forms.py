@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 from django import forms
 from django.utils.safestring import mark_safe
 from django.utils.text import format_lazy
@@ -10,7 +13,9 @@ from django.utils.translation import pgettext_lazy
 
 from core.choices import PoolKind
 from core.forms import DecimalField
+from core.numbers import api_decimal
 from k8s_sync.placement import validate_topology_levels
+from tenants.catalog import Resource, ResourceKind
 from tenants.choices import MembershipRole, PlatformRoleName, QuotaMode
 from tenants.models import Tenant
 from tenants.network import parse_cidrs
@@ -72,22 +77,37 @@ class PlatformRoleForm(forms.Form):
                                      coerce=lambda v: v == "1")
 
 
+def resource_choices(keys: Iterable[str]) -> list[tuple[str, str]]:
+    """A select's options for resource keys (the catalog's: ``tenants.catalog.Resource``),
+    labelled for people, e.g. ``GPUs · NVIDIA-H800 (gpu:NVIDIA-H800)``; keys that do not
+    parse are left out."""
+    options: dict[str, str] = {}
+    for key in keys:
+        try:
+            resource = Resource.parse(key)
+        except ValueError:
+            continue
+        options[resource.key] = f"{resource.label()} ({resource.key})"
+    return [("", "—"), *sorted(options.items())]
+
+
 class AmountRowsForm(forms.Form):
     """Rows of (resource key, amount); blank rows are ignored."""
 
     ROWS = 6
 
-    def __init__(self, *args, initial_grants: dict | None = None, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, *args, initial_grants: dict | None = None,  # type: ignore[no-untyped-def]
+                 resource_keys: Iterable[str] = (), **kwargs) -> None:
         super().__init__(*args, **kwargs)
         rows = list((initial_grants or {}).items())
         self.row_count = max(self.ROWS, len(rows) + 3)
+        choices = resource_choices([*resource_keys, *(k for k, _v in rows)])
         for i in range(self.row_count):
             key, amount = rows[i] if i < len(rows) else ("", None)
-            self.fields[f"resource_{i}"] = forms.CharField(
-                required=False, initial=key, label=_("Resource"),
-                widget=forms.TextInput(attrs={"list": "resource-keys", "size": 34}))
+            self.fields[f"resource_{i}"] = forms.ChoiceField(
+                required=False, initial=key, label=_("Resource"), choices=choices)
             self.fields[f"amount_{i}"] = forms.CharField(
-                required=False, initial=amount.normalize() if amount is not None else None,
+                required=False, initial=api_decimal(amount) if amount is not None else None,
                 label=pgettext_lazy("quota", "Amount"),
                 widget=forms.TextInput(attrs={"size": 8, "inputmode": "decimal"}))
 
@@ -141,21 +161,36 @@ class DecisionForm(forms.Form):
 
 
 class LoanForm(forms.Form):
+    """Lend quota: the borrower from the tenants by name, the resource from the catalog."""
+
     pool = forms.ChoiceField(label=_("From pool"), choices=PoolKind.choices)
-    borrower = forms.CharField(label=_("To tenant (slug)"), max_length=40)
+    borrower = forms.ChoiceField(label=_("To tenant"))
     borrower_pool = forms.ChoiceField(label=_("Their pool"), choices=PoolKind.choices)
-    resource = forms.CharField(label=_("Resource"), max_length=300,
-                               widget=forms.TextInput(attrs={"list": "resource-keys"}))
+    resource = forms.ChoiceField(label=_("Resource"))
     amount = forms.CharField(label=pgettext_lazy("quota", "Amount"), max_length=20)
     ends_at = forms.DateField(label=_("Until"), widget=forms.DateInput(attrs={"type": "date"}))
     note = forms.CharField(label=_("Note"), max_length=2000, required=False)
 
+    def __init__(self, *args: Any, borrowers: Iterable[tuple[str, str]] = (),
+                 resource_keys: Iterable[str] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["borrower"].choices = [("", "—"), *borrowers]  # type: ignore[attr-defined]
+        self.fields["resource"].choices = resource_choices(resource_keys)  # type: ignore[attr-defined]
+
+
+FACTOR_PREFIX = "overcommit_factors."
+
+
+def factor_field(key: str) -> str:
+    """The policy form's field of one resource's overcommit factor; the service names the
+    same field in its errors (``tenants.services.policy_update``)."""
+    return FACTOR_PREFIX + key
+
 
 class PolicyForm(forms.Form):
-    overcommit_factors = forms.CharField(
-        label=_("Overcommit factors"), required=False, widget=forms.Textarea(attrs={"rows": 4}),
-        help_text=_("One per line: a resource kind or key and its factor, e.g. gpu = 1.2. "
-                    "Missing means 1 (no overcommit)."))
+    """The platform policy. Overcommit factors are one number per resource kind (and per
+    key where one is set), built in ``__init__``; empty means 1 (no overcommit)."""
+
     eviction_watermark = DecimalField(label=_("Eviction watermark (%)"), min_value=50,
                                             max_value=100, decimal_places=1)
     development_grace_seconds = forms.IntegerField(label=_("Development grace (seconds)"),
@@ -204,8 +239,33 @@ class PolicyForm(forms.Form):
             raise forms.ValidationError(TOPOLOGY_ERROR % {
                 "error": str(exc).removeprefix("topology_levels: ")}) from None
 
-    def clean_overcommit_factors(self) -> dict[str, str]:
-        return _pairs(self.cleaned_data["overcommit_factors"])
+    def __init__(self, *args: Any, factors: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        factors = factors or {}
+        keys = [str(k) for k in ResourceKind.values] + sorted(
+            k for k in factors if k not in ResourceKind.values)
+        for key in keys:
+            try:
+                label = Resource.parse(key).label() if ":" in key else \
+                    str(ResourceKind(key).label)
+            except ValueError:
+                label = key
+            self.fields[factor_field(key)] = DecimalField(
+                label=format_lazy(_("Overcommit factor: {}"), label), required=False,
+                decimal_places=2, max_digits=5, initial=factors.get(key),
+                widget=forms.NumberInput(attrs={"step": "0.05", "inputmode": "decimal",
+                                                "placeholder": "1"}))
+        self.factor_keys = keys
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        factors = {}
+        for key in self.factor_keys:
+            value = cleaned.pop(factor_field(key), None)
+            if value is not None:
+                factors[key] = value
+        cleaned["overcommit_factors"] = factors
+        return cleaned
 
     def clean_default_quota(self) -> dict[str, dict[str, str]]:
         result: dict[str, dict[str, str]] = {}
@@ -228,18 +288,6 @@ def _cidrs(text: str) -> list[str]:
 
 
 TOPOLOGY_ERROR = _("Topology levels are node-label keys, widest first: %(error)s")
-
-
-def _pairs(text: str) -> dict[str, str]:
-    result = {}
-    for line in (text or "").splitlines():
-        if not line.strip():
-            continue
-        key, sep, value = line.partition("=")
-        if not sep:
-            raise forms.ValidationError(_("Write each line as: resource = number"))
-        result[key.strip()] = value.strip()
-    return result
 
 
 class TenantSettingsForm(forms.Form):

@@ -431,3 +431,10 @@ def topology_levels() -> tuple[str, ...]:
 def register_topology_source() -> None:
     """Make the policy's levels the ones k8s_sync's readers use (capacity, switches)."""
     set_topology_source(lambda: Policy.current().topology_levels)
+
+
+def loan_borrowers(lender: Tenant) -> list[tuple[str, str]]:
+    """Who ``lender`` may offer quota to: every other active tenant, as (slug, name) by
+    name (the loan form's select)."""
+    return list(Tenant.objects.filter(status=TenantStatus.ACTIVE).exclude(pk=lender.pk)
+                .order_by("name", "slug").values_list("slug", "name"))

@@ -54,7 +54,8 @@ def pool_detail(request: HttpRequest, slug: str, kind: str) -> HttpResponse:
     access = selectors.tenant_access_or_404(request.user, slug)
     pool = get_object_or_404(Pool, tenant=access.tenant, kind=kind)
     grants = selectors.current_grants(pool)
-    form = forms.QuotaForm(request.POST or None, initial_grants=grants)
+    keys = selectors.resource_suggestions()
+    form = forms.QuotaForm(request.POST or None, initial_grants=grants, resource_keys=keys)
     if request.method == "POST":
         if not access.can_manage_tenant:
             raise Http404
@@ -72,7 +73,6 @@ def pool_detail(request: HttpRequest, slug: str, kind: str) -> HttpResponse:
         "access": access, "tenant": access.tenant, "pool": pool, "form": form,
         "grants": [(Resource.parse(k), v) for k, v in sorted(grants.items())],
         "history": selectors.grant_history(pool)[:200],
-        "resource_suggestions": selectors.resource_suggestions(),
     }, status=400 if request.method == "POST" else 200)
 
 

@@ -4,7 +4,6 @@ policy page and notifications. Thin: resolve access, validate a form, call a ser
 from __future__ import annotations
 
 import datetime as dt
-from decimal import Decimal
 from typing import Any
 
 from django import forms as django_forms
@@ -23,7 +22,7 @@ from core.models import Policy
 from tenants import forms, selectors, services
 from tenants.access import platform_admin_or_404
 from tenants.choices import MembershipRole, QuotaMode, RequestStatus
-from tenants.models import Notification, Pool, QuotaRequest
+from tenants.models import Notification, Pool, QuotaRequest, Tenant
 
 
 def _end_of(day: dt.date | None) -> dt.datetime | None:
@@ -45,7 +44,8 @@ def quota_page(request: HttpRequest, slug: str) -> HttpResponse:
     and loans; tenant admins (and members, if allowed) ask for more here."""
     access = selectors.tenant_access_or_404(request.user, slug)
     tenant = access.tenant
-    form = forms.QuotaRequestForm(request.POST or None)
+    keys = selectors.resource_suggestions()
+    form = forms.QuotaRequestForm(request.POST or None, resource_keys=keys)
     if request.method == "POST" and form.is_valid():
         try:
             created = services.quota_request_submit(
@@ -66,8 +66,7 @@ def quota_page(request: HttpRequest, slug: str) -> HttpResponse:
         "access": access, "tenant": tenant, "form": form, "may_request": may_request,
         "overview": selectors.quota_overview(tenant),
         "requests": selectors.quota_requests_of(tenant)[:50],
-        "loans": selectors.loans_of(tenant)[:50], "loan_form": forms.LoanForm(),
-        "resource_suggestions": selectors.resource_suggestions(),
+        "loans": selectors.loans_of(tenant)[:50], "loan_form": _loan_form(tenant, keys),
         "quota_modes": QuotaMode.choices,
     }, status=400 if request.method == "POST" else 200)
 
@@ -85,11 +84,16 @@ def quota_request_cancel(request: HttpRequest, slug: str, pk: int) -> HttpRespon
     return redirect("tenants:quota", slug=slug)
 
 
+def _loan_form(tenant: Tenant, keys: list[str], data: Any = None) -> forms.LoanForm:
+    return forms.LoanForm(data, borrowers=selectors.loan_borrowers(tenant),
+                          resource_keys=keys)
+
+
 @login_required
 @require_POST
 def loan_offer(request: HttpRequest, slug: str) -> HttpResponse:
     access = selectors.tenant_access_or_404(request.user, slug)
-    form = forms.LoanForm(request.POST)
+    form = _loan_form(access.tenant, selectors.resource_suggestions(), request.POST)
     if not form.is_valid():
         messages.error(request, " ".join(str(m) for errs in form.errors.values() for m in errs))
         return redirect("tenants:quota", slug=slug)
@@ -98,8 +102,8 @@ def loan_offer(request: HttpRequest, slug: str) -> HttpResponse:
         services.loan_propose(
             access=access, actor=request.user,
             lender_pool=get_object_or_404(Pool, tenant=access.tenant, kind=data["pool"]),
-            borrower=data["borrower"].strip(), borrower_pool=data["borrower_pool"],
-            resource=data["resource"].strip(), amount=data["amount"],
+            borrower=data["borrower"], borrower_pool=data["borrower_pool"],
+            resource=data["resource"], amount=data["amount"],
             ends_at=_end_of(data["ends_at"]), note=data["note"])  # type: ignore[arg-type]
         messages.success(request, _("The offer was sent; the borrower's admins must accept."))
     except ApplicationError as exc:
@@ -183,16 +187,11 @@ def request_detail(request: HttpRequest, pk: int) -> HttpResponse:
     }, status=400 if request.method == "POST" else 200)
 
 
-def _pairs_text(mapping: dict) -> str:
-    return "\n".join(f"{k} = {v}" for k, v in sorted(mapping.items()))
-
-
 @login_required
 def policy_page(request: HttpRequest) -> HttpResponse:
     platform_admin_or_404(request.user)
     policy = Policy.current()
     initial = {
-        "overcommit_factors": _pairs_text(policy.overcommit_factors),
         "eviction_watermark": policy.eviction_watermark * 100,
         "development_grace_seconds": policy.development_grace_seconds,
         "batch_grace_seconds": policy.batch_grace_seconds,
@@ -205,14 +204,15 @@ def policy_page(request: HttpRequest) -> HttpResponse:
         "egress_cidrs": "\n".join(policy.egress_cidrs or []),
         "topology_levels": "\n".join(policy.topology_levels or []),
     }
-    form = forms.PolicyForm(request.POST or None, initial=initial)
+    form = forms.PolicyForm(request.POST or None, initial=initial,
+                            factors=dict(policy.overcommit_factors or {}))
     if request.method == "POST" and form.is_valid():
         data = dict(form.cleaned_data)
         data["eviction_watermark"] = data["eviction_watermark"] / 100
         data["dynamic_headroom"] = data["dynamic_headroom"] / 100
         data["dynamic_idle_threshold"] = data["dynamic_idle_threshold"] / 100
-        data["overcommit_factors"] = {k: float(Decimal(v)) if _number(v) else v
-                                      for k, v in data["overcommit_factors"].items()}
+        data["overcommit_factors"] = {k: float(v) for k, v in
+                                      data["overcommit_factors"].items()}
         try:
             services.policy_update(actor=request.user, **data)
         except ApplicationError as exc:
@@ -222,14 +222,6 @@ def policy_page(request: HttpRequest) -> HttpResponse:
             return redirect("tenants:policy")
     return render(request, "tenants/policy.html", {"form": form, "policy": policy},
                   status=400 if request.method == "POST" else 200)
-
-
-def _number(text: str) -> bool:
-    try:
-        Decimal(text)
-    except ArithmeticError:
-        return False
-    return True
 
 
 @login_required

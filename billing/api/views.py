@@ -22,7 +22,7 @@ from billing import exports, selectors, services
 from billing.api import serializers as s
 from billing.models import Invoice, InvoiceLine, RateCard
 from core.api import validated
-from tenants.access import sees_all_tenants
+from tenants.access import require_platform_admin, sees_all_tenants
 from tenants.api.base import TenantScopedViewSet
 
 
@@ -69,8 +69,8 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
             "invoice").first()
         if line is None:
             raise NotFound
-        return Response([{"label": d.label, "job_id": d.job_id, "quantity": str(d.quantity),
-                          "amount": str(d.amount)} for d in selectors.line_details(line)])
+        return Response([{"label": d.label, "job_id": d.job_id, "quantity": format(d.quantity, "f"),
+                          "amount": format(d.amount, "f")} for d in selectors.line_details(line)])
 
     @extend_schema(responses={200: dict})
     @action(detail=False, methods=["get"])
@@ -80,11 +80,11 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
         def out(rate: selectors.IdleRate | None) -> dict | None:
             if rate is None:
                 return None
-            return {"billed_gpu_hours": str(rate.billed_hours),
-                    "allocated_gpu_hours": str(rate.allocated_hours),
-                    "utilised_gpu_hours": str(rate.utilised_hours),
-                    "measured_gpu_hours": str(rate.measured_hours),
-                    "idle_rate": None if rate.rate is None else str(rate.rate)}
+            return {"billed_gpu_hours": format(rate.billed_hours, "f"),
+                    "allocated_gpu_hours": format(rate.allocated_hours, "f"),
+                    "utilised_gpu_hours": format(rate.utilised_hours, "f"),
+                    "measured_gpu_hours": format(rate.measured_hours, "f"),
+                    "idle_rate": None if rate.rate is None else format(rate.rate, "f")}
         return Response({k: out(v) for k, v in selectors.tenant_idle(self.access.tenant).items()})
 
     @extend_schema(request=s.BudgetSerializer, responses={200: s.BudgetSerializer})
@@ -92,6 +92,7 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
     def budget(self, request: Request, tenant_slug: str) -> Response:
         """The monthly budget, this month's spending and the month-end forecast."""
         if request.method == "PUT":
+            self.access.require_admin()  # permission before validation
             data = validated(s.BudgetSerializer, request)
             services.budget_set(access=self.access, actor=request.user,
                                 amount=data["monthly_amount"])
@@ -126,8 +127,10 @@ class FinanceInvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
     @action(detail=True, methods=["post"], url_path="credit-notes")
     def credit_notes(self, request: Request, pk: str) -> Response:
         """Correct an issued invoice with a credit note (finance)."""
+        invoice = self.get_object()  # 404 for anyone but finance and platform admins
+        services.require_finance(request.user)  # permission before validation
         data = validated(s.CreditNoteInput, request)
-        note = services.credit_note_issue(actor=request.user, invoice=self.get_object(), **data)
+        note = services.credit_note_issue(actor=request.user, invoice=invoice, **data)
         return Response(s.InvoiceSerializer(note).data, status=status.HTTP_201_CREATED)
 
 
@@ -146,6 +149,7 @@ class RateCardViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
     @extend_schema(request=s.RateCardInput, responses={201: s.RateCardSerializer})
     def create(self, request: Request) -> Response:
         _staff(request)
+        require_platform_admin(request.user)  # permission before validation
         data = validated(s.RateCardInput, request)
         card = services.rate_card_create(actor=request.user, **data)
         return Response(s.RateCardSerializer(card).data, status=status.HTTP_201_CREATED)
@@ -160,17 +164,17 @@ def month_detail(request: Request, month: str) -> Response:
     summary = selectors.month_summary(period)
     return Response({
         "month": f"{period:%Y-%m}", "closed": summary["closed"] is not None,
-        "currency": selectors.currency(), "total": str(summary["total"]),
+        "currency": selectors.currency(), "total": format(summary["total"], "f"),
         "invoices": s.InvoiceSerializer(summary["invoices"], many=True).data,
-        "idle_rates": {str(k): None if v.rate is None else str(v.rate)
+        "idle_rates": {str(k): None if v.rate is None else format(v.rate, "f")
                        for k, v in summary["idle"].items()},
-        "idle_rates_quarter": {str(k): None if v.rate is None else str(v.rate)
+        "idle_rates_quarter": {str(k): None if v.rate is None else format(v.rate, "f")
                                for k, v in summary["idle_quarter"].items()},
         "tenants": [{"tenant": row["tenant"].slug,
                      "invoices": [i.pk for i in row["invoices"]],
-                     "billed_gpu_hours": str(row["billed_hours"]),
+                     "billed_gpu_hours": format(row["billed_hours"], "f"),
                      "idle_rate": None if row["idle"] is None or row["idle"].rate is None
-                     else str(row["idle"].rate)} for row in summary["rows"]],
+                     else format(row["idle"].rate, "f")} for row in summary["rows"]],
     })
 
 
@@ -181,5 +185,5 @@ def month_close(request: Request, month: str) -> Response:
     _staff(request)
     closing = services.month_close(actor=request.user, period=selectors.parse_period(month))
     return Response({"month": f"{closing.period:%Y-%m}", "invoices": closing.invoices,
-                     "total": str(closing.total), "seconds": closing.seconds},
+                     "total": format(closing.total, "f"), "seconds": closing.seconds},
                     status=status.HTTP_201_CREATED)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.urls import reverse
+from django.utils import timezone
 from pypdf import PdfReader
 
 from billing import services
@@ -22,6 +23,8 @@ from billing.choices import BUDGET_MAX
 from billing.models import Budget, Invoice, InvoiceLine, IssuedInvoiceError, MonthClose
 from billing.tests.conftest import at, make_job, run
 from core.exceptions import ApplicationError
+from core.tests.html import form_values
+from k8s_sync.models import ObservedNode, ObservedStorageClass
 from tenants.access import access_for
 from tenants.models import Notification
 
@@ -272,14 +275,24 @@ def test_budget_set_by_tenant_admin_alerts_once_per_threshold(login, api, tenant
 
 
 def test_rate_card_page_and_api(login, api, platform_admin, finance_user):
+    now = timezone.now()
+    ObservedNode.objects.create(name="h100-0", gpu_product="H100", gpu_model="H100",
+                                gpu_count=8, gpu_memory_mib=81920, observed_at=now)
+    ObservedStorageClass.objects.create(name="fast-ssd", observed_at=now)
     client = login(platform_admin)
+    values = form_values(client.get(reverse("billing:rates")).content.decode())
+    assert values["gpus-0-gpu_model"] == "H100" and values["gpus-0-purchase_price"] == ""
     response = client.post(reverse("billing:rates"), {
-        "effective_from": "2026-12-01", "mig_pricing": "memory", "egress_gib": "0.05",
-        "gpus": "H100, 80, 26280, 36, 500, 1.5, 0.20, 365",
-        "storage": "fast-ssd, 0.12"})
+        **values, "effective_from": "2026-12-01", "mig_pricing": "memory",
+        "egress_gib": "0.05", "gpus-0-memory_gib": "80", "gpus-0-purchase_price": "26280",
+        "gpus-0-depreciation_months": "36", "gpus-0-power_watts": "500", "gpus-0-pue": "1.5",
+        "gpus-0-electricity_kwh": "0.20", "gpus-0-operations_month": "365",
+        "storage-0-storage_class": "fast-ssd", "storage-0-gib_month": "0.12"})
     assert response.status_code == 302
     page = client.get(reverse("billing:rates"))
-    assert b"1.6500" in page.content and b"0.1500" in page.content  # price with breakdown
+    # the price and its breakdown, with the currency
+    assert b'1.65&nbsp;<span translate="no">USD</span>' in page.content
+    assert b">0.15&nbsp;" in page.content
     assert login(finance_user).get(reverse("billing:rates")).status_code == 200
     assert login(finance_user).post(reverse("billing:rates"), {}).status_code == 404
     payload = {"effective_from": "2027-01-01", "gpus": [
@@ -322,7 +335,7 @@ def test_idle_rate_in_finance_view_and_on_the_tenant_page(login, issued, finance
                               peak=8, total=8 * 288, samples=288,
                               utilised_total=Decimal("0.5") * 288, utilised_samples=288)
     page = login(finance_user).get(reverse("billing:month") + "?month=2026-10")
-    assert b"50%" in page.content and b"12.00 of 24.00" in page.content
+    assert b"50%" in page.content and b"12 of 24 billed GPU-hours busy" in page.content
     page = login(bob).get(reverse("billing:tenant_invoices", kwargs={"slug": "acme"}))
     assert b"GPU idle rate" in page.content
 
@@ -419,7 +432,7 @@ def test_the_month_lists_every_tenant_with_its_billed_gpu_hours(login, api, issu
     page = login(finance_user).get(reverse("billing:month") + "?month=2026-10").content.decode()
     rows = dict(re.findall(r'<tr data-tenant="([^"]+)">.*?data-field="billed_hours">([^<]+)<',
                            page, re.S))
-    assert rows == {"acme": "24.00", "globex": "2.00", "quiet": "0"}
+    assert rows == {"acme": "24", "globex": "2", "quiet": "0"}
     body = api(finance_user).get("/api/v1/billing/months/2026-10/").json()
     assert {t["tenant"]: t["billed_gpu_hours"] for t in body["tenants"]} == {
         "acme": "24.00", "globex": "2.00", "quiet": "0"}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 from django.utils import timezone
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
@@ -40,6 +41,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedV
 
     @extend_schema(request=s.JobInput, responses={201: s.JobSerializer})
     def create(self, request: Request, tenant_slug: str) -> Response:
+        self.access.require_member()  # permission before validation
         data = validated(s.JobInput, request)
         job = services.job_submit(access=self.access, actor=request.user,
                                   pool=data.pop("pool"), data=data)
@@ -73,6 +75,31 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedV
             selectors.transitions_of(self.get_object()), many=True).data)
 
 
+    @extend_schema(responses={200: dict})
+    @action(detail=True, methods=["get"])
+    def logs(self, request: Request, tenant_slug: str, pk: str) -> Response:
+        """One of the job's pods' log: ``pod`` (a name from the job's pods), ``previous``
+        (the container before its last restart), ``tail`` (lines, default 2000). What the
+        cluster cannot give is named in ``problem``, with ``message`` and the cluster's
+        ``detail``. Another tenant's job, or a pod not the job's: 404."""
+        job = self.get_object()
+        params = request.query_params
+        pod = selectors.job_pod_or_404(job, params.get("pod", ""))
+        raw_tail = params.get("tail", "")
+        try:
+            tail = int(raw_tail) if raw_tail else selectors.LOG_TAIL_LINES
+            if not 0 <= tail <= 100000:
+                raise ValueError
+        except ValueError:
+            raise ApplicationError(_("tail is a number of lines from 0 to 100000."),
+                                   field="tail") from None
+        log = selectors.pod_log(job, pod=pod, previous=params.get("previous") in ("1", "true"),
+                                tail=tail)
+        return Response({"pod": log.pod, "previous": log.previous, "text": log.text,
+                         "problem": log.problem, "message": log.message, "detail": log.detail,
+                         "truncated": log.truncated})
+
+
 class PlatformJobViewSet(viewsets.GenericViewSet, mixins.ListModelMixin):
     """Every tenant's active jobs (platform admins): hold, release, re-prioritise."""
 
@@ -86,7 +113,8 @@ class PlatformJobViewSet(viewsets.GenericViewSet, mixins.ListModelMixin):
             "tenant", "pool", "submitted_by").order_by("position_in_model", "submitted_at")
 
     def _job(self, pk: str) -> TrainingJob:
-        job = self.get_queryset().filter(pk=pk).first()
+        queryset = self.get_queryset()  # 404 for anyone but a platform admin
+        job = queryset.filter(pk=int(pk)).first() if str(pk).isdigit() else None
         if job is None:
             raise NotFound
         return job
@@ -102,13 +130,15 @@ class PlatformJobViewSet(viewsets.GenericViewSet, mixins.ListModelMixin):
         return self._hold(request, pk, held=False)
 
     def _hold(self, request: Request, pk: str, *, held: bool) -> Response:
+        job = self._job(pk)  # permission and existence before validation
         data = validated(s.HoldInput, request)
         return Response(s.JobSerializer(services.job_hold(
-            actor=request.user, job=self._job(pk), held=held, reason=data["reason"])).data)
+            actor=request.user, job=job, held=held, reason=data["reason"])).data)
 
     @extend_schema(request=s.PriorityInput, responses=s.JobSerializer)
     @action(detail=True, methods=["post"])
     def priority(self, request: Request, pk: str) -> Response:
+        job = self._job(pk)  # permission and existence before validation
         data = validated(s.PriorityInput, request)
         return Response(s.JobSerializer(services.job_set_priority(
-            actor=request.user, job=self._job(pk), **data)).data)
+            actor=request.user, job=job, **data)).data)

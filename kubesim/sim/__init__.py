@@ -29,7 +29,7 @@ from typing import Protocol
 from kubesim.sim.events import EventRecorder
 from kubesim.sim.gc import GarbageCollector, NodeController
 from kubesim.sim.kubelet import Kubelet
-from kubesim.sim.logs import pod_log
+from kubesim.sim.logs import ContainerLog, container_log, pod_log
 from kubesim.sim.metrics import Metrics
 from kubesim.sim.nodes import build_nodes, priority_class_objects, storage_class_objects
 from kubesim.sim.operator import Operator
@@ -172,6 +172,11 @@ class Simulation:
     def pod_log(self, namespace: str, name: str, container: str | None = None) -> str:
         """Simulated container log (served by the API server's pods/log)."""
         return pod_log(self, namespace, name, container)
+
+    def container_log(self, namespace: str, name: str, container: str, *,
+                      previous: bool = False) -> ContainerLog:
+        """Timed lines of one container instance (raises ``LogUnavailable``)."""
+        return container_log(self, namespace, name, container, previous=previous)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):

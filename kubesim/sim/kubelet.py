@@ -51,6 +51,7 @@ class PodRun:
         "ip",
         "last_term",
         "phase",
+        "prev_term",
         "pull_failures",
         "restarts",
         "run_started",
@@ -66,6 +67,7 @@ class PodRun:
         self.run_started = 0.0  # current container run
         self.ip = ""
         self.last_term: dict | None = None
+        self.prev_term: dict | None = None  # the previous container's end (kept for logs)
         self.finished = 0.0
         self.deleting_since: float | None = None
         self.phase = "Pending"
@@ -186,6 +188,7 @@ class Kubelet:
         run.ip = status.get("podIP", "")
         cs = (status.get("containerStatuses") or [{}])[0]
         run.restarts = int(cs.get("restartCount") or 0)
+        run.prev_term = (cs.get("lastState") or {}).get("terminated") or None
         running = (cs.get("state") or {}).get("running") or {}
         run.run_started = parse_time(running.get("startedAt")) or run.started
         secs, _ = self._plan(info, run)
@@ -213,7 +216,12 @@ class Kubelet:
         self._schedule_finish(info, run, now)
         if self.kubelet_events:
             c = self._main(pod)
-            for reason, note in (("Created", f"Created container: {c}"),
+            ref = ((pod.get("spec") or {}).get("containers") or [{}])[0].get("image") or ""
+            took = float(self.sim["startup_seconds"])
+            for reason, note in (("Pulling", f'Pulling image "{ref}"'),
+                                 ("Pulled", f'Successfully pulled image "{ref}" in '
+                                            f"{took:.3f}s ({took:.3f}s including waiting)"),
+                                 ("Created", f"Created container: {c}"),
                                  ("Started", f"Started container {c}")):
                 self.events.record(pod, "Normal", reason, note, component="kubelet",
                                    host=node.name, kind="Pod",
@@ -327,6 +335,7 @@ class Kubelet:
         self._patch_status(info, st)
 
     def _do_restart(self, info: PodInfo, run: PodRun, now: float) -> None:
+        run.prev_term = run.last_term
         run.run_started = now
         self._write_running(info, run, now)
         self._schedule_finish(info, run, now)

@@ -174,7 +174,7 @@ def test_pod_log_over_http(kubesim, apis):
     lines = text.splitlines()
     assert lines[0] == "hello from the annotation"
     assert "started on" in lines[1] and "WORLD_SIZE=2" in lines[2]
-    assert any(" step 300 loss=" in ln for ln in lines)
+    assert any(" step 100 loss=" in ln for ln in lines)
     assert core.read_namespaced_pod_log("logs-worker-0", NS, tail_lines=1).count("\n") == 1
 
 

@@ -34,9 +34,12 @@ from urllib.parse import urljoin, urlsplit
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.tokens import default_token_generator
 from django.core.management import call_command
-from django.urls import Resolver404, resolve
+from django.urls import Resolver404, resolve, reverse
 from django.utils import timezone
+from django.utils.encoding import force_bytes
+from django.utils.http import urlsafe_base64_encode
 
 pytestmark = [pytest.mark.django_db(transaction=False), pytest.mark.slow]
 
@@ -63,7 +66,7 @@ NOT_FOLLOWED = {"logout", "set_language", "javascript-catalog", "healthz", "metr
 NOT_PAGES = NOT_FOLLOWED | {
     "pool_sync", "member_change", "status", "delete", "quota_request_cancel", "loan_action",
     "people_role", "action", "abnormal_job_action", "close", "credit_note", "job_preview",
-    "preview", "login", "home", "adjustment", "budget", "dedicated_nodes", "loan_offer",
+    "preview", "home", "adjustment", "budget", "dedicated_nodes", "loan_offer",
     "quota_settings", "defrag_cancel",
 }
 PER_NAME = 4  # pages visited per URL name and role
@@ -213,11 +216,12 @@ def _known_names() -> list[str]:
     return sorted((n for n in names if n), key=len, reverse=True)
 
 
-def _crawl(client, known: list[str]) -> tuple[dict[str, list[str]], set[str]]:
+def _crawl(client, known: list[str], starts: list[str]
+           ) -> tuple[dict[str, list[str]], set[str]]:
     findings: dict[str, list[str]] = defaultdict(list)
     seen_names: dict[str, int] = defaultdict(int)
     visited: set[str] = set()
-    queue = ["/"]
+    queue = list(starts)
     while queue:
         url = queue.pop(0)
         path = urlsplit(url).path
@@ -270,11 +274,23 @@ def test_every_page_speaks_chinese_for_every_role(world, client):
     for username in ("platform", "finance", "alice", "bob"):
         client.force_login(world[username])
         client.cookies[django_settings.LANGUAGE_COOKIE_NAME] = "zh-hans"
-        found, names = _crawl(client, known)
+        found, names = _crawl(client, known, ["/", reverse("password_change_done")])
         reached |= names
         for where, runs in found.items():
             findings.setdefault(f"{username}: {where}", sorted(set(runs)))
         client.logout()
+    # signed out: logging in and resetting a password (a link as the e-mail carries it)
+    bob = world["bob"]
+    reset_link = reverse("password_reset_confirm", kwargs={
+        "uidb64": urlsafe_base64_encode(force_bytes(bob.pk)),
+        "token": default_token_generator.make_token(bob)})
+    client.cookies[django_settings.LANGUAGE_COOKIE_NAME] = "zh-hans"
+    found, names = _crawl(client, known, [
+        reverse("login"), reverse("password_reset"), reverse("password_reset_done"),
+        reset_link, reverse("password_reset_complete")])
+    reached |= names
+    for where, runs in found.items():
+        findings.setdefault(f"anonymous: {where}", sorted(set(runs)))
     from django.urls import get_resolver
 
     def names(resolver, prefix=""):

@@ -38,6 +38,7 @@ class QuotaRequestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
 
     @extend_schema(request=s.QuotaRequestInput, responses={201: s.QuotaRequestSerializer})
     def create(self, request: Request, tenant_slug: str) -> Response:
+        self.access.require_request_quota()  # permission before validation
         data = validated(s.QuotaRequestInput, request)
         pool = Pool.objects.get(tenant=self.access.tenant, kind=data.pop("pool"))
         created = services.quota_request_submit(
@@ -85,22 +86,27 @@ class PlatformQuotaRequestViewSet(viewsets.GenericViewSet, mixins.ListModelMixin
     @extend_schema(request=s.ApproveInput, responses=s.QuotaRequestSerializer)
     @action(detail=True, methods=["post"])
     def approve(self, request: Request, pk: str) -> Response:
+        one = self._one(pk)  # 404 for anyone but a platform admin, before validation
         data = validated(s.ApproveInput, request)
-        done = services.quota_request_approve(actor=request.user, request=self._one(pk),
+        done = services.quota_request_approve(actor=request.user, request=one,
                                               amended=data["amended"] or None, note=data["note"])
         return Response(s.QuotaRequestSerializer(done).data)
 
     @extend_schema(request=s.RejectInput, responses=s.QuotaRequestSerializer)
     @action(detail=True, methods=["post"])
     def reject(self, request: Request, pk: str) -> Response:
+        one = self._one(pk)  # 404 for anyone but a platform admin, before validation
         data = validated(s.RejectInput, request)
-        done = services.quota_request_reject(actor=request.user, request=self._one(pk),
+        done = services.quota_request_reject(actor=request.user, request=one,
                                              reason=data["reason"])
         return Response(s.QuotaRequestSerializer(done).data)
 
     def _one(self, pk: str) -> QuotaRequest:
-        require_platform_admin(self.request.user)
-        found = QuotaRequest.objects.filter(pk=pk).first()
+        """The request, for a platform admin; 404 for everyone else (the list and the
+        detail are 404 to them too, as the schema says)."""
+        if not is_platform_admin(self.request.user) or not str(pk).isdigit():
+            raise NotFound
+        found = QuotaRequest.objects.filter(pk=int(pk)).first()
         if found is None:
             raise NotFound
         return found
@@ -118,6 +124,7 @@ class LoanViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScoped
 
     @extend_schema(request=s.LoanInput, responses={201: s.LoanSerializer})
     def create(self, request: Request, tenant_slug: str) -> Response:
+        self.access.require_admin()
         data = validated(s.LoanInput, request)
         lender_pool = Pool.objects.get(tenant=self.access.tenant, kind=data.pop("pool"))
         loan = services.loan_propose(access=self.access, actor=request.user,
@@ -152,6 +159,7 @@ class PolicyView(APIView):
 
     @extend_schema(request=s.PolicySerializer, responses=s.PolicySerializer)
     def patch(self, request: Request) -> Response:
+        require_platform_admin(request.user)  # permission before validation
         serializer = s.PolicySerializer(data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
         policy = services.policy_update(actor=request.user, **serializer.validated_data)

@@ -8,6 +8,7 @@ from rest_framework import serializers
 
 from core.choices import PoolKind
 from core.models import Policy
+from core.numbers import api_decimal
 from core.texts import render
 from tenants.choices import MembershipRole
 from tenants.models import (
@@ -57,7 +58,7 @@ class PoolSerializer(serializers.ModelSerializer):
         grants = getattr(pool, "current_grants", None)
         if grants is None:
             grants = [g for g in pool.grants.all() if g.superseded_at is None]
-        return {g.resource: str(g.amount.normalize()) for g in grants}
+        return {g.resource: api_decimal(g.amount) or "0" for g in grants}
 
 
 class QuotaSetInput(serializers.Serializer):

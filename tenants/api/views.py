@@ -11,6 +11,7 @@ from rest_framework.response import Response
 
 from core.api import validated
 from tenants import services
+from tenants.access import require_platform_admin
 from tenants.api import serializers as s
 from tenants.api.base import TenantScopedViewSet
 from tenants.models import Membership, NodeDedication, Pool, QuotaGrant, Tenant
@@ -39,6 +40,7 @@ class TenantViewSet(viewsets.ViewSet):
 
     @extend_schema(request=s.TenantCreateInput, responses={201: s.TenantSerializer})
     def create(self, request: Request) -> Response:
+        require_platform_admin(request.user)  # permission before validation
         data = validated(s.TenantCreateInput, request)
         tenant = services.tenant_create(actor=request.user, **data)
         response = self._render(request, tenant)
@@ -48,6 +50,7 @@ class TenantViewSet(viewsets.ViewSet):
     @extend_schema(request=s.TenantUpdateInput, responses=s.TenantSerializer)
     def partial_update(self, request: Request, slug: str) -> Response:
         access = tenant_access_or_404(request.user, slug)
+        access.require_platform_admin()
         data = validated(s.TenantUpdateInput, request)
         return self._render(request, services.tenant_update(access=access, actor=request.user,
                                                             **data))
@@ -58,6 +61,7 @@ class TenantViewSet(viewsets.ViewSet):
         """Delete the tenant's namespaces and everything in them; ``confirm`` repeats the
         slug. The tenant's history and invoices stay (status ``deleted``)."""
         access = tenant_access_or_404(request.user, slug)
+        access.require_platform_admin()
         data = validated(s.DeleteInput, request)
         tenant = services.tenant_delete(access=access, actor=request.user, confirm=data["confirm"])
         response = self._render(request, tenant)
@@ -68,6 +72,7 @@ class TenantViewSet(viewsets.ViewSet):
     @action(detail=True, methods=["post"])
     def suspend(self, request: Request, slug: str) -> Response:
         access = tenant_access_or_404(request.user, slug)
+        access.require_platform_admin()
         data = validated(s.SuspendInput, request)
         return self._render(request, services.tenant_suspend(access=access, actor=request.user,
                                                              reason=data["reason"]))
@@ -91,15 +96,18 @@ class MembershipViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tenant
 
     @extend_schema(request=s.MembershipAddInput, responses={201: s.MembershipSerializer})
     def create(self, request: Request, tenant_slug: str) -> Response:
+        self.access.require_admin()
         data = validated(s.MembershipAddInput, request)
         membership = services.membership_add(access=self.access, actor=request.user, **data)
         return Response(s.MembershipSerializer(membership).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=s.MembershipRoleInput, responses=s.MembershipSerializer)
     def partial_update(self, request: Request, tenant_slug: str, pk: str) -> Response:
+        self.access.require_admin()
+        membership = self.get_object()
         data = validated(s.MembershipRoleInput, request)
         membership = services.membership_set_role(access=self.access, actor=request.user,
-                                                  membership=self.get_object(), role=data["role"])
+                                                  membership=membership, role=data["role"])
         return Response(s.MembershipSerializer(membership).data)
 
     def destroy(self, request: Request, tenant_slug: str, pk: str) -> Response:
@@ -150,6 +158,7 @@ class DedicatedNodeViewSet(mixins.ListModelMixin, TenantScopedViewSet):
 
     @extend_schema(request=s.NodeDedicationInput, responses={201: s.NodeDedicationSerializer})
     def create(self, request: Request, tenant_slug: str) -> Response:
+        self.access.require_platform_admin()
         data = validated(s.NodeDedicationInput, request)
         dedication = services.node_dedicate(access=self.access, actor=request.user, **data)
         return Response(s.NodeDedicationSerializer(dedication).data,

@@ -14,6 +14,7 @@ from django.utils.translation import gettext as _
 from core.choices import PoolKind
 from core.exceptions import ApplicationError, Conflict, NotAllowed
 from core.models import Policy
+from core.numbers import api_decimal
 from core.texts import StoredText, message
 from k8s_sync.placement import validate_topology_levels
 from tenants import texts
@@ -66,19 +67,19 @@ def loan_propose(*, access: TenantAccess, actor: AnyUser, lender_pool: Pool, bor
         available = (granted.amount if granted else Decimal(0)) - lent_out(lender_pool, key)
         if value > available:
             raise Conflict(_("Only %(a)s of %(r)s can be lent (granted minus already lent).")
-                           % {"a": available.normalize(), "r": key}, field="amount")
+                           % {"a": api_decimal(available), "r": key}, field="amount")
         loan = QuotaLoan.objects.create(lender=lender_pool, borrower=pool, resource=key,
                                         amount=value, ends_at=ends_at, note=note.strip(),
                                         proposed_by=actor)
         record_audit(actor=actor, action="loan.propose", tenant=access.tenant,
-                     text=message(texts.AUDIT_LOAN_PROPOSE, amount=str(value.normalize()),
+                     text=message(texts.AUDIT_LOAN_PROPOSE, amount=api_decimal(value),
                                   resource=key, borrower=f"{target.slug}/{pool.kind}",
                                   day=f"{ends_at:%Y-%m-%d}"), loan=loan.pk)
         admins = [m.user for m in target.memberships.filter(role=MembershipRole.ADMIN)
                   .select_related("user")]
         notify(users=admins, tenant=target, link=f"/t/{target.slug}/quota/", email=True,
                text=message(texts.LOAN_OFFERED, t=access.tenant.slug,
-                            a=str(value.normalize()), r=key, d=f"{ends_at:%Y-%m-%d}"))
+                            a=api_decimal(value), r=key, d=f"{ends_at:%Y-%m-%d}"))
     return loan
 
 
@@ -133,7 +134,7 @@ def loan_end(*, loan: QuotaLoan, actor: AnyUser | None = None,
 
 
 def _loan_text(code: str, loan: QuotaLoan) -> StoredText:
-    return message(code, amount=str(loan.amount.normalize()), resource=loan.resource,
+    return message(code, amount=api_decimal(loan.amount), resource=loan.resource,
                    lender=str(loan.lender), borrower=str(loan.borrower))
 
 
@@ -173,7 +174,8 @@ def policy_update(*, actor: AnyUser, **fields: Any) -> Policy:
                 try:
                     Resource.parse(key)
                 except ValueError as exc:
-                    raise ApplicationError(str(exc), field="overcommit_factors") from None
+                    raise ApplicationError(str(exc),
+                                           field=f"overcommit_factors.{key}") from None
             try:
                 number = Decimal(str(value))
             except ArithmeticError:
@@ -181,7 +183,7 @@ def policy_update(*, actor: AnyUser, **fields: Any) -> Policy:
             if not (Decimal(1) <= number <= Decimal(10)):
                 raise ApplicationError(_("An overcommit factor is between 1 and 10, not "
                                          "%(v)s (%(k)s).") % {"v": value, "k": key},
-                                       field="overcommit_factors")
+                                       field=f"overcommit_factors.{key}")
     watermark = fields.get("eviction_watermark")
     if watermark is not None and not (Decimal("0.5") <= Decimal(str(watermark)) <= 1):
         raise ApplicationError(_("The eviction watermark is between 50% and 100%."),

@@ -17,13 +17,14 @@ from django.utils.translation import gettext as _
 
 from core.exceptions import ApplicationError, Conflict, NotAllowed
 from core.models import Policy
+from core.numbers import api_decimal
 from core.texts import StoredText, english, message
 from tenants import texts
 from tenants.access import AnyUser, TenantAccess, require_platform_admin
 from tenants.audit import record_audit
 from tenants.capacity import capacity_by_resource, cluster_observed, offered_resources
 from tenants.catalog import Resource
-from tenants.choices import MembershipRole, RequestSource, RequestStatus, TenantStatus
+from tenants.choices import RequestSource, RequestStatus, TenantStatus
 from tenants.models import Pool, QuotaGrant, QuotaRequest, QuotaRequestItem, UsageDaily
 from tenants.quota import overcommit_factor, overcommit_violation
 from tenants.services._common import _schedule_pools
@@ -111,7 +112,7 @@ def _grant(*, actor: AnyUser | None, pool: Pool, amounts: dict[str, Decimal],
                                                                              Decimal(0))}
         record_audit(actor=actor, action="quota.set", tenant=pool.tenant,
                      text=message(texts.AUDIT_QUOTA_SET, pool=str(pool), amounts=", ".join(
-                         f"{k}={v.normalize()}" for k, v in changed.items())),
+                         f"{k}={api_decimal(v)}" for k, v in changed.items())),
                      pool=pool.kind, amounts={k: str(v) for k, v in changed.items()},
                      reason=reason, request=request.pk if request else None)
         _schedule_pools([pool.pk])
@@ -173,9 +174,7 @@ def quota_request_submit(*, access: TenantAccess, actor: AnyUser, pool: Pool,
     requester works in) becomes their e-mail language unless they chose one.
     """
     tenant = access.tenant
-    if not (access.role == MembershipRole.ADMIN
-            or (access.is_member and tenant.members_may_request_quota)):
-        raise NotAllowed(_("Only a tenant admin can request quota for this tenant."))
+    access.require_request_quota()
     if tenant.status != TenantStatus.ACTIVE:
         raise ApplicationError(_("This tenant is suspended and cannot request quota."))
     if pool.tenant_id != tenant.pk:
@@ -202,7 +201,7 @@ def quota_request_submit(*, access: TenantAccess, actor: AnyUser, pool: Pool,
         preference_default_language(user=actor, language=language)
         record_audit(actor=actor, action="quota_request.submit", tenant=tenant,
                      text=message(texts.AUDIT_REQUEST_SUBMIT, pool=str(pool), amounts=", ".join(
-                         f"{k}={v.normalize()}" for k, v in parsed.items())), request=request.pk)
+                         f"{k}={api_decimal(v)}" for k, v in parsed.items())), request=request.pk)
         notify_platform_admins(
             tenant=tenant, link=f"/platform/quota-requests/{request.pk}/",
             text=message(texts.QUOTA_REQUEST_SUBMITTED, t=tenant.slug, p=pool.kind))
@@ -271,7 +270,7 @@ def quota_request_approve(*, actor: AnyUser, request: QuotaRequest,
                valid_until=locked.valid_until, remove=gone)
         _decide(locked, actor, RequestStatus.APPROVED, note)
         changed = any(final[k] != i.requested_amount for k, i in items.items())
-        summary = ", ".join(f"{k}={v.normalize()}" for k, v in final.items())
+        summary = ", ".join(f"{k}={api_decimal(v)}" for k, v in final.items())
         record_audit(actor=actor, action="quota_request.approve", tenant=locked.tenant,
                      text=message(texts.AUDIT_REQUEST_APPROVE_AMENDED if changed
                                   else texts.AUDIT_REQUEST_APPROVE, n=locked.pk, amounts=summary),

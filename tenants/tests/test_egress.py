@@ -108,7 +108,7 @@ def test_a_bad_cidr_is_refused_by_name_and_nothing_changes(
 
     page = login(platform_admin).get("/platform/policy/")
     assert "10.20.0.0/16" in page.content.decode()  # the field shows the current list
-    form = {"overcommit_factors": "", "eviction_watermark": "85",
+    form = {"eviction_watermark": "85",
             "development_grace_seconds": "300", "batch_grace_seconds": "60",
             "default_quota": "", "dynamic_headroom": "20", "dynamic_idle_threshold": "50",
             "egress_cidrs": "10.30.0.0/16\n10.0.0.1/8"}

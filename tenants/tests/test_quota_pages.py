@@ -2,18 +2,28 @@
 member sees the new quota and a notification, the audit log shows each step."""
 
 import pytest
+from django.utils import timezone
 from kubernetes import client as k8s
 
 from core.models import Policy
 from core.tests.html import form_values
+from k8s_sync.models import ObservedNode
 from tenants import services
 from tenants.models import AuditEvent, Notification, QuotaRequest
 
 H800 = "gpu:NVIDIA-H800"
 
 
+@pytest.fixture
+def h800(db):
+    """The cluster reports an H800 node: its GPU model is in the catalog's select."""
+    ObservedNode.objects.create(name="h800-0", gpu_product="NVIDIA-H800",
+                                gpu_model="NVIDIA-H800", gpu_count=8, gpu_memory_mib=81920,
+                                allocatable={"nvidia.com/gpu": "8"}, observed_at=timezone.now())
+
+
 def test_request_approve_amended_cluster_changes_member_sees_it(
-        client, alice, bob, platform_admin, tenant_a, cluster,
+        client, alice, bob, platform_admin, tenant_a, cluster, h800,
         django_capture_on_commit_callbacks):
     tenant_a.members_may_request_quota = True
     tenant_a.save()
@@ -51,10 +61,12 @@ def test_request_approve_amended_cluster_changes_member_sees_it(
         assert action in audit
 
 
-def test_the_request_form_shows_clear_errors_and_changes_nothing(login, alice, tenant_a):
+def test_the_request_form_shows_clear_errors_and_changes_nothing(login, alice, tenant_a, h800):
     client = login(alice)
     for amounts, message in [({"resource_0": H800, "amount_0": "-2"}, "zero or more"),
-                             ({"resource_0": "gpus", "amount_0": "2"}, "unknown resource"),
+                             ({"resource_0": "gpus", "amount_0": "2"}, "Select a valid choice"),
+                             ({"resource_0": "gpu:A100", "amount_0": "2"},
+                              "Select a valid choice"),
                              ({"resource_0": "cpu", "amount_0": "lots"}, "not a number"),
                              ({"resource_0": "cpu", "amount_0": ""}, "Give an amount")]:
         response = client.post("/t/acme/quota/", {"pool": "prod", "justification": "x",
@@ -100,7 +112,8 @@ def test_rejecting_from_the_page_needs_a_reason(login, alice, platform_admin, te
 
 def test_the_policy_page_saves_and_validates(login, platform_admin):
     client = login(platform_admin)
-    form = {"overcommit_factors": "gpu = 1.2\ncpu = 2", "eviction_watermark": "90",
+    form = {"overcommit_factors.gpu": "1.2", "overcommit_factors.cpu": "2",
+            "eviction_watermark": "90",
             "development_grace_seconds": "300", "batch_grace_seconds": "30",
             "default_quota": "dev cpu = 8", "dynamic_headroom": "20",
             "dynamic_idle_threshold": "50"}
@@ -109,8 +122,14 @@ def test_the_policy_page_saves_and_validates(login, platform_admin):
     assert policy.overcommit_factors == {"gpu": 1.2, "cpu": 2.0}
     assert str(policy.eviction_watermark) == "0.900"
     assert policy.default_quota == {"dev": {"cpu": "8"}}
-    bad = client.post("/platform/policy/", {**form, "overcommit_factors": "gpu = 0.5"})
+    page = client.get("/platform/policy/").content.decode()
+    assert form_values(page)["overcommit_factors.gpu"] == "1.2"  # one number per resource
+    bad = client.post("/platform/policy/", {**form, "overcommit_factors.gpu": "0.5"})
     assert bad.status_code == 400 and "between 1 and 10" in bad.content.decode()
+    assert 'id="id_overcommit_factors.gpu_error"' in bad.content.decode()  # at the field
+    assert client.post("/platform/policy/", {**form, "overcommit_factors.gpu": "lots"}
+                       ).status_code == 400
+    assert Policy.current().overcommit_factors == {"gpu": 1.2, "cpu": 2.0}
     assert AuditEvent.objects.filter(action="policy.update").count() == 1
 
 

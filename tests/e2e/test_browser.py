@@ -139,9 +139,11 @@ def browser():
 def new_page(browser, live_server, transactional_db):
     """``new_page(lang)`` opens a fresh browser context (its own cookies) on the live
     server whose browser prefers ``lang`` (default English). Every request of every page
-    is checked to stay on 127.0.0.1."""
+    is checked to stay on 127.0.0.1, and no page may break the Content-Security-Policy or
+    throw a script error."""
     contexts = []
     outside: list[str] = []
+    broken: list[str] = []
 
     def _new_page(lang: str = "en"):
         context = browser.new_context(base_url=live_server.url, accept_downloads=True,
@@ -158,13 +160,20 @@ def new_page(browser, live_server, transactional_db):
             if host not in LOCAL_HOSTS:
                 outside.append(request.url)
 
+        def console(message):
+            if message.type == "error" and "Content Security Policy" in message.text:
+                broken.append(f"{page.url}: {message.text}")
+
         page.on("request", check)
+        page.on("console", console)
+        page.on("pageerror", lambda exc: broken.append(f"{page.url}: {exc}"))
         return page
 
     yield _new_page
     for context in contexts:
         context.close()
     assert outside == [], f"requests left 127.0.0.1: {outside}"
+    assert broken == [], f"pages broke the CSP or threw: {broken}"
 
 
 def shot(page, lang: str, name: str, *, doc: bool = False, zh_doc: bool = False,
@@ -461,7 +470,7 @@ def test_admin_approves_an_amended_quota_request_and_the_researcher_sees_it(
     form = page.locator("form", has=page.locator(
         "button", has_text=tr(lang, "Send request")))
     form.locator("select[name=pool]").select_option("prod")
-    form.locator("input[name=resource_0]").fill("cpu")
+    form.locator("select[name=resource_0]").select_option("cpu")
     form.locator("input[name=amount_0]").fill("192")
     form.locator("textarea[name=justification]").fill(
         "A bigger data-loading fleet." if lang == "en" else "更多的数据加载节点。")
@@ -655,6 +664,80 @@ def test_destructive_actions_ask_first(lang, new_page, world, bob, alice):
     page.wait_for_timeout(300)
     assert asked[-1] == tr(lang, "Remove %(u)s from %(t)s?", u="bob", t="acme")
     assert Membership.objects.filter(user=bob, tenant=tenant).exists()
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_a_running_jobs_logs_appear_on_its_page(lang, new_page, world, cluster, bob):
+    """Bob opens his running job: the log panel shows the Master pod's training output,
+    follows it as the job goes on (English), offers the log as a file, and fits its card."""
+    from jobs import services as job_services
+    from jobs.tests.conftest import submission
+    from tenants.access import access_for
+    from tenants.models import Tenant
+
+    job = job_services.job_submit(
+        access=access_for(bob, Tenant.objects.get(slug="acme")), actor=bob, pool="dev",
+        data=submission(name="e2e-logs", gpu_model=world["h800"], gpus_per_worker=1,
+                        annotations={"kubesim.trainyard.io/run-seconds": "3600"}))
+    _cycle(cluster)
+    _cycle(cluster, 10)
+    cluster.advance(200, step=50)
+    page = new_page(lang)
+    log_in(page, "bob", f"/t/acme/jobs/{job.pk}/")
+    panel = page.locator("#logs")
+    if lang == "en":  # a new string: the Chinese run checks the structure, not the words
+        expect(panel.locator("h2")).to_have_text("Logs")
+    expect(panel.locator("h2")).to_be_visible()
+    expect(panel.locator("[data-log-pod] option")).to_have_text([f"{job.k8s_name}-master-0"])
+    text = panel.locator("[data-log-text]")
+    expect(text).to_contain_text("torchrun: MASTER_ADDR=")
+    expect(text).to_contain_text(" step 300 loss=")
+    expect(panel.locator("[data-log-follow]")).to_be_checked()
+    href = panel.locator("[data-log-download]").get_attribute("href") or ""
+    assert f"pod={job.k8s_name}-master-0" in href and "download=1" in href
+    assert page.evaluate(OVERFLOW_JS) == []
+    if lang == "en":  # following: later lines arrive without a reload
+        cluster.advance(120, step=60)
+        expect(text).to_contain_text(" step 500 loss=")
+        assert text.inner_text().count(" step 300 loss=") == 1  # each line once
+    shot(page, lang, "researcher-job-logs", doc=True, top=panel)
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_the_rate_card_form_saves_and_shows_a_field_error(lang, new_page, platform_admin):
+    """One row per GPU model the cluster reports: a PUE below 1 is refused at its field
+    with what was typed kept and nothing saved; corrected, the card is saved and priced
+    (with its currency); the form fits its card."""
+    from django.utils import timezone
+
+    from billing.models import RateCard
+    from k8s_sync.models import ObservedNode
+
+    ObservedNode.objects.create(name="a100-0", gpu_product="NVIDIA-A100-SXM4-80GB",
+                                gpu_model="NVIDIA-A100-SXM4-80GB", gpu_count=8,
+                                gpu_memory_mib=81920, observed_at=timezone.now())
+    page = new_page(lang)
+    log_in(page, "pat", "/billing/rates/", switch_to=lang)
+    form = page.locator("#rate-card-form")
+    expect(form.locator("select[name='gpus-0-gpu_model']")).to_have_value(
+        "NVIDIA-A100-SXM4-80GB")
+    form.locator("input[name=effective_from]").fill(
+        (timezone.localdate() + dt.timedelta(days=40)).isoformat())
+    for name, value in {"purchase_price": "26280", "depreciation_months": "36",
+                        "power_watts": "500", "pue": "0.5", "electricity_kwh": "0.2"}.items():
+        form.locator(f"input[name='gpus-0-{name}']").fill(value)
+    form.locator("button[type=submit]").click()
+    error = page.locator("[data-field='gpus-0-pue']")
+    expect(error).to_be_visible()
+    expect(page.locator("input[name='gpus-0-pue']")).to_have_value("0.5")
+    assert not RateCard.objects.exists()
+    assert page.evaluate(OVERFLOW_JS) == []
+    page.locator("input[name='gpus-0-pue']").fill("1.5")
+    with page.expect_navigation():
+        page.locator("#rate-card-form button[type=submit]").click()
+    expect(page.locator("section.card table").first).to_contain_text("1.15")  # 1 + 0.15
+    expect(page.locator("section.card table").first).to_contain_text("USD")
+    assert RateCard.objects.get().gpu_prices.get().pue == Decimal("1.5")
 
 
 OVERFLOW_JS = """() => {

@@ -23,7 +23,14 @@ from core.choices import PoolKind, Tier
 from jobs.choices import JobState
 from jobs.models import JobTransition, TrainingJob
 from tenants.choices import PlatformRoleName, TenantStatus
-from tenants.models import PlatformRole, Pool, QuotaGrant, UsageDaily, UsageSeries
+from tenants.models import (
+    JobUtilisation,
+    PlatformRole,
+    Pool,
+    QuotaGrant,
+    UsageDaily,
+    UsageSeries,
+)
 
 PRICES = {  # purchase price per card, power in watts
     "NVIDIA-A100-SXM4-80GB": (Decimal("17000"), 400),
@@ -65,6 +72,11 @@ class Command(BaseCommand):
 
     def _jobs(self, rng: random.Random, now: dt.datetime, days: int) -> int:
         created = 0
+        # The minute sampler's measured GPU use of each job (what the dashboards' and job
+        # lists' "Mean GPU utilisation" read), from its own generator so the jobs, series
+        # and invoices stay what they were.
+        util_rng = random.Random(rng.getstate()[1][0])
+        measured: list[JobUtilisation] = []
         for pool, grants in self._pools():
             user = pool.tenant.memberships.select_related("user").first()
             for day in range(days, 0, -1):
@@ -106,7 +118,16 @@ class Command(BaseCommand):
                     JobTransition.objects.bulk_create(
                         JobTransition(job=job, from_state=a, to_state=b, reason=r, at=at,
                                       processed_at=at) for a, b, r, at in steps)
+                    minutes = max(1, int(run.total_seconds() // 60))
+                    mean = (util_rng.uniform(2, 9) if util_rng.random() < 0.08
+                            else util_rng.uniform(45, 97))
+                    measured.append(JobUtilisation(
+                        namespace=pool.namespace, job=str(job.pk), gpu_samples=gpus * minutes,
+                        util_sum=mean * gpus * minutes, last_util=mean,
+                        fb_used_sum_mib=util_rng.uniform(20000, 70000) * gpus * minutes,
+                        first_sampled_at=submitted + wait, last_sampled_at=end))
                     created += 1
+        JobUtilisation.objects.bulk_create(measured, batch_size=2000, ignore_conflicts=True)
         return created
 
     def _series(self, rng: random.Random, now: dt.datetime, days: int) -> int:
