@@ -495,13 +495,24 @@ def estimate_job_cost(gpu_model: str, mig_profile: str, gpus: int, seconds: int
 
 @dataclass(frozen=True)
 class IdleRate:
-    allocated_hours: Decimal   # GPU-hours allocated (daily mean allocation x 24 h)
-    utilised_hours: Decimal    # of those, GPU-hours actually busy (where measured)
-    measured_hours: Decimal    # allocated GPU-hours on days with utilisation samples
+    """Whole-card GPU-hours of a period and how busy they were. ``billed_hours`` is the
+    ledger's (``GpuUsage``: the cards of each job times the seconds it ran, what the
+    invoice's GPU lines bill), ``measured_hours`` the part of them on days whose
+    utilisation was sampled, ``utilised_hours`` the busy GPU-hours sampled on those days
+    (at most ``measured_hours``). They reconcile: utilised <= measured <= billed."""
+
+    billed_hours: Decimal
+    utilised_hours: Decimal
+    measured_hours: Decimal
+
+    @property
+    def allocated_hours(self) -> Decimal:
+        """The GPU-hours the period held: the billed ones (one quantity, two names)."""
+        return self.billed_hours
 
     @property
     def rate(self) -> Decimal | None:
-        """1 - utilised / allocated over the days utilisation was measured."""
+        """1 - utilised / billed GPU-hours, over the days utilisation was measured."""
         if not self.measured_hours:
             return None
         return max(Decimal(0), 1 - self.utilised_hours / self.measured_hours).quantize(
@@ -512,27 +523,47 @@ def quarter_start(day: dt.date) -> dt.date:
     return day.replace(month=(day.month - 1) // 3 * 3 + 1, day=1)
 
 
+def billed_gpu_hours(start: dt.date, end: dt.date, tenant_ids: Iterable[int] | None = None
+                     ) -> dict[int, dict[dt.date, Decimal]]:
+    """Tenant id -> day -> whole-card GPU-hours billed over the days [start, end): the
+    ledger's rows (``GpuUsage``, cards x seconds run), MIG slices left out."""
+    rows = GpuUsage.objects.filter(day__gte=start, day__lt=end, mig_profile="",
+                                   devices__gt=0).exclude(gpu_model="")
+    if tenant_ids is not None:
+        rows = rows.filter(tenant_id__in=list(tenant_ids))
+    out: dict[int, dict[dt.date, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
+    for tenant_id, day, device_seconds in (rows.values("tenant_id", "day")
+                                           .annotate(ds=Sum(F("devices") * F("seconds")))
+                                           .values_list("tenant_id", "day", "ds")):
+        out[tenant_id][day] += Decimal(device_seconds or 0) / 3600
+    return out
+
+
 def idle_rates(start: dt.date, end: dt.date, tenant_ids: Iterable[int] | None = None
                ) -> dict[int, IdleRate]:
-    """GPU idle rate per tenant over the days [start, end), from the usage sampler's daily
-    rows for whole-card GPU resources (``gpu:<model>``). A day's allocated GPU-hours are
-    its sampled mean allocation x 24; its utilised hours the sampled mean utilisation x 24.
-    """
+    """GPU idle rate per tenant over the days [start, end): the billed whole-card
+    GPU-hours (:func:`billed_gpu_hours`) against the utilisation the usage sampler
+    measured on ``gpu:<model>`` resources (a day's busy GPU-hours: its sampled mean
+    utilisation x 24), over the days it measured."""
+    ids = list(tenant_ids) if tenant_ids is not None else None
+    billed = billed_gpu_hours(start, end, ids)
     rows = UsageDaily.objects.filter(day__gte=start, day__lt=end, resource__startswith="gpu:",
-                                     samples__gt=0)
-    if tenant_ids is not None:
-        rows = rows.filter(pool__tenant_id__in=list(tenant_ids))
-    acc: dict[int, list[Decimal]] = defaultdict(lambda: [Decimal(0)] * 3)
-    for tenant_id, total, samples, u_total, u_samples in rows.values_list(
-            "pool__tenant_id", "total", "samples", "utilised_total", "utilised_samples"):
-        allocated = total / samples * 24
-        acc[tenant_id][0] += allocated
-        if u_samples:
-            acc[tenant_id][1] += u_total / u_samples * 24
-            acc[tenant_id][2] += allocated
+                                     utilised_samples__gt=0)
+    if ids is not None:
+        rows = rows.filter(pool__tenant_id__in=ids)
+    utilised: dict[int, dict[dt.date, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
+    for tenant_id, day, u_total, u_samples in rows.values_list(
+            "pool__tenant_id", "day", "utilised_total", "utilised_samples"):
+        utilised[tenant_id][day] += u_total / u_samples * 24
     q = Decimal("0.01")
-    return {t: IdleRate(a.quantize(q), min(u, m).quantize(q), m.quantize(q))
-            for t, (a, u, m) in acc.items()}
+    out = {}
+    for tenant_id, days in billed.items():
+        total = sum(days.values(), Decimal(0))
+        sampled = utilised.get(tenant_id, {})
+        measured = sum((h for d, h in days.items() if d in sampled), Decimal(0))
+        busy = sum((min(sampled[d], h) for d, h in days.items() if d in sampled), Decimal(0))
+        out[tenant_id] = IdleRate(total.quantize(q), busy.quantize(q), measured.quantize(q))
+    return out
 
 
 def tenant_idle(tenant: Tenant, today: dt.date | None = None) -> dict[str, IdleRate | None]:
@@ -583,8 +614,20 @@ def budget_status(tenant: Tenant, now: dt.datetime | None = None) -> BudgetStatu
                                                     (end - start).total_seconds()))
 
 
+def month_tenants(first: dt.date, *, with_invoices: set[int], with_usage: set[int]
+                  ) -> list[Tenant]:
+    """The tenants finance's month lists: every tenant not deleted that has a pool
+    (whether or not it has an invoice or any usage that month), and deleted ones with an
+    invoice or billed usage that month."""
+    return list(Tenant.objects.filter(
+        (~Q(status=TenantStatus.DELETED) & Q(pools__isnull=False))
+        | Q(pk__in=with_invoices | with_usage)).distinct().order_by("name", "slug"))
+
+
 def month_summary(period: dt.date) -> dict[str, Any]:
-    """Finance's month: every invoice with idle rates, totals per kind and status."""
+    """Finance's month: every invoice with idle rates, totals per kind and status, and
+    ``rows``, one per tenant of the month (:func:`month_tenants`) with its invoices (none
+    yet: an empty list) and its billed GPU-hours and idle rates."""
     invoices = list(invoices_for_month(period))
     first = ledger.month_start(period)
     idle = idle_rates(first, ledger.next_month(first))
@@ -593,7 +636,15 @@ def month_summary(period: dt.date) -> dict[str, Any]:
     for invoice in invoices:  # for the template: each row's idle rates without a lookup
         invoice.idle = idle.get(invoice.tenant_id)  # type: ignore[attr-defined]
         invoice.idle_quarter = quarter.get(invoice.tenant_id)  # type: ignore[attr-defined]
+    by_tenant: dict[int, list[Invoice]] = defaultdict(list)
+    for invoice in invoices:
+        by_tenant[invoice.tenant_id].append(invoice)
+    rows = [{"tenant": t, "invoices": by_tenant.get(t.pk, []),
+             "idle": idle.get(t.pk), "idle_quarter": quarter.get(t.pk),
+             "billed_hours": idle[t.pk].billed_hours if t.pk in idle else Decimal(0)}
+            for t in month_tenants(first, with_invoices=set(by_tenant), with_usage=set(idle))]
     return {
+        "rows": rows,
         "invoices": invoices,
         "idle": idle,
         "idle_quarter": quarter,

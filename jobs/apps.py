@@ -10,5 +10,6 @@ class JobsConfig(AppConfig):
         # texts registers the jobs app's stored-text codes; volumes keeps active jobs'
         # checkpoint volumes from the dev-volume reclaim (tenants.signals.volumes_held);
         # receivers kicks an admission cycle when the watcher records a change of jobs'
-        # PyTorchJobs or pods (k8s_sync.signals.observed_changed).
-        from jobs import receivers, texts, volumes  # noqa: F401
+        # PyTorchJobs or pods (k8s_sync.signals.observed_changed); usage answers the
+        # quota pages' "in use" (tenants.usage.pools_in_use).
+        from jobs import receivers, texts, usage, volumes  # noqa: F401

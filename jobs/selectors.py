@@ -20,6 +20,7 @@ from django.utils.translation import gettext_lazy
 from core.choices import PoolKind, Tier
 from core.models import Policy
 from core.texts import render, text_code
+from jobs.admission import ACTIVE_STATES as HOLDING_STATES
 from jobs.admission import History, JobView, NodeView, PoolQuota, decide
 from jobs.admission import Policy as EnginePolicy
 from jobs.choices import ACTIVE_STATES, JobState
@@ -377,9 +378,41 @@ def job_resources(job: Any, facts: Any) -> dict[str, int]:
     return engine_demand(job_demand_of(job, facts))
 
 
+def holding_use(jobs: Any) -> dict[tuple[str, str], dict[str, int]]:
+    """(tenant slug, pool kind) -> resource key -> **in use**, in the engine's units: the
+    summed ``resources`` of the JobViews in a state that holds quota (admitted, running,
+    preempting: ``jobs.admission.ACTIVE_STATES``), as admission counts them. Pure; the
+    preview and :func:`in_use_by_pool` both count with it."""
+    out: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for job in jobs:
+        if job.state in HOLDING_STATES:
+            for key, amount in job.resources.items():
+                out[(job.tenant, job.pool)][key] += amount
+    return out
+
+
+def in_use_by_pool(pools: Any, *, facts: Any = None) -> dict[int, dict[str, Decimal]]:
+    """Pool pk -> resource key -> **in use**, in catalog units: the demand
+    (``tenants.demand``, through :func:`job_resources`) of the pool's admitted, running
+    and preempting jobs, what admission counts against its quota. The one definition
+    behind the quota page, the gauges (``tenants.usage.in_use_by_pool``), the preview
+    and the wait reasons. Two queries (the jobs, the card facts)."""
+    by_id = [p.pk for p in pools]
+    facts = facts if facts is not None else observed_card_facts()
+    use: dict[int, dict[str, int]] = {pk: defaultdict(int) for pk in by_id}
+    for job in TrainingJob.objects.filter(pool_id__in=by_id, state__in=list(HOLDING_STATES)):
+        for key, amount in job_resources(job, facts).items():
+            use[job.pool_id][key] += amount
+    return {pk: {key: Decimal(str(from_engine(key, amount)))
+                 for key, amount in sorted(amounts.items()) if amount}
+            for pk, amounts in use.items()}
+
+
 def observed_card_facts():  # type: ignore[no-untyped-def]
-    """Per-card GPU memory by model, from the observed nodes (``tenants.demand``)."""
-    return card_facts(capacity_report().nodes)
+    """Per-card GPU memory by model, from the observed nodes (``tenants.demand``); one
+    query: the facts depend on what nodes offer, not on what pods hold."""
+    return card_facts([node_capacity(n, {}, ()) for n in ObservedNode.objects.defer(
+        "raw", "capacity", "taints")])
 
 
 def _node_cpu_memory(node: Any) -> dict[str, int]:
@@ -529,11 +562,8 @@ def _preview_dimensions(inputs: dict, tenant: str, pool_kind: str, job: Any) -> 
     ceiling and whether it fits, in catalog units (the job form shows them)."""
     quota = next((q for q in inputs["quotas"] if (q.tenant, q.pool) == (tenant, pool_kind)),
                  None)
-    used: dict[str, int] = defaultdict(int)
-    for other in inputs["jobs"]:
-        if (other.tenant, other.pool) == (tenant, pool_kind):
-            for key, amount in other.resources.items():
-                used[key] += amount
+    used: dict[str, int] = defaultdict(int, holding_use(inputs["jobs"]).get(
+        (tenant, pool_kind), {}))
     out = []
     for key, wanted in sorted(job.resources.items()):
         granted = quota is not None and key in quota.nominal

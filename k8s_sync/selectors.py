@@ -39,7 +39,7 @@ from k8s_sync.quantity import parse_quantity
 __all__ = [
     "CapacityReport", "KindStatus", "MigCapacity", "ModelCapacity", "NodeCapacity",
     "WorkloadStatus", "capacity_report", "mig_profile_memory_mib", "observed_counts",
-    "observer_status", "workload_statuses",
+    "observer_status", "resource_capacity", "workload_statuses",
 ]
 
 GPU, GPU_SHARED, MIG_PREFIX = "nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-"
@@ -181,6 +181,48 @@ class CapacityReport:
     totals: Mapping[str, int] = field(default_factory=dict)
     #: The node-label keys of the topology levels in force, widest first.
     topology_levels: tuple[str, ...] = ()
+
+    @property
+    def resources(self) -> dict[str, Decimal]:
+        """:func:`resource_capacity` of this report: capacity per quota resource key."""
+        return resource_capacity(self)
+
+
+_GIB = Decimal(1024**3)
+_MILLI_STEP = Decimal("0.001")
+
+
+def resource_capacity(report: CapacityReport) -> dict[str, Decimal]:
+    """**Capacity**, the one definition: per quota resource key, what the observed nodes
+    advertise as allocatable, every observed node counted (cordoned, not ready or held
+    for maintenance included: capacity is the cluster's size, which grants and the
+    overcommit limit are measured against; what can take work *now* is shown apart as
+    "free on schedulable nodes").
+
+    * ``gpu:<model>``: whole cards (``whole_allocatable``; a MIG-partitioned card is
+      counted as its instances, a HAMi card once, time-sliced/MPS cards as shares);
+    * ``mig:<profile>``: MIG instances; ``gpu-shared``: shares of time-sliced/MPS cards;
+    * ``gpu-memory``: GiB of every physical card; ``cpu`` cores, ``memory`` GiB.
+
+    Keys with nothing allocatable are left out (a model whose cards are all
+    MIG-partitioned has no ``gpu:<model>`` capacity). Pure over the report.
+    """
+    totals: dict[str, Decimal] = defaultdict(Decimal)
+    for node in report.nodes:
+        totals["cpu"] += node.cpu_allocatable
+        totals["memory"] += node.memory_allocatable / _GIB
+        if not node.gpu_model:
+            continue
+        if node.whole_allocatable:
+            totals[f"gpu:{node.gpu_model}"] += node.whole_allocatable
+        for mig in node.mig:
+            if mig.allocatable:
+                totals[f"mig:{mig.profile}"] += mig.allocatable
+        if node.shared_allocatable:
+            totals["gpu-shared"] += node.shared_allocatable
+        totals["gpu-memory"] += Decimal(node.memory_mib) / 1024
+    return {key: value.quantize(_MILLI_STEP) for key, value in sorted(totals.items())
+            if value > 0}
 
 
 def _count(values: Mapping[str, Any], resource: str) -> int:

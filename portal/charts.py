@@ -34,6 +34,24 @@ def _r(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(float(value), digits)
 
 
+NEAR_QUOTA = 0.9
+"""From this share of its quota on, a gauge is "near" (amber on the page's meter)."""
+
+
+def gauge_state(*, used: float, quota: float, limited: bool = True) -> str:
+    """The one colour rule of every gauge (all resources, GPU memory included): "over"
+    when use is above a set quota (never green: red on the page's meter, the amber
+    borrowed colour on the chart's bar), "near" from :data:`NEAR_QUOTA` of it, else
+    "ok"; "unlimited" when no quota is set (use is shown, not judged)."""
+    if not limited:
+        return "unlimited"
+    if used > quota:
+        return "over"
+    if quota and used >= NEAR_QUOTA * quota:
+        return "near"
+    return "ok"
+
+
 def gauge(title: str, *, used: float, quota: float, unit: str = "",
           guaranteed: float | None = None, borrowed: float = 0.0,
           limited: bool = True) -> Figure:
@@ -53,7 +71,9 @@ def gauge(title: str, *, used: float, quota: float, unit: str = "",
             "number": {"suffix": suffix, "valueformat": ".4~g"},
             "gauge": {
                 "axis": {"range": [0, _r(top)]},
-                "bar": {"color": _COLORS["borrowed"] if borrowed > 0 else _COLORS["allocated"]},
+                "bar": {"color": _COLORS["borrowed"] if gauge_state(
+                    used=used, quota=quota, limited=limited) == "over" or borrowed > 0
+                    else _COLORS["allocated"]},
                 "steps": steps,
                 **({"threshold": {"line": {"color": "#111827", "width": 3}, "thickness": 0.85,
                                   "value": _r(quota)}} if limited else {}),

@@ -20,6 +20,7 @@ from rest_framework.response import Response
 from k8s_sync.api.serializers import HealthSerializer
 from k8s_sync.health import cluster_health
 from k8s_sync.selectors import capacity_report
+from portal import dashboards
 from tenants.access import is_platform_admin, platform_admin_or_404
 
 
@@ -27,7 +28,9 @@ from tenants.access import is_platform_admin, platform_admin_or_404
 def capacity(request: HttpRequest) -> HttpResponse:
     """GPU capacity per model, then per node (from the observed cluster)."""
     platform_admin_or_404(request.user)
-    return render(request, "portal/capacity.html", {"report": capacity_report()})
+    report = capacity_report()
+    return render(request, "portal/capacity.html", {
+        "report": report, "resources": dashboards.resource_rows(report=report)})
 
 
 @login_required

@@ -47,8 +47,9 @@ from k8s_sync.selectors import CapacityReport, capacity_report
 from portal import charts
 from tenants.access import AnyUser
 from tenants.catalog import Resource
-from tenants.models import JobUtilisation, Pool, Tenant
-from tenants.selectors import quota_overview
+from tenants.choices import TenantStatus
+from tenants.models import JobUtilisation, Pool, QuotaGrant, Tenant
+from tenants.selectors import granted_totals, quota_overview
 from tenants.series import (
     LOW_UTIL_PCT,
     allocation_heatmap,
@@ -57,6 +58,7 @@ from tenants.series import (
     series_for_pools,
     tracked,
 )
+from tenants.usage import in_use_by_pool
 
 BUSYNESS_CACHE_KEY = "portal:busyness:v1"
 BUSYNESS_TTL = 60
@@ -126,6 +128,21 @@ class Gauge:
     def percent(self) -> int | None:
         return round(100 * self.used / self.quota) if self.quota else None
 
+    @property
+    def state(self) -> str:
+        """``charts.gauge_state``: "over" (never green), "near", "ok" or "unlimited"."""
+        return charts.gauge_state(used=float(self.used), quota=float(self.quota),
+                                  limited=self.limited)
+
+    @property
+    def meter(self) -> dict[str, Any]:
+        """The page's ``<meter>``: its scale reaches the use when that is above the quota
+        (a meter clamps its value to ``max``), ``high`` is the quota and ``optimum`` 0, so
+        a browser draws use above the quota red and near it amber, never green."""
+        quota = float(self.quota)
+        return {"max": max(quota, float(self.used)), "low": round(charts.NEAR_QUOTA * quota, 3),
+                "high": quota, "optimum": 0, "value": float(self.used)}
+
     def figure(self) -> charts.Figure:
         return charts.gauge(self.label, used=float(self.used), quota=float(self.quota),
                             unit=counted_unit(self.key, self.used, self.unit),
@@ -136,6 +153,7 @@ class Gauge:
     def as_json(self) -> dict[str, Any]:
         return {"key": self.key, "label": self.label, "unit": self.unit,
                 "used": float(self.used), "quota": float(self.quota), "limited": self.limited,
+                "state": self.state, "meter": self.meter,
                 "borrowed": float(self.borrowed), "percent": self.percent,
                 "guaranteed": float(self.guaranteed) if self.guaranteed is not None else None,
                 "figure": self.figure()}
@@ -188,13 +206,26 @@ def tenant_trends(tenant: Tenant, *, days: int, now: dt.datetime | None = None
                             lambda: _tenant_trends(tenant, days=days, now=None), PER_TENANT_TTL)
 
 
+def _observed_gpu_keys() -> set[str]:
+    """``gpu:<model>`` of every GPU model an observed node carries (one query)."""
+    return {f"gpu:{m}" for m in ObservedNode.objects.exclude(gpu_model="")
+            .values_list("gpu_model", flat=True).distinct()}
+
+
 def _tenant_trends(tenant: Tenant, *, days: int, now: dt.datetime | None
                    ) -> list[dict[str, Any]]:
     pool_ids = list(Pool.objects.filter(tenant=tenant).values_list("id", flat=True))
     series = series_for_pools(pool_ids, days=days, now=now)
     labels = {"allocated": _("allocated"), "utilised": _("utilised"), "quota": _("quota")}
+    # A GPU key no node offers and the tenant holds no grant of (e.g. the ``gpu:unknown``
+    # older samplers wrote for cards without a model label) is no resource: no chart.
+    known = _cached("portal:gpu-keys", _observed_gpu_keys, PER_TENANT_TTL) | set(
+        QuotaGrant.objects.filter(pool_id__in=pool_ids, superseded_at__isnull=True)
+        .values_list("resource", flat=True))
     out = []
     for key in sorted(series, key=_order):
+        if key.startswith("gpu:") and key not in known:
+            continue
         rows = series[key]
         label, unit = resource_label(key)
         out.append({"key": key, "label": label, "unit": unit, "points": len(rows),
@@ -365,7 +396,7 @@ def humanize_minutes(minutes: float) -> str:
 
 
 def busyness(*, report: CapacityReport | None = None, fresh: bool = False) -> list[Busyness]:
-    """Per GPU model: cards and MIG instances allocated against allocatable, GPUs waiting
+    """Per GPU model: whole cards allocated against capacity, GPUs waiting
     in the queue, median wait of the last 7 days. Cached ``BUSYNESS_TTL`` seconds."""
     if not fresh:
         cached = cache.get(BUSYNESS_CACHE_KEY)
@@ -379,10 +410,17 @@ def busyness(*, report: CapacityReport | None = None, fresh: bool = False) -> li
     for model, minutes in wait_times(days=7):
         waits[model].append(minutes)
     out = []
+    capacity = report.resources
     for m in report.models:
-        allocatable = m.whole_allocatable + sum(x.allocatable for x in m.mig) + \
-            m.shared_allocatable
-        allocated = m.whole_allocated + sum(x.allocated for x in m.mig) + m.shared_allocated
+        # Whole cards: the capacity of gpu:<model> (k8s_sync.selectors.resource_capacity,
+        # the number every page shows); a model offered only as shares, its shares. MIG
+        # instances are resources of their own (mig:<profile>), not cards of the model.
+        allocatable = int(capacity.get(f"gpu:{m.gpu_model}", 0))
+        allocated = m.whole_allocated
+        if not allocatable:
+            allocatable, allocated = m.shared_allocatable, m.shared_allocated
+        if not allocatable:
+            continue
         w: dict[str, Any] = dict(waiting.get(m.gpu_model) or {})
         samples = waits.get(m.gpu_model)
         out.append(Busyness(model=m.gpu_model, label=short_model(m.gpu_model),
@@ -415,6 +453,27 @@ def cluster_capacity() -> CapacityReport:
     stamp = ":".join(str(v) for v in (pods["n"], pods["at"], nodes["n"], nodes["at"], listed))
     key = "portal:capacity:" + hashlib.blake2b(stamp.encode(), digest_size=12).hexdigest()
     return _cached(key, capacity_report, CAPACITY_TTL)
+
+
+def resource_rows(*, report: CapacityReport) -> list[dict[str, Any]]:
+    """Per quota resource the cluster has: its **capacity** (``report.resources``,
+    ``k8s_sync.selectors.resource_capacity``), what the tenants' pools have **in use**
+    (``tenants.usage.in_use_by_pool``, summed) and the total granted; the same two numbers
+    the quota pages, the gauges and the API show."""
+    pools = list(Pool.objects.exclude(tenant__status=TenantStatus.DELETED)
+                 .select_related("tenant"))
+    in_use: dict[str, Decimal] = defaultdict(Decimal)
+    for used in in_use_by_pool(pools).values():
+        for key, amount in used.items():
+            in_use[key] += amount
+    granted = granted_totals()
+    rows = []
+    for key, capacity in sorted(report.resources.items(), key=lambda kv: _order(kv[0])):
+        label, unit = resource_label(key)
+        rows.append({"key": key, "label": label, "unit": unit, "capacity": capacity,
+                     "in_use": in_use.get(key, Decimal(0)),
+                     "granted": granted.get(key, Decimal(0))})
+    return rows
 
 
 def watermark_use(*, report: CapacityReport) -> dict[str, Any]:
@@ -457,7 +516,7 @@ def allocation_by_hour(*, report: CapacityReport, days: int = 7,
                                 BUSYNESS_TTL)
     else:
         data = allocation_heatmap(days=days, now=now)
-    capacity = {f"gpu:{m.gpu_model}": m.whole_allocatable for m in report.models}
+    capacity = {k: int(v) for k, v in report.resources.items() if k.startswith("gpu:")}
     today = now.date()
     dates = [today - dt.timedelta(days=i) for i in range(days - 1, -1, -1)]
     out = []

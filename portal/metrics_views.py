@@ -42,13 +42,13 @@ from prometheus_client.registry import Collector
 
 from jobs.choices import ACTIVE_STATES, JobState
 from jobs.models import TrainingJob
-from k8s_sync.naming import namespace_name
 from k8s_sync.selectors import capacity_report, observer_status
 from portal.dashboards import wait_times
+from tenants.capacity import capacity_by_resource
 from tenants.choices import TenantStatus
 from tenants.models import Pool, UsageSeries
 from tenants.series import effective_quota_all, tracked
-from tenants.usage import allocation_by_namespace
+from tenants.usage import in_use_by_pool
 
 
 class TrainyardCollector(Collector):
@@ -64,15 +64,18 @@ class TrainyardCollector(Collector):
     def _quota(self) -> Iterator[Metric]:
         hard = GaugeMetricFamily("trainyard_quota_hard", "Effective quota of a tenant pool",
                                  labels=["tenant", "pool", "resource"])
-        used = GaugeMetricFamily("trainyard_quota_used", "Allocated now by a tenant pool",
+        used = GaugeMetricFamily("trainyard_quota_used",
+                                 "In use now by a tenant pool (its admitted, running and "
+                                 "preempting jobs' demand; storage of its volumes)",
                                  labels=["tenant", "pool", "resource"])
-        pools = list(Pool.objects.exclude(tenant__status=TenantStatus.DELETED)
-                     .values_list("id", "tenant__slug", "kind"))
+        rows = list(Pool.objects.exclude(tenant__status=TenantStatus.DELETED)
+                    .select_related("tenant"))
+        pools = [(p.pk, p.tenant.slug, p.kind) for p in rows]
         quotas = effective_quota_all()
-        allocation = allocation_by_namespace([namespace_name(s, k) for _i, s, k in pools])
+        in_use = in_use_by_pool(rows)
         for pool_id, slug, kind in pools:
             q = quotas.get(pool_id, {})
-            u = allocation.get(namespace_name(slug, kind), {})
+            u = in_use.get(pool_id, {})
             for key in sorted(set(q) | set(u)):
                 if key in q:
                     hard.add_metric([slug, kind, key], q[key])
@@ -149,13 +152,20 @@ class TrainyardCollector(Collector):
         allocated = GaugeMetricFamily("trainyard_gpu_allocated",
                                       "Whole GPUs, MIG instances and shared replicas allocated",
                                       labels=["gpu_model"])
-        for m in capacity_report().models:
+        report = capacity_report()
+        for m in report.models:
             allocatable.add_metric([m.gpu_model], m.whole_allocatable + m.shared_allocatable
                                    + sum(x.allocatable for x in m.mig))
             allocated.add_metric([m.gpu_model], m.whole_allocated + m.shared_allocated
                                  + sum(x.allocated for x in m.mig))
         yield allocatable
         yield allocated
+        capacity = GaugeMetricFamily("trainyard_capacity",
+                                     "Capacity per quota resource: allocatable on every "
+                                     "observed node", labels=["resource"])
+        for key, amount in capacity_by_resource(report).items():
+            capacity.add_metric([key], float(amount))
+        yield capacity
         latest = UsageSeries.objects.filter(resolution=UsageSeries.MINUTE).aggregate(
             t=Max("start"))["t"]
         sample = GaugeMetricFamily("trainyard_usage_sample_timestamp_seconds",

@@ -1,35 +1,48 @@
-"""Physical capacity per catalog resource, from what the cluster observers recorded."""
+"""Capacity per catalog resource, and which resources exist, from what the cluster
+observers recorded (never the cluster itself).
+
+*Capacity* has one definition, ``k8s_sync.selectors.resource_capacity`` (allocatable on
+every observed node, cordoned ones included); this module names it for the tenants app
+and derives from it which resources a quota may name (:func:`offered_resources`).
+"""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from decimal import Decimal
 
-from k8s_sync.models import ObservedNode
-from k8s_sync.quantity import parse_quantity
-from k8s_sync.selectors import capacity_report
+from k8s_sync.models import ObservedNode, ObservedStorageClass
+from k8s_sync.selectors import CapacityReport, capacity_report
+from tenants.catalog import Resource, ResourceKind
 
-GIB = Decimal(1024**3)
+#: Kinds offered whatever the nodes say (a pool may always be granted CPU, memory, ...).
+PLAIN_KINDS = (ResourceKind.CPU, ResourceKind.MEMORY, ResourceKind.GPU_MEMORY,
+               ResourceKind.GPU_SHARED, ResourceKind.PVCS)
 
 
-def capacity_by_resource() -> dict[str, Decimal]:
-    """Resource key -> physical amount: cpu cores, memory GiB, whole cards per GPU model,
-    MIG instances per profile, shared GPUs, GPU memory GiB. Storage and IOPS have no
-    capacity here (they are not limited by overcommit)."""
-    totals: dict[str, Decimal] = defaultdict(Decimal)
-    for allocatable in ObservedNode.objects.values_list("allocatable", flat=True):
-        for key, resource, scale in (("cpu", "cpu", Decimal(1)), ("memory", "memory", GIB)):
-            try:
-                totals[key] += parse_quantity((allocatable or {}).get(resource) or 0) / scale
-            except ValueError:
-                continue
-    report = capacity_report()
-    for model in report.models:
-        if model.whole_allocatable:
-            totals[f"gpu:{model.gpu_model}"] += model.whole_allocatable
-        for mig in model.mig:
-            totals[f"mig:{mig.profile}"] += mig.allocatable
-        if model.shared_allocatable:
-            totals["gpu-shared"] += model.shared_allocatable
-        totals["gpu-memory"] += Decimal(model.memory_mib) / 1024
-    return {key: value.quantize(Decimal("0.001")) for key, value in totals.items()}
+def capacity_by_resource(report: CapacityReport | None = None) -> dict[str, Decimal]:
+    """Resource key -> capacity (``k8s_sync.selectors.resource_capacity``): cpu cores,
+    memory GiB, whole cards per GPU model, MIG instances per profile, shared GPUs, GPU
+    memory GiB. Storage and IOPS have no capacity here (they are not limited by
+    overcommit)."""
+    return (report or capacity_report()).resources
+
+
+def offered_resources(capacity: dict[str, Decimal] | None = None) -> list[Resource]:
+    """The resources a quota may name: the plain kinds, every GPU model and MIG profile
+    with capacity (a node without a GPU model label offers no ``gpu:`` key), and the
+    observed StorageClasses (storage and IOPS; not the pools' own ``ty-`` IOPS classes).
+    ``capacity``: :func:`capacity_by_resource`, when the caller has it already."""
+    capacity = capacity if capacity is not None else capacity_by_resource()
+    found = {Resource(kind) for kind in PLAIN_KINDS}
+    for key in capacity:
+        if key.startswith(("gpu:", "mig:")):
+            found.add(Resource.parse(key))
+    for name in ObservedStorageClass.objects.values_list("name", flat=True):
+        if not name.startswith("ty-"):
+            found |= {Resource(ResourceKind.STORAGE, name), Resource(ResourceKind.IOPS, name)}
+    return sorted(found)
+
+
+def cluster_observed() -> bool:
+    """Whether any node has been observed (before that, nothing can be said to exist)."""
+    return ObservedNode.objects.exists()

@@ -131,6 +131,14 @@ class AmountRowsForm(forms.Form):
         """Filled rows as {resource: amount text}; the service validates both."""
         return self.parsed_amounts
 
+    def field_of(self, resource: str | None) -> str | None:
+        """The row field where ``resource`` was typed (a service names the resource it
+        refuses in ``ApplicationError.extra["resource"]``); None when no row has it."""
+        for i in range(self.row_count):
+            if resource and (self.data.get(f"resource_{i}") or "").strip() == resource:
+                return f"resource_{i}"
+        return None
+
 
 class QuotaForm(AmountRowsForm):
     ROWS = 8

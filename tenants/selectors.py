@@ -13,14 +13,13 @@ from django.utils import timezone
 
 from core.models import Policy, UserPreference
 from k8s_sync import manifests, naming
-from k8s_sync.models import ObservedNode, ObservedStorageClass
 from k8s_sync.placement import set_topology_source
 from k8s_sync.placement import topology_levels as levels_in_force
 from k8s_sync.specs import NetworkSpec, PoolSpec
 from k8s_sync.storage import DEFAULT_IOPS_PARAMETERS, build_iops_storage_class, iops_class_name
 from tenants.access import AnyUser, TenantAccess, access_for, sees_all_tenants
-from tenants.capacity import capacity_by_resource
-from tenants.catalog import Resource, ResourceKind
+from tenants.capacity import capacity_by_resource, cluster_observed, offered_resources
+from tenants.catalog import Resource
 from tenants.choices import LoanStatus, MembershipRole, QuotaMode, RequestStatus, TenantStatus
 from tenants.demand import elastic_ceiling
 from tenants.models import (
@@ -37,7 +36,7 @@ from tenants.models import (
 )
 from tenants.network import egress_cidrs_for
 from tenants.quota import guaranteed_amount, guaranteed_share, overcommit_factor, quota_spec_for
-from tenants.usage import allocation_by_namespace
+from tenants.usage import in_use_by_pool
 
 User = get_user_model()
 
@@ -73,10 +72,27 @@ def my_tenants(user: AnyUser) -> list[tuple[Tenant, str | None]]:
     if not user.is_authenticated:
         return []
     roles = dict(Membership.objects.filter(user=user).values_list("tenant_id", "role"))
-    tenants = tenants_listed_to(user).annotate(
-        member_count=Count("memberships", distinct=True)
-    ).prefetch_related(Prefetch("pools", queryset=Pool.objects.order_by("-kind")))
+    tenants = list(tenants_listed_to(user).prefetch_related(
+        Prefetch("pools", queryset=Pool.objects.order_by("-kind"))))
+    counts = member_counts([t.pk for t in tenants])
+    for t in tenants:
+        t.member_count = counts.get(t.pk, 0)  # type: ignore[attr-defined]
     return [(t, roles.get(t.pk)) for t in tenants]
+
+
+def member_counts(tenant_ids: list[int]) -> dict[int, int]:
+    """Tenant id -> its members: every Membership row (any role), counted in one query.
+    The one count the home card, the tenant overview and the tenants list show. (An
+    annotation on a queryset filtered by ``memberships__user`` would count only the
+    viewer's own row: the join is shared.)"""
+    rows = (Membership.objects.filter(tenant_id__in=tenant_ids).values("tenant_id")
+            .annotate(n=Count("id")).values_list("tenant_id", "n"))
+    return dict(rows)
+
+
+def member_count(tenant: Tenant) -> int:
+    """:func:`member_counts` of one tenant."""
+    return member_counts([tenant.pk]).get(tenant.pk, 0)
 
 
 def members_of(tenant: Tenant) -> QuerySet[Membership]:
@@ -206,46 +222,39 @@ def pools_to_sync() -> QuerySet[Pool]:
 
 
 def resource_suggestions() -> list[str]:
-    """Resource keys to offer in quota forms: the plain resources, the observed cluster's
-    GPU models, MIG profiles and StorageClasses, and every key granted so far."""
-    keys = {"cpu", "memory", "gpu-memory", "gpu-shared", "pvcs"}
-    keys |= set(QuotaGrant.objects.values_list("resource", flat=True).distinct()[:500])
-    keys |= {f"mig:{p}" for p in settings.TRAINYARD_MIG_PROFILES}
-    keys |= {f"storage:{c}" for c in settings.TRAINYARD_STORAGE_CLASSES}
-    keys |= {r.key for r in observed_resources()}
+    """Resource keys to offer in quota forms: the resources that exist
+    (:func:`tenants.capacity.offered_resources`: the plain kinds, the observed GPU models
+    and MIG profiles with capacity, the observed StorageClasses). Before any node has been
+    observed, the configured MIG profiles and StorageClasses stand in for the cluster."""
+    keys = {r.key for r in offered_resources()}
+    if not cluster_observed():
+        keys |= {f"mig:{p}" for p in settings.TRAINYARD_MIG_PROFILES}
+        keys |= {f"storage:{c}" for c in settings.TRAINYARD_STORAGE_CLASSES}
     return sorted(k for k in keys if _parses(k))
 
 
 def observed_resources() -> list:
-    """Catalog resources the observed cluster offers (GPU models, MIG, storage, IOPS)."""
-    found: set[Resource] = set()
-    for model, allocatable in ObservedNode.objects.exclude(gpu_model="").values_list(
-            "gpu_model", "allocatable"):
-        if (allocatable or {}).get("nvidia.com/gpu") not in (None, "0"):
-            found.add(Resource(ResourceKind.GPU, model))
-        for name in allocatable or {}:
-            if name.startswith("nvidia.com/mig-"):
-                found.add(Resource(ResourceKind.MIG, name.removeprefix("nvidia.com/mig-")))
-    for name in ObservedStorageClass.objects.values_list("name", flat=True):
-        if not name.startswith("ty-"):  # the pools' own IOPS classes
-            found |= {Resource(ResourceKind.STORAGE, name), Resource(ResourceKind.IOPS, name)}
-    return sorted(found)
+    """Catalog resources the observed cluster offers (``tenants.capacity``)."""
+    return offered_resources()
+
+
+def granted_totals() -> dict[str, Decimal]:
+    """Resource key -> the sum of the current grants of tenants not deleted."""
+    return dict(QuotaGrant.objects.filter(superseded_at__isnull=True)
+                .exclude(pool__tenant__status=TenantStatus.DELETED).values_list("resource")
+                .annotate(total=Sum("amount")).values_list("resource", "total"))
 
 
 def catalog() -> list[dict]:
-    """Every resource a quota can name: label, unit, capacity, total granted."""
+    """Every resource a quota can name (:func:`tenants.capacity.offered_resources`):
+    label, unit, capacity, total granted. A key that exists on no node (a GPU model whose
+    nodes are gone, or none at all) is not in it; its remaining grants show on the pools'
+    pages, where they can be reduced or removed."""
     capacity = capacity_by_resource()
-    granted = dict(QuotaGrant.objects.filter(superseded_at__isnull=True)
-                   .exclude(pool__tenant__status=TenantStatus.DELETED).values_list("resource")
-                   .annotate(total=Sum("amount")).values_list("resource", "total"))
-    plain = [Resource(kind) for kind in (ResourceKind.CPU, ResourceKind.MEMORY,
-                                         ResourceKind.GPU_MEMORY, ResourceKind.GPU_SHARED,
-                                         ResourceKind.PVCS)]
-    resources = sorted(set(plain) | set(observed_resources())
-                       | {Resource.parse(k) for k in granted if _parses(k)})
+    granted = granted_totals()
     return [{"key": r.key, "kind": str(r.kind), "label": r.label(), "unit": r.unit,
              "capacity": capacity.get(r.key), "granted": granted.get(r.key)}
-            for r in resources]
+            for r in offered_resources(capacity)]
 
 
 def node_dedications() -> dict[str, str]:
@@ -272,8 +281,8 @@ def deletion_impact(tenant: Tenant) -> dict:
 
 
 def pool_usage_now(pool: Pool) -> dict[str, Decimal]:
-    """What the pool has allocated now (from the observed cluster)."""
-    return allocation_by_namespace([pool.namespace]).get(pool.namespace, {})
+    """What the pool has in use now (``tenants.usage.in_use_by_pool``)."""
+    return in_use_by_pool([pool]).get(pool.pk, {})
 
 
 def daily_peaks(pool: Pool, resource: str, *, days: int = 30) -> list[Decimal]:
@@ -298,15 +307,16 @@ def idle_rate(pool: Pool, resource: str, *, days: int = 30) -> float | None:
 
 
 def quota_overview(tenant: Tenant) -> list[dict]:
-    """Per pool: each resource's grant, effective amount (loans), use now, and for
+    """Per pool: each resource's grant, effective amount (loans), in use now
+    (``tenants.usage.in_use_by_pool``, the one definition), and for
     overcommitted-mode tenants the guaranteed part and the reclaim risk."""
     pools = list(pools_of(tenant))
-    usage = allocation_by_namespace([p.namespace for p in pools])
+    usage = in_use_by_pool(pools)
     guarantees = guaranteed_shares() if tenant.quota_mode == QuotaMode.OVERCOMMITTED else {}
     out = []
     for pool in pools:
         granted, effective = current_grants(pool), effective_grants(pool)
-        used = usage.get(pool.namespace, {})
+        used = usage.get(pool.pk, {})
         rows = []
         for key in sorted(set(granted) | set(effective) | set(used)):
             share = guarantees.get(key)

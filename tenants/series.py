@@ -116,8 +116,8 @@ def measure(samples: Sequence[GpuSample], *, node_models: dict[str, tuple[str, i
             usage[f"mig:{s.mig_profile}"] += busy
         elif replicas and replicas > 1:
             usage["gpu-shared"] += busy
-        else:
-            usage[f"gpu:{model or 'unknown'}"] += busy
+        elif model:   # a card of no known model is no catalog resource (no gpu:unknown)
+            usage[f"gpu:{model}"] += busy
         usage["gpu-memory"] += s.fb_used_mib / 1024.0
         job = pod_jobs.get((s.namespace, s.pod))
         if job:

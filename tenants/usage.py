@@ -1,9 +1,19 @@
-"""What each pool has allocated right now, per catalog resource, from observed pods.
+"""What each pool has in use and allocated right now, per catalog resource.
 
-Allocation is what running (and bound, not finished) pods requested: CPU cores, memory
-GiB, whole cards per GPU model (the model of the node the pod is on), MIG instances,
-shared GPUs, GPU memory, plus PVC storage per class. Reads only k8s_sync's observed
-tables; never calls the cluster.
+**In use** (:func:`in_use_by_pool`) is the one number the quota page, the gauges, the
+job form's preview, wait reasons and the API show for a pool: the demand
+(``tenants.demand.job_demand``) of the pool's admitted, running and preempting jobs,
+which is exactly what admission counts against the pool's quota, plus the storage and
+volume claims its observed PVCs hold. The jobs app computes the job part
+(``jobs.selectors.in_use_by_pool``) and answers :data:`pools_in_use`, a signal because
+tenants ranks below jobs.
+
+**Allocated** (:func:`allocation_by_namespace`) is what the cluster reports: what
+running (bound, not finished) pods request: CPU cores, memory GiB, whole cards per GPU
+model (the model of the node the pod is on), MIG instances, shared GPUs, GPU memory,
+plus PVC storage per class. The usage series and daily peaks sample it (the trends'
+"allocated" line); it lags "in use" while an admitted job's pods start. Reads only
+k8s_sync's observed tables; never calls the cluster.
 """
 
 from __future__ import annotations
@@ -11,6 +21,9 @@ from __future__ import annotations
 from collections import defaultdict
 from contextlib import suppress
 from decimal import Decimal
+from typing import Any
+
+from django.dispatch import Signal
 
 from k8s_sync.models import ObservedNode, ObservedPod, ObservedPVC
 from k8s_sync.quantity import parse_quantity
@@ -18,6 +31,45 @@ from k8s_sync.selectors import HAMI_MEMORY, mig_profile_memory_mib, share_memory
 
 GIB = Decimal(1024**3)
 MIG_PREFIX = "nvidia.com/mig-"
+VOLUME_KINDS = ("storage:", "pvcs")
+
+# Sent by :func:`in_use_by_pool` with ``pools=[Pool, ...]``; a receiver returns
+# ``{pool pk: {resource key: Decimal}}``, the demand of the pools' jobs that hold quota
+# (the jobs app: ``jobs.selectors.in_use_by_pool``). A signal, because tenants ranks
+# below jobs.
+pools_in_use = Signal()
+
+
+def in_use_by_pool(pools: list[Any]) -> dict[int, dict[str, Decimal]]:
+    """Pool pk -> resource key -> **in use** (see the module docstring): the jobs' demand
+    that admission counts against the quota (from :data:`pools_in_use`), and for storage
+    and claims what the pool's observed PVCs hold. Catalog units; keys without use are
+    left out."""
+    out: dict[int, dict[str, Decimal]] = {p.pk: defaultdict(Decimal) for p in pools}
+    for _receiver, result in pools_in_use.send(sender=in_use_by_pool, pools=pools):
+        answer: dict[int, dict[str, Decimal]] = result if isinstance(result, dict) else {}
+        for pk, amounts in answer.items():
+            if pk in out:
+                for key, amount in amounts.items():
+                    out[pk][key] += Decimal(amount)
+    volumes = volumes_by_namespace([p.namespace for p in pools])
+    for pool in pools:
+        for key, amount in volumes.get(pool.namespace, {}).items():
+            out[pool.pk][key] += amount
+    return {pk: {k: v for k, v in used.items() if v} for pk, used in out.items()}
+
+
+def volumes_by_namespace(namespaces: list[str]) -> dict[str, dict[str, Decimal]]:
+    """namespace -> ``storage:<class>`` GiB and ``pvcs`` count of its observed PVCs."""
+    out: dict[str, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
+    for namespace, storage_class, size in ObservedPVC.objects.filter(
+            namespace__in=namespaces).values_list("namespace", "storage_class",
+                                                  "requested_bytes"):
+        if storage_class and size:
+            out[namespace][f"storage:{storage_class}"] += Decimal(size) / GIB
+            out[namespace]["pvcs"] += 1
+    return {ns: {k: v.quantize(Decimal("0.001")) for k, v in used.items()}
+            for ns, used in out.items()}
 
 
 def allocation_by_namespace(namespaces: list[str] | None = None
@@ -64,7 +116,8 @@ def _add(usage: dict[str, Decimal], resource: str, amount: Decimal,
     elif resource == "memory":
         usage["memory"] += amount / GIB
     elif resource == "nvidia.com/gpu":
-        usage[f"gpu:{node.gpu_model if node and node.gpu_model else 'unknown'}"] += amount
+        if node and node.gpu_model:   # a card of no known model is no catalog resource
+            usage[f"gpu:{node.gpu_model}"] += amount
         usage["gpu-memory"] += amount * card_gib
     elif resource == "nvidia.com/gpu.shared":
         usage["gpu-shared"] += amount

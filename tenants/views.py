@@ -30,6 +30,8 @@ User = get_user_model()
 
 def _form_error(form: Any, exc: ApplicationError) -> None:
     field = exc.field if exc.field in getattr(form, "fields", {}) else None
+    if field is None and isinstance(form, forms.AmountRowsForm):  # the row of the resource
+        field = form.field_of(exc.extra.get("resource"))
     form.add_error(field, exc.message)
 
 
@@ -40,7 +42,7 @@ def tenant_detail(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "tenants/detail.html", {
         "access": access, "tenant": access.tenant,
         "pools": selectors.pools_of(access.tenant),
-        "member_count": selectors.members_of(access.tenant).count(),
+        "member_count": selectors.member_count(access.tenant),
         "suspend_form": forms.SuspendForm(),
         "dedicated_nodes": selectors.dedicated_nodes_of(access.tenant),
     })

@@ -32,7 +32,10 @@ def _end_of(day: dt.date | None) -> dt.datetime | None:
 
 
 def _form_error(form: django_forms.Form, exc: ApplicationError) -> None:
-    form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+    field = exc.field if exc.field in form.fields else None
+    if field is None and isinstance(form, forms.AmountRowsForm):  # the row of the resource
+        field = form.field_of(exc.extra.get("resource"))
+    form.add_error(field, exc.message)
 
 
 @login_required

@@ -75,11 +75,13 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
     @extend_schema(responses={200: dict})
     @action(detail=False, methods=["get"])
     def idle(self, request: Request, tenant_slug: str) -> Response:
-        """GPU idle rate this month and this quarter: allocated against utilised GPU-hours."""
+        """GPU idle rate this month and this quarter: billed (whole-card, from the ledger;
+        ``allocated_gpu_hours`` is the same number) against utilised GPU-hours."""
         def out(rate: selectors.IdleRate | None) -> dict | None:
             if rate is None:
                 return None
-            return {"allocated_gpu_hours": format(rate.allocated_hours, "f"),
+            return {"billed_gpu_hours": format(rate.billed_hours, "f"),
+                    "allocated_gpu_hours": format(rate.allocated_hours, "f"),
                     "utilised_gpu_hours": format(rate.utilised_hours, "f"),
                     "measured_gpu_hours": format(rate.measured_hours, "f"),
                     "idle_rate": None if rate.rate is None else format(rate.rate, "f")}
@@ -168,6 +170,11 @@ def month_detail(request: Request, month: str) -> Response:
                        for k, v in summary["idle"].items()},
         "idle_rates_quarter": {str(k): None if v.rate is None else format(v.rate, "f")
                                for k, v in summary["idle_quarter"].items()},
+        "tenants": [{"tenant": row["tenant"].slug,
+                     "invoices": [i.pk for i in row["invoices"]],
+                     "billed_gpu_hours": format(row["billed_hours"], "f"),
+                     "idle_rate": None if row["idle"] is None or row["idle"].rate is None
+                     else format(row["idle"].rate, "f")} for row in summary["rows"]],
     })
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import re
 import shutil
 import subprocess
 import zipfile
@@ -327,12 +328,14 @@ def test_idle_rate_in_finance_view_and_on_the_tenant_page(login, issued, finance
                                                           tenant_a):
     from tenants.models import UsageDaily
 
+    # acme ran 8 cards x 3 h on Oct 5 (24 GPU-hours billed); the sampler saw half a card
+    # busy on average that day: 12 busy GPU-hours of the 24 billed, 50% idle
     UsageDaily.objects.create(pool=tenant_a.pools.get(kind="prod"),
                               resource="gpu:NVIDIA-A100-SXM4-80GB", day=dt.date(2026, 10, 5),
-                              peak=8, total=8 * 288, samples=288, utilised_total=2 * 288,
-                              utilised_samples=288)
+                              peak=8, total=8 * 288, samples=288,
+                              utilised_total=Decimal("0.5") * 288, utilised_samples=288)
     page = login(finance_user).get(reverse("billing:month") + "?month=2026-10")
-    assert b"75%" in page.content and b"48.00 / 192.00" in page.content
+    assert b"50%" in page.content and b"12 of 24 billed GPU-hours busy" in page.content
     page = login(bob).get(reverse("billing:tenant_invoices", kwargs={"slug": "acme"}))
     assert b"GPU idle rate" in page.content
 
@@ -342,12 +345,16 @@ def test_idle_rate_api(api, tenant_a, bob, charlie):
 
     from tenants.models import UsageDaily
 
+    now = timezone.now()   # the frozen clock: 12:00
+    make_job(tenant_a, run(now - dt.timedelta(hours=4), now), gpus=4)  # 16 GPU-hours billed
+    services.ledger_ingest_gpu(now=now)
     UsageDaily.objects.create(pool=tenant_a.pools.get(kind="dev"), resource="gpu:L40S",
                               day=timezone.localdate(), peak=4, total=4 * 10, samples=10,
-                              utilised_total=3 * 10, utilised_samples=10)
+                              utilised_total=Decimal("0.5") * 10, utilised_samples=10)
     body = api(bob).get("/api/v1/tenants/acme/invoices/idle/").json()
-    assert body["month"] == {"allocated_gpu_hours": "96.00", "utilised_gpu_hours": "72.00",
-                             "measured_gpu_hours": "96.00", "idle_rate": "0.2500"}
+    assert body["month"] == {"billed_gpu_hours": "16.00", "allocated_gpu_hours": "16.00",
+                             "utilised_gpu_hours": "12.00", "measured_gpu_hours": "16.00",
+                             "idle_rate": "0.2500"}
     assert body["quarter"]["idle_rate"] == "0.2500"
     assert api(charlie).get("/api/v1/tenants/acme/invoices/idle/").status_code == 404
     assert api().get("/api/v1/tenants/acme/invoices/idle/").status_code == 401
@@ -408,3 +415,24 @@ def test_the_budget_service_bounds_the_amount(alice, tenant_a):
     assert err.value.field == "amount"
     assert services.budget_set(access=access, actor=alice, amount=BUDGET_MAX).monthly_amount \
         == BUDGET_MAX
+
+
+def test_the_month_lists_every_tenant_with_its_billed_gpu_hours(login, api, issued,
+                                                                 finance_user):
+    """Every tenant with a pool is a row, invoice or not; a deleted one only with an
+    invoice or usage that month. Its GPU-hours are the ledger's, the idle rate's base."""
+    from tenants.models import Pool, Tenant
+
+    quiet = Tenant.objects.create(slug="quiet", name="Quiet Labs", cost_center="CC-q",
+                                  contact_email="q@example.org")
+    Pool.objects.create(tenant=quiet, kind="prod")
+    gone = Tenant.objects.create(slug="gone", name="Gone Inc", cost_center="CC-g",
+                                 contact_email="g@example.org", status="deleted")
+    Pool.objects.create(tenant=gone, kind="prod")
+    page = login(finance_user).get(reverse("billing:month") + "?month=2026-10").content.decode()
+    rows = dict(re.findall(r'<tr data-tenant="([^"]+)">.*?data-field="billed_hours">([^<]+)<',
+                           page, re.S))
+    assert rows == {"acme": "24", "globex": "2", "quiet": "0"}
+    body = api(finance_user).get("/api/v1/billing/months/2026-10/").json()
+    assert {t["tenant"]: t["billed_gpu_hours"] for t in body["tenants"]} == {
+        "acme": "24.00", "globex": "2.00", "quiet": "0"}

@@ -22,13 +22,22 @@ def _usage(pool, day, allocated, utilised, resource=f"gpu:{A100}"):
 
 
 def test_idle_rate_monthly_and_quarterly(tenant_a, tenant_b):
+    """Billed GPU-hours (the ledger) against the utilisation sampled on the same days."""
     pool = tenant_a.pools.get(kind="prod")
-    _usage(pool, dt.date(2026, 10, 10), 8, 2)   # 192 GPU-h allocated, 48 used
-    _usage(pool, dt.date(2026, 11, 10), 8, 6)   # 192 allocated, 144 used
+    make_job(tenant_a, run(at("2026-10-10"), at("2026-10-11")), gpus=8)  # 192 GPU-h billed
+    make_job(tenant_a, run(at("2026-11-10"), at("2026-11-11")), gpus=8)  # 192 billed
+    make_job(tenant_a, run(at("2026-11-12"), at("2026-11-12", "12:00")), gpus=2)  # 24, unsampled
+    make_job(tenant_a, run(at("2026-11-13"), at("2026-11-13", "01:00")), gpus=1,
+             mig="1g.10gb")                                                 # MIG: not cards
+    services.ledger_ingest_gpu(now=at("2026-11-14"))
+    _usage(pool, dt.date(2026, 10, 10), 8, 2)   # 48 of the 192 busy
+    _usage(pool, dt.date(2026, 11, 10), 8, 6)   # 144 of the 192 busy
     _usage(pool, dt.date(2026, 11, 11), 4, 0, resource="cpu")  # not a GPU: ignored
     november = selectors.idle_rates(dt.date(2026, 11, 1), dt.date(2026, 12, 1))
     assert november[tenant_a.pk].rate == Decimal("0.25")
-    assert november[tenant_a.pk].allocated_hours == Decimal("192.00")
+    assert november[tenant_a.pk].billed_hours == Decimal("216.00")
+    assert november[tenant_a.pk].measured_hours == Decimal("192.00")
+    assert november[tenant_a.pk].allocated_hours == november[tenant_a.pk].billed_hours
     quarter = selectors.tenant_idle(tenant_a, today=dt.date(2026, 11, 30))["quarter"]
     assert quarter.rate == Decimal("0.5") and quarter.utilised_hours == Decimal("192.00")
     assert tenant_b.pk not in november

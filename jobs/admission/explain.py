@@ -88,9 +88,11 @@ class Explainer:
                 return {"code": "jobs.wait.over_ceiling",
                         "args": {"pool": pool, "ceiling": text.amount(ceiling, key),
                                  "used": self.use_all[tpk]}}
+            # "in use" is the pool's one number (jobs.selectors.holding_use: every
+            # admitted, running and preempting job, batch included), as its pages show
             return {"code": "jobs.wait.over_quota",
                     "args": {"pool": pool, "quota": text.amount(nominal, key),
-                             "used": self.use_nb[tpk]}}
+                             "used": self.use_all[tpk]}}
         free = self.cap.free_total(key, job.tenant)
         detail: Text
         if free >= units:
@@ -110,7 +112,7 @@ class Explainer:
         if mode == _BORROW:
             return {"code": "jobs.wait.borrowing",
                     "args": {"pool": pool, "quota": text.amount(nominal, key),
-                             "used": self.use_nb[tpk], "resource": text.resource_name(key),
+                             "used": self.use_all[tpk], "resource": text.resource_name(key),
                              "detail": detail}}
         if mode == _BATCH:
             return {"code": "jobs.wait.batch_idle", "args": {"detail": detail}}

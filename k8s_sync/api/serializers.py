@@ -56,6 +56,11 @@ class NodeCapacitySerializer(serializers.Serializer):
 class CapacitySerializer(serializers.Serializer):
     observed_at = serializers.DateTimeField(allow_null=True)
     totals = serializers.DictField(child=serializers.IntegerField())
+    resources = serializers.DictField(
+        child=serializers.DecimalField(max_digits=20, decimal_places=3, coerce_to_string=True,
+                                       normalize_output=True),
+        help_text="capacity per quota resource key: allocatable on every observed node, "
+                  "cordoned ones included (k8s_sync.selectors.resource_capacity)")
     models = ModelCapacitySerializer(many=True)
     nodes = NodeCapacitySerializer(many=True)
     topology_levels = serializers.ListField(

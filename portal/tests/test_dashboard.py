@@ -41,7 +41,12 @@ def granted(tenant_a):
 
 @pytest.fixture
 def observed(granted):
-    """A node with 8 H800 and a running 2-GPU pod of job 1 in acme's prod namespace."""
+    """A node with 8 H800 and a running 2-GPU job ("llm") with its pod in acme's prod
+    namespace: 2 cards in use (the job, as admission counts it) and allocated (the pod)."""
+    llm = TrainingJob.objects.create(
+        tenant=granted.tenant, pool=granted, name="llm", image="pytorch:2", tier="production",
+        max_run_seconds=3600, state="running", workers=1, gpus_per_worker=2, gpu_model=H800,
+        cpu_per_worker=16, memory_gib_per_worker=64)
     ObservedNode.objects.create(
         name="h800-0", uid="n1", resource_version="1", observed_at=timezone.now(),
         gpu_product=H800, gpu_model=H800, gpu_memory_mib=81559, gpu_count=8,
@@ -51,7 +56,7 @@ def observed(granted):
         namespace=granted.namespace, name="llm-master-0", uid="p1", resource_version="1",
         observed_at=timezone.now(), phase="Running",
         node_name="h800-0", requests={"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "2"},
-        tenant="acme", pool="prod", job="1")
+        tenant="acme", pool="prod", job=str(llm.pk))
     return granted
 
 
@@ -98,7 +103,7 @@ def test_sample_records_allocated_utilised_and_quota(observed):
     for res in ("h", "d"):
         assert UsageSeries.objects.get(pool=observed, resource=f"gpu:{H800}",
                                        resolution=res).allocated == 2.0
-    util = JobUtilisation.objects.get(job="1")
+    util = JobUtilisation.objects.get(job=str(TrainingJob.objects.get(name="llm").pk))
     assert util.gpu_samples == 2 and util.mean_util == 60 and util.low_since is None
 
 
@@ -112,7 +117,7 @@ def test_hour_and_day_rows_are_means_and_a_repeat_minute_overwrites(observed):
     hour = UsageSeries.objects.get(pool=observed, resource=f"gpu:{H800}", resolution="h",
                                    start=start)
     assert hour.samples == 3 and hour.utilised == pytest.approx(1.0)  # (2 + 1 + 0) / 3
-    job = JobUtilisation.objects.get(job="1")
+    job = JobUtilisation.objects.get(job=str(TrainingJob.objects.get(name="llm").pk))
     assert job.gpu_samples == 6  # the repeated minute is not counted twice
     assert job.low_since == start + dt.timedelta(minutes=2)
 
@@ -165,6 +170,9 @@ def test_dashboard_shows_gauges_jobs_waiting_and_banner(observed, tenant_a, bob,
     _ran(big, now - dt.timedelta(hours=3), now - dt.timedelta(hours=1))  # 8 GPUs x 2 h
     small = _job(tenant_a, observed, "small-run", state="running")
     _ran(small, now - dt.timedelta(hours=1), None)
+    TrainingJob.objects.filter(name="llm").update(state="succeeded")  # small-run: 2 cards
+    small.gpus_per_worker = 2
+    small.save(update_fields=["gpus_per_worker"])
     JobUtilisation.objects.update_or_create(
         namespace=observed.namespace, job=str(big.pk),
         defaults={"gpu_samples": 10, "util_sum": 450, "first_sampled_at": now,
@@ -179,7 +187,7 @@ def test_dashboard_shows_gauges_jobs_waiting_and_banner(observed, tenant_a, bob,
     jobs = response.context["jobs"]
     assert [j.name for j in jobs] == ["big-run", "small-run"]  # most GPU-hours first
     assert jobs[0].gpu_hours == pytest.approx(16.0) and jobs[0].mean_util == 45.0
-    assert jobs[1].gpu_hours == pytest.approx(1.0, abs=0.01)
+    assert jobs[1].gpu_hours == pytest.approx(2.0, abs=0.01)
     # the cost column appears exactly when billing offers job_costs
     try:
         from billing.selectors import job_costs  # noqa: F401
@@ -254,8 +262,9 @@ def test_dashboard_query_count_does_not_grow(rows, observed, tenant_a, alice, lo
     _bulk_history(tenant_a, observed, rows, rows)
     Policy.current()  # the one policy row exists in any running portal
     client = login(alice)
-    # +1 since the capacity report reads the policy's topology levels
-    with django_assert_max_num_queries(37):
+    # +1 since the capacity report reads the policy's topology levels; +3 for the trends'
+    # GPU keys that exist (observed models, cached; the tenant's grants per range)
+    with django_assert_max_num_queries(40):
         assert client.get(reverse("tenant_dashboard", kwargs={"slug": "acme"})).status_code \
             == 200
     with django_assert_max_num_queries(22):

@@ -70,7 +70,11 @@
       var quota = box.querySelector("[data-field=quota]");
       if (quota) quota.textContent = g.quota;
       var meter = box.querySelector("meter");
-      if (meter) { meter.max = g.quota; meter.value = g.used; }
+      if (meter && g.meter) {  // the server's scale: use above the quota is never green
+        meter.max = g.meter.max; meter.low = g.meter.low; meter.high = g.meter.high;
+        meter.optimum = g.meter.optimum; meter.value = g.meter.value;
+      }
+      box.setAttribute("data-state", g.state || "");
       draw(box.querySelector("[data-figure]"), g.figure);
     });
     return true;

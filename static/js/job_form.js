@@ -79,13 +79,18 @@
       var after = Math.round((d.in_use + d.wanted) * 1000) / 1000;
       var args = {label: d.label, unit: d.unit, after: after, in_use: d.in_use,
                   wanted: d.wanted, quota: d.quota, ceiling: d.ceiling};
+      var line;
       if (d.fits_quota) {
-        box.appendChild(text("p", interpolate(gettext("%(label)s: %(after)s of %(quota)s %(unit)s with this job"), args, true), "ok"));
+        line = box.appendChild(text("p", interpolate(gettext("%(label)s: %(after)s of %(quota)s %(unit)s with this job"), args, true), "ok"));
       } else if (d.fits_ceiling) {
-        box.appendChild(text("p", interpolate(gettext("%(label)s: %(after)s of %(quota)s %(unit)s with this job: above your quota, borrowing idle capacity up to %(ceiling)s"), args, true), "note-warn"));
+        line = box.appendChild(text("p", interpolate(gettext("%(label)s: %(after)s of %(quota)s %(unit)s with this job: above your quota, borrowing idle capacity up to %(ceiling)s"), args, true), "note-warn"));
       } else {
-        box.appendChild(text("p", interpolate(gettext("%(label)s: %(in_use)s in use + %(wanted)s > %(ceiling)s %(unit)s: it waits until your pool's jobs free enough"), args, true), "error"));
+        line = box.appendChild(text("p", interpolate(gettext("%(label)s: %(in_use)s in use + %(wanted)s > %(ceiling)s %(unit)s: it waits until your pool's jobs free enough"), args, true), "error"));
       }
+      // the pool's numbers as the server counted them (the quota page and gauges show them)
+      line.setAttribute("data-key", d.key);
+      line.setAttribute("data-in-use", d.in_use);
+      line.setAttribute("data-quota", d.quota);
     });
     if (p.max_cost) {
       box.appendChild(text("p", interpolate(gettext("Cost if it runs for its maximum run time: %(cost)s %(currency)s"),

@@ -22,7 +22,7 @@ from core.texts import StoredText, english, message
 from tenants import texts
 from tenants.access import AnyUser, TenantAccess, require_platform_admin
 from tenants.audit import record_audit
-from tenants.capacity import capacity_by_resource
+from tenants.capacity import capacity_by_resource, cluster_observed, offered_resources
 from tenants.catalog import Resource
 from tenants.choices import RequestSource, RequestStatus, TenantStatus
 from tenants.models import Pool, QuotaGrant, QuotaRequest, QuotaRequestItem, UsageDaily
@@ -49,22 +49,46 @@ def parse_amounts(amounts: dict[str, Any]) -> dict[str, Decimal]:
     return parsed
 
 
+def check_offered(pool: Pool, amounts: dict[str, Decimal]) -> frozenset[str]:
+    """Refuse an amount of a resource that exists on no node (not in
+    ``tenants.capacity.offered_resources``: e.g. a GPU model no observed node carries),
+    with a field error naming it. Lowering or removing (0) a pool's existing grant of such
+    a resource stays allowed, so a quota key whose nodes are gone can be taken away.
+    Before any node has been observed nothing is refused (there is nothing to compare).
+    Returns the keys of ``amounts`` that exist on no node (set to 0, they are removed)."""
+    if not cluster_observed():
+        return frozenset()
+    offered = {r.key for r in offered_resources()}
+    current = _current_amounts(pool)
+    for key, amount in amounts.items():
+        if key in offered or amount <= current.get(key, Decimal(0)):
+            continue
+        raise ApplicationError(
+            _("%(r)s exists on no node of the cluster: it cannot be granted or asked for "
+              "(an existing grant of it can only be lowered or removed).") % {"r": key},
+            field="amounts", extra={"resource": key})
+    return frozenset(set(amounts) - offered)
+
+
 def _grant(*, actor: AnyUser | None, pool: Pool, amounts: dict[str, Decimal],
            reason: StoredText,
-           valid_until: dt.datetime | None = None, request: QuotaRequest | None = None
-           ) -> list[QuotaGrant]:
+           valid_until: dt.datetime | None = None, request: QuotaRequest | None = None,
+           remove: frozenset[str] = frozenset()) -> list[QuotaGrant]:
     """Supersede the current grants of ``amounts``' resources and add the new ones.
 
     Call inside a transaction. A temporary grant (``valid_until``) remembers the amount
     to return to. Unchanged amounts are skipped (idempotent). ``reason``: what a person
-    typed (a string), or the system's stored text (kept as ``reason_text``).
+    typed (a string), or the system's stored text (kept as ``reason_text``). A key of
+    ``remove`` set to 0 (permanently) is taken away: its grant is superseded and no new
+    row is added, so the key leaves the pool's quota (a resource that exists on no node).
     """
     now = timezone.now()
     reason_text = None if isinstance(reason, str) else reason
     reason = english(reason)[:2000]
     current = {g.resource: g for g in QuotaGrant.objects.select_for_update().filter(
         pool=pool, superseded_at__isnull=True, resource__in=list(amounts))}
-    created = []
+    created: list[QuotaGrant] = []
+    removed: list[str] = []
     for key, amount in amounts.items():
         old = current.get(key)
         if old is not None and old.amount == amount and old.valid_until == valid_until:
@@ -72,6 +96,9 @@ def _grant(*, actor: AnyUser | None, pool: Pool, amounts: dict[str, Decimal],
         if old is not None:
             old.superseded_at = now
             old.save(update_fields=["superseded_at"])
+        if key in remove and not amount and valid_until is None:
+            removed.append(key)
+            continue
         restore = None
         if valid_until is not None:
             restore = old.restore_amount if old is not None and old.valid_until else \
@@ -80,11 +107,13 @@ def _grant(*, actor: AnyUser | None, pool: Pool, amounts: dict[str, Decimal],
             pool=pool, resource=key, amount=amount, granted_by=actor, reason=reason,
             reason_text=reason_text,
             valid_until=valid_until, restore_amount=restore, request=request))
-    if created:
+    if created or removed:
+        changed = {**{g.resource: g.amount for g in created}, **dict.fromkeys(removed,
+                                                                             Decimal(0))}
         record_audit(actor=actor, action="quota.set", tenant=pool.tenant,
                      text=message(texts.AUDIT_QUOTA_SET, pool=str(pool), amounts=", ".join(
-                         f"{g.resource}={api_decimal(g.amount)}" for g in created)),
-                     pool=pool.kind, amounts={g.resource: str(g.amount) for g in created},
+                         f"{k}={api_decimal(v)}" for k, v in changed.items())),
+                     pool=pool.kind, amounts={k: str(v) for k, v in changed.items()},
                      reason=reason, request=request.pk if request else None)
         _schedule_pools([pool.pk])
     return created
@@ -97,15 +126,17 @@ def quota_set(*, actor: AnyUser, pool: Pool, amounts: dict[str, Any], reason: st
     grant rows (none when nothing changed)."""
     require_platform_admin(actor)
     parsed = parse_amounts(amounts)
+    gone = check_offered(pool, parsed)
     with transaction.atomic():
         Policy.objects.select_for_update().get(pk=Policy.current().pk)
         _check_overcommit(pool, parsed)
         return _grant(actor=actor, pool=pool, amounts=parsed, reason=reason,
-                      valid_until=valid_until)
+                      valid_until=valid_until, remove=gone)
 
 
 def _check_overcommit(pool: Pool, amounts: dict[str, Decimal]) -> None:
-    """Raise when the new amounts would take total grants past factor x capacity.
+    """Raise when the new amounts would take total grants past factor x capacity (a
+    grant lowered is never refused: a resource whose nodes are gone must be removable).
 
     Call with the Policy row locked, so concurrent approvals see each other's grants.
     """
@@ -113,9 +144,12 @@ def _check_overcommit(pool: Pool, amounts: dict[str, Decimal]) -> None:
     if not capacity:
         return  # nothing observed yet (no cluster): nothing to compare with
     factors = Policy.current().overcommit_factors
+    current = _current_amounts(pool)
     for key, amount in amounts.items():
         if key not in capacity and not key.startswith(("gpu:", "mig:")):
             continue
+        if key in current and amount <= current[key]:
+            continue  # lowering a grant never takes the total further past the limit
         elsewhere = (QuotaGrant.objects.filter(resource=key, superseded_at__isnull=True)
                      .exclude(pool=pool).exclude(pool__tenant__status=TenantStatus.DELETED)
                      .aggregate(total=Sum("amount"))["total"]) or Decimal(0)
@@ -146,6 +180,7 @@ def quota_request_submit(*, access: TenantAccess, actor: AnyUser, pool: Pool,
     if pool.tenant_id != tenant.pk:
         raise ApplicationError(_("That pool belongs to another tenant."))
     parsed = parse_amounts(amounts)
+    check_offered(pool, parsed)
     if not (justification or "").strip():
         raise ApplicationError(_("Say why the team needs this; admins decide on it."),
                                field="justification")
@@ -225,13 +260,14 @@ def quota_request_approve(*, actor: AnyUser, request: QuotaRequest,
             raise ApplicationError(_("Only requested resources can be amended: %(r)s")
                                    % {"r": ", ".join(sorted(unknown))}, field="amended")
         final = {k: amended_parsed.get(k, i.requested_amount) for k, i in items.items()}
+        gone = check_offered(locked.pool, final)
         _check_overcommit(locked.pool, final)
         for key, item in items.items():
             item.approved_amount = final[key]
             item.save(update_fields=["approved_amount"])
         _grant(actor=actor, pool=locked.pool, amounts=final, request=locked,
                reason=message(texts.GRANT_FROM_REQUEST, n=locked.pk, why=locked.why),
-               valid_until=locked.valid_until)
+               valid_until=locked.valid_until, remove=gone)
         _decide(locked, actor, RequestStatus.APPROVED, note)
         changed = any(final[k] != i.requested_amount for k, i in items.items())
         summary = ", ".join(f"{k}={api_decimal(v)}" for k, v in final.items())

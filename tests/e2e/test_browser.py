@@ -805,3 +805,52 @@ def test_no_table_is_wider_than_its_card(lang, browser, live_server, world, clus
         finally:
             context.close()
     assert problems == []
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_gauge_quota_page_and_preview_show_the_same_in_use(lang, new_page, tenant_a, bob):
+    """One admitted job holds 2 cards of acme's dev pool and has no pod yet: the dashboard
+    gauge, the quota page and the job form's live preview all say 2 in use of 8 (issue 15:
+    one number everywhere), in either language. No cluster needed: pages read the
+    observed rows."""
+    from django.utils import timezone
+
+    from jobs.models import TrainingJob
+    from k8s_sync.models import ObservedNode
+    from tenants.models import QuotaGrant
+
+    model = "NVIDIA-H800"
+    key = f"gpu:{model}"
+    ObservedNode.objects.create(
+        name="h800-0", uid="h800-0", resource_version="1", observed_at=timezone.now(),
+        gpu_product=model, gpu_model=model, gpu_count=8, gpu_memory_mib=81920, ready=True,
+        allocatable={"cpu": "192", "memory": "2Ti", "nvidia.com/gpu": "8", "pods": "110"})
+    dev = tenant_a.pools.get(kind="dev")
+    for resource, amount in {key: 8, "cpu": 128, "memory": 1024}.items():
+        QuotaGrant.objects.create(pool=dev, resource=resource, amount=amount)
+    TrainingJob.objects.create(
+        tenant=tenant_a, pool=dev, name="holder", image="trainer:1", tier="development",
+        max_run_seconds=3600, state="admitted", workers=1, gpus_per_worker=2, gpu_model=model,
+        cpu_per_worker=8, memory_gib_per_worker=32, placement=["h800-0"],
+        admitted_at=timezone.now())
+
+    page = new_page(lang)
+    log_in(page, "bob", "/t/acme/quota/")
+    row = page.locator(f"tr[data-pool=dev][data-key='{key}']")
+    expect(row.locator("[data-field=used]")).to_have_text("2")
+    expect(row.locator("[data-field=quota]")).to_have_text("8")
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+    page.goto("/t/acme/jobs/new/", wait_until="domcontentloaded")
+    _fill_job_form(page, lang, name="probe", gpus=1, h800=model)
+    line = page.locator(f"#preview [data-key='{key}']")
+    expect(line).to_have_attribute("data-in-use", "2")
+    expect(line).to_have_attribute("data-quota", "8")
+    expect(line).to_contain_text("3")   # 2 in use + this job's 1
+
+    # the numbers are the server's, in the HTML before plotly.js: no need to wait for it
+    page.goto("/t/acme/dashboard/", wait_until="commit")
+    gauge = page.locator(f"figure.gauge[data-key='{key}']")
+    expect(gauge.locator("[data-field=used]")).to_have_text("2")
+    expect(gauge.locator("[data-field=quota]")).to_have_text("8")
+    expect(gauge).to_have_attribute("data-state", "ok")
