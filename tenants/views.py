@@ -39,7 +39,7 @@ def tenant_detail(request: HttpRequest, slug: str) -> HttpResponse:
     request.session["tenant_slug"] = slug
     return render(request, "tenants/detail.html", {
         "access": access, "tenant": access.tenant,
-        "pools": selectors.pools_of(access.tenant),
+        "pools": selectors.mark_in_cluster(selectors.pools_of(access.tenant)),
         "member_count": selectors.members_of(access.tenant).count(),
         "suspend_form": forms.SuspendForm(),
         "dedicated_nodes": selectors.dedicated_nodes_of(access.tenant),
