@@ -127,7 +127,8 @@ def _pool_absent(job: TrainingJob, exc: K8sError) -> str:
             message=stored_text("jobs.transition.pool_absent", namespace=job.pool.namespace,
                                 error=exc.message[:500]),
             wait_reason=stored_text("jobs.wait.pool_absent", namespace=job.pool.namespace)):
-        services.kick_admission()  # its quota is free again
+        # No kick: the next pass (within seconds) comes after the pool's reconcile has
+        # had its chance, rather than admitting it again into the same missing namespace.
         return "requeued: no namespace"
     return "waiting: no namespace"
 

@@ -516,7 +516,7 @@ def abnormal_jobs(*, now: dt.datetime | None = None, limit: int = 25) -> list[di
     the next step), then running jobs whose GPUs sat under 10% for over an hour, or that
     run over 5 days."""
     now = now or timezone.now()
-    out = [{"job": j, "tenant": j.tenant.slug, "gpus": j.total_gpus,
+    out: list[dict[str, Any]] = [{"job": j, "tenant": j.tenant.slug, "gpus": j.total_gpus,
             "resource": short_model(j.mig_profile or j.gpu_model), "mean_util": None,
             "reasons": [], "health": verdict, "hold_reason": [message("jobs.hold.abnormal")],
             "low_util": False} for j, verdict in stuck_jobs(now=now, limit=limit)]
