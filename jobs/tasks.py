@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
+from dataclasses import replace
 from typing import Any
 
 from celery import shared_task
@@ -26,7 +27,7 @@ from django.utils import timezone
 
 from core.models import Policy
 from core.texts import message as stored_text
-from jobs import podstart, selectors, services
+from jobs import health, podstart, selectors, services
 from jobs.admission import decide
 from jobs.choices import JobState
 from jobs.models import AdmissionState, MaintenanceWindow, TrainingJob
@@ -36,7 +37,9 @@ from k8s_sync.maintenance import cordon_patch, is_cordoned, maintenance_taint
 from k8s_sync.models import PYTORCHJOB, ObservedNode, ObservedPod
 from k8s_sync.placement import switch_of
 from k8s_sync.selectors import workload_statuses
-from tenants.selectors import topology_levels
+from tenants.models import Pool
+from tenants.selectors import pools_not_in_cluster, topology_levels
+from tenants.services import pool_sync_request
 from tenants.tasks import backoff_seconds
 
 log = logging.getLogger(__name__)
@@ -93,6 +96,8 @@ def sync_job(self, job_id: int) -> str:  # type: ignore[no-untyped-def]
                                                      last_error="")
     except K8sError as exc:
         TrainingJob.objects.filter(pk=job.pk).update(last_error=str(exc)[:2000])
+        if exc.namespace_missing and not job.in_cluster:
+            return _pool_absent(job, exc)
         if is_transient(exc) and self.request.retries < MAX_RETRIES:
             raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
         if _refused(exc) and not job.in_cluster:
@@ -108,6 +113,24 @@ def sync_job(self, job_id: int) -> str:  # type: ignore[no-untyped-def]
             return "rejected"
         return "error"
     return "created" if created else ("suspended" if spec.suspend else "running")
+
+
+def _pool_absent(job: TrainingJob, exc: K8sError) -> str:
+    """The job's namespace is not in the cluster (its pool is not set up yet, or was
+    lost): an admitted job goes back to the queue with that reason rather than hold
+    quota it cannot use, and its pool is asked to sync. Admission admits it again once
+    the cluster shows the pool (``_decide_and_apply``), which creates it then."""
+    pool_sync_request(pool=job.pool)
+    if services.job_transition(
+            job_id=job.pk, from_states=[JobState.ADMITTED], to_state=JobState.QUEUED,
+            reason="PoolAbsent", admitted_at=None, borrowing=False, placement=[], switch="",
+            message=stored_text("jobs.transition.pool_absent", namespace=job.pool.namespace,
+                                error=exc.message[:500]),
+            wait_reason=stored_text("jobs.wait.pool_absent", namespace=job.pool.namespace)):
+        # No kick: the next pass (within seconds) comes after the pool's reconcile has
+        # had its chance, rather than admitting it again into the same missing namespace.
+        return "requeued: no namespace"
+    return "waiting: no namespace"
 
 
 def _unbuildable(job: TrainingJob, exc: Exception) -> str:
@@ -167,8 +190,8 @@ def observe_jobs(now: dt.datetime) -> dict[str, int]:
                 reason="Running", started_at=now, placement=[])
         elif job.state == JobState.PREEMPTING and (
                 (active_pods == 0 and not _pods_remain(job))
-                or (job.preempt_deadline and now >= job.preempt_deadline + dt.timedelta(
-                    minutes=5))):
+                or (job.preempt_deadline
+                    and now >= job.preempt_deadline + health.PREEMPT_RELEASE_AFTER)):
             counts["requeued"] += services.job_transition(
                 job_id=job.pk, from_states=[JobState.PREEMPTING], to_state=JobState.QUEUED,
                 reason="Requeued", restart_count=job.restart_count + 1, preempt_deadline=None,
@@ -256,7 +279,24 @@ def admission_cycle() -> dict[str, Any]:
 
 
 def _decide_and_apply(now: dt.datetime) -> dict[str, int]:
-    decisions = decide(**selectors.admission_inputs(now))
+    inputs = selectors.admission_inputs(now)
+    # A job whose pool's namespace and quota the cluster does not show (observed) is not
+    # admitted: it would hold quota with no namespace to create its PyTorchJob in. It
+    # waits, held out of this pass, with that reason; its pool is asked to sync again.
+    absent = {(p.tenant.slug, p.kind): p for p in pools_not_in_cluster()}
+    waiting_for_pool = {j.id: absent[(j.tenant, j.pool)] for j in inputs["jobs"]
+                        if j.state == JobState.QUEUED and (j.tenant, j.pool) in absent}
+    if waiting_for_pool:
+        inputs["jobs"] = [replace(j, held=True) if j.id in waiting_for_pool else j
+                          for j in inputs["jobs"]]
+        for pool in {p.pk: p for p in waiting_for_pool.values()}.values():
+            _request_pool_sync(pool)
+    decisions = decide(**inputs)
+    for job_id, pool in waiting_for_pool.items():
+        if job_id in decisions.waiting:
+            decisions.waiting[job_id] = replace(
+                decisions.waiting[job_id], eta_p50=None, eta_p90=None,
+                reason=stored_text("jobs.wait.pool_absent", namespace=pool.namespace))
     levels = topology_levels() if decisions.admit else ()
     admitted = preempted = 0
     for admission in decisions.admit:
@@ -281,6 +321,16 @@ def _decide_and_apply(now: dt.datetime) -> dict[str, int]:
             services.schedule_sync(preemption.job_id)
     services.record_waiting(decisions.waiting)
     return {"admitted": admitted, "preempted": preempted, "waiting": len(decisions.waiting)}
+
+
+POOL_SYNC_EVERY = 30  # seconds between two reconciles a waiting job asks of one pool
+
+
+def _request_pool_sync(pool: Pool) -> None:
+    """Ask for a reconcile of a pool jobs wait for, at most every ``POOL_SYNC_EVERY``
+    seconds (its reconcile retries transient errors with backoff by itself)."""
+    if cache.add(f"jobs:pool-sync:{pool.pk}", "1", timeout=POOL_SYNC_EVERY):
+        pool_sync_request(pool=pool)
 
 
 def _switch_of(placement: tuple[str, ...], levels: tuple[str, ...]) -> str:

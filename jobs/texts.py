@@ -96,6 +96,9 @@ register("jobs.clock.date", _Clock(
 
 register("jobs.wait.capacity", _("waiting for capacity"))
 register("jobs.wait.held", _("held by a platform admin"))
+register("jobs.wait.pool_absent", _(
+    "waiting for its pool to be set up in the cluster (namespace %(namespace)s): it is "
+    "admitted once the cluster shows the namespace and its quota"))
 register("jobs.wait.over_batch_ceiling", _(
     "above your %(pool)s ceiling of %(ceiling)s for batch jobs (%(used)s in use): waits for "
     "your jobs to finish"))
@@ -189,6 +192,9 @@ register("jobs.wait.watermark", _(
 # -- transition messages and holds written by the system ------------------------------------
 
 register("jobs.transition.borrowing", _("borrowing idle capacity beyond the pool's quota"))
+register("jobs.transition.pool_absent", _(
+    "The cluster has no namespace %(namespace)s (%(error)s). Back in the queue, waiting for "
+    "its pool to be set up in the cluster; a sync of the pool was requested."))
 register("jobs.transition.requeued", _(
     "stopped after its checkpoint grace; it resumes from its checkpoint"))
 register("jobs.transition.cancelled_by", _("Cancelled by %(u)s"))
@@ -251,6 +257,7 @@ TRANSITION_REASONS: dict[str, Any] = {
     "Rejected": pgettext_lazy("job transition", "Rejected"),
     "NotStarted": pgettext_lazy("job transition", "NotStarted"),
     "Unbuildable": pgettext_lazy("job transition", "Unbuildable"),
+    "PoolAbsent": pgettext_lazy("job transition", "PoolAbsent"),
 }
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import json
+import re
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -161,6 +162,9 @@ def _configuration(cfg: ClusterConfig) -> k8s_client.Configuration:
 # --- errors ---------------------------------------------------------------------------------
 
 
+_NAMESPACE_NOT_FOUND = re.compile(r'namespaces "([a-z0-9][-a-z0-9]*)" not found')
+
+
 class K8sError(Exception):
     """A failed Kubernetes call. ``status`` is the HTTP code (``None`` without a response)."""
 
@@ -180,6 +184,18 @@ class K8sError(Exception):
         """True for a 403 from quota admission (as opposed to an RBAC 403)."""
         return self.status == 403 and ("exceeded quota" in self.message
                                        or "failed quota" in self.message)
+
+    @property
+    def namespace_missing(self) -> str:
+        """The namespace a 404 says does not exist (``namespaces "x" not found``: the
+        object's namespace is not in the cluster yet, or no more), else ``""``. Another
+        404 (a missing API, a missing object) is not this."""
+        if self.status != 404:
+            return ""
+        if self.details.get("kind") == "namespaces" and self.details.get("name"):
+            return str(self.details["name"])
+        found = _NAMESPACE_NOT_FOUND.search(self.message or "")
+        return found.group(1) if found else ""
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Picklable despite the custom __init__ (Celery/multiprocessing ship exceptions).

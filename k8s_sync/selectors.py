@@ -21,7 +21,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from k8s_sync import placement
+from k8s_sync import naming, placement
 from k8s_sync.models import (
     PYTORCHJOB,
     ClusterEvent,
@@ -39,7 +39,7 @@ from k8s_sync.quantity import parse_quantity
 __all__ = [
     "CapacityReport", "KindStatus", "MigCapacity", "ModelCapacity", "NodeCapacity",
     "WorkloadStatus", "capacity_report", "mig_profile_memory_mib", "observed_counts",
-    "observer_status", "resource_capacity", "workload_statuses",
+    "observer_status", "pool_namespaces_observed", "resource_capacity", "workload_statuses",
 ]
 
 GPU, GPU_SHARED, MIG_PREFIX = "nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-"
@@ -410,6 +410,21 @@ def observer_status(counts: Mapping[str, int] | None = None) -> list[KindStatus]
                               row.last_list_at, row.last_event_at, row.last_error,
                               row.last_error_at, row.failing))
     return out
+
+
+# --- pools in the cluster ------------------------------------------------------------------
+
+
+def pool_namespaces_observed(namespaces: Iterable[str] | None = None) -> set[str]:
+    """The namespaces (of ``namespaces``, or all) where the watcher has recorded Trainyard's
+    ResourceQuota (``naming.RESOURCE_QUOTA_NAME``), the last object of a pool's reconcile
+    after its namespace and LimitRange: the pools that are set up in the cluster, as the
+    cluster says, not as Trainyard wrote. One query. A namespace that is deleted takes
+    its quota with it, and the watcher records that too."""
+    rows = ObservedQuota.objects.filter(name=naming.RESOURCE_QUOTA_NAME)
+    if namespaces is not None:
+        rows = rows.filter(namespace__in=list(namespaces))
+    return set(rows.values_list("namespace", flat=True))
 
 
 # --- training workloads (observe.KINDS "pytorchjobs") -------------------------------------

@@ -39,6 +39,7 @@ from core.texts import message
 from core.texts import render as render_text
 from jobs.choices import JobState
 from jobs.models import JobTransition, TrainingJob
+from jobs.selectors import stuck_jobs
 from jobs.timeline import running_intervals
 from k8s_sync.models import ObservedKind, ObservedNode, ObservedPod
 from k8s_sync.naming import namespace_name
@@ -569,27 +570,29 @@ def _tenant_allocation(by_tenant: dict[str, dict[str, tuple[float, float | None]
 
 
 def abnormal_jobs(*, now: dt.datetime | None = None, limit: int = 25) -> list[dict[str, Any]]:
-    """Running jobs whose GPUs sat under 10% for over an hour, or that run over 5 days."""
+    """Jobs that do not progress as expected (``jobs.selectors.stuck_jobs``: the rule of
+    ``jobs.health``, the same verdict their own page shows, with the cluster's reason and
+    the next step), then running jobs whose GPUs sat under 10% for over an hour, or that
+    run over 5 days."""
     now = now or timezone.now()
+    out: list[dict[str, Any]] = [{"job": j, "tenant": j.tenant.slug, "gpus": j.total_gpus,
+            "resource": short_model(j.mig_profile or j.gpu_model), "mean_util": None,
+            "reasons": [], "health": verdict, "hold_reason": [message("jobs.hold.abnormal")],
+            "low_util": False} for j, verdict in stuck_jobs(now=now, limit=limit)]
     low = {u.job: u for u in JobUtilisation.objects.filter(
         low_since__lte=now - LOW_UTIL_FOR, last_sampled_at__gte=now - dt.timedelta(minutes=15))
         .only("job", "namespace", "low_since", "last_util", "util_sum", "gpu_samples")}
     low_ids = [int(j) for j in low if j.isdigit()]
     # Only the columns the page and the hold action read (not the spec, placement and
     # stored texts of every row); the tenant's slug and the pool's kind come in the join.
-    # ... and, in the same query, admitted jobs whose pods have not started (_stuck_admitted)
     jobs = (TrainingJob.objects.filter(
-                Q(state=JobState.RUNNING) & (Q(pk__in=low_ids) | Q(started_at__lte=now - LONG_RUN))
-                | Q(state=JobState.ADMITTED, admitted_at__lte=now - STUCK_AFTER))
+                Q(state=JobState.RUNNING) & (Q(pk__in=low_ids) | Q(started_at__lte=now - LONG_RUN)))
+            .exclude(pk__in=[a["job"].pk for a in out])
             .select_related("tenant", "pool")
             .only("id", "name", "state", "held", "workers", "gpus_per_worker", "gpu_model",
                   "mig_profile", "started_at", "admitted_at", "tenant__slug", "pool__kind")
-            .order_by("started_at", "admitted_at")[:limit])
-    out = []
-    stuck = [j for j in jobs if j.state == JobState.ADMITTED]
+            .order_by("started_at")[:max(0, limit - len(out))])
     for j in jobs:
-        if j.state == JobState.ADMITTED:
-            continue
         u = low.get(str(j.pk))
         if u is not None and u.namespace != namespace_name(j.tenant.slug, j.pool.kind):
             u = None
@@ -609,32 +612,8 @@ def abnormal_jobs(*, now: dt.datetime | None = None, limit: int = 25) -> list[di
             continue
         out.append({"job": j, "tenant": j.tenant.slug, "gpus": j.total_gpus,
                     "resource": short_model(j.mig_profile or j.gpu_model),
-                    "mean_util": round(u.mean_util, 1) if u else None,
+                    "mean_util": round(u.mean_util, 1) if u else None, "health": None,
                     "reasons": reasons, "hold_reason": stored, "low_util": u is not None})
-    return out + _stuck_admitted(stuck, now=now)
-
-
-STUCK_AFTER = dt.timedelta(minutes=5)
-
-
-def _stuck_admitted(jobs: list[TrainingJob], *, now: dt.datetime) -> list[dict[str, Any]]:
-    """Admitted jobs holding GPUs whose pods have not started for 5 minutes (the
-    pod-start deadline sends them back to the queue later), with their pods' reasons."""
-    why: dict[str, set[str]] = defaultdict(set)
-    for job_id, reason in (ObservedPod.objects.filter(job__in=[str(j.pk) for j in jobs])
-                           .exclude(reason="").values_list("job", "reason")):
-        why[job_id].add(reason)
-    out = []
-    for j in jobs:
-        minutes = (now - j.admitted_at).total_seconds() / 60 if j.admitted_at else 0
-        reasons = [_("admitted %(d)s ago, its pods have not started") % {
-            "d": humanize_minutes(minutes)}]
-        if why.get(str(j.pk)):
-            reasons.append(", ".join(sorted(why[str(j.pk)])))
-        out.append({"job": j, "tenant": j.tenant.slug, "gpus": j.total_gpus,
-                    "resource": short_model(j.mig_profile or j.gpu_model), "mean_util": None,
-                    "reasons": reasons, "hold_reason": [message("jobs.hold.abnormal")],
-                    "low_util": False, "not_started": True})
     return out
 
 

@@ -142,7 +142,9 @@ def main() -> int:
         start("beat", [PY, "-m", "celery", "-A", "portal", "beat", "--loglevel", "WARNING",
                        "-s", str(var / "celerybeat-schedule")])
         if demo_load:
-            start("demo-load", [PY, str(ROOT / "manage.py"), "demo_load"])
+            # It waits (up to a minute) for the pools to be in the cluster first: the worker
+            # applies them from the tasks demo_setup queued, the watcher records them.
+            start("demo-load", [PY, str(ROOT / "manage.py"), "demo_load", "--pool-wait", "60"])
         while not stopping:
             for name, proc in procs:
                 if proc.poll() is not None:

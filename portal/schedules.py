@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from celery.schedules import crontab
 
+from jobs.health import ADMISSION_EVERY_SECONDS
+
 BEAT_SCHEDULE: dict[str, dict] = {
     # every minute: opens maintenance windows (defragmentation) whose start has come,
     # keeps their freed nodes cordoned, and uncordons them when a window ends
@@ -21,7 +23,7 @@ BEAT_SCHEDULE: dict[str, dict] = {
     # a level-triggered pass so nothing waits for an event that was lost
     "jobs.admission_cycle": {
         "task": "jobs.admission_cycle",
-        "schedule": 5.0,
+        "schedule": float(ADMISSION_EVERY_SECONDS),
         "options": {"queue": "default", "expires": 8},
     },
     # every minute: proves the worker and the broker are alive (shown on the health page)

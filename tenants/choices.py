@@ -26,6 +26,7 @@ class SyncState(models.TextChoices):
     IN_SYNC = "in_sync", _("In sync")
     PENDING = "pending", _("Pending")
     ERROR = "error", _("Error")
+    MISSING = "missing", _("Not in the cluster")
 
 
 class QuotaMode(models.TextChoices):

@@ -12,11 +12,13 @@ from decimal import Decimal
 from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
+from django.utils.functional import cached_property
 from django.utils.translation import gettext_lazy as _
 
 from core.choices import PoolKind
 from core.texts import StoredText
 from k8s_sync.naming import namespace_name
+from k8s_sync.selectors import pool_namespaces_observed
 from tenants.choices import (
     LoanStatus,
     MembershipRole,
@@ -117,13 +119,33 @@ class Pool(models.Model):
         return namespace_name(self.tenant.slug, self.kind)
 
     @property
-    def sync_state(self) -> str:
-        """``error`` (last attempt failed), ``pending`` (change not yet applied), ``in_sync``."""
+    def write_state(self) -> str:
+        """What Trainyard's writes say: ``error`` (last attempt failed), ``pending``
+        (change not yet applied) or ``in_sync`` (every change was applied, as far as the
+        API calls went). Not what the cluster holds now: see :attr:`sync_state`."""
         if self.sync_error:
             return SyncState.ERROR
         if self.synced_version < self.desired_version:
             return SyncState.PENDING
         return SyncState.IN_SYNC
+
+    @cached_property
+    def in_cluster(self) -> bool:
+        """The pool is set up in the cluster, as observed: the watcher has recorded its
+        ResourceQuota in its namespace (``k8s_sync.selectors.pool_namespaces_observed``,
+        the one rule; admission waits for it). Lists set it for all their pools in one
+        query (``tenants.selectors.mark_in_cluster``)."""
+        return self.namespace in pool_namespaces_observed([self.namespace])
+
+    @property
+    def sync_state(self) -> str:
+        """The pool's state as shown: :attr:`write_state`, except that a pool whose writes
+        all succeeded but whose namespace and quota the cluster does not show (never
+        created, lost, deleted by hand) is ``missing``, never ``in_sync``."""
+        state = self.write_state
+        if state == SyncState.IN_SYNC and not self.in_cluster:
+            return SyncState.MISSING
+        return state
 
 
 class Membership(models.Model):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 from decimal import Decimal
 
 from django.conf import settings
@@ -15,6 +16,7 @@ from core.models import Policy, UserPreference
 from k8s_sync import manifests, naming
 from k8s_sync.placement import set_topology_source
 from k8s_sync.placement import topology_levels as levels_in_force
+from k8s_sync.selectors import pool_namespaces_observed
 from k8s_sync.specs import NetworkSpec, PoolSpec
 from k8s_sync.storage import DEFAULT_IOPS_PARAMETERS, build_iops_storage_class, iops_class_name
 from tenants.access import AnyUser, TenantAccess, access_for, sees_all_tenants
@@ -107,6 +109,26 @@ def admin_count(tenant: Tenant) -> int:
 
 def pools_of(tenant: Tenant) -> QuerySet[Pool]:
     return Pool.objects.filter(tenant=tenant).select_related("tenant").order_by("-kind")
+
+
+def mark_in_cluster(pools: Iterable[Pool]) -> list[Pool]:
+    """Set ``Pool.in_cluster`` (observed: the pool's namespace and quota are in the
+    cluster) on every pool of a list in one query, instead of one per pool."""
+    pools = list(pools)
+    seen = pool_namespaces_observed([p.namespace for p in pools])
+    for pool in pools:
+        pool.in_cluster = pool.namespace in seen
+    return pools
+
+
+def pools_not_in_cluster() -> list[Pool]:
+    """The pools of tenants not being deleted whose namespace and quota the cluster does
+    not show (observed; ``Pool.in_cluster``): admission waits for them."""
+    seen = pool_namespaces_observed()
+    pools = Pool.objects.select_related("tenant").exclude(
+        tenant__status__in=[TenantStatus.DELETING, TenantStatus.DELETED]).only(
+        "id", "kind", "tenant__slug")
+    return [p for p in pools if p.namespace not in seen]
 
 
 def users_search(query: str = "") -> QuerySet:

@@ -135,7 +135,7 @@ def resync_pools() -> dict[str, int]:
             drifted.append(pool.pk)
             continue
         owner = pool_owner(pool.tenant.slug, pool.kind)
-        if (pool.sync_state != SyncState.IN_SYNC
+        if (pool.write_state != SyncState.IN_SYNC
                 or not plan(desired, by_pool.get(_pool_key(owner.labels), ()), owner).empty):
             drifted.append(pool.pk)
         else:

@@ -41,7 +41,7 @@ def tenant_detail(request: HttpRequest, slug: str) -> HttpResponse:
     request.session["tenant_slug"] = slug
     return render(request, "tenants/detail.html", {
         "access": access, "tenant": access.tenant,
-        "pools": selectors.pools_of(access.tenant),
+        "pools": selectors.mark_in_cluster(selectors.pools_of(access.tenant)),
         "member_count": selectors.member_count(access.tenant),
         "suspend_form": forms.SuspendForm(),
         "dedicated_nodes": selectors.dedicated_nodes_of(access.tenant),

@@ -89,6 +89,7 @@ def world(cluster, platform_admin, tenant_a, django_capture_on_commit_callbacks)
         tenant_services.quota_set(actor=platform_admin, pool=pool, reason="test", amounts={
             "gpu-shared": 8, f"gpu:{L4}": 4, "gpu-memory": 200, "cpu": 128, "memory": 1024})
         reconcile_pool.apply(args=[pool.pk]).get()
+    relist_all(get_client(), kinds=["quotas"])  # the pools are in the cluster, as observed
     return django_capture_on_commit_callbacks
 
 

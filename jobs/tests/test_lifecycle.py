@@ -33,6 +33,7 @@ def world(cluster, platform_admin, tenant_a, tenant_b, django_capture_on_commit_
             tenant_services.quota_set(actor=platform_admin, pool=pool, reason="test", amounts={
                 f"gpu:{h800}": 8, f"gpu:{a100}": 8, "cpu": 128, "memory": 1024})
             reconcile_pool.apply(args=[pool.pk]).get()
+    relist_all(get_client(), kinds=["quotas"])  # the pools are in the cluster, as observed
     return {"h800": h800, "a100": a100, "capture": django_capture_on_commit_callbacks}
 
 

@@ -39,6 +39,7 @@ def world(cluster, platform_admin, tenant_a, django_capture_on_commit_callbacks)
             f"gpu:{models['h800']}": 8, f"gpu:{models['a100']}": 16, "cpu": 256,
             "memory": 2048})
         reconcile_pool.apply(args=[pool.pk]).get()
+    relist_all(get_client(), kinds=["quotas"])  # the pools are in the cluster, as observed
     return {"models": models, "capture": django_capture_on_commit_callbacks}
 
 

@@ -27,12 +27,13 @@ pytestmark = pytest.mark.django_db
 
 H800 = "NVIDIA-H800"
 # warm: session, user, the observed rows' stamps (pods, nodes, last node list), roles,
-# latest minute, low-utilisation rows, abnormal jobs (with tenant and pool), the
-# switcher's tenants, unread notifications, pending requests; cold adds the capacity
+# latest minute, the jobs that do not progress (the pools not in the cluster: pools and
+# observed quotas, then the jobs), low-utilisation rows, abnormal jobs (with tenant and
+# pool), the switcher's tenants, unread notifications, pending requests; cold adds the capacity
 # report (pods, nodes, bookkeeping), queued demand, recent waits, the heatmap and the
 # latest minute's rows; the policy is read twice (the topology levels of the capacity
 # report (cold page and data), the watermark of the physical use, which the report gives)
-COLD_PAGE, WARM_PAGE, COLD_DATA = 21, 12, 11
+COLD_PAGE, WARM_PAGE, COLD_DATA = 24, 15, 11
 
 
 @pytest.fixture(autouse=True)

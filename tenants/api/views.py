@@ -15,7 +15,7 @@ from tenants.access import require_platform_admin
 from tenants.api import serializers as s
 from tenants.api.base import TenantScopedViewSet
 from tenants.models import Membership, NodeDedication, Pool, QuotaGrant, Tenant
-from tenants.selectors import tenant_access_or_404, tenants_visible_to
+from tenants.selectors import mark_in_cluster, tenant_access_or_404, tenants_visible_to
 
 
 class TenantViewSet(viewsets.ViewSet):
@@ -32,6 +32,7 @@ class TenantViewSet(viewsets.ViewSet):
     @extend_schema(responses=s.TenantSerializer(many=True))
     def list(self, request: Request) -> Response:
         tenants = list(tenants_visible_to(request.user).prefetch_related("pools"))
+        mark_in_cluster(p for t in tenants for p in t.pools.all())  # one query, not one a pool
         return self._render(request, tenants, many=True)
 
     @extend_schema(responses=s.TenantSerializer)

@@ -267,6 +267,7 @@ def world(cluster, platform_admin, tenant_a):
         tenant_services.quota_set(actor=platform_admin, pool=pool, reason="e2e", amounts={
             f"gpu:{h800}": 8, "cpu": 128, "memory": 1024})
         reconcile_pool.apply(args=[pool.pk]).get()
+    relist_all(get_client(), kinds=["quotas"])  # the pools are in the cluster, as observed
     return {"h800": h800}
 
 

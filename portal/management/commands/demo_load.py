@@ -25,6 +25,7 @@ from jobs.templates import TEMPLATES
 from tenants.access import access_for
 from tenants.choices import TenantStatus
 from tenants.models import Membership, QuotaGrant
+from tenants.selectors import pools_not_in_cluster
 
 
 class Command(BaseCommand):
@@ -38,6 +39,10 @@ class Command(BaseCommand):
         parser.add_argument("--burst", type=int, default=6,
                             help="jobs submitted at once when nothing is queued or running, so a "
                                  "new demo has queues to show within seconds")
+        parser.add_argument("--pool-wait", type=float, default=0.0,
+                            help="first wait up to this many seconds for every pool to be in "
+                                 "the cluster (as the watcher records it), so a fresh demo's "
+                                 "first jobs are not queued behind their namespaces")
 
     def handle(self, *args: Any, **options: Any) -> None:
         rng = random.Random(options["seed"])
@@ -49,6 +54,11 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
         submitted = 0
+        # Jobs of a pool not yet in the cluster would only wait for it (admission holds
+        # them); on a fresh start, let the pools be set up and observed first.
+        until = time.monotonic() + options["pool_wait"]
+        while not stop and time.monotonic() < until and pools_not_in_cluster():
+            time.sleep(0.5)
         # A first burst when nothing is queued or running, so a new demo shows queues at
         # once; a failed try (the cluster's nodes not observed yet) is retried a second later.
         burst = 0 if TrainingJob.objects.filter(state__in=ACTIVE_STATES).exists() \
