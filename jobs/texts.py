@@ -116,6 +116,9 @@ register("jobs.wait.cpu_room", _(
 register("jobs.wait.borrowing", _(
     "above your %(pool)s quota of %(quota)s (%(used)s in use), so it borrows idle "
     "%(resource)s: %(detail)s"))
+register("jobs.wait.reserved", _(
+    "the free GPUs are reserved from %(at)s for a larger job ahead of it; it may start "
+    "before then only if it is expected to finish by then"))
 register("jobs.wait.batch_idle", _("batch jobs run only on idle capacity: %(detail)s"))
 register("jobs.wait.no_node_has_room", _(
     "needs %(amount)s on one node, %(free)s free but no node has %(units)s free"))

@@ -67,7 +67,7 @@ from tenants.demand import dimension_only_when_granted
 
 from . import text
 from .capacity import Capacity, Plan, Slot, plan_nodes
-from .eta import TPK
+from .eta import TPK, Release, Reservation, RunTimes, reserve, spread_loose
 from .explain import _BATCH, _BORROW, _NOMINAL, _OVER, Explainer, _ts
 from .types import (
     ACTIVE_STATES,
@@ -142,11 +142,6 @@ def _mode(batch: bool, units: int, use_nb: int, use_all: int, nominal: int,
     return _OVER
 
 
-def _quantile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
-
-
 class _Pass(Explainer):
     """The working state of one ``decide()`` call."""
 
@@ -174,7 +169,9 @@ class _Pass(Explainer):
         self.new_alloc: dict[str, int] = defaultdict(int)
         self.place_fail: dict[tuple[str, str, int], int] = {}
         self.reclaim_fail: set[tuple[object, ...]] = set()
-        self._durations: dict[tuple[str, str], tuple[float, float]] = {}
+        self._durations: dict[int, tuple[float, float]] = {}
+        self.runtimes = RunTimes(history, policy.default_duration_seconds)
+        self.reservations: dict[str, Reservation] = {}   # key -> its head's reservation
         self._why: dict[tuple[object, ...], Text] = {}
         self._outcomes: dict[tuple[object, ...], _Outcome] = {}
         self._holders: dict[tuple[str, int], Text] = {}
@@ -242,6 +239,8 @@ class _Pass(Explainer):
             cands.sort(key=self._victim_order)
         self.alloc_start = {key: sum(s.cap - s.free for s in slots)
                             for key, slots in self.cap.slots.items()}
+        self.free_start = {key: {s.name: s.free for s in slots}
+                           for key, slots in self.cap.slots.items()}
         self.nominal_total: dict[str, int] = defaultdict(int)
         for q in quotas:   # GPUs, MIG instances and shares: the units of the fair share
             self.nominal_total[q.tenant] += sum(
@@ -259,39 +258,22 @@ class _Pass(Explainer):
                 -_ts(job.admitted_at or job.started_at, self.now_ts), -job.id)
 
     def durations(self, job: JobView) -> tuple[float, float]:
-        """(p50, p90) run time in seconds.
-
-        From History's recent durations of the job's (tenant, tier), capped by the job's
-        ``expected_seconds`` (its estimate or maximum run time: it stops by then); the job's
-        value alone when there is no history; else the policy default (p90 twice that).
-        """
-        key = (job.tenant, job.tier)
-        past = self._durations.get(key)
-        if past is None:
-            values = [d for d in self.history.durations.get(key, ()) if d > 0]
-            past = self._durations[key] = (
-                (_quantile(values, 0.5), _quantile(values, 0.9)) if values else (0.0, 0.0))
-        limit = job.expected_seconds
-        if limit is not None and limit > 0:
-            if past[0] <= 0:
-                return limit, limit
-            return min(past[0], limit), min(past[1], limit)
-        if past[0] > 0:
-            return past
-        base = self.policy.default_duration_seconds
-        return base, 2 * base
+        """(p50, p90) run time in seconds (:class:`jobs.admission.eta.RunTimes`)."""
+        found = self._durations.get(job.id)
+        if found is None:
+            found = self._durations[job.id] = self.runtimes.total(job)
+        return found
 
     def end_offsets(self, job: JobView) -> tuple[float, float]:
-        """When a holder releases its GPUs, seconds from now (p50, p90)."""
+        """When a holder releases its GPUs, seconds from now (p50, p90): a running job
+        after its expected remaining time given how long it has run."""
         if job.state == JobState.PREEMPTING:
             end = _ts(job.preempt_deadline, self.now_ts) - self.now_ts
             return max(end, 0.0), max(end, 0.0)
-        d50, d90 = self.durations(job)
         if job.state == JobState.RUNNING:
-            start = _ts(job.started_at or job.admitted_at, self.now_ts) - self.now_ts
-        else:
-            start = 0.0
-        return max(start + d50, 0.0), max(start + d90, 0.0)
+            elapsed = self.now_ts - _ts(job.started_at or job.admitted_at, self.now_ts)
+            return self.runtimes.remaining(job, elapsed)
+        return self.durations(job)
 
     def limits(self, job: JobView, key: str) -> tuple[int, int]:
         """(nominal, ceiling) of the job's pool for ``key``; (0, 0) without a quota."""
@@ -562,7 +544,8 @@ class _Pass(Explainer):
             self.admit_cpu(job)
             return
         tpk = (job.tenant, job.pool, key)
-        kind = (tpk, job.tier, job.priority, job.replicas, job.gpus_per_replica, job.dims)
+        kind = (tpk, job.tier, job.priority, job.replicas, job.gpus_per_replica, job.dims,
+                self.durations(job)[1])
         state = (self.cap.version(key), self.use_nb[tpk], self.use_all[tpk],
                  self.releasing_nb[tpk], self.releasing_all[tpk], len(self.victims),
                  self.dim_version[(job.tenant, job.pool)])
@@ -629,8 +612,19 @@ class _Pass(Explainer):
         if not gated and mode != _OVER and al + units <= ceiling:   # pool's batch jobs count
             plan = self.place(key, tenant, replicas, per)
             if plan is not None:
+                res = self.reservations.get(key)
+                d90 = self.durations(job)[1]
+                if res is not None and not res.allows(self.cap, key, plan, per, d90):
+                    # backfill only what does not delay the head's reserved start
+                    self.block(job, {"code": "jobs.wait.reserved",
+                                     "args": {"at": text.when(
+                                         self.now + timedelta(seconds=res.at), self.now)}},
+                               capacity=True)
+                    return
                 self.admit(job, key, plan, borrowing=mode == _BORROW or (
                     not batch and nb + units > self.guaranteed(tenant, job.pool, key)))
+                if res is not None:
+                    res.started(plan, per, d90)
                 return
         # Waiting: what the job will be once the pool's preempting jobs are gone.
         key_mode = _mode(batch, units, nb - self.releasing_nb[tpk],
@@ -653,6 +647,54 @@ class _Pass(Explainer):
             return
         self.block(job, self.why(job, key, key_mode, nominal, ceiling),
                    capacity=mode != _OVER)
+        if mode != _OVER and not gated and key not in self.reservations:
+            found = reserve(self.cap, key, job.id, tenant, replicas, per, self.releases(key))
+            if found is not None:
+                self.reservations[key] = found
+
+    def releases(self, key: str) -> list[Release]:
+        """When and where the holders of ``key`` free their units (p50), for the head's
+        reservation: running and admitted jobs (this pass's too) at their expected end,
+        what preempting jobs release and nobody was promised at their deadline."""
+        out: list[Release] = []
+        taken: dict[str, int] = {}
+        for job in self.active:
+            if (job.resource_key != key or job.id in self.victims
+                    or job.state == JobState.PREEMPTING):
+                continue
+            nodes = self.release_nodes(job, key, taken)
+            out.append((self.end_offsets(job)[0], nodes))
+        by_id = {j.id: j for j in self.queued}
+        for admission in self.admitted.values():
+            job = by_id[admission.job_id]
+            if job.resource_key == key:
+                per_node: dict[str, int] = defaultdict(int)
+                for name in admission.placement:
+                    per_node[name] += job.gpus_per_replica
+                out.append((self.durations(job)[0], tuple(per_node.items())))
+        deadlines: dict[str, float] = {}
+        for job in self.preempting.get(key, ()):
+            end = max(_ts(job.preempt_deadline, self.now_ts) - self.now_ts, 0.0)
+            for name in job.placement:
+                deadlines[name] = max(deadlines.get(name, 0.0), end)
+        for slot, units in self.pending.get(key, {}).items():
+            if units > 0:
+                out.append((deadlines.get(slot.name, 0.0), ((slot.name, units),)))
+        return out
+
+    def release_nodes(self, job: JobView, key: str,
+                      taken: dict[str, int]) -> tuple[tuple[str, int], ...]:
+        """The units a holder frees per node (its placement; for one without, the
+        nodes it most likely holds)."""
+        if job.placement:
+            per_node: dict[str, int] = defaultdict(int)
+            for name in job.placement:
+                per_node[name] += job.gpus_per_replica
+            return tuple(per_node.items())
+        nodes = spread_loose(self.cap, key, job.demand, job.gpus_per_replica, taken)
+        for name, n in nodes:
+            taken[name] = taken.get(name, 0) + n
+        return nodes
 
     def block(self, job: JobView, reason: Text, *, never: bool = False,
               capacity: bool = False) -> None:
