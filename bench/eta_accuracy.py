@@ -71,6 +71,7 @@ QUOTA = {   # seed_demo's DEMO_QUOTA, GPUs only
     "speech": {"prod": {A100: 8}, "dev": {}},
 }
 FACTOR = {"vision": 1.0, "nlp": 1.5, "speech": 1.0}
+OVERCOMMIT = 1.5   # seed_demo's DEMO_OVERCOMMIT for GPUs
 TEMPLATES = {"finetune-1gpu": (1, 1), "ddp-8gpu": (1, 8), "multinode-32gpu": (4, 8)}
 MEDIAN_RUN = {"finetune-1gpu": 900.0, "ddp-8gpu": 1800.0, "multinode-32gpu": 3600.0}
 TENANT_SPEED = {"vision": 0.7, "nlp": 1.4, "speech": 1.0}
@@ -153,12 +154,19 @@ def job_fields() -> set[str]:
 
 
 def quotas() -> list[PoolQuota]:
+    """seed_demo's grants; the batch ceiling (engines that have one) at the larger of the
+    tenant's factor and the demo Policy's GPU overcommit factor."""
+    batch = "batch_ceiling" in {f.name for f in dataclasses.fields(PoolQuota)}
     out = []
     for tenant, pools in QUOTA.items():
         for pool, grants in pools.items():
             nominal = {f"gpu:{m}": n for m, n in grants.items()}
             ceiling = {k: math.floor(v * FACTOR[tenant]) for k, v in nominal.items()}
-            out.append(PoolQuota(tenant, pool, nominal, ceiling))
+            extra = {}
+            if batch:
+                extra["batch_ceiling"] = {k: math.floor(v * max(FACTOR[tenant], OVERCOMMIT))
+                                          for k, v in nominal.items()}
+            out.append(PoolQuota(tenant, pool, nominal, ceiling, **extra))
     return out
 
 

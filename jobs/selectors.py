@@ -46,10 +46,11 @@ from tenants.demand import (
     engine_demand,
     from_engine,
     job_demand,
+    pool_batch_ceiling,
     pool_limits,
 )
 from tenants.models import NodeDedication, Pool, Tenant
-from tenants.quota import guaranteed_amount
+from tenants.quota import guaranteed_amount, overcommit_factor
 from tenants.selectors import effective_grants, guaranteed_shares, node_dedications
 from tenants.tiers import tier_rules
 
@@ -226,10 +227,13 @@ def _admission_inputs(now):  # type: ignore[no-untyped-def]
     quotas = []
     for pool in Pool.objects.select_related("tenant").exclude(
             tenant__status__in=[TenantStatus.DELETING, TenantStatus.DELETED]):
-        nominal, ceiling = pool_limits(effective_grants(pool),
-                                       elastic_factor=pool.tenant.ceiling_factor)
-        quotas.append(PoolQuota(tenant=pool.tenant.slug, pool=pool.kind, nominal=nominal,
-                                ceiling=ceiling))
+        grants = effective_grants(pool)
+        nominal, ceiling = pool_limits(grants, elastic_factor=pool.tenant.ceiling_factor)
+        quotas.append(PoolQuota(
+            tenant=pool.tenant.slug, pool=pool.kind, nominal=nominal, ceiling=ceiling,
+            batch_ceiling=pool_batch_ceiling(
+                grants, tenant_factor=pool.tenant.ceiling_factor,
+                overcommit=lambda key: overcommit_factor(key, policy.overcommit_factors))))
     quotas = _with_guarantees(quotas)
     engine_policy = EnginePolicy(
         watermark=float(policy.eviction_watermark),

@@ -105,6 +105,9 @@ register("jobs.wait.over_ceiling", _(
 register("jobs.wait.over_quota", _(
     "above your %(pool)s quota of %(quota)s (%(used)s in use): ask for more quota or use the "
     "batch tier"))
+register("jobs.wait.over_quota_wait", _(
+    "above your %(pool)s quota of %(quota)s (%(used)s in use): waits for your jobs to "
+    "finish, or ask for more quota"))
 register("jobs.wait.over_quota_dim", _(
     "%(resource)s: needs %(wanted)s, %(used)s of your %(pool)s quota of %(quota)s in use: "
     "waits for your jobs to finish, or ask for more quota"))

@@ -59,6 +59,7 @@ import heapq
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from core.choices import Tier
@@ -132,12 +133,13 @@ def _worst(a: str, b: str) -> str:
 def _mode(batch: bool, units: int, use_nb: int, use_all: int, nominal: int,
           ceiling: int) -> str:
     """How a job would be admitted given its pool's use: within nominal, borrowing, batch,
-    or not at all (over)."""
+    or not at all (over). A non-batch job does not count the pool's batch jobs: they yield
+    to it (its own pool's batch jobs are reclaimed when the room is needed)."""
     if batch:
         return _BATCH if use_all + units <= ceiling else _OVER
-    if use_nb + units <= nominal and use_all + units <= ceiling:
+    if use_nb + units <= nominal and use_nb + units <= ceiling:
         return _NOMINAL
-    if ceiling > nominal and use_all + units <= ceiling:
+    if ceiling > nominal and use_nb + units <= ceiling:
         return _BORROW
     return _OVER
 
@@ -171,12 +173,13 @@ class _Pass(Explainer):
         self.reclaim_fail: set[tuple[object, ...]] = set()
         self._durations: dict[int, tuple[float, float]] = {}
         self.runtimes = RunTimes(history, policy.default_duration_seconds)
+        self.over_quota: list[JobView] = []   # non-batch jobs above quota (suggest_batch)
         self.reservations: dict[str, Reservation] = {}   # key -> its head's reservation
         self._why: dict[tuple[object, ...], Text] = {}
         self._outcomes: dict[tuple[object, ...], _Outcome] = {}
         self._holders: dict[tuple[str, int], Text] = {}
         self._holder_cache: dict[str, tuple[list[float], list[int], list[str]]] = {}
-        self._limits: dict[tuple[str, str, str], tuple[int, int]] = {}
+        self._limits: dict[tuple[str, str, str, bool], tuple[int, int]] = {}
 
         ordered = sorted(jobs, key=lambda j: j.id)
         self.active = [j for j in ordered if j.state in ACTIVE_STATES]
@@ -199,7 +202,7 @@ class _Pass(Explainer):
         self.dim_rel_nb: dict[TPK, int] = defaultdict(int)
         self.dim_rel_all: dict[TPK, int] = defaultdict(int)
         self.dim_version: dict[tuple[str, str], int] = defaultdict(int)
-        self._dim_limits: dict[TPK, tuple[int, int]] = {}
+        self._dim_limits: dict[tuple[str, str, str, bool], tuple[int, int]] = {}
         self.cpu_free: dict[str, list[int]] = {
             n.name: [n.cpu - n.cpu_used, n.memory - n.memory_used]
             for n in self.cap.cpu_nodes if n.cpu > 0}
@@ -276,16 +279,20 @@ class _Pass(Explainer):
         return self.durations(job)
 
     def limits(self, job: JobView, key: str) -> tuple[int, int]:
-        """(nominal, ceiling) of the job's pool for ``key``; (0, 0) without a quota."""
-        tpk = (job.tenant, job.pool, key)
-        cached = self._limits.get(tpk)
+        """(nominal, ceiling) of the job's pool for ``key``; (0, 0) without a quota. A batch
+        job's ceiling is the pool's batch ceiling (``PoolQuota.batch_ceiling``) when higher."""
+        batch = job.tier == Tier.BATCH
+        memo = (job.tenant, job.pool, key, batch)
+        cached = self._limits.get(memo)
         if cached is None and key.startswith("shared:"):   # counted as "gpu-shared"
-            cached = self._limits[tpk] = (_UNBOUNDED, _UNBOUNDED)
+            cached = self._limits[memo] = (_UNBOUNDED, _UNBOUNDED)
         if cached is None:
             quota = self.quota.get((job.tenant, job.pool))
             nominal = quota.nominal.get(key, 0) if quota is not None else 0
             ceiling = quota.ceiling.get(key, nominal) if quota is not None else 0
-            cached = self._limits[tpk] = (nominal, max(nominal, ceiling))
+            if batch and quota is not None and quota.batch_ceiling:
+                ceiling = max(ceiling, quota.batch_ceiling.get(key, 0))
+            cached = self._limits[memo] = (nominal, max(nominal, ceiling))
         return cached
 
     def grace(self, tier: str) -> int:
@@ -377,7 +384,7 @@ class _Pass(Explainer):
     def dim_limits(self, job: JobView, dim: str) -> tuple[int, int]:
         """(nominal, ceiling) of the job's pool for a dimension: what is not granted is
         zero, except the dimensions that bind only where granted (gpu-memory)."""
-        tpk = (job.tenant, job.pool, dim)
+        tpk = (job.tenant, job.pool, dim, job.tier == Tier.BATCH)
         cached = self._dim_limits.get(tpk)
         if cached is None:
             quota = self.quota.get((job.tenant, job.pool))
@@ -525,6 +532,8 @@ class _Pass(Explainer):
         for job in order:
             self.consider(job)
         self.watermark()
+        for job in self.over_quota:
+            self.suggest_batch(job)
         held = sorted((j for j in self.queued if j.held),
                       key=lambda j: (TIER_RANK.get(j.tier, len(TIERS)), j.submitted_at, j.id))
         for job in held:
@@ -647,6 +656,8 @@ class _Pass(Explainer):
             return
         self.block(job, self.why(job, key, key_mode, nominal, ceiling),
                    capacity=mode != _OVER)
+        if key_mode == _OVER and not batch:
+            self.over_quota.append(job)
         if mode != _OVER and not gated and key not in self.reservations:
             found = reserve(self.cap, key, job.id, tenant, replicas, per, self.releases(key))
             if found is not None:
@@ -695,6 +706,33 @@ class _Pass(Explainer):
         for name, n in nodes:
             taken[name] = taken.get(name, 0) + n
         return nodes
+
+    def suggest_batch(self, job: JobView) -> None:
+        """A job above its quota is told to use the batch tier only when, as a batch job,
+        it would be admitted now (the pool's batch ceiling, the watermark, free room that
+        no reservation holds); else only to wait or ask for more quota."""
+        reason = self.reasons.get(job.id)
+        if not isinstance(reason, dict) or reason.get("code") != "jobs.wait.over_quota":
+            return
+        if not self.batch_would_start(job):
+            self.reasons[job.id] = {"code": "jobs.wait.over_quota_wait",
+                                    "args": reason["args"]}
+
+    def batch_would_start(self, job: JobView) -> bool:
+        key = job.resource_key
+        as_batch = replace(job, tier=Tier.BATCH)
+        tpk = (job.tenant, job.pool, key)
+        _, ceiling = self.limits(as_batch, key)
+        if self.use_all[tpk] + job.demand > ceiling or self.gated(as_batch, key):
+            return False
+        if job.dims and self.dims_mode(as_batch)[0] == _OVER:
+            return False
+        plan = self.cap.place(key, job.tenant, job.replicas, job.gpus_per_replica)
+        if plan is None:
+            return False
+        res = self.reservations.get(key)
+        return res is None or res.allows(self.cap, key, plan, job.gpus_per_replica,
+                                         self.durations(job)[1])
 
     def block(self, job: JobView, reason: Text, *, never: bool = False,
               capacity: bool = False) -> None:
@@ -853,7 +891,7 @@ class _Pass(Explainer):
         tpk = (tenant, job.pool, key)
         eff_nb = self.use_nb[tpk] - self.releasing_nb[tpk]
         eff_all = self.use_all[tpk] - self.releasing_all[tpk]
-        within_ceiling = eff_all + units <= ceiling
+        within_ceiling = (eff_all if job.tier == Tier.BATCH else eff_nb) + units <= ceiling
         pend = self.pending.get(key, {})
         loose = self.pending_loose.get(key, 0)
         usable = {id(s) for s in self.cap.eligible(key, tenant)}
@@ -922,6 +960,8 @@ class _Pass(Explainer):
                 return False
             if job.dims and self.dims_mode(job, releasing=True, victims=victims)[0] == _OVER:
                 return False   # a victim of its pool frees its whole demand, every dimension
+            if job.tier != Tier.BATCH:   # the pool's batch work does not count (it yields)
+                return eff_nb - own_nb + units <= ceiling
             return eff_all - own_all + units <= ceiling
 
         extra: dict[Slot, int] = dict(pend)

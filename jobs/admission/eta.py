@@ -199,6 +199,12 @@ class Queued:
     per: int
     d50: float
     d90: float
+    limit: int
+    """The most its pool may hold of the key with it (its ceiling; a batch job's batch
+    ceiling)."""
+    batch: bool = False
+    """A batch job counts every job of its pool against ``limit``; any other job only the
+    pool's non-batch jobs (batch work yields to it)."""
 
     @property
     def units(self) -> int:
@@ -212,11 +218,9 @@ class KeySim:
     cap: Capacity
     """The key's slots alone, each ``free`` as now (after this pass's admissions)."""
     key: str
-    releases: list[tuple[float, float, int, TPK, tuple[tuple[str, int], ...]]] = field(
+    releases: list[tuple[float, float, int, TPK, tuple[tuple[str, int], ...], bool]] = field(
         default_factory=list)
-    """(end p50, end p90, units, tenant pool key, units per node) of every holder."""
-    use: dict[TPK, int] = field(default_factory=dict)
-    ceiling: dict[TPK, int] = field(default_factory=dict)
+    """(end p50, end p90, units, tenant pool key, units per node, batch) of every holder."""
     queue: list[Queued] = field(default_factory=list)
     """Waiting jobs in admission order."""
 
@@ -228,9 +232,14 @@ def simulate(sim: KeySim, which: int) -> dict[int, float]:
     """
     key = sim.key
     cap = sim.cap.copy_key(key)
-    events: list[tuple[float, int, int, TPK, tuple[tuple[str, int], ...]]] = []
-    for seq, (end50, end90, units, tpk, nodes) in enumerate(sim.releases):
-        events.append((max(end50 if which == 0 else end90, 0.0), seq, units, tpk, nodes))
+    events: list[tuple[float, int, int, TPK, tuple[tuple[str, int], ...], bool]] = []
+    use_all: dict[TPK, int] = defaultdict(int)
+    use_nb: dict[TPK, int] = defaultdict(int)
+    for seq, (end50, end90, units, tpk, nodes, batch) in enumerate(sim.releases):
+        events.append((max(end50 if which == 0 else end90, 0.0), seq, units, tpk, nodes, batch))
+        use_all[tpk] += units
+        if not batch:
+            use_nb[tpk] += units
     heapq.heapify(events)
     seq = len(events)
     queue = sim.queue
@@ -238,7 +247,6 @@ def simulate(sim: KeySim, which: int) -> dict[int, float]:
     for idx, q in enumerate(queue):   # indexes ascend: already heaps
         buckets[(q.replicas, q.per, cap.scope(key, q.tenant), q.d90)].append(idx)
     blocked: dict[TPK, list[int]] = defaultdict(list)
-    use = dict(sim.use)
     started: dict[int, float] = {}
     res: Reservation | None = None
     t = 0.0
@@ -253,7 +261,7 @@ def simulate(sim: KeySim, which: int) -> dict[int, float]:
             if where is None:
                 break
             q = queue[best]
-            if use.get(q.tpk, 0) + q.units > sim.ceiling.get(q.tpk, 0):
+            if (use_all if q.batch else use_nb)[q.tpk] + q.units > q.limit:
                 heapq.heappop(buckets[where])
                 blocked[q.tpk].append(best)
                 continue
@@ -284,15 +292,17 @@ def simulate(sim: KeySim, which: int) -> dict[int, float]:
                 slot.free -= n * q.per
             cap.changed(key)
             started[q.id] = t
-            use[q.tpk] = use.get(q.tpk, 0) + q.units
+            use_all[q.tpk] += q.units
+            if not q.batch:
+                use_nb[q.tpk] += q.units
             nodes = tuple((slot.name, n * q.per) for slot, n in plan)
-            heapq.heappush(events, (end, seq, q.units, q.tpk, nodes))
+            heapq.heappush(events, (end, seq, q.units, q.tpk, nodes, q.batch))
             seq += 1
         if not events or len(started) == len(queue):
             break
         t = events[0][0]
         while events and events[0][0] <= t:
-            _, _, units, tpk, nodes = heapq.heappop(events)
+            _, _, units, tpk, nodes, batch = heapq.heappop(events)
             for name, n in nodes:
                 freed = cap.index.get((key, name))
                 if freed is not None:
@@ -300,7 +310,9 @@ def simulate(sim: KeySim, which: int) -> dict[int, float]:
                     if res is not None and res.extra.get(freed):
                         res.extra[freed] = max(res.extra[freed] - n, 0)
             cap.changed(key)
-            use[tpk] = use.get(tpk, 0) - units
+            use_all[tpk] -= units
+            if not batch:
+                use_nb[tpk] -= units
             for idx in blocked.pop(tpk, ()):
                 q = queue[idx]
                 heapq.heappush(buckets[(q.replicas, q.per, cap.scope(key, q.tenant), q.d90)],

@@ -210,12 +210,13 @@ class Explainer:
             sim = sim_for(key)
             tpk = (job.tenant, job.pool, key)
             nodes = self.release_nodes(job, key, taken[key])
+            batch = job.tier == Tier.BATCH
             if job.id in self.victims:
                 end = float(self.victims[job.id].grace_seconds)
-                sim.releases.append((end, end, job.demand, tpk, nodes))
+                sim.releases.append((end, end, job.demand, tpk, nodes, batch))
             else:
                 end50, end90 = self.end_offsets(job)
-                sim.releases.append((end50, end90, job.demand, tpk, nodes))
+                sim.releases.append((end50, end90, job.demand, tpk, nodes, batch))
         for admission in self.admitted.values():
             job = by_id[admission.job_id]
             key = job.resource_key
@@ -226,7 +227,7 @@ class Explainer:
             for name in admission.placement:
                 per_node[name] += job.gpus_per_replica
             sim_for(key).releases.append((d50, d90, job.demand, (job.tenant, job.pool, key),
-                                          tuple(per_node.items())))
+                                          tuple(per_node.items()), job.tier == Tier.BATCH))
         result: dict[int, tuple[datetime | None, datetime | None]] = {}
         instants: dict[float, datetime] = {}
 
@@ -246,13 +247,9 @@ class Explainer:
                 found = tpks.get((job.tenant, job.pool))
                 if found is None:
                     found = tpks[(job.tenant, job.pool)] = (job.tenant, job.pool, key)
-                    sim.ceiling[found] = self.limits(job, key)[1]
                 d50, d90 = self.durations(job)
                 append(Queued(job.id, job.tenant, found, job.replicas, job.gpus_per_replica,
-                              d50, d90))
-            for rel in sim.releases:
-                sim.use[rel[3]] = sim.use.get(rel[3], 0) + rel[2]
-                sim.ceiling.setdefault(rel[3], 0)
+                              d50, d90, self.limits(job, key)[1], job.tier == Tier.BATCH))
             first = simulate(sim, 0)
             same = (all(r[0] == r[1] for r in sim.releases)
                     and all(q.d50 == q.d90 for q in sim.queue))

@@ -160,6 +160,11 @@ class PoolQuota:
     missing key: all of ``nominal``. For an overcommitted-mode tenant it is its grant times
     the guaranteed share (``tenants.quota.guaranteed_amount``, the number its quota pages
     show); the rest of its quota is reclaimable by pools within their own guarantee."""
+    batch_ceiling: Mapping[str, int] | None = None
+    """What the pool's jobs, batch ones included, may hold per key when batch jobs take
+    idle capacity beyond ``ceiling`` (``tenants.demand.batch_ceiling``); None or a missing
+    key: ``ceiling``. Non-batch jobs never count batch use against their quota: batch
+    beyond the ceiling yields (is preempted first) to anyone within quota."""
 
 
 @dataclass(frozen=True)
