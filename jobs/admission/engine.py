@@ -10,7 +10,12 @@ Steps, all deterministic (ties break by id or name):
    quota plus decayed history, updated as each job is taken, so tenants interleave),
    then ``priority``, then submission time, then id. Held jobs are left out.
 3. In that order, admit each job whose gang fits free capacity and its pool's quota
-   (nominal, else borrowing up to the ceiling, batch always on idle capacity only).
+   (nominal, else borrowing up to the ceiling; batch always on idle capacity only, up to
+   the pool's batch ceiling, and not counted against the quota of the pool's other jobs,
+   which reclaim it first). The first job of a resource key that waits for capacity gets
+   a reservation (``eta.reserve``: the nodes it fits on at the earliest expected time);
+   a later job is admitted only when it does not delay it (it ends, at its p90, by then,
+   or leaves the reserved room intact), else it waits (``jobs.wait.reserved``).
    A job that does not fit may claim capacity that preempting jobs are about to release,
    or, when within its nominal quota (or a higher tier), preempt just enough victims:
    batch and borrowers first, lowest tier first, most recently admitted first. Its room
@@ -46,7 +51,9 @@ Steps, all deterministic (ties break by id or name):
    above their guarantee; most recently admitted first; never production, never work
    within its pool's guarantee (``jobs.preempt.watermark_use``). A victim's physical
    footprint is assumed to be its allocation; the next pass measures again.
-5. For every waiting job: positions, ETA p50/p90 (``eta.simulate``) and a reason.
+5. For every waiting job: positions, ETA p50/p90 (``eta.simulate``, node by node with
+   the same reservation rule) and a reason; a job above its quota is told to use the
+   batch tier only when it would start now as a batch job.
 
 Cost: O(J log J) for the ordering and the ETA simulation, O(nodes of the key) per
 placement attempt, with memoised failures so a long queue of jobs that do not fit stays
