@@ -266,7 +266,8 @@ def simulate(sim: KeySim, which: int) -> dict[int, float]:
                 blocked[q.tpk].append(best)
                 continue
             shape = where[:3]
-            plan = None if shape in failed else cap.place(key, q.tenant, q.replicas, q.per)
+            plan = None if shape in failed or cap.free_total(key, q.tenant) < q.units else (
+                cap.place(key, q.tenant, q.replicas, q.per))
             if plan is None:
                 failed.add(shape)
                 stuck.add(where)
