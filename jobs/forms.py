@@ -25,7 +25,8 @@ class JobForm(forms.Form):
     tier = forms.ChoiceField(label=_("Tier"), choices=Tier.choices, initial=Tier.DEVELOPMENT,
                              help_text=_("Production: never preempted (prod pool). "
                                          "Development: preemptible after 5 minutes (dev pool). "
-                                         "Batch: idle capacity only, in either pool."))
+                                         "Batch: idle capacity only, in either pool, up "
+                                         "to the pool's batch ceiling; preempted first."))
     image = forms.CharField(label=_("Container image"), max_length=500,
                             initial="pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime")
     command = forms.CharField(label=_("Command"), required=False, initial="python train.py",

@@ -55,10 +55,11 @@ from tenants.demand import (
     engine_demand,
     from_engine,
     job_demand,
+    pool_batch_ceiling,
     pool_limits,
 )
 from tenants.models import JobUtilisation, NodeDedication, Pool, Tenant
-from tenants.quota import guaranteed_amount
+from tenants.quota import guaranteed_amount, overcommit_factor
 from tenants.selectors import (
     effective_grants,
     guaranteed_shares,
@@ -312,7 +313,10 @@ def _admission_inputs(now):  # type: ignore[no-untyped-def]
         id=j.pk, tenant=j.tenant.slug, pool=j.pool.kind, tier=j.tier, gpu_model=j.gpu_model,
         mig_profile=j.mig_profile, replicas=j.workers, gpus_per_replica=j.gpus_per_worker,
         state=j.state, submitted_at=j.submitted_at, admitted_at=j.admitted_at,
-        started_at=j.started_at, expected_seconds=float(j.expected_seconds or j.max_run_seconds),
+        started_at=j.started_at,
+        expected_seconds=float(j.expected_seconds) if j.expected_seconds else None,
+        max_run_seconds=float(j.max_run_seconds) if j.max_run_seconds else None,
+        template=j.template,
         priority=j.priority, held=j.held, borrowing=j.borrowing,
         placement=_placement(j, bound.get(str(j.pk), [])),
         preempt_deadline=j.preempt_deadline, gpu_shared=j.gpu_shared,
@@ -320,10 +324,13 @@ def _admission_inputs(now):  # type: ignore[no-untyped-def]
     quotas = []
     for pool in Pool.objects.select_related("tenant").exclude(
             tenant__status__in=[TenantStatus.DELETING, TenantStatus.DELETED]):
-        nominal, ceiling = pool_limits(effective_grants(pool),
-                                       elastic_factor=pool.tenant.ceiling_factor)
-        quotas.append(PoolQuota(tenant=pool.tenant.slug, pool=pool.kind, nominal=nominal,
-                                ceiling=ceiling))
+        grants = effective_grants(pool)
+        nominal, ceiling = pool_limits(grants, elastic_factor=pool.tenant.ceiling_factor)
+        quotas.append(PoolQuota(
+            tenant=pool.tenant.slug, pool=pool.kind, nominal=nominal, ceiling=ceiling,
+            batch_ceiling=pool_batch_ceiling(
+                grants, tenant_factor=pool.tenant.ceiling_factor,
+                overcommit=lambda key: overcommit_factor(key, policy.overcommit_factors))))
     quotas = _with_guarantees(quotas)
     engine_policy = EnginePolicy(
         watermark=float(policy.eviction_watermark),
@@ -461,15 +468,16 @@ def _placement(job: TrainingJob, bound: list[str]) -> tuple[str, ...]:
 
 
 def job_history(now, *, days: int = 30, half_life_days: float = 7.0):  # type: ignore[no-untyped-def]
-    """Decayed GPU-seconds per tenant and recent run durations per (tenant, tier), from
-    jobs that ran in the last ``days`` days."""
+    """Decayed GPU-seconds per tenant and recent run durations of succeeded jobs, from jobs
+    that ran in the last ``days`` days, keyed (tenant, tier, template, GPU model),
+    (tenant, tier, GPU model) and (tenant, tier) (``jobs.admission.History``)."""
     since = now - dt.timedelta(days=days)
     usage: dict[str, float] = defaultdict(float)
-    durations: dict[tuple[str, str], list[float]] = defaultdict(list)
+    durations: dict[tuple[str, ...], list[float]] = defaultdict(list)
     rows = (TrainingJob.objects.filter(started_at__isnull=False, started_at__gte=since)
             .values_list("tenant__slug", "tier", "workers", "gpus_per_worker", "started_at",
-                         "finished_at", "state"))
-    for tenant, tier, workers, gpus, started, finished, state in rows:
+                         "finished_at", "state", "template", "gpu_model"))
+    for tenant, tier, workers, gpus, started, finished, state, template, model in rows:
         if started is None:
             continue
         end = finished or now
@@ -478,6 +486,9 @@ def job_history(now, *, days: int = 30, half_life_days: float = 7.0):  # type: i
         usage[tenant] += workers * gpus * seconds * math.pow(0.5, age_days / half_life_days)
         if finished is not None and state == JobState.SUCCEEDED:
             durations[(tenant, tier)].append(seconds)
+            durations[(tenant, tier, model)].append(seconds)
+            if template:
+                durations[(tenant, tier, template, model)].append(seconds)
     return History(usage=dict(usage),
                    durations={k: tuple(sorted(v)[-200:]) for k, v in durations.items()})
 
@@ -536,7 +547,10 @@ def preview(tenant, pool_kind: str, clean: dict, now):  # type: ignore[no-untype
                   gpu_model=clean["gpu_model"], mig_profile=clean["mig_profile"],
                   replicas=clean["workers"], gpus_per_replica=clean["gpus_per_worker"],
                   state=JobState.QUEUED, submitted_at=now,
-                  expected_seconds=float(clean["max_run_seconds"]),
+                  expected_seconds=(float(clean["expected_seconds"])
+                                    if clean.get("expected_seconds") else None),
+                  max_run_seconds=float(clean["max_run_seconds"]),
+                  template=str(clean.get("template") or ""),
                   gpu_shared=bool(clean.get("gpu_shared")),
                   resources=job_resources(clean, facts))
     decisions = decide(**{**inputs, "jobs": [*inputs["jobs"], job]})

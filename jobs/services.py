@@ -16,7 +16,9 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from core.choices import Tier
 from core.exceptions import ApplicationError, Conflict, NotAllowed
+from core.models import Policy
 from core.texts import StoredText
 from core.texts import message as stored_text
 from jobs import selectors
@@ -29,8 +31,14 @@ from k8s_sync.naming import job_name
 from tenants.access import AnyUser, TenantAccess, require_platform_admin
 from tenants.audit import record_audit
 from tenants.catalog import Resource, ResourceKind, fmt_amount
-from tenants.demand import CardFacts, dimension_only_when_granted, elastic_ceiling
+from tenants.demand import (
+    CardFacts,
+    batch_ceiling,
+    dimension_only_when_granted,
+    elastic_ceiling,
+)
 from tenants.models import Pool
+from tenants.quota import overcommit_factor
 from tenants.selectors import effective_grants
 from tenants.services.notify import notify
 
@@ -139,6 +147,8 @@ def _check_ceiling(pool: Pool, clean: dict[str, Any]) -> None:
     the form field that makes it too large."""
     grants = effective_grants(pool)
     factor = pool.tenant.ceiling_factor
+    batch = clean.get("tier") == Tier.BATCH
+    overcommit = Policy.current().overcommit_factors if batch else {}
     facts = selectors.observed_card_facts() if "gpu-memory" in grants else CardFacts()
     demand = selectors.job_demand_of(clean, facts)
     gpu_fields = {ResourceKind.GPU, ResourceKind.MIG, ResourceKind.GPU_SHARED}
@@ -148,6 +158,10 @@ def _check_ceiling(pool: Pool, clean: dict[str, Any]) -> None:
             continue
         resource = Resource.parse(key)
         ceiling = elastic_ceiling(key, grants.get(key, 0), factor)
+        if batch:   # a batch job may reach the pool's batch ceiling, on idle capacity
+            ceiling = max(ceiling, batch_ceiling(
+                key, grants.get(key, 0), tenant_factor=factor,
+                overcommit_factor=overcommit_factor(key, overcommit)))
         if wanted <= ceiling:
             continue
         if resource.kind in gpu_fields and resource.kind != ResourceKind.GPU_SHARED:

@@ -108,6 +108,9 @@ register("jobs.wait.over_ceiling", _(
 register("jobs.wait.over_quota", _(
     "above your %(pool)s quota of %(quota)s (%(used)s in use): ask for more quota or use the "
     "batch tier"))
+register("jobs.wait.over_quota_wait", _(
+    "above your %(pool)s quota of %(quota)s (%(used)s in use): waits for your jobs to "
+    "finish, or ask for more quota"))
 register("jobs.wait.over_quota_dim", _(
     "%(resource)s: needs %(wanted)s, %(used)s of your %(pool)s quota of %(quota)s in use: "
     "waits for your jobs to finish, or ask for more quota"))
@@ -119,6 +122,9 @@ register("jobs.wait.cpu_room", _(
 register("jobs.wait.borrowing", _(
     "above your %(pool)s quota of %(quota)s (%(used)s in use), so it borrows idle "
     "%(resource)s: %(detail)s"))
+register("jobs.wait.reserved", _(
+    "the free GPUs are reserved from %(at)s for a larger job ahead of it; it may start "
+    "before then only if it is expected to finish by then"))
 register("jobs.wait.batch_idle", _("batch jobs run only on idle capacity: %(detail)s"))
 register("jobs.wait.no_node_has_room", _(
     "needs %(amount)s on one node, %(free)s free but no node has %(units)s free"))

@@ -25,6 +25,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from core.exceptions import ApplicationError
 from core.texts import message
+from core.when import eta_text
 from jobs.models import TrainingJob
 from jobs.services import job_cancel, job_hold
 from portal import charts, dashboards
@@ -56,7 +57,9 @@ def _live(tenant: Any, user: Any) -> dict[str, Any]:
     busy = dashboards.busyness()
     return {
         "gauges": [g.as_json() for g in dashboards.tenant_gauges(tenant)],
-        "waiting": [{**w, "eta_p50": w["eta_p50"], "eta_p90": w["eta_p90"]}
+        "waiting": [{**w, "eta_p50": w["eta_p50"], "eta_p90": w["eta_p90"],
+                     "eta_p50_text": eta_text(w["eta_p50"]),
+                     "eta_p90_text": eta_text(w["eta_p90"])}
                     for w in dashboards.waiting_jobs(tenant, user)],
         "busyness": [b.as_json() for b in busy],
     }

@@ -29,7 +29,7 @@ from decimal import Decimal
 from typing import Any, TypeVar, cast
 
 from django.core.cache import cache
-from django.db.models import Count, F, Max, Min, Q, Sum
+from django.db.models import Count, F, Max, Min, Q
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
@@ -396,17 +396,43 @@ def humanize_minutes(minutes: float) -> str:
     return _("%(n).1f days") % {"n": minutes / 1440}
 
 
+def queued_now(*, now: dt.datetime | None = None
+               ) -> tuple[dict[str, dict[str, int]], dict[str, list[float]]]:
+    """Per GPU model, in one query: the queued jobs and GPUs ({"jobs", "gpus"}), and the
+    minutes each queued job is expected to wait in all (from its submission to its ETA
+    p50, or to now when it has none or it is overdue)."""
+    now = now or timezone.now()
+    counts: dict[str, dict[str, int]] = defaultdict(lambda: {"jobs": 0, "gpus": 0})
+    minutes: dict[str, list[float]] = defaultdict(list)
+    rows = (TrainingJob.objects.filter(state=JobState.QUEUED).exclude(gpu_model="")
+            .values_list("gpu_model", "workers", "gpus_per_worker", "submitted_at", "eta_p50"))
+    for model, workers, gpus, submitted, eta in rows:
+        counts[model]["jobs"] += 1
+        counts[model]["gpus"] += workers * gpus
+        until = max(eta or now, now)
+        minutes[model].append(max(0.0, (until - submitted).total_seconds() / 60))
+    return dict(counts), dict(minutes)
+
+
+def typical_wait(recent: list[float], queued: list[float]) -> float | None:
+    """The wait a job submitted now should expect, in minutes: the median of the recent
+    actual waits (submission to start) and, while jobs queue, of what the queued jobs are
+    expected to wait in all (their ETA), whichever is longer; a queue with ETAs hours
+    ahead never reads "under a minute". None when there is neither."""
+    figures = [statistics.median(v) for v in (recent, queued) if v]
+    return round(max(figures), 1) if figures else None
+
+
 def busyness(*, report: CapacityReport | None = None, fresh: bool = False) -> list[Busyness]:
-    """Per GPU model: whole cards allocated against capacity, GPUs waiting
-    in the queue, median wait of the last 7 days. Cached ``BUSYNESS_TTL`` seconds."""
+    """Per GPU model: whole cards allocated against capacity, GPUs waiting in the queue,
+    the typical wait (:func:`typical_wait`: the last 7 days' waits and the queue's ETAs).
+    Cached ``BUSYNESS_TTL`` seconds."""
     if not fresh:
         cached = cache.get(BUSYNESS_CACHE_KEY)
         if cached is not None:
             return cached
     report = report or capacity_report()
-    waiting = {r["gpu_model"]: r for r in TrainingJob.objects.filter(state=JobState.QUEUED)
-               .exclude(gpu_model="").values("gpu_model")
-               .annotate(gpus=Sum(F("workers") * F("gpus_per_worker")), jobs=Count("id"))}
+    waiting, queued = queued_now()
     waits: dict[str, list[float]] = defaultdict(list)
     for model, minutes in wait_times(days=7):
         waits[model].append(minutes)
@@ -423,13 +449,12 @@ def busyness(*, report: CapacityReport | None = None, fresh: bool = False) -> li
         if not allocatable:
             continue
         w: dict[str, Any] = dict(waiting.get(m.gpu_model) or {})
-        samples = waits.get(m.gpu_model)
         out.append(Busyness(model=m.gpu_model, label=short_model(m.gpu_model),
                             allocatable=allocatable, allocated=allocated,
                             waiting_gpus=int(w.get("gpus") or 0),
                             waiting_jobs=int(w.get("jobs") or 0),
-                            typical_wait_min=round(statistics.median(samples), 1)
-                            if samples else None))
+                            typical_wait_min=typical_wait(waits.get(m.gpu_model, []),
+                                                          queued.get(m.gpu_model, []))))
     cache.set(BUSYNESS_CACHE_KEY, out, BUSYNESS_TTL)
     return out
 

@@ -32,16 +32,16 @@ Pure: no database, no Django (the admission engine imports :data:`MILLI`).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from types import MappingProxyType
 
 __all__ = [
-    "JOB_KINDS", "MILLI", "CardFacts", "card_facts", "cpu_request",
+    "JOB_KINDS", "MILLI", "CardFacts", "batch_ceiling", "card_facts", "cpu_request",
     "dimension_only_when_granted", "elastic_ceiling", "engine_amount", "engine_demand",
     "from_engine", "job_demand", "memory_request_gib", "mig_profile_memory_gib",
-    "pool_limits",
+    "pool_batch_ceiling", "pool_limits",
 ]
 
 MILLI: frozenset[str] = frozenset({"cpu", "memory", "gpu-memory"})
@@ -197,6 +197,33 @@ def pool_limits(grants: Mapping[str, Decimal], *, elastic_factor: Decimal | floa
         ceiling[key] = max(nominal[key], engine_amount(
             key, elastic_ceiling(key, value, elastic_factor), demand=False))
     return nominal, ceiling
+
+
+def batch_ceiling(key: str, amount: Decimal | int | float, *,
+                  tenant_factor: Decimal | float | None,
+                  overcommit_factor: Decimal | float | None) -> Decimal:
+    """What a pool's jobs, batch ones included, may hold of a granted ``amount`` when batch
+    jobs run on idle capacity: the elastic ceiling (:func:`elastic_ceiling`) at the larger
+    of the tenant's factor and the Policy's overcommit factor for ``key``
+    (``tenants.quota.overcommit_factor``). Batch work beyond the pool's own ceiling is
+    admitted only on idle capacity and is the first to be preempted, with its tier's
+    grace, when a job within its quota needs the room."""
+    factors = [Decimal(str(f)) for f in (tenant_factor, overcommit_factor) if f]
+    return elastic_ceiling(key, amount, max(factors, default=Decimal(1)))
+
+
+def pool_batch_ceiling(grants: Mapping[str, Decimal], *, tenant_factor: Decimal | float | None,
+                       overcommit: Callable[[str], Decimal]) -> dict[str, int]:
+    """:func:`batch_ceiling` of every job dimension of a pool, in engine units
+    (``overcommit``: the Policy's factor of a key)."""
+    out: dict[str, int] = {}
+    for key, amount in grants.items():
+        if key.partition(":")[0] not in JOB_KINDS:
+            continue
+        out[key] = engine_amount(key, batch_ceiling(
+            key, Decimal(str(amount)), tenant_factor=tenant_factor,
+            overcommit_factor=overcommit(key)), demand=False)
+    return out
 
 
 def card_facts(nodes: object) -> CardFacts:

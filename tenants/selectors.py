@@ -23,7 +23,7 @@ from tenants.access import AnyUser, TenantAccess, access_for, sees_all_tenants
 from tenants.capacity import capacity_by_resource, cluster_observed, offered_resources
 from tenants.catalog import Resource
 from tenants.choices import LoanStatus, MembershipRole, QuotaMode, RequestStatus, TenantStatus
-from tenants.demand import elastic_ceiling
+from tenants.demand import batch_ceiling, elastic_ceiling
 from tenants.models import (
     AuditEvent,
     Membership,
@@ -200,13 +200,15 @@ def pool_spec(pool: Pool, *, storage_classes: set[str] | None = None,
 
 
 def _backstop(tenant: Tenant, amounts: dict[str, Decimal]) -> dict[str, Decimal]:
-    """The amounts the ResourceQuota must allow: each grant's elastic ceiling
-    (``tenants.demand.elastic_ceiling``; above the grant only for an overcommitted-mode
-    tenant's compute resources; admission keeps the borrowed part reclaimable)."""
-    factor = tenant.ceiling_factor
-    if factor <= 1:
-        return amounts
-    return {key: elastic_ceiling(key, amount, factor) for key, amount in amounts.items()}
+    """The amounts the ResourceQuota must allow: each grant's batch ceiling
+    (``tenants.demand.batch_ceiling``: the elastic ceiling at the larger of the tenant's
+    factor and the Policy's overcommit factor; above the grant only for compute
+    resources). Admission keeps what is beyond the grant reclaimable: borrowed quota and
+    batch work on idle capacity."""
+    factors = Policy.current().overcommit_factors
+    return {key: batch_ceiling(key, amount, tenant_factor=tenant.ceiling_factor,
+                               overcommit_factor=overcommit_factor(key, factors))
+            for key, amount in amounts.items()}
 
 
 def pool_objects(pool: Pool, *, cluster_storage_classes: dict[str, dict]) -> list[dict]:

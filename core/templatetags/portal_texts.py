@@ -1,5 +1,6 @@
 """``{{ value|render_text }}``: a stored text (see :mod:`core.texts`) in the reader's
-language. Load with ``{% load portal_texts %}``."""
+language; ``{{ when|eta }}``: an estimated time with its day (:mod:`core.when`). Load
+with ``{% load portal_texts %}``."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from django import template
 from django.utils.html import format_html
 
 from core.texts import render
+from core.when import eta_text
 
 register = template.Library()
 
@@ -23,3 +25,13 @@ def render_text_html(value: object) -> str:
     if isinstance(value, str):
         return format_html('<span translate="no">{}</span>', value) if value else ""
     return render(value)  # type: ignore[arg-type]
+
+
+@register.filter
+def eta(value: object) -> str:
+    """An ETA as ``<time datetime="...">today 21:05 UTC</time>`` (:func:`core.when.eta_text`);
+    "" for none."""
+    if not value:
+        return ""
+    return format_html('<time datetime="{}">{}</time>', value.isoformat(),  # type: ignore[attr-defined]
+                       eta_text(value))  # type: ignore[arg-type]

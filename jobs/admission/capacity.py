@@ -62,6 +62,20 @@ class Capacity:
         self._version: dict[str, int] = {}
         self._free: dict[tuple[str, str], tuple[int, int]] = {}
 
+    def copy_key(self, key: str, free: Mapping[str, int] | None = None) -> Capacity:
+        """A new Capacity of ``key``'s schedulable slots alone (for simulating the future):
+        each slot's ``free`` from ``free`` by node name, else as it is now."""
+        other = Capacity(())
+        slots = []
+        for s in self.slots.get(key, []):
+            copy = Slot(s.name, s.switch, s.dedicated, s.cap,
+                        free[s.name] if free is not None and s.name in free else s.free,
+                        True)
+            slots.append(copy)
+            other.index[(key, s.name)] = copy
+        other.slots[key] = slots
+        return other
+
     def version(self, key: str) -> int:
         """A counter that changes whenever a ``free`` of ``key`` changes."""
         return self._version.get(key, 0)

@@ -10,7 +10,12 @@ Steps, all deterministic (ties break by id or name):
    quota plus decayed history, updated as each job is taken, so tenants interleave),
    then ``priority``, then submission time, then id. Held jobs are left out.
 3. In that order, admit each job whose gang fits free capacity and its pool's quota
-   (nominal, else borrowing up to the ceiling, batch always on idle capacity only).
+   (nominal, else borrowing up to the ceiling; batch always on idle capacity only, up to
+   the pool's batch ceiling, and not counted against the quota of the pool's other jobs,
+   which reclaim it first). The first job of a resource key that waits for capacity gets
+   a reservation (``eta.reserve``: the nodes it fits on at the earliest expected time);
+   a later job is admitted only when it does not delay it (it ends, at its p90, by then,
+   or leaves the reserved room intact), else it waits (``jobs.wait.reserved``).
    A job that does not fit may claim capacity that preempting jobs are about to release,
    or, when within its nominal quota (or a higher tier), preempt just enough victims:
    batch and borrowers first, lowest tier first, most recently admitted first. Its room
@@ -46,7 +51,9 @@ Steps, all deterministic (ties break by id or name):
    above their guarantee; most recently admitted first; never production, never work
    within its pool's guarantee (``jobs.preempt.watermark_use``). A victim's physical
    footprint is assumed to be its allocation; the next pass measures again.
-5. For every waiting job: positions, ETA p50/p90 (``eta.simulate``) and a reason.
+5. For every waiting job: positions, ETA p50/p90 (``eta.simulate``, node by node with
+   the same reservation rule) and a reason; a job above its quota is told to use the
+   batch tier only when it would start now as a batch job.
 
 Cost: O(J log J) for the ordering and the ETA simulation, O(nodes of the key) per
 placement attempt, with memoised failures so a long queue of jobs that do not fit stays
@@ -59,6 +66,7 @@ import heapq
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from core.choices import Tier
@@ -67,7 +75,7 @@ from tenants.demand import dimension_only_when_granted
 
 from . import text
 from .capacity import Capacity, Plan, Slot, plan_nodes
-from .eta import TPK
+from .eta import TPK, Release, Reservation, RunTimes, reserve, spread_loose
 from .explain import _BATCH, _BORROW, _NOMINAL, _OVER, Explainer, _ts
 from .types import (
     ACTIVE_STATES,
@@ -132,19 +140,15 @@ def _worst(a: str, b: str) -> str:
 def _mode(batch: bool, units: int, use_nb: int, use_all: int, nominal: int,
           ceiling: int) -> str:
     """How a job would be admitted given its pool's use: within nominal, borrowing, batch,
-    or not at all (over)."""
+    or not at all (over). A non-batch job does not count the pool's batch jobs: they yield
+    to it (its own pool's batch jobs are reclaimed when the room is needed)."""
     if batch:
         return _BATCH if use_all + units <= ceiling else _OVER
-    if use_nb + units <= nominal and use_all + units <= ceiling:
+    if use_nb + units <= nominal and use_nb + units <= ceiling:
         return _NOMINAL
-    if ceiling > nominal and use_all + units <= ceiling:
+    if ceiling > nominal and use_nb + units <= ceiling:
         return _BORROW
     return _OVER
-
-
-def _quantile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
 class _Pass(Explainer):
@@ -174,12 +178,15 @@ class _Pass(Explainer):
         self.new_alloc: dict[str, int] = defaultdict(int)
         self.place_fail: dict[tuple[str, str, int], int] = {}
         self.reclaim_fail: set[tuple[object, ...]] = set()
-        self._durations: dict[tuple[str, str], tuple[float, float]] = {}
+        self._durations: dict[int, tuple[float, float]] = {}
+        self.runtimes = RunTimes(history, policy.default_duration_seconds)
+        self.over_quota: list[JobView] = []   # non-batch jobs above quota (suggest_batch)
+        self.reservations: dict[str, Reservation] = {}   # key -> its head's reservation
         self._why: dict[tuple[object, ...], Text] = {}
         self._outcomes: dict[tuple[object, ...], _Outcome] = {}
         self._holders: dict[tuple[str, int], Text] = {}
         self._holder_cache: dict[str, tuple[list[float], list[int], list[str]]] = {}
-        self._limits: dict[tuple[str, str, str], tuple[int, int]] = {}
+        self._limits: dict[tuple[str, str, str, bool], tuple[int, int]] = {}
 
         ordered = sorted(jobs, key=lambda j: j.id)
         self.active = [j for j in ordered if j.state in ACTIVE_STATES]
@@ -202,7 +209,7 @@ class _Pass(Explainer):
         self.dim_rel_nb: dict[TPK, int] = defaultdict(int)
         self.dim_rel_all: dict[TPK, int] = defaultdict(int)
         self.dim_version: dict[tuple[str, str], int] = defaultdict(int)
-        self._dim_limits: dict[TPK, tuple[int, int]] = {}
+        self._dim_limits: dict[tuple[str, str, str, bool], tuple[int, int]] = {}
         self.cpu_free: dict[str, list[int]] = {
             n.name: [n.cpu - n.cpu_used, n.memory - n.memory_used]
             for n in self.cap.cpu_nodes if n.cpu > 0}
@@ -242,6 +249,8 @@ class _Pass(Explainer):
             cands.sort(key=self._victim_order)
         self.alloc_start = {key: sum(s.cap - s.free for s in slots)
                             for key, slots in self.cap.slots.items()}
+        self.free_start = {key: {s.name: s.free for s in slots}
+                           for key, slots in self.cap.slots.items()}
         self.nominal_total: dict[str, int] = defaultdict(int)
         for q in quotas:   # GPUs, MIG instances and shares: the units of the fair share
             self.nominal_total[q.tenant] += sum(
@@ -259,51 +268,38 @@ class _Pass(Explainer):
                 -_ts(job.admitted_at or job.started_at, self.now_ts), -job.id)
 
     def durations(self, job: JobView) -> tuple[float, float]:
-        """(p50, p90) run time in seconds.
-
-        From History's recent durations of the job's (tenant, tier), capped by the job's
-        ``expected_seconds`` (its estimate or maximum run time: it stops by then); the job's
-        value alone when there is no history; else the policy default (p90 twice that).
-        """
-        key = (job.tenant, job.tier)
-        past = self._durations.get(key)
-        if past is None:
-            values = [d for d in self.history.durations.get(key, ()) if d > 0]
-            past = self._durations[key] = (
-                (_quantile(values, 0.5), _quantile(values, 0.9)) if values else (0.0, 0.0))
-        limit = job.expected_seconds
-        if limit is not None and limit > 0:
-            if past[0] <= 0:
-                return limit, limit
-            return min(past[0], limit), min(past[1], limit)
-        if past[0] > 0:
-            return past
-        base = self.policy.default_duration_seconds
-        return base, 2 * base
+        """(p50, p90) run time in seconds (:class:`jobs.admission.eta.RunTimes`)."""
+        found = self._durations.get(job.id)
+        if found is None:
+            found = self._durations[job.id] = self.runtimes.total(job)
+        return found
 
     def end_offsets(self, job: JobView) -> tuple[float, float]:
-        """When a holder releases its GPUs, seconds from now (p50, p90)."""
+        """When a holder releases its GPUs, seconds from now (p50, p90): a running job
+        after its expected remaining time given how long it has run."""
         if job.state == JobState.PREEMPTING:
             end = _ts(job.preempt_deadline, self.now_ts) - self.now_ts
             return max(end, 0.0), max(end, 0.0)
-        d50, d90 = self.durations(job)
         if job.state == JobState.RUNNING:
-            start = _ts(job.started_at or job.admitted_at, self.now_ts) - self.now_ts
-        else:
-            start = 0.0
-        return max(start + d50, 0.0), max(start + d90, 0.0)
+            elapsed = self.now_ts - _ts(job.started_at or job.admitted_at, self.now_ts)
+            return self.runtimes.remaining(job, elapsed)
+        return self.durations(job)
 
     def limits(self, job: JobView, key: str) -> tuple[int, int]:
-        """(nominal, ceiling) of the job's pool for ``key``; (0, 0) without a quota."""
-        tpk = (job.tenant, job.pool, key)
-        cached = self._limits.get(tpk)
+        """(nominal, ceiling) of the job's pool for ``key``; (0, 0) without a quota. A batch
+        job's ceiling is the pool's batch ceiling (``PoolQuota.batch_ceiling``) when higher."""
+        batch = job.tier == Tier.BATCH
+        memo = (job.tenant, job.pool, key, batch)
+        cached = self._limits.get(memo)
         if cached is None and key.startswith("shared:"):   # counted as "gpu-shared"
-            cached = self._limits[tpk] = (_UNBOUNDED, _UNBOUNDED)
+            cached = self._limits[memo] = (_UNBOUNDED, _UNBOUNDED)
         if cached is None:
             quota = self.quota.get((job.tenant, job.pool))
             nominal = quota.nominal.get(key, 0) if quota is not None else 0
             ceiling = quota.ceiling.get(key, nominal) if quota is not None else 0
-            cached = self._limits[tpk] = (nominal, max(nominal, ceiling))
+            if batch and quota is not None and quota.batch_ceiling:
+                ceiling = max(ceiling, quota.batch_ceiling.get(key, 0))
+            cached = self._limits[memo] = (nominal, max(nominal, ceiling))
         return cached
 
     def grace(self, tier: str) -> int:
@@ -395,7 +391,7 @@ class _Pass(Explainer):
     def dim_limits(self, job: JobView, dim: str) -> tuple[int, int]:
         """(nominal, ceiling) of the job's pool for a dimension: what is not granted is
         zero, except the dimensions that bind only where granted (gpu-memory)."""
-        tpk = (job.tenant, job.pool, dim)
+        tpk = (job.tenant, job.pool, dim, job.tier == Tier.BATCH)
         cached = self._dim_limits.get(tpk)
         if cached is None:
             quota = self.quota.get((job.tenant, job.pool))
@@ -543,6 +539,8 @@ class _Pass(Explainer):
         for job in order:
             self.consider(job)
         self.watermark()
+        for job in self.over_quota:
+            self.suggest_batch(job)
         held = sorted((j for j in self.queued if j.held),
                       key=lambda j: (TIER_RANK.get(j.tier, len(TIERS)), j.submitted_at, j.id))
         for job in held:
@@ -562,7 +560,8 @@ class _Pass(Explainer):
             self.admit_cpu(job)
             return
         tpk = (job.tenant, job.pool, key)
-        kind = (tpk, job.tier, job.priority, job.replicas, job.gpus_per_replica, job.dims)
+        kind = (tpk, job.tier, job.priority, job.replicas, job.gpus_per_replica, job.dims,
+                self.durations(job)[1])
         state = (self.cap.version(key), self.use_nb[tpk], self.use_all[tpk],
                  self.releasing_nb[tpk], self.releasing_all[tpk], len(self.victims),
                  self.dim_version[(job.tenant, job.pool)])
@@ -629,8 +628,19 @@ class _Pass(Explainer):
         if not gated and mode != _OVER and al + units <= ceiling:   # pool's batch jobs count
             plan = self.place(key, tenant, replicas, per)
             if plan is not None:
+                res = self.reservations.get(key)
+                d90 = self.durations(job)[1]
+                if res is not None and not res.allows(self.cap, key, plan, per, d90):
+                    # backfill only what does not delay the head's reserved start
+                    self.block(job, {"code": "jobs.wait.reserved",
+                                     "args": {"at": text.when(
+                                         self.now + timedelta(seconds=res.at), self.now)}},
+                               capacity=True)
+                    return
                 self.admit(job, key, plan, borrowing=mode == _BORROW or (
                     not batch and nb + units > self.guaranteed(tenant, job.pool, key)))
+                if res is not None:
+                    res.started(plan, per, d90)
                 return
         # Waiting: what the job will be once the pool's preempting jobs are gone.
         key_mode = _mode(batch, units, nb - self.releasing_nb[tpk],
@@ -653,6 +663,83 @@ class _Pass(Explainer):
             return
         self.block(job, self.why(job, key, key_mode, nominal, ceiling),
                    capacity=mode != _OVER)
+        if key_mode == _OVER and not batch:
+            self.over_quota.append(job)
+        if mode != _OVER and not gated and key not in self.reservations:
+            found = reserve(self.cap, key, job.id, tenant, replicas, per, self.releases(key))
+            if found is not None:
+                self.reservations[key] = found
+
+    def releases(self, key: str) -> list[Release]:
+        """When and where the holders of ``key`` free their units (p50), for the head's
+        reservation: running and admitted jobs (this pass's too) at their expected end,
+        what preempting jobs release and nobody was promised at their deadline."""
+        out: list[Release] = []
+        taken: dict[str, int] = {}
+        for job in self.active:
+            if (job.resource_key != key or job.id in self.victims
+                    or job.state == JobState.PREEMPTING):
+                continue
+            nodes = self.release_nodes(job, key, taken)
+            out.append((self.end_offsets(job)[0], nodes))
+        by_id = {j.id: j for j in self.queued}
+        for admission in self.admitted.values():
+            job = by_id[admission.job_id]
+            if job.resource_key == key:
+                per_node: dict[str, int] = defaultdict(int)
+                for name in admission.placement:
+                    per_node[name] += job.gpus_per_replica
+                out.append((self.durations(job)[0], tuple(per_node.items())))
+        deadlines: dict[str, float] = {}
+        for job in self.preempting.get(key, ()):
+            end = max(_ts(job.preempt_deadline, self.now_ts) - self.now_ts, 0.0)
+            for name in job.placement:
+                deadlines[name] = max(deadlines.get(name, 0.0), end)
+        for slot, units in self.pending.get(key, {}).items():
+            if units > 0:
+                out.append((deadlines.get(slot.name, 0.0), ((slot.name, units),)))
+        return out
+
+    def release_nodes(self, job: JobView, key: str,
+                      taken: dict[str, int]) -> tuple[tuple[str, int], ...]:
+        """The units a holder frees per node (its placement; for one without, the
+        nodes it most likely holds)."""
+        if job.placement:
+            per_node: dict[str, int] = defaultdict(int)
+            for name in job.placement:
+                per_node[name] += job.gpus_per_replica
+            return tuple(per_node.items())
+        nodes = spread_loose(self.cap, key, job.demand, job.gpus_per_replica, taken)
+        for name, n in nodes:
+            taken[name] = taken.get(name, 0) + n
+        return nodes
+
+    def suggest_batch(self, job: JobView) -> None:
+        """A job above its quota is told to use the batch tier only when, as a batch job,
+        it would be admitted now (the pool's batch ceiling, the watermark, free room that
+        no reservation holds); else only to wait or ask for more quota."""
+        reason = self.reasons.get(job.id)
+        if not isinstance(reason, dict) or reason.get("code") != "jobs.wait.over_quota":
+            return
+        if not self.batch_would_start(job):
+            self.reasons[job.id] = {"code": "jobs.wait.over_quota_wait",
+                                    "args": reason["args"]}
+
+    def batch_would_start(self, job: JobView) -> bool:
+        key = job.resource_key
+        as_batch = replace(job, tier=Tier.BATCH)
+        tpk = (job.tenant, job.pool, key)
+        _, ceiling = self.limits(as_batch, key)
+        if self.use_all[tpk] + job.demand > ceiling or self.gated(as_batch, key):
+            return False
+        if job.dims and self.dims_mode(as_batch)[0] == _OVER:
+            return False
+        plan = self.cap.place(key, job.tenant, job.replicas, job.gpus_per_replica)
+        if plan is None:
+            return False
+        res = self.reservations.get(key)
+        return res is None or res.allows(self.cap, key, plan, job.gpus_per_replica,
+                                         self.durations(job)[1])
 
     def block(self, job: JobView, reason: Text, *, never: bool = False,
               capacity: bool = False) -> None:
@@ -811,7 +898,7 @@ class _Pass(Explainer):
         tpk = (tenant, job.pool, key)
         eff_nb = self.use_nb[tpk] - self.releasing_nb[tpk]
         eff_all = self.use_all[tpk] - self.releasing_all[tpk]
-        within_ceiling = eff_all + units <= ceiling
+        within_ceiling = (eff_all if job.tier == Tier.BATCH else eff_nb) + units <= ceiling
         pend = self.pending.get(key, {})
         loose = self.pending_loose.get(key, 0)
         usable = {id(s) for s in self.cap.eligible(key, tenant)}
@@ -880,6 +967,8 @@ class _Pass(Explainer):
                 return False
             if job.dims and self.dims_mode(job, releasing=True, victims=victims)[0] == _OVER:
                 return False   # a victim of its pool frees its whole demand, every dimension
+            if job.tier != Tier.BATCH:   # the pool's batch work does not count (it yields)
+                return eff_nb - own_nb + units <= ceiling
             return eff_all - own_all + units <= ceiling
 
         extra: dict[Slot, int] = dict(pend)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from core.choices import Tier
 
 from . import text
-from .eta import TPK, KeySim, simulate
+from .eta import TPK, KeySim, Queued, simulate
 from .types import Admission, Decisions, JobView, Preemption, Text, WaitInfo
 
 if TYPE_CHECKING:
@@ -48,6 +48,7 @@ class Explainer:
     use_nb: dict[TPK, int]
     use_all: dict[TPK, int]
     alloc_start: dict[str, int]
+    free_start: dict[str, dict[str, int]]
     new_alloc: dict[str, int]
     _why: dict[tuple[object, ...], Text]
     _holders: dict[tuple[str, int], Text]
@@ -57,6 +58,10 @@ class Explainer:
         raise NotImplementedError
 
     def end_offsets(self, job: JobView) -> tuple[float, float]:
+        raise NotImplementedError
+
+    def release_nodes(self, job: JobView, key: str,
+                      taken: dict[str, int]) -> tuple[tuple[str, int], ...]:
         raise NotImplementedError
 
     def limits(self, job: JobView, key: str) -> tuple[int, int]:
@@ -177,41 +182,54 @@ class Explainer:
             self.decisions.waiting[job.id] = WaitInfo(position, model_pos[key], p50, p90, reason)
 
     def etas(self, waiting: list[JobView]) -> dict[int, tuple[datetime | None, datetime | None]]:
+        """ETA p50/p90 of every waiting job (:func:`jobs.admission.eta.simulate`)."""
         sims: dict[str, KeySim] = {}
+        by_id = {j.id: j for j in self.queued}
 
         def sim_for(key: str) -> KeySim:
             sim = sims.get(key)
             if sim is None:
-                free = (self.cap.capacity_total(key) - self.alloc_start.get(key, 0)
-                        - self.new_alloc.get(key, 0))
-                sim = sims[key] = KeySim(free=free)
+                free = dict(self.free_start.get(key, {}))
+                for admission in self.admitted.values():
+                    job = by_id[admission.job_id]
+                    if job.resource_key == key:
+                        for name in admission.placement:
+                            if name in free:
+                                free[name] -= job.gpus_per_replica
+                sim = sims[key] = KeySim(self.cap.copy_key(key, free), key)
             return sim
 
-        for job in self.active:
-            key = job.resource_key
-            if not key or key not in self.cap.slots:
-                continue
-            sim = sim_for(key)
-            tpk = (job.tenant, job.pool, key)
-            if job.id in self.victims:
-                end = float(self.victims[job.id].grace_seconds)
-                sim.releases.append((end, end, job.demand, tpk))
-            else:
-                end50, end90 = self.end_offsets(job)
-                sim.releases.append((end50, end90, job.demand, tpk))
-        by_id = {j.id: j for j in self.queued}
-        for admission in self.admitted.values():
-            job = by_id[admission.job_id]
-            key = job.resource_key
-            if not key:
-                continue
-            d50, d90 = self.durations(job)
-            sim_for(key).releases.append((d50, d90, job.demand, (job.tenant, job.pool, key)))
         ids_by_key: dict[str, list[JobView]] = defaultdict(list)
         for job in waiting:
             if job.id in self.never or not job.resource_key:
                 continue
             ids_by_key[job.resource_key].append(job)
+        taken: dict[str, dict[str, int]] = defaultdict(dict)
+        for job in self.active:
+            key = job.resource_key
+            if key not in ids_by_key or key not in self.cap.slots:
+                continue
+            sim = sim_for(key)
+            tpk = (job.tenant, job.pool, key)
+            nodes = self.release_nodes(job, key, taken[key])
+            batch = job.tier == Tier.BATCH
+            if job.id in self.victims:
+                end = float(self.victims[job.id].grace_seconds)
+                sim.releases.append((end, end, job.demand, tpk, nodes, batch))
+            else:
+                end50, end90 = self.end_offsets(job)
+                sim.releases.append((end50, end90, job.demand, tpk, nodes, batch))
+        for admission in self.admitted.values():
+            job = by_id[admission.job_id]
+            key = job.resource_key
+            if key not in ids_by_key:
+                continue
+            d50, d90 = self.durations(job)
+            per_node: dict[str, int] = defaultdict(int)
+            for name in admission.placement:
+                per_node[name] += job.gpus_per_replica
+            sim_for(key).releases.append((d50, d90, job.demand, (job.tenant, job.pool, key),
+                                          tuple(per_node.items()), job.tier == Tier.BATCH))
         result: dict[int, tuple[datetime | None, datetime | None]] = {}
         instants: dict[float, datetime] = {}
 
@@ -222,6 +240,8 @@ class Explainer:
             return when
 
         for key, queue in ids_by_key.items():
+            if key not in self.cap.slots:
+                continue
             sim = sim_for(key)
             tpks: dict[tuple[str, str], TPK] = {}
             append = sim.queue.append
@@ -229,17 +249,12 @@ class Explainer:
                 found = tpks.get((job.tenant, job.pool))
                 if found is None:
                     found = tpks[(job.tenant, job.pool)] = (job.tenant, job.pool, key)
-                    sim.ceiling[found] = self.limits(job, key)[1]
-                tpk = found
                 d50, d90 = self.durations(job)
-                append((job.id, job.demand, tpk, d50, d90))
-            for rel in sim.releases:
-                sim.use[rel[3]] = sim.use.get(rel[3], 0) + rel[2]
-            for rel in sim.releases:
-                sim.ceiling.setdefault(rel[3], 0)
+                append(Queued(job.id, job.tenant, found, job.replicas, job.gpus_per_replica,
+                              d50, d90, self.limits(job, key)[1], job.tier == Tier.BATCH))
             first = simulate(sim, 0)
             same = (all(r[0] == r[1] for r in sim.releases)
-                    and all(q[3] == q[4] for q in sim.queue))
+                    and all(q.d50 == q.d90 for q in sim.queue))
             second = first if same else simulate(sim, 1)
             for job in queue:
                 s50 = first.get(job.id)

@@ -99,6 +99,8 @@ class JobView:
     admitted_at: datetime | None = None
     started_at: datetime | None = None
     expected_seconds: float | None = None
+    """The submitter's estimate of the run time (None: none given). An estimate, not a
+    promise: the ETA takes it as the median and spreads p90 around it."""
     priority: int = 0
     held: bool = False
     borrowing: bool = False
@@ -111,6 +113,10 @@ class JobView:
     memory and gpu-memory in thousandths of a core / GiB, the rest in units). Its GPU key
     (``gpu:``/``mig:``) is ``demand`` under another name; every other key is checked
     against the pool's quota as well (see :attr:`dims`)."""
+    max_run_seconds: float | None = None
+    """The longest the job may run (it is stopped then): caps every run-time estimate."""
+    template: str = ""
+    """The job template it came from ("" for none): History keys durations by it."""
 
     @cached_property
     def resource_key(self) -> str:
@@ -154,6 +160,11 @@ class PoolQuota:
     missing key: all of ``nominal``. For an overcommitted-mode tenant it is its grant times
     the guaranteed share (``tenants.quota.guaranteed_amount``, the number its quota pages
     show); the rest of its quota is reclaimable by pools within their own guarantee."""
+    batch_ceiling: Mapping[str, int] | None = None
+    """What the pool's jobs, batch ones included, may hold per key when batch jobs take
+    idle capacity beyond ``ceiling`` (``tenants.demand.batch_ceiling``); None or a missing
+    key: ``ceiling``. Non-batch jobs never count batch use against their quota: batch
+    beyond the ceiling yields (is preempted first) to anyone within quota."""
 
 
 @dataclass(frozen=True)
@@ -184,9 +195,11 @@ class History:
 
     usage: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     """tenant -> decayed GPU-seconds."""
-    durations: Mapping[tuple[str, str], tuple[float, ...]] = field(
+    durations: Mapping[tuple[str, ...], tuple[float, ...]] = field(
         default_factory=lambda: MappingProxyType({}))
-    """(tenant, tier) -> recent run durations in seconds."""
+    """Recent run durations in seconds, keyed from the most to the least specific:
+    (tenant, tier, template, gpu model), (tenant, tier, gpu model), (tenant, tier). The
+    engine uses the most specific key with enough samples (``MIN_SAMPLES``)."""
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from rest_framework import serializers
 
 from core.choices import PoolKind, Tier
 from core.texts import render, text_code
+from core.when import eta_text
 from jobs.models import JobTransition, TrainingJob
 from jobs.texts import transition_reason_label
 
@@ -73,6 +74,16 @@ class JobSerializer(serializers.ModelSerializer):
     gpu_kind = serializers.CharField(
         read_only=True, help_text='"" (CPU only), "whole", "mig", "shared" (time-slicing/MPS '
                                   'shares) or "hami" (cards limited to gpu_memory_gib_per_card)')
+    eta_p50_text = serializers.SerializerMethodField(
+        help_text='eta_p50 for people: its day and time in the active time zone, e.g. '
+                  '"tomorrow 03:10 UTC" ("" for none)')
+    eta_p90_text = serializers.SerializerMethodField(help_text="eta_p90 likewise")
+
+    def get_eta_p50_text(self, job: TrainingJob) -> str:
+        return eta_text(job.eta_p50)
+
+    def get_eta_p90_text(self, job: TrainingJob) -> str:
+        return eta_text(job.eta_p90)
 
     class Meta:
         model = TrainingJob
@@ -84,7 +95,8 @@ class JobSerializer(serializers.ModelSerializer):
                   "hold_reason_code", "borrowing", "restart_count", "submitted_by",
                   "submitted_at", "admitted_at",
                   "started_at", "finished_at", "position_in_pool", "position_in_model",
-                  "eta_p50", "eta_p90", "wait_reason", "wait_reason_code", "preempt_reason",
+                  "eta_p50", "eta_p90", "eta_p50_text", "eta_p90_text", "wait_reason",
+                  "wait_reason_code", "preempt_reason",
                   "preempt_reason_code", "preempt_deadline", "last_error",
                   "gpu_shared", "gpu_memory_gib_per_card", "gpu_kind"]
 

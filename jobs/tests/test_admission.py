@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from core.texts import english
@@ -186,9 +187,46 @@ def test_nominal_quota_per_gpu_model():
             job(1, gpus=2), job(2, model=A100, gpus=2)]
     d = run(nodes, jobs, [quota(nominal=4, **{f"gpu__{A100}": (4, 4)})])
     assert admitted(d) == {2: ("a1",)}
+    # as a batch job it would be above the pool's ceiling too: batch is not suggested
+    assert english(d.waiting[1].reason) == ("above your dev quota of 4 NVIDIA-H800 (4 in use): "
+                                   "waits for your jobs to finish, or ask for more quota")
+    assert d.waiting[1].eta_p50 is not None   # starts when its own job ends
+
+
+def test_the_batch_tier_is_suggested_only_when_it_would_start_the_job_now():
+    nodes = [node("h1")]
+    jobs = [job(10, state="running", gpus=4, on="h1"), job(1, gpus=2)]
+    roomy = replace(quota(nominal=4), batch_ceiling={f"gpu:{H800}": 8})
+    d = run(nodes, jobs, [roomy])
     assert english(d.waiting[1].reason) == ("above your dev quota of 4 NVIDIA-H800 (4 in use): "
                                    "ask for more quota or use the batch tier")
-    assert d.waiting[1].eta_p50 is not None   # starts when its own job ends
+    # the same job, but the idle GPUs are taken by another tenant: batch would not help
+    d = run(nodes, [*jobs, job(11, tenant="globex", state="running", gpus=4, on="h1")],
+            [roomy, quota("globex")])
+    assert english(d.waiting[1].reason).endswith("waits for your jobs to finish, or ask for "
+                                                 "more quota")
+
+
+def test_batch_uses_idle_capacity_beyond_the_pool_ceiling_and_yields_to_quota():
+    nodes = [node("n1"), node("n2")]
+    roomy = replace(quota("acme", 4), batch_ceiling={f"gpu:{H800}": 12})
+    d = run(nodes, [job(10, tier="batch", state="running", gpus=8, on="n1"),
+                    job(1, tier="batch", gpus=4)], [roomy, quota("globex", 8)])
+    assert admitted(d) == {1: ("n2",)}   # 12 held by batch: 3x its quota, on idle GPUs
+    # globex, within its quota, needs the room: the batch job beyond the ceiling yields
+    jobs = [job(10, tier="batch", state="running", gpus=8, on="n1"),
+            job(11, tier="batch", state="running", gpus=4, on="n2",
+                admitted_at=NOW - timedelta(minutes=1)),
+            job(2, tenant="globex", gpus=8)]
+    d = run(nodes, jobs, [roomy, quota("globex", 8)], policy=Policy(watermark=1.0))
+    assert preempted(d) == [11]   # the most recent batch job, with the batch grace alone
+    assert d.preempt[0].grace_seconds == Policy().grace_seconds["batch"]
+    assert {p.for_job for p in d.preempt} == {2}
+    # the pool's own development job reclaims its own batch work too
+    jobs = [job(10, tier="batch", state="running", gpus=8, on="n1"),
+            job(11, tier="batch", state="running", gpus=8, on="n2"), job(3, gpus=4)]
+    d = run(nodes, jobs, [roomy], policy=Policy(watermark=1.0))
+    assert len(d.preempt) == 1 and d.preempt[0].for_job == 3
 
 
 def test_quota_counts_admitted_and_preempting_jobs_of_the_pool():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from core.texts import english
@@ -52,7 +53,12 @@ def test_eta_is_when_the_holder_is_expected_to_finish():
             job(1, gpus=8)]
     d = run(nodes, jobs, [quota("acme"), quota("globex")])
     assert d.waiting[1].eta_p50 == NOW + timedelta(minutes=50)
-    assert d.waiting[1].eta_p90 == NOW + timedelta(minutes=50)
+    # an estimate is not a promise: p90 is a real upper quantile, later than p50 ...
+    assert d.waiting[1].eta_p90 == NOW + timedelta(seconds=3600 * 1.6 - 600)
+    # ... capped by the holder's maximum run time (it is stopped then)
+    jobs[0] = replace(jobs[0], max_run_seconds=4200.0)
+    d = run(nodes, jobs, [quota("acme"), quota("globex")])
+    assert d.waiting[1].eta_p90 == NOW + timedelta(minutes=60)
 
 
 def test_eta_uses_history_percentiles_when_the_job_gives_no_estimate():
@@ -97,12 +103,31 @@ def test_eta_is_monotone_in_queue_order_and_p90_not_before_p50_not_before_now():
     assert waits[0].eta_p50 == waits[1].eta_p50 == NOW + timedelta(seconds=1000 - 300)
 
 
-def test_overdue_running_jobs_are_expected_to_end_now():
+def test_overdue_running_jobs_are_expected_soon_and_by_their_maximum_run():
+    # it has outlived its estimate: not "now" (the ETA would slide at every pass) but a
+    # share of its age, and p90 no later than its maximum run time
     jobs = [job(10, tenant="globex", state="running", gpus=8, on="n1",
-                started_at=NOW - timedelta(hours=3), expected_seconds=3600.0),
+                started_at=NOW - timedelta(hours=3), expected_seconds=3600.0,
+                max_run_seconds=4 * 3600.0),
             job(1, gpus=8)]
     d = run([node("n1")], jobs, [quota("acme"), quota("globex")])
-    assert d.waiting[1].eta_p50 == NOW
+    w = d.waiting[1]
+    assert NOW < w.eta_p50 < w.eta_p90 == NOW + timedelta(hours=1)
+    jobs[0] = replace(jobs[0], max_run_seconds=3 * 3600.0)   # at its maximum: it stops now
+    d = run([node("n1")], jobs, [quota("acme"), quota("globex")])
+    assert d.waiting[1].eta_p50 == d.waiting[1].eta_p90 == NOW
+
+
+def test_running_jobs_remaining_time_is_conditional_on_their_age():
+    history = History(durations={("globex", "development"): tuple(
+        float(60 * m) for m in (10, 20, 30, 40, 50, 60, 70, 80, 90, 100))})
+    jobs = [job(10, tenant="globex", state="running", gpus=8, on="n1",
+                started_at=NOW - timedelta(minutes=55), expected_seconds=None),
+            job(1, gpus=8)]
+    d = run([node("n1")], jobs, [quota("acme"), quota("globex")], history=history)
+    # of the runs longer than 55 minutes (60..100), the median ends at 80, p90 at 100
+    assert d.waiting[1].eta_p50 == NOW + timedelta(minutes=80 - 55)
+    assert d.waiting[1].eta_p90 == NOW + timedelta(minutes=100 - 55)
 
 
 def test_eta_counts_the_jobs_ahead():
@@ -229,7 +254,7 @@ def test_eta_counts_jobs_admitted_in_the_same_call():
 
 def test_history_is_capped_by_the_jobs_own_maximum_run_time():
     jobs = [job(10, tenant="globex", state="running", gpus=8, on="n1", started_at=NOW,
-                expected_seconds=2000.0), job(1, gpus=8)]
+                expected_seconds=None, max_run_seconds=2000.0), job(1, gpus=8)]
     history = History(durations={("globex", "development"): (600.0, 1200.0, 5000.0)})
     d = run([node("n1")], jobs, [quota("acme"), quota("globex")], history=history)
     assert d.waiting[1].eta_p50 == NOW + timedelta(seconds=1200)

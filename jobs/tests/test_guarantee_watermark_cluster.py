@@ -151,3 +151,32 @@ def test_batch_filling_the_cards_is_evicted_down_to_the_watermark(
     job.refresh_from_db()
     assert job.state == "queued"
     assert "above the 85% eviction watermark" in english(job.wait_reason)
+
+
+def test_batch_runs_beyond_the_pool_ceiling_on_idle_cards_and_yields_to_quota(
+        world, cluster, bob, charlie, tenant_a, tenant_b):
+    """Issue 15: acme (static, 4 H800 granted) runs 6 batch GPUs on idle cards (its batch
+    ceiling: 4 x the GPU overcommit factor 1.5), the ResourceQuota lets the pods through,
+    and the batch work yields, with the batch grace only, when globex needs its quota."""
+    tenant_services.policy_update(actor=world["admin"], eviction_watermark=Decimal("1"))
+    reconcile_pool.apply(args=[tenant_a.pools.get(kind="dev").pk]).get()
+    sweeps = [_submit(world, bob, tenant_a, f"sweep-{i}", "batch", 2) for i in range(3)]
+    _cycle(world, cluster)
+    _cycle(world, cluster, 30)
+    _cycle(world, cluster, 10)
+    assert _states(*sweeps) == ["running"] * 3
+    assert _gpus_held(cluster, "ty-acme-dev") == 6    # beyond its ceiling of 4
+
+    theirs = _submit(world, charlie, tenant_b, "within-quota", "development", 4)
+    _cycle(world, cluster)
+    preempting = [j for j in sweeps if _states(j) == ["preempting"]]
+    assert len(preempting) == 1    # 2 idle + 2 from the most recent batch job
+    victim = TrainingJob.objects.get(pk=preempting[0].pk)
+    grace = (victim.preempt_deadline - victim.transitions.latest("at").at).total_seconds()
+    assert abs(grace - 30) < 2     # the batch grace, nothing more
+    waited = 0
+    while _states(theirs) != ["running"] and waited < 30 + 60:
+        _cycle(world, cluster, 10)
+        waited += 10
+    assert _states(theirs) == ["running"]
+    assert _gpus_held(cluster, "ty-acme-dev") == 4 and _gpus_held(cluster, "ty-globex-dev") == 4

@@ -3,6 +3,7 @@
 import pytest
 
 from core.exceptions import ApplicationError, Conflict, NotAllowed
+from core.models import Policy
 from jobs import services
 from jobs.choices import JobState
 from jobs.models import JobTransition, TrainingJob
@@ -132,3 +133,15 @@ def test_a_job_that_could_never_start_is_refused(bob, quota):
     with pytest.raises(ApplicationError, match="at most 0"):
         _submit(bob, quota, name="x", gpu_model="NVIDIA-A100-SXM4-80GB", gpus_per_worker=1)
     assert not TrainingJob.objects.exists()
+
+
+def test_a_batch_job_may_be_as_large_as_the_pools_batch_ceiling(bob, quota):
+    with pytest.raises(ApplicationError, match="could never start"):
+        _submit(bob, quota, tier="batch", workers=2, gpus_per_worker=8)  # 16 > 8, factor 1
+    policy = Policy.current()
+    policy.overcommit_factors = {"gpu": 2}
+    policy.save()
+    job = _submit(bob, quota, tier="batch", workers=2, gpus_per_worker=8)   # 16 = 8 x 2
+    assert job.state == JobState.QUEUED
+    with pytest.raises(ApplicationError, match="could never start"):   # not for development
+        _submit(bob, quota, name="dev", workers=2, gpus_per_worker=8)

@@ -13,6 +13,7 @@ from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone, translation
 
 from core import texts
+from core.models import Policy
 from core.texts import english, render
 from jobs import selectors, services
 from jobs.admission import decide, text
@@ -110,7 +111,13 @@ def test_an_ordinal_position_reads_naturally_in_both_languages():
 @pytest.fixture
 def waiting(bob, quota):
     """Two 8-GPU dev jobs against a dev quota of 8: one is admitted, the other waits; the
-    real engine decides and its reasons are stored as the admission cycle stores them."""
+    real engine decides and its reasons are stored as the admission cycle stores them.
+    GPU grants may be overcommitted twice and no watermark applies, so as a batch job it
+    would start on the idle GPUs, and the reason says so."""
+    policy = Policy.current()
+    policy.overcommit_factors = {"gpu": 2}
+    policy.eviction_watermark = 1
+    policy.save()
     access = access_for(bob, quota)
     first = services.job_submit(access=access, actor=bob, pool="dev",
                                 data=submission(name="first", gpus_per_worker=8))

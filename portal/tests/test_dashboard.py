@@ -198,11 +198,31 @@ def test_dashboard_shows_gauges_jobs_waiting_and_banner(observed, tenant_a, bob,
     if has_billing:
         assert all(j.cost is not None for j in jobs) and "Cost" in body
     assert "Waiting for 4 H800 GPUs" in body and "waits" in body
+    assert re.search(r'<time datetime="[^"]+">(today|tomorrow) \d\d:\d\d ', body)  # a day
     assert "H800: 25% allocated" in body  # the busyness banner (2 of 8 cards)
     figures = response.context["figures"]
     assert figures["gauges"][0]["data"][0]["type"] == "indicator"
     assert figures["trends"]["7"] and figures["trends"]["30"]
     assert f'href="/t/acme/jobs/{big.pk}/"' in body
+
+
+def test_the_typical_wait_agrees_with_the_queue(observed, tenant_a):
+    """Recent jobs started at once, but jobs queue now with ETAs hours ahead: the typical
+    wait says hours, never "under a minute"."""
+    now = timezone.now()
+    quick = _job(tenant_a, observed, "quick", submitted_at=now - dt.timedelta(hours=2))
+    _ran(quick, now - dt.timedelta(hours=2) + dt.timedelta(seconds=40), now)
+    before = {b.model: b for b in dashboards.busyness(fresh=True)}[H800]
+    assert before.typical_wait_min is not None and before.typical_wait_min < 1
+    assert "under a minute" in before.sentence()
+    for i in range(3):
+        _job(tenant_a, observed, f"q{i}", state="queued",
+             eta_p50=now + dt.timedelta(hours=3 + i))
+    after = {b.model: b for b in dashboards.busyness(fresh=True)}[H800]
+    assert after.waiting_jobs == 3 and after.typical_wait_min >= 4 * 60 - 1
+    assert "under a minute" not in after.sentence() and " h" in after.sentence()
+    assert dashboards.typical_wait([], []) is None
+    assert dashboards.typical_wait([0.5, 0.7], []) == 0.6
 
 
 def test_borrowed_part_is_what_is_used_above_quota(observed, tenant_a):

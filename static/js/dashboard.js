@@ -97,7 +97,9 @@
       tr.appendChild(name);
       tr.appendChild(text("td", w.gpus + " " + (w.resource || "")));
       tr.appendChild(text("td", (w.position_in_pool || "—") + " / " + (w.position_in_model || "—")));
-      tr.appendChild(text("td", when(w.eta_p50)));
+      // the server's words for an ETA (its day and the reader's time zone), as on the page
+      tr.appendChild(text("td", w.eta_p50_text ? w.eta_p50_text + (w.eta_p90_text
+        ? " (" + interpolate(gettext("90%: %s"), [w.eta_p90_text]) + ")" : "") : when(w.eta_p50)));
       tr.appendChild(text("td", w.wait_reason || "—"));
       body.appendChild(tr);
     });

@@ -101,6 +101,21 @@ def test_new_tenants_get_the_default_quota(platform_admin):
     assert selectors.current_grants(tenant.pools.get(kind="prod")) == {}
 
 
+def test_the_backstop_lets_batch_work_reach_the_batch_ceiling(platform_admin, tenant_a):
+    """A static tenant's GPU grant may be used by batch work up to the Policy's overcommit
+    factor (tenants.demand.batch_ceiling): the ResourceQuota must not refuse those pods."""
+    pool = tenant_a.pools.get(kind="prod")
+    services.quota_set(actor=platform_admin, pool=pool, reason="t",
+                       amounts={H800: 5, "cpu": 10, "storage:fast": 100})
+    policy = Policy.current()
+    policy.overcommit_factors = {"gpu": 2}
+    policy.save()
+    hard = selectors.pool_spec(pool, storage_classes=set()).quota.to_hard()
+    assert hard["requests.nvidia.com/gpu"] == "10"   # 5 x 2
+    assert hard["requests.cpu"] == "10"              # no overcommit factor for CPU
+    assert hard["fast.storageclass.storage.k8s.io/requests.storage"] == "100Gi"
+
+
 def test_an_overcommitted_tenants_backstop_is_its_elastic_ceiling(platform_admin, tenant_a):
     pool = tenant_a.pools.get(kind="prod")
     services.quota_set(actor=platform_admin, pool=pool, reason="t",

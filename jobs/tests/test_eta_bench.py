@@ -1,0 +1,36 @@
+"""The ETA accuracy benchmark's code path on a tiny input (the benchmark itself is
+``make bench``: bench/eta_accuracy.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "eta_accuracy.py"
+
+
+def load():
+    spec = importlib.util.spec_from_file_location("eta_accuracy", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module   # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_eta_benchmark_replays_a_small_workload_and_scores_engine_and_baseline():
+    bench = load()
+    workload = bench.make_workload(2, 200, 7)
+    assert len(workload) > 10
+    # the engine never sees the run times it is scored against
+    assert any(a.estimate is None for a in workload)
+    assert all(a.estimate != a.run for a in workload)
+    result = bench.replay(workload, 7)
+    assert result.unstarted == 0 and result.calls > len(workload)
+    figures = bench.figures(result)
+    for name in ("engine, every pass", "naive FIFO, every pass"):
+        f = figures[name]
+        assert f["n"] > 0 and 0 <= f["coverage"] <= 1 and not math.isnan(f["mae"])
+    assert any(p.p90 > p.p50 for p in result.engine)   # p90 is a real upper quantile
