@@ -20,6 +20,7 @@ from django.utils.translation import gettext_lazy
 
 from core.choices import PoolKind, Tier
 from core.models import Policy
+from core.texts import message as stored_text
 from core.texts import render, text_code
 from jobs.admission import ACTIVE_STATES as HOLDING_STATES
 from jobs.admission import History, JobView, NodeView, PoolQuota, decide
@@ -553,9 +554,17 @@ def preview(tenant, pool_kind: str, clean: dict, now):  # type: ignore[no-untype
                   template=str(clean.get("template") or ""),
                   gpu_shared=bool(clean.get("gpu_shared")),
                   resources=job_resources(clean, facts))
+    # As the admission loop does: a pool the cluster does not show yet admits nothing.
+    absent = next((p for p in pools_not_in_cluster()
+                   if (p.tenant.slug, p.kind) == (tenant.slug, pool_kind)), None)
+    if absent is not None:
+        job = replace(job, held=True)
     decisions = decide(**{**inputs, "jobs": [*inputs["jobs"], job]})
     admitted = next((a for a in decisions.admit if a.job_id == -1), None)
     waiting = decisions.waiting.get(-1)
+    if absent is not None and waiting is not None:
+        waiting = replace(waiting, eta_p50=None, eta_p90=None, reason=stored_text(
+            "jobs.wait.pool_absent", namespace=absent.namespace))
     dimensions = _preview_dimensions(inputs, tenant.slug, pool_kind, job)
     # The GPU summary (the API's older fields) is the accelerator's row of ``dimensions``.
     key = "gpu-shared" if job.gpu_shared and job.resource_key else job.resource_key

@@ -16,6 +16,7 @@ from jobs.models import TrainingJob
 from jobs.tasks import admission_cycle
 from jobs.tests.conftest import cycle as _cycle
 from jobs.tests.conftest import states as _states
+from jobs.tests.conftest import submission
 from k8s_sync.client import get_client
 from k8s_sync.observe import relist_all
 from tenants import services as tenant_services
@@ -50,6 +51,12 @@ def test_a_job_submitted_before_its_pool_exists_waits_for_it_says_why_and_then_r
     # watcher records it, the pool is not shown "In sync"
     sync = api(bob).get("/api/v1/tenants/acme/pools/dev/").json()["sync"]
     assert sync["state"] == "missing" and sync["last_synced_at"]
+    # the form's preview says the same as the loop will do: not now, and why
+    preview = api(bob).post("/api/v1/tenants/acme/jobs/preview/", submission(
+        name="another", pool="dev", gpu_model=early["h800"], gpus_per_worker=1),
+        format="json").json()
+    assert preview["starts_now"] is False and preview["eta_p50"] is None
+    assert "waiting for its pool to be set up in the cluster" in preview["reason"]
 
     with early["capture"](execute=True):  # an admission pass before the watcher saw the pool:
         admission_cycle.apply().get()
