@@ -53,7 +53,10 @@ def job_new(request: HttpRequest, slug: str) -> HttpResponse:
     granted = selectors.granted_gpu_models(access.tenant)
     initial = template_initial(request.GET.get("template", ""), inventory, granted)
     if request.GET.get("clone"):
-        source = selectors.job_or_404(access.tenant, int(request.GET["clone"]))
+        clone = request.GET["clone"]
+        if not (clone.isascii() and clone.isdigit()):
+            raise Http404("No such job")  # not a job id: no job to clone
+        source = selectors.job_or_404(access.tenant, int(clone))
         initial = {**services.clone_initial(source), "max_run_hours":
                    source.max_run_seconds / 3600}
         initial["command"] = shlex.join(initial["command"])
@@ -220,10 +223,13 @@ def defrag(request: HttpRequest) -> HttpResponse:
     inventory = selectors.inventory()
     model = request.POST.get("gpu_model") or request.GET.get("gpu_model") or next(
         iter(sorted(inventory.gpus_per_node)), "")
-    wanted = int(request.POST.get("nodes_wanted") or request.GET.get("nodes_wanted") or 1)
-    plan = services.defrag_plan_preview(gpu_model=model, wanted=wanted) if model else None
     error = ""
-    if request.method == "POST":
+    try:
+        wanted = int(request.POST.get("nodes_wanted") or request.GET.get("nodes_wanted") or 1)
+    except ValueError:
+        wanted, error = 1, _("Give the number of nodes to free as a whole number.")
+    plan = services.defrag_plan_preview(gpu_model=model, wanted=wanted) if model else None
+    if request.method == "POST" and not error:
         try:
             starts = _aware(request.POST.get("starts_at", ""))
             ends = _aware(request.POST.get("ends_at", ""))

@@ -230,7 +230,11 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "core.api.Pagination",
+    "DEFAULT_METADATA_CLASS": "core.api.Metadata",
+    # JSON (nested too deeply: a 400, not a RecursionError), forms and multipart as usual
+    "DEFAULT_PARSER_CLASSES": ["core.api.JSONParser", "rest_framework.parsers.FormParser",
+                               "rest_framework.parsers.MultiPartParser"],
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "core.exceptions.api_exception_handler",
     "DEFAULT_THROTTLE_RATES": {"user": "2000/hour", "anon": "60/hour"},
