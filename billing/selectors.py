@@ -59,7 +59,7 @@ def current_period(now: dt.datetime | None = None) -> dt.date:
 
 #: The months billing can name: a four-digit year in this range, a two-digit month.
 PERIOD_YEARS = (1970, 2999)
-_PERIOD = re.compile(r"(\d{4})-(\d{2})")
+_PERIOD = re.compile(r"([0-9]{4})-([0-9]{2})")
 
 
 def parse_period(raw: str | None) -> dt.date:

@@ -24,7 +24,6 @@ from typing import Any
 from urllib.parse import urlencode
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
@@ -61,7 +60,10 @@ NASTY_QUERY = ["9999999999999999999", "-1", "0", "NaN", "1E+400", "9999-12", "20
                "0000-00", "", "x" * 3000, "\u202e\x00", "<script>", "' OR 1=1"]
 METHODS = ["get", "post", "put", "patch", "delete", "options", "head"]
 
-SKIP_PREFIXES = ("admin/",)     # Django's admin is tested in the admin tests
+SKIP_PREFIXES = ("admin/",)
+#: the roles that also get bogus URLs, fuzzed query strings and every method (the others
+#: get every real URL and every form): the one who sees everything, a tenant admin, a member
+DEEP_ROLES = ("pat", "alice", "bob")     # Django's admin is tested in the admin tests
 
 
 # --- the world ------------------------------------------------------------------------------
@@ -237,14 +239,14 @@ class Crawl:
             if content_type:
                 kwargs["content_type"] = content_type
         response = None
-        started = time.perf_counter()
+        started = time.process_time()
         try:
             with transaction.atomic():
                 response = getattr(client, method)(url, **kwargs)
                 raise _Rollback
         except _Rollback:
             pass
-        except Exception as exc:  # noqa: BLE001 - every exception is a finding
+        except Exception as exc:
             where = traceback.extract_tb(exc.__traceback__)[-1]
             self.failures.append(f"{method.upper()} {url[:150]} as {role} [{note[:120]}]: "
                                  f"{type(exc).__name__}: {str(exc)[:200]} "
@@ -252,7 +254,7 @@ class Crawl:
             return None
         finally:
             key = re.sub(r"\d+", "N", url.split("?")[0])
-            self.spent[key] = self.spent.get(key, 0) + time.perf_counter() - started
+            self.spent[key] = self.spent.get(key, 0) + time.process_time() - started
         if response.status_code >= 500:
             self.failures.append(f"{method.upper()} {url[:150]} as {role} [{note[:120]}]: "
                                  f"HTTP {response.status_code}")
@@ -288,12 +290,11 @@ def _fuzzed(values: dict[str, str], rotation: int) -> list[tuple[dict[str, str],
     then every field at once with the same nasty value."""
     out = []
     for i, name in enumerate(sorted(values)):
-        for k in range(2):
-            nasty = NASTY[(rotation + 3 * i + 11 * k) % len(NASTY)]
-            out.append(({**values, name: nasty}, f"{name}={nasty[:20]!r}"))
-    for k in range(4):
+        nasty = NASTY[(rotation + 3 * i) % len(NASTY)]
+        out.append(({**values, name: nasty}, f"{name}={nasty[:20]!r}"))
+    for k in range(2):
         nasty = NASTY[(rotation + 7 * k) % len(NASTY)]
-        out.append(({n: nasty for n in values}, f"all={nasty[:20]!r}"))
+        out.append((dict.fromkeys(values, nasty), f"all={nasty[:20]!r}"))
     return out
 
 
@@ -323,6 +324,8 @@ def test_crawl_every_page_as_every_role_never_500(world):
     for route, _pattern in routes:
         for url, real in _fill(route, world):
             for role, (client, _api, _user) in crawl.clients.items():
+                if not real and role not in DEEP_ROLES:
+                    continue
                 response = crawl.request(client, role, "get", url, note="page")
                 if response is None:
                     continue
@@ -331,12 +334,14 @@ def test_crawl_every_page_as_every_role_never_500(world):
                     outsider_leaks.append(f"{url}: {response.status_code}")
                 if not real:
                     continue
-                # fuzzed query parameters, one value per parameter (rotated by role)
-                n = next(rotation)
-                query = {p: NASTY_QUERY[(n + i) % len(NASTY_QUERY)]
-                         for i, p in enumerate(QUERY_PARAMS)}
-                crawl.request(client, role, "get", f"{url}?{urlencode(query)}", note="query")
-                crawl.request(client, role, "post", url, data={}, note="empty post")
+                if role in DEEP_ROLES:
+                    # fuzzed query parameters, one value per parameter (rotated)
+                    n = next(rotation)
+                    query = {p: NASTY_QUERY[(n + i) % len(NASTY_QUERY)]
+                             for i, p in enumerate(QUERY_PARAMS)}
+                    crawl.request(client, role, "get", f"{url}?{urlencode(query)}",
+                                  note="query")
+                    crawl.request(client, role, "post", url, data={}, note="empty post")
                 if response.status_code != 200 or "html" not in response.get("Content-Type", ""):
                     continue
                 for action, method, values, preview in _forms(response.content.decode(), url):
@@ -348,10 +353,10 @@ def test_crawl_every_page_as_every_role_never_500(world):
                     seen_any.add(key)
                     targets = [action] + ([preview] if preview else [])
                     # the fuller fuzz for the first role that sees a form; its own values
-                    # and a few nasty submissions for the others
+                    # and one nasty submission for the others
                     cases = [(values, "own values")]
                     fuzzed = _fuzzed(values, next(rotation))
-                    cases += fuzzed if first else fuzzed[-2:]
+                    cases += fuzzed if first else fuzzed[-1:]
                     for target in targets:
                         for data, note in cases:
                             if method == "get":
@@ -360,7 +365,8 @@ def test_crawl_every_page_as_every_role_never_500(world):
                             else:
                                 crawl.request(client, role, "post", target, data=data,
                                               note=f"{action} {note}")
-    print(f"crawl: {crawl.count} requests, {len(seen_any)} forms")
+    print(f"crawl: {crawl.count} requests, {len(seen_any)} forms, "
+          f"{sum(crawl.spent.values()):.1f} s CPU")
     for key, spent in sorted(crawl.spent.items(), key=lambda kv: -kv[1])[:25]:
         print(f"{spent:6.2f} {key}")
     assert not crawl.failures, f"{len(crawl.failures)} failures:\n" + "\n".join(
@@ -435,13 +441,12 @@ def _bodies(schema: dict, path: str, node: Any, rotation: int) -> list[tuple[Any
                 else {**base, **body}
     out: list[tuple[Any, str]] = [(base, "example")]
     for i, name in enumerate(sorted(base)):
-        for k in range(2):
-            nasty = NASTY_JSON[(rotation + 5 * i + 13 * k) % len(NASTY_JSON)]
-            out.append(({**base, name: nasty}, f"{name}={str(nasty)[:20]!r}"))
-            if isinstance(base[name], dict):
-                out.append(({**base, name: {"cpu": nasty, "": nasty}}, f"{name}.cpu=nasty"))
-            if isinstance(base[name], list) and base[name]:
-                out.append(({**base, name: [nasty, nasty]}, f"{name}[]=nasty"))
+        nasty = NASTY_JSON[(rotation + 5 * i) % len(NASTY_JSON)]
+        out.append(({**base, name: nasty}, f"{name}={str(nasty)[:20]!r}"))
+        if isinstance(base[name], dict):
+            out.append(({**base, name: {"cpu": nasty, "": nasty}}, f"{name}.cpu=nasty"))
+        if isinstance(base[name], list) and base[name]:
+            out.append(({**base, name: [nasty, nasty]}, f"{name}[]=nasty"))
     out += [([], "a list"), ("x", "a string"), (None, "null"), (10**30, "a number")]
     return out
 
@@ -471,7 +476,7 @@ def test_crawl_every_api_endpoint_as_every_role_never_500(world):
     crawl = Crawl()
     crawl.clients = _clients(world)
     failures = crawl.failures
-    rotation = itertools.count()
+    rotation, operation_count = itertools.count(), itertools.count()
     outsider_leaks = []
     # every endpoint: GET as every role on every variant; every method on the real URL
     for route, _pattern in _patterns():
@@ -489,16 +494,16 @@ def test_crawl_every_api_endpoint_as_every_role_never_500(world):
                     crawl.request(client, role, "post", url, body=b"{}", note="bogus url")
                 if not real or route.startswith("api/schema"):
                     continue
-                n = next(rotation)
-                query = {p: NASTY_QUERY[(n + i) % len(NASTY_QUERY)]
-                         for i, p in enumerate(QUERY_PARAMS) if p != "format"}
-                crawl.request(client, role, "get", f"{url}?{urlencode(query)}", note="query")
-                crawl.request(client, role, "get", f"{url}?limit=9999999999999999999&"
-                              "offset=-1", note="limit")
-                methods = METHODS if role in ("pat", "alice") else ["post", "delete"]
+                if role in DEEP_ROLES:
+                    n = next(rotation)
+                    query = {p: NASTY_QUERY[(n + i) % len(NASTY_QUERY)]
+                             for i, p in enumerate(QUERY_PARAMS) if p != "format"}
+                    crawl.request(client, role, "get", f"{url}?{urlencode(query)}",
+                                  note="query")
+                    crawl.request(client, role, "get", f"{url}?limit=9999999999999999999&"
+                                  "offset=99999999999999999999", note="limit")
+                methods = METHODS[1:] if role in ("pat", "alice") else ["post"]
                 for method in methods:
-                    if method == "get":
-                        continue
                     nasty = NASTY_JSON[next(rotation) % len(NASTY_JSON)]
                     crawl.request(client, role, method, url,
                                   body=_json({"x": nasty}) if method != "head" else None,
@@ -523,16 +528,18 @@ def test_crawl_every_api_endpoint_as_every_role_never_500(world):
             for body, note in bodies:
                 crawl.request(client, role, method, url, body=_json(body), note=note)
             base = bodies[0][0]
-            for raw, note in [(_deep(base), "deeply nested"),
-                              (b'{"name": "' + b"x" * 10_000_000 + b'"}', "10 MB"),
-                              (b'{"a": ', "truncated JSON"), (b"\xff\xfe\x00", "not UTF-8")]:
+            raws = [(_deep(base), "deeply nested"), (b'{"a": ', "truncated JSON"),
+                    (b"\xff\xfe\x00", "not UTF-8")]
+            if next(operation_count) % 4 == 0:  # a sample: it is the same code every time
+                raws.append((b'{"name": "' + b"x" * 10_000_000 + b'"}', "10 MB"))
+            for raw, note in raws:
                 answer = crawl.request(client, role, method, url, body=raw, note=note)
                 if answer is not None and (answer.status_code // 100 != 4
                                            or "json" not in answer.get("Content-Type", "")):
                     failures.append(f"{method.upper()} {url} as {role} [{note}]: "
                                     f"{answer.status_code} {answer.get('Content-Type')}, "
                                     "not a JSON 4xx")
-    print(f"api crawl: {crawl.count} requests")
+    print(f"api crawl: {crawl.count} requests, {sum(crawl.spent.values()):.1f} s CPU")
     for key, spent in sorted(crawl.spent.items(), key=lambda kv: -kv[1])[:15]:
         print(f"{spent:6.2f} {key}")
     assert not failures, f"{len(failures)} failures:\n" + "\n".join(sorted(set(failures)))
