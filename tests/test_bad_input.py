@@ -159,3 +159,28 @@ def test_decimal_amounts_in_messages_are_plain():
     assert fmt_amount(Decimal("100.000")) == "100"
     assert fmt_amount(Decimal("1E+2")) == "100"
     assert fmt_amount(Decimal("0.250")) == "0.25"
+
+
+def test_a_nul_character_in_a_typed_reason_is_refused_before_the_database(login, platform_admin,
+                                                                         bob, tenant_a):
+    """Postgres holds no NUL in text or JSON: the services refuse it (SQLite would store it)."""
+    from jobs import services as job_services
+
+    job = TrainingJob.objects.create(
+        tenant=tenant_a, pool=tenant_a.pools.get(kind="dev"), name="j", image="i:1",
+        tier="development", max_run_seconds=3600, workers=1, gpus_per_worker=1,
+        gpu_model="NVIDIA-H800")
+    client = login(platform_admin)
+    for action in ("hold", "priority"):
+        response = client.post(f"/t/acme/jobs/{job.pk}/{action}/",
+                               {"reason": "evil\x00nul", "priority": "5"}, follow=True)
+        assert "NUL character" in response.content.decode()
+    job.refresh_from_db()
+    assert not job.held and job.priority == 0
+    with pytest.raises(ApplicationError, match="NUL"):
+        job_services.job_hold(actor=platform_admin, job=job, held=True, reason="a\x00")
+    with pytest.raises(ApplicationError, match="NUL"):
+        tenant_services.node_dedicate(access=access_for(platform_admin, tenant_a),
+                                      actor=platform_admin, node_name="n1", reason="\x00")
+    assert job_services.job_hold(actor=platform_admin, job=job, held=True,
+                                 reason="  maintenance  ").hold_reason == "maintenance"

@@ -100,7 +100,7 @@ def world(cast, alice, bob, charlie, platform_admin, finance_user, settings):
                 actor=platform_admin, pool=tenant.pools.get(kind=kind), reason="crawl",
                 amounts={f"gpu:{H800}": 4, "cpu": 64, "memory": 512})
     price = dict(A100_PRICE)
-    billing_services.rate_card_create(
+    card = billing_services.rate_card_create(
         actor=platform_admin, effective_from=dt.date(2020, 1, 1),
         gpus=[price, {**price, "gpu_model": H800}],
         storage=[{"storage_class": "fast-ssd", "gib_month": Decimal("0.10")}],
@@ -137,12 +137,15 @@ def world(cast, alice, bob, charlie, platform_admin, finance_user, settings):
         actor=platform_admin, gpu_model=H800, nodes_wanted=1,
         starts_at=now + dt.timedelta(days=1), ends_at=now + dt.timedelta(days=1, hours=2))
     invoices = list(Invoice.objects.filter(tenant=a).values_list("pk", flat=True))
+    from billing.models import InvoiceLine
+    lines = list(InvoiceLine.objects.filter(invoice=issued).values_list("pk", flat=True))
     users = {"alice": alice, "bob": bob, "charlie": charlie, "pat": platform_admin,
              "fran": finance_user}
     return {
         "a": a, "b": b, "users": users, "jobs": [j.pk for j in jobs],
         "requests": [r.pk for r in requests], "loan": loan.pk, "window": window.pk,
-        "invoices": invoices, "month": f"{last_month:%Y-%m}",
+        "invoices": invoices, "month": f"{last_month:%Y-%m}", "card": card.pk,
+        "lines": lines,
         "members": list(Membership.objects.values_list("pk", flat=True)),
         "user_ids": [u.pk for u in users.values()],
     }
@@ -179,17 +182,16 @@ def _values(route: str, name: str, w: dict) -> list[str]:
     if name == "node_name":
         return ["node-1", "no-such-node"]
     if name == "line_id":
-        return ["1", "999999"]
+        return [str(w["lines"][0]), "999999"]
     if name == "user_id":
         return [str(w["user_ids"][0]), *bogus_int]
     if name == "pk":
         for key, ids in (("jobs/", w["jobs"]), ("invoices", w["invoices"]),
-                         ("quota-requests", w["requests"]), ("loans", [w["loan"]]),
+                         ("requests/", w["requests"]), ("loans", [w["loan"]]),
                          ("members", w["members"]), ("defrag", [w["window"]]),
-                         ("rate-cards", ["1"])):
+                         ("rate-cards", [w["card"]])):
             if key in route:
                 return [str(i) for i in ids] + bogus_int + (["abc"] if "^" in route else [])
-        return ["1", *bogus_int]
     raise AssertionError(f"no values for <{name}> in {route}; add them to _values")
 
 
@@ -301,11 +303,16 @@ def _fuzzed(values: dict[str, str], rotation: int) -> list[tuple[dict[str, str],
 # --- the crawl ------------------------------------------------------------------------------
 
 
+#: the roles whose browser asks for Chinese (every translated message is formatted too)
+CHINESE = ("bob", "charlie")
+
+
 def _clients(world) -> dict[str, tuple[Client, APIClient, Any]]:
     clients: dict[str, tuple[Client, APIClient, Any]] = {"anonymous": (Client(), APIClient(),
                                                                       None)}
     for name, user in world["users"].items():
-        page, api = Client(), APIClient()
+        headers = {"accept-language": "zh-hans"} if name in CHINESE else {}
+        page, api = Client(headers=headers), APIClient(headers=headers)
         page.force_login(user)
         api.force_authenticate(user)
         clients[name] = (page, api, user)
@@ -332,6 +339,10 @@ def test_crawl_every_page_as_every_role_never_500(world):
                 if role == "charlie" and real and "/t/acme/" in url \
                         and response.status_code not in (404, 405):
                     outsider_leaks.append(f"{url}: {response.status_code}")
+                if role == "anonymous" and url.startswith(("/t/", "/platform/", "/billing/")) \
+                        and not (response.status_code in (404, 405) or (
+                            response.status_code == 302 and "/login/" in response["Location"])):
+                    outsider_leaks.append(f"{url} as anonymous: {response.status_code}")
                 if not real:
                     continue
                 if role in DEEP_ROLES:
@@ -342,6 +353,9 @@ def test_crawl_every_page_as_every_role_never_500(world):
                     crawl.request(client, role, "get", f"{url}?{urlencode(query)}",
                                   note="query")
                     crawl.request(client, role, "post", url, data={}, note="empty post")
+                if role == "pat":
+                    for method in METHODS[2:]:
+                        crawl.request(client, role, method, url, note="method")
                 if response.status_code != 200 or "html" not in response.get("Content-Type", ""):
                     continue
                 for action, method, values, preview in _forms(response.content.decode(), url):
@@ -371,7 +385,7 @@ def test_crawl_every_page_as_every_role_never_500(world):
         print(f"{spent:6.2f} {key}")
     assert not crawl.failures, f"{len(crawl.failures)} failures:\n" + "\n".join(
         sorted(set(crawl.failures)))
-    assert not outsider_leaks, "the outsider reached tenant A's pages:\n" + "\n".join(
+    assert not outsider_leaks, "the outsider or anonymous reached tenant A's pages:\n" + "\n".join(
         outsider_leaks)
 
 
@@ -490,6 +504,9 @@ def test_crawl_every_api_endpoint_as_every_role_never_500(world):
                 if response is not None and role == "charlie" and real \
                         and "/tenants/acme/" in url and response.status_code not in (404, 405):
                     outsider_leaks.append(f"GET {url}: {response.status_code}")
+                if response is not None and role == "anonymous" and real \
+                        and route.startswith("api/v1/") and response.status_code not in (401, 405):
+                    outsider_leaks.append(f"GET {url} as anonymous: {response.status_code}")
                 if not real and role in ("pat", "fran"):
                     crawl.request(client, role, "post", url, body=b"{}", note="bogus url")
                 if not real or route.startswith("api/schema"):
@@ -543,5 +560,5 @@ def test_crawl_every_api_endpoint_as_every_role_never_500(world):
     for key, spent in sorted(crawl.spent.items(), key=lambda kv: -kv[1])[:15]:
         print(f"{spent:6.2f} {key}")
     assert not failures, f"{len(failures)} failures:\n" + "\n".join(sorted(set(failures)))
-    assert not outsider_leaks, "the outsider reached tenant A's objects:\n" + "\n".join(
-        outsider_leaks)
+    assert not outsider_leaks, ("the outsider or anonymous reached tenant A's objects:\n"
+                                + "\n".join(outsider_leaks))
