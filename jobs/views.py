@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -181,9 +181,10 @@ def job_action(request: HttpRequest, slug: str, pk: int, action: str) -> HttpRes
     except (ApplicationError, ValueError) as exc:
         messages.error(request, getattr(exc, "message", str(exc)))
     back = request.POST.get("next", "")
-    if back and url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()},
-                                                require_https=request.is_secure()):
-        return redirect(back)
+    # a path of this site only, sent as it is (redirect() would read "x" as a view name)
+    if back.startswith("/") and url_has_allowed_host_and_scheme(
+            back, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
+        return HttpResponseRedirect(back)
     return redirect("jobs:detail", slug=slug, pk=pk)
 
 

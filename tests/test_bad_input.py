@@ -184,3 +184,17 @@ def test_a_nul_character_in_a_typed_reason_is_refused_before_the_database(login,
                                       actor=platform_admin, node_name="n1", reason="\x00")
     assert job_services.job_hold(actor=platform_admin, job=job, held=True,
                                  reason="  maintenance  ").hold_reason == "maintenance"
+
+
+def test_a_job_action_goes_back_only_to_a_path_of_this_site(login, platform_admin, tenant_a):
+    job = TrainingJob.objects.create(
+        tenant=tenant_a, pool=tenant_a.pools.get(kind="dev"), name="j", image="i:1",
+        tier="development", max_run_seconds=3600, workers=1, gpus_per_worker=1,
+        gpu_model="NVIDIA-H800")
+    client = login(platform_admin)
+    detail = f"/t/acme/jobs/{job.pk}/"
+    for back, expected in [("[]", detail), ("9999-12-31T23:59:59", detail), ("jobs:list", detail),
+                           ("https://evil.example.org/", detail), ("//evil.example.org/", detail),
+                           ("/platform/queue/?page=2", "/platform/queue/?page=2")]:
+        response = client.post(f"{detail}hold/", {"reason": "r", "next": back})
+        assert response.status_code == 302 and response["Location"] == expected, back

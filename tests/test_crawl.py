@@ -55,7 +55,8 @@ NASTY_JSON: list[Any] = [
 #: query parameters some view reads (grep request.GET / query_params), and DRF's own
 QUERY_PARAMS = ["page", "limit", "offset", "month", "tenant", "status", "state", "tier",
                 "pool", "q", "days", "template", "clone", "gpu_model", "nodes_wanted", "line",
-                "refresh", "action", "ordering", "format", "search"]
+                "refresh", "action", "ordering", "format", "search", "pod", "previous",
+                "download", "after", "tail", "sort"]
 NASTY_QUERY = ["9999999999999999999", "-1", "0", "NaN", "1E+400", "9999-12", "2026-1",
                "0000-00", "", "x" * 3000, "\u202e\x00", "<script>", "' OR 1=1"]
 METHODS = ["get", "post", "put", "patch", "delete", "options", "head"]
@@ -145,7 +146,7 @@ def world(cast, alice, bob, charlie, platform_admin, finance_user, settings):
         "a": a, "b": b, "users": users, "jobs": [j.pk for j in jobs],
         "requests": [r.pk for r in requests], "loan": loan.pk, "window": window.pk,
         "invoices": invoices, "month": f"{last_month:%Y-%m}", "card": card.pk,
-        "lines": lines,
+        "lines": lines, "pod": f"{jobs[0].k8s_name}-master-0",
         "members": list(Membership.objects.values_list("pk", flat=True)),
         "user_ids": [u.pk for u in users.values()],
     }
@@ -179,6 +180,10 @@ def _values(route: str, name: str, w: dict) -> list[str]:
         return [w["month"], "9999-12", "2026-1", "0000-00", "nope"]
     if name == "action":
         return ["cancel", "hold", "release", "priority", "accept", "decline", "end", "nope"]
+    if name == "uidb64":
+        return ["MQ", "bogus", "%00"]
+    if name == "token":
+        return ["set-password", "bad-token"]
     if name == "node_name":
         return ["node-1", "no-such-node"]
     if name == "line_id":
@@ -300,6 +305,16 @@ def _fuzzed(values: dict[str, str], rotation: int) -> list[tuple[dict[str, str],
     return out
 
 
+def _pod_queries(url: str, w: dict, n: int) -> list[dict[str, str]]:
+    """A job's log as asked for by its page and API: a pod of the job, with nasty options
+    (the cluster is down, so this reaches the answer for an unreachable cluster)."""
+    if not url.rstrip("/").endswith("/logs"):
+        return []
+    nasty = NASTY_QUERY[n % len(NASTY_QUERY)]
+    return [{"pod": w["pod"]}, {"pod": w["pod"], "download": "1", "previous": "1"},
+            {"pod": w["pod"], "tail": nasty, "after": nasty, "previous": nasty}]
+
+
 # --- the crawl ------------------------------------------------------------------------------
 
 
@@ -352,6 +367,9 @@ def test_crawl_every_page_as_every_role_never_500(world):
                              for i, p in enumerate(QUERY_PARAMS)}
                     crawl.request(client, role, "get", f"{url}?{urlencode(query)}",
                                   note="query")
+                    for extra in _pod_queries(url, world, n):
+                        crawl.request(client, role, "get", f"{url}?{urlencode(extra)}",
+                                      note="pod log")
                     crawl.request(client, role, "post", url, data={}, note="empty post")
                 if role == "pat":
                     for method in METHODS[2:]:
@@ -517,6 +535,9 @@ def test_crawl_every_api_endpoint_as_every_role_never_500(world):
                              for i, p in enumerate(QUERY_PARAMS) if p != "format"}
                     crawl.request(client, role, "get", f"{url}?{urlencode(query)}",
                                   note="query")
+                    for extra in _pod_queries(url, world, n):
+                        crawl.request(client, role, "get", f"{url}?{urlencode(extra)}",
+                                      note="pod log")
                     crawl.request(client, role, "get", f"{url}?limit=9999999999999999999&"
                                   "offset=99999999999999999999", note="limit")
                 methods = METHODS[1:] if role in ("pat", "alice") else ["post"]
