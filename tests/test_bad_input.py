@@ -198,3 +198,15 @@ def test_a_job_action_goes_back_only_to_a_path_of_this_site(login, platform_admi
                            ("/platform/queue/?page=2", "/platform/queue/?page=2")]:
         response = client.post(f"{detail}hold/", {"reason": "r", "next": back})
         assert response.status_code == 302 and response["Location"] == expected, back
+
+
+def test_a_nul_character_in_the_address_is_a_400(login, api, alice, tenant_a):
+    """Postgres holds no NUL: a filter or search with one would be a database error."""
+    client = login(alice)
+    for url in ["/t/acme/jobs/?q=%00", "/t/acme/jobs/?state=a%00b", "/t/acme/pools/%00/",
+                "/platform/people/?q=x%00"]:
+        response = client.get(url)
+        assert response.status_code == 400 and "NUL" in response.content.decode(), url
+    response = api(alice).get("/api/v1/tenants/acme/jobs/?state=%00")
+    assert response.status_code == 400 and "NUL" in _json(response)["message"]
+    assert client.get("/t/acme/jobs/?q=plain").status_code == 200
