@@ -29,7 +29,7 @@ class NulRefusedMiddleware:
         if "\x00" in request.path or any(
                 "\x00" in key or any("\x00" in v for v in values)
                 for key, values in request.GET.lists()):
-            message = _("The address contains a NUL character (%00); remove it.")
+            message = _("The address contains a NUL character; remove it.")
             if request.path.startswith("/api/"):
                 return JsonResponse({"message": message, "extra": {}}, status=400)
             return render(request, "400.html", {"detail": message}, status=400)
