@@ -69,8 +69,8 @@ METHODS = ["get", "post", "put", "patch", "delete", "options", "head"]
 
 SKIP_PREFIXES = ("admin/",)     # Django's admin is tested in the admin tests
 #: the roles that also get bogus URLs, fuzzed query strings and every method (the others
-#: get every real URL and every form): the one who sees everything, a tenant admin, a member
-DEEP_ROLES = ("pat", "alice", "bob")
+#: get every real URL and every form): the one who sees everything, and a tenant admin
+DEEP_ROLES = ("pat", "alice")
 
 
 # --- the world ------------------------------------------------------------------------------
@@ -547,6 +547,8 @@ def test_crawl_every_api_endpoint_as_every_role_never_500(world):
             for role, (_page, client, _user) in crawl.clients.items():
                 if route.startswith("api/schema") and role not in ("anonymous", "pat"):
                     continue  # the same document for everyone, and slow to build
+                if not real and role not in (*DEEP_ROLES, "fran", "anonymous"):
+                    continue
                 response = crawl.request(client, role, "get", url, note="api")
                 if response is not None and role == "charlie" and real \
                         and "/tenants/acme/" in url and response.status_code not in (404, 405):
