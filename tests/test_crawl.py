@@ -400,8 +400,8 @@ def test_crawl_every_page_as_every_role_never_500(world):
                         crawl.request(client, role, "get", f"{url}?{urlencode(extra)}",
                                       note="pod log")
                     crawl.request(client, role, "post", url, data={}, note="empty post")
-                if role == "pat":
-                    for method in METHODS[2:]:
+                if role == "pat":  # (HEAD is a GET, PATCH a PUT to a page)
+                    for method in ("put", "delete", "options"):
                         crawl.request(client, role, method, url, note="method")
                 if response.status_code != 200 or "html" not in response.get("Content-Type", ""):
                     continue
@@ -413,11 +413,10 @@ def test_crawl_every_page_as_every_role_never_500(world):
                     seen_forms.add((role, key))
                     seen_any.add(key)
                     targets = [action] + ([preview] if preview else [])
-                    # the fuller fuzz for the first role that sees a form; its own values
-                    # and one nasty submission for the others
+                    # the fuzz for the first role that sees a form; its own values for all
                     cases = [(values, "own values")]
-                    fuzzed = _fuzzed(values, next(rotation))
-                    cases += fuzzed if first else fuzzed[-1:]
+                    if first:
+                        cases += _fuzzed(values, next(rotation))
                     for target in targets:
                         for data, note in cases:
                             if method == "get":
