@@ -4,6 +4,7 @@ rates, budgets. Tenant-scoped where they take a tenant; no writes."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -16,6 +17,7 @@ from django.conf import settings
 from django.db.models import F, Q, QuerySet, Sum
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from billing import ledger, pricing, texts
 from billing.choices import InvoiceKind, InvoiceStatus, LineKind, MigPricing
@@ -32,6 +34,7 @@ from billing.models import (
     StoragePrice,
     StorageSnapshot,
 )
+from core.exceptions import ApplicationError
 from core.texts import StoredText, english, message
 from jobs.models import JobTransition
 from k8s_sync.models import ObservedNode, ObservedStorageClass
@@ -54,12 +57,24 @@ def current_period(now: dt.datetime | None = None) -> dt.date:
     return ledger.month_start(timezone.localtime(now or timezone.now(), tz()).date())
 
 
-def parse_period(raw: str | None, default: dt.date | None = None) -> dt.date:
-    """``YYYY-MM`` to the first day of that month (the current month when empty/invalid)."""
-    try:
-        return dt.datetime.strptime(raw or "", "%Y-%m").date()
-    except ValueError:
-        return default or current_period()
+#: The months billing can name: a four-digit year in this range, a two-digit month.
+PERIOD_YEARS = (1970, 2999)
+_PERIOD = re.compile(r"([0-9]{4})-([0-9]{2})")
+
+
+def parse_period(raw: str | None) -> dt.date:
+    """``YYYY-MM`` to the first day of that month; the current month when empty. Anything
+    else (``2026-1``, ``2026-13``, ``9999-12``) is an ApplicationError on ``month``, never
+    a guess: ``2026-1`` is not read as January."""
+    if not raw:
+        return current_period()
+    match = _PERIOD.fullmatch(raw)
+    if match and PERIOD_YEARS[0] <= int(match[1]) <= PERIOD_YEARS[1] \
+            and 1 <= int(match[2]) <= 12:
+        return dt.date(int(match[1]), int(match[2]), 1)
+    raise ApplicationError(_("“%(raw)s” is not a month: give it as YYYY-MM, from %(first)s-01 "
+                             "to %(last)s-12.") % {"raw": raw[:20], "first": PERIOD_YEARS[0],
+                                                     "last": PERIOD_YEARS[1]}, field="month")
 
 
 # --- the rate card ------------------------------------------------------------------------

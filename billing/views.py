@@ -133,7 +133,11 @@ def budget(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 def finance_month(request: HttpRequest) -> HttpResponse:
     _staff_or_404(request)
-    period = selectors.parse_period(request.GET.get("month"))
+    try:
+        period = selectors.parse_period(request.GET.get("month"))
+    except ApplicationError as exc:  # shown above this month's page, not read as another
+        messages.error(request, exc.message)
+        period = selectors.current_period()
     summary = selectors.month_summary(period)
     return render(request, "billing/finance_month.html", {
         **summary, "period": period, "currency": selectors.currency(),
@@ -149,11 +153,13 @@ def finance_month(request: HttpRequest) -> HttpResponse:
 @require_POST
 def month_close(request: HttpRequest) -> HttpResponse:
     _staff_or_404(request)
-    period = selectors.parse_period(request.POST.get("month"))
     try:
+        period = selectors.parse_period(request.POST.get("month"))
         closing = services.month_close(actor=request.user, period=period)
     except ApplicationError as exc:
         messages.error(request, exc.message)
+        if exc.field == "month":
+            return redirect(_month_url())
     else:
         messages.success(request, _("%(month)s is closed: %(n)s invoices issued.")
                          % {"month": f"{period:%Y-%m}", "n": closing.invoices})
@@ -168,7 +174,11 @@ def _month_url() -> str:
 @require_POST
 def adjustment(request: HttpRequest) -> HttpResponse:
     _staff_or_404(request)
-    period = selectors.parse_period(request.POST.get("month"))
+    try:
+        period = selectors.parse_period(request.POST.get("month"))
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+        return redirect(_month_url())
     form = forms.AdjustmentForm(request.POST)
     if form.is_valid():
         tenant = get_object_or_404(Tenant, slug=form.cleaned_data["tenant"])
@@ -192,7 +202,10 @@ def month_download(request: HttpRequest, month: str, fmt: str) -> HttpResponse:
     _staff_or_404(request)
     if fmt not in ("zip", "csv"):
         raise Http404
-    period = selectors.parse_period(month)
+    try:
+        period = selectors.parse_period(month)
+    except ApplicationError:
+        raise Http404("No such month") from None
     invoices = list(selectors.invoices_for_month(period).prefetch_related("lines"))
     if fmt == "zip":
         return _download(exports.month_zip(invoices, f"{period:%Y-%m}"),

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.utils.translation import gettext as _
 from rest_framework import exceptions as drf_exceptions
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
@@ -42,12 +44,17 @@ class NotAllowed(ApplicationError):
 
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    """DRF exception handler: ApplicationError and Django ValidationError become 4xx."""
+    """DRF exception handler: ApplicationError and Django ValidationError become 4xx, a body
+    past ``DATA_UPLOAD_MAX_MEMORY_SIZE`` a JSON 413."""
     if isinstance(exc, ApplicationError):
         body: dict[str, Any] = {"message": exc.message, "extra": exc.extra}
         if exc.field:
             body["field"] = exc.field
         return Response(body, status=exc.status_code)
+    if isinstance(exc, RequestDataTooBig):
+        # Django's own answer would be its HTML 400 page; an API client gets JSON
+        return Response({"message": _("The request body is too large."), "extra": {}},
+                        status=413)
     if isinstance(exc, DjangoValidationError):
         detail = (exc.message_dict if hasattr(exc, "error_dict")
                   else {"non_field_errors": exc.messages})

@@ -21,6 +21,7 @@ from core.exceptions import ApplicationError, Conflict, NotAllowed
 from core.models import Policy
 from core.texts import StoredText
 from core.texts import message as stored_text
+from core.validation import typed_text
 from jobs import selectors
 from jobs.choices import ACTIVE_STATES, JobState
 from jobs.contract import NON_FIELD, check_buildable
@@ -241,7 +242,7 @@ def job_hold(*, actor: AnyUser, job: TrainingJob, held: bool,
     (``core.texts.message(...)``, shown in each reader's language)."""
     require_platform_admin(actor)
     if isinstance(reason, str):
-        reason = reason.strip()
+        reason = typed_text(reason, field="reason")
     if not reason:
         raise ApplicationError(_("Give a reason; it is shown to the job's owners."),
                                field="reason")
@@ -260,7 +261,8 @@ def job_set_priority(*, actor: AnyUser, job: TrainingJob, priority: int,
                      reason: str) -> TrainingJob:
     """Re-prioritise a job within its tier (platform admins), with a reason."""
     require_platform_admin(actor)
-    if not (reason or "").strip():
+    reason = typed_text(reason, field="reason")
+    if not reason:
         raise ApplicationError(_("Give a reason for the audit log."), field="reason")
     if not -1000 <= int(priority) <= 1000:
         raise ApplicationError(_("Priority is between -1000 and 1000."), field="priority")
@@ -268,7 +270,7 @@ def job_set_priority(*, actor: AnyUser, job: TrainingJob, priority: int,
         TrainingJob.objects.filter(pk=job.pk).update(priority=int(priority))
         record_audit(actor=actor, tenant=job.tenant, action="job.priority",
                      text=stored_text("jobs.audit.priority", job=job.name, priority=int(priority),
-                                      reason=reason.strip()), job=job.pk)
+                                      reason=reason), job=job.pk)
         kick_admission()
     job.refresh_from_db()
     return job
@@ -321,6 +323,7 @@ def window_schedule(*, actor: AnyUser, gpu_model: str, nodes_wanted: int,
     """Schedule a defragmentation window (platform admins); the plan is re-computed when
     the window opens, since the cluster will have changed by then."""
     require_platform_admin(actor)
+    reason = typed_text(reason, field="reason")
     if nodes_wanted < 1:
         raise ApplicationError(_("Free at least one node."), field="nodes_wanted")
     if ends_at <= starts_at or starts_at < timezone.now() - dt.timedelta(minutes=5):
@@ -333,7 +336,7 @@ def window_schedule(*, actor: AnyUser, gpu_model: str, nodes_wanted: int,
     with transaction.atomic():
         window = MaintenanceWindow.objects.create(
             gpu_model=gpu_model, nodes_wanted=nodes_wanted, starts_at=starts_at,
-            ends_at=ends_at, reason=reason.strip(), created_by=actor,
+            ends_at=ends_at, reason=reason, created_by=actor,
             plan={"nodes": plan.nodes, "moves": plan.moves, "blocked": plan.blocked})
         starts = {"code": "jobs.clock.date",
                   "args": {"at": window.starts_at.astimezone(dt.UTC).isoformat()}}

@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -53,7 +53,10 @@ def job_new(request: HttpRequest, slug: str) -> HttpResponse:
     granted = selectors.granted_gpu_models(access.tenant)
     initial = template_initial(request.GET.get("template", ""), inventory, granted)
     if request.GET.get("clone"):
-        source = selectors.job_or_404(access.tenant, int(request.GET["clone"]))
+        clone = request.GET["clone"]
+        if not (clone.isascii() and clone.isdigit()):
+            raise Http404("No such job")  # not a job id: no job to clone
+        source = selectors.job_or_404(access.tenant, int(clone))
         initial = {**services.clone_initial(source), "max_run_hours":
                    source.max_run_seconds / 3600}
         initial["command"] = shlex.join(initial["command"])
@@ -178,9 +181,10 @@ def job_action(request: HttpRequest, slug: str, pk: int, action: str) -> HttpRes
     except (ApplicationError, ValueError) as exc:
         messages.error(request, getattr(exc, "message", str(exc)))
     back = request.POST.get("next", "")
-    if back and url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()},
-                                                require_https=request.is_secure()):
-        return redirect(back)
+    # a path of this site only, sent as it is (redirect() would read "x" as a view name)
+    if back.startswith("/") and url_has_allowed_host_and_scheme(
+            back, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
+        return HttpResponseRedirect(back)
     return redirect("jobs:detail", slug=slug, pk=pk)
 
 
@@ -220,10 +224,13 @@ def defrag(request: HttpRequest) -> HttpResponse:
     inventory = selectors.inventory()
     model = request.POST.get("gpu_model") or request.GET.get("gpu_model") or next(
         iter(sorted(inventory.gpus_per_node)), "")
-    wanted = int(request.POST.get("nodes_wanted") or request.GET.get("nodes_wanted") or 1)
-    plan = services.defrag_plan_preview(gpu_model=model, wanted=wanted) if model else None
     error = ""
-    if request.method == "POST":
+    try:
+        wanted = int(request.POST.get("nodes_wanted") or request.GET.get("nodes_wanted") or 1)
+    except ValueError:
+        wanted, error = 1, _("Give the number of nodes to free as a whole number.")
+    plan = services.defrag_plan_preview(gpu_model=model, wanted=wanted) if model else None
+    if request.method == "POST" and not error:
         try:
             starts = _aware(request.POST.get("starts_at", ""))
             ends = _aware(request.POST.get("ends_at", ""))

@@ -1,5 +1,10 @@
 """Trainyard's own middleware.
 
+``NulRefusedMiddleware``: a NUL character in the address or its query string (``%00``) is
+a 400 before any view reads it: no Postgres text column can hold one, so a filter or a
+search with it would be a database error (a 500). Form fields and API serializers refuse
+it already, and typed reasons through ``core.validation.typed_text``.
+
 ``PrivateAnswersMiddleware``: a page or API answer made for a signed-in user (a session,
 or an API token) is that user's alone, so no browser or proxy may keep it: it is sent
 with ``Cache-Control: private, no-store`` unless the view set its own caching. Static
@@ -10,8 +15,25 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
 from django.utils.cache import patch_cache_control
+from django.utils.translation import gettext as _
+
+
+class NulRefusedMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if "\x00" in request.path or any(
+                "\x00" in key or any("\x00" in v for v in values)
+                for key, values in request.GET.lists()):
+            message = _("The address contains a NUL character; remove it.")
+            if request.path.startswith("/api/"):
+                return JsonResponse({"message": message, "extra": {}}, status=400)
+            return render(request, "400.html", {"detail": message}, status=400)
+        return self.get_response(request)
 
 
 class PrivateAnswersMiddleware:

@@ -58,7 +58,10 @@ urlpatterns = [
     path("platform/cluster/", cluster_views.cluster, name="platform_cluster"),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
+    # GET only: its HTML renderer has no template for an OPTIONS answer (a 500)
+    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema",
+                                                          http_method_names=["get", "head"]),
+         name="api-docs"),
     path("admin/", admin.site.urls),
 ]
 

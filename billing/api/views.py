@@ -88,7 +88,7 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
         return Response({k: out(v) for k, v in selectors.tenant_idle(self.access.tenant).items()})
 
     @extend_schema(request=s.BudgetSerializer, responses={200: s.BudgetSerializer})
-    @action(detail=False, methods=["get", "put"])
+    @action(detail=False, methods=["get", "put"], serializer_class=s.BudgetSerializer)
     def budget(self, request: Request, tenant_slug: str) -> Response:
         """The monthly budget, this month's spending and the month-end forecast."""
         if request.method == "PUT":

@@ -10,6 +10,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serial
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
+from rest_framework.generics import get_object_or_404
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -73,10 +74,9 @@ class PlatformQuotaRequestViewSet(viewsets.GenericViewSet, mixins.ListModelMixin
         return super().list(request, *args, **kwargs)
 
     def retrieve(self, request: Request, *args: object, **kwargs: object) -> Response:
-        obj = selectors.pending_quota_requests("").get(pk=kwargs["pk"]) \
-            if is_platform_admin(request.user) else None
-        if obj is None:
+        if not is_platform_admin(request.user):
             raise NotFound
+        obj = get_object_or_404(selectors.pending_quota_requests(""), pk=kwargs["pk"])
         body = s.QuotaRequestSerializer(obj).data
         body["facts"] = [{k: fmt_amount(v) if isinstance(v, Decimal) else v
                           for k, v in f.items() if k != "item"} | {"resource": f["item"].resource}
@@ -103,13 +103,10 @@ class PlatformQuotaRequestViewSet(viewsets.GenericViewSet, mixins.ListModelMixin
 
     def _one(self, pk: str) -> QuotaRequest:
         """The request, for a platform admin; 404 for everyone else (the list and the
-        detail are 404 to them too, as the schema says)."""
-        if not is_platform_admin(self.request.user) or not str(pk).isdigit():
+        detail are 404 to them too, as the schema says), and for an id that is none."""
+        if not is_platform_admin(self.request.user):
             raise NotFound
-        found = QuotaRequest.objects.filter(pk=int(pk)).first()
-        if found is None:
-            raise NotFound
-        return found
+        return get_object_or_404(QuotaRequest, pk=pk)
 
 
 class LoanViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedViewSet):

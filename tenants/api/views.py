@@ -57,10 +57,11 @@ class TenantViewSet(viewsets.ViewSet):
                                                             **data))
 
     @extend_schema(request=s.DeleteInput, responses={202: s.TenantSerializer})
-    @action(detail=True, methods=["post"])
-    def delete(self, request: Request, slug: str) -> Response:
+    @action(detail=True, methods=["post"], url_path="delete", url_name="delete")
+    def delete_tenant(self, request: Request, slug: str) -> Response:
         """Delete the tenant's namespaces and everything in them; ``confirm`` repeats the
-        slug. The tenant's history and invoices stay (status ``deleted``)."""
+        slug. The tenant's history and invoices stay (status ``deleted``). (Not named
+        ``delete``: a viewset method of that name answers the HTTP DELETE of every URL.)"""
         access = tenant_access_or_404(request.user, slug)
         access.require_platform_admin()
         data = validated(s.DeleteInput, request)

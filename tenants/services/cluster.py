@@ -11,6 +11,7 @@ from django.utils.translation import gettext as _
 
 from core.exceptions import ApplicationError, Conflict
 from core.texts import message
+from core.validation import typed_text
 from tenants import texts
 from tenants.access import AnyUser, TenantAccess
 from tenants.audit import record_audit
@@ -68,6 +69,7 @@ def node_dedicate(*, access: TenantAccess, actor: AnyUser, node_name: str,
     """Reserve a node for the tenant (platform admins). Idempotent for the same tenant; a
     node dedicated to another tenant is a Conflict (release it first)."""
     access.require_platform_admin()
+    reason = typed_text(reason, field="reason")
     node_name = (node_name or "").strip()
     if not _NODE_NAME.match(node_name):
         raise ApplicationError(_("“%(n)s” is not a valid node name.") % {"n": node_name},
@@ -80,7 +82,7 @@ def node_dedicate(*, access: TenantAccess, actor: AnyUser, node_name: str,
                        % {"n": node_name, "t": existing.tenant.slug}, field="node_name")
     with transaction.atomic():
         dedication = NodeDedication.objects.create(node_name=node_name, tenant=access.tenant,
-                                                   reason=reason.strip(), created_by=actor)
+                                                   reason=reason, created_by=actor)
         record_audit(actor=actor, action="node.dedicate", tenant=access.tenant,
                      text=message(texts.AUDIT_NODE_DEDICATE, node=node_name,
                                   tenant=access.tenant.slug), node=node_name)
