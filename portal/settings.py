@@ -2,8 +2,9 @@
 
 Two ways to run (see docs/architecture.md, "Two ways to run"):
 
-* embedded default (``make run``): no variables set; SQLite file, a broker that needs
-  no server (kombu's filesystem transport), the embedded kubesim cluster;
+* embedded default (``make run``): ``TRAINYARD_LOCAL=true`` (the launcher sets it); SQLite
+  file, a broker that needs no server (kombu's filesystem transport, made safe to share in
+  ``portal/broker.py``), the embedded kubesim cluster;
 * production: ``DEBUG=false``, ``SECRET_KEY``, ``ALLOWED_HOSTS``, ``DATABASE_URL``
   (Postgres), ``CELERY_BROKER_URL`` and ``REDIS_URL`` (Redis), ``TRAINYARD_CLUSTER_MODE``.
 
@@ -25,18 +26,26 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 # Runtime data of the embedded default (SQLite file, broker folders, kubesim state).
 VAR_DIR = Path(env_str("TRAINYARD_VAR_DIR", str(BASE_DIR / "var")))
 
+# DEBUG is Django's: error pages with tracebacks, settings and the URL list in the browser.
+# Only for a developer at their own machine; `make run` leaves it off (tracebacks go to the
+# console through LOGGING either way).
 DEBUG = env_bool("DEBUG", False)
+# LOCAL: a plain-HTTP install on this machine (`make run` sets TRAINYARD_LOCAL=true):
+# the development key, localhost in ALLOWED_HOSTS, cookies without Secure, no HTTPS
+# redirect or HSTS, static files from the source folders. DEBUG implies it.
+LOCAL = env_bool("TRAINYARD_LOCAL", False) or DEBUG
 
 _INSECURE_DEV_KEY = "django-insecure-trainyard-embedded-development-key-not-for-production"
 SECRET_KEY = env_secret("SECRET_KEY") or ""
 if not SECRET_KEY:
-    if not DEBUG and env_bool("TRAINYARD_REQUIRE_SECRET_KEY", True):
+    if not LOCAL and env_bool("TRAINYARD_REQUIRE_SECRET_KEY", True):
         raise ImproperlyConfigured(
-            "SECRET_KEY must be set (or SECRET_KEY_FILE), or run with DEBUG=true for development"
+            "SECRET_KEY must be set (or SECRET_KEY_FILE), or run with TRAINYARD_LOCAL=true "
+            "(as make run does) for a local install"
         )
     SECRET_KEY = _INSECURE_DEV_KEY
 
-ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"] if DEBUG else [])
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"] if LOCAL else [])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000")
 
@@ -154,8 +163,8 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 
-# --- Security: secure by default, relaxed only by DEBUG or explicit variables ---------
-_SECURE = not DEBUG
+# --- Security: secure by default, relaxed only by LOCAL or explicit variables ---------
+_SECURE = not LOCAL
 SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", _SECURE)
 CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", _SECURE)
 SESSION_COOKIE_HTTPONLY = True
@@ -207,11 +216,11 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
         "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
-        if env_bool("STATIC_MANIFEST", not DEBUG)
+        if env_bool("STATIC_MANIFEST", not LOCAL)
         else "django.contrib.staticfiles.storage.StaticFilesStorage"
     },
 }
-WHITENOISE_USE_FINDERS = DEBUG
+WHITENOISE_USE_FINDERS = LOCAL
 
 # --- E-mail ---------------------------------------------------------------------------
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
@@ -254,14 +263,20 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- Celery: Redis in production; a server-less filesystem broker when unset ----------
+# (docs/architecture.md, "The embedded broker").
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL") or "filesystem://localhost//"
+CELERY_BROKER_TRANSPORT: str | None = None
 if CELERY_BROKER_URL.startswith("filesystem://"):
+    # kombu's transport with atomic writes and a reader that skips an unreadable message.
+    CELERY_BROKER_TRANSPORT = "portal.broker:Transport"
     _BROKER_DIR = VAR_DIR / "broker"
     CELERY_BROKER_TRANSPORT_OPTIONS: dict = {
         "data_folder_in": str(_BROKER_DIR / "out"),
         "data_folder_out": str(_BROKER_DIR / "out"),
         "processed_folder": str(_BROKER_DIR / "processed"),
         "control_folder": str(_BROKER_DIR / "control"),
+        "tmp_folder": str(_BROKER_DIR / "tmp"),
+        "rejected_folder": str(_BROKER_DIR / "rejected"),
         "store_processed": False,
     }
 else:

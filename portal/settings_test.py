@@ -18,6 +18,7 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # speed on
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
 CELERY_TASK_ALWAYS_EAGER = True
 CELERY_BROKER_URL = "memory://"
+CELERY_BROKER_TRANSPORT = None
 SESSION_COOKIE_SECURE = False
 CSRF_COOKIE_SECURE = False
 WHITENOISE_USE_FINDERS = True

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -78,6 +79,14 @@ def test_make_run_serves_the_portal_and_ctrl_c_stops_everything(tmp_path):
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/login/", timeout=10) as resp:
             assert resp.status == 200
             assert "Trainyard" in resp.read().decode()
+            # gunicorn, not Django's development server (issue 16)
+            assert "WSGIServer" not in resp.headers.get("Server", "")
+        # The portal's own 404 page: no URL list (DEBUG is off in make run).
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/no-such-page/", timeout=10)
+        assert missing.value.code == 404
+        body = missing.value.read().decode()
+        assert "Not found" in body and "urlpatterns" not in body and "URLconf" not in body
     finally:
         code = _stop(proc)
     assert code == 0

@@ -36,7 +36,8 @@ def _settings(env: dict[str, str]) -> dict:
             "print(json.dumps({'db': s.DATABASES['default']['ENGINE'], "
             "'db_name': str(s.DATABASES['default']['NAME']), 'broker': s.CELERY_BROKER_URL, "
             "'cache': s.CACHES['default']['BACKEND'], 'cluster': s.TRAINYARD_CLUSTER, "
-            "'secure': s.SESSION_COOKIE_SECURE, 'debug': s.DEBUG}))")
+            "'secure': s.SESSION_COOKIE_SECURE, 'debug': s.DEBUG, "
+            "'transport': s.CELERY_BROKER_TRANSPORT}))")
     result = _run(env, code)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -60,10 +61,17 @@ def test_production_values_select_postgres_redis_and_secure_cookies():
 
 
 def test_the_embedded_default_needs_no_server(tmp_path):
-    values = _settings({"DEBUG": "true", "TRAINYARD_VAR_DIR": str(tmp_path)})
+    """make run's settings: the launcher's environment (local, plain HTTP, DEBUG off)."""
+    from portal.launcher import _env
+
+    env = {k: v for k, v in _env().items() if k in {"TRAINYARD_LOCAL", "DEBUG"}}
+    values = _settings({**env, "TRAINYARD_VAR_DIR": str(tmp_path)})
+    assert values["debug"] is False  # the portal's error pages, never settings or URL lists
+    assert values["secure"] is False  # plain HTTP on this machine
     assert values["db"] == "django.db.backends.sqlite3"
     assert values["db_name"] == str(tmp_path / "trainyard.sqlite3")
     assert values["broker"] == "filesystem://localhost//"
+    assert values["transport"] == "portal.broker:Transport"
     assert values["cache"].endswith("FileBasedCache")
     assert values["cluster"]["embedded"] is True
     assert values["cluster"]["kubeconfig"] == str(tmp_path / "kubesim" / "kubeconfig")
