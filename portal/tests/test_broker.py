@@ -94,7 +94,10 @@ def test_a_worker_skips_an_unreadable_message_and_runs_the_next_task(tmp_path, m
                     CELERY_BROKER_TRANSPORT_OPTIONS=_options(tmp_path, polling_interval=0.05),
                     CELERY_TASK_ALWAYS_EAGER=False,
                     CELERY_WORKER_ENABLE_REMOTE_CONTROL=False)  # no broadcast: a faster stop
+    # Forget connections and producers an earlier test made for the test broker
+    # (memory://), or the task would be published there instead.
     app._pool = None
+    app.amqp._producer_pool = None
     assert app.connection_for_read().transport_cls == "portal.broker:Transport"
     try:
         cache.delete(HEARTBEAT_KEY)
@@ -116,3 +119,4 @@ def test_a_worker_skips_an_unreadable_message_and_runs_the_next_task(tmp_path, m
         _set_task_join_will_block(False)
         app.conf.update(saved)
         app._pool = None
+        app.amqp._producer_pool = None
