@@ -5,7 +5,6 @@ import time
 import uuid
 
 import pytest
-from django.conf import settings
 from django.core.cache import cache
 
 from portal.celery import app
@@ -47,7 +46,14 @@ def test_a_worker_consumes_a_task_through_the_real_redis_broker():
     from celery.contrib.testing.worker import start_worker
 
     queue = f"test-{uuid.uuid4().hex[:8]}"
-    app.conf.update(broker_url=os.environ["REDIS_URL"], task_always_eager=False)
+    # The app reads Django settings under the CELERY_ namespace: those are the keys to set.
+    saved = {f"CELERY_{k.upper()}": app.conf[k] for k in (
+        "broker_url", "broker_transport", "task_always_eager")}
+    app.conf.update(CELERY_BROKER_URL=os.environ["REDIS_URL"], CELERY_BROKER_TRANSPORT=None,
+                    CELERY_TASK_ALWAYS_EAGER=False)
+    app._pool = None
+    app.amqp._producer_pool = None
+    assert app.connection_for_read().transport_cls == "redis"
     try:
         cache.delete(HEARTBEAT_KEY)
         with start_worker(app, pool="solo", perform_ping_check=False, queues=[queue],
@@ -63,4 +69,6 @@ def test_a_worker_consumes_a_task_through_the_real_redis_broker():
         # The in-process worker marks this process as "inside a worker"; undo it so later
         # tests may wait on results again.
         _set_task_join_will_block(False)
-        app.conf.update(broker_url=settings.CELERY_BROKER_URL, task_always_eager=True)
+        app.conf.update(saved)
+        app._pool = None
+        app.amqp._producer_pool = None
