@@ -3,7 +3,8 @@
 import pytest
 from django.utils import timezone
 
-from k8s_sync.models import ObservedNode
+from k8s_sync.models import ObservedNode, ObservedQuota
+from k8s_sync.naming import RESOURCE_QUOTA_NAME
 from tenants import services as tenant_services
 
 H800 = "NVIDIA-H800"
@@ -30,10 +31,16 @@ def inventory(db):
 
 @pytest.fixture
 def quota(platform_admin, tenant_a, inventory):
+    """tenant_a's pools with quota, set up in the cluster: the watcher has recorded each
+    pool's ResourceQuota (admission waits for a pool the cluster does not show)."""
     for kind in ("prod", "dev"):
-        tenant_services.quota_set(actor=platform_admin, pool=tenant_a.pools.get(kind=kind),
+        pool = tenant_a.pools.get(kind=kind)
+        tenant_services.quota_set(actor=platform_admin, pool=pool,
                                   reason="test", amounts={f"gpu:{H800}": 8, "cpu": 256,
                                                           "memory": 2048, "mig:1g.10gb": 4})
+        ObservedQuota.objects.create(namespace=pool.namespace, name=RESOURCE_QUOTA_NAME,
+                                     uid=f"q-{kind}", resource_version="1",
+                                     observed_at=timezone.now())
     return tenant_a
 
 
