@@ -4,6 +4,7 @@ Runs the real launcher in a subprocess on free ports with its own var/ folder.
 """
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -77,7 +78,15 @@ def test_make_run_serves_the_portal_and_ctrl_c_stops_everything(tmp_path):
         assert "platform" in output and "finance" in output  # credentials, printed once
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/login/", timeout=10) as resp:
             assert resp.status == 200
-            assert "Trainyard" in resp.read().decode()
+            page = resp.read().decode()
+            assert "Trainyard" in page
+        # Static files pre-compressed (collected at start; DEBUG links the plain names).
+        css = re.search(r'href="(/static/css/portal(\.[0-9a-f]{12})?\.css)"', page)
+        assert css, page
+        request = urllib.request.Request(f"http://127.0.0.1:{port}{css[1]}",
+                                         headers={"Accept-Encoding": "gzip, br"})
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            assert resp.headers["Content-Encoding"] in ("br", "gzip")
     finally:
         code = _stop(proc)
     assert code == 0
