@@ -141,6 +141,7 @@ def run_like_a_worker(task, *args, max_attempts=10):
 @pytest.mark.parametrize("fault", [
     {"status": 500}, {"status": 429}, {"status": 409}, {"timeout": True},
 ])
+@pytest.mark.slow
 def test_transient_failures_are_retried_with_backoff_until_the_state_converges(
         platform_admin, cluster, django_capture_on_commit_callbacks, fault):
     rule = cluster.faults.add(method="PATCH", path_regex="/ty-flaky-prod/resourcequotas/",
