@@ -16,7 +16,7 @@ COPY k8s_sync k8s_sync
 COPY kubesim kubesim
 RUN pip install .
 COPY . .
-RUN DEBUG=true python manage.py collectstatic --noinput -v 0 \
+RUN DEBUG=true STATIC_MANIFEST=true python manage.py collectstatic --noinput -v 0 \
     && DEBUG=true python manage.py compilemessages -v 0
 USER trainyard
 EXPOSE 8000

@@ -40,11 +40,18 @@ $(STAMP)-dev: pyproject.toml | $(BIN)/python
 run: $(STAMP)-run
 	$(BIN)/python -m portal.launcher
 
+# The suite runs on TEST_WORKERS pytest-xdist workers (auto: one per CPU), each with its own
+# test database and Redis database; TEST_WORKERS=0 (or xdist not installed) runs it in one
+# process. PYTEST_ARGS go to pytest either way, e.g. PYTEST_ARGS="-x jobs".
+TEST_WORKERS ?= auto
+XDIST = $(shell [ "$(TEST_WORKERS)" != "0" ] && $(BIN)/python -c 'import xdist' 2>/dev/null \
+	&& echo "-n $(TEST_WORKERS) --dist loadgroup")
+
 test: $(STAMP)-dev
 	@bash scripts/ensure-kubectl.sh || echo "kubectl unavailable: kubectl tests will be skipped"
 	@bash scripts/ensure-test-tools.sh
 	@bash scripts/ensure-torch.sh $(BIN)/python
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
 lint: $(STAMP)-dev
 	$(BIN)/ruff check .

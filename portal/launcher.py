@@ -196,7 +196,7 @@ def _wait_for_http(url: str, timeout: float, proc: subprocess.Popen,
     return False
 
 
-def _env() -> dict[str, str]:
+def _env(var: Path | None = None) -> dict[str, str]:
     env = dict(os.environ)
     # A plain-HTTP install on this machine, but no settings, URL lists or tracebacks in the
     # browser (DEBUG stays off unless set); tracebacks go to the console.
@@ -204,6 +204,13 @@ def _env() -> dict[str, str]:
     # demo_setup runs Django's system checks once; the worker need not repeat them at every
     # (re)start (seconds of CPU), as gunicorn does not.
     env.setdefault("CELERY_SKIP_CHECKS", "1")
+    # Static files hashed and pre-compressed into var/staticfiles (static_ready collects them
+    # when they changed), served by WhiteNoise with gzip/Brotli: plotly.js is 4.8 MB raw,
+    # 1.3 MB as Brotli. Quality 5: about 0.5 s for plotly.js where 11 takes about 20 s.
+    env.setdefault("STATIC_MANIFEST", "true")
+    env.setdefault("STATIC_BROTLI_QUALITY", "5")
+    if var is not None:
+        env.setdefault("STATIC_ROOT", str(var / "staticfiles"))
     env.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
@@ -214,10 +221,10 @@ def _manage(env: dict[str, str], *args: str) -> None:
 
 
 def main() -> int:
-    env = _env()
+    var = Path(os.environ.get("TRAINYARD_VAR_DIR", str(ROOT / "var")))
+    env = _env(var)
     host = env.get("TRAINYARD_HOST", "127.0.0.1")
     port = int(env.get("TRAINYARD_PORT", "8000"))
-    var = Path(env.get("TRAINYARD_VAR_DIR", str(ROOT / "var")))
     for sub in ("", "broker/out", "broker/processed", "broker/control", "kubesim", "cache"):
         (var / sub).mkdir(parents=True, exist_ok=True)
 
@@ -253,9 +260,15 @@ def main() -> int:
                 "--state", str(var / "kubesim" / "state.json"),
                 "--kubeconfig", str(kubeconfig),
             ])
+        # The static files (needs no database) are collected while the database is prepared.
+        static = subprocess.Popen([PY, str(ROOT / "manage.py"), "static_ready"], env=env,
+                                  cwd=ROOT, start_new_session=True)
         print("Preparing the database ...", flush=True)
         # Migrate, the demo cast and (once) 30 days of jobs, usage and last month's invoices.
         _manage(env, "demo_setup", *(["--history"] if demo_load else []))
+        if static.wait() != 0:
+            print("collectstatic failed; see its output above.", file=sys.stderr)
+            return 1
         if stopping:
             return 0
         if sim is not None:

@@ -209,18 +209,28 @@ USE_TZ = True
 # --- Static files: everything served locally (no CDN), WhiteNoise in production -------
 STATIC_URL = "/static/"
 STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
-# plotly.js comes from the pinned plotly package, served as /static/vendor/plotly/.
-_PLOTLY_JS_DIR = Path(str(__import__("plotly").__file__)).parent / "package_data"
-STATICFILES_DIRS = [BASE_DIR / "static", ("vendor/plotly", _PLOTLY_JS_DIR)]
+# plotly.js comes from the pinned plotly package, served as /static/vendor/plotly/
+# (portal.staticfiles.PlotlyFinder: that one file, not the package's data).
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    "portal.staticfiles.PlotlyFinder",
+]
+# STATIC_MANIFEST (default: on unless local; `make run` turns it on): `collectstatic` writes
+# hashed names with .gz and .br beside them, and WhiteNoise serves them compressed with a
+# one-year cache header. Off: files straight from the finders, uncompressed.
+STATIC_MANIFEST = env_bool("STATIC_MANIFEST", not LOCAL)
+STATIC_BROTLI_QUALITY = min(env_int("STATIC_BROTLI_QUALITY", 11, minimum=0), 11)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
-        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
-        if env_bool("STATIC_MANIFEST", not LOCAL)
+        "BACKEND": "portal.staticfiles.CompressedStaticFilesStorage"
+        if STATIC_MANIFEST
         else "django.contrib.staticfiles.storage.StaticFilesStorage"
     },
 }
-WHITENOISE_USE_FINDERS = LOCAL
+WHITENOISE_USE_FINDERS = LOCAL and not STATIC_MANIFEST
 
 # --- E-mail ---------------------------------------------------------------------------
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")

@@ -24,7 +24,8 @@ torch = pytest.importorskip(
     "torch", reason="PyTorch is not installed: scripts/ensure-torch.sh installs the CPU build")
 
 # Real interpreter starts and training: more than the suite's 120 s on a loaded machine.
-pytestmark = pytest.mark.timeout(300)
+# Both on one xdist worker (each run is CPU-bound), scheduled first with the other groups.
+pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("torch")]
 
 SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "train_resumable.py"
 STEPS = 200

@@ -54,6 +54,7 @@ def _submit(world, user, tenant, name, tier, pool, model, gpus=8, run_seconds=60
             "annotations": {"kubesim.trainyard.io/run-seconds": str(run_seconds)}})
 
 
+@pytest.mark.slow
 def test_production_preempts_development_which_resumes_from_its_checkpoint(
         world, cluster, alice, bob, tenant_a):
     dev = _submit(world, bob, tenant_a, "dev-exp", "development", "dev", world["h800"],

@@ -123,6 +123,7 @@ def test_the_policys_last_topology_level_is_the_label_used(world, cluster, platf
     assert sorted(p.spec.node_name for p in _pods(cluster, job)) == ["a100-0", "a100-5"]
 
 
+@pytest.mark.slow
 def test_a_resumed_job_gets_its_new_placement(world, cluster, alice, bob, tenant_a):
     # switch-a1 full of a production job; the development pair goes under switch-a2.
     first = _submit(world, alice, tenant_a, "prod-a1", "production", "prod", replicas=4,

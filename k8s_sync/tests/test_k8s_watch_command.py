@@ -61,6 +61,7 @@ def test_the_relist_task_is_scheduled_every_ten_minutes_on_the_k8s_queue():
     assert len(entry["schedule"].minute) == 6
 
 
+@pytest.mark.slow
 def test_the_watcher_observes_until_sigterm_and_then_exits_cleanly(kubesim, tmp_path):
     env = {k: v for k, v in os.environ.items()
            if k not in {"DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE"}}

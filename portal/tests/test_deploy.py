@@ -328,6 +328,7 @@ def test_the_configuration_runs_in_cluster_in_production_mode(base):
 
 @pytest.mark.kubectl
 @pytest.mark.timeout(90)
+@pytest.mark.slow
 def test_django_accepts_the_configuration(base):
     """``manage.py check --deploy`` with the ConfigMap and Secret-shaped values: the
     settings load (no ImproperlyConfigured) and no security warning is raised."""

@@ -49,6 +49,7 @@ def test_every_javascript_message_is_translated():
 
 
 @pytest.mark.skipif(shutil.which("msgfmt") is None, reason="gettext's msgfmt is not installed")
+@pytest.mark.slow
 def test_the_catalogue_is_complete_and_compiled(tmp_path):
     """makemessages on a copy of the sources finds no string missing from the .po files
     (django and djangojs), and each committed .mo is what its .po compiles to."""

@@ -4,6 +4,7 @@ Runs the real launcher in a subprocess on free ports with its own var/ folder.
 """
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -78,7 +79,8 @@ def test_make_run_serves_the_portal_and_ctrl_c_stops_everything(tmp_path):
         assert "platform" in output and "finance" in output  # credentials, printed once
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/login/", timeout=10) as resp:
             assert resp.status == 200
-            assert "Trainyard" in resp.read().decode()
+            page = resp.read().decode()
+            assert "Trainyard" in page
             # gunicorn, not Django's development server (issue 16)
             assert "WSGIServer" not in resp.headers.get("Server", "")
         # The portal's own 404 page: no URL list (DEBUG is off in make run).
@@ -87,6 +89,13 @@ def test_make_run_serves_the_portal_and_ctrl_c_stops_everything(tmp_path):
         assert missing.value.code == 404
         body = missing.value.read().decode()
         assert "Not found" in body and "urlpatterns" not in body and "URLconf" not in body
+        # Static files pre-compressed (collected at start), under their hashed names.
+        css = re.search(r'href="(/static/css/portal(\.[0-9a-f]{12})?\.css)"', page)
+        assert css, page
+        request = urllib.request.Request(f"http://127.0.0.1:{port}{css[1]}",
+                                         headers={"Accept-Encoding": "gzip, br"})
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            assert resp.headers["Content-Encoding"] in ("br", "gzip")
     finally:
         code = _stop(proc)
     assert code == 0

@@ -50,7 +50,8 @@ except ImportError:  # pragma: no cover - depends on the environment
 if not (os.path.exists(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):  # pragma: no cover
     pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)", allow_module_level=True)
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
+# One xdist worker runs them all (one browser, one live server), started first.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120), pytest.mark.xdist_group("e2e")]
 
 ARTIFACTS = Path(settings.BASE_DIR) / "var" / "test-artifacts" / "e2e"
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}

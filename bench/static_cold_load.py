@@ -1,0 +1,159 @@
+"""A chart page's cold load: the tenant dashboard (plotly.js, 4.8 MB) in Chromium with an
+empty cache, with static files served as `make run` served them before (uncompressed,
+from the finders through runserver) and as it serves them now (pre-compressed, WhiteNoise).
+
+Prepares a demo database in a temporary folder (demo_setup), starts `manage.py runserver`
+twice on free ports with the two static setups, logs in once per server, then loads the
+dashboard ``--runs`` times per server, each in a new browser context (empty HTTP cache),
+and prints the median time to the load event (plotly.js is a deferred script, so it is
+downloaded, parsed and run before the load event) and the bytes plotly.js took on the wire.
+
+Baseline in the same run: the uncompressed setup. Goal (issue 15, item 8): < 500 ms.
+
+    .venv/bin/python bench/static_cold_load.py [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+PASSWORD = "bench-password-0123456789"
+SETUP = f"""
+from django.contrib.auth import get_user_model
+from tenants.models import Membership
+m = Membership.objects.select_related("user", "tenant").order_by("pk").first()
+m.user.set_password({PASSWORD!r}); m.user.save()
+print("BENCH", m.user.username, m.tenant.slug)
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def manage(env: dict[str, str], *args: str) -> str:
+    return subprocess.run([sys.executable, str(ROOT / "manage.py"), *args], env=env, cwd=ROOT,
+                          check=True, capture_output=True, text=True).stdout
+
+
+def start(env: dict[str, str], port: int, *extra: str) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "runserver",
+                             f"127.0.0.1:{port}", "--noreload", "--skip-checks", *extra],
+                            env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/login/", timeout=2).read()
+            return proc
+        except OSError:
+            time.sleep(0.2)
+    proc.kill()
+    raise SystemExit("runserver did not start")
+
+
+def measure(browser, base: str, user: str, slug: str, runs: int) -> tuple[list[float], int, str]:
+    context = browser.new_context(base_url=base)
+    page = context.new_page()
+    page.goto("/login/")
+    page.fill("input[name=username]", user)
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit], input[type=submit]")
+    page.wait_for_load_state()
+    state = context.storage_state()
+    context.close()
+    times: list[float] = []
+    wire, encoding = 0, ""
+    for i in range(runs + 1):  # the first warms the server up and is not counted
+        context = browser.new_context(base_url=base, storage_state=state)
+        page = context.new_page()
+        cdp = context.new_cdp_session(page)
+        cdp.send("Network.enable")
+        cdp.send("Network.setCacheDisabled", {"cacheDisabled": True})
+        sizes: dict[str, int] = {}
+        urls: dict[str, tuple[str, str]] = {}
+
+        def received(event, urls=urls):
+            headers = {k.lower(): v for k, v in event["response"]["headers"].items()}
+            urls[event["requestId"]] = (event["response"]["url"],
+                                        headers.get("content-encoding", ""))
+
+        def finished(event, sizes=sizes):
+            sizes[event["requestId"]] = int(event["encodedDataLength"])
+
+        cdp.on("Network.responseReceived", received)
+        cdp.on("Network.loadingFinished", finished)
+        page.goto(f"/t/{slug}/dashboard/", wait_until="load")
+        ms = page.evaluate("() => { const n = performance.getEntriesByType('navigation')[0];"
+                           " return n.loadEventStart - n.startTime; }")
+        assert page.evaluate("() => typeof Plotly") == "object", "plotly.js did not load"
+        for rid, (url, enc) in urls.items():
+            if "plotly" in url:
+                wire, encoding = sizes.get(rid, 0), enc or "none"
+        if i:
+            times.append(ms)
+        context.close()
+    return times, wire, encoding
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory(prefix="trainyard-bench-static-") as tmp:
+        base_env = {k: v for k, v in os.environ.items()
+                    if k not in {"DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL",
+                                 "DJANGO_SETTINGS_MODULE", "STATIC_MANIFEST", "STATIC_ROOT"}}
+        base_env.update(DEBUG="true", TRAINYARD_VAR_DIR=tmp, PYTHONUNBUFFERED="1")
+        t0 = time.monotonic()
+        manage(base_env, "demo_setup")
+        user, slug = manage(base_env, "shell", "-c", SETUP).split("BENCH")[1].split()
+        print(f"demo database ready in {time.monotonic() - t0:.1f} s (user {user}, tenant {slug})")
+        before = {**base_env, "STATIC_MANIFEST": "false"}
+        after = {**base_env, "STATIC_MANIFEST": "true", "STATIC_BROTLI_QUALITY": "5",
+                 "STATIC_ROOT": str(Path(tmp) / "staticfiles")}
+        t0 = time.monotonic()
+        manage(after, "static_ready")
+        print(f"static_ready (collect + compress) {time.monotonic() - t0:.1f} s")
+        setups = [("before: uncompressed (runserver, finders)", before, ()),
+                  ("after:  pre-compressed (WhiteNoise)", after, ("--nostatic",))]
+        results = []
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                         args=["--no-sandbox", "--disable-gpu"])
+            for name, env, extra in setups:
+                port = free_port()
+                proc = start(env, port, *extra)
+                try:
+                    results.append((name, *measure(browser, f"http://127.0.0.1:{port}", user,
+                                                   slug, args.runs)))
+                finally:
+                    proc.terminate()
+                    proc.wait(timeout=20)
+            browser.close()
+    print(f"\ncold load of /t/{slug}/dashboard/ to the load event, {args.runs} runs each, "
+          "empty browser cache:")
+    print(f"{'setup':44} {'median ms':>10} {'min':>7} {'max':>7} {'plotly.js on the wire':>24}")
+    for name, times, wire, enc in results:
+        print(f"{name:44} {statistics.median(times):10.0f} {min(times):7.0f} {max(times):7.0f} "
+              f"{wire / 1e6:17.2f} MB {enc:>5}")
+    print("goal: < 500 ms")
+
+
+if __name__ == "__main__":
+    main()
