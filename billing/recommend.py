@@ -1,5 +1,8 @@
 """The quarterly quota recommendation (pure): lower a GPU grant when it sat idle.
 
+The idle rate given is the idle KPI's rate against quota (``billing.selectors.IdleRate.
+idle_of_quota``: 1 - used / quota held GPU-hours), for tenants in every quota mode.
+
 Rule (configurable through settings, see ``IdleRule``): when the quarter's idle rate is
 above ``threshold``, propose the busy share of the grant plus ``headroom``, never
 cutting more than ``max_cut`` of it at once, rounded up to whole cards. Nothing is

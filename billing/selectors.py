@@ -8,7 +8,7 @@ import re
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from itertools import pairwise
 from typing import Any
@@ -40,7 +40,7 @@ from jobs.models import JobTransition
 from k8s_sync.models import ObservedNode, ObservedStorageClass
 from k8s_sync.selectors import mig_profile_memory_mib
 from tenants.choices import TenantStatus
-from tenants.models import Tenant, UsageDaily
+from tenants.models import QuotaGrant, QuotaLoan, Tenant, UsageDaily
 
 MIB = 1024**2
 
@@ -510,15 +510,30 @@ def estimate_job_cost(gpu_model: str, mig_profile: str, gpus: int, seconds: int
 
 @dataclass(frozen=True)
 class IdleRate:
-    """Whole-card GPU-hours of a period and how busy they were. ``billed_hours`` is the
-    ledger's (``GpuUsage``: the cards of each job times the seconds it ran, what the
-    invoice's GPU lines bill), ``measured_hours`` the part of them on days whose
-    utilisation was sampled, ``utilised_hours`` the busy GPU-hours sampled on those days
-    (at most ``measured_hours``). They reconcile: utilised <= measured <= billed."""
+    """The idle KPI of one tenant (or pool), one GPU model or all of them, over a period,
+    in whole-card GPU-hours (issue 17). Three quantities:
+
+    * ``quota_hours``, **quota held**: the GPU quota the tenant held over the period
+      (each grant times the hours it was current, plus what it borrowed and minus what
+      it lent through active loans), up to now for a running period;
+    * ``billed_hours``, **allocated**: the ledger's (``GpuUsage``: the cards of each job
+      times the seconds it ran, what the invoice's GPU lines bill and finance shows);
+    * **used**: the allocated GPU-hours weighted by the DCGM utilisation the usage
+      sampler measured. ``measured_hours`` is the part of the allocated hours on days
+      whose utilisation was sampled, ``utilised_hours`` the busy GPU-hours sampled on
+      them (at most ``measured_hours``); ``used_hours`` extends that busy share to all the
+      allocated hours. They reconcile: utilised <= measured <= billed.
+
+    The rates (shares, 4 decimals): ``quota_idle`` = 1 - allocated / quota (quota held
+    but not allocated), ``rate`` = 1 - utilised / measured (allocated but idle, of the
+    allocated), ``used_of_quota`` = used / quota = (1 - rate) x allocated / quota, and
+    ``idle_of_quota`` = 1 - used / quota, what the quarterly recommendation lowers."""
 
     billed_hours: Decimal
     utilised_hours: Decimal
     measured_hours: Decimal
+    quota_hours: Decimal = Decimal(0)
+    gpu_model: str = ""
 
     @property
     def allocated_hours(self) -> Decimal:
@@ -527,11 +542,54 @@ class IdleRate:
 
     @property
     def rate(self) -> Decimal | None:
-        """1 - utilised / billed GPU-hours, over the days utilisation was measured."""
+        """Allocated but idle: 1 - utilised / billed GPU-hours, over the days utilisation
+        was measured."""
         if not self.measured_hours:
             return None
-        return max(Decimal(0), 1 - self.utilised_hours / self.measured_hours).quantize(
-            Decimal("0.0001"))
+        return _share(max(Decimal(0), 1 - self.utilised_hours / self.measured_hours))
+
+    @property
+    def used_hours(self) -> Decimal | None:
+        """Utilisation-weighted GPU-hours: billed x (utilised / measured); 0 when nothing
+        was allocated, None when allocated hours were never measured."""
+        if not self.billed_hours:
+            return Decimal(0)
+        if not self.measured_hours:
+            return None
+        return (self.billed_hours * min(Decimal(1), self.utilised_hours / self.measured_hours)
+                ).quantize(Decimal("0.01"))
+
+    @property
+    def quota_idle(self) -> Decimal | None:
+        """Quota held but not allocated: 1 - allocated / quota (0 when above quota)."""
+        if not self.quota_hours:
+            return None
+        return _share(max(Decimal(0), 1 - self.billed_hours / self.quota_hours))
+
+    @property
+    def used_of_quota(self) -> Decimal | None:
+        """Used GPU-hours against quota held: (1 - rate) x allocated / quota."""
+        used = self.used_hours
+        if not self.quota_hours or used is None:
+            return None
+        return _share(min(Decimal(1), used / self.quota_hours))
+
+    @property
+    def idle_of_quota(self) -> Decimal | None:
+        """The overall idle rate against quota: 1 - used / quota."""
+        used = self.used_of_quota
+        return None if used is None else _share(1 - used)
+
+    def __add__(self, other: IdleRate) -> IdleRate:
+        return IdleRate(self.billed_hours + other.billed_hours,
+                        self.utilised_hours + other.utilised_hours,
+                        self.measured_hours + other.measured_hours,
+                        self.quota_hours + other.quota_hours,
+                        self.gpu_model if self.gpu_model == other.gpu_model else "")
+
+
+def _share(value: Decimal) -> Decimal:
+    return value.quantize(Decimal("0.0001"))
 
 
 def quarter_start(day: dt.date) -> dt.date:
@@ -542,43 +600,119 @@ def billed_gpu_hours(start: dt.date, end: dt.date, tenant_ids: Iterable[int] | N
                      ) -> dict[int, dict[dt.date, Decimal]]:
     """Tenant id -> day -> whole-card GPU-hours billed over the days [start, end): the
     ledger's rows (``GpuUsage``, cards x seconds run), MIG slices left out."""
+    out: dict[int, dict[dt.date, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
+    for (tenant_id, _pool, _model), days in _billed_by_pool(start, end, tenant_ids).items():
+        for day, hours in days.items():
+            out[tenant_id][day] += hours
+    return out
+
+
+_PoolModel = tuple[int, int, str]   # (tenant id, pool id, GPU model)
+
+
+def _billed_by_pool(start: dt.date, end: dt.date, tenant_ids: Iterable[int] | None
+                    ) -> dict[_PoolModel, dict[dt.date, Decimal]]:
     rows = GpuUsage.objects.filter(day__gte=start, day__lt=end, mig_profile="",
                                    devices__gt=0).exclude(gpu_model="")
     if tenant_ids is not None:
         rows = rows.filter(tenant_id__in=list(tenant_ids))
-    out: dict[int, dict[dt.date, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
-    for tenant_id, day, device_seconds in (rows.values("tenant_id", "day")
-                                           .annotate(ds=Sum(F("devices") * F("seconds")))
-                                           .values_list("tenant_id", "day", "ds")):
-        out[tenant_id][day] += Decimal(device_seconds or 0) / 3600
+    out: dict[_PoolModel, dict[dt.date, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
+    for tenant_id, pool_id, model, day, device_seconds in (
+            rows.values("tenant_id", "pool_id", "gpu_model", "day")
+            .annotate(ds=Sum(F("devices") * F("seconds")))
+            .values_list("tenant_id", "pool_id", "gpu_model", "day", "ds")):
+        out[(tenant_id, pool_id, model)][day] += Decimal(device_seconds or 0) / 3600
     return out
 
 
-def idle_rates(start: dt.date, end: dt.date, tenant_ids: Iterable[int] | None = None
-               ) -> dict[int, IdleRate]:
-    """GPU idle rate per tenant over the days [start, end): the billed whole-card
-    GPU-hours (:func:`billed_gpu_hours`) against the utilisation the usage sampler
-    measured on ``gpu:<model>`` resources (a day's busy GPU-hours: its sampled mean
-    utilisation x 24), over the days it measured."""
+def _quota_held_hours(start: dt.date, end: dt.date, tenant_ids: list[int] | None,
+                      now: dt.datetime) -> dict[_PoolModel, Decimal]:
+    """GPU-hours of quota each pool held per model over [start, end) (up to ``now``):
+    every grant row times the hours it was current (the table is the history), plus the
+    hours of the loans it borrowed, minus the ones it lent."""
+    zone = tz()
+    lo = ledger.local_midnight(start, zone)
+    hi = min(ledger.local_midnight(end, zone), now)
+    out: dict[_PoolModel, Decimal] = defaultdict(Decimal)
+    if hi <= lo:
+        return out
+
+    def hours(since: dt.datetime | None, until: dt.datetime | None) -> Decimal:
+        a, b = max(since or lo, lo), min(until or hi, hi)
+        return Decimal(max(0, int((b - a).total_seconds()))) / 3600
+
+    grants = QuotaGrant.objects.filter(resource__startswith="gpu:", created_at__lt=hi).filter(
+        Q(superseded_at__isnull=True) | Q(superseded_at__gt=lo))
+    if tenant_ids is not None:
+        grants = grants.filter(pool__tenant_id__in=tenant_ids)
+    for tenant_id, pool_id, resource, amount, since, until in grants.values_list(
+            "pool__tenant_id", "pool_id", "resource", "amount", "created_at", "superseded_at"):
+        out[(tenant_id, pool_id, resource.removeprefix("gpu:"))] += amount * hours(since, until)
+    loans = QuotaLoan.objects.filter(resource__startswith="gpu:", started_at__isnull=False,
+                                     started_at__lt=hi).filter(
+        Q(ended_at__isnull=True) | Q(ended_at__gt=lo))
+    for l_tenant, l_pool, b_tenant, b_pool, resource, amount, began, ended in loans.values_list(
+            "lender__tenant_id", "lender_id", "borrower__tenant_id", "borrower_id", "resource",
+            "amount", "started_at", "ended_at"):
+        model, held = resource.removeprefix("gpu:"), amount * hours(began, ended)
+        if tenant_ids is None or l_tenant in tenant_ids:
+            out[(l_tenant, l_pool, model)] -= held
+        if tenant_ids is None or b_tenant in tenant_ids:
+            out[(b_tenant, b_pool, model)] += held
+    return out
+
+
+def idle_kpi(start: dt.date, end: dt.date, tenant_ids: Iterable[int] | None = None, *,
+             by_pool: bool = False, now: dt.datetime | None = None
+             ) -> dict[int, dict[str, IdleRate]]:
+    """**The idle KPI** (see :class:`IdleRate`), the one computation behind the tenant
+    dashboard, the invoice, finance's month, the API and the quarterly recommendation:
+    tenant id (pool id with ``by_pool``) -> GPU model -> quota held, allocated (billed)
+    and used GPU-hours over the days [start, end). A day's busy GPU-hours are its sampled
+    mean utilisation of ``gpu:<model>`` x 24 (``UsageDaily``), at most that day's billed
+    hours of the same pool and model."""
     ids = list(tenant_ids) if tenant_ids is not None else None
-    billed = billed_gpu_hours(start, end, ids)
+    billed = _billed_by_pool(start, end, ids)
+    quota = _quota_held_hours(start, end, ids, now or timezone.now())
     rows = UsageDaily.objects.filter(day__gte=start, day__lt=end, resource__startswith="gpu:",
                                      utilised_samples__gt=0)
     if ids is not None:
         rows = rows.filter(pool__tenant_id__in=ids)
-    utilised: dict[int, dict[dt.date, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
-    for tenant_id, day, u_total, u_samples in rows.values_list(
-            "pool__tenant_id", "day", "utilised_total", "utilised_samples"):
-        utilised[tenant_id][day] += u_total / u_samples * 24
+    utilised: dict[_PoolModel, dict[dt.date, Decimal]] = defaultdict(dict)
+    for tenant_id, pool_id, resource, day, u_total, u_samples in rows.values_list(
+            "pool__tenant_id", "pool_id", "resource", "day", "utilised_total",
+            "utilised_samples"):
+        utilised[(tenant_id, pool_id, resource.removeprefix("gpu:"))][day] = (
+            u_total / u_samples * 24)
     q = Decimal("0.01")
-    out = {}
-    for tenant_id, days in billed.items():
-        total = sum(days.values(), Decimal(0))
-        sampled = utilised.get(tenant_id, {})
+    out: dict[int, dict[str, IdleRate]] = defaultdict(dict)
+    for key in set(billed) | {k for k, v in quota.items() if v > 0}:
+        tenant_id, pool_id, model = key
+        days = billed.get(key, {})
+        sampled = utilised.get(key, {})
         measured = sum((h for d, h in days.items() if d in sampled), Decimal(0))
         busy = sum((min(sampled[d], h) for d, h in days.items() if d in sampled), Decimal(0))
-        out[tenant_id] = IdleRate(total.quantize(q), busy.quantize(q), measured.quantize(q))
-    return out
+        rate = IdleRate(sum(days.values(), Decimal(0)).quantize(q), busy.quantize(q),
+                        measured.quantize(q), max(Decimal(0), quota.get(key, Decimal(0))
+                                                  ).quantize(q), model)
+        group = out[pool_id if by_pool else tenant_id]
+        group[model] = group[model] + rate if model in group else rate
+    return dict(out)
+
+
+def idle_rates(start: dt.date, end: dt.date, tenant_ids: Iterable[int] | None = None
+               ) -> dict[int, IdleRate]:
+    """The idle KPI per tenant over the days [start, end), all GPU models together
+    (:func:`idle_kpi` summed): tenants with billed GPU-hours or GPU quota."""
+    return {tenant_id: _total(models)
+            for tenant_id, models in idle_kpi(start, end, tenant_ids).items()}
+
+
+def _total(models: Mapping[str, IdleRate]) -> IdleRate:
+    total = IdleRate(Decimal(0), Decimal(0), Decimal(0))
+    for rate in models.values():
+        total = total + rate
+    return replace(total, gpu_model="")
 
 
 def tenant_idle(tenant: Tenant, today: dt.date | None = None) -> dict[str, IdleRate | None]:
@@ -588,6 +722,12 @@ def tenant_idle(tenant: Tenant, today: dt.date | None = None) -> dict[str, IdleR
     month = idle_rates(ledger.month_start(today), tomorrow, [tenant.pk]).get(tenant.pk)
     quarter = idle_rates(quarter_start(today), tomorrow, [tenant.pk]).get(tenant.pk)
     return {"month": month, "quarter": quarter}
+
+
+def tenant_idle_by_model(tenant: Tenant, start: dt.date, end: dt.date) -> list[IdleRate]:
+    """One tenant's idle KPI per GPU model over the days [start, end), by model name."""
+    models = idle_kpi(start, end, [tenant.pk]).get(tenant.pk, {})
+    return [models[m] for m in sorted(models)]
 
 
 # --- budgets ------------------------------------------------------------------------------
@@ -657,7 +797,8 @@ def month_summary(period: dt.date) -> dict[str, Any]:
     rows = [{"tenant": t, "invoices": by_tenant.get(t.pk, []),
              "idle": idle.get(t.pk), "idle_quarter": quarter.get(t.pk),
              "billed_hours": idle[t.pk].billed_hours if t.pk in idle else Decimal(0)}
-            for t in month_tenants(first, with_invoices=set(by_tenant), with_usage=set(idle))]
+            for t in month_tenants(first, with_invoices=set(by_tenant),
+                                   with_usage={k for k, v in idle.items() if v.billed_hours})]
     return {
         "rows": rows,
         "invoices": invoices,

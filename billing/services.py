@@ -20,7 +20,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Max, Sum
+from django.db.models import Max
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -56,8 +56,8 @@ from jobs.models import JobTransition, TrainingJob
 from k8s_sync.models import ObservedPVC
 from tenants.access import AnyUser, TenantAccess, is_finance, require_platform_admin
 from tenants.audit import record_audit
-from tenants.choices import MembershipRole, QuotaMode, TenantStatus
-from tenants.models import Membership, Pool, Tenant, UsageDaily
+from tenants.choices import MembershipRole, TenantStatus
+from tenants.models import Membership, Pool, Tenant
 from tenants.selectors import current_grants
 from tenants.services import quota_request_propose
 from tenants.services.notify import notify
@@ -634,31 +634,55 @@ def budget_alerts_check(*, now: dt.datetime | None = None) -> int:
 
 def quota_recommend_quarterly(*, today: dt.date | None = None,
                               rule: IdleRule | None = None) -> int:
-    """For dynamic-mode tenants, lower GPU grants that sat idle last quarter: one proposal
-    per pool through tenants.services.quota_request_propose, for a platform admin to
-    decide. Returns the number of proposals filed."""
+    """For every tenant, whatever its quota mode (static, overcommitted, dynamic), lower
+    the GPU grants that sat idle last quarter against the quota held: one proposal per
+    pool (a QuotaRequest through ``tenants.services.quota_request_propose``), applied
+    only when a platform admin approves it. The idle rate is the idle KPI's
+    ``idle_of_quota`` (``billing.selectors.idle_kpi`` per pool and GPU model: 1 - used
+    / quota held GPU-hours). Returns the number of proposals filed."""
     today = today or timezone.localdate()
     rule = rule or IdleRule.from_settings()
     end = selectors.quarter_start(today)
     start = selectors.quarter_start(end - dt.timedelta(days=1))
+    pools = list(Pool.objects.select_related("tenant").filter(
+        tenant__status=TenantStatus.ACTIVE))
+    kpi = selectors.idle_kpi(start, end, {p.tenant_id for p in pools}, by_pool=True,
+                             now=ledger.local_midnight(end, selectors.tz()))
     filed = 0
-    for pool in Pool.objects.select_related("tenant").filter(
-            tenant__quota_mode=QuotaMode.DYNAMIC, tenant__status=TenantStatus.ACTIVE):
+    for pool in pools:
         amounts, formulas = {}, []
         for key, current in current_grants(pool).items():
             if not key.startswith("gpu:"):
                 continue
-            sums = UsageDaily.objects.filter(pool=pool, resource=key, day__gte=start,
-                                             day__lt=end, utilised_samples__gt=0).aggregate(
-                allocated=Sum("total"), utilised=Sum("utilised_total"))
-            idle = (max(Decimal(0), 1 - (sums["utilised"] or 0) / sums["allocated"])
-                    if sums["allocated"] else None)
-            result = recommend_gpu_quota(current=Decimal(current), idle_rate=idle, rule=rule)
+            rate = kpi.get(pool.pk, {}).get(key.removeprefix("gpu:"))
+            if rate is None:
+                continue
+            result = recommend_gpu_quota(current=Decimal(current), idle_rate=rate.idle_of_quota,
+                                         rule=rule)
             if result is not None:
                 amounts[key], formula = result
-                formulas.append(f"{key}: {formula}")
+                formulas.append(f"{key}: {idle_kpi_formula(rate)}; {formula}")
         if amounts:
             quota_request_propose(pool=pool, amounts=amounts, formula="\n".join(
-                [f"quarterly recommendation for {start:%Y-%m}..{end:%Y-%m}", *formulas]))
+                [f"quarterly recommendation for {start:%Y-%m}..{end:%Y-%m} "
+                 f"({pool.tenant.get_quota_mode_display()} quota mode)", *formulas]))
             filed += 1
     return filed
+
+
+def idle_kpi_formula(rate: selectors.IdleRate) -> str:
+    """The idle KPI behind a proposal, spelled out (English, like the rule's formula)."""
+    used = "not measured" if rate.used_hours is None else _n(rate.used_hours)
+    return (f"quota held {_n(rate.quota_hours)} GPU-h, allocated {_n(rate.billed_hours)}, "
+            f"used {used} (allocated x busy {_n(rate.utilised_hours)} / measured "
+            f"{_n(rate.measured_hours)}); quota idle {_pct(rate.quota_idle)}, allocated idle "
+            f"{_pct(rate.rate)}, used {_pct(rate.used_of_quota)} of quota, so idle against "
+            f"quota {_pct(rate.idle_of_quota)}")
+
+
+def _n(value: Decimal) -> str:
+    return f"{value.normalize():f}"
+
+
+def _pct(value: Decimal | None) -> str:
+    return "n/a" if value is None else f"{value:.0%}"

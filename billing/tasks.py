@@ -51,5 +51,5 @@ def budget_alerts() -> int:
 
 @shared_task(name="billing.quarterly_quota_recommendation", queue="billing")
 def quarterly_quota_recommendation() -> int:
-    """Lower idle GPU grants of dynamic-mode tenants, as proposals for admins."""
+    """Lower GPU grants idle against quota, of tenants in every mode, as proposals."""
     return services.quota_recommend_quarterly()

@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from billing import exports, forms, selectors, services
+from billing import exports, forms, ledger, selectors, services
 from billing.choices import BUDGET_MAX, InvoiceKind
 from billing.models import Invoice
 from core.exceptions import ApplicationError
@@ -77,6 +77,9 @@ def invoice_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         "credit_notes": invoice.credit_notes.all(),
         "credited": selectors.credited_total(invoice),
         "finance": is_finance(request.user), "credit_form": forms.CreditNoteForm(),
+        "idle_kpi": (selectors.tenant_idle_by_model(
+            access.tenant, invoice.period, ledger.next_month(invoice.period))
+            if invoice.kind == InvoiceKind.INVOICE else None),
     })
 
 

@@ -68,6 +68,10 @@ class TrainingJob(models.Model):
     # ``|render_text`` / ``core.texts.render`` in the reader's language.
     hold_reason = models.JSONField(default=str, blank=True)
     borrowing = models.BooleanField(default=False)
+    # the quota loan it was admitted on (its pool's use above the pool's own grant): when
+    # the loan ends, admission may reclaim the job for whoever needs the room
+    loan = models.ForeignKey("tenants.QuotaLoan", null=True, blank=True,
+                             on_delete=models.SET_NULL, related_name="jobs")
     placement = models.JSONField(default=list, blank=True)  # node per replica, when admitted
     switch = models.CharField(max_length=200, blank=True)
     restart_count = models.PositiveIntegerField(default=0)

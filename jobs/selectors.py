@@ -48,7 +48,7 @@ from k8s_sync.specs import JobSpec
 from k8s_sync.templatetags.k8s_sync import mib, sharing
 from tenants import demand
 from tenants.catalog import Resource
-from tenants.choices import QuotaMode, TenantStatus
+from tenants.choices import LoanStatus, QuotaMode, TenantStatus
 from tenants.demand import (
     card_facts,
     dimension_only_when_granted,
@@ -59,7 +59,7 @@ from tenants.demand import (
     pool_batch_ceiling,
     pool_limits,
 )
-from tenants.models import JobUtilisation, NodeDedication, Pool, Tenant
+from tenants.models import JobUtilisation, NodeDedication, Pool, QuotaLoan, Tenant
 from tenants.quota import guaranteed_amount, overcommit_factor
 from tenants.selectors import (
     effective_grants,
@@ -308,8 +308,9 @@ def _admission_inputs(now):  # type: ignore[no-untyped-def]
                       **_node_cpu_memory(n))
              for n in report_nodes]
     active = list(TrainingJob.objects.filter(state__in=ACTIVE_STATES).select_related(
-        "tenant", "pool"))
+        "tenant", "pool", "loan__lender__tenant"))
     bound = _bound_nodes([j.pk for j in active if j.state != JobState.QUEUED])
+    loans_in = _loans_in()
     jobs = [JobView(
         id=j.pk, tenant=j.tenant.slug, pool=j.pool.kind, tier=j.tier, gpu_model=j.gpu_model,
         mig_profile=j.mig_profile, replicas=j.workers, gpus_per_replica=j.gpus_per_worker,
@@ -319,6 +320,7 @@ def _admission_inputs(now):  # type: ignore[no-untyped-def]
         max_run_seconds=float(j.max_run_seconds) if j.max_run_seconds else None,
         template=j.template,
         priority=j.priority, held=j.held, borrowing=j.borrowing,
+        **_loan_fields(j),
         placement=_placement(j, bound.get(str(j.pk), [])),
         preempt_deadline=j.preempt_deadline, gpu_shared=j.gpu_shared,
         resources=job_resources(j, facts)) for j in active]
@@ -329,6 +331,7 @@ def _admission_inputs(now):  # type: ignore[no-untyped-def]
         nominal, ceiling = pool_limits(grants, elastic_factor=pool.tenant.ceiling_factor)
         quotas.append(PoolQuota(
             tenant=pool.tenant.slug, pool=pool.kind, nominal=nominal, ceiling=ceiling,
+            loans_in=loans_in.get(pool.pk),
             batch_ceiling=pool_batch_ceiling(
                 grants, tenant_factor=pool.tenant.ceiling_factor,
                 overcommit=lambda key: overcommit_factor(key, policy.overcommit_factors))))
@@ -340,6 +343,29 @@ def _admission_inputs(now):  # type: ignore[no-untyped-def]
     return {"nodes": nodes, "jobs": jobs, "quotas": quotas, "policy": engine_policy,
             "history": job_history(now), "now": now,
             "physical": {k: u.use for k, u in physical_use_now(report).items()}}, facts
+
+
+def _loans_in() -> dict[int, dict[str, tuple[tuple[int, int], ...]]]:
+    """Borrower pool pk -> GPU/MIG key -> its active loans as (loan id, whole units)
+    (``PoolQuota.loans_in``), stacked on the pool's grant from the one ending last to the
+    one ending first: the work on top of a pool's quota is the first to lose it."""
+    out: dict[int, dict[str, list[tuple[int, int]]]] = defaultdict(lambda: defaultdict(list))
+    for loan_id, pool_id, resource, amount in QuotaLoan.objects.filter(
+            status=LoanStatus.ACTIVE, resource__regex=r"^(gpu|mig):").order_by(
+            "-ends_at", "-id").values_list("pk", "borrower_id", "resource", "amount"):
+        if int(amount) > 0:
+            out[pool_id][resource].append((loan_id, int(amount)))
+    return {pk: {k: tuple(v) for k, v in keys.items()} for pk, keys in out.items()}
+
+
+def _loan_fields(job: TrainingJob) -> dict[str, Any]:
+    """A quota-holding job's loan for its JobView: id, lender, whether it has ended. A
+    queued job's stale mark is left out (admission marks it anew)."""
+    loan = job.loan
+    if loan is None or job.state not in HOLDING_STATES:
+        return {}
+    return {"loan": loan.pk, "loan_lender": f"{loan.lender.tenant.slug}/{loan.lender.kind}",
+            "loan_ended": loan.status != LoanStatus.ACTIVE}
 
 
 def _with_guarantees(quotas: list) -> list:

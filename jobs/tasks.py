@@ -303,6 +303,7 @@ def _decide_and_apply(now: dt.datetime) -> dict[str, int]:
         if services.job_transition(
                 job_id=admission.job_id, from_states=[JobState.QUEUED], to_state=JobState.ADMITTED,
                 reason="Admitted", admitted_at=now, borrowing=admission.borrowing,
+                loan_id=admission.loan,
                 placement=list(admission.placement),
                 switch=_switch_of(admission.placement, levels),
                 message=(stored_text("jobs.transition.borrowing") if admission.borrowing

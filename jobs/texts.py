@@ -177,6 +177,9 @@ register("jobs.preempt.priority", _(
 register("jobs.preempt.return_borrowed", _(
     "returning borrowed %(resource)s: %(tenant)s needs its %(pool)s quota back for a "
     "%(tier)s job"))
+register("jobs.preempt.loan_ended", _(
+    "the loan from %(lender)s ended: returning its %(resource)s, %(tenant)s needs its "
+    "%(pool)s quota back for a %(tier)s job"))
 register("jobs.preempt.tier", _(
     "a %(tier)s job takes precedence over %(theirs)s jobs for these %(resource)s"))
 register("jobs.preempt.watermark", _(

@@ -33,7 +33,7 @@ from django.db.models import Count, F, Max, Min, Q
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
-from billing.selectors import job_costs
+from billing.selectors import IdleRate, job_costs, quarter_start, tenant_idle_by_model
 from core.models import Policy
 from core.texts import message
 from core.texts import render as render_text
@@ -158,6 +158,13 @@ class Gauge:
                 "borrowed": float(self.borrowed), "percent": self.percent,
                 "guaranteed": float(self.guaranteed) if self.guaranteed is not None else None,
                 "figure": self.figure()}
+
+
+def tenant_idle_kpi(tenant: Tenant, today: dt.date | None = None) -> list[IdleRate]:
+    """The tenant's idle KPI this quarter so far, per GPU model (``billing.selectors.
+    idle_kpi``, the one computation the invoice, finance and the recommendation use)."""
+    today = today or timezone.localdate()
+    return tenant_idle_by_model(tenant, quarter_start(today), today + dt.timedelta(days=1))
 
 
 def tenant_gauges(tenant: Tenant) -> list[Gauge]:

@@ -9,8 +9,13 @@ only by a credit note.
 
 from __future__ import annotations
 
+import datetime as dt
+from decimal import Decimal
+from typing import Any
+
 from django.db.models import QuerySet
 from django.http import HttpResponse
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action, api_view
@@ -75,8 +80,14 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
     @extend_schema(responses={200: dict})
     @action(detail=False, methods=["get"])
     def idle(self, request: Request, tenant_slug: str) -> Response:
-        """GPU idle rate this month and this quarter: billed (whole-card, from the ledger;
-        ``allocated_gpu_hours`` is the same number) against utilised GPU-hours."""
+        """The GPU idle KPI this month and this quarter (``billing.selectors.idle_kpi``):
+        quota held, billed (whole-card, from the ledger; ``allocated_gpu_hours`` is the
+        same number), utilised and used GPU-hours; ``idle_rate`` is allocated but idle,
+        ``quota_idle_rate`` quota held but not allocated, ``used_of_quota`` used against
+        quota held. ``by_model`` has the same per GPU model for the quarter."""
+        def rate_or_none(value: Decimal | None) -> str | None:
+            return None if value is None else format(value, "f")
+
         def out(rate: selectors.IdleRate | None) -> dict | None:
             if rate is None:
                 return None
@@ -84,8 +95,17 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
                     "allocated_gpu_hours": format(rate.allocated_hours, "f"),
                     "utilised_gpu_hours": format(rate.utilised_hours, "f"),
                     "measured_gpu_hours": format(rate.measured_hours, "f"),
-                    "idle_rate": None if rate.rate is None else format(rate.rate, "f")}
-        return Response({k: out(v) for k, v in selectors.tenant_idle(self.access.tenant).items()})
+                    "quota_gpu_hours": format(rate.quota_hours, "f"),
+                    "used_gpu_hours": rate_or_none(rate.used_hours),
+                    "idle_rate": rate_or_none(rate.rate),
+                    "quota_idle_rate": rate_or_none(rate.quota_idle),
+                    "used_of_quota": rate_or_none(rate.used_of_quota)}
+        tenant = self.access.tenant
+        today = timezone.localdate()
+        answer: dict[str, Any] = {k: out(v) for k, v in selectors.tenant_idle(tenant).items()}
+        answer["by_model"] = {r.gpu_model: out(r) for r in selectors.tenant_idle_by_model(
+            tenant, selectors.quarter_start(today), today + dt.timedelta(days=1))}
+        return Response(answer)
 
     @extend_schema(request=s.BudgetSerializer, responses={200: s.BudgetSerializer})
     @action(detail=False, methods=["get", "put"], serializer_class=s.BudgetSerializer)

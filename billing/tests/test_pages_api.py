@@ -21,7 +21,7 @@ from pypdf import PdfReader
 from billing import services
 from billing.choices import BUDGET_MAX
 from billing.models import Budget, Invoice, InvoiceLine, IssuedInvoiceError, MonthClose
-from billing.tests.conftest import at, make_job, run
+from billing.tests.conftest import A100, at, make_job, run
 from core.exceptions import ApplicationError
 from core.tests.html import form_values
 from k8s_sync.models import ObservedNode, ObservedStorageClass
@@ -348,14 +348,21 @@ def test_idle_rate_api(api, tenant_a, bob, charlie):
     now = timezone.now()   # the frozen clock: 12:00
     make_job(tenant_a, run(now - dt.timedelta(hours=4), now), gpus=4)  # 16 GPU-hours billed
     services.ledger_ingest_gpu(now=now)
+    # the utilisation is matched per pool and GPU model: another model's does not count
     UsageDaily.objects.create(pool=tenant_a.pools.get(kind="dev"), resource="gpu:L40S",
+                              day=timezone.localdate(), peak=4, total=4 * 10, samples=10,
+                              utilised_total=Decimal("3.5") * 10, utilised_samples=10)
+    UsageDaily.objects.create(pool=tenant_a.pools.get(kind="prod"), resource=f"gpu:{A100}",
                               day=timezone.localdate(), peak=4, total=4 * 10, samples=10,
                               utilised_total=Decimal("0.5") * 10, utilised_samples=10)
     body = api(bob).get("/api/v1/tenants/acme/invoices/idle/").json()
     assert body["month"] == {"billed_gpu_hours": "16.00", "allocated_gpu_hours": "16.00",
                              "utilised_gpu_hours": "12.00", "measured_gpu_hours": "16.00",
-                             "idle_rate": "0.2500"}
+                             "quota_gpu_hours": "0.00", "used_gpu_hours": "12.00",
+                             "idle_rate": "0.2500", "quota_idle_rate": None,
+                             "used_of_quota": None}
     assert body["quarter"]["idle_rate"] == "0.2500"
+    assert body["by_model"][A100]["idle_rate"] == "0.2500"
     assert api(charlie).get("/api/v1/tenants/acme/invoices/idle/").status_code == 404
     assert api().get("/api/v1/tenants/acme/invoices/idle/").status_code == 401
 

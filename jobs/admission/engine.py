@@ -32,7 +32,11 @@ Steps, all deterministic (ties break by id or name):
    recently admitted, each victim with its tier's grace (``Policy.grace_seconds``); a
    victim is taken only while its pool is still above its guarantee (counting the victims
    already chosen), and only as many as the job needs. Work admitted above its pool's
-   guarantee is marked ``borrowing``.
+   guarantee is marked ``borrowing``. Work admitted above its pool's own grant, on quota
+   the pool borrows through a loan (``PoolQuota.loans_in``), is marked with that loan
+   (``Admission.loan``); once the loan has ended (``JobView.loan_ended``) it is reclaimable
+   like borrowed work, while its pool is still above its (now lower) nominal quota, with
+   its tier's grace and the reason ``jobs.preempt.loan_ended`` naming the lender.
 4. **The watermark is a hard line on physical use**, per resource key (GPU model or MIG
    profile: the nodes that carry it). Use is the larger of the units allocated (as the
    engine accounts them, admitted-but-unbound placements included) and ``physical[key]``
@@ -262,7 +266,7 @@ class _Pass(Explainer):
     def _victim_order(self, job: JobView) -> tuple[int, int, float, int]:
         """Batch and borrowers (above nominal, or above an explicit guarantee) first,
         lowest tier first, most recently admitted first."""
-        preferred = 0 if (job.tier == Tier.BATCH or job.borrowing
+        preferred = 0 if (job.tier == Tier.BATCH or job.borrowing or job.loan_ended
                           or self.above_explicit_guarantee(job)) else 1
         return (preferred, -TIER_RANK.get(job.tier, len(TIERS)),
                 -_ts(job.admitted_at or job.started_at, self.now_ts), -job.id)
@@ -765,11 +769,30 @@ class _Pass(Explainer):
         for slot, count in plan:
             slot.free -= count * per
         self.cap.changed(key)
-        self.admitted[job.id] = Admission(job.id, plan_nodes(plan), borrowing)
+        self.admitted[job.id] = Admission(job.id, plan_nodes(plan), borrowing,
+                                          self.loan_of(job, key))
         self.account(job, key, job.demand)
         self.new_alloc[key] += job.demand
         if job.dims and self.cpu_free:
             self.take_cpu(job, self.admitted[job.id].placement)
+
+    def loan_of(self, job: JobView, key: str) -> int | None:
+        """The loan a job about to be admitted runs on: the pool's non-batch use with the
+        job, above its own grant (nominal minus the loans it borrows), falls in that loan's
+        units (stacked in ``PoolQuota.loans_in`` order; above them all: the last one)."""
+        quota = self.quota.get((job.tenant, job.pool))
+        loans = (quota.loans_in or {}).get(key, ()) if quota is not None else ()
+        if not loans or job.tier == Tier.BATCH:
+            return None
+        top = self.use_nb[(job.tenant, job.pool, key)] + job.demand
+        stacked = quota.nominal.get(key, 0) - sum(units for _id, units in loans) if quota else 0
+        if top <= stacked:
+            return None
+        for loan_id, units in loans:
+            stacked += units
+            if top <= stacked:
+                return loan_id
+        return loans[-1][0]
 
     def account(self, job: JobView, key: str, units: int) -> None:
         """Count a job that is admitted or promised room: its key and every dimension."""
@@ -863,7 +886,7 @@ class _Pass(Explainer):
             return False
         if TIER_RANK.get(victim.tier, 99) > TIER_RANK.get(job.tier, 99):
             return True
-        if victim.borrowing and self.pool_borrows(victim):
+        if (victim.borrowing or victim.loan_ended) and self.pool_borrows(victim):
             return True
         # the guarantee rule (step 3), for pools given a guarantee below their nominal
         # quota (above nominal, the borrowing rule above already applies)
@@ -878,7 +901,7 @@ class _Pass(Explainer):
                 and victim.tenant == job.tenant and victim.pool == job.pool
                 and victim.tier == job.tier and victim.priority < job.priority):
             return False
-        return not (victim.borrowing and self.pool_borrows(victim))
+        return not ((victim.borrowing or victim.loan_ended) and self.pool_borrows(victim))
 
     def pool_borrows(self, victim: JobView) -> bool:
         """Whether the victim's pool still uses more than its nominal quota (not counting
@@ -1092,6 +1115,11 @@ class _Pass(Explainer):
             return {"code": "jobs.preempt.priority",
                     "args": {"priority": job.priority, "theirs": victim.priority,
                              "resource": name}}
+        if victim.loan_ended and self.pool_borrows(victim):
+            return {"code": "jobs.preempt.loan_ended",
+                    "args": {"lender": victim.loan_lender, "resource": name,
+                             "tenant": job.tenant, "pool": text.pool(job.pool),
+                             "tier": text.tier(job.tier)}}
         if victim.borrowing:
             return {"code": "jobs.preempt.return_borrowed",
                     "args": {"resource": name, "tenant": job.tenant,

@@ -104,6 +104,15 @@ class JobView:
     priority: int = 0
     held: bool = False
     borrowing: bool = False
+    loan: int | None = None
+    """The quota loan (``tenants.QuotaLoan`` id) the job was admitted on: part of its pool's
+    use was above the pool's own grant and within what the pool borrows (marked at
+    admission by :func:`jobs.admission.decide`)."""
+    loan_lender: str = ""
+    """Who lent that loan ("tenant/pool"), for the preemption reason."""
+    loan_ended: bool = False
+    """That loan has ended (or expired): the job runs on quota its pool no longer has, so
+    a job that needs the room may reclaim it (with its tier's grace), as borrowed work."""
     placement: tuple[str, ...] = ()
     preempt_deadline: datetime | None = None
     gpu_shared: bool = False
@@ -165,6 +174,11 @@ class PoolQuota:
     idle capacity beyond ``ceiling`` (``tenants.demand.batch_ceiling``); None or a missing
     key: ``ceiling``. Non-batch jobs never count batch use against their quota: batch
     beyond the ceiling yields (is preempted first) to anyone within quota."""
+    loans_in: Mapping[str, tuple[tuple[int, int], ...]] | None = None
+    """Per key, the active loans the pool borrows, as (loan id, units), in the order they
+    stack on top of the pool's own grant (included in ``nominal``): a job admitted with
+    the pool's use above ``nominal`` minus all of them runs on the loan its top unit falls
+    in (:attr:`Admission.loan`)."""
 
 
 @dataclass(frozen=True)
@@ -209,6 +223,8 @@ class Admission:
     job_id: int
     placement: tuple[str, ...]
     borrowing: bool
+    loan: int | None = None
+    """The quota loan the job runs on (see :attr:`PoolQuota.loans_in`), None for none."""
 
 
 @dataclass(frozen=True)

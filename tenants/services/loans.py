@@ -26,6 +26,7 @@ from tenants.models import Pool, QuotaGrant, QuotaLoan, Tenant
 from tenants.services._common import _egress_cidrs, _schedule_pools
 from tenants.services.notify import notify
 from tenants.services.quota import parse_amounts
+from tenants.usage import in_use_by_pool
 
 
 def lent_out(pool: Pool, resource: str, *, statuses: tuple[str, ...] = (LoanStatus.ACTIVE,
@@ -68,6 +69,7 @@ def loan_propose(*, access: TenantAccess, actor: AnyUser, lender_pool: Pool, bor
         if value > available:
             raise Conflict(_("Only %(a)s of %(r)s can be lent (granted minus already lent).")
                            % {"a": api_decimal(available), "r": key}, field="amount")
+        _check_lender_use(lender_pool, key, available - value)
         loan = QuotaLoan.objects.create(lender=lender_pool, borrower=pool, resource=key,
                                         amount=value, ends_at=ends_at, note=note.strip(),
                                         proposed_by=actor)
@@ -95,6 +97,12 @@ def loan_decide(*, access: TenantAccess, actor: AnyUser, loan: QuotaLoan, accept
         if locked.status != LoanStatus.PROPOSED:
             raise Conflict(_("This loan was %(s)s already.")
                            % {"s": locked.get_status_display().lower()})
+        if accept:   # the lender's running work may have grown since the offer
+            granted = QuotaGrant.objects.select_for_update().filter(
+                pool=locked.lender, resource=locked.resource, superseded_at__isnull=True).first()
+            _check_lender_use(locked.lender, locked.resource,
+                              (granted.amount if granted else Decimal(0))
+                              - lent_out(locked.lender, locked.resource))
         locked.status = LoanStatus.ACTIVE if accept else LoanStatus.DECLINED
         locked.decided_by = actor
         locked.started_at = timezone.now() if accept else None
@@ -107,6 +115,18 @@ def loan_decide(*, access: TenantAccess, actor: AnyUser, loan: QuotaLoan, accept
         if accept:
             _schedule_pools([locked.lender_id, locked.borrower_id])
     return locked
+
+
+def _check_lender_use(lender_pool: Pool, key: str, left: Decimal) -> None:
+    """Refuse a loan that would leave the lender less quota than its jobs use now: the
+    lender's **in use** (``tenants.usage.in_use_by_pool``, what admission counts) must fit
+    in what it keeps (``left``: its grant minus everything it lends, this loan included)."""
+    used = in_use_by_pool([lender_pool]).get(lender_pool.pk, {}).get(key, Decimal(0))
+    if used > left:
+        raise Conflict(_("%(p)s uses %(u)s of %(r)s now and would keep only %(k)s: lend "
+                         "at most what its running jobs do not use.")
+                       % {"p": str(lender_pool), "u": api_decimal(used), "r": key,
+                          "k": api_decimal(max(left, Decimal(0)))}, field="amount")
 
 
 def loan_end(*, loan: QuotaLoan, actor: AnyUser | None = None,

@@ -575,6 +575,14 @@ def test_finance_closes_a_month_and_downloads_the_invoice(lang, new_page, settin
     row.locator("a", has_text=invoice.number).click()
     page.wait_for_url(f"**/t/acme/invoices/{invoice.pk}/")
     expect(page.locator("section.card h2").first).to_contain_text(invoice.number)
+    # the idle KPI of the invoice's month (issue 17): 24 billed GPU-hours of A100, no
+    # quota held and no utilisation measured, with its formula; nothing overflows the card
+    idle = page.locator("section#idle")
+    a100 = idle.locator(f'tr[data-model="{A100_PRICE["gpu_model"]}"]')
+    expect(a100.locator('[data-field="allocated_hours"]')).to_have_text("24")
+    expect(a100.locator('[data-field="quota_hours"]')).to_have_text("0")
+    expect(idle.locator("p.formula")).to_be_visible()
+    assert idle.evaluate("e => e.scrollWidth <= e.clientWidth + 1")
     shot(page, lang, "finance-invoice", doc=True, zh_doc=True)
     with page.expect_download() as info:
         page.locator("a.button", has_text=tr(lang, "Download PDF")).click()
