@@ -244,7 +244,9 @@ def month_lines(period: dt.date, tenant_ids: Iterable[int] | None = None,
     """Every tenant's invoice lines for the month of ``period``, from the ledger.
 
     GPU lines per card period and device kind; CPU and memory when the card prices them;
-    storage per StorageClass; egress; then the month's adjustments. Amounts are rounded
+    storage per StorageClass; egress per destination class (to the internet, other
+    regions, other zones, or unclassified; within the zone is free and has no line); then
+    the month's adjustments. Amounts are rounded
     per line (see billing.pricing).
     """
     sched = sched or schedule()
@@ -356,7 +358,8 @@ def month_lines(period: dt.date, tenant_ids: Iterable[int] | None = None,
                 price = (card.egress_price(destination) if card else None) or Decimal(0)
                 out[tenant_id].append(LineSpec(
                     kind=LineKind.EGRESS, resource=destination,
-                    text=_described(message(texts.LINE_EGRESS_TO[destination]), card, split),
+                    text=_described(message(texts.LINE_EGRESS_TO[EgressClass(destination)]),
+                                    card, split),
                     starts=a, ends=b, quantity=pricing.gib(sent), unit="GiB",
                     unit_price=price, amount=pricing.egress_amount(sent, price),
                     rate_card_id=card.pk if card else None))
