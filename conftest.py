@@ -163,3 +163,32 @@ def _each_test_starts_in_english():
 
     yield
     translation.deactivate()
+
+
+@pytest.fixture(autouse=True)
+def _issued_invoices_flushable(request):
+    """The database refuses to delete an issued invoice (triggers of
+    ``billing/migrations/0004_issued_invoices_immutable``). A transactional test (a live
+    server's) ends with a flush: Postgres' TRUNCATE fires no row triggers, SQLite's
+    DELETE does, so on SQLite the invoices are deleted first with the triggers dropped and
+    created again. Set up after ``transactional_db``, so torn down before its flush."""
+    if not {"transactional_db", "live_server"} & set(request.fixturenames):
+        yield
+        return
+    import importlib
+
+    from django.db import connection
+
+    request.getfixturevalue("transactional_db")
+    yield
+    if connection.vendor != "sqlite":
+        return
+    triggers = importlib.import_module("billing.migrations.0004_issued_invoices_immutable")
+    triggers.drop(connection)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("DELETE FROM billing_invoiceline")
+            cursor.execute("DELETE FROM billing_invoice WHERE credits_id IS NOT NULL")
+            cursor.execute("DELETE FROM billing_invoice")
+    finally:
+        triggers.create(connection)

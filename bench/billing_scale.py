@@ -130,7 +130,7 @@ def main() -> None:
         with transaction.atomic(), connection.cursor() as cursor:  # plain inserts (untimed)
             cursor.executemany(
                 "INSERT INTO jobs_jobtransition (job_id, from_state, to_state, reason, message,"
-                " at) VALUES (%s, %s, %s, %s, '', %s)",
+                " at) VALUES (%s, %s, %s, %s, '\"\"', %s)",  # message: JSON "" (no text)
                 [(r.job_id, r.from_state, r.to_state, r.reason, r.at) for r in rows])
     setup = time.perf_counter() - started
     print(f"setup: {args.tenants} tenants, {args.jobs} jobs, {intervals} running intervals, "

@@ -37,7 +37,8 @@ class StoragePriceInline(admin.TabularInline):
 
 @admin.register(RateCard)
 class RateCardAdmin(admin.ModelAdmin):
-    list_display = ["effective_from", "egress_gib", "cpu_core_hour", "memory_gib_hour",
+    list_display = ["effective_from", "egress_gib", "egress_region_gib", "egress_zone_gib",
+                    "cpu_core_hour", "memory_gib_hour",
                     "mig_pricing", "created_by"]
     inlines = [GpuPriceInline, StoragePriceInline]
 
@@ -83,7 +84,8 @@ class StorageSnapshotAdmin(ReadOnlyAdmin):
 
 @admin.register(EgressSample)
 class EgressSampleAdmin(ReadOnlyAdmin):
-    list_display = ["namespace", "pod", "at", "transmit_total", "transmit_delta"]
+    list_display = ["namespace", "pod", "destination", "at", "transmit_total", "transmit_delta"]
+    list_filter = ["destination"]
 
 
 @admin.register(MonthClose)

@@ -13,14 +13,29 @@ from billing.models import RateCard
 from core.forms import DecimalField
 
 
+def _number(widget_attrs: dict[str, str] | None = None) -> forms.NumberInput:
+    return forms.NumberInput(attrs={"step": "any", "inputmode": "decimal",
+                                    **(widget_attrs or {})})
+
+
 class RateCardForm(forms.Form):
     """The card-wide prices; the GPU and storage rows are :class:`GpuPriceFormSet` and
     :class:`StoragePriceFormSet` (one form per GPU model, one per StorageClass)."""
 
     effective_from = forms.DateField(label=gettext_lazy("Effective from"),
                                      widget=forms.DateInput(attrs={"type": "date"}))
-    egress_gib = DecimalField(label=gettext_lazy("Egress per GiB"), min_value=0, initial=0,
-                              decimal_places=6, max_digits=12)
+    # egress per GiB by destination; checked by billing.services.rate_card_errors (shown
+    # at the field); traffic within the zone is free
+    egress_gib = DecimalField(label=gettext_lazy("Egress to the internet per GiB"), initial=0,
+                              decimal_places=6, max_digits=12, widget=_number({"min": "0"}))
+    egress_region_gib = DecimalField(label=gettext_lazy("Egress to other regions per GiB"),
+                                     initial=0, decimal_places=6, max_digits=12,
+                                     widget=_number({"min": "0"}))
+    egress_zone_gib = DecimalField(
+        label=gettext_lazy("Egress to other zones per GiB"), initial=0, decimal_places=6,
+        max_digits=12, widget=_number({"min": "0"}),
+        help_text=gettext_lazy("Traffic within the zone, such as a job's own pod-to-pod "
+                               "traffic, is free."))
     cpu_core_hour = DecimalField(label=gettext_lazy("CPU core-hour (optional)"),
                                  required=False, min_value=0, decimal_places=6, max_digits=12)
     memory_gib_hour = DecimalField(label=gettext_lazy("Memory GiB-hour (optional)"),
@@ -33,15 +48,12 @@ class RateCardForm(forms.Form):
     @staticmethod
     def initial_from(card: RateCard | None) -> dict[str, Any]:
         if card is None:
-            return {"mig_pricing": MigPricing.MEMORY, "egress_gib": 0}
-        return {"egress_gib": card.egress_gib, "cpu_core_hour": card.cpu_core_hour,
+            return {"mig_pricing": MigPricing.MEMORY, "egress_gib": 0,
+                    "egress_region_gib": 0, "egress_zone_gib": 0}
+        return {"egress_gib": card.egress_gib, "egress_region_gib": card.egress_region_gib,
+                "egress_zone_gib": card.egress_zone_gib, "cpu_core_hour": card.cpu_core_hour,
                 "memory_gib_hour": card.memory_gib_hour, "mig_pricing": card.mig_pricing,
                 "note": ""}
-
-
-def _number(widget_attrs: dict[str, str] | None = None) -> forms.NumberInput:
-    return forms.NumberInput(attrs={"step": "any", "inputmode": "decimal",
-                                    **(widget_attrs or {})})
 
 
 class GpuPriceForm(forms.Form):

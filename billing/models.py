@@ -7,11 +7,15 @@
 * **Ledger**: GpuUsage (one row per job and day: running seconds and the job's devices,
   recomputed from the JobTransitions, keyed (job, day) so ingesting twice never counts
   twice), StorageSnapshot (a PVC's size from a moment on, keyed (uid, at)), EgressSample
-  (a pod's network counters at a moment and the bytes sent since the previous reading,
-  keyed (namespace, pod, at)).
+  (a pod's counter of bytes sent to one destination class at a moment and the bytes
+  sent since the previous reading, keyed (namespace, pod, destination, at)).
 * **Invoices**: one per tenant and month, a draft that is refreshed during the month and
   issued (numbered, immutable) when finance closes the month; corrections are credit
-  notes. Issued rows refuse ``save()``/``delete()`` and queryset updates/deletes.
+  notes. Issued rows refuse ``save()``/``delete()`` and queryset updates/deletes, and the
+  database refuses them too (triggers, ``migrations/0004_issued_invoices_immutable``):
+  an issued invoice's row and its lines are never updated or deleted, and no line is
+  added to it; the one change allowed is ``issued_by`` set to NULL when that user is
+  deleted (``on_delete=SET_NULL``).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from django.utils.translation import gettext_lazy as _
 from billing import pricing
 from billing.choices import InvoiceKind, InvoiceStatus, LineKind, MigPricing
 from billing.texts import unit
+from core.choices import EgressClass
 from core.texts import render
 
 
@@ -39,8 +44,14 @@ class RateCard(models.Model):
                                         decimal_places=6, null=True, blank=True)
     memory_gib_hour = models.DecimalField(_("price per memory GiB-hour"), max_digits=12,
                                           decimal_places=6, null=True, blank=True)
-    egress_gib = models.DecimalField(_("price per GiB of egress"), max_digits=12,
-                                     decimal_places=6, default=Decimal(0))
+    # egress per GiB by destination (core.choices.EgressClass); within the zone is free
+    egress_gib = models.DecimalField(_("price per GiB of egress to the internet"),
+                                     max_digits=12, decimal_places=6, default=Decimal(0))
+    egress_region_gib = models.DecimalField(_("price per GiB of egress to other regions"),
+                                            max_digits=12, decimal_places=6,
+                                            default=Decimal(0))
+    egress_zone_gib = models.DecimalField(_("price per GiB of egress to other zones"),
+                                          max_digits=12, decimal_places=6, default=Decimal(0))
     mig_pricing = models.CharField(_("MIG pricing"), max_length=8, choices=MigPricing.choices,
                                    default=MigPricing.MEMORY)
     note = models.TextField(_("note"), blank=True)
@@ -53,6 +64,17 @@ class RateCard(models.Model):
 
     def __str__(self) -> str:
         return f"rate card from {self.effective_from}"
+
+    #: the card's field that prices each destination class; in-cluster traffic is free
+    EGRESS_PRICE_FIELDS = {EgressClass.INTERNET: "egress_gib",
+                           EgressClass.UNCLASSIFIED: "egress_gib",
+                           EgressClass.CROSS_REGION: "egress_region_gib",
+                           EgressClass.CROSS_ZONE: "egress_zone_gib"}
+
+    def egress_price(self, destination: str) -> Decimal | None:
+        """Price per GiB sent to ``destination``; None: not billed (within the zone)."""
+        name = self.EGRESS_PRICE_FIELDS.get(EgressClass(destination))
+        return getattr(self, name) if name else None
 
 
 class GpuPrice(models.Model):
@@ -157,26 +179,30 @@ class StorageSnapshot(models.Model):
 
 
 class EgressSample(models.Model):
-    """A pod's network counters at ``at``; ``transmit_delta`` is what it sent since the
-    previous reading (ingress is free and only kept for reference)."""
+    """A pod's counter of bytes sent to one ``destination`` class at ``at``;
+    ``transmit_delta`` is what it sent there since the previous reading (ingress is free
+    and not recorded). Rows from before destinations were told apart are
+    ``unclassified``."""
 
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
     pool = models.ForeignKey("tenants.Pool", on_delete=models.CASCADE, related_name="+")
     namespace = models.CharField(max_length=253)
     pod = models.CharField(max_length=253)
+    destination = models.CharField(max_length=16, choices=EgressClass.choices,
+                                   default=EgressClass.UNCLASSIFIED)
     at = models.DateTimeField()
     transmit_total = models.BigIntegerField()
-    receive_total = models.BigIntegerField(default=0)
     transmit_delta = models.BigIntegerField()
 
     class Meta:
-        ordering = ["namespace", "pod", "at"]
-        constraints = [models.UniqueConstraint(fields=["namespace", "pod", "at"],
+        ordering = ["namespace", "pod", "destination", "at"]
+        constraints = [models.UniqueConstraint(fields=["namespace", "pod", "destination", "at"],
                                                name="billing_egress_sample_key")]
         indexes = [models.Index(fields=["tenant", "at"])]
 
     def __str__(self) -> str:
-        return f"{self.namespace}/{self.pod} +{self.transmit_delta} B at {self.at}"
+        return (f"{self.namespace}/{self.pod} +{self.transmit_delta} B {self.destination} "
+                f"at {self.at}")
 
 
 # --- invoices -----------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from billing.models import (
     StoragePrice,
     StorageSnapshot,
 )
+from core.choices import EgressClass
 from core.exceptions import ApplicationError
 from core.texts import StoredText, english, message
 from jobs.models import JobTransition
@@ -43,6 +44,10 @@ from tenants.choices import TenantStatus
 from tenants.models import QuotaGrant, QuotaLoan, Tenant, UsageDaily
 
 MIB = 1024**2
+#: egress destination classes in the order lines and drill-downs list them
+EGRESS_ORDER: list[str] = [EgressClass.INTERNET, EgressClass.CROSS_REGION,
+                           EgressClass.CROSS_ZONE, EgressClass.UNCLASSIFIED,
+                           EgressClass.IN_CLUSTER]
 
 
 def tz() -> dt.tzinfo:
@@ -239,7 +244,9 @@ def month_lines(period: dt.date, tenant_ids: Iterable[int] | None = None,
     """Every tenant's invoice lines for the month of ``period``, from the ledger.
 
     GPU lines per card period and device kind; CPU and memory when the card prices them;
-    storage per StorageClass; egress; then the month's adjustments. Amounts are rounded
+    storage per StorageClass; egress per destination class (to the internet, other
+    regions, other zones, or unclassified; within the zone is free and has no line); then
+    the month's adjustments. Amounts are rounded
     per line (see billing.pricing).
     """
     sched = sched or schedule()
@@ -335,20 +342,24 @@ def month_lines(period: dt.date, tenant_ids: Iterable[int] | None = None,
             amount=pricing.storage_amount(byte_seconds, month_seconds, price or Decimal(0)),
             rate_card_id=card_id))
 
-    # egress: bytes sent, per card period
+    # egress: bytes sent per card period and destination class, one line per class
+    # (resource: the class); traffic within the zone is free and has no line
     for card, a, b in periods:
-        samples = EgressSample.objects.filter(at__gte=ledger.local_midnight(a, tz()),
-                                              at__lt=ledger.local_midnight(b, tz()))
+        samples = EgressSample.objects.filter(
+            at__gte=ledger.local_midnight(a, tz()), at__lt=ledger.local_midnight(b, tz()),
+            destination__in=list(texts.LINE_EGRESS_TO))
         if ids is not None:
             samples = samples.filter(tenant_id__in=ids)
-        price = card.egress_gib if card else Decimal(0)
-        for tenant_id, sent in samples.values("tenant_id").annotate(
-                sent=Sum("transmit_delta")).values_list("tenant_id", "sent").order_by(
-                "tenant_id"):
+        sent_by = samples.values("tenant_id", "destination").annotate(
+            sent=Sum("transmit_delta")).values_list("tenant_id", "destination", "sent")
+        for tenant_id, destination, sent in sorted(
+                sent_by, key=lambda r: (r[0], EGRESS_ORDER.index(r[1]))):
             if sent:
+                price = (card.egress_price(destination) if card else None) or Decimal(0)
                 out[tenant_id].append(LineSpec(
-                    kind=LineKind.EGRESS,
-                    text=_described(message(texts.LINE_EGRESS), card, split),
+                    kind=LineKind.EGRESS, resource=destination,
+                    text=_described(message(texts.LINE_EGRESS_TO[EgressClass(destination)]),
+                                    card, split),
                     starts=a, ends=b, quantity=pricing.gib(sent), unit="GiB",
                     unit_price=price, amount=pricing.egress_amount(sent, price),
                     rate_card_id=card.pk if card else None))
@@ -397,6 +408,9 @@ class LineDetail:
     quantity: Decimal
     amount: Decimal
     job_id: int | None = None
+    #: egress lines: the pod's GiB to every destination class in the line's days,
+    #: [(class, GiB)] in EGRESS_ORDER (the free ones included)
+    destinations: tuple[tuple[EgressClass, Decimal], ...] = ()
 
 
 def line_details(line: InvoiceLine) -> list[LineDetail]:
@@ -443,13 +457,25 @@ def line_details(line: InvoiceLine) -> list[LineDetail]:
                     amount=pricing.storage_amount(bs, month_seconds, line.unit_price)))
         return sorted(details, key=lambda d: -d.quantity)
     if line.kind == LineKind.EGRESS:
-        pods = EgressSample.objects.filter(
-            tenant_id=invoice.tenant_id, at__gte=ledger.local_midnight(line.starts, tz()),
-            at__lt=ledger.local_midnight(line.ends, tz())).values("namespace", "pod").annotate(
-            sent=Sum("transmit_delta")).order_by("-sent").values_list("namespace", "pod", "sent")
-        return [LineDetail(label=f"{ns}/{pod}", quantity=pricing.gib(sent),
-                           amount=pricing.egress_amount(sent, line.unit_price))
-                for ns, pod, sent in pods if sent]
+        # the line's class (every class for a line of one price, written before classes)
+        sent: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        for ns, pod, destination, total in EgressSample.objects.filter(
+                tenant_id=invoice.tenant_id, at__gte=ledger.local_midnight(line.starts, tz()),
+                at__lt=ledger.local_midnight(line.ends, tz())).values(
+                "namespace", "pod", "destination").annotate(s=Sum("transmit_delta")).values_list(
+                "namespace", "pod", "destination", "s"):
+            sent[(ns, pod)][destination] += int(total or 0)
+        details = []
+        for (ns, pod), classes in sent.items():
+            billed = (classes.get(line.resource, 0) if line.resource
+                      else sum(classes.values()))
+            if billed:
+                details.append(LineDetail(
+                    label=f"{ns}/{pod}", quantity=pricing.gib(billed),
+                    amount=pricing.egress_amount(billed, line.unit_price),
+                    destinations=tuple((EgressClass(c), pricing.gib(classes[c]))
+                                       for c in EGRESS_ORDER if classes.get(c))))
+        return sorted(details, key=lambda d: (-d.quantity, d.label))
     return []
 
 

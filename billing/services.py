@@ -49,6 +49,7 @@ from billing.models import (
     StorageSnapshot,
 )
 from billing.recommend import IdleRule, recommend_gpu_quota
+from core.choices import EgressClass
 from core.exceptions import ApplicationError, Conflict, NotAllowed
 from core.texts import english, message
 from jobs.choices import JobState
@@ -96,13 +97,30 @@ def _first(exc: ValidationError) -> dict[str, str]:
     return {name: str(msgs[0]) for name, msgs in exc.message_dict.items() if msgs}
 
 
-def rate_card_errors(*, gpus: Iterable[Mapping], storage: Iterable[Mapping] = ()
-                     ) -> dict[str, str]:
+EGRESS_PRICE_FIELDS = ("egress_gib", "egress_region_gib", "egress_zone_gib")
+
+
+def rate_card_errors(*, gpus: Iterable[Mapping], storage: Iterable[Mapping] = (),
+                     egress: Mapping[str, Any] | None = None) -> dict[str, str]:
     """Every problem of a rate card's price rows, keyed ``gpus-<i>-<field>`` and
-    ``storage-<i>-<field>`` (the page's formset names; the API returns the same keys).
+    ``storage-<i>-<field>`` (the page's formset names; the API returns the same keys),
+    and of its egress prices per destination class (``egress``: ``egress_gib`` to the
+    internet, ``egress_region_gib``, ``egress_zone_gib``; keyed by those names).
     The one validation of a rate card's rows: the page and the API both get it from
     :func:`rate_card_create`. Writes nothing."""
     errors: dict[str, str] = {}
+    egress = dict(egress or {})
+    for name in sorted(set(egress) - set(EGRESS_PRICE_FIELDS)):
+        errors[name] = _("Unknown field.")
+    prices = {name: egress[name] for name in EGRESS_PRICE_FIELDS if name in egress}
+    try:
+        RateCard(**prices).clean_fields(
+            exclude=[f.name for f in RateCard._meta.fields if f.name not in prices])
+    except ValidationError as exc:
+        errors.update(_first(exc))
+    for name, value in prices.items():
+        if name not in errors and (value is None or Decimal(value) < 0):
+            errors[name] = _("Enter zero or more.")
     seen: set[str] = set()
     for i, row in enumerate(gpus):
         key = f"gpus-{i}-"
@@ -164,13 +182,18 @@ def rate_card_errors(*, gpus: Iterable[Mapping], storage: Iterable[Mapping] = ()
 
 def rate_card_create(*, actor: AnyUser, effective_from: dt.date, gpus: Iterable[Mapping],
                      storage: Iterable[Mapping] = (), egress_gib: Decimal = Decimal(0),
+                     egress_region_gib: Decimal = Decimal(0),
+                     egress_zone_gib: Decimal = Decimal(0),
                      cpu_core_hour: Decimal | None = None,
                      memory_gib_hour: Decimal | None = None,
                      mig_pricing: str = MigPricing.MEMORY, note: str = "") -> RateCard:
     """A new rate card from ``effective_from`` (00:00 local). Never in a closed month; a
     card in effect is never edited, a new one replaces it from its day. A problem with a
     price row is an ApplicationError whose ``extra["errors"]`` names every field
-    (:func:`rate_card_errors`); nothing is written then."""
+    (:func:`rate_card_errors`); nothing is written then. Egress is priced per GiB by
+    destination: ``egress_gib`` to the internet (and every byte of a source that cannot
+    tell destinations apart), ``egress_region_gib`` to other regions, ``egress_zone_gib``
+    to other zones; traffic within the zone is free."""
     require_platform_admin(actor)
     _require_open(effective_from)
     if MigPricing(mig_pricing) is None:  # pragma: no cover - ValueError first
@@ -180,14 +203,16 @@ def rate_card_create(*, actor: AnyUser, effective_from: dt.date, gpus: Iterable[
     storage = list(storage)
     if not gpus:
         raise ApplicationError(_("Price at least one GPU model."), field="gpus")
-    errors = rate_card_errors(gpus=gpus, storage=storage)
+    egress = {"egress_gib": egress_gib, "egress_region_gib": egress_region_gib,
+              "egress_zone_gib": egress_zone_gib}
+    errors = rate_card_errors(gpus=gpus, storage=storage, egress=egress)
     if errors:
         first = next(iter(errors))
         raise ApplicationError(errors[first], field=first, extra={"errors": errors})
     with transaction.atomic():
         try:
             card = RateCard.objects.create(
-                effective_from=effective_from, egress_gib=egress_gib,
+                effective_from=effective_from, **egress,
                 cpu_core_hour=cpu_core_hour or None, memory_gib_hour=memory_gib_hour or None,
                 mig_pricing=mig_pricing, note=note, created_by=actor)
         except IntegrityError:
@@ -344,31 +369,34 @@ def storage_snapshots_record(*, now: dt.datetime | None = None) -> int:
     return len(rows)
 
 
-def egress_record(*, readings: Mapping[tuple[str, str], tuple[int, int]],
-                  at: dt.datetime) -> int:
-    """Record one reading of every pod's network counters (transmit, receive totals).
+def egress_record(*, readings: Mapping[tuple[str, str, str], int], at: dt.datetime) -> int:
+    """Record one reading of every pod's egress counters: (namespace, pod, destination
+    class) -> bytes sent there so far (``k8s_sync.metrics.pod_egress_bytes``).
 
-    The bytes sent since each pod's previous reading are stored with it (a counter below
-    the previous reading was reset: only the new value counts). Keyed on (namespace,
-    pod, at): recording the same reading twice adds nothing. Pods outside tenant
-    namespaces are ignored.
+    The bytes sent since the previous reading of the same pod and class are stored with
+    it (a counter below the previous reading was reset: only the new value counts).
+    Keyed on (namespace, pod, destination, at): recording the same reading twice adds
+    nothing. Pods outside tenant namespaces and unknown classes are ignored.
     """
     pools = _pools_by_namespace()
-    keys = [k for k in readings if k[0] in pools]
+    keys = [k for k in readings if k[0] in pools and k[2] in EgressClass.values]
     if not keys:
         return 0
-    previous: dict[tuple[str, str], int] = {}
-    for ns, pod, total in EgressSample.objects.filter(
-            namespace__in={k[0] for k in keys}, pod__in={k[1] for k in keys}, at__lt=at
-    ).order_by("namespace", "pod", "at").values_list("namespace", "pod", "transmit_total"):
-        previous[(ns, pod)] = total
+    namespaces, pods = {k[0] for k in keys}, {k[1] for k in keys}
+    earlier = EgressSample.objects.filter(namespace__in=namespaces, pod__in=pods, at__lt=at)
+    last = earlier.values("namespace", "pod", "destination").annotate(last=Max("at"))
+    previous: dict[tuple[str, str, str], int] = {}
+    for ns, pod, destination, total in earlier.filter(
+            at__in={row["last"] for row in last}).values_list(
+            "namespace", "pod", "destination", "transmit_total").order_by("at"):
+        previous[(ns, pod, destination)] = total
     rows = []
     for key in keys:
-        tx, rx = readings[key]
         pool = pools[key[0]]
+        total = int(readings[key])
         rows.append(EgressSample(tenant_id=pool.tenant_id, pool=pool, namespace=key[0],
-                                 pod=key[1], at=at, transmit_total=tx, receive_total=rx,
-                                 transmit_delta=ledger.counter_delta(previous.get(key), tx)))
+                                 pod=key[1], destination=key[2], at=at, transmit_total=total,
+                                 transmit_delta=ledger.counter_delta(previous.get(key), total)))
     EgressSample.objects.bulk_create(rows, ignore_conflicts=True)
     return len(rows)
 

@@ -26,11 +26,12 @@ def ingest_ledger() -> int:
 
 @shared_task(name="billing.record_egress", queue="billing")
 def record_egress() -> int:
-    """One reading of every pod's network counters from the metrics source. Not configured
-    (no Prometheus, nothing to scrape): nothing is recorded; a transient outage is logged
-    and the next reading catches up (the counters are cumulative)."""
+    """One reading of every pod's egress counters by destination, from the metric family
+    ``TRAINYARD_EGRESS_METRICS`` names. Not configured (no Prometheus, nothing to scrape,
+    an unknown family): nothing is recorded; a transient outage is logged and the next
+    reading catches up (the counters are cumulative)."""
     try:
-        readings = MetricsSource.from_settings().pod_network_bytes()
+        readings = MetricsSource.from_settings().pod_egress_bytes()
     except MetricsUnavailable as exc:
         log.info("egress not recorded: %s", exc)
         return 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from django.utils.translation import gettext_lazy as _
 
+from core.choices import EgressClass
 from core.texts import register
 
 # --- invoice lines ------------------------------------------------------------------------
@@ -26,7 +27,20 @@ LINE_NO_RATE_CARD = register("billing.line.no_rate_card", _("no rate card in eff
 LINE_CPU = register("billing.line.cpu", _("CPU core-hours"))
 LINE_MEMORY = register("billing.line.memory", _("Memory GiB-hours"))
 LINE_STORAGE = register("billing.line.storage", _("Storage %(cls)s"))
-LINE_EGRESS = register("billing.line.egress", _("Egress"))
+LINE_EGRESS = register("billing.line.egress", _("Egress"))  # lines of one price for every byte
+# one line per destination class (core.choices.EgressClass); within the zone is free
+LINE_EGRESS_TO = {
+    EgressClass.INTERNET: register("billing.line.egress.internet",
+                                   _("Egress to the internet")),
+    EgressClass.CROSS_REGION: register("billing.line.egress.cross_region",
+                                       _("Egress to other regions")),
+    EgressClass.CROSS_ZONE: register("billing.line.egress.cross_zone",
+                                     _("Egress to other zones")),
+    EgressClass.UNCLASSIFIED: register(
+        "billing.line.egress.unclassified",
+        _("Egress, every byte sent (the metrics do not tell destinations apart; priced as "
+          "the internet)")),
+}
 LINE_CREDIT = register("billing.line.credit", _("Credit for %(number)s: %(reason)s"))
 # wrappers around a line's text (``what``): split months and missing prices
 PRICES_FROM = register("billing.line.prices_from", _("%(what)s (prices from %(day)s)"))

@@ -31,3 +31,20 @@ class PoolKind(models.TextChoices):
 
     PROD = "prod", _("Production")
     DEV = "dev", _("Development")
+
+
+
+class EgressClass(models.TextChoices):
+    """Where a pod's traffic went, as the network metrics tell it apart (OpenCost's
+    network-costs daemonset: ``internet``, ``sameRegion``, ``sameZone``). ``k8s_sync.metrics``
+    classifies the counters, ``billing`` stores and prices them: the internet and the
+    other zones and regions have a price per GiB on the rate card, traffic within the zone
+    (a job's own pod-to-pod traffic, NCCL all-reduce) is free. ``UNCLASSIFIED`` is every
+    byte a pod sent, from a source that cannot tell destinations apart (cAdvisor's
+    ``container_network_transmit_bytes_total``); it is priced as the internet."""
+
+    INTERNET = "internet", _("to the internet")
+    CROSS_REGION = "cross_region", _("to other regions")
+    CROSS_ZONE = "cross_zone", _("to other zones")
+    IN_CLUSTER = "in_cluster", _("within the zone (in the cluster, free)")
+    UNCLASSIFIED = "unclassified", _("all traffic sent (destination unknown)")

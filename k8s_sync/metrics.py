@@ -18,6 +18,18 @@ same for ``pod`` and ``container``. GPU utilisation is ``DCGM_FI_DEV_GPU_UTIL`` 
 whole cards and ``100 * DCGM_FI_PROF_GR_ENGINE_ACTIVE`` for MIG instances (where
 GPU_UTIL is not supported) or wherever GPU_UTIL is missing.
 
+Egress (what billing charges for) comes from the metric family
+``TRAINYARD_EGRESS_METRICS`` names (:data:`EGRESS_FAMILIES`):
+
+* ``network-costs`` (default): the OpenCost/Kubecost network-costs daemonset's
+  ``kubecost_pod_network_egress_bytes_total``, one counter per pod and destination class,
+  labelled ``internet``, ``sameRegion`` and ``sameZone`` (``same_region``/``same_zone`` in
+  OpenCost's newer spelling; the pod in ``pod_name``, its namespace in ``namespace``).
+  :func:`egress_class` reads the labels: traffic within the zone, a job's own pod-to-pod
+  traffic among them, is ``in_cluster``;
+* ``cadvisor``: ``container_network_transmit_bytes_total``, every byte a pod sent
+  (``unclassified``: the cluster's own traffic included).
+
 Errors: every failure (no endpoint configured, connection error, timeout, non-2xx
 status, a Prometheus ``"status": "error"`` envelope, unparsable text) raises
 :class:`MetricsUnavailable`, a :class:`k8s_sync.client.K8sError`. Its ``transient`` flag
@@ -45,17 +57,21 @@ import yaml
 from django.conf import settings
 from prometheus_client.parser import text_string_to_metric_families
 
+from core.choices import EgressClass
 from k8s_sync.client import ClusterConfig, K8sError, from_django_settings
 
 __all__ = [
     "DCGM_METRICS",
+    "EGRESS_FAMILIES",
     "NETWORK_METRICS",
     "GpuSample",
     "MetricsSnapshot",
     "MetricsSource",
     "MetricsUnavailable",
     "cluster_base_url",
+    "egress_class",
     "gpu_samples",
+    "pod_egress_bytes",
     "pod_network_bytes",
 ]
 
@@ -67,6 +83,10 @@ DCGM_METRICS = (GPU_UTIL, FB_USED, FB_FREE, GR_ENGINE_ACTIVE)
 NET_TX = "container_network_transmit_bytes_total"
 NET_RX = "container_network_receive_bytes_total"
 NETWORK_METRICS = (NET_TX, NET_RX)
+NET_EGRESS = "kubecost_pod_network_egress_bytes_total"
+#: The metric families egress can be billed from (``TRAINYARD_EGRESS_METRICS``).
+EGRESS_FAMILIES = {"network-costs": NET_EGRESS, "cadvisor": NET_TX}
+_EGRESS_LABELS = ("internet", "sameRegion", "same_region", "sameZone", "same_zone")
 
 # Label variants, most specific first: the first one *present* wins (even when empty, so
 # an idle GPU's exported_pod="" is not mistaken for the exporter's own pod label).
@@ -270,6 +290,27 @@ class MetricsSource:
             return _network(series)
         return _network(self._scrape_series(NETWORK_METRICS))
 
+    def pod_egress_bytes(self, family: str | None = None
+                         ) -> dict[tuple[str, str, str], int]:
+        """(namespace, pod, destination class) -> bytes sent, a counter (see the module
+        docstring), from ``family`` (default: ``TRAINYARD_EGRESS_METRICS``). An unknown
+        family is a :class:`MetricsUnavailable` that is not transient."""
+        family = family or getattr(settings, "TRAINYARD_EGRESS_METRICS", "") or "network-costs"
+        name = EGRESS_FAMILIES.get(family)
+        if name is None:
+            raise MetricsUnavailable(None, "NotConfigured",
+                                     f"unknown egress metric family {family!r}; one of "
+                                     f"{', '.join(EGRESS_FAMILIES)}", transient=False)
+        if not self.prometheus_url:
+            return _egress(self._scrape_series([name]))
+        by = "namespace, pod, exported_namespace, exported_pod"
+        if name == NET_EGRESS:
+            q = (f"sum by ({by}, pod_name, k8s_namespace_name, {', '.join(_EGRESS_LABELS)}) "
+                 f"({name})")
+        else:
+            q = f'sum by ({by}) ({name}{{pod!="",interface!="lo"}})'
+        return _egress([(name, labels, value) for _, labels, value in self._query_series(q)])
+
     def snapshot(self) -> MetricsSnapshot:
         """GPU samples and network counters; one HTTP round trip per endpoint when scraping."""
         if self.prometheus_url:
@@ -422,12 +463,53 @@ def _network(series: Iterable[tuple[str, dict[str, str], float]]
     return {key: (tx, rx) for key, (tx, rx) in acc.items()}
 
 
+def egress_class(labels: Mapping[str, str]) -> EgressClass:
+    """The destination class of a network-costs series from its labels: ``internet``
+    true, else ``sameRegion`` false (other regions), else ``sameZone`` false (other
+    zones), else within the zone; a series with none of these labels is unclassified."""
+    if not any(key in labels for key in _EGRESS_LABELS):
+        return EgressClass.UNCLASSIFIED
+    if labels.get("internet", "").lower() == "true":
+        return EgressClass.INTERNET
+    if _first(labels, ("sameRegion", "same_region")).lower() == "false":
+        return EgressClass.CROSS_REGION
+    if _first(labels, ("sameZone", "same_zone")).lower() == "false":
+        return EgressClass.CROSS_ZONE
+    return EgressClass.IN_CLUSTER
+
+
+def _egress(series: Iterable[tuple[str, dict[str, str], float]]
+            ) -> dict[tuple[str, str, str], int]:
+    acc: dict[tuple[str, str, str], int] = {}
+    for name, labels, value in series:
+        if not _finite(value) or name not in EGRESS_FAMILIES.values():
+            continue
+        if name == NET_TX:
+            if labels.get("interface") == "lo":
+                continue
+            destination = EgressClass.UNCLASSIFIED
+        else:
+            destination = egress_class(labels)
+        namespace = _first(labels, (*_NAMESPACE_KEYS, "k8s_namespace_name"))
+        pod = _first(labels, _POD_KEYS)
+        if not pod or not namespace:
+            continue
+        key = (namespace, pod, str(destination))
+        acc[key] = acc.get(key, 0) + int(value)
+    return acc
+
+
 # --- module-level convenience --------------------------------------------------------------
 
 
 def gpu_samples() -> list[GpuSample]:
     """:meth:`MetricsSource.gpu_samples` of the source configured in settings."""
     return MetricsSource.from_settings().gpu_samples()
+
+
+def pod_egress_bytes(family: str | None = None) -> dict[tuple[str, str, str], int]:
+    """:meth:`MetricsSource.pod_egress_bytes` of the source configured in settings."""
+    return MetricsSource.from_settings().pod_egress_bytes(family)
 
 
 def pod_network_bytes() -> dict[tuple[str, str], tuple[int, int]]:

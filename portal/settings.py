@@ -373,6 +373,12 @@ PROMETHEUS_TOKEN = env_secret("PROMETHEUS_TOKEN", "") or ""
 TRAINYARD_DCGM_URLS = env_list("TRAINYARD_DCGM_URLS", [])
 TRAINYARD_METRICS_SOURCE_TIMEOUT = env_float("TRAINYARD_METRICS_SOURCE_TIMEOUT", 5.0,
                                              minimum=0.1)
+# Which metric family egress is billed from (k8s_sync.metrics.EGRESS_FAMILIES):
+# "network-costs" (OpenCost/Kubecost network-costs daemonset,
+# kubecost_pod_network_egress_bytes_total by destination: only traffic leaving the zone
+# is billed) or "cadvisor" (container_network_transmit_bytes_total: every byte sent,
+# in-cluster traffic included, priced as the internet).
+TRAINYARD_EGRESS_METRICS = env_str("TRAINYARD_EGRESS_METRICS", "network-costs")
 # /metrics is served to a bearer token or to clients in the allow-list (IPs or CIDRs);
 # with neither set it answers 404.
 TRAINYARD_METRICS_TOKEN = env_secret("TRAINYARD_METRICS_TOKEN", "") or ""

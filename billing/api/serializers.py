@@ -66,6 +66,7 @@ class RateCardSerializer(serializers.ModelSerializer):
     class Meta:
         model = RateCard
         fields = ["id", "effective_from", "cpu_core_hour", "memory_gib_hour", "egress_gib",
+                  "egress_region_gib", "egress_zone_gib",
                   "mig_pricing", "note", "gpu_prices", "storage_prices"]
 
 
@@ -73,8 +74,14 @@ class RateCardInput(serializers.Serializer):
     effective_from = serializers.DateField()
     gpus = GpuPriceSerializer(many=True)
     storage = StoragePriceSerializer(many=True, required=False, default=list)
-    egress_gib = serializers.DecimalField(max_digits=12, decimal_places=6, min_value=0,
-                                          default=0)
+    # per GiB by destination (within the zone is free); billing.services.rate_card_errors
+    # checks them
+    egress_gib = serializers.DecimalField(max_digits=12, decimal_places=6, default=0,
+                                          help_text="per GiB sent to the internet")
+    egress_region_gib = serializers.DecimalField(max_digits=12, decimal_places=6, default=0,
+                                                 help_text="per GiB sent to other regions")
+    egress_zone_gib = serializers.DecimalField(max_digits=12, decimal_places=6, default=0,
+                                               help_text="per GiB sent to other zones")
     cpu_core_hour = serializers.DecimalField(max_digits=12, decimal_places=6, min_value=0,
                                              required=False, allow_null=True, default=None)
     memory_gib_hour = serializers.DecimalField(max_digits=12, decimal_places=6, min_value=0,

@@ -68,14 +68,19 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
     @action(detail=True, methods=["get"], url_path=r"lines/(?P<line_id>\d+)/details")
     def line_details(self, request: Request, tenant_slug: str, pk: str,
                      line_id: str) -> Response:
-        """The jobs (or volumes, pods) behind one line."""
+        """The jobs (or volumes, pods) behind one line; an egress line's pods also give
+        their GiB sent to every destination class (``gib_by_destination``)."""
         invoice = self.get_object()
         line = InvoiceLine.objects.filter(invoice=invoice, pk=line_id).select_related(
             "invoice").first()
         if line is None:
             raise NotFound
         return Response([{"label": d.label, "job_id": d.job_id, "quantity": format(d.quantity, "f"),
-                          "amount": format(d.amount, "f")} for d in selectors.line_details(line)])
+                          "amount": format(d.amount, "f"),
+                          **({"gib_by_destination": {str(c): format(g, "f")
+                                                     for c, g in d.destinations}}
+                             if d.destinations else {})}
+                         for d in selectors.line_details(line)])
 
     @extend_schema(responses={200: dict})
     @action(detail=False, methods=["get"])

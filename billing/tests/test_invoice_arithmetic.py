@@ -11,6 +11,7 @@ from billing import selectors, services
 from billing.choices import LineKind
 from billing.models import EgressSample, GpuUsage, Invoice, StorageSnapshot
 from billing.tests.conftest import A100, A100_PRICE, at, make_job, run
+from core.texts import english
 from k8s_sync.models import ObservedPVC
 
 NOV = dt.date(2026, 11, 1)
@@ -108,16 +109,27 @@ def test_storage_resized_mid_month(tenant_a, rate_card):
 
 def test_egress_from_counter_deltas_with_reset_and_replay(tenant_a, tenant_b, rate_card):
     ns = tenant_a.pools.get(kind="prod").namespace
-    key = (ns, "llama-master-0")
-    services.egress_record(readings={key: (1 * GIB, 50 * GIB), ("kube-system", "x"): (GIB, 0)},
+    key, peers = (ns, "llama-master-0", "internet"), (ns, "llama-master-0", "in_cluster")
+    zone = (ns, "llama-master-0", "cross_zone")
+    services.egress_record(readings={key: 1 * GIB, peers: 50 * GIB,
+                                     ("kube-system", "x", "internet"): GIB,
+                                     (ns, "llama-master-0", "bogus"): GIB},
                            at=at("2026-11-05", "00:00"))
-    services.egress_record(readings={key: (3 * GIB, 90 * GIB)}, at=at("2026-11-05", "01:00"))
-    services.egress_record(readings={key: (3 * GIB, 90 * GIB)}, at=at("2026-11-05", "01:00"))
-    services.egress_record(readings={key: (GIB // 2, 0)}, at=at("2026-11-05", "02:00"))  # reset
-    assert EgressSample.objects.count() == 3
-    # 1 + 2 + 0.5 = 3.5 GiB x 0.08 = 0.28; ingress (receive) is free
-    assert amounts(lines_of(tenant_a, NOV)) == [(Decimal("3.5"), Decimal("0.08"),
-                                                 Decimal("0.28"))]
+    services.egress_record(readings={key: 3 * GIB, peers: 90 * GIB, zone: 2 * GIB},
+                           at=at("2026-11-05", "01:00"))
+    services.egress_record(readings={key: 3 * GIB, peers: 90 * GIB},
+                           at=at("2026-11-05", "01:00"))
+    services.egress_record(readings={key: GIB // 2, peers: 95 * GIB},
+                           at=at("2026-11-05", "02:00"))  # reset of the internet counter
+    assert EgressSample.objects.count() == 7
+    # internet 1 + 2 + 0.5 = 3.5 GiB x 0.08 = 0.28; other zones 2 GiB at this card's 0;
+    # the 95 GiB within the zone are free and have no line
+    lines = lines_of(tenant_a, NOV)
+    assert [(line.resource, line.quantity, line.unit_price, line.amount) for line in lines] == [
+        ("internet", Decimal("3.5"), Decimal("0.08"), Decimal("0.28")),
+        ("cross_zone", Decimal("2"), Decimal("0"), Decimal("0.00"))]
+    assert [english(line.text) for line in lines] == ["Egress to the internet",
+                                                      "Egress to other zones"]
     assert lines_of(tenant_b, NOV) == []
 
 
@@ -185,7 +197,8 @@ def test_drill_down_of_storage_and_egress_lines(tenant_a, rate_card, finance_use
         storage_class="fast-ssd", requested_bytes=30 * GIB, created_at=at("2026-10-01"),
         observed_at=at("2026-10-01"))
     services.storage_snapshots_record(now=at("2026-10-01", "00:01"))
-    services.egress_record(readings={(pool.namespace, "web-0"): (2 * GIB, 0)},
+    services.egress_record(readings={(pool.namespace, "web-0", "internet"): 2 * GIB,
+                                     (pool.namespace, "web-0", "in_cluster"): 40 * GIB},
                            at=at("2026-10-09"))
     services.month_close(actor=finance_user, period=OCT, now=at("2026-11-01", "01:00"))
     invoice = Invoice.objects.get(tenant=tenant_a, period=OCT)
@@ -195,3 +208,4 @@ def test_drill_down_of_storage_and_egress_lines(tenant_a, rate_card, finance_use
     assert volume.label == f"{pool.namespace}/data" and volume.quantity == Decimal("30")
     [pod] = selectors.line_details(egress)
     assert pod.label == f"{pool.namespace}/web-0" and pod.amount == Decimal("0.16")
+    assert pod.destinations == (("internet", Decimal("2")), ("in_cluster", Decimal("40")))

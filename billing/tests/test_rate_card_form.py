@@ -119,3 +119,41 @@ def test_mig_with_no_memory_known_says_why_and_the_page_warns(tenant_a, platform
     assert line.amount == 0 and "card memory" in line.description
     page = login(platform_admin).get(URL).content.decode()
     assert f'data-mig-warning="{A100}"' in page
+
+
+def test_egress_prices_per_destination_checked_by_the_service(page_values, api,
+                                                              platform_admin):
+    """The internet, other regions and other zones each have a price per GiB; the
+    service's check is shown at the field on the page and named alike by the API."""
+    errors = services.rate_card_errors(gpus=[A100_PRICE], egress={
+        "egress_gib": Decimal("0.08"), "egress_region_gib": Decimal("-0.01"),
+        "egress_zone_gib": Decimal("1234567.5"), "egress_moon_gib": Decimal(1)})
+    assert set(errors) == {"egress_region_gib", "egress_zone_gib", "egress_moon_gib"}
+    assert errors["egress_region_gib"] == "Enter zero or more."
+    client, values = page_values
+    response = client.post(URL, {**values, "effective_from": "2030-01-01", **_row(),
+                                 "egress_zone_gib": "-1"})
+    page = response.content.decode()
+    assert response.status_code == 400
+    assert 'data-field="egress_zone_gib"' in page and "Enter zero or more." in page
+    assert not RateCard.objects.exists()
+    payload = {"effective_from": "2030-01-01", "egress_region_gib": "-0.5",
+               "gpus": [{k: str(v) for k, v in A100_PRICE.items()}]}
+    refused = api(platform_admin).post("/api/v1/billing/rate-cards/", payload, format="json")
+    assert refused.status_code == 400 and refused.json()["field"] == "egress_region_gib"
+    assert not RateCard.objects.exists()
+    response = client.post(URL, {**values, "effective_from": "2030-01-01", **_row(),
+                                 "egress_gib": "0.09", "egress_region_gib": "0.02",
+                                 "egress_zone_gib": "0.01"})
+    assert response.status_code == 302
+    card = RateCard.objects.get()
+    assert (card.egress_gib, card.egress_region_gib, card.egress_zone_gib) == (
+        Decimal("0.09"), Decimal("0.02"), Decimal("0.01"))
+    assert [card.egress_price(c) for c in ("internet", "cross_region", "cross_zone",
+                                           "in_cluster", "unclassified")] == [
+        Decimal("0.09"), Decimal("0.02"), Decimal("0.01"), None, Decimal("0.09")]
+    shown = client.get(URL).content.decode()
+    assert "data-egress-prices" in shown and "0.01" in shown
+    listed = api(platform_admin).get("/api/v1/billing/rate-cards/").json()
+    first = (listed["results"] if isinstance(listed, dict) else listed)[0]
+    assert first["egress_zone_gib"] == "0.010000"

@@ -17,6 +17,7 @@ from k8s_sync.metrics import (
     MetricsSource,
     MetricsUnavailable,
     cluster_base_url,
+    egress_class,
     gpu_samples,
     pod_network_bytes,
 )
@@ -146,6 +147,41 @@ def test_network_counters_sum_interfaces_but_not_loopback(http):
     assert len(snap.gpus) == 3 and snap.network == source.pod_network_bytes()
 
 
+NETWORK_COSTS_TEXT = """\
+# TYPE kubecost_pod_network_egress_bytes_total counter
+kubecost_pod_network_egress_bytes_total{namespace="ty-acme-prod",pod_name="j-0",internet="true",sameRegion="false",sameZone="false"} 10
+kubecost_pod_network_egress_bytes_total{namespace="ty-acme-prod",pod_name="j-0",internet="true",sameRegion="false",sameZone="false",service="s3"} 5
+kubecost_pod_network_egress_bytes_total{namespace="ty-acme-prod",pod_name="j-0",internet="false",sameRegion="true",sameZone="true"} 1000
+kubecost_pod_network_egress_bytes_total{namespace="ty-acme-prod",pod_name="j-0",internet="false",sameRegion="true",sameZone="false"} 7
+kubecost_pod_network_egress_bytes_total{exported_namespace="ty-acme-dev",pod_name="k",namespace="kubecost",pod="network-costs-x",internet="false",same_region="false",same_zone="false"} 3
+kubecost_pod_network_egress_bytes_total{namespace="ty-acme-dev",pod_name="",internet="true"} 99
+# TYPE container_network_transmit_bytes_total counter
+container_network_transmit_bytes_total{namespace="ty-acme-prod",pod="j-0",interface="eth0"} 1022
+"""
+
+
+def test_egress_by_destination_from_network_costs_or_cadvisor(http, settings):
+    """OpenCost's network-costs labels in both spellings, series of one pod and class
+    summed; the cAdvisor family is every byte sent, unclassified."""
+    assert egress_class({"internet": "true", "sameZone": "true"}) == "internet"
+    assert egress_class({"internet": "false", "same_region": "false"}) == "cross_region"
+    assert egress_class({"internet": "false", "sameRegion": "true",
+                         "sameZone": "false"}) == "cross_zone"
+    assert egress_class({"internet": "false", "sameRegion": "true",
+                         "sameZone": "true"}) == "in_cluster"
+    assert egress_class({"namespace": "x"}) == "unclassified"
+    source = _scrape(http, NETWORK_COSTS_TEXT)
+    settings.TRAINYARD_EGRESS_METRICS = "network-costs"
+    assert source.pod_egress_bytes() == {
+        ("ty-acme-prod", "j-0", "internet"): 15, ("ty-acme-prod", "j-0", "in_cluster"): 1000,
+        ("ty-acme-prod", "j-0", "cross_zone"): 7, ("ty-acme-dev", "k", "cross_region"): 3}
+    settings.TRAINYARD_EGRESS_METRICS = "cadvisor"
+    assert source.pod_egress_bytes() == {("ty-acme-prod", "j-0", "unclassified"): 1022}
+    with pytest.raises(MetricsUnavailable, match="unknown egress metric family") as exc:
+        source.pod_egress_bytes("hubble")
+    assert not is_transient(exc.value)
+
+
 def test_prometheus_instant_queries(http):
     base, handler = http
     vector = {"status": "success", "data": {"resultType": "vector", "result": [
@@ -168,6 +204,13 @@ def test_prometheus_instant_queries(http):
         {"metric": {"namespace": "ty-acme-prod", "pod": "p-0"}, "value": [1.7e9, "42"]}]}}
     handler.routes[("query", "*")] = (200, "application/json", json.dumps(net))
     assert source.pod_network_bytes() == {("ty-acme-prod", "p-0"): (42, 42)}
+    costs = {"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {"exported_namespace": "ty-acme-prod", "pod_name": "p-0", "pod": "nc-1",
+                    "internet": "true", "sameRegion": "false", "sameZone": "false"},
+         "value": [1.7e9, "8"]}]}}
+    handler.routes[("query", "*")] = (200, "application/json", json.dumps(costs))
+    assert source.pod_egress_bytes("network-costs") == {("ty-acme-prod", "p-0", "internet"): 8}
+    assert any("kubecost_pod_network_egress_bytes_total" in p for p in handler.seen)
 
 
 def test_errors_are_metrics_unavailable(http):

@@ -14,7 +14,12 @@ Controls through the API (annotations are ``kubesim.trainyard.io/<name>``):
   (kubectl cordon) keeps new pods off.  Deleting a Node force-deletes its pods.
 * Pod (or PyTorchJob pod template) ``run-seconds`` (or env ``KUBESIM_RUN_SECONDS``),
   ``fail-after-seconds``, ``exit-code``, ``gpu-util`` (%), ``gpu-mem-gib``,
-  ``egress-bytes-per-second``, ``log`` (text prepended to the simulated log).
+  ``egress-bytes-per-second`` (to the internet), ``peer-bytes-per-second`` (to the other
+  running pods of its job, split evenly: a multi-node job's NCCL traffic), ``log`` (text
+  prepended to the simulated log). ``/metrics`` reports both as cAdvisor's
+  ``container_network_transmit_bytes_total`` (every byte sent) and as OpenCost's
+  network-costs ``kubecost_pod_network_egress_bytes_total`` by destination (``internet``,
+  ``sameRegion``, ``sameZone`` from the nodes' topology labels).
 * Topology labels: ``topology.kubernetes.io/zone``, ``trainyard.io/rack``,
   ``trainyard.io/switch`` (leaf switch), ``trainyard.io/node-pool``.
 """

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import random
 
+from kubesim.sim.profile import REGION_LABEL, ZONE_LABEL
 from kubesim.sim.state import ClusterState
 from kubesim.sim.util import GPU_SHARED, ann_float, stable_hash
 
@@ -62,6 +63,27 @@ class Metrics:
             return max(0.0, v)
         lo, hi = self.sim["default_egress_bytes_per_second"]
         return random.Random(stable_hash(self.seed, info.uid, "net")).uniform(float(lo), float(hi))
+
+    def peer_rate(self, info) -> float:
+        """Bytes per second the pod sends to the other pods of its job (all-reduce)."""
+        v = ann_float(info.obj, "peer-bytes-per-second")
+        if v is not None:
+            return max(0.0, v)
+        lo, hi = self.sim.get("default_peer_bytes_per_second", (0.0, 0.0))
+        return random.Random(stable_hash(self.seed, info.uid, "peer")).uniform(float(lo),
+                                                                              float(hi))
+
+    def _where(self, info) -> tuple[str, str]:
+        node = self.state.nodes.get(info.node or "")
+        labels = node.labels if node is not None else {}
+        return labels.get(REGION_LABEL, ""), labels.get(ZONE_LABEL, "")
+
+    def _peers(self, info) -> list:
+        """The other running pods of the pod's job (none for a pod of no job)."""
+        if info.job is None:
+            return []
+        keys = sorted(self.state.job_pods.get(info.job, ()))
+        return [p for k in keys if k != info.key and (p := self._running(k)) is not None]
 
     def _running(self, key):
         run = self.kubelet.runs.get(key)
@@ -163,14 +185,33 @@ class Metrics:
                 )
 
     def _network(self, now: float) -> list[str]:
-        tx, rx = [], []
+        tx, rx, egress = [], [], []
         for key in sorted(self.kubelet.runs):
             info = self._running(key)
             if info is None:
                 continue
             run = self.kubelet.runs[key]
             secs = max(0.0, now - run.started)
-            rate = self.egress_rate(info)
+            internet = self.egress_rate(info)
+            peers = self._peers(info)
+            peer = self.peer_rate(info) if peers else 0.0
+            # by destination, as OpenCost's network-costs daemonset labels it: the share of
+            # the peer traffic that goes to each peer's node, in the same zone or not
+            classes: dict[tuple[str, str, str], float] = {("true", "false", "false"): internet}
+            region, zone = self._where(info)
+            for p in peers:
+                p_region, p_zone = self._where(p)
+                same_region = "true" if p_region == region else "false"
+                same_zone = "true" if same_region == "true" and p_zone == zone else "false"
+                cls = ("false", same_region, same_zone)
+                classes[cls] = classes.get(cls, 0.0) + peer / len(peers)
+            for (inet, same_region, same_zone), rate in sorted(classes.items()):
+                lab = _labels({"namespace": info.key[0], "pod_name": info.key[1],
+                               "internet": inet, "sameRegion": same_region,
+                               "sameZone": same_zone})
+                egress.append(f"kubecost_pod_network_egress_bytes_total{lab} "
+                              f"{math.floor(rate * secs)}")
+            rate = internet + peer
             lab = _labels(
                 {"container": "", "interface": "eth0", "namespace": info.key[0], "pod": info.key[1]}
             )
@@ -179,6 +220,10 @@ class Metrics:
                 f"container_network_receive_bytes_total{lab} {math.floor(rate * 0.97 * secs)}"
             )
         return [
+            "# HELP kubecost_pod_network_egress_bytes_total Bytes a pod sent, by destination "
+            "(network-costs)",
+            "# TYPE kubecost_pod_network_egress_bytes_total counter",
+            *egress,
             "# HELP container_network_transmit_bytes_total Cumulative count of bytes transmitted",
             "# TYPE container_network_transmit_bytes_total counter",
             *tx,

@@ -139,7 +139,8 @@ DEFAULT_SIM = {
     "restart_backoff_seconds": 10.0,
     "default_gpu_util": [70, 98],  # % range for pods without a gpu-util annotation
     "default_gpu_mem_fraction": [0.4, 0.9],
-    "default_egress_bytes_per_second": [2.0e7, 2.0e8],
+    "default_egress_bytes_per_second": [1.0e4, 1.0e6],  # to the internet
+    "default_peer_bytes_per_second": [2.0e7, 2.0e8],  # to the job's other pods (NCCL)
     "event_ttl_seconds": 3600.0,
     "kubelet_events": True,  # Created/Started/Killing events per pod
     "driver_version": "550.90.07",

@@ -213,3 +213,43 @@ def test_hostname_label_variant():
     _, samples = parse(h.sim.metrics_text())
     dcgm = [lab for n, lab, _ in samples if n.startswith("DCGM")]
     assert dcgm and all("hostname" in lab and "Hostname" not in lab for lab in dcgm)
+
+
+def test_network_costs_egress_by_destination(h):
+    """A job's pod-to-pod traffic is told apart from its internet traffic: within the zone
+    (sameZone) or to another zone, as OpenCost's network-costs daemonset labels it; the
+    cAdvisor counter is every byte sent."""
+    job = {"training.kubeflow.org/job-name": "j"}
+    for name, node in [("j-0", "a100-0"), ("j-1", "a100-1"), ("j-2", "h800-0")]:
+        h.store.create("pods", make_pod(
+            name, labels=job, node_selector={"kubernetes.io/hostname": node},
+            annotations={"run-seconds": 1000, "egress-bytes-per-second": 1000,
+                         "peer-bytes-per-second": 4000}), namespace=NS)
+    h.store.create("pods", make_pod("alone", annotations={
+        "run-seconds": 1000, "egress-bytes-per-second": 10}), namespace=NS)
+    h.advance(5)
+    _, before = parse(h.sim.metrics_text())
+    h.advance(100)
+    types, after = parse(h.sim.metrics_text())
+    assert types["kubecost_pod_network_egress_bytes_total"] == "counter"
+
+    def counters(samples):
+        return {(lab["pod_name"], lab["internet"], lab["sameRegion"], lab["sameZone"]): v
+                for n, lab, v in samples if n == "kubecost_pod_network_egress_bytes_total"}
+
+    start, end = counters(before), counters(after)
+    assert set(end) == {
+        ("j-0", "true", "false", "false"), ("j-0", "false", "true", "true"),
+        ("j-0", "false", "true", "false"),  # a100-1 in zone-a, h800-0 in zone-b
+        ("j-1", "true", "false", "false"), ("j-1", "false", "true", "true"),
+        ("j-1", "false", "true", "false"),
+        ("j-2", "true", "false", "false"), ("j-2", "false", "true", "false"),
+        ("alone", "true", "false", "false")}
+    sent = {k: end[k] - start.get(k, 0) for k in end}
+    assert sent[("j-0", "true", "false", "false")] == pytest.approx(100 * 1000, abs=1)
+    assert sent[("j-0", "false", "true", "true")] == pytest.approx(100 * 2000, abs=1)
+    assert sent[("j-0", "false", "true", "false")] == pytest.approx(100 * 2000, abs=1)
+    assert sent[("j-2", "false", "true", "false")] == pytest.approx(100 * 4000, abs=1)
+    assert sent[("alone", "true", "false", "false")] == pytest.approx(100 * 10, abs=1)
+    tx = {lab["pod"]: v for n, lab, v in after if n == "container_network_transmit_bytes_total"}
+    assert tx["j-2"] == pytest.approx(sum(v for k, v in end.items() if k[0] == "j-2"), abs=2)
