@@ -302,6 +302,10 @@ def _codes_used_in(app: str) -> set[str]:
             if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
                     and node.value.id == "texts" and node.attr.isupper()):
                 value = getattr(module, node.attr, None)
+                if isinstance(value, dict):  # a table of codes, e.g. one per egress class
+                    assert all(isinstance(v, str) for v in value.values()), node.attr
+                    used |= set(value.values())
+                    continue
                 assert isinstance(value, str), f"{path.name}: texts.{node.attr} is not a code"
                 used.add(value)
     return used
