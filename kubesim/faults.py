@@ -45,6 +45,17 @@ class Faults:
         self._rules: list[FaultRule] = []
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
+        #: bumped by :meth:`drop_watches`; an open watch that sees it change hangs up
+        self.watch_epoch = 0
+        self.watches_open = 0
+        self.watches_dropped = 0
+
+    def drop_watches(self) -> int:
+        """Make every open watch connection drop (abruptly, as a lost connection would);
+        returns how many were open. New watches are not affected."""
+        with self._lock:
+            self.watch_epoch += 1
+            return self.watches_open
 
     def add(self, method: str | None = None, path_regex: str = ".*", status: int | None = None,
             delay: float = 0.0, times: int | None = None, timeout: bool = False,
