@@ -49,6 +49,8 @@ class Faults:
         self.watch_epoch = 0
         self.watches_open = 0
         self.watches_dropped = 0
+        self.requests = 0   # every request matched against the rules
+        self.faulted = 0    # of them, answered by a rule
 
     def drop_watches(self) -> int:
         """Make every open watch connection drop (abruptly, as a lost connection would);
@@ -80,8 +82,10 @@ class Faults:
             self._rules = [r for r in self._rules if r.id != rid]
 
     def clear(self) -> None:
+        """No rules, and the counts start again (open watches stay open)."""
         with self._lock:
             self._rules = []
+            self.requests = self.faulted = self.watches_dropped = 0
 
     def rules(self) -> list[FaultRule]:
         with self._lock:
@@ -89,9 +93,11 @@ class Faults:
 
     def match(self, method: str, path: str) -> FaultRule | None:
         with self._lock:
+            self.requests += 1
             for r in self._rules:
                 if r.matches(method, path):
                     r.hits += 1
+                    self.faulted += 1
                     if r.times is not None:
                         r.times -= 1
                         if r.times <= 0:

@@ -154,7 +154,8 @@ class Server:
     async def faults(self, request: web.Request):
         f = self.cluster.faults
         if request.method == "GET":
-            return jresponse({"rules": [r.to_dict() for r in f.rules()]})
+            return jresponse({"rules": [r.to_dict() for r in f.rules()],
+                              "requests": f.requests, "faulted": f.faulted})
         if request.method == "DELETE":
             rid = request.query.get("id")
             if rid:

@@ -27,7 +27,8 @@ checks, from the database and the live cluster:
    recently, or running with its PyTorchJob in the cluster; nothing runs in the cluster
    for a job the database does not hold admitted or running;
 2. history: every transition starts where the previous one ended; a job is admitted only
-   from the queue, never twice without leaving in between;
+   from the queue, never twice without leaving in between; a job that succeeded has a
+   recorded run;
 3. ceilings: replaying every transition, no pool ever held more than its ceiling;
 4. pools: every pool converged in the cluster (``tenants.tasks.pool_drift``);
 5. ledger: the GPU-seconds the worker ingested equal the jobs' running intervals;
@@ -93,15 +94,20 @@ class Step:
 
 def check_history(steps: Iterable[Step]) -> Check:
     """Each job's transitions chain (from = previous to); admitted only from queued, so
-    never twice without leaving the holding states in between."""
+    never twice without leaving the holding states in between; a job that succeeded ran
+    (its running stretch is what the ledger bills)."""
     by_job: dict[int, list[Step]] = defaultdict(list)
     for s in steps:
         by_job[s.job].append(s)
     problems, admissions = [], 0
     for job, chain in sorted(by_job.items()):
         chain.sort(key=lambda s: (s.at, s.id))
-        previous = ""
+        previous, ran = "", False
         for s in chain:
+            ran = ran or s.to_state == "running"
+            if s.to_state == "succeeded" and not ran:
+                problems.append(f"job {job}: succeeded without a recorded run "
+                                f"(nothing billed; transition {s.id})")
             if s.from_state != previous:
                 problems.append(f"job {job}: transition {s.id} from {s.from_state or '-'} "
                                 f"but it was {previous or '-'}")
@@ -451,37 +457,40 @@ class Api:
 
 
 class Kubesim:
+    """kubesim's fault rules and counters (``/kubesim/faults``, ``/kubesim/watches/drop``)."""
+
+    #: a rule nothing matched for this long is withdrawn (a rare method must not clog
+    #: the backlog)
+    RULE_LIFE = 20.0
+
     def __init__(self, port: int):
         import requests
 
         self.url, self.session = f"http://127.0.0.1:{port}", requests.Session()
-        self.added: dict[int, int] = {}   # rule id -> times
+        self.added: dict[int, float] = {}   # rule id -> when
         self.by_status: Counter[str] = Counter()
-        self.counted: dict[int, int] = {}  # rule id -> hits seen so far
+        self.faulted = self.requests = 0
         self.drops = 0
         self.dropped_connections = 0
 
     def add(self, label: str, **rule: Any) -> None:
         r = self.session.post(self.url + "/kubesim/faults", json=rule, timeout=5)
         r.raise_for_status()
-        self.added[r.json()["id"]] = rule["times"]
-        self.by_status[label] += 0
+        self.added[r.json()["id"]] = time.monotonic()
+        self.by_status[label] += rule["times"]
 
     def outstanding(self) -> int:
-        """Hits still to come; updates the counts of injected faults."""
-        rules = self.session.get(self.url + "/kubesim/faults", timeout=5).json()["rules"]
-        present = {r["id"]: r for r in rules}
+        """Hits still to come (withdrawing stale rules); updates the counters."""
+        listed = self.session.get(self.url + "/kubesim/faults", timeout=5).json()
+        self.faulted, self.requests = listed["faulted"], listed["requests"]
         left = 0
-        for rid, times in self.added.items():
-            if rid in present:
-                self.counted[rid] = present[rid]["hits"]
-                left += present[rid]["times"] or 0
+        for rule in listed["rules"]:
+            if time.monotonic() - self.added.get(rule["id"], 0) > self.RULE_LIFE:
+                self.session.delete(self.url + "/kubesim/faults",
+                                    params={"id": rule["id"]}, timeout=5)
             else:
-                self.counted[rid] = times
+                left += rule["times"] or 0
         return left
-
-    def injected(self) -> int:
-        return sum(self.counted.values())
 
     def clear(self) -> None:
         self.outstanding()
@@ -740,13 +749,13 @@ def main(argv: list[str] | None = None) -> int:
                             api.errors.append(f"send {task}: {type(exc).__name__}")
                 elif what == "faults":
                     at(now - t0 + 1, "faults")
-                    due = faults_per_second * (now - t0) - kube.injected()
-                    if kube.outstanding() < 8 and due > 0:
+                    left = kube.outstanding()
+                    due = faults_per_second * (now - t0) - kube.faulted - left
+                    if left < 8 and due > 0:
                         for _ in range(min(10, int(due) + 1)):
                             label, _w, rule = rng.choices(FAULTS, [f[1] for f in FAULTS])[0]
                             times = 1 if label == "timeout" else rng.randint(1, 3)
                             kube.add(label, **{"path_regex": ".*", "times": times, **rule})
-                            kube.by_status[label] += times
                 elif what == "drop":
                     at(now - t0 + rng.uniform(15, 40), "drop")
                     kube.drop_watches()
@@ -755,7 +764,7 @@ def main(argv: list[str] | None = None) -> int:
             if int(now - t0) % 60 == 0 and what == "faults":
                 print(f"chaos: {now - t0:4.0f} s: {len(submitted)} jobs submitted, "
                       f"{sum(kills.values())} kills, {redis_restarts} Redis restarts, "
-                      f"{kube.injected()} API faults", flush=True)
+                      f"{kube.faulted} API faults of {kube.requests} requests", flush=True)
 
         # --- settle: stop breaking things; everything up; the level-triggered loops run
         kube.clear()
@@ -789,12 +798,13 @@ def main(argv: list[str] | None = None) -> int:
         settled = time.monotonic() - (deadline - args.settle)
 
         # --- the report
-        kube_total = kube.injected()
+        kube_total = kube.faulted
         print("\n== Injected")
         print(f"  process kills (kill -9): {sum(kills.values())} "
               f"({', '.join(f'{k} {n}' for k, n in sorted(kills.items()))})")
         print(f"  Redis restarts (no persistence): {redis_restarts}")
-        print(f"  API faults answered by kubesim: {kube_total} (rules for: "
+        print(f"  API faults answered by kubesim: {kube_total} of {kube.requests} requests "
+              f"({kube_total / max(1, kube.requests):.0%}; rules for: "
               f"{', '.join(f'{k} {n}' for k, n in sorted(kube.by_status.items()))})")
         print(f"  watch drops: {kube.drops} ({kube.dropped_connections} connections)")
         exits = [f"{p.name} {p.unexpected_exits}" for p in procs if p.unexpected_exits]

@@ -80,12 +80,16 @@ def test_the_checker_passes_a_consistent_history_and_names_what_broke(chaos, ten
                                 link=f"/t/{tenant_a.slug}/jobs/{requeued.pk}/")
     JobTransition.objects.create(job=done, from_state="admitted", to_state="admitted",
                                  reason="Admitted", at=start + dt.timedelta(minutes=1, seconds=30))
+    blink = _job(tenant_a, prod, bob, "blink", "succeeded")
+    _history(blink, [(0, "queued", "Submitted"), (50, "admitted", "Admitted"),
+                     (60, "succeeded", "Succeeded")], start)
     failed = {c.name: c.problems for c in chaos.check_all(now=now) if not c.ok}
     assert set(failed) == {"no job admitted twice; every transition chains",
                            "the ledger equals the running intervals",
                            "every notification sent once"}
-    assert any("admitted from admitted" in p for p in
-               failed["no job admitted twice; every transition chains"])
+    history = failed["no job admitted twice; every transition chains"]
+    assert any("admitted from admitted" in p for p in history)
+    assert any(p.startswith(f"job {blink.pk}: succeeded without a recorded run") for p in history)
     assert failed["the ledger equals the running intervals"] == [
         f"job {done.pk}: ledger {seconds - 60}s != {seconds}s running"]
     assert failed["every notification sent once"] == [

@@ -69,8 +69,9 @@ def test_http_fault_endpoint(kubesim):
     assert request(kubesim, "GET", "/api/v1/nodes")[0] == 200
     assert request(kubesim, "POST", "/kubesim/faults", {"path_regex": "("})[0] == 400
     request(kubesim, "POST", "/kubesim/faults", {"path_regex": "x", "status": 500})
-    rules = json.loads(request(kubesim, "GET", "/kubesim/faults")[2])["rules"]
-    assert len(rules) == 1
+    listed = json.loads(request(kubesim, "GET", "/kubesim/faults")[2])
+    assert len(listed["rules"]) == 1
+    assert listed["faulted"] == 1 and listed["requests"] >= 2
     request(kubesim, "DELETE", "/kubesim/faults")
     assert kubesim.faults.rules() == []
 
