@@ -4,13 +4,14 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint format messages bench docs-screenshots clean help
+.PHONY: run test lint format messages bench chaos docs-screenshots clean help
 
 help:
 	@echo "make run    start Trainyard on the embedded default (SQLite, no broker server, kubesim)"
 	@echo "make test   install test dependencies and run the whole suite"
 	@echo "make lint   ruff and mypy"
 	@echo "make bench  run the benchmarks in bench/"
+	@echo "make chaos  the production-like stack under load while things break (Postgres, Redis; ~15 min)"
 
 UV_VERSION := 0.13.9
 
@@ -70,6 +71,12 @@ messages: $(STAMP)-run
 
 bench: $(STAMP)-dev
 	@for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+# Not part of `make test`: about 10 minutes of load and injected failures on this machine's
+# Postgres (database trainyard_chaos) and its own redis-server, then the invariants.
+# CHAOS_ARGS="--minutes 3" for a shorter run.
+chaos: $(STAMP)-dev
+	$(BIN)/python scripts/chaos.py $(CHAOS_ARGS)
 
 # The screenshots of the guides in docs/: the browser tests (tests/e2e) save them, under
 # fixed names, into docs/img when TRAINYARD_DOCS_SCREENSHOTS is set.

@@ -31,6 +31,7 @@ from jobs import health, podstart, selectors, services
 from jobs.admission import decide
 from jobs.choices import JobState
 from jobs.models import AdmissionState, MaintenanceWindow, TrainingJob
+from jobs.timeline import missed_run_start
 from k8s_sync import manifests
 from k8s_sync.client import K8sError, get_client, is_transient
 from k8s_sync.maintenance import cordon_patch, is_cordoned, maintenance_taint
@@ -167,13 +168,26 @@ def observe_jobs(now: dt.datetime) -> dict[str, int]:
     active = TrainingJob.objects.filter(state__in=[JobState.ADMITTED, JobState.RUNNING,
                                                    JobState.PREEMPTING]).select_related(
         "pool__tenant").only("id", "state", "k8s_name", "preempt_deadline", "restart_count",
-                             "in_cluster", "pool__kind", "pool__tenant__slug")
+                             "in_cluster", "admitted_at", "pool__kind", "pool__tenant__slug")
     for job in active:
         obj = objs.get((job.pool.namespace, job.k8s_name))
         if obj is None:
             continue
         conditions = obj.true_conditions()
         active_pods = obj.active
+        finished = next((c for c in ("Succeeded", "Failed") if c in conditions), None)
+        if finished and job.state == JobState.ADMITTED:
+            # It ran and finished between two observations: record the stretch it ran
+            # (billed, and its start shown), then how it ended.
+            last = job.transitions.order_by("-at", "-id").values_list("at", flat=True).first()
+            stamps = [t for t in (job.admitted_at, last) if t is not None]
+            start = missed_run_start({str(c.get("type")): c for c in obj.conditions},
+                                     finished=finished, now=now,
+                                     admitted_at=max(stamps) if stamps else None)
+            if start is not None:
+                counts["running"] += services.job_transition(
+                    job_id=job.pk, from_states=[JobState.ADMITTED], to_state=JobState.RUNNING,
+                    reason="Running", at=start, started_at=start, placement=[])
         if "Succeeded" in conditions and job.state != JobState.PREEMPTING:
             counts["succeeded"] += services.job_transition(
                 job_id=job.pk, from_states=[JobState.ADMITTED, JobState.RUNNING],

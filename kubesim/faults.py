@@ -45,6 +45,19 @@ class Faults:
         self._rules: list[FaultRule] = []
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
+        #: bumped by :meth:`drop_watches`; an open watch that sees it change hangs up
+        self.watch_epoch = 0
+        self.watches_open = 0
+        self.watches_dropped = 0
+        self.requests = 0   # every request matched against the rules
+        self.faulted = 0    # of them, answered by a rule
+
+    def drop_watches(self) -> int:
+        """Make every open watch connection drop (abruptly, as a lost connection would);
+        returns how many were open. New watches are not affected."""
+        with self._lock:
+            self.watch_epoch += 1
+            return self.watches_open
 
     def add(self, method: str | None = None, path_regex: str = ".*", status: int | None = None,
             delay: float = 0.0, times: int | None = None, timeout: bool = False,
@@ -69,8 +82,10 @@ class Faults:
             self._rules = [r for r in self._rules if r.id != rid]
 
     def clear(self) -> None:
+        """No rules, and the counts start again (open watches stay open)."""
         with self._lock:
             self._rules = []
+            self.requests = self.faulted = self.watches_dropped = 0
 
     def rules(self) -> list[FaultRule]:
         with self._lock:
@@ -78,9 +93,11 @@ class Faults:
 
     def match(self, method: str, path: str) -> FaultRule | None:
         with self._lock:
+            self.requests += 1
             for r in self._rules:
                 if r.matches(method, path):
                     r.hits += 1
+                    self.faulted += 1
                     if r.times is not None:
                         r.times -= 1
                         if r.times <= 0:

@@ -98,6 +98,7 @@ class Server:
         r.add_get("/metrics", self.metrics)
         r.add_get("/openapi/v2", self.openapi_v2)
         r.add_route("*", "/kubesim/faults", self.faults)
+        r.add_post("/kubesim/watches/drop", self.drop_watches)
         r.add_get("/kubesim/clock", self.clock)
         r.add_post("/kubesim/advance", self.advance)
         r.add_get("/api", self.api_versions)
@@ -108,7 +109,7 @@ class Server:
     # ---- middleware: faults, errors ----------------------------------------------------------
     @web.middleware
     async def _middleware(self, request: web.Request, handler):
-        if request.path != "/kubesim/faults":
+        if request.path not in ("/kubesim/faults", "/kubesim/watches/drop"):
             rule = self.cluster.faults.match(request.method, request.path_qs)
             if rule is not None:
                 if rule.delay:
@@ -153,7 +154,8 @@ class Server:
     async def faults(self, request: web.Request):
         f = self.cluster.faults
         if request.method == "GET":
-            return jresponse({"rules": [r.to_dict() for r in f.rules()]})
+            return jresponse({"rules": [r.to_dict() for r in f.rules()],
+                              "requests": f.requests, "faulted": f.faulted})
         if request.method == "DELETE":
             rid = request.query.get("id")
             if rid:
@@ -171,6 +173,11 @@ class Server:
                 raise bad_request(f"bad fault rule: {e}") from None
             return jresponse(rule.to_dict(), 201)
         raise ApiError(405, "MethodNotAllowed", "use GET, POST or DELETE")
+
+    async def drop_watches(self, request: web.Request):
+        """POST: every open watch connection drops now (a lost connection, no clean end)."""
+        open_now = self.cluster.faults.drop_watches()
+        return jresponse({"dropped": open_now})
 
     async def clock(self, request):
         clock = self.store.clock

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from .server import Server
 
 DEFAULT_TIMEOUT = 1800
+#: how often (seconds) an idle watch checks whether it was told to drop
+DROP_POLL = 0.5
 
 
 def _line(etype: str, obj: dict) -> bytes:
@@ -116,6 +118,9 @@ async def serve_watch(server: Server, request: web.Request, rt: ResourceType, ns
             return "DELETED"
         return None
 
+    faults = server.cluster.faults
+    epoch = faults.watch_epoch
+    faults.watches_open += 1
     resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json",
                                                    "Transfer-Encoding": "chunked"})
     try:
@@ -137,7 +142,12 @@ async def serve_watch(server: Server, request: web.Request, rt: ResourceType, ns
             now = loop.time()
             if now >= deadline:
                 break
-            wait = deadline - now
+            if faults.watch_epoch != epoch:   # POST /kubesim/watches/drop
+                faults.watches_dropped += 1
+                if request.transport is not None:
+                    request.transport.abort()
+                return resp
+            wait = min(deadline - now, DROP_POLL)
             if bookmarks:
                 wait = min(wait, max(0.0, next_bookmark - now))
             try:
@@ -158,5 +168,6 @@ async def serve_watch(server: Server, request: web.Request, rt: ResourceType, ns
     except ConnectionError:
         pass
     finally:
+        faults.watches_open -= 1
         unsubscribe()
     return resp

@@ -20,7 +20,7 @@ from rest_framework.response import Response
 from k8s_sync.api.serializers import HealthSerializer
 from k8s_sync.health import cluster_health
 from k8s_sync.selectors import capacity_report
-from portal import dashboards
+from portal import dashboards, watchdog
 from tenants.access import is_platform_admin, platform_admin_or_404
 
 
@@ -35,9 +35,11 @@ def capacity(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def cluster(request: HttpRequest) -> HttpResponse:
-    """Is the API reachable, its version, the training operator, what the watcher saw."""
+    """Is the API reachable, its version, the training operator, what the watcher saw,
+    and what the progress watchdog retried or flagged."""
     platform_admin_or_404(request.user)
-    return render(request, "portal/cluster.html", {"health": cluster_health()})
+    return render(request, "portal/cluster.html", {"health": cluster_health(),
+                                                   "watchdog": watchdog.report()})
 
 
 @extend_schema(responses=HealthSerializer)

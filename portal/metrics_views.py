@@ -19,7 +19,11 @@ registry, a constant number of queries):
 * ``trainyard_observer_failing{kind}`` - 1 when the watcher's last error is newer than
   its last successful list; ``trainyard_jobs_with_errors{tenant}``;
 * ``trainyard_gpu_allocatable{gpu_model}``, ``trainyard_gpu_allocated{gpu_model}``;
-* ``trainyard_usage_sample_timestamp_seconds`` - the latest usage-series minute.
+* ``trainyard_usage_sample_timestamp_seconds`` - the latest usage-series minute;
+* ``trainyard_watchdog_flagged{kind,subject,reason}`` - 1 per job, pool sync or month
+  close the progress watchdog (``portal.watchdog``) retried without effect;
+  ``trainyard_watchdog_overdue{kind,status}`` and
+  ``trainyard_watchdog_last_run_timestamp_seconds``.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from prometheus_client.registry import Collector
 from jobs.choices import ACTIVE_STATES, JobState
 from jobs.models import TrainingJob
 from k8s_sync.selectors import capacity_report, observer_status
+from portal import watchdog
 from portal.dashboards import wait_times
 from tenants.capacity import capacity_by_resource
 from tenants.choices import TenantStatus
@@ -60,6 +65,7 @@ class TrainyardCollector(Collector):
         yield from self._jobs()
         yield from self._errors()
         yield from self._capacity()
+        yield from self._watchdog()
 
     def _quota(self) -> Iterator[Metric]:
         hard = GaugeMetricFamily("trainyard_quota_hard", "Effective quota of a tenant pool",
@@ -144,6 +150,30 @@ class TrainyardCollector(Collector):
         for status in observer_status({}):
             observer.add_metric([status.kind], 1.0 if status.failing else 0.0)
         yield observer
+
+    def _watchdog(self) -> Iterator[Metric]:
+        report = watchdog.report()
+        flagged = GaugeMetricFamily(
+            "trainyard_watchdog_flagged",
+            "1 per job, pool sync or month close still overdue after the watchdog retried it",
+            labels=["kind", "subject", "reason"])
+        overdue = GaugeMetricFamily("trainyard_watchdog_overdue",
+                                    "Overdue subjects by kind and status (retrying, flagged)",
+                                    labels=["kind", "status"])
+        counts: dict[tuple[str, str], int] = defaultdict(int)
+        for finding in report.findings:
+            counts[(finding["kind"], finding["status"])] += 1
+            if finding["status"] == watchdog.Status.FLAGGED:
+                flagged.add_metric([finding["kind"], finding["label"], finding["reason"]], 1.0)
+        for kind in watchdog.Kind:
+            for status in watchdog.Status:
+                overdue.add_metric([kind, status], float(counts[(kind, status)]))
+        last = GaugeMetricFamily("trainyard_watchdog_last_run_timestamp_seconds",
+                                 "When the watchdog last ran (0: never)")
+        last.add_metric([], report.at.timestamp() if report.at else 0.0)
+        yield flagged
+        yield overdue
+        yield last
 
     def _capacity(self) -> Iterator[Metric]:
         allocatable = GaugeMetricFamily("trainyard_gpu_allocatable",

@@ -32,6 +32,13 @@ BEAT_SCHEDULE: dict[str, dict] = {
         "schedule": crontab(minute="*"),
         "options": {"queue": "default", "expires": 90},
     },
+    # every minute: the progress watchdog retries jobs, pool syncs and month closes that
+    # are overdue and flags those a retry did not move (health page, /metrics)
+    "portal.watchdog": {
+        "task": "portal.watchdog",
+        "schedule": crontab(minute="*"),
+        "options": {"queue": "default", "expires": 90},
+    },
     # every 5 min (at :02, :07, ...): repairs drift and picks up syncs whose task was lost
     "tenants.resync_pools": {
         "task": "tenants.resync_pools",

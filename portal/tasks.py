@@ -20,3 +20,13 @@ def heartbeat() -> str:
     stamp = timezone.now().isoformat()
     cache.set(HEARTBEAT_KEY, stamp, timeout=None)
     return stamp
+
+
+@shared_task(name="portal.watchdog", queue="default")
+def watchdog() -> dict[str, int]:
+    """One pass of the progress watchdog (``portal.watchdog``): retries what is overdue,
+    flags what stays so; idempotent."""
+    from portal import watchdog as rules
+
+    report = rules.run()
+    return {"retrying": len(report.retrying), "flagged": len(report.flagged)}

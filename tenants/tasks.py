@@ -21,6 +21,7 @@ import random
 from collections.abc import Mapping
 from datetime import timedelta
 from decimal import Decimal
+from typing import Any
 
 from celery import shared_task
 from django.utils import timezone
@@ -106,14 +107,25 @@ def _remove_namespace(pool: Pool, version: int) -> str:
 
 @shared_task(name="tenants.resync_pools", queue="k8s")
 def resync_pools() -> dict[str, int]:
-    """Find pools that differ from the cluster and enqueue their reconcile.
+    """Find pools that differ from the cluster and enqueue their reconcile
+    (:func:`pool_drift`)."""
+    drifted, in_sync = pool_drift(get_client())
+    services.pools_verified_in_sync(pool_ids=in_sync)
+    for pool_id in drifted:
+        reconcile_pool.delay(pool_id)
+    return {"drifted": len(drifted), "in_sync": len(in_sync)}
+
+
+def pool_drift(client: Any) -> tuple[list[int], list[int]]:
+    """(drifted, in sync) pool ids, as the cluster holds them now (read live).
 
     Costs one list call per kind of ``manifests.POOL_KINDS`` (paged; the StorageClasses
     are listed whole, since the pools' IOPS classes copy the cluster's base classes),
     whatever the number of tenants. A pool drifted when one of its objects is missing or
-    differs, or when an object labelled as the pool's is no longer declared.
+    differs, or when an object labelled as the pool's is no longer declared, or when its
+    last write did not succeed. The one rule of "converged": the resync and the chaos
+    run's invariant check (``scripts/chaos.py``) both use it.
     """
-    client = get_client()
     selector = naming.label_selector(naming.managed_labels())
     classes = _storage_classes(client)
     by_pool: dict[tuple, list[dict]] = {}
@@ -140,10 +152,7 @@ def resync_pools() -> dict[str, int]:
             drifted.append(pool.pk)
         else:
             in_sync.append(pool.pk)
-    services.pools_verified_in_sync(pool_ids=in_sync)
-    for pool_id in drifted:
-        reconcile_pool.delay(pool_id)
-    return {"drifted": len(drifted), "in_sync": len(in_sync)}
+    return drifted, in_sync
 
 
 def _pool_key(labels: Mapping[str, str]) -> tuple[str | None, str | None]:

@@ -163,3 +163,32 @@ def test_the_loop_moves_jobs_from_the_recorded_pytorchjobs_without_listing_them(
     relist_all(get_client(), ["pytorchjobs"])
     assert admission_pass()["succeeded"] == 1
     assert _states(job) == ["succeeded"]
+
+
+def test_a_job_that_ran_and_finished_between_two_observations_has_its_run_recorded(
+        world, cluster, bob, tenant_a):
+    """Found by the chaos run (``make chaos``): the watcher or the worker was down while a
+    short job started and finished, so the loop saw it go from admitted straight to
+    succeeded, with no running stretch: nothing billed and no start. The cluster's
+    Running condition says it ran; the stretch is recorded, never before its admission."""
+    from jobs.models import JobTransition
+    from jobs.tasks import admission_cycle
+
+    job = _submit(world, bob, tenant_a, "blink", "development", "dev", world["h800"],
+                  run_seconds=60)
+    _cycle(world, cluster)
+    assert _states(job) == ["admitted"]
+    cluster.advance(120, step=5)   # it runs its 60 s and succeeds, unobserved
+    relist_all(get_client(), ["pytorchjobs"])
+    with world["capture"](execute=True):
+        result = admission_cycle.apply().get()
+    assert result["succeeded"] == 1 and result["running"] == 1
+    steps = list(JobTransition.objects.filter(job=job).values_list("from_state", "to_state",
+                                                                   "at"))
+    assert [(a, b) for a, b, _at in steps] == [
+        ("", "queued"), ("queued", "admitted"), ("admitted", "running"),
+        ("running", "succeeded")]
+    admitted_at, running_at, finished_at = steps[1][2], steps[2][2], steps[3][2]
+    assert admitted_at <= running_at < finished_at   # it ran, after its admission
+    job.refresh_from_db()
+    assert job.started_at == running_at and job.finished_at is not None

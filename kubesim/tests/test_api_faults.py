@@ -69,8 +69,9 @@ def test_http_fault_endpoint(kubesim):
     assert request(kubesim, "GET", "/api/v1/nodes")[0] == 200
     assert request(kubesim, "POST", "/kubesim/faults", {"path_regex": "("})[0] == 400
     request(kubesim, "POST", "/kubesim/faults", {"path_regex": "x", "status": 500})
-    rules = json.loads(request(kubesim, "GET", "/kubesim/faults")[2])["rules"]
-    assert len(rules) == 1
+    listed = json.loads(request(kubesim, "GET", "/kubesim/faults")[2])
+    assert len(listed["rules"]) == 1
+    assert listed["faulted"] == 1 and listed["requests"] >= 2
     request(kubesim, "DELETE", "/kubesim/faults")
     assert kubesim.faults.rules() == []
 
@@ -84,3 +85,23 @@ def test_http_clock_and_advance(kubesim):
     from kubesim.clock import parse_rfc3339
     assert (parse_rfc3339(after["now"]) - parse_rfc3339(before["now"])).total_seconds() == 90
     assert request(kubesim, "POST", "/kubesim/advance", {"seconds": -1})[0] == 400
+
+
+def test_drop_watches_hangs_up_open_watches(kubesim):
+    ns(kubesim)
+    resp = kubesim.api_client.rest_client.pool_manager.request(
+        "GET", kubesim.url + "/api/v1/namespaces/team-a/configmaps?watch=true",
+        preload_content=False, timeout=10, retries=False)
+    deadline = time.monotonic() + 5
+    while kubesim.faults.watches_open < 1 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    status, _, body = request(kubesim, "POST", "/kubesim/watches/drop")
+    assert status == 200 and json.loads(body)["dropped"] == 1
+    started = time.monotonic()
+    with pytest.raises(urllib3.exceptions.HTTPError):
+        for _ in resp.stream(1024):
+            pass
+    assert time.monotonic() - started < 3   # dropped, not ended by its timeout
+    assert kubesim.faults.watches_dropped == 1 and kubesim.faults.watches_open == 0
+    # a new watch works as before
+    core(kubesim).create_namespaced_config_map("team-a", {"metadata": {"name": "after"}})
