@@ -4,7 +4,9 @@ The server computes every number; the browser only draws (static/js/dashboard.js
 these to ``Plotly.react`` from the locally served plotly.js). Plain dicts instead of
 ``plotly.graph_objects`` keep a page render in the low milliseconds (no validation);
 the trace and layout keys are plotly.js's own, so a figure pasted into plotly.py
-renders the same.
+renders the same. The pages load a partial plotly.js with only the trace types used here
+(scatter, indicator, histogram, heatmap): a new one goes into
+scripts/plotly-bundle/entry.js and scripts/build-plotly-bundle.sh first.
 """
 
 from __future__ import annotations

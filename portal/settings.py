@@ -209,13 +209,13 @@ USE_TZ = True
 # --- Static files: everything served locally (no CDN), WhiteNoise in production -------
 STATIC_URL = "/static/"
 STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
-# plotly.js comes from the pinned plotly package, served as /static/vendor/plotly/
-# (portal.staticfiles.PlotlyFinder: that one file, not the package's data).
+# plotly.js is static/vendor/plotly/plotly-trainyard.min.js: a partial bundle (only the
+# trace types portal/charts.py draws) of the version the pinned plotly package ships,
+# rebuilt by scripts/build-plotly-bundle.sh.
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.FileSystemFinder",
     "django.contrib.staticfiles.finders.AppDirectoriesFinder",
-    "portal.staticfiles.PlotlyFinder",
 ]
 # STATIC_MANIFEST (default: on unless local; `make run` turns it on): `collectstatic` writes
 # hashed names with .gz and .br beside them, and WhiteNoise serves them compressed with a

@@ -5,7 +5,8 @@
 // 5 min while the tab is hidden (document.visibilityState); a poll runs at once when
 // the tab becomes visible again; the trend charts are re-read every 5 minutes
 // (data-trends-url). Every number is also in the HTML, so the page reads
-// without JavaScript. plotly.js is served locally (/static/vendor/plotly/).
+// without JavaScript. plotly.js is served locally (/static/vendor/plotly/, a partial bundle
+// with only the trace types portal/charts.py draws: scripts/build-plotly-bundle.sh).
 (function () {
   "use strict";
   var root = document.getElementById("dashboard");
