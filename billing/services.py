@@ -20,7 +20,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Max, Q
+from django.db.models import Max
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -248,15 +248,17 @@ def ledger_ingest_gpu(*, now: dt.datetime | None = None,
     open_from = _closed_until()
     if job_ids is None:
         since = ledger.local_midnight(open_from, tz) if open_from > dt.date.min else None
-        touched = JobTransition.objects.all()
         active = TrainingJob.objects.filter(state__in=[JobState.RUNNING, JobState.PREEMPTING])
-        if since is not None:
-            touched = touched.filter(Q(at__gte=since) | Q(observed_at__gte=since))
+        # happened, or was recorded, in an open month: two indexed reads, not one OR
+        touched = ([JobTransition.objects.all()] if since is None else
+                   [JobTransition.objects.filter(at__gte=since),
+                    JobTransition.objects.filter(observed_at__gte=since)])
         if tenant is not None:
-            touched = touched.filter(job__tenant=tenant)
+            touched = [rows.filter(job__tenant=tenant) for rows in touched]
             active = active.filter(tenant=tenant)
-        ids = set(touched.values_list("job_id", flat=True).distinct())
-        ids |= set(active.values_list("pk", flat=True))
+        ids = set(active.values_list("pk", flat=True))
+        for rows in touched:
+            ids |= set(rows.values_list("job_id", flat=True).distinct())
     else:
         ids = set(job_ids)
     ordered = sorted(ids)
