@@ -254,11 +254,11 @@ def ledger_ingest_gpu(*, now: dt.datetime | None = None,
                    [JobTransition.objects.filter(at__gte=since),
                     JobTransition.objects.filter(observed_at__gte=since)])
         if tenant is not None:
-            touched = [rows.filter(job__tenant=tenant) for rows in touched]
+            touched = [query.filter(job__tenant=tenant) for query in touched]
             active = active.filter(tenant=tenant)
         ids = set(active.values_list("pk", flat=True))
-        for rows in touched:
-            ids |= set(rows.values_list("job_id", flat=True).distinct())
+        for query in touched:
+            ids |= set(query.values_list("job_id", flat=True).distinct())
     else:
         ids = set(job_ids)
     ordered = sorted(ids)
