@@ -72,14 +72,15 @@ class InvoiceAdmin(ReadOnlyAdmin):
 
 @admin.register(GpuUsage)
 class GpuUsageAdmin(ReadOnlyAdmin):
-    list_display = ["job", "day", "gpu_model", "mig_profile", "devices", "seconds"]
-    list_filter = ["day"]
+    list_display = ["job", "day", "billed_period", "gpu_model", "mig_profile", "devices",
+                    "seconds"]
+    list_filter = ["billed_period", "day"]
     raw_id_fields = ["job"]
 
 
 @admin.register(StorageSnapshot)
 class StorageSnapshotAdmin(ReadOnlyAdmin):
-    list_display = ["namespace", "name", "storage_class", "size_bytes", "at"]
+    list_display = ["namespace", "name", "storage_class", "size_bytes", "at", "billed_period"]
 
 
 @admin.register(EgressSample)

@@ -130,34 +130,49 @@ class StoragePrice(models.Model):
 
 
 class GpuUsage(models.Model):
-    """Seconds one job ran on one local day, with the devices it held (recomputed)."""
+    """Seconds one job ran on one local day, with the devices it held (recomputed), and
+    the month whose invoice bills them (``billed_period``).
+
+    A day is billed by its own month's invoice (``billed_period`` = its month) until
+    that month is closed; then its row is frozen. Usage of that day found later (a
+    transition recorded after the close) is a *late* row (job, day, the first open
+    month) holding the difference (negative when the day ran less than was billed), so
+    the rows of a (job, day) always add up to what the transitions say, and the late row
+    is billed as "usage from <month>" on the next open invoice.
+    """
 
     job = models.ForeignKey("jobs.TrainingJob", on_delete=models.CASCADE,
                             related_name="usage_days")
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
     pool = models.ForeignKey("tenants.Pool", on_delete=models.CASCADE, related_name="+")
     day = models.DateField()
+    billed_period = models.DateField()  # first day of the month whose invoice bills it
     gpu_model = models.CharField(max_length=200, blank=True)
     mig_profile = models.CharField(max_length=20, blank=True)
     devices = models.PositiveIntegerField(default=0)  # whole cards or MIG instances
-    seconds = models.PositiveIntegerField()           # wall-clock seconds running that day
+    # wall-clock seconds running that day (a late row: the difference, maybe negative)
+    seconds = models.IntegerField()
     # the job's CPU and memory in integers, so ledger sums stay exact in any database
     cpu_millicores = models.PositiveBigIntegerField(default=0)
     memory_mib = models.PositiveBigIntegerField(default=0)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["job", "day"],
-                                               name="billing_gpu_usage_job_day")]
+        constraints = [models.UniqueConstraint(fields=["job", "day", "billed_period"],
+                                               name="billing_gpu_usage_job_day_billed")]
         indexes = [models.Index(fields=["day", "tenant"]),
-                   models.Index(fields=["tenant", "day"])]
+                   models.Index(fields=["tenant", "day"]),
+                   models.Index(fields=["billed_period", "tenant"])]
 
     def __str__(self) -> str:
         return f"job {self.job_id} {self.day}: {self.seconds}s x {self.devices}"
 
 
 class StorageSnapshot(models.Model):
-    """A PVC's requested size from ``at`` on (0: deleted)."""
+    """A PVC's requested size from ``at`` on (0: deleted), and the first month whose
+    invoice may bill it (``billed_period``: the month of ``at``, or the first open month
+    when it was recorded after ``at``'s month was closed: then the difference it makes to
+    the closed months is billed late, as "storage from <month>")."""
 
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
     pool = models.ForeignKey("tenants.Pool", on_delete=models.CASCADE, related_name="+")
@@ -167,6 +182,7 @@ class StorageSnapshot(models.Model):
     storage_class = models.CharField(max_length=253, blank=True)
     size_bytes = models.BigIntegerField()
     at = models.DateTimeField()
+    billed_period = models.DateField(null=True, blank=True)  # None: the month of ``at``
 
     class Meta:
         ordering = ["uid", "at"]
@@ -336,6 +352,14 @@ class InvoiceLine(models.Model):
     def unit_label(self) -> str:
         """The unit in the active language."""
         return unit(self.unit)
+
+    @property
+    def usage_month(self) -> Any:
+        """The closed month a late line's usage is from (its days are before the
+        invoice's month), else None."""
+        if self.starts is not None and self.starts < self.invoice.period:
+            return self.starts.replace(day=1)
+        return None
 
 
 class Adjustment(models.Model):

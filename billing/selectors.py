@@ -229,6 +229,10 @@ class LineSpec:
     def description(self) -> str:
         return english(self.text)
 
+    @property
+    def unit_label(self) -> str:
+        return texts.unit(self.unit)
+
 
 def _described(what: StoredText, card: RateCard | None, split: bool,
                priced: bool = True) -> StoredText:
@@ -239,78 +243,203 @@ def _described(what: StoredText, card: RateCard | None, split: bool,
     return what if priced else message(texts.NO_PRICE, what=what)
 
 
+def _month_seconds(first: dt.date) -> int:
+    start, end = ledger.month_bounds(first, tz())
+    return int((end - start).total_seconds())
+
+
+def _usage_lines(out: dict[int, list[LineSpec]], sched: Schedule, card: RateCard | None,
+                 a: dt.date, b: dt.date, billed: dt.date, ids: list[int] | None, split: bool,
+                 late: dt.date | None = None) -> None:
+    """GPU lines (per device kind), CPU and memory lines of the GpuUsage rows of the days
+    [a, b) that the month ``billed`` bills, priced by ``card``. ``late``: the closed month
+    the days belong to (the lines say "usage from <month>")."""
+    usage = GpuUsage.objects.filter(billed_period=billed, day__gte=a, day__lt=b)
+    if ids is not None:
+        usage = usage.filter(tenant_id__in=ids)
+    rows = usage.values("tenant_id", "gpu_model", "mig_profile").annotate(
+        device_seconds=Sum(F("seconds") * F("devices")),
+        milli_seconds=Sum(F("seconds") * F("cpu_millicores")),
+        mib_seconds=Sum(F("seconds") * F("memory_mib"))).order_by(
+        "tenant_id", "gpu_model", "mig_profile")
+
+    def text(what: StoredText, priced: bool = True) -> StoredText:
+        desc = _described(what, card, split, priced=priced)
+        return message(texts.LATE_USAGE, what=desc, month=f"{late:%Y-%m}") if late else desc
+
+    cpu_totals: dict[int, int] = defaultdict(int)
+    mem_totals: dict[int, int] = defaultdict(int)
+    for row in rows:
+        tenant_id, device_seconds = row["tenant_id"], int(row["device_seconds"] or 0)
+        cpu_totals[tenant_id] += int(row["milli_seconds"] or 0)
+        mem_totals[tenant_id] += int(row["mib_seconds"] or 0)
+        if not device_seconds:
+            continue
+        price, label = sched.device_price(card, row["gpu_model"], row["mig_profile"])
+        unit = "instance-hours" if row["mig_profile"] else "GPU-hours"
+        out[tenant_id].append(LineSpec(
+            kind=LineKind.GPU, text=text(label or message(texts.LINE_GPU), price is not None),
+            resource=f"{row['gpu_model']}|{row['mig_profile']}", starts=a, ends=b,
+            quantity=pricing.hours(device_seconds), unit=unit,
+            unit_price=price or Decimal(0),
+            amount=pricing.hourly_amount(device_seconds, price or Decimal(0)),
+            rate_card_id=card.pk if card else None))
+    if card is not None and card.cpu_core_hour:
+        for tenant_id, milli in cpu_totals.items():
+            if milli:
+                out[tenant_id].append(LineSpec(
+                    kind=LineKind.CPU, text=text(message(texts.LINE_CPU)),
+                    starts=a, ends=b, quantity=pricing.hours(Decimal(milli) / 1000),
+                    unit="core-hours", unit_price=card.cpu_core_hour,
+                    amount=pricing.hourly_amount(Decimal(milli) / 1000, card.cpu_core_hour),
+                    rate_card_id=card.pk))
+    if card is not None and card.memory_gib_hour:
+        for tenant_id, mib in mem_totals.items():
+            if mib:
+                gib_s = Decimal(mib) / 1024
+                out[tenant_id].append(LineSpec(
+                    kind=LineKind.MEMORY, text=text(message(texts.LINE_MEMORY)),
+                    starts=a, ends=b, quantity=pricing.hours(gib_s), unit="GiB-hours",
+                    unit_price=card.memory_gib_hour,
+                    amount=pricing.hourly_amount(gib_s, card.memory_gib_hour),
+                    rate_card_id=card.pk))
+
+
+def late_months(billed: dt.date, ids: Iterable[int] | None = None) -> list[dt.date]:
+    """The closed months whose GPU, CPU and memory usage found since the month
+    ``billed`` bills (late GpuUsage rows), oldest first."""
+    rows = GpuUsage.objects.filter(billed_period=billed, day__lt=billed)
+    if ids is not None:
+        rows = rows.filter(tenant_id__in=list(ids))
+    return sorted({ledger.month_start(d) for d in rows.dates("day", "month")})
+
+
+def known_snapshots(billed: dt.date, *, before: bool = False) -> QuerySet[StorageSnapshot]:
+    """The storage snapshots known when the month ``billed`` is billed (recorded before
+    it closes): billed by it or an earlier month; ``before``: only by earlier months."""
+    cond = Q(billed_period__lt=billed) if before else Q(billed_period__lte=billed)
+    start, _end = ledger.month_bounds(billed, tz())
+    legacy = Q(billed_period__isnull=True) & (Q(at__lt=start) if before else Q())
+    return StorageSnapshot.objects.filter(cond | legacy)
+
+
+def late_storage(billed: dt.date, ids: Iterable[int] | None, sched: Schedule,
+                 uid: str | None = None
+                 ) -> dict[tuple[int, int | None, str, dt.date, dt.date], int]:
+    """What snapshots recorded after their month closed, and billed by ``billed``, change
+    in the closed months: byte-seconds per (tenant, card, StorageClass, [a, b)) of each
+    closed month from the earliest such snapshot's month on, as the snapshots known now
+    minus those known when the previous month was billed (negative: a volume that went,
+    or shrank, earlier than billed). ``uid``: one volume only (the drill-down)."""
+    start, _end = ledger.month_bounds(billed, tz())
+    late = StorageSnapshot.objects.filter(billed_period=billed, at__lt=start)
+    if ids is not None:
+        late = late.filter(tenant_id__in=list(ids))
+    if uid is not None:
+        late = late.filter(uid=uid)
+    earliest: dict[str, dt.datetime] = {}
+    for snap_uid, at in late.values_list("uid", "at"):
+        earliest[snap_uid] = min(at, earliest.get(snap_uid, at))
+    out: dict[tuple[int, int | None, str, dt.date, dt.date], int] = defaultdict(int)
+    if not earliest:
+        return out
+    now_known: dict[str, list[tuple[dt.datetime, int]]] = defaultdict(list)
+    then_known: dict[str, list[tuple[dt.datetime, int]]] = defaultdict(list)
+    owner: dict[str, tuple[int, str]] = {}
+    for snapshots, before in ((now_known, False), (then_known, True)):
+        for snap_uid, tenant_id, cls, size, at in known_snapshots(billed, before=before).filter(
+                uid__in=list(earliest), at__lt=start).order_by("uid", "at").values_list(
+                "uid", "tenant_id", "storage_class", "size_bytes", "at"):
+            snapshots[snap_uid].append((at, size))
+            owner[snap_uid] = (tenant_id, cls)
+    for snap_uid, first_at in earliest.items():
+        tenant_id, cls = owner[snap_uid]
+        month = ledger.month_start(first_at.astimezone(tz()).date())
+        while month < billed:
+            for card, a, b in sched.periods(month, ledger.next_month(month)):
+                lo, hi = ledger.local_midnight(a, tz()), ledger.local_midnight(b, tz())
+                delta = (ledger.size_byte_seconds(now_known[snap_uid], lo, hi)
+                         - ledger.size_byte_seconds(then_known[snap_uid], lo, hi))
+                if delta:
+                    out[(tenant_id, card.pk if card else None, cls, a, b)] += delta
+            month = ledger.next_month(month)
+    return out
+
+
+def _storage_lines(out: dict[int, list[LineSpec]], sched: Schedule,
+                   storage: Mapping[tuple[int, int | None, str, dt.date, dt.date], int],
+                   billed: dt.date, split: bool) -> None:
+    """Storage lines from byte-seconds per (tenant, card, StorageClass, [a, b)); days of
+    an earlier month than ``billed`` are late ("storage from <month>"), in GiB-months
+    of their own month."""
+    cards_by_id = {c.pk: c for c in sched.cards}
+    for (tenant_id, card_id, storage_class, a, b), byte_seconds in sorted(
+            storage.items(), key=lambda kv: (kv[0][0], kv[0][3], kv[0][2])):
+        if not byte_seconds:
+            continue
+        price = sched.storage.get(card_id, {}).get(storage_class) if card_id else None
+        origin = ledger.month_start(a)
+        if origin != billed:
+            split = len(sched.periods(origin, ledger.next_month(origin))) > 1
+        desc = _described(message(texts.LINE_STORAGE, cls=storage_class or "-"),
+                          cards_by_id.get(card_id) if card_id else None, split,
+                          priced=price is not None)
+        if origin != billed:
+            desc = message(texts.LATE_USAGE, what=desc, month=f"{origin:%Y-%m}")
+        seconds_of_month = _month_seconds(origin)
+        out[tenant_id].append(LineSpec(
+            kind=LineKind.STORAGE, text=desc, resource=storage_class, starts=a, ends=b,
+            quantity=pricing.gib_months(byte_seconds, seconds_of_month), unit="GiB-months",
+            unit_price=price or Decimal(0),
+            amount=pricing.storage_amount(byte_seconds, seconds_of_month, price or Decimal(0)),
+            rate_card_id=card_id))
+
+
+def late_lines(period: dt.date, tenant_ids: Iterable[int] | None = None,
+               sched: Schedule | None = None) -> dict[int, list[LineSpec]]:
+    """The late lines the month of ``period`` bills: usage of closed months found since
+    they closed (GPU, CPU, memory and storage, "usage from <month>"), priced by the card
+    of their own days. Computed from the ledger, so finance sees them before closing
+    (the month page, ``GET /api/v1/billing/months/<month>/``)."""
+    sched = sched or schedule()
+    first = ledger.month_start(period)
+    ids = list(tenant_ids) if tenant_ids is not None else None
+    out: dict[int, list[LineSpec]] = defaultdict(list)
+    for origin in late_months(first, ids):
+        origin_periods = sched.periods(origin, ledger.next_month(origin))
+        for card, a, b in origin_periods:
+            _usage_lines(out, sched, card, a, b, first, ids, len(origin_periods) > 1,
+                         late=origin)
+    _storage_lines(out, sched, late_storage(first, ids, sched), first, False)
+    return dict(out)
+
+
 def month_lines(period: dt.date, tenant_ids: Iterable[int] | None = None,
                 sched: Schedule | None = None) -> dict[int, list[LineSpec]]:
     """Every tenant's invoice lines for the month of ``period``, from the ledger.
 
     GPU lines per card period and device kind; CPU and memory when the card prices them;
-    storage per StorageClass; egress per destination class (to the internet, other
-    regions, other zones, or unclassified; within the zone is free and has no line); then
-    the month's adjustments. Amounts are rounded
-    per line (see billing.pricing).
+    then the same for usage of closed months found since they closed ("usage from
+    <month>", priced by the card of its own days); storage per StorageClass (and its late
+    part); egress per destination class (to the internet, other regions, other zones, or
+    unclassified; within the zone is free and has no line); then the month's adjustments.
+    Amounts are rounded per line (see billing.pricing).
     """
     sched = sched or schedule()
     first = ledger.month_start(period)
     after = ledger.next_month(first)
-    start_dt, end_dt = ledger.month_bounds(first, tz())
-    month_seconds = int((end_dt - start_dt).total_seconds())
+    _start_dt, end_dt = ledger.month_bounds(first, tz())
     ids = list(tenant_ids) if tenant_ids is not None else None
     out: dict[int, list[LineSpec]] = defaultdict(list)
     periods = sched.periods(first, after)
     split = len(periods) > 1
 
     for card, a, b in periods:
-        usage = GpuUsage.objects.filter(day__gte=a, day__lt=b)
-        if ids is not None:
-            usage = usage.filter(tenant_id__in=ids)
-        rows = usage.values("tenant_id", "gpu_model", "mig_profile").annotate(
-            device_seconds=Sum(F("seconds") * F("devices")),
-            milli_seconds=Sum(F("seconds") * F("cpu_millicores")),
-            mib_seconds=Sum(F("seconds") * F("memory_mib"))).order_by(
-            "tenant_id", "gpu_model", "mig_profile")
-        cpu_totals: dict[int, int] = defaultdict(int)
-        mem_totals: dict[int, int] = defaultdict(int)
-        for row in rows:
-            tenant_id, device_seconds = row["tenant_id"], int(row["device_seconds"] or 0)
-            cpu_totals[tenant_id] += int(row["milli_seconds"] or 0)
-            mem_totals[tenant_id] += int(row["mib_seconds"] or 0)
-            if not device_seconds:
-                continue
-            price, label = sched.device_price(card, row["gpu_model"], row["mig_profile"])
-            unit = "instance-hours" if row["mig_profile"] else "GPU-hours"
-            desc = _described(label or message(texts.LINE_GPU), card, split,
-                              priced=price is not None)
-            out[tenant_id].append(LineSpec(
-                kind=LineKind.GPU, text=desc,
-                resource=f"{row['gpu_model']}|{row['mig_profile']}", starts=a, ends=b,
-                quantity=pricing.hours(device_seconds), unit=unit,
-                unit_price=price or Decimal(0),
-                amount=pricing.hourly_amount(device_seconds, price or Decimal(0)),
-                rate_card_id=card.pk if card else None))
-        if card is not None and card.cpu_core_hour:
-            for tenant_id, milli in cpu_totals.items():
-                if milli:
-                    out[tenant_id].append(LineSpec(
-                        kind=LineKind.CPU,
-                        text=_described(message(texts.LINE_CPU), card, split),
-                        starts=a, ends=b, quantity=pricing.hours(Decimal(milli) / 1000),
-                        unit="core-hours", unit_price=card.cpu_core_hour,
-                        amount=pricing.hourly_amount(Decimal(milli) / 1000, card.cpu_core_hour),
-                        rate_card_id=card.pk))
-        if card is not None and card.memory_gib_hour:
-            for tenant_id, mib in mem_totals.items():
-                if mib:
-                    gib_s = Decimal(mib) / 1024
-                    out[tenant_id].append(LineSpec(
-                        kind=LineKind.MEMORY,
-                        text=_described(message(texts.LINE_MEMORY), card, split),
-                        starts=a, ends=b, quantity=pricing.hours(gib_s), unit="GiB-hours",
-                        unit_price=card.memory_gib_hour,
-                        amount=pricing.hourly_amount(gib_s, card.memory_gib_hour),
-                        rate_card_id=card.pk))
+        _usage_lines(out, sched, card, a, b, first, ids, split)
 
-    # storage: each volume's size over the month, per card period and StorageClass
-    snaps = StorageSnapshot.objects.filter(at__lt=end_dt)
+    # storage: each volume's size over the month (as known when this month is billed),
+    # per card period and StorageClass; then the late lines (:func:`late_lines`)
+    snaps = known_snapshots(first).filter(at__lt=end_dt)
     if ids is not None:
         snaps = snaps.filter(tenant_id__in=ids)
     volumes: dict[str, list[tuple[dt.datetime, int]]] = defaultdict(list)
@@ -328,19 +457,9 @@ def month_lines(period: dt.date, tenant_ids: Iterable[int] | None = None,
             if byte_seconds:
                 storage[(tenant_id, card.pk if card else None, storage_class, a, b)] += \
                     byte_seconds
-    cards_by_id = {c.pk: c for c in sched.cards}
-    for (tenant_id, card_id, storage_class, a, b), byte_seconds in sorted(
-            storage.items(), key=lambda kv: (kv[0][0], kv[0][3], kv[0][2])):
-        price = sched.storage.get(card_id, {}).get(storage_class) if card_id else None
-        desc = _described(message(texts.LINE_STORAGE, cls=storage_class or "-"),
-                          cards_by_id.get(card_id) if card_id else None, split,
-                          priced=price is not None)
-        out[tenant_id].append(LineSpec(
-            kind=LineKind.STORAGE, text=desc, resource=storage_class, starts=a, ends=b,
-            quantity=pricing.gib_months(byte_seconds, month_seconds), unit="GiB-months",
-            unit_price=price or Decimal(0),
-            amount=pricing.storage_amount(byte_seconds, month_seconds, price or Decimal(0)),
-            rate_card_id=card_id))
+    _storage_lines(out, sched, storage, first, split)
+    for tenant_id, specs in late_lines(first, ids, sched).items():
+        out[tenant_id].extend(specs)
 
     # egress: bytes sent per card period and destination class, one line per class
     # (resource: the class); traffic within the zone is free and has no line
@@ -420,7 +539,7 @@ def line_details(line: InvoiceLine) -> list[LineDetail]:
         return []
     if line.kind in (LineKind.GPU, LineKind.CPU, LineKind.MEMORY):
         usage = GpuUsage.objects.filter(tenant_id=invoice.tenant_id, day__gte=line.starts,
-                                        day__lt=line.ends)
+                                        day__lt=line.ends, billed_period=invoice.period)
         if line.kind == LineKind.GPU:
             gpu_model, _sep, mig = line.resource.partition("|")
             usage = usage.filter(gpu_model=gpu_model, mig_profile=mig, devices__gt=0)
@@ -437,25 +556,7 @@ def line_details(line: InvoiceLine) -> list[LineDetail]:
                                                         line.unit_price))
                 for r in rows if r["q"]]
     if line.kind == LineKind.STORAGE:
-        start = ledger.local_midnight(line.starts, tz())
-        end = ledger.local_midnight(line.ends, tz())
-        month_start_dt, month_end_dt = ledger.month_bounds(invoice.period, tz())
-        month_seconds = int((month_end_dt - month_start_dt).total_seconds())
-        volumes: dict[str, list[tuple[dt.datetime, int]]] = defaultdict(list)
-        names: dict[str, str] = {}
-        for uid, ns, name, size, at in StorageSnapshot.objects.filter(
-                tenant_id=invoice.tenant_id, storage_class=line.resource, at__lt=end
-        ).order_by("uid", "at").values_list("uid", "namespace", "name", "size_bytes", "at"):
-            volumes[uid].append((at, size))
-            names[uid] = f"{ns}/{name}"
-        details = []
-        for uid, snaps in volumes.items():
-            bs = ledger.size_byte_seconds(snaps, start, end)
-            if bs:
-                details.append(LineDetail(
-                    label=names[uid], quantity=pricing.gib_months(bs, month_seconds),
-                    amount=pricing.storage_amount(bs, month_seconds, line.unit_price)))
-        return sorted(details, key=lambda d: -d.quantity)
+        return _storage_details(line, invoice)
     if line.kind == LineKind.EGRESS:
         # the line's class (every class for a line of one price, written before classes)
         sent: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -477,6 +578,44 @@ def line_details(line: InvoiceLine) -> list[LineDetail]:
                                        for c in EGRESS_ORDER if classes.get(c))))
         return sorted(details, key=lambda d: (-d.quantity, d.label))
     return []
+
+
+def _storage_details(line: InvoiceLine, invoice: Invoice) -> list[LineDetail]:
+    """The volumes behind a storage line: their GiB-months over the line's days as known
+    when the invoice's month was billed, or, for a late line ("storage from <month>"),
+    what each volume's late snapshots changed in those days."""
+    assert line.starts is not None and line.ends is not None
+    origin = ledger.month_start(line.starts)
+    seconds_of_month = _month_seconds(origin)
+    start = ledger.local_midnight(line.starts, tz())
+    end = ledger.local_midnight(line.ends, tz())
+    snaps = known_snapshots(invoice.period).filter(
+        tenant_id=invoice.tenant_id, storage_class=line.resource, at__lt=end)
+    late = origin < invoice.period
+    if late:
+        snaps = snaps.filter(uid__in=StorageSnapshot.objects.filter(
+            billed_period=invoice.period, at__lt=ledger.local_midnight(invoice.period, tz()),
+            tenant_id=invoice.tenant_id, storage_class=line.resource).values("uid"))
+    volumes: dict[str, list[tuple[dt.datetime, int]]] = defaultdict(list)
+    names: dict[str, str] = {}
+    for uid, ns, name, size, at in snaps.order_by("uid", "at").values_list(
+            "uid", "namespace", "name", "size_bytes", "at"):
+        volumes[uid].append((at, size))
+        names[uid] = f"{ns}/{name}"
+    sched = schedule() if late else None
+    details = []
+    for uid, snapshots in volumes.items():
+        if sched is not None:
+            bs = sum(v for k, v in late_storage(invoice.period, [invoice.tenant_id], sched,
+                                                uid=uid).items()
+                     if k[2] == line.resource and k[3] == line.starts and k[4] == line.ends)
+        else:
+            bs = ledger.size_byte_seconds(snapshots, start, end)
+        if bs:
+            details.append(LineDetail(
+                label=names[uid], quantity=pricing.gib_months(bs, seconds_of_month),
+                amount=pricing.storage_amount(bs, seconds_of_month, line.unit_price)))
+    return sorted(details, key=lambda d: -d.quantity)
 
 
 # --- per job ------------------------------------------------------------------------------
@@ -825,8 +964,13 @@ def month_summary(period: dt.date) -> dict[str, Any]:
              "billed_hours": idle[t.pk].billed_hours if t.pk in idle else Decimal(0)}
             for t in month_tenants(first, with_invoices=set(by_tenant),
                                    with_usage={k for k, v in idle.items() if v.billed_hours})]
+    late = late_lines(first) if not MonthClose.objects.filter(period=first).exists() else {}
+    names = dict(Tenant.objects.filter(pk__in=list(late)).values_list("pk", "slug"))
     return {
         "rows": rows,
+        # finance's list before closing: what this month bills of closed months
+        "late_lines": [{"tenant": names[t], "line": spec} for t in sorted(
+            late, key=lambda t: names[t]) for spec in late[t]],
         "invoices": invoices,
         "idle": idle,
         "idle_quarter": quarter,

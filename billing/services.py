@@ -40,6 +40,7 @@ from billing.models import (
     BudgetAlert,
     EgressSample,
     GpuPrice,
+    GpuUsage,
     Invoice,
     InvoiceLine,
     MonthClose,
@@ -231,26 +232,33 @@ def rate_card_create(*, actor: AnyUser, effective_from: dt.date, gpus: Iterable[
 def ledger_ingest_gpu(*, now: dt.datetime | None = None,
                       job_ids: Iterable[int] | None = None, tenant: Tenant | None = None
                       ) -> int:
-    """Recompute the GpuUsage rows (job, day) of every job that ran in an open month.
+    """Recompute the GpuUsage rows (job, day, billed month) of every job whose history
+    changed in an open month or that still runs.
 
-    Rows are recomputed from the whole transition history and upserted on (job, day), so
-    running this twice changes nothing; days of closed months are never touched. Returns
-    the number of rows written.
+    Rows are recomputed from the whole transition history and upserted on (job, day,
+    billed month), so running this twice changes nothing. Rows billed by a closed month
+    are frozen; what a (job, day) of a closed month ran beyond (or short of) them is a
+    late row billed by the first open month (see :class:`~billing.models.GpuUsage`). A
+    job's history counts when a transition happened *or was recorded* in an open month,
+    so a transition the cluster dates before a close but Trainyard recorded after it is
+    billed late rather than lost. Returns the number of rows written.
     """
     now = now or timezone.now()
     tz = selectors.tz()
     open_from = _closed_until()
     if job_ids is None:
         since = ledger.local_midnight(open_from, tz) if open_from > dt.date.min else None
-        touched = JobTransition.objects.all()
         active = TrainingJob.objects.filter(state__in=[JobState.RUNNING, JobState.PREEMPTING])
-        if since is not None:
-            touched = touched.filter(at__gte=since)
+        # happened, or was recorded, in an open month: two indexed reads, not one OR
+        touched = ([JobTransition.objects.all()] if since is None else
+                   [JobTransition.objects.filter(at__gte=since),
+                    JobTransition.objects.filter(observed_at__gte=since)])
         if tenant is not None:
-            touched = touched.filter(job__tenant=tenant)
+            touched = [query.filter(job__tenant=tenant) for query in touched]
             active = active.filter(tenant=tenant)
-        ids = set(touched.values_list("job_id", flat=True).distinct())
-        ids |= set(active.values_list("pk", flat=True))
+        ids = set(active.values_list("pk", flat=True))
+        for query in touched:
+            ids |= set(query.values_list("job_id", flat=True).distinct())
     else:
         ids = set(job_ids)
     ordered = sorted(ids)
@@ -271,39 +279,79 @@ def ledger_ingest_gpu(*, now: dt.datetime | None = None,
                 "job_id", "at", "id").values_list("job_id", "to_state", "at"):
             if job_id in wanted:
                 transitions[job_id].append((state, at))
-        rows: list[tuple[Any, ...]] = []
+        days: dict[tuple[int, dt.date], int] = {}
         for job_id, history in transitions.items():
-            job = jobs.get(job_id)
-            if job is None:
+            if job_id in jobs:
+                for day, seconds in ledger.running_day_seconds(history, now, tz).items():
+                    days[(job_id, day)] = seconds
+        frozen = _frozen_usage(job_in_chunk, wanted, open_from,
+                               min((d for _j, d in days), default=None))
+        rows: list[tuple[Any, ...]] = []
+        for (job_id, day), seconds in sorted(days.items()):
+            billed = max(ledger.month_start(day), open_from)
+            seconds -= frozen.get((job_id, day), 0)
+            if not seconds:
                 continue
+            job = jobs[job_id]
             devices = job["workers"] * job["gpus_per_worker"]
             millicores = int(job["cpu_per_worker"] * 1000) * job["workers"]
             mib = int(job["memory_gib_per_worker"] * 1024) * job["workers"]
-            for day, seconds in ledger.running_day_seconds(history, now, tz).items():
-                if day >= open_from:
-                    rows.append((job_id, job["tenant_id"], job["pool_id"], day, job["gpu_model"],
-                                 job["mig_profile"], devices, seconds, millicores, mib))
+            rows.append((job_id, job["tenant_id"], job["pool_id"], day, billed,
+                         job["gpu_model"], job["mig_profile"], devices, seconds, millicores,
+                         mib))
+        _drop_stale_usage(job_in_chunk, wanted, open_from,
+                          {(r[0], r[3], r[4]) for r in rows})
         _upsert_usage(rows, now)
         written += len(rows)
     return written
 
 
+def _frozen_usage(job_in_chunk: Mapping[str, Any], wanted: set[int], open_from: dt.date,
+                  first_day: dt.date | None) -> dict[tuple[int, dt.date], int]:
+    """Seconds per (job, day) already billed by closed months (frozen rows). One query,
+    and none when the recomputed days all lie in open months."""
+    if first_day is None or first_day >= open_from:
+        return {}
+    frozen: dict[tuple[int, dt.date], int] = defaultdict(int)
+    for job_id, day, seconds in GpuUsage.objects.filter(
+            **job_in_chunk, billed_period__lt=open_from, day__gte=first_day).values_list(
+            "job_id", "day", "seconds"):
+        if job_id in wanted:
+            frozen[(job_id, day)] += seconds
+    return frozen
+
+
+def _drop_stale_usage(job_in_chunk: Mapping[str, Any], wanted: set[int], open_from: dt.date,
+                      keep: set[tuple[int, dt.date, dt.date]]) -> None:
+    """Delete the open months' rows of these jobs that the history no longer gives (a
+    finish the cluster dated before days already counted as running, a late row whose
+    difference is back to 0)."""
+    stale = [pk for pk, job_id, day, billed in GpuUsage.objects.filter(
+        **job_in_chunk, billed_period__gte=open_from).values_list(
+        "pk", "job_id", "day", "billed_period")
+        if job_id in wanted and (job_id, day, billed) not in keep]
+    for index in range(0, len(stale), CHUNK):
+        GpuUsage.objects.filter(pk__in=stale[index:index + CHUNK]).delete()
+
+
 _UPSERT = """
-    INSERT INTO billing_gpuusage (job_id, tenant_id, pool_id, day, gpu_model, mig_profile,
-                                  devices, seconds, cpu_millicores, memory_mib, updated_at)
+    INSERT INTO billing_gpuusage (job_id, tenant_id, pool_id, day, billed_period, gpu_model,
+                                  mig_profile, devices, seconds, cpu_millicores, memory_mib,
+                                  updated_at)
     VALUES {values}
-    ON CONFLICT (job_id, day) DO UPDATE SET
+    ON CONFLICT (job_id, day, billed_period) DO UPDATE SET
         gpu_model = excluded.gpu_model, mig_profile = excluded.mig_profile,
         devices = excluded.devices, seconds = excluded.seconds,
         cpu_millicores = excluded.cpu_millicores, memory_mib = excluded.memory_mib,
         updated_at = excluded.updated_at"""
-_UPSERT_BATCH = 500  # rows per statement (11 parameters each)
+_UPSERT_BATCH = 500  # rows per statement (12 parameters each)
 
 
 def _upsert_usage(rows: list[tuple[Any, ...]], now: dt.datetime) -> None:
-    """Insert or overwrite GpuUsage rows keyed (job, day), many rows per statement
-    (SQLite 3.24+ and Postgres share the ON CONFLICT syntax); the ORM's bulk upsert spent
-    most of a month close preparing values, and one statement per row most of the rest."""
+    """Insert or overwrite GpuUsage rows keyed (job, day, billed month), many rows per
+    statement (SQLite 3.24+ and Postgres share the ON CONFLICT syntax); the ORM's bulk
+    upsert spent most of a month close preparing values, and one statement per row most
+    of the rest."""
     if not rows:
         return
     stamp = connection.ops.adapt_datetimefield_value(now)
@@ -311,8 +359,8 @@ def _upsert_usage(rows: list[tuple[Any, ...]], now: dt.datetime) -> None:
         columns = list(zip(*rows, strict=True))
         sql = _UPSERT.format(values="").replace("VALUES ", """
             SELECT u.*, %s::timestamptz FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[],
-                %s::date[], %s::text[], %s::text[], %s::int[], %s::int[], %s::bigint[],
-                %s::bigint[]) AS u""")
+                %s::date[], %s::date[], %s::text[], %s::text[], %s::int[], %s::int[],
+                %s::bigint[], %s::bigint[]) AS u""")
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(sql, [stamp, *[list(c) for c in columns]])
         return
@@ -321,13 +369,21 @@ def _upsert_usage(rows: list[tuple[Any, ...]], now: dt.datetime) -> None:
             batch = rows[index:index + _UPSERT_BATCH]
             params: list[Any] = []
             for row in batch:
-                params += [*row[:3], connection.ops.adapt_datefield_value(row[3]), *row[4:],
-                           stamp]
-            values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"] * len(batch))
+                params += [*row[:3], connection.ops.adapt_datefield_value(row[3]),
+                           connection.ops.adapt_datefield_value(row[4]), *row[5:], stamp]
+            values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"]
+                               * len(batch))
             cursor.execute(_UPSERT.format(values=values), params)
+
 
 def _pools_by_namespace() -> dict[str, Pool]:
     return {p.namespace: p for p in Pool.objects.select_related("tenant")}
+
+
+def _snapshot_billed(at: dt.datetime, open_from: dt.date, tz: dt.tzinfo) -> dt.date:
+    """The first month that bills a snapshot: its own, or the first open one when its
+    month is closed already (a volume first seen, or resized, after its month closed)."""
+    return max(ledger.month_start(at.astimezone(tz).date()), open_from)
 
 
 def storage_snapshots_record(*, now: dt.datetime | None = None) -> int:
@@ -335,9 +391,12 @@ def storage_snapshots_record(*, now: dt.datetime | None = None) -> int:
 
     Keyed on (uid, at) and written only on change, so recording twice adds nothing.
     A resize is dated when Trainyard observed it; a new volume from its creation time.
+    A snapshot dated in a closed month is billed from the first open month (its
+    difference to the closed months as "storage from <month>" lines).
     """
     now = now or timezone.now()
     pools = _pools_by_namespace()
+    open_from, tz = _closed_until(), selectors.tz()
     latest_at = dict(StorageSnapshot.objects.values("uid").annotate(m=Max("at"))
                      .values_list("uid", "m"))
     last: dict[str, tuple[int, dt.datetime, StorageSnapshot]] = {}
@@ -358,13 +417,15 @@ def storage_snapshots_record(*, now: dt.datetime | None = None) -> int:
             continue
         rows.append(StorageSnapshot(tenant_id=pool.tenant_id, pool=pool, namespace=pvc.namespace,
                                     name=pvc.name, uid=pvc.uid, storage_class=pvc.storage_class,
-                                    size_bytes=size, at=at))
+                                    size_bytes=size, at=at,
+                                    billed_period=_snapshot_billed(at, open_from, tz)))
     for uid, (size, at, snap) in last.items():
         if size and uid not in seen:
             rows.append(StorageSnapshot(
                 tenant_id=snap.tenant_id, pool_id=snap.pool_id, namespace=snap.namespace,
                 name=snap.name, uid=uid, storage_class=snap.storage_class, size_bytes=0,
-                at=max(now, at + dt.timedelta(seconds=1))))
+                at=(gone := max(now, at + dt.timedelta(seconds=1))),
+                billed_period=_snapshot_billed(gone, open_from, tz)))
     StorageSnapshot.objects.bulk_create(rows, ignore_conflicts=True)
     return len(rows)
 

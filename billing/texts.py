@@ -45,6 +45,7 @@ LINE_CREDIT = register("billing.line.credit", _("Credit for %(number)s: %(reason
 # wrappers around a line's text (``what``): split months and missing prices
 PRICES_FROM = register("billing.line.prices_from", _("%(what)s (prices from %(day)s)"))
 NO_PRICE = register("billing.line.no_price", _("%(what)s (no price on the rate card)"))
+LATE_USAGE = register("billing.line.late", _("%(what)s, usage from %(month)s"))
 
 # --- notifications ------------------------------------------------------------------------
 

@@ -155,7 +155,14 @@ class JobTransition(models.Model):
     message = models.JSONField(default=str, blank=True)   # a stored text
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                               on_delete=models.SET_NULL, related_name="+")
+    # When it happened: for what the cluster reports (running, succeeded, failed) the
+    # cluster's own time (a condition's lastTransitionTime, a container's startedAt or
+    # finishedAt), for Trainyard's own decisions the moment it made them. The billing
+    # source. ``observed_at`` is when Trainyard recorded it (None on rows from before it
+    # existed: the same as ``at``); a late one (recorded after its month was closed) is
+    # billed on the next open invoice.
     at = models.DateTimeField(db_index=True)
+    observed_at = models.DateTimeField(null=True, blank=True, db_index=True)
     processed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -191,27 +191,39 @@ _DIM_ORDER = {"gpu": 0, "mig": 0, "gpu-shared": 0, "cpu": 1, "memory": 2, "gpu-m
 def _record(job: TrainingJob, from_state: str, to_state: str, reason: str, *,
             message: StoredText = "", actor: AnyUser | None = None,
             at: dt.datetime | None = None) -> JobTransition:
+    now = timezone.now()
     return JobTransition.objects.create(
         job=job, from_state=from_state, to_state=to_state, reason=reason, message=message,
         actor=actor if actor is not None and getattr(actor, "is_authenticated", False) else None,
-        at=at or timezone.now())
+        at=at or now, observed_at=now)
 
 
 def job_transition(*, job_id: int, from_states: Iterable[str], to_state: str, reason: str,
                    message: StoredText = "", actor: AnyUser | None = None,
-                   at: dt.datetime | None = None, **fields: Any) -> bool:
+                   at: dt.datetime | None = None, stamp: Iterable[str] = (),
+                   **fields: Any) -> bool:
     """Move a job to ``to_state`` if it is in one of ``from_states``; True when it moved.
 
     A conditional update: when another worker moved the job first, this does nothing
     (returns False), so a decision is never applied twice. ``fields`` are set with it.
+    ``at`` is when it happened (the cluster's time for what the cluster reports; now by
+    default); it is kept between the job's previous transition and now, so a skewed
+    clock never reorders the history nor dates a change in the future. The fields named
+    in ``stamp`` (``started_at``, ``finished_at``) are set to that same time.
     """
-    at = at or timezone.now()
+    now = timezone.now()
+    at = min(at or now, now)
     with transaction.atomic():
         job = TrainingJob.objects.select_for_update().filter(pk=job_id,
                                                              state__in=list(from_states)).first()
         if job is None:
             return False
+        last = JobTransition.objects.filter(job_id=job_id).order_by("-at", "-id").values_list(
+            "at", flat=True).first()
+        if last is not None and at < last:
+            at = last
         previous = job.state
+        fields.update(dict.fromkeys(stamp, at))
         TrainingJob.objects.filter(pk=job_id).update(state=to_state, **fields)
         _record(job, previous, to_state, reason, message=message, actor=actor, at=at)
     return True

@@ -31,13 +31,12 @@ from jobs import health, podstart, selectors, services
 from jobs.admission import decide
 from jobs.choices import JobState
 from jobs.models import AdmissionState, MaintenanceWindow, TrainingJob
-from jobs.timeline import missed_run_start
 from k8s_sync import manifests
 from k8s_sync.client import K8sError, get_client, is_transient
 from k8s_sync.maintenance import cordon_patch, is_cordoned, maintenance_taint
 from k8s_sync.models import PYTORCHJOB, ObservedNode, ObservedPod
 from k8s_sync.placement import switch_of
-from k8s_sync.selectors import workload_statuses
+from k8s_sync.selectors import WorkloadStatus, pod_run_times, workload_statuses
 from tenants.models import Pool
 from tenants.selectors import pools_not_in_cluster, topology_levels
 from tenants.services import pool_sync_request
@@ -162,7 +161,12 @@ def observe_jobs(now: dt.datetime) -> dict[str, int]:
     """Record what happened to jobs, from their PyTorchJobs as the ``k8s_watch`` reflector
     last recorded them (``k8s_sync.selectors.workload_statuses``: one query, no API call).
 
-    A PyTorchJob not recorded (yet) moves nothing, as one missing from a list did."""
+    Each change is dated by the cluster's clock, not by this pass (:func:`_cluster_times`),
+    so a slow or stopped loop bills the same: a job seen running is running from its
+    ``Running`` condition's time; one seen finished ends at its ``Succeeded``/``Failed``
+    condition's time, and one that ran and finished between two passes gets both
+    transitions. A PyTorchJob not recorded (yet) moves nothing, as one missing from a
+    list did."""
     objs = workload_statuses(*PYTORCHJOB)
     counts = {"running": 0, "succeeded": 0, "failed": 0, "requeued": 0}
     active = TrainingJob.objects.filter(state__in=[JobState.ADMITTED, JobState.RUNNING,
@@ -175,33 +179,31 @@ def observe_jobs(now: dt.datetime) -> dict[str, int]:
             continue
         conditions = obj.true_conditions()
         active_pods = obj.active
-        finished = next((c for c in ("Succeeded", "Failed") if c in conditions), None)
-        if finished and job.state == JobState.ADMITTED:
-            # It ran and finished between two observations: record the stretch it ran
-            # (billed, and its start shown), then how it ended.
-            last = job.transitions.order_by("-at", "-id").values_list("at", flat=True).first()
-            stamps = [t for t in (job.admitted_at, last) if t is not None]
-            start = missed_run_start({str(c.get("type")): c for c in obj.conditions},
-                                     finished=finished, now=now,
-                                     admitted_at=max(stamps) if stamps else None)
-            if start is not None:
+        finished = ("Succeeded" if "Succeeded" in conditions
+                    else "Failed" if "Failed" in conditions else "")
+        if finished and job.state != JobState.PREEMPTING:
+            started, ended = _cluster_times(job, obj, finished, now)
+            if job.state == JobState.ADMITTED and started is not None:
+                # it ran and finished between two passes: its run is billed all the same
                 counts["running"] += services.job_transition(
                     job_id=job.pk, from_states=[JobState.ADMITTED], to_state=JobState.RUNNING,
-                    reason="Running", at=start, started_at=start, placement=[])
-        if "Succeeded" in conditions and job.state != JobState.PREEMPTING:
-            counts["succeeded"] += services.job_transition(
+                    reason="Running", at=started, stamp=["started_at"], placement=[])
+            if started is not None and ended >= started:
+                # the run lasts as long as the cluster says, from its recorded start (the
+                # same time unless the cluster's clock is off Trainyard's)
+                recorded = job.transitions.filter(to_state=JobState.RUNNING).order_by(
+                    "-at", "-id").values_list("at", flat=True).first()
+                if recorded is not None:
+                    ended = recorded + (ended - started)
+            counts[finished.lower()] += services.job_transition(
                 job_id=job.pk, from_states=[JobState.ADMITTED, JobState.RUNNING],
-                to_state=JobState.SUCCEEDED, reason="Succeeded", finished_at=now,
-                message=conditions["Succeeded"].get("message", ""))
-        elif "Failed" in conditions and job.state != JobState.PREEMPTING:
-            counts["failed"] += services.job_transition(
-                job_id=job.pk, from_states=[JobState.ADMITTED, JobState.RUNNING],
-                to_state=JobState.FAILED, reason="Failed", finished_at=now,
-                message=conditions["Failed"].get("message", ""))
+                to_state=JobState(finished.lower()), reason=finished, at=ended,
+                stamp=["finished_at"], message=conditions[finished].get("message", ""))
         elif job.state == JobState.ADMITTED and "Running" in conditions:
+            started, _ended = _cluster_times(job, obj, "", now)
             counts["running"] += services.job_transition(
                 job_id=job.pk, from_states=[JobState.ADMITTED], to_state=JobState.RUNNING,
-                reason="Running", started_at=now, placement=[])
+                reason="Running", at=started or now, stamp=["started_at"], placement=[])
         elif job.state == JobState.PREEMPTING and (
                 (active_pods == 0 and not _pods_remain(job))
                 or (job.preempt_deadline
@@ -212,6 +214,26 @@ def observe_jobs(now: dt.datetime) -> dict[str, int]:
                 message=stored_text("jobs.transition.requeued"),
                 started_at=None, admitted_at=None, borrowing=False, placement=[])
     return counts
+
+
+def _cluster_times(job: TrainingJob, obj: WorkloadStatus, finished: str, now: dt.datetime
+                   ) -> tuple[dt.datetime | None, dt.datetime]:
+    """(when the job's last run started, when it finished) by the cluster's clock.
+
+    The start is the ``Running`` condition's ``lastTransitionTime``
+    (:meth:`~k8s_sync.selectors.WorkloadStatus.running_since`), else the earliest
+    container start of its observed pods; None when neither shows it ran. The end (for
+    ``finished``, "Succeeded" or "Failed") is that condition's time, else the latest
+    container end, else ``now``. ``services.job_transition`` keeps both between the
+    job's previous transition and now."""
+    started = obj.running_since()
+    pod_start: dt.datetime | None = None
+    pod_end: dt.datetime | None = None
+    if started is None or (finished and obj.condition_time(finished) is None):
+        pod_start, pod_end = pod_run_times(job.pool.namespace, str(job.pk))
+    started = started or pod_start
+    ended = (obj.condition_time(finished) or pod_end or now) if finished else now
+    return started, ended
 
 
 def enforce_pod_start(now: dt.datetime) -> dict[str, int]:

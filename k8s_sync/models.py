@@ -79,6 +79,12 @@ class ObservedPod(Observed):
     job = models.CharField(max_length=253, blank=True, db_index=True)  # trainyard.io/job
     reason = models.CharField(max_length=200, blank=True)  # why it is pending / failed
     message = models.TextField(blank=True)
+    # The cluster's own times (the kubelet's clock, not when Trainyard looked): the
+    # earliest container start (``state.running.startedAt`` or ``terminated.startedAt``,
+    # else ``status.startTime``) and, once every container ended, the latest
+    # ``terminated.finishedAt``. What a job ran when the admission loop did not look.
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta(Observed.Meta):
         verbose_name = _("observed pod")

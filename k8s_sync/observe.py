@@ -149,6 +149,32 @@ def pod_requests(spec: Mapping[str, Any]) -> dict[str, str]:
     return {name: format_decimal(value) for name, value in sorted(total.items())}
 
 
+def pod_run_times(status: Mapping[str, Any]) -> tuple[datetime | None, datetime | None]:
+    """When a pod's containers ran, by the kubelet's clock: the earliest container start
+    (running or terminated ``startedAt``; ``status.startTime`` when no container has
+    started yet but the pod is Running) and, once every container has terminated, the
+    latest ``finishedAt`` (None while one still runs)."""
+    starts: list[datetime] = []
+    ends: list[datetime] = []
+    statuses = list(status.get("containerStatuses") or [])
+    for cs in statuses:
+        state = cs.get("state") or {}
+        running, terminated = state.get("running") or {}, state.get("terminated") or {}
+        start = _time(running.get("startedAt")) or _time(terminated.get("startedAt"))
+        if start is not None:
+            starts.append(start)
+        if terminated:
+            end = _time(terminated.get("finishedAt"))
+            if end is not None:
+                ends.append(end)
+    if not starts and status.get("phase") == "Running":
+        pod_start = _time(status.get("startTime"))
+        if pod_start is not None:
+            starts.append(pod_start)
+    done = bool(statuses) and len(ends) == len(statuses)
+    return (min(starts) if starts else None), (max(ends) if done else None)
+
+
 def parse_pod(obj: Mapping[str, Any]) -> dict[str, Any]:
     labels = obj["metadata"].get("labels") or {}
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
@@ -164,7 +190,9 @@ def parse_pod(obj: Mapping[str, Any]) -> dict[str, Any]:
             if waiting.get("reason") and waiting["reason"] != "ContainerCreating":
                 reason, message = waiting["reason"], waiting.get("message", "")
                 break
+    started_at, finished_at = pod_run_times(status)
     return {
+        "started_at": started_at, "finished_at": finished_at,
         "phase": status.get("phase", ""), "node_name": spec.get("nodeName", ""),
         "requests": pod_requests(spec), "priority": _int(spec.get("priority")),
         "priority_class": spec.get("priorityClassName", ""),

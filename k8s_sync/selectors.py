@@ -19,7 +19,8 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Max, Min, QuerySet
+from django.utils.dateparse import parse_datetime
 
 from k8s_sync import naming, placement
 from k8s_sync.models import (
@@ -39,7 +40,8 @@ from k8s_sync.quantity import parse_quantity
 __all__ = [
     "CapacityReport", "KindStatus", "MigCapacity", "ModelCapacity", "NodeCapacity",
     "WorkloadStatus", "capacity_report", "mig_profile_memory_mib", "observed_counts",
-    "observer_status", "pool_namespaces_observed", "resource_capacity", "workload_statuses",
+    "observer_status", "pod_run_times", "pool_namespaces_observed", "resource_capacity",
+    "workload_statuses",
 ]
 
 GPU, GPU_SHARED, MIG_PREFIX = "nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-"
@@ -447,6 +449,31 @@ class WorkloadStatus:
         """The conditions whose status is ``"True"``, by type (the last one of a type)."""
         return {c.get("type"): c for c in self.conditions if c.get("status") == "True"}
 
+    def condition_time(self, ctype: str) -> datetime | None:
+        """The ``lastTransitionTime`` of the condition ``ctype`` (the operator's clock),
+        whatever its status; None when absent or unreadable."""
+        for cond in reversed(self.conditions):
+            if cond.get("type") == ctype:
+                value = cond.get("lastTransitionTime")
+                return parse_datetime(value) if isinstance(value, str) and value else None
+        return None
+
+    def running_since(self) -> datetime | None:
+        """When the workload's current (or, once finished, its last) run started, by the
+        cluster's clock: the ``Running`` condition's ``lastTransitionTime`` while it is
+        True, or after the job finished (the operator turns ``Running`` False when it sets
+        ``Succeeded``/``Failed`` and keeps its time). None when it never ran since it was
+        last suspended (``Running`` False for a suspension, or absent)."""
+        running = next((c for c in reversed(self.conditions) if c.get("type") == "Running"),
+                       None)
+        if running is None:
+            return None
+        finished = {"Succeeded", "Failed"} & set(self.true_conditions())
+        if running.get("status") == "True" or (
+                finished and "suspend" not in str(running.get("reason", "")).lower()):
+            return self.condition_time("Running")
+        return None
+
 
 def _workloads(api_version: str, kind: str) -> QuerySet[ObservedWorkload]:
     return ObservedWorkload.objects.filter(api_version=api_version, kind=kind)
@@ -465,3 +492,14 @@ def workload_statuses(api_version: str = PYTORCHJOB[0],
                 conditions=tuple(c for c in row["conditions"] or [] if isinstance(c, Mapping)),
                 replica_statuses=dict(row["replica_statuses"] or {}), active=row["active"])
             for row in _workloads(api_version, kind).values(*fields)}
+
+
+def pod_run_times(namespace: str, job: str) -> tuple[datetime | None, datetime | None]:
+    """When the observed pods of one Trainyard job (label ``trainyard.io/job``) ran, by
+    the kubelet's clock: the earliest container start and the latest end (None while a
+    pod has not ended). One query."""
+    rows = ObservedPod.objects.filter(namespace=namespace, job=job)
+    agg = rows.aggregate(start=Min("started_at"), end=Max("finished_at"))
+    if rows.filter(finished_at__isnull=True).exists():
+        agg["end"] = None
+    return agg["start"], agg["end"]

@@ -68,7 +68,7 @@ def test_the_checker_passes_a_consistent_history_and_names_what_broke(chaos, ten
     if seconds is None:   # the run crossed midnight: the ledger splits it by day
         pytest.skip("the synthetic run crosses a day boundary")
     usage = GpuUsage.objects.create(job=done, tenant=tenant_a, pool=prod, day=day, devices=1,
-                                    seconds=seconds)
+                                    seconds=seconds, billed_period=day.replace(day=1))
 
     checks = {c.name: c for c in chaos.check_all(now=now)}
     assert all(c.ok for c in checks.values()), [(c.name, c.problems) for c in checks.values()]

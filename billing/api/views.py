@@ -27,6 +27,7 @@ from billing import exports, selectors, services
 from billing.api import serializers as s
 from billing.models import Invoice, InvoiceLine, RateCard
 from core.api import validated
+from core.texts import render
 from tenants.access import require_platform_admin, sees_all_tenants
 from tenants.api.base import TenantScopedViewSet
 
@@ -200,6 +201,16 @@ def month_detail(request: Request, month: str) -> Response:
                      "billed_gpu_hours": format(row["billed_hours"], "f"),
                      "idle_rate": None if row["idle"] is None or row["idle"].rate is None
                      else format(row["idle"].rate, "f")} for row in summary["rows"]],
+        # usage of closed months this month bills (before it is closed): the late lines
+        "late_lines": [{"tenant": late["tenant"], "kind": late["line"].kind,
+                        "description": render(late["line"].text),
+                        "usage_month": f"{late['line'].starts:%Y-%m}",
+                        "starts": late["line"].starts.isoformat(),
+                        "ends": late["line"].ends.isoformat(),
+                        "quantity": format(late["line"].quantity, "f"),
+                        "unit": late["line"].unit,
+                        "amount": format(late["line"].amount, "f")}
+                       for late in summary["late_lines"]],
     })
 
 

@@ -594,6 +594,23 @@ def test_finance_closes_a_month_and_downloads_the_invoice(lang, new_page, settin
                              capture_output=True, text=True, timeout=30).stdout
         assert invoice.number in out and "CC-acme" in out and "39.60" in out
 
+    # a job's run on Oct 31 reported after October was closed: November's page lists it
+    # before November closes, as dated usage from October (1 GPU-hour at 1.65)
+    from jobs.services import job_transition
+
+    late_job = make_job(tenant_a, run(at("2026-10-31", "21:00"))[:2], name="late-report")
+    for state, when in (("running", "22:00"), ("succeeded", "23:00")):
+        assert job_transition(job_id=late_job.pk, from_states=["admitted", "running"],
+                              to_state=state, reason="test", at=at("2026-10-31", when))
+    services.ledger_ingest_gpu()  # the ten-minute ingest
+    page.goto("/billing/?month=2026-11")
+    late = page.locator("#late-lines tbody tr[data-tenant=acme]")
+    expect(late).to_have_count(1)
+    expect(late).to_contain_text("2026-10")
+    expect(late.locator("[data-field=amount]")).to_have_text("1.65 USD")
+    box = page.locator("#late-lines table").bounding_box()
+    assert box is not None and box["width"] <= page.viewport_size["width"]
+
 
 def _save(download, suffix: str, lang: str) -> Path:
     assert download.failure() is None
