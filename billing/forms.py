@@ -8,7 +8,7 @@ from typing import Any
 from django import forms
 from django.utils.translation import gettext_lazy
 
-from billing.choices import MigPricing
+from billing.choices import BUDGET_MAX, CREDIT_RANGE, GPU_PRICE_BOUNDS, UNIT_PRICE_MAX, MigPricing
 from billing.models import RateCard
 from core.forms import DecimalField
 
@@ -20,12 +20,13 @@ class RateCardForm(forms.Form):
     effective_from = forms.DateField(label=gettext_lazy("Effective from"),
                                      widget=forms.DateInput(attrs={"type": "date"}))
     egress_gib = DecimalField(label=gettext_lazy("Egress per GiB"), min_value=0, initial=0,
-                              decimal_places=6, max_digits=12)
+                              max_value=UNIT_PRICE_MAX, decimal_places=6, max_digits=12)
     cpu_core_hour = DecimalField(label=gettext_lazy("CPU core-hour (optional)"),
-                                 required=False, min_value=0, decimal_places=6, max_digits=12)
+                                 required=False, min_value=0, max_value=UNIT_PRICE_MAX,
+                                 decimal_places=6, max_digits=12)
     memory_gib_hour = DecimalField(label=gettext_lazy("Memory GiB-hour (optional)"),
-                                   required=False, min_value=0, decimal_places=6,
-                                   max_digits=12)
+                                   required=False, min_value=0, max_value=UNIT_PRICE_MAX,
+                                   decimal_places=6, max_digits=12)
     mig_pricing = forms.ChoiceField(label=gettext_lazy("MIG slices priced"),
                                     choices=MigPricing.choices)
     note = forms.CharField(label=gettext_lazy("Note"), required=False)
@@ -37,6 +38,13 @@ class RateCardForm(forms.Form):
         return {"egress_gib": card.egress_gib, "cpu_core_hour": card.cpu_core_hour,
                 "memory_gib_hour": card.memory_gib_hour, "mig_pricing": card.mig_pricing,
                 "note": ""}
+
+
+def _range(name: str) -> dict[str, str]:
+    """The browser's min/max of a GPU price field (``GPU_PRICE_BOUNDS``; the service checks
+    the values and says what is wrong at the field)."""
+    low, high = GPU_PRICE_BOUNDS[name]
+    return {"min": str(low), "max": str(high)}
 
 
 def _number(widget_attrs: dict[str, str] | None = None) -> forms.NumberInput:
@@ -51,21 +59,26 @@ class GpuPriceForm(forms.Form):
 
     gpu_model = forms.ChoiceField(label=gettext_lazy("GPU model"), required=False)
     memory_gib = forms.IntegerField(
-        label=gettext_lazy("Card memory (GiB)"), required=False, widget=_number({"step": "1"}),
+        label=gettext_lazy("Card memory (GiB)"), required=False,
+        widget=_number({"step": "1", **_range("memory_gib")}),
         help_text=gettext_lazy("For MIG pricing; empty: as the cluster reports it."))
     purchase_price = DecimalField(label=gettext_lazy("Purchase price"), required=False,
-                                  decimal_places=2, max_digits=14, widget=_number())
-    depreciation_months = forms.IntegerField(label=gettext_lazy("Depreciation (months)"),
-                                             required=False, widget=_number({"step": "1"}))
+                                  decimal_places=2, max_digits=14,
+                                  widget=_number(_range("purchase_price")))
+    depreciation_months = forms.IntegerField(
+        label=gettext_lazy("Depreciation (months)"), required=False,
+        widget=_number({"step": "1", **_range("depreciation_months")}))
     power_watts = DecimalField(label=gettext_lazy("Power (W)"), required=False,
-                               decimal_places=1, max_digits=8, widget=_number())
+                               decimal_places=1, max_digits=8,
+                               widget=_number(_range("power_watts")))
     pue = DecimalField(label=gettext_lazy("PUE"), required=False, decimal_places=2,
-                       max_digits=4, widget=_number())
+                       max_digits=4, widget=_number(_range("pue")))
     electricity_kwh = DecimalField(label=gettext_lazy("Electricity per kWh"), required=False,
-                                   decimal_places=4, max_digits=10, widget=_number())
+                                   decimal_places=4, max_digits=10,
+                                   widget=_number(_range("electricity_kwh")))
     operations_month = DecimalField(label=gettext_lazy("Operations per card-month"),
                                     required=False, decimal_places=2, max_digits=12,
-                                    widget=_number())
+                                    widget=_number(_range("operations_month")))
 
     REQUIRED = ("gpu_model", "purchase_price", "depreciation_months", "power_watts", "pue",
                 "electricity_kwh")
@@ -99,7 +112,8 @@ class GpuPriceForm(forms.Form):
 class StoragePriceForm(forms.Form):
     storage_class = forms.ChoiceField(label=gettext_lazy("StorageClass"), required=False)
     gib_month = DecimalField(label=gettext_lazy("Price per GiB-month"), required=False,
-                             decimal_places=6, max_digits=12, widget=_number())
+                             decimal_places=6, max_digits=12,
+                             widget=_number({"min": "0", "max": str(UNIT_PRICE_MAX)}))
 
     def __init__(self, *args: Any, classes: list[str] = (), **kwargs: Any) -> None:  # type: ignore[assignment]
         super().__init__(*args, **kwargs)
@@ -167,8 +181,8 @@ def storage_rows_initial(card: RateCard | None) -> list[dict[str, Any]]:
 
 
 class CreditNoteForm(forms.Form):
-    amount = DecimalField(label=gettext_lazy("Amount to credit"), min_value=Decimal("0.01"),
-                                decimal_places=2)
+    amount = DecimalField(label=gettext_lazy("Amount to credit"), min_value=CREDIT_RANGE[0],
+                          max_value=CREDIT_RANGE[1], decimal_places=2)
     reason = forms.CharField(label=gettext_lazy("Reason"), max_length=250)
 
 
@@ -176,9 +190,9 @@ class AdjustmentForm(forms.Form):
     tenant = forms.SlugField(label=gettext_lazy("Tenant"))
     description = forms.CharField(label=gettext_lazy("Description"), max_length=300)
     amount = DecimalField(label=gettext_lazy("Amount (negative for a discount)"),
-                                decimal_places=2)
+                          decimal_places=2, min_value=-BUDGET_MAX, max_value=BUDGET_MAX)
 
 
 class BudgetForm(forms.Form):
     amount = DecimalField(label=gettext_lazy("Monthly budget"), min_value=0, decimal_places=2,
-                          max_digits=14, required=False)
+                          max_digits=14, max_value=BUDGET_MAX, required=False)
