@@ -299,3 +299,38 @@ def test_a_bad_loan_names_the_loans_own_field(alice, tenant_a, tenant_b, resourc
             ends_at=timezone.now() + dt.timedelta(days=1))
     assert caught.value.field == field
     assert not QuotaLoan.objects.exists()
+
+
+# --- methods a page does not take -------------------------------------------------------------
+
+
+def _page_routes() -> list[str]:
+    from tests.test_crawl import _PARAM, _patterns
+
+    return ["/" + _PARAM.sub("1", r.replace("^", "").replace("$", "").replace("\\.", "."))
+            for r, _p in _patterns() if not r.startswith(("api/", "admin/"))]
+
+
+def test_a_page_answers_put_patch_and_delete_with_405(login, platform_admin):
+    client = login(platform_admin)
+    routes = _page_routes()
+    assert len(routes) > 40
+    wrong = [f"{method.upper()} {url}: {status}" for url in routes
+             for method in ("put", "patch", "delete")
+             if (status := getattr(client, method)(url).status_code) != 405]
+    assert not wrong, "\n".join(wrong)
+    answer = client.delete("/t/acme/jobs/")
+    assert answer["Allow"] == "GET, HEAD, POST"
+
+
+@pytest.mark.parametrize("url", [
+    "/", "/account/", "/billing/", "/billing/months/2026-01.csv", "/catalog/", "/healthz",
+    "/platform/audit/", "/platform/capacity/", "/platform/cluster/", "/platform/queue/",
+    "/platform/quota-requests/", "/t/acme/", "/t/acme/invoices/", "/t/acme/invoices/1.csv",
+    "/t/acme/invoices/1/", "/t/acme/jobs/", "/t/acme/jobs/1/",
+])
+def test_a_page_that_takes_no_form_answers_post_with_405(login, platform_admin, tenant_a, url):
+    """They rendered themselves for a POST, as if it were a GET."""
+    client = login(platform_admin)
+    assert client.post(url, {}).status_code == 405
+    assert client.get(url).status_code != 405
