@@ -8,7 +8,7 @@ from typing import Any
 from django import forms
 from django.utils.translation import gettext_lazy
 
-from billing.choices import MigPricing
+from billing.choices import BUDGET_MAX, CREDIT_RANGE, GPU_PRICE_BOUNDS, UNIT_PRICE_MAX, MigPricing
 from billing.models import RateCard
 from core.forms import DecimalField
 
@@ -16,6 +16,9 @@ from core.forms import DecimalField
 def _number(widget_attrs: dict[str, str] | None = None) -> forms.NumberInput:
     return forms.NumberInput(attrs={"step": "any", "inputmode": "decimal",
                                     **(widget_attrs or {})})
+
+
+_PRICE_RANGE = {"min": "0", "max": str(UNIT_PRICE_MAX)}  # the browser's; the service checks
 
 
 class RateCardForm(forms.Form):
@@ -27,20 +30,21 @@ class RateCardForm(forms.Form):
     # egress per GiB by destination; checked by billing.services.rate_card_errors (shown
     # at the field); traffic within the zone is free
     egress_gib = DecimalField(label=gettext_lazy("Egress to the internet per GiB"), initial=0,
-                              decimal_places=6, max_digits=12, widget=_number({"min": "0"}))
+                              decimal_places=6, max_digits=12, widget=_number(_PRICE_RANGE))
     egress_region_gib = DecimalField(label=gettext_lazy("Egress to other regions per GiB"),
                                      initial=0, decimal_places=6, max_digits=12,
-                                     widget=_number({"min": "0"}))
+                                     widget=_number(_PRICE_RANGE))
     egress_zone_gib = DecimalField(
         label=gettext_lazy("Egress to other zones per GiB"), initial=0, decimal_places=6,
-        max_digits=12, widget=_number({"min": "0"}),
+        max_digits=12, widget=_number(_PRICE_RANGE),
         help_text=gettext_lazy("Traffic within the zone, such as a job's own pod-to-pod "
                                "traffic, is free."))
     cpu_core_hour = DecimalField(label=gettext_lazy("CPU core-hour (optional)"),
-                                 required=False, min_value=0, decimal_places=6, max_digits=12)
+                                 required=False, min_value=0, max_value=UNIT_PRICE_MAX,
+                                 decimal_places=6, max_digits=12)
     memory_gib_hour = DecimalField(label=gettext_lazy("Memory GiB-hour (optional)"),
-                                   required=False, min_value=0, decimal_places=6,
-                                   max_digits=12)
+                                   required=False, min_value=0, max_value=UNIT_PRICE_MAX,
+                                   decimal_places=6, max_digits=12)
     mig_pricing = forms.ChoiceField(label=gettext_lazy("MIG slices priced"),
                                     choices=MigPricing.choices)
     note = forms.CharField(label=gettext_lazy("Note"), required=False)
@@ -56,6 +60,13 @@ class RateCardForm(forms.Form):
                 "note": ""}
 
 
+def _range(name: str) -> dict[str, str]:
+    """The browser's min/max of a GPU price field (``GPU_PRICE_BOUNDS``; the service checks
+    the values and says what is wrong at the field)."""
+    low, high = GPU_PRICE_BOUNDS[name]
+    return {"min": str(low), "max": str(high)}
+
+
 class GpuPriceForm(forms.Form):
     """One GPU model's price components. A row without a purchase price is left off the
     card; every other problem is the service's (``billing.services.rate_card_errors``),
@@ -63,21 +74,26 @@ class GpuPriceForm(forms.Form):
 
     gpu_model = forms.ChoiceField(label=gettext_lazy("GPU model"), required=False)
     memory_gib = forms.IntegerField(
-        label=gettext_lazy("Card memory (GiB)"), required=False, widget=_number({"step": "1"}),
+        label=gettext_lazy("Card memory (GiB)"), required=False,
+        widget=_number({"step": "1", **_range("memory_gib")}),
         help_text=gettext_lazy("For MIG pricing; empty: as the cluster reports it."))
     purchase_price = DecimalField(label=gettext_lazy("Purchase price"), required=False,
-                                  decimal_places=2, max_digits=14, widget=_number())
-    depreciation_months = forms.IntegerField(label=gettext_lazy("Depreciation (months)"),
-                                             required=False, widget=_number({"step": "1"}))
+                                  decimal_places=2, max_digits=14,
+                                  widget=_number(_range("purchase_price")))
+    depreciation_months = forms.IntegerField(
+        label=gettext_lazy("Depreciation (months)"), required=False,
+        widget=_number({"step": "1", **_range("depreciation_months")}))
     power_watts = DecimalField(label=gettext_lazy("Power (W)"), required=False,
-                               decimal_places=1, max_digits=8, widget=_number())
+                               decimal_places=1, max_digits=8,
+                               widget=_number(_range("power_watts")))
     pue = DecimalField(label=gettext_lazy("PUE"), required=False, decimal_places=2,
-                       max_digits=4, widget=_number())
+                       max_digits=4, widget=_number(_range("pue")))
     electricity_kwh = DecimalField(label=gettext_lazy("Electricity per kWh"), required=False,
-                                   decimal_places=4, max_digits=10, widget=_number())
+                                   decimal_places=4, max_digits=10,
+                                   widget=_number(_range("electricity_kwh")))
     operations_month = DecimalField(label=gettext_lazy("Operations per card-month"),
                                     required=False, decimal_places=2, max_digits=12,
-                                    widget=_number())
+                                    widget=_number(_range("operations_month")))
 
     REQUIRED = ("gpu_model", "purchase_price", "depreciation_months", "power_watts", "pue",
                 "electricity_kwh")
@@ -111,7 +127,8 @@ class GpuPriceForm(forms.Form):
 class StoragePriceForm(forms.Form):
     storage_class = forms.ChoiceField(label=gettext_lazy("StorageClass"), required=False)
     gib_month = DecimalField(label=gettext_lazy("Price per GiB-month"), required=False,
-                             decimal_places=6, max_digits=12, widget=_number())
+                             decimal_places=6, max_digits=12,
+                             widget=_number(_PRICE_RANGE))
 
     def __init__(self, *args: Any, classes: list[str] = (), **kwargs: Any) -> None:  # type: ignore[assignment]
         super().__init__(*args, **kwargs)
@@ -179,8 +196,8 @@ def storage_rows_initial(card: RateCard | None) -> list[dict[str, Any]]:
 
 
 class CreditNoteForm(forms.Form):
-    amount = DecimalField(label=gettext_lazy("Amount to credit"), min_value=Decimal("0.01"),
-                                decimal_places=2)
+    amount = DecimalField(label=gettext_lazy("Amount to credit"), min_value=CREDIT_RANGE[0],
+                          max_value=CREDIT_RANGE[1], decimal_places=2)
     reason = forms.CharField(label=gettext_lazy("Reason"), max_length=250)
 
 
@@ -188,9 +205,9 @@ class AdjustmentForm(forms.Form):
     tenant = forms.SlugField(label=gettext_lazy("Tenant"))
     description = forms.CharField(label=gettext_lazy("Description"), max_length=300)
     amount = DecimalField(label=gettext_lazy("Amount (negative for a discount)"),
-                                decimal_places=2)
+                          decimal_places=2, min_value=-BUDGET_MAX, max_value=BUDGET_MAX)
 
 
 class BudgetForm(forms.Form):
     amount = DecimalField(label=gettext_lazy("Monthly budget"), min_value=0, decimal_places=2,
-                          max_digits=14, required=False)
+                          max_digits=14, max_value=BUDGET_MAX, required=False)

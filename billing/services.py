@@ -29,6 +29,7 @@ from billing import ledger, selectors, texts
 from billing.choices import (
     BUDGET_MAX,
     BUDGET_THRESHOLDS,
+    GPU_PRICE_BOUNDS,
     InvoiceKind,
     InvoiceStatus,
     LineKind,
@@ -143,23 +144,21 @@ def rate_card_errors(*, gpus: Iterable[Mapping], storage: Iterable[Mapping] = ()
             errors.setdefault(key + "gpu_model", _("GPU model %(m)s is listed twice.")
                               % {"m": model})
         seen.add(model)
-        checks = [
-            ("depreciation_months", price.depreciation_months, 1, 240,
-             _("The depreciation period must be between 1 and 240 months.")),
-            ("pue", price.pue, 1, 3, _("PUE is between 1 and 3.")),
-            ("power_watts", price.power_watts, 0, 5000,
-             _("Power draw is between 0 and 5,000 W per card.")),
-            ("memory_gib", price.memory_gib, 1, 1024,
-             _("Card memory is between 1 and 1,024 GiB (empty: as the cluster reports it).")),
-            ("purchase_price", price.purchase_price, 0, None, _("Enter zero or more.")),
-            ("electricity_kwh", price.electricity_kwh, 0, None, _("Enter zero or more.")),
-            ("operations_month", price.operations_month, 0, None, _("Enter zero or more.")),
-        ]
-        for name, value, low, high, text in checks:
+        wording = {
+            "depreciation_months": _("The depreciation period must be between 1 and 240 "
+                                     "months."),
+            "pue": _("PUE is between 1 and 3."),
+            "power_watts": _("Power draw is between 0 and 5,000 W per card."),
+            "memory_gib": _("Card memory is between 1 and 1,024 GiB (empty: as the cluster "
+                            "reports it)."),
+        }
+        for name, (low, high) in GPU_PRICE_BOUNDS.items():
+            value = getattr(price, name)
             if key + name in errors or value is None or not isinstance(value, int | Decimal):
                 continue
-            if value < low or (high is not None and value > high):
-                errors[key + name] = text
+            if value < low or value > high:
+                # the money fields' upper bound is their column's width (full_clean says so)
+                errors[key + name] = wording.get(name, _("Enter zero or more."))
     names: set[str] = set()
     for i, row in enumerate(storage):
         key = f"storage-{i}-"

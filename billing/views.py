@@ -13,7 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from billing import exports, forms, ledger, selectors, services
 from billing.choices import BUDGET_MAX, InvoiceKind
@@ -37,6 +37,7 @@ def _download(content: bytes | str, name: str, content_type: str) -> HttpRespons
     return response
 
 
+@require_safe
 @login_required
 def tenant_invoices(request: HttpRequest, slug: str) -> HttpResponse:
     return _invoices_page(request, tenant_access_or_404(request.user, slug))
@@ -64,6 +65,7 @@ def _invoices_page(request: HttpRequest, access: TenantAccess,
     }, status=400 if budget_form is not None else 200)
 
 
+@require_safe
 @login_required
 def invoice_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     access = tenant_access_or_404(request.user, slug)
@@ -83,6 +85,7 @@ def invoice_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     })
 
 
+@require_safe
 @login_required
 def invoice_download(request: HttpRequest, slug: str, pk: int, fmt: str) -> HttpResponse:
     access = tenant_access_or_404(request.user, slug)
@@ -133,6 +136,7 @@ def budget(request: HttpRequest, slug: str) -> HttpResponse:
     return _invoices_page(request, access, budget_form=form)
 
 
+@require_safe
 @login_required
 def finance_month(request: HttpRequest) -> HttpResponse:
     _staff_or_404(request)
@@ -200,6 +204,7 @@ def adjustment(request: HttpRequest) -> HttpResponse:
     return redirect(f"{_month_url()}?month={period:%Y-%m}")
 
 
+@require_safe
 @login_required
 def month_download(request: HttpRequest, month: str, fmt: str) -> HttpResponse:
     _staff_or_404(request)

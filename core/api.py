@@ -52,6 +52,17 @@ class Pagination(LimitOffsetPagination):
     def get_offset(self, request: Request) -> int:
         return min(super().get_offset(request), MAX_OFFSET)
 
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        """``limit`` and ``offset`` with their ranges (past them: cut, or an empty page)."""
+        parameters = super().get_schema_operation_parameters(view)
+        bounds = {self.limit_query_param: (1, MAX_LIMIT),
+                  self.offset_query_param: (0, MAX_OFFSET)}
+        for parameter in parameters:
+            low, high = bounds.get(parameter["name"], (None, None))
+            if low is not None:
+                parameter["schema"] = {**parameter["schema"], "minimum": low, "maximum": high}
+        return parameters
+
 
 class Metadata(SimpleMetadata):
     """DRF's answer to OPTIONS, except that the object is looked up (to check the caller may

@@ -10,6 +10,8 @@ stay in ``tenants``. Writes go through ``tenants.services`` (``policy_update``,
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
@@ -29,6 +31,20 @@ class UserPreference(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user}: {self.language}"
+
+
+#: The range of each number of the policy, inclusive: ``tenants.services.policy_update``
+#: refuses a value outside it, the API's serializer and the policy form state it.
+#: Fractions are stored as fractions (the form shows them in percent).
+POLICY_BOUNDS: dict[str, tuple[Decimal, Decimal]] = {
+    "overcommit_factor": (Decimal(1), Decimal(10)),
+    "eviction_watermark": (Decimal("0.5"), Decimal(1)),
+    "development_grace_seconds": (Decimal(0), Decimal(86400)),
+    "batch_grace_seconds": (Decimal(0), Decimal(86400)),
+    "dev_pvc_reclaim_days": (Decimal(1), Decimal(3650)),
+    "dynamic_headroom": (Decimal(0), Decimal(2)),
+    "dynamic_idle_threshold": (Decimal(0), Decimal(1)),
+}
 
 
 class Policy(models.Model):

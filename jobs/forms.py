@@ -11,7 +11,9 @@ from django.utils.translation import gettext_lazy as _
 
 from core.choices import PoolKind, Tier
 from core.forms import DecimalField
+from jobs import validation as v
 from jobs.templates import TEMPLATES
+from k8s_sync.specs import MAX_RUN_SECONDS
 from k8s_sync.templatetags.k8s_sync import mib as mib_label
 from k8s_sync.templatetags.k8s_sync import sharing as sharing_label
 
@@ -30,15 +32,17 @@ class JobForm(forms.Form):
     image = forms.CharField(label=_("Container image"), max_length=500,
                             initial="pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime")
     command = forms.CharField(label=_("Command"), required=False, initial="python train.py",
+                              max_length=v.MAX_VALUE_CHARS,
                               help_text=_("As you would type it in a shell."))
-    args = forms.CharField(label=_("Arguments"), required=False)
-    env = forms.CharField(label=_("Environment"), required=False,
+    args = forms.CharField(label=_("Arguments"), required=False, max_length=v.MAX_VALUE_CHARS)
+    env = forms.CharField(label=_("Environment"), required=False, max_length=50_000,
                           widget=forms.Textarea(attrs={"rows": 3}),
                           help_text=_("One NAME=value per line."))
-    workers = forms.IntegerField(label=_("Workers"), initial=1, min_value=1, max_value=64,
+    workers = forms.IntegerField(label=_("Workers"), initial=1, min_value=1,
+                                 max_value=v.MAX_WORKERS,
                                  help_text=_("Pods of the gang: all start together or none."))
     gpus_per_worker = forms.IntegerField(label=_("GPUs per worker"), initial=1, min_value=0,
-                                         max_value=64)
+                                         max_value=v.MAX_GPUS_PER_WORKER)
     gpu_model = forms.ChoiceField(label=_("GPU model"), required=False, choices=[])
     mig_profile = forms.ChoiceField(label=_("or MIG slice"), required=False, choices=[])
     gpu_shared = forms.BooleanField(
@@ -47,16 +51,21 @@ class JobForm(forms.Form):
                     "with its slice of the card's memory; only models the cluster shares."))
     gpu_memory_gib_per_card = DecimalField(
         label=_("GPU memory limit per card (GiB)"), required=False, min_value=0,
-        decimal_places=3,
+        max_value=v.MAX_GPU_MEMORY_GIB_PER_CARD, decimal_places=3,
         help_text=_("On HAMi nodes only: each card is limited to this much memory and the rest "
                     "stays for other jobs. Empty: whole cards."))
     cpu_per_worker = DecimalField(label=_("CPU cores per worker"), initial=8,
-                                        min_value=0, decimal_places=3)
+                                  min_value=0, max_value=v.MAX_CPU_PER_WORKER,
+                                  decimal_places=3)
     memory_gib_per_worker = DecimalField(label=_("Memory GiB per worker"), initial=64,
-                                               min_value=0, decimal_places=3)
-    max_run_hours = DecimalField(label=_("Maximum run time (hours)"), initial=12,
-                                       min_value=0, decimal_places=2)
+                                         min_value=0, max_value=v.MAX_MEMORY_GIB_PER_WORKER,
+                                         decimal_places=3)
+    # the service says "between one minute and 30 days" past the browser's max
+    max_run_hours = DecimalField(
+        label=_("Maximum run time (hours)"), initial=12, min_value=0, decimal_places=2,
+        widget=forms.NumberInput(attrs={"max": MAX_RUN_SECONDS // 3600}))
     checkpoint_claim = forms.CharField(label=_("Checkpoint volume (PVC name)"), required=False,
+                                       max_length=253,
                                        help_text=_("An existing volume of your team's."))
     checkpoint_storage_class = forms.ChoiceField(
         label=_("or a new checkpoint volume of class"), required=False, choices=[],
@@ -64,8 +73,10 @@ class JobForm(forms.Form):
                     "counts against your storage quota. A job with several workers needs a "
                     "class that mounts on many nodes (ReadWriteMany)."))
     checkpoint_size_gib = forms.IntegerField(label=_("New volume size (GiB)"), required=False,
-                                             min_value=1, max_value=10240, initial=50)
-    checkpoint_path = forms.CharField(label=_("Checkpoint path"), initial="/checkpoints")
+                                             min_value=1, max_value=v.MAX_CHECKPOINT_GIB,
+                                             initial=v.CHECKPOINT_GIB)
+    checkpoint_path = forms.CharField(label=_("Checkpoint path"), initial="/checkpoints",
+                                      max_length=500)
 
     def __init__(self, *args: Any, inventory: Any = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -30,6 +30,21 @@ CLAIM_RE = re.compile(rf"^(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*$")
 CHECKPOINT_GIB = 50  # a new checkpoint volume's size when none is given
 MAX_CHECKPOINT_GIB = 10240
 MAX_WORKERS = 64
+MAX_GPUS_PER_WORKER = 64
+#: what a worker's CPU and memory may be at most before the largest node is asked (the
+#: columns' width); the inventory's largest node is the real bound
+MAX_CPU_PER_WORKER = Decimal(99999)
+MAX_MEMORY_GIB_PER_WORKER = Decimal(9999999)
+MAX_GPU_MEMORY_GIB_PER_CARD = Decimal(99999)
+#: a command's or arguments' list, the environment, the annotations: at most this many
+#: entries of at most MAX_VALUE_CHARS characters each
+MAX_ITEMS = 256
+MAX_VALUE_CHARS = 10_000
+#: annotation and label domains the scheduler owns: Trainyard (``trainyard.io/tenant``,
+#: ``.../pool`` ...) and Kueue (``kueue.x-k8s.io/queue-name``); a submission may not set
+#: them. ``kubesim.trainyard.io/`` keys are the simulator's hints and are kept.
+RESERVED_DOMAINS = ("trainyard.io", "kueue.x-k8s.io")
+SIMULATOR_PREFIX = "kubesim.trainyard.io/"
 
 
 @dataclass(frozen=True)
@@ -137,12 +152,24 @@ def validate_submission(data: dict[str, Any], *, pool: str, inventory: Inventory
             not k8s_specs.ENV_NAME.match(str(k)) or str(k).startswith("TRAINYARD_") for k in env):
         errors["env"] = _("Variable names are letters, digits and underscores; TRAINYARD_ "
                           "names are reserved.")
+    elif len(env) > MAX_ITEMS or any(len(str(v)) > MAX_VALUE_CHARS for v in env.values()):
+        errors["env"] = _("Give at most %(n)s variables of at most %(c)s characters each.") % {
+            "n": MAX_ITEMS, "c": MAX_VALUE_CHARS}
     else:
         _check_env(env, errors)
     for key in ("command", "args"):
         value = data.get(key) or []
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             errors[key] = _("Give a list of strings.")
+        elif len(value) > MAX_ITEMS or any(len(v) > MAX_VALUE_CHARS for v in value):
+            errors[key] = _("Give at most %(n)s strings of at most %(c)s characters each.") % {
+                "n": MAX_ITEMS, "c": MAX_VALUE_CHARS}
+    for key in ("annotations", "labels"):
+        owned = [k for k in (data.get(key) or {}) if scheduler_owned(str(k))]
+        if owned:
+            errors[key] = _("%(key)s belongs to the scheduler (keys of %(domains)s are set by "
+                            "Trainyard and Kueue); remove it.") % {
+                "key": owned[0], "domains": ", ".join(RESERVED_DOMAINS)}
     path = str(data.get("checkpoint_path") or "/checkpoints")
     if not path.startswith("/") or ".." in path.split("/"):
         errors["checkpoint_path"] = _("Use an absolute path inside the container.")
@@ -161,6 +188,16 @@ def validate_submission(data: dict[str, Any], *, pool: str, inventory: Inventory
         "checkpoint_storage_class": storage_class, "checkpoint_size_gib": size,
         "gpu_shared": bool(shared), "gpu_memory_gib_per_card": gpu_memory,
     }
+
+
+def scheduler_owned(key: str) -> bool:
+    """Whether an annotation or label key belongs to the scheduler: its prefix (before the
+    ``/``) is one of :data:`RESERVED_DOMAINS` or a subdomain of one, except the simulator's
+    hints (:data:`SIMULATOR_PREFIX`)."""
+    if key.startswith(SIMULATOR_PREFIX) or "/" not in key:
+        return False
+    domain = key.split("/", 1)[0].lower()
+    return any(domain == d or domain.endswith("." + d) for d in RESERVED_DOMAINS)
 
 
 _TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off", "", "none")
@@ -272,7 +309,7 @@ def _checkpoint_volume(data: dict[str, Any], inventory: Inventory, errors: dict[
 
 def _check_accelerators(gpus: int, model: str, mig: str, inventory: Inventory,
                         errors: dict[str, str]) -> None:
-    if gpus < 0 or gpus > 64:
+    if gpus < 0 or gpus > MAX_GPUS_PER_WORKER:
         errors["gpus_per_worker"] = _("Use 0 to 64 GPUs per worker.")
         return
     if gpus == 0:

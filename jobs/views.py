@@ -15,7 +15,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from core.choices import PoolKind, Tier
 from core.exceptions import ApplicationError
@@ -29,6 +29,7 @@ from tenants.access import is_platform_admin, platform_admin_or_404
 from tenants.selectors import tenant_access_or_404
 
 
+@require_safe
 @login_required
 def job_list(request: HttpRequest, slug: str) -> HttpResponse:
     access = tenant_access_or_404(request.user, slug)
@@ -109,6 +110,7 @@ def job_preview(request: HttpRequest, slug: str) -> JsonResponse:
     return JsonResponse(preview_data(request, slug)[0])
 
 
+@require_safe
 @login_required
 def job_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     access = tenant_access_or_404(request.user, slug)
@@ -191,6 +193,7 @@ def job_action(request: HttpRequest, slug: str, pk: int, action: str) -> HttpRes
 QUEUE_PAGE_SIZE = 50
 
 
+@require_safe
 @login_required
 def platform_queue(request: HttpRequest) -> HttpResponse:
     """Every active job of every tenant (platform admins): filters, sorting and pages from

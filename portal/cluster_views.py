@@ -11,6 +11,7 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.views.decorators.http import require_safe
 from drf_spectacular.utils import extend_schema
 from rest_framework.decorators import api_view
 from rest_framework.exceptions import NotFound
@@ -24,6 +25,7 @@ from portal import dashboards, watchdog
 from tenants.access import is_platform_admin, platform_admin_or_404
 
 
+@require_safe
 @login_required
 def capacity(request: HttpRequest) -> HttpResponse:
     """GPU capacity per model, then per node (from the observed cluster)."""
@@ -33,6 +35,7 @@ def capacity(request: HttpRequest) -> HttpResponse:
         "report": report, "resources": dashboards.resource_rows(report=report)})
 
 
+@require_safe
 @login_required
 def cluster(request: HttpRequest) -> HttpResponse:
     """Is the API reachable, its version, the training operator, what the watcher saw,

@@ -5,6 +5,11 @@ a 400 before any view reads it: no Postgres text column can hold one, so a filte
 search with it would be a database error (a 500). Form fields and API serializers refuse
 it already, and typed reasons through ``core.validation.typed_text``.
 
+``PageMethodsMiddleware``: a page takes GET, HEAD and POST (and OPTIONS); any other
+method (PUT, PATCH, DELETE, ...) is a 405 with ``Allow`` before the view runs, instead of
+the page it would otherwise render. The API (``/api/``) answers for itself: DRF's views
+know their methods. A page that takes no POST says so with ``require_safe``.
+
 ``PrivateAnswersMiddleware``: a page or API answer made for a signed-in user (a session,
 or an API token) is that user's alone, so no browser or proxy may keep it: it is sent
 with ``Cache-Control: private, no-store`` unless the view set its own caching. Static
@@ -15,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 from django.shortcuts import render
 from django.utils.cache import patch_cache_control
 from django.utils.translation import gettext as _
@@ -33,6 +38,19 @@ class NulRefusedMiddleware:
             if request.path.startswith("/api/"):
                 return JsonResponse({"message": message, "extra": {}}, status=400)
             return render(request, "400.html", {"detail": message}, status=400)
+        return self.get_response(request)
+
+
+PAGE_METHODS = ("GET", "HEAD", "POST", "OPTIONS")
+
+
+class PageMethodsMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if request.method not in PAGE_METHODS and not request.path.startswith("/api/"):
+            return HttpResponseNotAllowed(["GET", "HEAD", "POST"])
         return self.get_response(request)
 
 

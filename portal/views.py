@@ -10,7 +10,7 @@ from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.authtoken.models import Token
@@ -25,6 +25,7 @@ from tenants.access import is_finance, is_platform_admin, platform_roles
 from tenants.selectors import my_tenants
 
 
+@require_safe
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
     """Landing page: my tenants with my role in each, their pools and status. Finance
@@ -40,6 +41,7 @@ def home(request: HttpRequest) -> HttpResponse:
 NEW_TOKEN_SESSION_KEY = "trainyard_new_api_token"
 
 
+@require_safe
 @login_required
 def account(request: HttpRequest) -> HttpResponse:
     """The user's account. The API token is shown in full once, on the page that follows
@@ -63,6 +65,7 @@ def account_token(request: HttpRequest) -> HttpResponse:
     return redirect("account")
 
 
+@require_safe
 def healthz(request: HttpRequest) -> JsonResponse:
     """Liveness and readiness for load balancers: the database answers; worker heartbeat."""
     with connection.cursor() as cursor:

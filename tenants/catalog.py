@@ -107,11 +107,19 @@ class Resource:
         """Validate an amount for this resource; returns it normalised."""
         if not amount.is_finite() or amount < 0:
             raise ValueError(_("%(r)s: the amount must be zero or more") % {"r": self.label()})
+        if amount > MAX_AMOUNT:
+            raise ValueError(_("%(r)s: the amount must be at most %(n)s") % {
+                "r": self.label(), "n": fmt_amount(MAX_AMOUNT)})
         if self.integral and amount != amount.to_integral_value():
             raise ValueError(_("%(r)s: the amount must be a whole number") % {"r": self.label()})
         if amount != amount.quantize(Decimal("0.001")):
             raise ValueError(_("%(r)s: at most three decimals") % {"r": self.label()})
         return amount.quantize(Decimal("0.001"))
+
+
+#: The largest amount of any resource a grant, request or loan may name (a billion cores,
+#: GiB or cards: more than any cluster has, and it fits the amount columns).
+MAX_AMOUNT = Decimal(10**9)
 
 
 def fmt_amount(value: Decimal | None) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from decimal import Decimal
 from typing import Any
 
 from django import forms
@@ -13,12 +14,18 @@ from django.utils.translation import pgettext_lazy
 
 from core.choices import PoolKind
 from core.forms import DecimalField
+from core.models import POLICY_BOUNDS
 from core.numbers import api_decimal
 from k8s_sync.placement import validate_topology_levels
-from tenants.catalog import Resource, ResourceKind
+from tenants.catalog import MAX_AMOUNT, Resource, ResourceKind
 from tenants.choices import MembershipRole, PlatformRoleName, QuotaMode
 from tenants.models import Tenant
 from tenants.network import parse_cidrs
+
+#: an amount's input: the service checks it (``Resource.check_amount``), the browser knows
+#: the range
+AMOUNT_ATTRS = {"size": 8, "inputmode": "decimal", "step": "any", "min": 0,
+                "max": int(MAX_AMOUNT)}
 
 
 class TenantForm(forms.ModelForm):
@@ -108,8 +115,8 @@ class AmountRowsForm(forms.Form):
                 required=False, initial=key, label=_("Resource"), choices=choices)
             self.fields[f"amount_{i}"] = forms.CharField(
                 required=False, initial=api_decimal(amount) if amount is not None else None,
-                label=pgettext_lazy("quota", "Amount"),
-                widget=forms.TextInput(attrs={"size": 8, "inputmode": "decimal"}))
+                label=pgettext_lazy("quota", "Amount"), max_length=30,
+                widget=forms.NumberInput(attrs=AMOUNT_ATTRS))
 
     def rows(self) -> list[tuple]:
         return [(self[f"resource_{i}"], self[f"amount_{i}"]) for i in range(self.row_count)]
@@ -167,7 +174,8 @@ class LoanForm(forms.Form):
     borrower = forms.ChoiceField(label=_("To tenant"))
     borrower_pool = forms.ChoiceField(label=_("Their pool"), choices=PoolKind.choices)
     resource = forms.ChoiceField(label=_("Resource"))
-    amount = forms.CharField(label=pgettext_lazy("quota", "Amount"), max_length=20)
+    amount = forms.CharField(label=pgettext_lazy("quota", "Amount"), max_length=20,
+                             widget=forms.NumberInput(attrs=AMOUNT_ATTRS))
     ends_at = forms.DateField(label=_("Until"), widget=forms.DateInput(attrs={"type": "date"}))
     note = forms.CharField(label=_("Note"), max_length=2000, required=False)
 
@@ -187,26 +195,44 @@ def factor_field(key: str) -> str:
     return FACTOR_PREFIX + key
 
 
+def _whole(key: str, end: int) -> int:
+    """The lower (``end`` 0) or upper (1) bound of a whole-number policy field."""
+    return int(POLICY_BOUNDS[key][end])
+
+
+def _percent(key: str, end: int) -> Decimal:
+    """The lower or upper bound of a policy fraction, in the percent the form shows."""
+    return POLICY_BOUNDS[key][end] * 100
+
+
 class PolicyForm(forms.Form):
     """The platform policy. Overcommit factors are one number per resource kind (and per
     key where one is set), built in ``__init__``; empty means 1 (no overcommit)."""
 
-    eviction_watermark = DecimalField(label=_("Eviction watermark (%)"), min_value=50,
-                                            max_value=100, decimal_places=1)
-    development_grace_seconds = forms.IntegerField(label=_("Development grace (seconds)"),
-                                                   min_value=0, max_value=86400)
-    batch_grace_seconds = forms.IntegerField(label=_("Batch grace (seconds)"), min_value=0,
-                                             max_value=86400)
+    eviction_watermark = DecimalField(
+        label=_("Eviction watermark (%)"), decimal_places=1,
+        min_value=_percent("eviction_watermark", 0), max_value=_percent("eviction_watermark", 1))
+    development_grace_seconds = forms.IntegerField(
+        label=_("Development grace (seconds)"),
+        min_value=_whole("development_grace_seconds", 0),
+        max_value=_whole("development_grace_seconds", 1))
+    batch_grace_seconds = forms.IntegerField(
+        label=_("Batch grace (seconds)"), min_value=_whole("batch_grace_seconds", 0),
+        max_value=_whole("batch_grace_seconds", 1))
     default_quota = forms.CharField(
         label=_("Default quota for new tenants"), required=False,
         widget=forms.Textarea(attrs={"rows": 4}),
         help_text=_("One per line: pool, resource and amount, e.g. dev cpu = 8."))
     dev_pvc_reclaim_days = forms.IntegerField(
-        label=_("Reclaim dev-pool volumes unused for (days)"), required=False, min_value=1)
-    dynamic_headroom = DecimalField(label=_("Dynamic mode headroom (%)"), min_value=0,
-                                          max_value=200, decimal_places=0)
-    dynamic_idle_threshold = DecimalField(label=_("Dynamic mode idle threshold (%)"),
-                                                min_value=0, max_value=100, decimal_places=0)
+        label=_("Reclaim dev-pool volumes unused for (days)"), required=False,
+        min_value=_whole("dev_pvc_reclaim_days", 0), max_value=_whole("dev_pvc_reclaim_days", 1))
+    dynamic_headroom = DecimalField(
+        label=_("Dynamic mode headroom (%)"), decimal_places=0,
+        min_value=_percent("dynamic_headroom", 0), max_value=_percent("dynamic_headroom", 1))
+    dynamic_idle_threshold = DecimalField(
+        label=_("Dynamic mode idle threshold (%)"), decimal_places=0,
+        min_value=_percent("dynamic_idle_threshold", 0),
+        max_value=_percent("dynamic_idle_threshold", 1))
 
     egress_cidrs = forms.CharField(
         label=_("Egress CIDRs"), required=False, widget=forms.Textarea(attrs={"rows": 3}),
@@ -253,8 +279,11 @@ class PolicyForm(forms.Form):
             self.fields[factor_field(key)] = DecimalField(
                 label=format_lazy(_("Overcommit factor: {}"), label), required=False,
                 decimal_places=2, max_digits=5, initial=factors.get(key),
-                widget=forms.NumberInput(attrs={"step": "0.05", "inputmode": "decimal",
-                                                "placeholder": "1"}))
+                # the range is the service's to check (its message names the resource)
+                widget=forms.NumberInput(attrs={
+                    "step": "0.05", "inputmode": "decimal", "placeholder": "1",
+                    "min": POLICY_BOUNDS["overcommit_factor"][0],
+                    "max": POLICY_BOUNDS["overcommit_factor"][1]}))
         self.factor_keys = keys
 
     def clean(self) -> dict[str, Any]:

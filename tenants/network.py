@@ -51,6 +51,11 @@ def parse_cidr(entry: str) -> str:
                      % {"entry": text, "network": network})
 
 
+#: At most this many egress CIDRs in a list (the policy's, a tenant's): each is a rule of
+#: every pool's NetworkPolicy.
+MAX_CIDRS = 256
+
+
 def parse_cidrs(value: Any) -> list[str]:
     """A text (lines or commas) or a list of strings -> normalised, de-duplicated CIDRs.
     ValueError (naming the first bad entry) for anything else."""
@@ -62,6 +67,8 @@ def parse_cidrs(value: Any) -> list[str]:
         entries = [v.strip() for v in value if v.strip()]
     else:
         raise ValueError(_("Egress CIDRs are a list of strings such as 10.0.0.0/16."))
+    if len(entries) > MAX_CIDRS:
+        raise ValueError(_("Give at most %(n)s egress CIDRs.") % {"n": MAX_CIDRS})
     return _unique(parse_cidr(entry) for entry in entries)
 
 

@@ -15,7 +15,7 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 from django.views.i18n import set_language as django_set_language
 
 from core.exceptions import ApplicationError
@@ -35,6 +35,7 @@ def _form_error(form: Any, exc: ApplicationError) -> None:
     form.add_error(field, exc.message)
 
 
+@require_safe
 @login_required
 def tenant_detail(request: HttpRequest, slug: str) -> HttpResponse:
     access = selectors.tenant_access_or_404(request.user, slug)
@@ -262,6 +263,7 @@ def people_role(request: HttpRequest, user_id: int) -> HttpResponse:
     return redirect("tenants:people")
 
 
+@require_safe
 @login_required
 def audit_log(request: HttpRequest) -> HttpResponse:
     platform_admin_or_404(request.user)

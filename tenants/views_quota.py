@@ -15,7 +15,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.utils.translation import get_language
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from core.exceptions import ApplicationError
 from core.models import Policy
@@ -147,6 +147,7 @@ def tenant_settings(request: HttpRequest, slug: str) -> HttpResponse:
     return redirect("tenants:quota", slug=slug)
 
 
+@require_safe
 @login_required
 def request_queue(request: HttpRequest) -> HttpResponse:
     platform_admin_or_404(request.user)
@@ -238,6 +239,7 @@ def notifications(request: HttpRequest) -> HttpResponse:
 
 
 
+@require_safe
 @login_required
 def catalog_page(request: HttpRequest) -> HttpResponse:
     """Every resource a quota can name, in the units people count in, with the cluster's

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from billing.choices import MigPricing
+from billing.choices import BUDGET_MAX, CREDIT_RANGE, GPU_PRICE_BOUNDS, UNIT_PRICE_MAX, MigPricing
 from billing.models import GpuPrice, Invoice, InvoiceLine, RateCard, StoragePrice
+from core.schema import documented
+
+#: a rate card's GPU or storage price rows at most (one per model or class)
+MAX_PRICE_ROWS = 200
 
 
 class InvoiceLineSerializer(serializers.ModelSerializer):
@@ -52,11 +56,24 @@ class GpuPriceSerializer(serializers.ModelSerializer):
                   "power_watts", "pue", "electricity_kwh", "operations_month",
                   "depreciation_hour", "power_hour", "operations_hour", "price_per_hour"]
 
+    def get_fields(self) -> dict[str, serializers.Field]:
+        """The price fields with their ranges in the schema (``rate_card_errors`` checks
+        them and names ``gpus-<i>-<field>``)."""
+        fields = super().get_fields()
+        for name, (low, high) in GPU_PRICE_BOUNDS.items():
+            documented(fields[name], low, high)
+        return fields
+
 
 class StoragePriceSerializer(serializers.ModelSerializer):
     class Meta:
         model = StoragePrice
         fields = ["storage_class", "gib_month"]
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()
+        documented(fields["gib_month"], 0, UNIT_PRICE_MAX)
+        return fields
 
 
 class RateCardSerializer(serializers.ModelSerializer):
@@ -72,32 +89,39 @@ class RateCardSerializer(serializers.ModelSerializer):
 
 class RateCardInput(serializers.Serializer):
     effective_from = serializers.DateField()
-    gpus = GpuPriceSerializer(many=True)
-    storage = StoragePriceSerializer(many=True, required=False, default=list)
+    gpus = serializers.ListField(child=GpuPriceSerializer(), max_length=MAX_PRICE_ROWS)
+    storage = serializers.ListField(child=StoragePriceSerializer(), required=False,
+                                    default=list, max_length=MAX_PRICE_ROWS)
     # per GiB by destination (within the zone is free); billing.services.rate_card_errors
-    # checks them
-    egress_gib = serializers.DecimalField(max_digits=12, decimal_places=6, default=0,
-                                          help_text="per GiB sent to the internet")
-    egress_region_gib = serializers.DecimalField(max_digits=12, decimal_places=6, default=0,
-                                                 help_text="per GiB sent to other regions")
-    egress_zone_gib = serializers.DecimalField(max_digits=12, decimal_places=6, default=0,
-                                               help_text="per GiB sent to other zones")
+    # checks them and names the field, the schema states the range
+    egress_gib = documented(serializers.DecimalField(
+        max_digits=12, decimal_places=6, default=0, help_text="per GiB sent to the internet"),
+        0, UNIT_PRICE_MAX)
+    egress_region_gib = documented(serializers.DecimalField(
+        max_digits=12, decimal_places=6, default=0, help_text="per GiB sent to other regions"),
+        0, UNIT_PRICE_MAX)
+    egress_zone_gib = documented(serializers.DecimalField(
+        max_digits=12, decimal_places=6, default=0, help_text="per GiB sent to other zones"),
+        0, UNIT_PRICE_MAX)
     cpu_core_hour = serializers.DecimalField(max_digits=12, decimal_places=6, min_value=0,
-                                             required=False, allow_null=True, default=None)
+                                             max_value=UNIT_PRICE_MAX, required=False,
+                                             allow_null=True, default=None)
     memory_gib_hour = serializers.DecimalField(max_digits=12, decimal_places=6, min_value=0,
-                                               required=False, allow_null=True, default=None)
+                                               max_value=UNIT_PRICE_MAX, required=False,
+                                               allow_null=True, default=None)
     mig_pricing = serializers.ChoiceField(choices=MigPricing.choices, default=MigPricing.MEMORY)
-    note = serializers.CharField(required=False, allow_blank=True, default="")
+    note = serializers.CharField(required=False, allow_blank=True, default="", max_length=2000)
 
 
 class CreditNoteInput(serializers.Serializer):
-    amount = serializers.DecimalField(max_digits=14, decimal_places=2)
+    amount = documented(serializers.DecimalField(max_digits=14, decimal_places=2),
+                        *CREDIT_RANGE)
     reason = serializers.CharField(max_length=250)
 
 
 class BudgetSerializer(serializers.Serializer):
     monthly_amount = serializers.DecimalField(max_digits=14, decimal_places=2, allow_null=True,
-                                              min_value=0)
+                                              min_value=0, max_value=BUDGET_MAX)
     spent = serializers.DecimalField(max_digits=14, decimal_places=2, read_only=True)
     forecast = serializers.DecimalField(max_digits=14, decimal_places=2, read_only=True)
     percent = serializers.IntegerField(read_only=True, allow_null=True)

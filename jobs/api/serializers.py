@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
+from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -11,8 +13,10 @@ from rest_framework import serializers
 from core.choices import PoolKind, Tier
 from core.texts import render, text_code
 from core.when import eta_text
+from jobs import validation as v
 from jobs.models import JobTransition, TrainingJob
 from jobs.texts import transition_reason_label
+from k8s_sync.specs import MAX_RUN_SECONDS
 
 
 @extend_schema_field(OpenApiTypes.STR)
@@ -102,45 +106,78 @@ class JobSerializer(serializers.ModelSerializer):
 
 
 class JobInput(serializers.Serializer):
-    """A submission; the service checks the values and names the field at fault."""
+    """A submission; the service checks the values and names the field at fault. The
+    bounds here are the widest a submission can have (``jobs.validation``); the largest
+    node, the quota and the GPU models the cluster has narrow them further."""
 
     name = serializers.CharField(max_length=60)
     pool = serializers.ChoiceField(choices=PoolKind.choices)
     tier = serializers.ChoiceField(choices=Tier.choices)
     image = serializers.CharField(max_length=500)
-    command = serializers.ListField(child=serializers.CharField(), required=False, default=list)
-    args = serializers.ListField(child=serializers.CharField(), required=False, default=list)
-    env = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False,
-                                default=dict)
-    workers = serializers.IntegerField()
-    gpus_per_worker = serializers.IntegerField(default=0)
-    gpu_model = serializers.CharField(required=False, default="", allow_blank=True)
-    mig_profile = serializers.CharField(required=False, default="", allow_blank=True)
+    command = serializers.ListField(child=serializers.CharField(max_length=v.MAX_VALUE_CHARS),
+                                    required=False, default=list, max_length=v.MAX_ITEMS)
+    args = serializers.ListField(child=serializers.CharField(max_length=v.MAX_VALUE_CHARS),
+                                 required=False, default=list, max_length=v.MAX_ITEMS)
+    env = serializers.DictField(
+        child=serializers.CharField(allow_blank=True, max_length=v.MAX_VALUE_CHARS),
+        required=False, default=dict,
+        help_text=f"At most {v.MAX_ITEMS} variables; TRAINYARD_* and the training "
+                  "operator's names are reserved.")
+    workers = serializers.IntegerField(min_value=1, max_value=v.MAX_WORKERS)
+    gpus_per_worker = serializers.IntegerField(default=0, min_value=0,
+                                               max_value=v.MAX_GPUS_PER_WORKER)
+    gpu_model = serializers.CharField(required=False, default="", allow_blank=True,
+                                      max_length=200)
+    mig_profile = serializers.CharField(required=False, default="", allow_blank=True,
+                                        max_length=20)
     gpu_shared = serializers.BooleanField(
         required=False, default=False,
         help_text="gpus_per_worker are shares of a time-sliced/MPS card of gpu_model "
                   "(nvidia.com/gpu.shared).")
     gpu_memory_gib_per_card = serializers.DecimalField(
         max_digits=8, decimal_places=3, required=False, allow_null=True, default=None,
+        min_value=Decimal("0.001"), max_value=v.MAX_GPU_MEMORY_GIB_PER_CARD,
         help_text="HAMi: limit each card to this much GPU memory (nvidia.com/gpumem); "
                   "null = whole cards.")
-    cpu_per_worker = serializers.DecimalField(max_digits=8, decimal_places=3, default=4)
+    cpu_per_worker = serializers.DecimalField(max_digits=8, decimal_places=3, default=4,
+                                              min_value=Decimal("0.1"),
+                                              max_value=v.MAX_CPU_PER_WORKER)
     memory_gib_per_worker = serializers.DecimalField(max_digits=10, decimal_places=3,
-                                                     default=16)
-    max_run_seconds = serializers.IntegerField()
-    expected_seconds = serializers.IntegerField(required=False, allow_null=True, default=None)
+                                                     default=16, min_value=Decimal("0.25"),
+                                                     max_value=v.MAX_MEMORY_GIB_PER_WORKER)
+    max_run_seconds = serializers.IntegerField(min_value=60, max_value=MAX_RUN_SECONDS)
+    expected_seconds = serializers.IntegerField(required=False, allow_null=True, default=None,
+                                                min_value=1, max_value=MAX_RUN_SECONDS)
     checkpoint_claim = serializers.CharField(
-        required=False, default="", allow_blank=True,
+        required=False, default="", allow_blank=True, max_length=253,
         help_text="An existing PVC of the tenant's for checkpoints.")
     checkpoint_storage_class = serializers.CharField(
-        required=False, default="", allow_blank=True,
+        required=False, default="", allow_blank=True, max_length=253,
         help_text="Or: Trainyard creates a checkpoint PVC of this StorageClass with the job.")
     checkpoint_size_gib = serializers.IntegerField(
-        required=False, allow_null=True, default=None,
-        help_text="Size of the new checkpoint PVC (default 50 GiB).")
-    checkpoint_path = serializers.CharField(required=False, default="/checkpoints")
-    annotations = serializers.DictField(child=serializers.CharField(), required=False,
-                                        default=dict)
+        required=False, allow_null=True, default=None, min_value=1,
+        max_value=v.MAX_CHECKPOINT_GIB,
+        help_text=f"Size of the new checkpoint PVC (default {v.CHECKPOINT_GIB} GiB).")
+    checkpoint_path = serializers.CharField(
+        required=False, default="/checkpoints", max_length=500,
+        help_text="An absolute path of the container, not a system directory (/proc, /sys, "
+                  "/dev, /etc, /var/run/secrets, ...).")
+    annotations = serializers.DictField(
+        child=serializers.CharField(max_length=v.MAX_VALUE_CHARS), required=False,
+        default=dict,
+        help_text="Simulator hints (kubesim.trainyard.io/*) are kept, others ignored; a "
+                  "scheduler-owned key (trainyard.io/*, kueue.x-k8s.io/*) is refused.")
+    labels = serializers.DictField(
+        child=serializers.CharField(max_length=63, allow_blank=True), required=False,
+        default=dict,
+        help_text="Not applied (Trainyard labels the pods itself); a scheduler-owned key "
+                  "(trainyard.io/*, kueue.x-k8s.io/*) is refused.")
+
+    def validate_annotations(self, value: dict[str, str]) -> dict[str, str]:
+        if len(value) > v.MAX_ITEMS:
+            raise serializers.ValidationError(
+                _("Give at most %(n)s annotations.") % {"n": v.MAX_ITEMS})
+        return value
 
 
 class HoldInput(serializers.Serializer):

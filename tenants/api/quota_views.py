@@ -68,8 +68,9 @@ class PlatformQuotaRequestViewSet(viewsets.GenericViewSet, mixins.ListModelMixin
         return selectors.pending_quota_requests(self.request.query_params.get(
             "status", RequestStatus.PENDING))
 
-    @extend_schema(parameters=[OpenApiParameter("status", str, description="pending (default), "
-                                                "approved, rejected, cancelled, or empty: all")])
+    @extend_schema(parameters=[OpenApiParameter(
+        "status", str, enum=[*RequestStatus.values, ""],
+        description="pending (default), approved, rejected, cancelled, or empty: all")])
     def list(self, request: Request, *args: object, **kwargs: object) -> Response:
         return super().list(request, *args, **kwargs)
 

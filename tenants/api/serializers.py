@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from core.choices import PoolKind
-from core.models import Policy
+from core.models import POLICY_BOUNDS, Policy
 from core.numbers import api_decimal
+from core.schema import documented
 from core.texts import render
+from k8s_sync.placement import MAX_TOPOLOGY_LEVELS
+from tenants.catalog import MAX_AMOUNT
 from tenants.choices import MembershipRole
 from tenants.models import (
     Membership,
@@ -21,6 +26,7 @@ from tenants.models import (
     QuotaRequestItem,
     Tenant,
 )
+from tenants.network import MAX_CIDRS
 
 
 class RenderedText(serializers.CharField):
@@ -61,9 +67,15 @@ class PoolSerializer(serializers.ModelSerializer):
         return {g.resource: api_decimal(g.amount) or "0" for g in grants}
 
 
+def _amount() -> serializers.DecimalField:
+    """An amount of a resource: 0 to ``tenants.catalog.MAX_AMOUNT``, 3 decimals. The range
+    is the service's to check (``Resource.check_amount``: its message names the resource)."""
+    return documented(serializers.DecimalField(max_digits=13, decimal_places=3),
+                      Decimal(0), MAX_AMOUNT)
+
+
 class QuotaSetInput(serializers.Serializer):
-    amounts = serializers.DictField(child=serializers.DecimalField(max_digits=14,
-                                                                   decimal_places=3),
+    amounts = serializers.DictField(child=_amount(),
                                     help_text="resource key -> amount, e.g. {\"cpu\": 64}")
     reason = serializers.CharField(max_length=2000)
 
@@ -88,7 +100,7 @@ class TenantCreateInput(serializers.Serializer):
     slug = serializers.CharField(max_length=40)
     name = serializers.CharField(max_length=200)
     cost_center = serializers.CharField(max_length=64)
-    contact_email = serializers.EmailField()
+    contact_email = serializers.EmailField(max_length=254)
     contact_name = serializers.CharField(max_length=200, required=False, default="",
                                          allow_blank=True)
 
@@ -96,10 +108,11 @@ class TenantCreateInput(serializers.Serializer):
 class TenantUpdateInput(serializers.Serializer):
     name = serializers.CharField(max_length=200, required=False)
     cost_center = serializers.CharField(max_length=64, required=False)
-    contact_email = serializers.EmailField(required=False)
+    contact_email = serializers.EmailField(max_length=254, required=False)
     contact_name = serializers.CharField(max_length=200, required=False, allow_blank=True)
     egress_cidrs = serializers.ListField(
         child=serializers.CharField(max_length=64), required=False, allow_empty=True,
+        max_length=MAX_CIDRS,
         help_text="The tenant's own egress destinations (CIDRs), beside the policy's")
 
 
@@ -167,7 +180,7 @@ class QuotaRequestSerializer(serializers.ModelSerializer):
 
 class QuotaRequestInput(serializers.Serializer):
     pool = serializers.ChoiceField(choices=PoolKind.choices)
-    amounts = serializers.DictField(child=serializers.CharField(max_length=30),
+    amounts = serializers.DictField(child=_amount(),
                                     help_text="resource key -> new amount, e.g. "
                                               "{\"gpu:NVIDIA-H800\": \"8\"}")
     justification = serializers.CharField(max_length=4000)
@@ -175,7 +188,7 @@ class QuotaRequestInput(serializers.Serializer):
 
 
 class ApproveInput(serializers.Serializer):
-    amended = serializers.DictField(child=serializers.CharField(max_length=30), required=False,
+    amended = serializers.DictField(child=_amount(), required=False,
                                     default=dict)
     note = serializers.CharField(max_length=2000, required=False, default="", allow_blank=True)
 
@@ -205,12 +218,53 @@ class LoanInput(serializers.Serializer):
     borrower = serializers.CharField(max_length=40)
     borrower_pool = serializers.ChoiceField(choices=PoolKind.choices)
     resource = serializers.CharField(max_length=300)
-    amount = serializers.CharField(max_length=30)
+    amount = _amount()
     ends_at = serializers.DateTimeField()
     note = serializers.CharField(max_length=2000, required=False, default="", allow_blank=True)
 
 
+_FACTOR_LOW, _FACTOR_HIGH = (int(v) for v in POLICY_BOUNDS["overcommit_factor"])
+_AMOUNT_SCHEMA = {"oneOf": [
+    {"type": "number", "minimum": 0, "maximum": int(MAX_AMOUNT)},
+    {"type": "string", "maxLength": 30, "pattern": r"^\d{1,10}(\.\d{1,3})?$"}]}
+
+
+@extend_schema_field({
+    "type": "object", "description": "resource kind or key -> factor",
+    "additionalProperties": {"oneOf": [
+        {"type": "number", "minimum": _FACTOR_LOW, "maximum": _FACTOR_HIGH},
+        {"type": "string", "maxLength": 30}]}})
+class _FactorsField(serializers.JSONField):
+    pass
+
+
+@extend_schema_field({
+    "type": "object", "description": "pool (prod, dev) -> {resource key: amount}",
+    "additionalProperties": {"type": "object", "additionalProperties": _AMOUNT_SCHEMA}})
+class _DefaultQuotaField(serializers.JSONField):
+    pass
+
+
+@extend_schema_field({"type": "array", "maxItems": MAX_CIDRS,
+                      "items": {"type": "string", "maxLength": 64}})
+class _CidrsField(serializers.JSONField):
+    pass
+
+
+@extend_schema_field({"type": "array", "maxItems": MAX_TOPOLOGY_LEVELS,
+                      "items": {"type": "string", "maxLength": 317}})
+class _TopologyField(serializers.JSONField):
+    pass
+
+
 class PolicySerializer(serializers.ModelSerializer):
+    overcommit_factors = _FactorsField(required=False)
+    default_quota = _DefaultQuotaField(required=False)
+    egress_cidrs = _CidrsField(required=False)
+    topology_levels = _TopologyField(required=False, help_text=(
+        "node-label keys of the network topology, widest first; a multi-node job runs "
+        "under one value of the last; [] means trainyard.io/rack, trainyard.io/switch"))
+
     class Meta:
         model = Policy
         fields = ["overcommit_factors", "eviction_watermark", "production_grace_seconds",
@@ -218,9 +272,12 @@ class PolicySerializer(serializers.ModelSerializer):
                   "dev_pvc_reclaim_days", "dynamic_headroom", "dynamic_idle_threshold",
                   "egress_cidrs", "topology_levels", "updated_at"]
         read_only_fields = ["production_grace_seconds", "updated_at"]
-        extra_kwargs = {"topology_levels": {"help_text": (
-            "node-label keys of the network topology, widest first; a multi-node job runs "
-            "under one value of the last; [] means trainyard.io/rack, trainyard.io/switch")}}
+        extra_kwargs = {
+            **{key: {"min_value": POLICY_BOUNDS[key][0], "max_value": POLICY_BOUNDS[key][1]}
+               for key in ("eviction_watermark", "development_grace_seconds",
+                           "batch_grace_seconds", "dev_pvc_reclaim_days", "dynamic_headroom",
+                           "dynamic_idle_threshold")},
+        }
 
 
 class NotificationSerializer(serializers.ModelSerializer):

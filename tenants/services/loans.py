@@ -13,7 +13,7 @@ from django.utils.translation import gettext as _
 
 from core.choices import PoolKind
 from core.exceptions import ApplicationError, Conflict, NotAllowed
-from core.models import Policy
+from core.models import POLICY_BOUNDS, Policy
 from core.numbers import api_decimal
 from core.texts import StoredText, message
 from k8s_sync.placement import validate_topology_levels
@@ -47,7 +47,14 @@ def loan_propose(*, access: TenantAccess, actor: AnyUser, lender_pool: Pool, bor
     access.require_admin()
     if lender_pool.tenant_id != access.tenant.pk:
         raise ApplicationError(_("That pool belongs to another tenant."))
-    parsed = parse_amounts({resource: amount})
+    try:
+        Resource.parse(resource)
+    except ValueError as exc:
+        raise ApplicationError(str(exc), field="resource") from None
+    try:
+        parsed = parse_amounts({resource: amount})
+    except ApplicationError as exc:  # the loan's field is "amount", not a map's "amounts"
+        raise ApplicationError(exc.message, field="amount", extra=exc.extra) from None
     key, value = next(iter(parsed.items()))
     if value <= 0:
         raise ApplicationError(_("Lend more than nothing."), field="amount")
@@ -178,6 +185,18 @@ _POLICY_FIELDS = {"overcommit_factors", "eviction_watermark", "development_grace
 _POLICY_FIELDS |= {"topology_levels"}
 
 
+def _within(value: Any, key: str) -> bool:
+    """Whether ``value`` is a finite number in the range ``POLICY_BOUNDS[key]``."""
+    if isinstance(value, bool):
+        return False
+    try:
+        number = Decimal(str(value))
+    except ArithmeticError:
+        return False
+    low, high = POLICY_BOUNDS[key]
+    return number.is_finite() and low <= number <= high
+
+
 def policy_update(*, actor: AnyUser, **fields: Any) -> Policy:
     """Change platform policy (platform admins); every value is checked first."""
     require_platform_admin(actor)
@@ -196,18 +215,20 @@ def policy_update(*, actor: AnyUser, **fields: Any) -> Policy:
                 except ValueError as exc:
                     raise ApplicationError(str(exc),
                                            field=f"overcommit_factors.{key}") from None
-            try:
-                number = Decimal(str(value))
-            except ArithmeticError:
-                number = Decimal(-1)
-            if not (Decimal(1) <= number <= Decimal(10)):
+            if not _within(value, "overcommit_factor"):
                 raise ApplicationError(_("An overcommit factor is between 1 and 10, not "
                                          "%(v)s (%(k)s).") % {"v": value, "k": key},
                                        field=f"overcommit_factors.{key}")
     watermark = fields.get("eviction_watermark")
-    if watermark is not None and not (Decimal("0.5") <= Decimal(str(watermark)) <= 1):
+    if watermark is not None and not _within(watermark, "eviction_watermark"):
         raise ApplicationError(_("The eviction watermark is between 50% and 100%."),
                                field="eviction_watermark")
+    for key in ("development_grace_seconds", "batch_grace_seconds", "dev_pvc_reclaim_days",
+                "dynamic_headroom", "dynamic_idle_threshold"):
+        if fields.get(key) is not None and not _within(fields[key], key):
+            low, high = POLICY_BOUNDS[key]
+            raise ApplicationError(_("Use a value from %(low)s to %(high)s.") % {
+                "low": api_decimal(low), "high": api_decimal(high)}, field=key)
     default_quota = fields.get("default_quota")
     if default_quota is not None:
         if not isinstance(default_quota, dict) or set(default_quota) - set(PoolKind.values):
