@@ -9,7 +9,8 @@ from django.utils import timezone
 from jobs import services
 from jobs.models import TrainingJob
 from jobs.tasks import admission_cycle
-from k8s_sync.models import ObservedNode
+from k8s_sync.models import ObservedNode, ObservedQuota
+from k8s_sync.naming import RESOURCE_QUOTA_NAME
 from tenants.access import access_for
 
 
@@ -31,6 +32,9 @@ def test_fifty_parallel_submissions_never_admit_beyond_the_quota(django_user_mod
     tenant = Tenant.objects.create(slug="busy", name="Busy", cost_center="c",
                                    contact_email="b@x.org")
     pool = Pool.objects.create(tenant=tenant, kind="dev")
+    # the pool is set up in the cluster: the watcher has recorded its ResourceQuota
+    ObservedQuota.objects.create(namespace=pool.namespace, name=RESOURCE_QUOTA_NAME, uid="q",
+                                 resource_version="1", observed_at=now)
     QuotaGrant.objects.create(pool=pool, resource="gpu:NVIDIA-H800", amount=8)
     # CPU and memory bind too (what is not granted is zero): enough for every job here
     QuotaGrant.objects.create(pool=pool, resource="cpu", amount=64)

@@ -155,7 +155,7 @@ def test_dashboard_access(tenant_a, tenant_b, alice, charlie, platform_admin, lo
     response = login(alice).get(url)
     assert response.status_code == 200
     body = response.content.decode()
-    assert "/static/vendor/plotly/plotly.min.js" in body and "js/dashboard.js" in body
+    assert "/static/vendor/plotly/plotly-trainyard.min.js" in body and "js/dashboard.js" in body
     # every script and stylesheet is served by the portal itself (a CSRF token may contain
     # any letters, so look at the references, not the whole body)
     external = re.findall(r'(?:src|href)="((?:https?:)?//[^"]+)"', body)

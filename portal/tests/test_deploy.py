@@ -490,7 +490,7 @@ DYNAMIC_CALL_SITES = {
     ("k8s_sync/reconcile.py", "converge", "list_objects"): lambda: list(POOL_KINDS),
     ("k8s_sync/reconcile.py", "converge", "ensure_absent"): lambda: [
         kind for kind in POOL_KINDS if kind not in NEVER_DELETED_KINDS],
-    ("tenants/tasks.py", "resync_pools", "list_objects"): lambda: list(POOL_KINDS),
+    ("tenants/tasks.py", "pool_drift", "list_objects"): lambda: list(POOL_KINDS),
     ("k8s_sync/observe.py", "relist", "list_with_resource_version"): _observed_kinds,
     ("k8s_sync/observe.py", "relist_all", "list_with_resource_version"): _observed_kinds,
     ("k8s_sync/observe.py", "_watch", "watch"): _observed_kinds,

@@ -131,7 +131,7 @@ def test_an_ended_month_with_charges_is_due_for_closing_until_it_is_closed(tenan
                                      tier="production", max_run_seconds=60, state="succeeded",
                                      workers=1, gpus_per_worker=1, submitted_by=bob)
     GpuUsage.objects.create(job=job, tenant=tenant_a, pool=prod, day=last_month, devices=1,
-                            seconds=60)
+                            seconds=60, billed_period=last_month.replace(day=1))
     (item,) = watchdog.month_items(now)
     assert (item.label, item.reason) == (f"{last_month:%Y-%m}", "not_closed")
     assert item.since is not None and item.since <= now
