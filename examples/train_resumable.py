@@ -124,7 +124,12 @@ class Dist:
             dist.barrier()
 
     def close(self) -> None:
+        """Leave the group together: every rank reaches the barrier before any rank tears
+        its gloo/NCCL threads down (a rank that destroys its group while a peer still
+        talks to it can abort the peer at exit: "terminate called without an active
+        exception")."""
         if self.world > 1 and dist.is_initialized():
+            dist.barrier()
             dist.destroy_process_group()
 
 
