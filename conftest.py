@@ -192,3 +192,14 @@ def _issued_invoices_flushable(request):
             cursor.execute("DELETE FROM billing_invoice")
     finally:
         triggers.create(connection)
+
+
+@pytest.fixture(autouse=True)
+def _each_test_starts_with_an_empty_cache():
+    """Cached reads (pod utilisation per namespace, busyness, the watchdog's memory) must
+    not leak from one test into the next one in the same worker: the cache is emptied
+    before each test (a locmem dict, or this worker's own Redis database)."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
