@@ -776,7 +776,7 @@ OVERFLOW_JS = """() => {
   const out = [];
   for (const card of document.querySelectorAll('.card, main')) {
     const box = card.getBoundingClientRect();
-    for (const el of card.querySelectorAll('table, pre, .chart, img')) {
+    for (const el of card.querySelectorAll('table, pre, .chart, img, dl code')) {
       const r = el.getBoundingClientRect();
       if (r.width && (r.right > box.right + 1 || r.left < box.left - 1)) {
         const name = card.querySelector('h2')?.textContent?.trim() || card.tagName;
@@ -812,13 +812,17 @@ def test_no_table_is_wider_than_its_card(lang, browser, live_server, world, clus
     from tenants.models import Tenant
 
     tenant = Tenant.objects.get(slug="acme")
-    for i in range(4):  # the pool holds 8: two run, two wait with their reasons
-        job_services.job_submit(access=access_for(bob, tenant), actor=bob, pool="dev",
-                                data=submission(name=f"e2e-layout-{i}-with-a-long-name",
-                                                gpu_model=world["h800"], gpus_per_worker=4))
+    jobs = [job_services.job_submit(  # the pool holds 8: two run, two wait with their reasons
+        access=access_for(bob, tenant), actor=bob, pool="dev",
+        data=submission(name=f"e2e-layout-{i}-with-a-long-name", gpu_model=world["h800"],
+                        gpus_per_worker=4, image="registry.example.org/research/"
+                        "a-rather-long-image-name-for-the-layout:2026.12.02-cuda12"))
+        for i in range(4)]
     _cycle(cluster)
     problems = []
-    for user, urls in LAYOUT_PAGES.items():
+    # a running job's own page too: its image, command and pods in their cards
+    pages = {**LAYOUT_PAGES, "alice": [*LAYOUT_PAGES["alice"], f"/t/acme/jobs/{jobs[0].pk}/"]}
+    for user, urls in pages.items():
         context = browser.new_context(base_url=live_server.url, locale=BROWSER_LOCALE[lang],
                                       viewport={"width": 1280, "height": 900},
                                       timezone_id="UTC")
