@@ -85,22 +85,22 @@ def gib(value: Any) -> str:
     return _("%(amount)s GiB") % {"amount": grouped(plain(number, MEMORY_PLACES))}
 
 
-def money(value: Any, currency: str | None = None) -> str:
-    """An amount of money with its currency: ``1234.5`` -> ``1,234.50 USD``."""
+def _priced(value: Any, places: int, currency: str | None) -> str:
     number = to_decimal(value)
     if number is None:
         return DASH
-    return f"{grouped(plain(number, MONEY_PLACES, keep=MONEY_PLACES))} " \
+    return f"{grouped(plain(number, places, keep=MONEY_PLACES))} " \
            f"{currency or settings.TRAINYARD_CURRENCY}"
+
+
+def money(value: Any, currency: str | None = None) -> str:
+    """An amount of money with its currency: ``1234.5`` -> ``1,234.50 USD``."""
+    return _priced(value, MONEY_PLACES, currency)
 
 
 def unit_price(value: Any, currency: str | None = None) -> str:
     """A price per unit (up to 6 decimals, at least 2) with its currency."""
-    number = to_decimal(value)
-    if number is None:
-        return DASH
-    return f"{grouped(plain(number, UNIT_PRICE_PLACES, keep=MONEY_PLACES))} " \
-           f"{currency or settings.TRAINYARD_CURRENCY}"
+    return _priced(value, UNIT_PRICE_PLACES, currency)
 
 
 def api_decimal(value: Any) -> str:

@@ -563,6 +563,24 @@ def job_spec(job: TrainingJob):  # type: ignore[no-untyped-def]
     )
 
 
+def decide_with_pools_absent(inputs: dict) -> tuple[Any, dict[int, Pool]]:
+    """:func:`decide` on ``inputs`` as the admission loop and the preview run it: a queued
+    job whose pool's namespace and quota the cluster does not show (observed) is held out
+    of the pass (it would hold quota with no namespace to create its PyTorchJob in) and
+    waits with that reason, no ETA. Also the pools it waits for, by job id."""
+    absent = {(p.tenant.slug, p.kind): p for p in pools_not_in_cluster()}
+    waiting_for_pool = {j.id: absent[(j.tenant, j.pool)] for j in inputs["jobs"]
+                        if j.state == JobState.QUEUED and (j.tenant, j.pool) in absent}
+    jobs = [replace(j, held=True) if j.id in waiting_for_pool else j for j in inputs["jobs"]]
+    decisions = decide(**{**inputs, "jobs": jobs})
+    for job_id, pool in waiting_for_pool.items():
+        if job_id in decisions.waiting:
+            decisions.waiting[job_id] = replace(
+                decisions.waiting[job_id], eta_p50=None, eta_p90=None,
+                reason=stored_text("jobs.wait.pool_absent", namespace=pool.namespace))
+    return decisions, waiting_for_pool
+
+
 def preview(tenant, pool_kind: str, clean: dict, now):  # type: ignore[no-untyped-def]
     """What would happen if this job were submitted now: quota fit, placement, start.
 
@@ -580,17 +598,10 @@ def preview(tenant, pool_kind: str, clean: dict, now):  # type: ignore[no-untype
                   template=str(clean.get("template") or ""),
                   gpu_shared=bool(clean.get("gpu_shared")),
                   resources=job_resources(clean, facts))
-    # As the admission loop does: a pool the cluster does not show yet admits nothing.
-    absent = next((p for p in pools_not_in_cluster()
-                   if (p.tenant.slug, p.kind) == (tenant.slug, pool_kind)), None)
-    if absent is not None:
-        job = replace(job, held=True)
-    decisions = decide(**{**inputs, "jobs": [*inputs["jobs"], job]})
+    # as the admission loop decides: a pool the cluster does not show yet admits nothing
+    decisions, _absent = decide_with_pools_absent({**inputs, "jobs": [*inputs["jobs"], job]})
     admitted = next((a for a in decisions.admit if a.job_id == -1), None)
     waiting = decisions.waiting.get(-1)
-    if absent is not None and waiting is not None:
-        waiting = replace(waiting, eta_p50=None, eta_p90=None, reason=stored_text(
-            "jobs.wait.pool_absent", namespace=absent.namespace))
     dimensions = _preview_dimensions(inputs, tenant.slug, pool_kind, job)
     # The GPU summary (the API's older fields) is the accelerator's row of ``dimensions``.
     key = "gpu-shared" if job.gpu_shared and job.resource_key else job.resource_key

@@ -17,7 +17,6 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from dataclasses import replace
 from typing import Any
 
 from celery import shared_task
@@ -28,7 +27,6 @@ from django.utils import timezone
 from core.models import Policy
 from core.texts import message as stored_text
 from jobs import health, podstart, selectors, services
-from jobs.admission import decide
 from jobs.choices import JobState
 from jobs.models import AdmissionState, MaintenanceWindow, TrainingJob
 from k8s_sync import manifests
@@ -38,7 +36,7 @@ from k8s_sync.models import PYTORCHJOB, ObservedNode, ObservedPod
 from k8s_sync.placement import switch_of
 from k8s_sync.selectors import WorkloadStatus, pod_run_times, workload_statuses
 from tenants.models import Pool
-from tenants.selectors import pools_not_in_cluster, topology_levels
+from tenants.selectors import topology_levels
 from tenants.services import pool_sync_request
 from tenants.tasks import backoff_seconds
 
@@ -316,23 +314,11 @@ def admission_cycle() -> dict[str, Any]:
 
 def _decide_and_apply(now: dt.datetime) -> dict[str, int]:
     inputs = selectors.admission_inputs(now)
-    # A job whose pool's namespace and quota the cluster does not show (observed) is not
-    # admitted: it would hold quota with no namespace to create its PyTorchJob in. It
-    # waits, held out of this pass, with that reason; its pool is asked to sync again.
-    absent = {(p.tenant.slug, p.kind): p for p in pools_not_in_cluster()}
-    waiting_for_pool = {j.id: absent[(j.tenant, j.pool)] for j in inputs["jobs"]
-                        if j.state == JobState.QUEUED and (j.tenant, j.pool) in absent}
-    if waiting_for_pool:
-        inputs["jobs"] = [replace(j, held=True) if j.id in waiting_for_pool else j
-                          for j in inputs["jobs"]]
-        for pool in {p.pk: p for p in waiting_for_pool.values()}.values():
-            _request_pool_sync(pool)
-    decisions = decide(**inputs)
-    for job_id, pool in waiting_for_pool.items():
-        if job_id in decisions.waiting:
-            decisions.waiting[job_id] = replace(
-                decisions.waiting[job_id], eta_p50=None, eta_p90=None,
-                reason=stored_text("jobs.wait.pool_absent", namespace=pool.namespace))
+    # A job whose pool the cluster does not show waits, held out of this pass, with that
+    # reason; its pool is asked to sync again.
+    decisions, waiting_for_pool = selectors.decide_with_pools_absent(inputs)
+    for pool in {p.pk: p for p in waiting_for_pool.values()}.values():
+        _request_pool_sync(pool)
     levels = topology_levels() if decisions.admit else ()
     admitted = preempted = 0
     for admission in decisions.admit:

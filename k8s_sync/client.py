@@ -581,19 +581,7 @@ class KubeClient:
         timeout: Any = self.config.request_timeout
         if follow:  # a quiet log is no error: wait up to a minute between chunks
             timeout = (self.config.request_timeout, self.config.request_timeout + 60)
-        try:
-            req = self._api.param_serialize(
-                method="GET", resource_path=path,
-                query_params=[(k, v) for k, v in query if v is not None],
-                header_params={"Accept": "text/plain, application/json"},
-                auth_settings=["BearerToken"])
-            resp = self._api.call_api(*req, _request_timeout=timeout).response
-        except (urllib3.exceptions.HTTPError, OSError, k8s_client.ApiException) as exc:
-            raise _stream_error(exc) from exc
-        if not 200 <= resp.status <= 299:
-            body = resp.data or b""
-            resp.release_conn()
-            raise _error_from_response(resp.status, resp.reason or "", resp.headers, body)
+        resp = self._open_get(path, query, "text/plain, application/json", timeout)
         if follow:
             return LogStream(resp)
         try:
@@ -624,11 +612,19 @@ class KubeClient:
                  ("timeoutSeconds", int(timeout_seconds)),
                  ("allowWatchBookmarks", "true" if allow_bookmarks else None)]
         timeout = (self.config.request_timeout, timeout_seconds + self.config.request_timeout)
+        resp = self._open_get(path, query, "application/json", timeout)
+        return WatchStream(resp, api_version, kind)
+
+    def _open_get(self, path: str, query: list[tuple[str, Any]], accept: str,
+                  timeout: Any) -> Any:
+        """A GET whose body the caller reads (a watch, a log): the open urllib3 response
+        of a 2xx answer; otherwise the classified :class:`K8sError` (``None`` values of
+        ``query`` are left out)."""
         try:
             req = self._api.param_serialize(
                 method="GET", resource_path=path,
                 query_params=[(k, v) for k, v in query if v is not None],
-                header_params={"Accept": "application/json"}, auth_settings=["BearerToken"])
+                header_params={"Accept": accept}, auth_settings=["BearerToken"])
             resp = self._api.call_api(*req, _request_timeout=timeout).response
         except (urllib3.exceptions.HTTPError, OSError, k8s_client.ApiException) as exc:
             raise _stream_error(exc) from exc
@@ -636,17 +632,34 @@ class KubeClient:
             body = resp.data or b""
             resp.release_conn()
             raise _error_from_response(resp.status, resp.reason or "", resp.headers, body)
-        return WatchStream(resp, api_version, kind)
+        return resp
 
 
-class WatchStream:
+class _OpenResponse:
+    """A response body read as it arrives (a watch, a followed log)."""
+
+    def __init__(self, response: Any):
+        self._resp = response
+        self._closed = False
+
+    def close(self) -> None:
+        """End it; safe to call twice and from another thread (unblocks a read)."""
+        if self._closed:
+            return
+        self._closed = True
+        # ValueError/RuntimeError: already released, or never connected.
+        with contextlib.suppress(ValueError, RuntimeError, OSError, AttributeError):
+            self._resp.shutdown()
+        self._resp.release_conn()
+
+
+class WatchStream(_OpenResponse):
     """An open watch response: iterate for ``(type, object)``; :meth:`close` ends it."""
 
     def __init__(self, response: Any, api_version: str, kind: str):
-        self._resp = response
+        super().__init__(response)
         self._api_version = api_version
         self._kind = kind
-        self._closed = False
         self._buffer = b""
 
     def __iter__(self) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -681,23 +694,9 @@ class WatchStream:
         obj.setdefault("kind", self._kind)
         return etype, obj
 
-    def close(self) -> None:
-        """End the watch; safe to call twice and from another thread (unblocks a read)."""
-        if self._closed:
-            return
-        self._closed = True
-        # ValueError/RuntimeError: already released, or never connected.
-        with contextlib.suppress(ValueError, RuntimeError, OSError, AttributeError):
-            self._resp.shutdown()
-        self._resp.release_conn()
 
-
-class LogStream:
+class LogStream(_OpenResponse):
     """A followed log: iterate for text chunks (``close()`` ends it, from any thread)."""
-
-    def __init__(self, response: Any):
-        self._resp = response
-        self._closed = False
 
     def __iter__(self) -> Iterator[str]:
         decoder = codecs.getincrementaldecoder("utf-8")("replace")  # a chunk may split a char
@@ -711,14 +710,6 @@ class LogStream:
                 raise _stream_error(exc) from exc
         finally:
             self.close()
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        with contextlib.suppress(ValueError, RuntimeError, OSError, AttributeError):
-            self._resp.shutdown()
-        self._resp.release_conn()
 
 
 def _stream_error(exc: BaseException) -> K8sError:

@@ -43,18 +43,31 @@ def _port_free(host: str, port: int) -> bool:
     return True
 
 
-def _wait_for_port(host: str, port: int, timeout: float, proc: subprocess.Popen,
-                   stop: Callable[[], bool] = lambda: False) -> bool:
+def _wait_until(ready: Callable[[], bool], timeout: float, proc: subprocess.Popen,
+                stop: Callable[[], bool] = lambda: False) -> bool:
+    """Poll ``ready()`` (an OSError counts as not yet) until it is true; False when
+    ``proc`` exits, ``stop()`` says so or ``timeout`` seconds pass."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None or stop():
             return False
         try:
-            with socket.create_connection((host, port), timeout=0.5):
+            if ready():
                 return True
         except OSError:
-            time.sleep(0.1)
+            pass
+        time.sleep(0.1)
     return False
+
+
+def _port_open(host: str, port: int) -> bool:
+    with socket.create_connection((host, port), timeout=0.5):
+        return True
+
+
+def _wait_for_port(host: str, port: int, timeout: float, proc: subprocess.Popen,
+                   stop: Callable[[], bool] = lambda: False) -> bool:
+    return _wait_until(lambda: _port_open(host, port), timeout, proc, stop)
 
 
 @dataclass
@@ -182,18 +195,14 @@ def _web_argv(host: str, port: int, env: dict[str, str]) -> list[str]:
 def _wait_for_http(url: str, timeout: float, proc: subprocess.Popen,
                    stop: Callable[[], bool] = lambda: False) -> bool:
     """Wait until ``url`` gives any HTTP answer (the workers serve, not only the socket)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None or stop():
-            return False
+    def answers() -> bool:
         try:
             with urllib.request.urlopen(url, timeout=5):  # noqa: S310 - our own http URL
                 return True
-        except urllib.error.HTTPError:
+        except urllib.error.HTTPError:  # an answer all the same
             return True
-        except OSError:
-            time.sleep(0.1)
-    return False
+
+    return _wait_until(answers, timeout, proc, stop)
 
 
 def _env(var: Path | None = None) -> dict[str, str]:

@@ -34,7 +34,18 @@ from enum import StrEnum
 from typing import Any
 
 from django.core.cache import cache
+from django.urls import reverse
 from django.utils import timezone
+
+from billing import ledger
+from billing.models import GpuUsage, MonthClose
+from billing.selectors import tz
+from billing.tasks import ingest_ledger
+from jobs.selectors import stuck_jobs
+from jobs.services import kick_admission, schedule_sync
+from tenants.choices import SyncState
+from tenants.selectors import live_pools, mark_in_cluster
+from tenants.tasks import reconcile_pool
 
 log = logging.getLogger(__name__)
 
@@ -136,10 +147,6 @@ def review(items: Iterable[Item], memory: Mapping[str, Memory], *, now: dt.datet
 # --- the items now (reads) -------------------------------------------------------------------
 
 def job_items(now: dt.datetime) -> list[Item]:
-    from django.urls import reverse
-
-    from jobs.selectors import stuck_jobs
-
     return [Item(kind=Kind.JOB, key=f"job:{job.pk}", label=f"{job.tenant.slug}: {job.name}",
                  state=f"{job.state}:{verdict.trouble}", reason=str(verdict.trouble),
                  detail=verdict.reason, since=verdict.since,
@@ -148,13 +155,7 @@ def job_items(now: dt.datetime) -> list[Item]:
 
 
 def pool_items(now: dt.datetime) -> list[Item]:
-    from tenants.choices import SyncState, TenantStatus
-    from tenants.models import Pool
-    from tenants.selectors import mark_in_cluster
-
-    pools = list(Pool.objects.select_related("tenant").exclude(
-        tenant__status__in=[TenantStatus.DELETING, TenantStatus.DELETED]))
-    mark_in_cluster(pools)
+    pools = mark_in_cluster(live_pools())
     items = []
     for pool in pools:
         state = pool.sync_state
@@ -165,16 +166,13 @@ def pool_items(now: dt.datetime) -> list[Item]:
             state=f"{state}:{pool.desired_version}", reason=str(state),
             detail=pool.sync_error[:500],
             since=pool.last_attempt_at if state == SyncState.ERROR else None,
-            deadline=POOL_SYNC_DEADLINE, link=f"/t/{pool.tenant.slug}/"))
+            deadline=POOL_SYNC_DEADLINE,
+            link=reverse("tenants:detail", kwargs={"slug": pool.tenant.slug})))
     return items
 
 
 def month_items(now: dt.datetime) -> list[Item]:
     """The last ended month, when it has charges and is not closed."""
-    from billing import ledger
-    from billing.models import GpuUsage, MonthClose
-    from billing.selectors import tz
-
     zone = tz()
     this_month = ledger.month_start(timezone.localtime(now, zone).date())
     period = ledger.month_start(this_month - dt.timedelta(days=1))
@@ -185,7 +183,7 @@ def month_items(now: dt.datetime) -> list[Item]:
         return []
     return [Item(kind=Kind.MONTH_CLOSE, key=f"month:{period:%Y-%m}", label=f"{period:%Y-%m}",
                  state="open", reason="not_closed", since=end, deadline=MONTH_CLOSE_DEADLINE,
-                 link="/billing/close/")]
+                 link=reverse("billing:close"))]
 
 
 # --- one pass (the task) and its report (the pages) -----------------------------------------
@@ -207,17 +205,11 @@ class Report:
 def _retry(item: Item) -> None:
     """The item's own way forward, once more (each idempotent)."""
     if item.kind == Kind.JOB:
-        from jobs.services import kick_admission, schedule_sync
-
         schedule_sync(int(item.key.split(":")[1]))
         kick_admission()
     elif item.kind == Kind.POOL_SYNC:
-        from tenants.tasks import reconcile_pool
-
         reconcile_pool.delay(int(item.key.split(":")[1]))
     elif item.kind == Kind.MONTH_CLOSE:
-        from billing.tasks import ingest_ledger
-
         ingest_ledger.delay()
 
 

@@ -121,13 +121,17 @@ def mark_in_cluster(pools: Iterable[Pool]) -> list[Pool]:
     return pools
 
 
+def live_pools() -> QuerySet[Pool]:
+    """The pools of tenants not being deleted (or deleted), with their tenant."""
+    return Pool.objects.select_related("tenant").exclude(
+        tenant__status__in=[TenantStatus.DELETING, TenantStatus.DELETED])
+
+
 def pools_not_in_cluster() -> list[Pool]:
-    """The pools of tenants not being deleted whose namespace and quota the cluster does
-    not show (observed; ``Pool.in_cluster``): admission waits for them."""
+    """The live pools whose namespace and quota the cluster does not show (observed;
+    ``Pool.in_cluster``): admission waits for them."""
     seen = pool_namespaces_observed()
-    pools = Pool.objects.select_related("tenant").exclude(
-        tenant__status__in=[TenantStatus.DELETING, TenantStatus.DELETED]).only(
-        "id", "kind", "tenant__slug")
+    pools = live_pools().only("id", "kind", "tenant__slug")
     return [p for p in pools if p.namespace not in seen]
 
 

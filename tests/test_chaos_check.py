@@ -4,24 +4,19 @@ synthetic database: it passes a consistent history and names each kind of breaka
 from __future__ import annotations
 
 import datetime as dt
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 from django.utils import timezone
+
+from core.tests.scripts import load_script
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "chaos.py"
 
 
 @pytest.fixture(scope="module")
 def chaos():
-    spec = importlib.util.spec_from_file_location("chaos_script", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module   # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT, "chaos_script")
 
 
 def _job(tenant, pool, bob, name, state, gpus=1):

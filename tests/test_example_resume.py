@@ -9,7 +9,6 @@ skip and say so.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import signal
@@ -19,6 +18,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from core.tests.scripts import load_script
 
 torch = pytest.importorskip(
     "torch", reason="PyTorch is not installed: scripts/ensure-torch.sh installs the CPU build")
@@ -66,10 +67,7 @@ def _interrupt_after_first_checkpoint(proc: subprocess.Popen, ckpt: Path) -> int
 
 def _run_reference(ckpt: Path) -> dict:
     """The same training without interruption, in this process: its final model."""
-    spec = importlib.util.spec_from_file_location("train_resumable", SCRIPT)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script(SCRIPT, "train_resumable")
     handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         assert module.main(["--steps", str(STEPS), "--checkpoint-dir", str(ckpt),

@@ -14,14 +14,8 @@ from core import numbers
 register = template.Library()
 
 
-@register.filter
-def quantity(value: Any) -> str:
-    return numbers.quantity(value)
-
-
-@register.filter
-def gib(value: Any) -> str:
-    return numbers.gib(value)
+register.filter("quantity", numbers.quantity)
+register.filter("gib", numbers.gib)
 
 
 def _with_currency(text: str) -> str:
@@ -42,13 +36,7 @@ def unit_price(value: Any, currency: str | None = None) -> str:
     return _with_currency(numbers.unit_price(value, currency or None))
 
 
-@register.filter
-def decimal_input(value: Any) -> str:
-    """A number for an input's value or placeholder: plain, no grouping (``1E+2`` -> 100)."""
-    return numbers.api_decimal(value)
-
-
-@register.filter
-def money_amount(value: Any) -> str:
-    """Money without its currency, for a sentence that names the currency itself."""
-    return numbers.money_amount(value)
+# a number for an input's value or placeholder: plain, no grouping (``1E+2`` -> 100)
+register.filter("decimal_input", numbers.api_decimal)
+# money without its currency, for a sentence that names the currency itself
+register.filter("money_amount", numbers.money_amount)

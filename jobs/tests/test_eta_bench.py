@@ -3,21 +3,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from pathlib import Path
+
+from core.tests.scripts import load_script
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "eta_accuracy.py"
 
 
 def load():
-    spec = importlib.util.spec_from_file_location("eta_accuracy", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module   # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_script(BENCH, "eta_accuracy")
 
 
 def test_the_eta_benchmark_replays_a_small_workload_and_scores_engine_and_baseline():

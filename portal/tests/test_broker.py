@@ -6,17 +6,15 @@ filesystem transport) and died on JSONDecodeError, and with it the whole product
 
 import json
 import os
-import time
 import uuid
 from pathlib import Path
 
 import pytest
-from django.core.cache import cache
 from kombu import Connection
 
 from portal.broker import Transport
 from portal.celery import app
-from portal.tasks import HEARTBEAT_KEY, heartbeat
+from portal.tests.workers import heartbeat_through_a_worker, on_broker
 
 GARBAGE = [b"", b'{"body": "half-writ', b"\xff\xfe not utf-8", b"[]", b'{"body": "x"}',
            b'{"properties": {}}']
@@ -78,45 +76,15 @@ def test_a_damaged_exchange_table_counts_as_empty_and_the_next_bind_rebuilds_it(
 @pytest.mark.timeout(30)
 def test_a_worker_skips_an_unreadable_message_and_runs_the_next_task(tmp_path, monkeypatch):
     """A real worker on the embedded transport, with a bad file ahead of a good task."""
-    from celery.contrib.testing.worker import start_worker
-    from celery.worker import state as worker_state
-
     monkeypatch.setenv("CELERY_SKIP_CHECKS", "1")  # Django's system checks: seconds, not ours
 
     queue = f"test-{uuid.uuid4().hex[:8]}"
     _drop_garbage(tmp_path, queue)
-    # The app reads Django settings with the CELERY_ namespace: update those keys.
-    saved = {f"CELERY_{k.upper()}": app.conf[k] for k in (
-        "broker_url", "broker_transport", "broker_transport_options", "task_always_eager",
-        "worker_enable_remote_control")}
-    app.conf.update(CELERY_BROKER_URL="filesystem://localhost//",
-                    CELERY_BROKER_TRANSPORT="portal.broker:Transport",
-                    CELERY_BROKER_TRANSPORT_OPTIONS=_options(tmp_path, polling_interval=0.05),
-                    CELERY_TASK_ALWAYS_EAGER=False,
-                    CELERY_WORKER_ENABLE_REMOTE_CONTROL=False)  # no broadcast: a faster stop
-    # Forget connections and producers an earlier test made for the test broker
-    # (memory://), or the task would be published there instead.
-    app._pool = None
-    app.amqp._producer_pool = None
-    assert app.connection_for_read().transport_cls == "portal.broker:Transport"
-    try:
-        cache.delete(HEARTBEAT_KEY)
-        with start_worker(app, pool="solo", perform_ping_check=False, queues=[queue],
-                          loglevel="WARNING", shutdown_timeout=10):
-            heartbeat.apply_async(queue=queue)
-            deadline = time.monotonic() + 20
-            while cache.get(HEARTBEAT_KEY) is None and time.monotonic() < deadline:
-                time.sleep(0.05)
-            # The worker's loop looks at the stop flag between deliveries (or every 2 s):
-            # raise it and deliver one more message, so the worker stops at once.
-            worker_state.should_terminate = 0
-            heartbeat.apply_async(queue=queue)
-        assert cache.get(HEARTBEAT_KEY) is not None
-        assert len(os.listdir(tmp_path / "rejected")) == len(GARBAGE)
-    finally:
-        from celery._state import _set_task_join_will_block
-
-        _set_task_join_will_block(False)
-        app.conf.update(saved)
-        app._pool = None
-        app.amqp._producer_pool = None
+    with on_broker(broker_url="filesystem://localhost//",
+                   broker_transport="portal.broker:Transport",
+                   broker_transport_options=_options(tmp_path, polling_interval=0.05),
+                   task_always_eager=False,
+                   worker_enable_remote_control=False):  # no broadcast: a faster stop
+        assert app.connection_for_read().transport_cls == "portal.broker:Transport"
+        assert heartbeat_through_a_worker(queue, stop_at_once=True)
+    assert len(os.listdir(tmp_path / "rejected")) == len(GARBAGE)

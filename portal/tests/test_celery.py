@@ -1,7 +1,6 @@
 """Celery is wired: named tasks on explicit queues, acks_late, one beat schedule."""
 
 import os
-import time
 import uuid
 
 import pytest
@@ -10,6 +9,7 @@ from django.core.cache import cache
 from portal.celery import app
 from portal.schedules import BEAT_SCHEDULE
 from portal.tasks import HEARTBEAT_KEY, heartbeat
+from portal.tests.workers import heartbeat_through_a_worker, on_broker
 
 
 def test_worker_settings_are_safe_for_redelivery():
@@ -43,32 +43,8 @@ def test_heartbeat_records_the_time(settings):
 @pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="REDIS_URL not set")
 def test_a_worker_consumes_a_task_through_the_real_redis_broker():
     """Publish to Redis and let a real in-process worker run it."""
-    from celery.contrib.testing.worker import start_worker
-
     queue = f"test-{uuid.uuid4().hex[:8]}"
-    # The app reads Django settings under the CELERY_ namespace: those are the keys to set.
-    saved = {f"CELERY_{k.upper()}": app.conf[k] for k in (
-        "broker_url", "broker_transport", "task_always_eager")}
-    app.conf.update(CELERY_BROKER_URL=os.environ["REDIS_URL"], CELERY_BROKER_TRANSPORT=None,
-                    CELERY_TASK_ALWAYS_EAGER=False)
-    app._pool = None
-    app.amqp._producer_pool = None
-    assert app.connection_for_read().transport_cls == "redis"
-    try:
-        cache.delete(HEARTBEAT_KEY)
-        with start_worker(app, pool="solo", perform_ping_check=False, queues=[queue],
-                          loglevel="WARNING", shutdown_timeout=10):
-            heartbeat.apply_async(queue=queue)
-            deadline = time.monotonic() + 20
-            while cache.get(HEARTBEAT_KEY) is None and time.monotonic() < deadline:
-                time.sleep(0.1)
-        assert cache.get(HEARTBEAT_KEY) is not None
-    finally:
-        from celery._state import _set_task_join_will_block
-
-        # The in-process worker marks this process as "inside a worker"; undo it so later
-        # tests may wait on results again.
-        _set_task_join_will_block(False)
-        app.conf.update(saved)
-        app._pool = None
-        app.amqp._producer_pool = None
+    with on_broker(broker_url=os.environ["REDIS_URL"], broker_transport=None,
+                   task_always_eager=False):
+        assert app.connection_for_read().transport_cls == "redis"
+        assert heartbeat_through_a_worker(queue, poll=0.1)
