@@ -10,6 +10,7 @@ exactly the whole.
 from __future__ import annotations
 
 import datetime as dt
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from zoneinfo import ZoneInfo
@@ -39,20 +40,52 @@ def month_bounds(period: dt.date, tz: dt.tzinfo) -> tuple[dt.datetime, dt.dateti
     return local_midnight(first, tz), local_midnight(next_month(first), tz)
 
 
+class DayGrid:
+    """The local days of ``tz`` as epoch seconds of their midnights, to split intervals
+    given as whole epoch seconds at local midnight without a datetime per interval (a
+    month close splits one interval per running stretch of every job). The grid grows to
+    cover whatever it is asked about."""
+
+    def __init__(self, tz: dt.tzinfo) -> None:
+        self.tz = tz
+        self._days: list[dt.date] = []
+        self._starts: list[int] = []  # epoch seconds of each day's local midnight
+
+    def _cover(self, low: int, high: int) -> None:
+        if self._starts and self._starts[0] <= low and high < self._starts[-1]:
+            return
+        first = dt.datetime.fromtimestamp(low, self.tz).date() - dt.timedelta(days=1)
+        last = dt.datetime.fromtimestamp(high, self.tz).date() + dt.timedelta(days=2)
+        if self._days:
+            first, last = min(first, self._days[0]), max(last, self._days[-1])
+        count = (last - first).days + 1
+        self._days = [first + dt.timedelta(days=n) for n in range(count)]
+        self._starts = [int(local_midnight(day, self.tz).timestamp()) for day in self._days]
+
+    def split(self, start: int, end: int) -> list[tuple[dt.date, int]]:
+        """(local date, seconds) of [start, end) in epoch seconds, split at local midnight."""
+        if end <= start:
+            return []
+        self._cover(start, end)
+        index = bisect_right(self._starts, start) - 1
+        parts: list[tuple[dt.date, int]] = []
+        while start < end:
+            boundary = min(end, self._starts[index + 1])
+            if boundary > start:
+                parts.append((self._days[index], boundary - start))
+            start, index = boundary, index + 1
+        return parts
+
+
+def epoch_second(at: dt.datetime) -> int:
+    """``at`` as whole seconds since 1970 (truncated, as :func:`whole_second`)."""
+    return int(whole_second(at).timestamp())
+
+
 def split_by_day(start: dt.datetime, end: dt.datetime, tz: dt.tzinfo
                  ) -> list[tuple[dt.date, int]]:
     """(local date, whole seconds) of the interval [start, end), split at local midnight."""
-    start, end = whole_second(start), whole_second(end)
-    parts: list[tuple[dt.date, int]] = []
-    cursor = start
-    while cursor < end:
-        day = cursor.astimezone(tz).date()
-        boundary = min(end, local_midnight(day + dt.timedelta(days=1), tz))
-        seconds = int((boundary - cursor).total_seconds())
-        if seconds:
-            parts.append((day, seconds))
-        cursor = boundary
-    return parts
+    return DayGrid(tz).split(epoch_second(start), epoch_second(end))
 
 
 def running_day_seconds(transitions: Iterable[tuple[str, dt.datetime]], now: dt.datetime,
@@ -62,9 +95,18 @@ def running_day_seconds(transitions: Iterable[tuple[str, dt.datetime]], now: dt.
     An open stretch ends ``now``; a preempted and resumed job counts only its running
     stretches (preempting, queued and admitted cost nothing).
     """
+    end = epoch_second(now)
+    stretches = running_intervals([(state, epoch_second(at)) for state, at in transitions], end)
+    return stretch_day_seconds(stretches, end, DayGrid(tz))
+
+
+def stretch_day_seconds(stretches: Iterable[tuple[int, int | None]], now: int, grid: DayGrid
+                        ) -> dict[dt.date, int]:
+    """Seconds per local day of running stretches (start, end) in whole epoch seconds, an
+    open stretch (end None) ending ``now``; one grid serves many jobs."""
     days: dict[dt.date, int] = defaultdict(int)
-    for start, end in running_intervals(transitions, now):
-        for day, seconds in split_by_day(start, end, tz):
+    for start, end in stretches:
+        for day, seconds in grid.split(start, now if end is None else end):
             days[day] += seconds
     return dict(days)
 

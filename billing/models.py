@@ -141,9 +141,12 @@ class GpuUsage(models.Model):
     is billed as "usage from <month>" on the next open invoice.
     """
 
+    # no index of their own for job and tenant: the unique (job, ...) and the (tenant, day)
+    # indexes serve their lookups, and every index costs the month close's inserts
     job = models.ForeignKey("jobs.TrainingJob", on_delete=models.CASCADE,
-                            related_name="usage_days")
-    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
+                            related_name="usage_days", db_index=False)
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+",
+                               db_index=False)
     pool = models.ForeignKey("tenants.Pool", on_delete=models.CASCADE, related_name="+")
     day = models.DateField()
     billed_period = models.DateField()  # first day of the month whose invoice bills it

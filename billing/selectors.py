@@ -14,6 +14,7 @@ from itertools import pairwise
 from typing import Any
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import F, Q, QuerySet, Sum
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -35,8 +36,10 @@ from billing.models import (
     StorageSnapshot,
 )
 from core.choices import EgressClass
+from core.db import epoch_seconds_sql
 from core.exceptions import ApplicationError
 from core.texts import StoredText, english, message
+from jobs.choices import JobState
 from jobs.models import JobTransition
 from k8s_sync.models import ObservedNode, ObservedStorageClass
 from k8s_sync.selectors import mig_profile_memory_mib
@@ -48,6 +51,39 @@ MIB = 1024**2
 EGRESS_ORDER: list[str] = [EgressClass.INTERNET, EgressClass.CROSS_REGION,
                            EgressClass.CROSS_ZONE, EgressClass.UNCLASSIFIED,
                            EgressClass.IN_CLUSTER]
+
+
+def running_stretches(*, first_job: int, last_job: int, job_ids: Iterable[int] | None = None
+                      ) -> dict[int, list[tuple[int, int | None]]]:
+    """Each job's stretches in state "running" as (start, end) in whole epoch seconds (end
+    None: still running), for jobs ``first_job``..``last_job`` (or only ``job_ids`` of
+    them), in time order.
+
+    The database pairs each transition with the next one (a window over the job's
+    history), so only the running stretches travel to Python, as integers. The same
+    stretches as :func:`jobs.timeline.running_intervals` of the (to_state, at) history:
+    a stretch ends at the job's next transition (tested against it).
+    """
+    vendor = connection.vendor
+    start_sql, start_params = epoch_seconds_sql("at", vendor)
+    end_sql, end_params = epoch_seconds_sql("nxt", vendor)
+    wanted = "" if job_ids is None else " AND job_id IN ({})".format(
+        ", ".join(["%s"] * len(ids := list(job_ids))))
+    # only fixed SQL and placeholders are formatted in
+    sql = f"""
+        SELECT job_id, {start_sql}, {end_sql} FROM (
+            SELECT job_id, to_state, at,
+                   LEAD(at) OVER (PARTITION BY job_id ORDER BY at, id) AS nxt
+            FROM jobs_jobtransition WHERE job_id >= %s AND job_id <= %s{wanted}) t
+        WHERE to_state = %s ORDER BY job_id, at"""  # noqa: S608
+    params = [*start_params, *end_params, first_job, last_job,
+              *(ids if job_ids is not None else ()), JobState.RUNNING]
+    stretches: dict[int, list[tuple[int, int | None]]] = defaultdict(list)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        for job_id, start, end in cursor.fetchall():
+            stretches[job_id].append((start, end))
+    return stretches
 
 
 def tz() -> dt.tzinfo:

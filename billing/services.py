@@ -257,11 +257,13 @@ def ledger_ingest_gpu(*, now: dt.datetime | None = None,
             active = active.filter(tenant=tenant)
         ids = set(active.values_list("pk", flat=True))
         for query in touched:
-            ids |= set(query.values_list("job_id", flat=True).distinct())
+            # order_by(): the model orders by time, and DISTINCT would select the time too
+            ids |= set(query.order_by().values_list("job_id", flat=True).distinct())
     else:
         ids = set(job_ids)
     ordered = sorted(ids)
     written = 0
+    grid, now_epoch = ledger.DayGrid(tz), ledger.epoch_second(now)
     for index in range(0, len(ordered), CHUNK):
         chunk = ordered[index:index + CHUNK]
         # dense ids (a month close) are read by range, which is far cheaper than a long IN
@@ -273,15 +275,12 @@ def ledger_ingest_gpu(*, now: dt.datetime | None = None,
         jobs = {j["pk"]: j for j in TrainingJob.objects.filter(**in_chunk).values(
             "pk", "tenant_id", "pool_id", "gpu_model", "mig_profile", "workers",
             "gpus_per_worker", "cpu_per_worker", "memory_gib_per_worker")}
-        transitions: dict[int, list[tuple[str, dt.datetime]]] = defaultdict(list)
-        for job_id, state, at in JobTransition.objects.filter(**job_in_chunk).order_by(
-                "job_id", "at", "id").values_list("job_id", "to_state", "at"):
-            if job_id in wanted:
-                transitions[job_id].append((state, at))
+        stretches = selectors.running_stretches(
+            first_job=chunk[0], last_job=chunk[-1], job_ids=None if dense else chunk)
         days: dict[tuple[int, dt.date], int] = {}
-        for job_id, history in transitions.items():
-            if job_id in jobs:
-                for day, seconds in ledger.running_day_seconds(history, now, tz).items():
+        for job_id, runs in stretches.items():
+            if job_id in wanted and job_id in jobs:
+                for day, seconds in ledger.stretch_day_seconds(runs, now_epoch, grid).items():
                     days[(job_id, day)] = seconds
         frozen = _frozen_usage(job_in_chunk, wanted, open_from,
                                min((d for _j, d in days), default=None))
@@ -343,14 +342,13 @@ _UPSERT = """
         devices = excluded.devices, seconds = excluded.seconds,
         cpu_millicores = excluded.cpu_millicores, memory_mib = excluded.memory_mib,
         updated_at = excluded.updated_at"""
-_UPSERT_BATCH = 500  # rows per statement (12 parameters each)
 
 
 def _upsert_usage(rows: list[tuple[Any, ...]], now: dt.datetime) -> None:
-    """Insert or overwrite GpuUsage rows keyed (job, day, billed month), many rows per
-    statement (SQLite 3.24+ and Postgres share the ON CONFLICT syntax); the ORM's bulk
-    upsert spent most of a month close preparing values, and one statement per row most
-    of the rest."""
+    """Insert or overwrite GpuUsage rows keyed (job, day, billed month) with one prepared
+    statement (SQLite 3.24+ and Postgres share the ON CONFLICT syntax): on Postgres one
+    statement of arrays, on SQLite one single-row statement run for every row. The ORM's
+    bulk upsert spent most of a month close preparing values."""
     if not rows:
         return
     stamp = connection.ops.adapt_datetimefield_value(now)
@@ -363,16 +361,12 @@ def _upsert_usage(rows: list[tuple[Any, ...]], now: dt.datetime) -> None:
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(sql, [stamp, *[list(c) for c in columns]])
         return
+    # SQLite: one single-row statement, compiled once and run for every row
+    day = connection.ops.adapt_datefield_value  # looked up once: the proxy costs per call
     with transaction.atomic(), connection.cursor() as cursor:
-        for index in range(0, len(rows), _UPSERT_BATCH):
-            batch = rows[index:index + _UPSERT_BATCH]
-            params: list[Any] = []
-            for row in batch:
-                params += [*row[:3], connection.ops.adapt_datefield_value(row[3]),
-                           connection.ops.adapt_datefield_value(row[4]), *row[5:], stamp]
-            values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"]
-                               * len(batch))
-            cursor.execute(_UPSERT.format(values=values), params)
+        cursor.executemany(
+            _UPSERT.format(values="(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"),
+            [(*row[:3], day(row[3]), day(row[4]), *row[5:], stamp) for row in rows])
 
 
 def _pools_by_namespace() -> dict[str, Pool]:
