@@ -231,36 +231,42 @@ def rate_card_create(*, actor: AnyUser, effective_from: dt.date, gpus: Iterable[
 def ledger_ingest_gpu(*, now: dt.datetime | None = None,
                       job_ids: Iterable[int] | None = None, tenant: Tenant | None = None
                       ) -> int:
-    """Recompute the GpuUsage rows (job, day, billed month) of every job whose history
-    changed in an open month or that still runs.
+    """Recompute the GpuUsage rows (job, day, billed month) of every job with a transition
+    the ledger has not taken in yet, or that still runs (or of ``job_ids``).
 
     Rows are recomputed from the whole transition history and upserted on (job, day,
     billed month), so running this twice changes nothing. Rows billed by a closed month
     are frozen; what a (job, day) of a closed month ran beyond (or short of) them is a
-    late row billed by the first open month (see :class:`~billing.models.GpuUsage`). A
-    job's history counts when a transition happened *or was recorded* in an open month,
-    so a transition the cluster dates before a close but Trainyard recorded after it is
-    billed late rather than lost. Returns the number of rows written.
+    late row billed by the first open month (see :class:`~billing.models.GpuUsage`).
+
+    Transitions are written once and never changed, so a job's rows change only when it
+    gains one, or while it runs. Each transition is marked when the ledger has taken it in
+    (``JobTransition.processed_at``, in the same transaction as its job's rows), so the
+    ten-minute ingest reads what is new, not the month: a transition recorded late,
+    whatever month it is dated in, is still unmarked and is billed (late if its month
+    was closed) rather than lost; an ingest that dies half-way leaves the rest unmarked
+    for the next. Returns the number of rows written.
     """
     now = now or timezone.now()
     tz = selectors.tz()
     open_from = _closed_until()
+    # (transition id, job id) the ledger has not taken in: marked once their job's rows
+    # are written (a transition committed meanwhile stays unmarked for the next ingest)
+    pending = JobTransition.objects.filter(processed_at__isnull=True)
     if job_ids is None:
-        since = ledger.local_midnight(open_from, tz) if open_from > dt.date.min else None
         active = TrainingJob.objects.filter(state__in=[JobState.RUNNING, JobState.PREEMPTING])
-        # happened, or was recorded, in an open month: two indexed reads, not one OR
-        touched = ([JobTransition.objects.all()] if since is None else
-                   [JobTransition.objects.filter(at__gte=since),
-                    JobTransition.objects.filter(observed_at__gte=since)])
         if tenant is not None:
-            touched = [query.filter(job__tenant=tenant) for query in touched]
+            pending = pending.filter(job__tenant=tenant)
             active = active.filter(tenant=tenant)
         ids = set(active.values_list("pk", flat=True))
-        for query in touched:
-            # order_by(): the model orders by time, and DISTINCT would select the time too
-            ids |= set(query.order_by().values_list("job_id", flat=True).distinct())
     else:
         ids = set(job_ids)
+        pending = pending.filter(job_id__in=ids)
+    unmarked: dict[int, list[int]] = defaultdict(list)
+    for pk, job_id in pending.order_by().values_list("pk", "job_id"):
+        unmarked[job_id].append(pk)
+    if job_ids is None:
+        ids |= set(unmarked)
     ordered = sorted(ids)
     written = 0
     grid, now_epoch = ledger.DayGrid(tz), ledger.epoch_second(now)
@@ -297,11 +303,19 @@ def ledger_ingest_gpu(*, now: dt.datetime | None = None,
             rows.append((job_id, job["tenant_id"], job["pool_id"], day, billed,
                          job["gpu_model"], job["mig_profile"], devices, seconds, millicores,
                          mib))
-        _drop_stale_usage(job_in_chunk, wanted, open_from,
-                          {(r[0], r[3], r[4]) for r in rows})
-        _upsert_usage(rows, now)
+        with transaction.atomic():
+            _drop_stale_usage(job_in_chunk, wanted, open_from,
+                              {(r[0], r[3], r[4]) for r in rows})
+            _upsert_usage(rows, now)
+            _mark_taken_in([pk for job_id in chunk for pk in unmarked.get(job_id, ())], now)
         written += len(rows)
     return written
+
+
+def _mark_taken_in(transition_ids: list[int], now: dt.datetime) -> None:
+    for index in range(0, len(transition_ids), CHUNK):
+        JobTransition.objects.filter(pk__in=transition_ids[index:index + CHUNK]).update(
+            processed_at=now)
 
 
 def _frozen_usage(job_in_chunk: Mapping[str, Any], wanted: set[int], open_from: dt.date,

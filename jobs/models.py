@@ -163,6 +163,8 @@ class JobTransition(models.Model):
     # billed on the next open invoice.
     at = models.DateTimeField(db_index=True)
     observed_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    # When the billing ledger took it in (None: not yet; ``billing.services.
+    # ledger_ingest_gpu`` reads the unmarked ones through the partial index below)
     processed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -20,6 +20,7 @@ from django.db import connection
 from billing import ledger, selectors
 from billing.tests.conftest import at, make_job
 from core.db import epoch_seconds_sql
+from jobs.models import JobTransition
 from jobs.timeline import running_intervals
 
 pytestmark = pytest.mark.django_db
@@ -105,3 +106,67 @@ def test_running_stretches_from_the_database_match_the_timeline_rule(tenant_a):
                       for start, end in running_intervals(history, now))
         assert sum(ledger.running_day_seconds(history, now, ZoneInfo("UTC")).values()) == \
             seconds
+
+
+def _rows(job) -> dict[tuple[dt.date, dt.date], tuple[int, dt.datetime]]:
+    return {(u.day, u.billed_period): (u.seconds, u.updated_at) for u in job.usage_days.all()}
+
+
+def test_ten_minute_ingest_reads_only_what_is_new(tenant_a):
+    """The beat's ingest recomputes a job when it gained a transition or while it runs,
+    not every job of the month every ten minutes."""
+    from billing import services
+
+    done = make_job(tenant_a, [("queued", at("2026-11-02", "08:00")),
+                               ("running", at("2026-11-02", "09:00")),
+                               ("succeeded", at("2026-11-02", "11:00"))])
+    resumed = make_job(tenant_a, [("running", at("2026-11-03", "09:00")),
+                                  ("preempting", at("2026-11-03", "10:00"))])
+    running = make_job(tenant_a, [("running", at("2026-11-04", "09:00"))])
+    assert services.ledger_ingest_gpu(now=at("2026-11-04", "10:00")) == 3
+    assert not JobTransition.objects.filter(processed_at__isnull=True).exists()
+    before = _rows(done)
+    assert before == {(dt.date(2026, 11, 2), dt.date(2026, 11, 1)): (7200, before[
+        (dt.date(2026, 11, 2), dt.date(2026, 11, 1))][1])}
+
+    # nothing new: only the jobs still holding GPUs (running, preempting) are recomputed
+    assert services.ledger_ingest_gpu(now=at("2026-11-04", "11:00")) == 2
+    assert _rows(done) == before
+    assert _rows(running)[(dt.date(2026, 11, 4), dt.date(2026, 11, 1))][0] == 7200
+
+    # the preempted job resumes and finishes: it alone (and the running one) is redone
+    JobTransition.objects.create(job=resumed, from_state="preempting", to_state="running",
+                                 reason="test", at=at("2026-11-04", "12:00"))
+    JobTransition.objects.create(job=resumed, from_state="running", to_state="succeeded",
+                                 reason="test", at=at("2026-11-04", "12:30"))
+    assert services.ledger_ingest_gpu(now=at("2026-11-04", "13:00")) == 3
+    assert {k: v[0] for k, v in _rows(resumed).items()} == {
+        (dt.date(2026, 11, 3), dt.date(2026, 11, 1)): 3600,
+        (dt.date(2026, 11, 4), dt.date(2026, 11, 1)): 1800}
+    assert _rows(done) == before
+
+
+def test_an_ingest_that_dies_half_way_leaves_the_rest_for_the_next(tenant_a, monkeypatch):
+    from billing import services
+
+    jobs = [make_job(tenant_a, [("running", at("2026-11-02", f"0{n}:00")),
+                                ("succeeded", at("2026-11-02", f"0{n}:30"))])
+            for n in range(1, 4)]
+    monkeypatch.setattr(services, "CHUNK", 1)
+    real, calls = services._upsert_usage, []
+
+    def dies_on_the_second(rows, now):
+        calls.append(rows)
+        if len(calls) == 2:
+            raise ConnectionError("database went away")
+        return real(rows, now)
+
+    monkeypatch.setattr(services, "_upsert_usage", dies_on_the_second)
+    with pytest.raises(ConnectionError):
+        services.ledger_ingest_gpu(now=at("2026-11-03"))
+    assert [bool(_rows(job)) for job in jobs] == [True, False, False]
+    assert [JobTransition.objects.filter(job=job, processed_at__isnull=True).count()
+            for job in jobs] == [0, 2, 2]
+    monkeypatch.setattr(services, "_upsert_usage", real)
+    assert services.ledger_ingest_gpu(now=at("2026-11-03")) == 2
+    assert [sum(s for s, _u in _rows(job).values()) for job in jobs] == [1800] * 3

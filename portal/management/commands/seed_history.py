@@ -116,8 +116,8 @@ class Command(BaseCommand):
                                                                      finished_at=end)
                     steps.append((JobState.RUNNING, JobState.SUCCEEDED, "Succeeded", end))
                     JobTransition.objects.bulk_create(
-                        JobTransition(job=job, from_state=a, to_state=b, reason=r, at=at,
-                                      processed_at=at) for a, b, r, at in steps)
+                        JobTransition(job=job, from_state=a, to_state=b, reason=r, at=at)
+                        for a, b, r, at in steps)
                     minutes = max(1, int(run.total_seconds() // 60))
                     mean = (util_rng.uniform(2, 9) if util_rng.random() < 0.08
                             else util_rng.uniform(45, 97))
