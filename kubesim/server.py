@@ -11,7 +11,7 @@ import yaml
 from aiohttp import web
 from aiohttp.typedefs import LooseHeaders
 
-from . import events_v1
+from . import events_v1, subresources
 from .errors import ApiError, bad_request
 from .jsonutil import dumps, loads
 from .patch import json_patch, merge_patch, strategic_merge
@@ -130,7 +130,8 @@ class Server:
             return await handler(request)
         except ApiError as e:
             self.store.warnings.clear()
-            return error_response(e)
+            retry = (e.details or {}).get("retryAfterSeconds") if e.code == 429 else None
+            return error_response(e, {"Retry-After": str(retry)} if retry else None)
         except web.HTTPException:
             raise
         except Exception as e:
@@ -218,6 +219,10 @@ class Server:
             return target
         if target.rt.view_of:
             return await self._view(request, target)
+        if target.rt.verbs == ("create",):
+            return await subresources.review(self, request, target)
+        if target.sub == "scale":
+            return await subresources.scale(self, request, target)
         handler = {"GET": self._get, "POST": self._post, "PUT": self._put,
                    "PATCH": self._patch, "DELETE": self._delete}.get(request.method)
         if handler is None:
@@ -362,13 +367,11 @@ class Server:
         if not isinstance(body, dict):
             raise bad_request("the body of the request was in an unknown format")
         if t.sub == "binding":
-            return self._binding(t.rt, t.ns, t.name, body)
+            return subresources.binding(self, t.rt, t.ns, t.name, body)
         if t.sub == "eviction":
-            opts = body.get("deleteOptions") or {}
-            self.store.delete(t.rt.key, t.name, namespace=t.ns,
-                              grace_period_seconds=opts.get("gracePeriodSeconds"))
-            return jresponse({"kind": "Status", "apiVersion": "v1", "metadata": {},
-                              "status": "Success", "code": 201}, 201)
+            return await subresources.evict(self, request, t, body)
+        if t.sub == "token":
+            return subresources.token(self, t, body, _dry_run(q))
         raise ApiError(405, "MethodNotAllowed", f"POST is not supported on {request.path}")
 
     async def _put(self, request: web.Request, t: Target):
@@ -492,22 +495,6 @@ class Server:
         return jresponse({"kind": rt.list_kind, "apiVersion": rt.api_version,
                           "metadata": {"resourceVersion": str(self.store.resource_version)},
                           "items": out})
-
-    def _binding(self, rt, ns, name, body) -> web.Response:
-        target = (body or {}).get("target") or {}
-        node = target.get("name")
-        if not node:
-            raise ApiError(422, "Invalid", 'Binding "' + name + '" is invalid: target.name: '
-                                                              'Required value')
-        pod = self.store.get(rt.key, name, namespace=ns)
-        if (pod.get("spec") or {}).get("nodeName"):
-            raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on pods/binding '
-                                            f'"{name}": pod {name} is already assigned to node '
-                                            f'"{pod["spec"]["nodeName"]}"')
-        self.store.patch(rt.key, name, {"spec": {"nodeName": node}}, patch_type="merge",
-                         namespace=ns)
-        return jresponse({"kind": "Status", "apiVersion": "v1", "metadata": {},
-                          "status": "Success", "code": 201}, 201)
 
     async def _log(self, request: web.Request, rt, ns, name, q) -> web.StreamResponse:
         """pods/log as the API server and kubelet serve it: ``container`` (required when
