@@ -162,3 +162,30 @@ def test_wait_for_condition(kubesim):
         proc.kill()
     assert proc.returncode == 0, err
     assert out.strip() == "pod/p condition met"
+
+
+@pytest.mark.kubesim(simulate=False)
+def test_explain_uses_the_openapi_v3_schemas(kubesim):
+    """kubectl explain (kubectl/pkg/explain/v2, plaintext.tmpl) renders a CRD's structural
+    schema and the built-in definitions from /openapi/v3."""
+    out = kubectl(kubesim, "explain", "pytorchjob.spec").stdout
+    assert "KIND:       PyTorchJob" in out and "GROUP:      kubeflow.org" in out
+    assert "pytorchReplicaSpecs\t<map[string]Object> -required-" in out
+    out = kubectl(kubesim, "explain", "pytorchjob.spec.runPolicy.suspend").stdout
+    assert "FIELD: suspend <boolean>" in out
+    out = kubectl(kubesim, "explain", "pods.spec.containers").stdout
+    assert "FIELD: containers <[]Container>" in out
+    p = kubectl(kubesim, "explain", "pytorchjob.spec.nothing", check=False)
+    assert p.returncode != 0 and 'field "nothing" does not exist' in p.stderr
+
+
+@pytest.mark.kubesim(simulate=False)
+def test_apply_validates_on_the_server(kubesim):
+    """With fieldValidation listed in /openapi/v3, kubectl apply sends fieldValidation=Strict
+    and reports the server's strict decoding error (cli-runtime query_param_verifier_v3.go)."""
+    ns(kubesim)
+    p = kubectl(kubesim, "apply", "-f", "-", check=False, input=(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: team-a}\n"
+        "data: {a: '1'}\nbogus: 1\n"))
+    assert p.returncode != 0
+    assert 'strict decoding error: unknown field "bogus"' in p.stderr
