@@ -53,7 +53,7 @@ def aggregated(registry: Registry, legacy: bool, version: str) -> dict:
     for (group, ver, _plural), rt in sorted(registry._by_gvr.items()):
         if (group == "") != legacy:
             continue
-        entry = {"resource": rt.plural,
+        entry: dict = {"resource": rt.plural,
                  "responseKind": {"group": group, "version": ver, "kind": rt.kind},
                  "scope": "Namespaced" if rt.namespaced else "Cluster",
                  "singularResource": rt.singular,
@@ -100,7 +100,7 @@ def health_text(kind: str, query, check: str | None = None) -> str:
         return "ok"
     if "verbose" not in query:
         return "ok"
-    excluded = set()
+    excluded: set[str] = set()
     for value in query.getall("exclude", []):
         excluded.update(x for x in value.split(",") if x)
     lines = [f"[+]{c} excluded: ok" if c in excluded else f"[+]{c} ok" for c in checks]

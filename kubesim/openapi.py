@@ -75,7 +75,7 @@ def _from_json_schema(s, top: bool = False):
         return [_from_json_schema(x) for x in s]
     if not isinstance(s, dict):
         return s
-    out = {}
+    out: dict = {}
     one_of = s.get("oneOf")
     if one_of and len(one_of) == 2 and all(isinstance(x, dict) for x in one_of):
         kinds = {(x.get("type") or [None])[0] if isinstance(x.get("type"), list) else
@@ -95,7 +95,7 @@ def _from_json_schema(s, top: bool = False):
             if types:
                 out[k] = types[0]
         elif k == "properties" and isinstance(v, dict):
-            props = {}
+            props: dict = {}
             for name, sub in v.items():
                 sub = _from_json_schema(sub)
                 if top and name in ("apiVersion", "kind") and isinstance(sub, dict):

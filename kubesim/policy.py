@@ -87,7 +87,7 @@ def _expected_scale(store: Store, ns: str, pods: list[dict]) -> int:
         ref = _controller_ref(pod)
         if ref is None:
             continue
-        kind, name = ref.get("kind"), ref.get("name")
+        kind, name = str(ref.get("kind") or ""), str(ref.get("name") or "")
         key = {"ReplicaSet": "replicasets.apps", "StatefulSet": "statefulsets.apps",
                "ReplicationController": "replicationcontrollers"}.get(kind or "")
         owner = store._data.get(key, {}).get(ns, {}).get(name) if key else None
@@ -95,11 +95,13 @@ def _expected_scale(store: Store, ns: str, pods: list[dict]) -> int:
             continue
         if kind == "ReplicaSet":
             dep_ref = _controller_ref(owner)
-            dep = store._data.get("deployments.apps", {}).get(ns, {}).get(
-                dep_ref.get("name")) if dep_ref and dep_ref.get("kind") == "Deployment" else None
+            dep = None
+            if dep_ref and dep_ref.get("kind") == "Deployment":
+                dep = store._data.get("deployments.apps", {}).get(ns, {}).get(
+                    str(dep_ref.get("name") or ""))
             if dep is not None:
                 owner = dep
-        uid = owner["metadata"].get("uid") or name
+        uid = str(owner["metadata"].get("uid") or name)
         seen[uid] = int((owner.get("spec") or {}).get("replicas", 1))
     return sum(seen.values())
 

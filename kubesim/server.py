@@ -404,7 +404,7 @@ class Server:
         if not isinstance(body, dict):
             raise bad_request("the body of the request was in an unknown format")
         if t.sub == "binding":
-            return subresources.binding(self, t.rt, t.ns, t.name, body)
+            return subresources.binding(self, t.rt, t.ns or "", t.name, body)
         if t.sub == "eviction":
             return await subresources.evict(self, request, t, body)
         if t.sub == "token":

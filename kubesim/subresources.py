@@ -60,7 +60,7 @@ async def review(server: Server, request: web.Request, t: Target) -> web.Respons
     """POST of a create-only review; never stored (GET/LIST are 405 as on a real server)."""
     if request.method != "POST" or t.name is not None:
         raise ApiError(405, "MethodNotAllowed",
-                       f"the server does not allow this method on the requested resource")
+                       "the server does not allow this method on the requested resource")
     body = await _body(request)
     spec = body.get("spec") or {}
     out = {"kind": t.rt.kind, "apiVersion": t.rt.api_version,
@@ -100,6 +100,7 @@ def token(server: Server, t: Target, body: dict, dry_run: bool) -> web.Response:
     audiences default to the API server's. The token is an unsigned JWT-shaped string:
     kubesim does not authenticate, so nothing verifies it."""
     store = server.store
+    assert t.name is not None  # the server routes only named token requests here
     sa = store.get("serviceaccounts", t.name, namespace=t.ns)
     spec = dict(body.get("spec") or {})
     exp = spec.get("expirationSeconds", 3600)
@@ -209,7 +210,7 @@ def to_scale(rt: ResourceType, obj: dict) -> dict:
     meta = obj["metadata"]
     if rt.crd_name:
         selector = _get_path(obj, sel_p) if sel_p else None
-        status = {"replicas": int(_get_path(obj, status_p) or 0)}
+        status: dict = {"replicas": int(_get_path(obj, status_p) or 0)}
         if selector:
             status["selector"] = selector
     else:
@@ -223,6 +224,7 @@ def to_scale(rt: ResourceType, obj: dict) -> dict:
 
 async def scale(server: Server, request: web.Request, t: Target) -> web.Response:
     store, rt = server.store, t.rt
+    assert t.name is not None  # scale is a subresource of a named object
     obj = store._get_or_404(rt, t.name, store._ns_of(rt, t.ns))
     current = to_scale(rt, obj)
     if request.method == "GET":
@@ -244,10 +246,10 @@ async def scale(server: Server, request: web.Request, t: Target) -> web.Response
             new = strategic_merge(jcopy(current), body)
         else:
             raise ApiError(415, "UnsupportedMediaType",
-                           f"the body of the request was in an unknown format - accepted "
-                           f"media types include: application/json-patch+json, "
-                           f"application/merge-patch+json, "
-                           f"application/strategic-merge-patch+json")
+                           "the body of the request was in an unknown format - accepted "
+                           "media types include: application/json-patch+json, "
+                           "application/merge-patch+json, "
+                           "application/strategic-merge-patch+json")
     else:
         raise ApiError(405, "MethodNotAllowed", f"{request.method} is not supported on scale")
     replicas = (new.get("spec") or {}).get("replicas")

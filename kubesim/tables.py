@@ -205,7 +205,7 @@ def _service_row(o: dict, now) -> list:
         ext = ext or ["<pending>"]
     sel = spec.get("selector") or {}
     return [typ, spec.get("clusterIP") or "<none>", ",".join(ext) or "<none>",
-            _ports(spec.get("ports")), _age(_ts(o), now),
+            _ports(spec.get("ports") or []), _age(_ts(o), now),
             ",".join(f"{k}={v}" for k, v in sorted(sel.items())) or "<none>"]
 
 

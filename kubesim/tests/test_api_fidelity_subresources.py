@@ -277,7 +277,7 @@ def test_self_reviews(kubesim):
         "verb": "create", "resource": "pods", "namespace": "default"}}})
     assert r.status.allowed is True and r.spec.resource_attributes.verb == "create"
     code, err = api_error(authz.create_self_subject_access_review, {"spec": {}})
-    assert code == 422
+    assert code == 422 and err["reason"] == "Invalid"
     rules = authz.create_self_subject_rules_review({"spec": {"namespace": "default"}})
     assert rules.status.resource_rules[0].verbs == ["*"] and not rules.status.incomplete
     who = kubernetes.client.AuthenticationV1Api(kubesim.api_client) \
