@@ -279,6 +279,16 @@ def _pvc_row(o: dict, now) -> list:
             spec.get("volumeMode") or "<unset>"]
 
 
+def _ingress_row(o: dict, now) -> list:
+    spec, st = o.get("spec") or {}, o.get("status") or {}
+    hosts = [r.get("host") for r in spec.get("rules") or [] if r.get("host")]
+    addrs = [i.get("ip") or i.get("hostname") for i in
+             (st.get("loadBalancer") or {}).get("ingress") or []]
+    return [spec.get("ingressClassName") or "<none>", ",".join(hosts) or "*",
+            ",".join(a for a in addrs if a), "80, 443" if spec.get("tls") else "80",
+            _age(_ts(o), now)]
+
+
 BUILTIN = {
     "pods": ([_col("Ready"), _col("Status"), _col("Restarts"), _col("Age"),
               _col("IP", priority=1), _col("Node", priority=1),
@@ -324,6 +334,8 @@ BUILTIN = {
     "jobs.batch": ([_col("Status"), _col("Completions"), _col("Duration"), _col("Age"),
                     _col("Containers", priority=1), _col("Images", priority=1),
                     _col("Selector", priority=1)], _job_row),
+    "ingresses.networking.k8s.io": ([_col("Class"), _col("Hosts"), _col("Address"),
+                                     _col("Ports"), _col("Age")], _ingress_row),
     "poddisruptionbudgets.policy": ([_col("Min Available"), _col("Max Unavailable"),
                                      _col("Allowed Disruptions", "integer"), _col("Age")],
                                     _pdb_row),
