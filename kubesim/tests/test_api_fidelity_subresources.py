@@ -287,3 +287,25 @@ def test_self_reviews(kubesim):
     status, _, _ = request(kubesim, "GET",
                            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews")
     assert status == 405
+
+
+@pytest.mark.kubesim(simulate=True)
+def test_pod_log_of_a_container_waiting_to_start(kubesim):
+    """pkg/kubelet/kubelet_pods.go validateContainerLogStatus: a container that has not
+    started answers 400 'container "c" in pod "p" is waiting to start: ContainerCreating'
+    ("image can't be pulled" once the pull failed)."""
+    n = ns(kubesim)
+    node = core(kubesim).list_node().items[0].metadata.name
+    body = pod("p")
+    body["spec"]["nodeName"] = node
+    body["metadata"]["annotations"] = {"kubesim.trainyard.io/image-pull": "not-found"}
+    core(kubesim).create_namespaced_pod(n, body)
+    code, err = api_error(core(kubesim).read_namespaced_pod_log, "p", n)
+    assert code == 400
+    assert err["message"] == 'container "main" in pod "p" is waiting to start: ' \
+                             'ContainerCreating'
+    kubesim.advance(30, step=5)
+    code, err = api_error(core(kubesim).read_namespaced_pod_log, "p", n)
+    assert code == 400 and err["message"].startswith(
+        'container "main" in pod "p" is waiting to start: ')
+    assert err["message"].endswith(("image can't be pulled", "trying and failing to pull image"))
