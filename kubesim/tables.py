@@ -244,11 +244,13 @@ def _job_row(o: dict, now) -> list:
     status = ("Complete" if conds.get("Complete") == "True" else
               "Failed" if conds.get("Failed") == "True" else
               "Terminating" if o["metadata"].get("deletionTimestamp") else
-              "Suspended" if conds.get("Suspended") == "True" else
-              "FailureTarget" if conds.get("FailureTarget") == "True" else "Running")
-    completions = (f"{st.get('succeeded', 0)}/{spec['completions']}"
-                   if spec.get("completions") is not None else
-                   f"{st.get('succeeded', 0)}/1 of {spec.get('parallelism', 1)}")
+              "SuccessCriteriaMet" if conds.get("SuccessCriteriaMet") == "True" else
+              "FailureTarget" if conds.get("FailureTarget") == "True" else
+              "Suspended" if conds.get("Suspended") == "True" else "Running")
+    succeeded, par = st.get("succeeded", 0), spec.get("parallelism")
+    completions = (f"{succeeded}/{spec['completions']}" if spec.get("completions") is not None
+                   else f"{succeeded}/1 of {par}" if par is not None and par > 1
+                   else f"{succeeded}/1")
     duration = ""
     if st.get("startTime"):
         from .clock import parse_rfc3339 as _p

@@ -164,3 +164,23 @@ def test_table_columns_follow_the_printers(kubesim):
     assert [c["name"] for c in doc["columnDefinitions"]] == [
         "Name", "Min Available", "Max Unavailable", "Allowed Disruptions", "Age"]
     assert doc["rows"][0]["cells"][:4] == ["web", "N/A", "25%", 0]
+
+
+def test_job_defaults_and_table(kubesim):
+    """pkg/apis/batch/v1/defaults.go (completions and parallelism 1 when both are unset,
+    backoffLimit 6, completionMode NonIndexed) and printers.go printJob (STATUS, COMPLETIONS
+    "0/1 of 3" without completions, DURATION)."""
+    import kubernetes
+    n = ns(kubesim)
+    batch = kubernetes.client.BatchV1Api(kubesim.api_client)
+    tpl = {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "m:1"}]}}
+    j = batch.create_namespaced_job(n, {"metadata": {"name": "one"}, "spec": {"template": tpl}})
+    assert (j.spec.completions, j.spec.parallelism, j.spec.backoff_limit,
+            j.spec.completion_mode) == (1, 1, 6, "NonIndexed")
+    batch.create_namespaced_job(n, {"metadata": {"name": "par"}, "spec": {
+        "parallelism": 3, "template": tpl}})
+    doc = json.loads(_get(kubesim, f"/apis/batch/v1/namespaces/{n}/jobs", TABLE)[2])
+    assert [c["name"] for c in doc["columnDefinitions"]][:5] == [
+        "Name", "Status", "Completions", "Duration", "Age"]
+    rows = {r["cells"][0]: r["cells"] for r in doc["rows"]}
+    assert rows["one"][1:3] == ["Running", "0/1"] and rows["par"][2] == "0/1 of 3"
