@@ -109,7 +109,7 @@ def health_text(kind: str, query, check: str | None = None) -> str:
 
 def not_acceptable(accept: str) -> bool:
     """True when the Accept header allows only media types kubesim cannot produce."""
-    if not accept:
+    if not accept or accept == "application/json":   # the official client's, every request
         return False
     for part in accept.split(","):
         media = part.split(";")[0].strip().lower()
