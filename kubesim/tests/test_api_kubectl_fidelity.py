@@ -54,10 +54,7 @@ def _owned_pod(k, name, node, owner_kind, owner, labels, ready=True):
     body = {"metadata": {"name": name, "labels": labels, "ownerReferences": [{
         "apiVersion": "apps/v1", "kind": owner_kind, "name": owner["metadata"]["name"],
         "uid": owner["metadata"]["uid"], "controller": True}]},
-        # grace 0: deleted at once (kubesim runs no kubelet here), as a real API server
-        # deletes a pod whose grace period is 0
-        "spec": {"nodeName": node, "terminationGracePeriodSeconds": 0,
-                 "containers": [{"name": "c", "image": "web:1"}]}}
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "web:1"}]}}
     core(k).create_namespaced_pod("team-a", body)
     if ready:
         core(k).patch_namespaced_pod_status(name, "team-a", {"status": {
@@ -97,7 +94,10 @@ def test_drain_waits_for_the_disruption_budget(kubesim):
 
     for i in (3, 4):   # the ReplicaSet controller's replacements, Ready on n2
         _owned_pod(kubesim, f"web-{i}", "n2", "ReplicaSet", rs, {"app": "web"})
-    p = kubectl(kubesim, "drain", "n1", "--ignore-daemonsets", "--timeout=30s")
+    # --grace-period=0: the evictions delete at once (no kubelet runs here to finish a
+    # graceful deletion), as the API server deletes a pod whose grace period is 0
+    p = kubectl(kubesim, "drain", "n1", "--ignore-daemonsets", "--grace-period=0",
+                "--timeout=30s")
     assert "Warning: ignoring DaemonSet-managed Pods: team-a/agent-n1" in p.stderr
     assert "node/n1 drained" in p.stdout
     assert {x.metadata.name for x in core(kubesim).list_namespaced_pod("team-a").items} == {
