@@ -212,9 +212,58 @@ def _entry_order(e: dict):
     return (e.get("operation") != "Apply", e.get("manager", ""))
 
 
+def _tree(value, path: tuple, parent_name: str):
+    """The FieldsV1 subtree of one value, built directly (keys in the order to_fields_v1
+    gives them); the same as to_fields_v1(field_set(...)) restricted to this value."""
+    if isinstance(value, dict) and value:
+        return {f"f:{k}": _tree(value[k], (*path, f"f:{k}"), k) for k in sorted(value)}
+    if isinstance(value, list) and value and parent_name:
+        key = _list_key(parent_name, path[:-1])
+        if key and all(isinstance(x, dict) and key in x for x in value):
+            node: dict = {}
+            for ik, item in sorted(((_item_key(key, it), it) for it in value),
+                                   key=lambda t: t[0]):
+                sub = node.setdefault(ik, {".": {}})
+                for k in item:
+                    ip = (*path, ik, f"f:{k}")
+                    sub[f"f:{k}"] = _merge(sub.get(f"f:{k}"), _tree(item[k], ip, k))
+                node[ik] = {".": {}, **{k: sub[k] for k in sorted(sub) if k != "."}}
+            return node
+    return {}
+
+
+def _merge(a: dict | None, b: dict) -> dict:
+    if not a:
+        return b
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = _merge(out.get(k), v)
+    return {k: out[k] for k in sorted(out)}
+
+
+def fields_v1_of(obj: dict) -> dict:
+    """to_fields_v1(field_set(obj)) in one pass (the create path)."""
+    top: dict = {}
+    meta = obj.get("metadata") or {}
+    mfields = {f"f:{k}": _tree(meta[k], ("f:metadata", f"f:{k}"), k)
+               for k in sorted(TRACKED_META) if k in meta}
+    if mfields:
+        top["f:metadata"] = mfields
+    for k in obj:
+        if k not in SKIP_TOP:
+            top[f"f:{k}"] = _tree(obj[k], (f"f:{k}",), k)
+    return {k: top[k] for k in sorted(top)}
+
+
 def record_update(old: dict | None, new: dict, *, manager: str, api_version: str,
                   now: str, subresource: str | None = None) -> None:
     """Assign the fields a non-apply write changed to `manager` (operation Update)."""
+    if old is None and not subresource:   # a create: every field set is the manager's
+        fields = fields_v1_of(new)
+        new.setdefault("metadata", {})["managedFields"] = [
+            {"manager": manager, "operation": "Update", "apiVersion": api_version,
+             "time": now, "fieldsType": "FieldsV1", "fieldsV1": fields}] if fields else []
+        return
     if subresource:
         changed = {p for p in _status_fields(new) if value_at(old or {}, p) != value_at(new, p)}
     else:

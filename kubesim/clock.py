@@ -31,6 +31,7 @@ class Clock:
         elif start.tzinfo is None:
             start = start.replace(tzinfo=UTC)
         self._start = start.astimezone(UTC)
+        self._start_f = self._start.timestamp()
         self._mono0 = time.monotonic()
         self._offset = 0.0
         self._lock = threading.Lock()
@@ -50,9 +51,14 @@ class Clock:
             self._offset += seconds
 
     def timestamp(self) -> str:
-        now = self.now()
-        second = int(now.timestamp())
+        """now() as RFC 3339 seconds, formatted once per second (the create path's hot
+        spot: no datetime arithmetic unless the second changed)."""
+        with self._lock:
+            elapsed = self._offset
+            if not self.deterministic:
+                elapsed += (time.monotonic() - self._mono0) * self.speed
+        second = int((self._start_f + elapsed) // 1)
         cached = self._stamp
         if cached[0] != second:
-            cached = self._stamp = (second, rfc3339(now))
+            cached = self._stamp = (second, rfc3339(self._start + timedelta(seconds=elapsed)))
         return cached[1]

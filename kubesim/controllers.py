@@ -7,6 +7,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from . import admission as adm
+from . import policy
 from .jsonutil import jcopy
 from .resources import ResourceType
 
@@ -82,6 +83,13 @@ class ControllersMixin:
             return
         if not ns:
             return
+        if rt.key == policy.PDB_KEY:   # the disruption controller (policy.py)
+            if new is not None and (old is None or old.get("spec") != new.get("spec")
+                                    or old["metadata"].get("generation")
+                                    != new["metadata"].get("generation")):
+                policy.refresh(self, ns, only=new)  # type: ignore[arg-type]
+        elif rt.key == "pods" and self._data.get(policy.PDB_KEY, {}).get(ns):
+            policy.refresh(self, ns)  # type: ignore[arg-type]
         quotas = self._data.get("resourcequotas", {}).get(ns)
         if quotas:
             for quota in list(quotas.values()):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 
 from . import validation as v
+from . import workloads
 from .crd_rules import transition_errors
 from .resources import ResourceType
 
@@ -105,6 +106,8 @@ def prepare_create(rt: ResourceType, obj: dict) -> None:
         obj.setdefault("type", "Opaque")
     elif kind == "Node":
         obj.setdefault("status", {})
+    elif rt.group in ("apps", "batch", "policy", "networking.k8s.io") and rt.has_status:
+        workloads.prepare_create(rt, obj)
     elif kind == "CustomResourceDefinition":
         names = dict((obj.get("spec") or {}).get("names") or {})
         names.setdefault("singular", names.get("kind", "").lower())
@@ -155,6 +158,8 @@ def validate(rt: ResourceType, obj: dict, old: dict | None) -> list[dict]:
         errs += v.validate_pvc(obj)
     elif kind == "CustomResourceDefinition":
         errs += v.validate_crd(obj)
+    elif rt.group in ("apps", "batch", "policy"):
+        errs += workloads.validate(rt, obj, old)
     elif kind in ("RoleBinding", "ClusterRoleBinding") and not obj.get("roleRef"):
         errs.append(v.required("roleRef"))
     if old is not None and rt.immutable:

@@ -39,6 +39,8 @@ class ResourceType:
     printer_columns: list = field(default_factory=list)  # CRD additionalPrinterColumns
     view_of: str | None = None               # another representation of this stored kind
     immutable_rules: list = field(default_factory=list)  # CRD `self == oldSelf` CEL rules
+    verbs: tuple[str, ...] = ()              # () = ALL_VERBS; ("create",) = a review, not stored
+    scale_paths: tuple[str, str, str] | None = None  # CRD scale: spec, status, labelSelector
 
     @property
     def key(self) -> str:
@@ -62,9 +64,21 @@ class ResourceType:
 
 
 def _b(group, version, kind, plural, namespaced, short=(), sub=(), model=None, cats=(),
-       immutable=(), view_of=None):
+       immutable=(), view_of=None, verbs=()):
     return ResourceType(group, version, kind, plural, namespaced, list(short), tuple(sub),
-                        model or f"V1{kind}", list(cats), tuple(immutable), view_of=view_of)
+                        model or f"V1{kind}", list(cats), tuple(immutable), view_of=view_of,
+                        verbs=tuple(verbs))
+
+
+# Subresources' discovery entries: verbs, and the group/version/kind they take when that is
+# not the parent's (kubectl drain looks for pods/eviction with group policy, version v1 in
+# /api/v1: staging/src/k8s.io/kubectl/pkg/drain/drain.go CheckEvictionSupport).
+SUB_VERBS = {"status": ["get", "patch", "update"], "log": ["get"], "binding": ["create"],
+             "eviction": ["create"], "scale": ["get", "patch", "update"],
+             "finalize": ["update"], "token": ["create"]}
+SUB_GVK = {"binding": ("", "", "Binding"), "eviction": ("policy", "v1", "Eviction"),
+           "scale": ("autoscaling", "v1", "Scale"),
+           "token": ("authentication.k8s.io", "v1", "TokenRequest")}
 
 
 BUILTINS = [
@@ -75,7 +89,7 @@ BUILTINS = [
     _b("", "v1", "Event", "events", True, ["ev"], model="CoreV1Event"),
     _b("", "v1", "ConfigMap", "configmaps", True, ["cm"]),
     _b("", "v1", "Secret", "secrets", True),
-    _b("", "v1", "ServiceAccount", "serviceaccounts", True, ["sa"]),
+    _b("", "v1", "ServiceAccount", "serviceaccounts", True, ["sa"], ["token"]),
     _b("", "v1", "Service", "services", True, ["svc"], ["status"], cats=["all"]),
     _b("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", True, ["pvc"], ["status"]),
     _b("", "v1", "PersistentVolume", "persistentvolumes", False, ["pv"], ["status"]),
@@ -88,12 +102,29 @@ BUILTINS = [
     _b("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", False,
        immutable=("roleRef",)),
     _b("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", True, ["netpol"]),
+    _b("networking.k8s.io", "v1", "Ingress", "ingresses", True, ["ing"], ["status"]),
     _b("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, ["pc"],
        immutable=("value", "preemptionPolicy")),
     _b("storage.k8s.io", "v1", "StorageClass", "storageclasses", False, ["sc"],
        immutable=("provisioner", "parameters", "reclaimPolicy", "volumeBindingMode")),
     _b("coordination.k8s.io", "v1", "Lease", "leases", True),
     _b("batch", "v1", "Job", "jobs", True, sub=["status"], cats=["all"]),
+    _b("apps", "v1", "Deployment", "deployments", True, ["deploy"], ["status", "scale"],
+       cats=["all"]),
+    _b("apps", "v1", "ReplicaSet", "replicasets", True, ["rs"], ["status", "scale"],
+       cats=["all"]),
+    _b("apps", "v1", "DaemonSet", "daemonsets", True, ["ds"], ["status"], cats=["all"]),
+    _b("apps", "v1", "StatefulSet", "statefulsets", True, ["sts"], ["status", "scale"],
+       cats=["all"]),
+    _b("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True, ["pdb"],
+       ["status"]),
+    # reviews: create-only, answered and never stored
+    _b("authorization.k8s.io", "v1", "SelfSubjectAccessReview", "selfsubjectaccessreviews",
+       False, verbs=["create"]),
+    _b("authorization.k8s.io", "v1", "SelfSubjectRulesReview", "selfsubjectrulesreviews",
+       False, verbs=["create"]),
+    _b("authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews", False,
+       verbs=["create"]),
     # served from the core v1 Events (one storage, two representations; see events_v1.py)
     _b("events.k8s.io", "v1", "Event", "events", True, ["ev"], model="EventsV1Event",
        view_of="events"),
@@ -146,7 +177,9 @@ class Registry:
             group=spec["group"], version=storage["name"], kind=names["kind"],
             plural=names["plural"], namespaced=spec.get("scope", "Namespaced") == "Namespaced",
             short_names=list(names.get("shortNames") or []),
-            subresources=("status",) if "status" in (storage.get("subresources") or {}) else (),
+            subresources=tuple(k for k in ("status", "scale")
+                               if k in (storage.get("subresources") or {})),
+            scale_paths=_scale_paths((storage.get("subresources") or {}).get("scale")),
             categories=list(names.get("categories") or []),
             schema=schema, validator=compile_crd_schema(schema) if schema else None,
             served_versions=tuple(v["name"] for v in versions),
@@ -215,24 +248,33 @@ class Registry:
             if g != group or v != version:
                 continue
             entry = {"name": rt.plural, "singularName": rt.singular, "namespaced": rt.namespaced,
-                     "kind": rt.kind, "verbs": ALL_VERBS}
+                     "kind": rt.kind, "verbs": list(rt.verbs or ALL_VERBS)}
             if rt.short_names:
                 entry["shortNames"] = rt.short_names
             if rt.categories:
                 entry["categories"] = rt.categories
             resources.append(entry)
             for sub in rt.subresources:
-                verbs = {"status": ["get", "patch", "update"], "log": ["get"],
-                         "binding": ["create"], "eviction": ["create"],
-                         "scale": ["get", "patch", "update"], "finalize": ["update"]}[sub]
-                kind = {"binding": "Binding", "eviction": "Eviction", "scale": "Scale"}.get(
-                    sub, rt.kind)
-                resources.append({"name": f"{rt.plural}/{sub}", "singularName": "",
-                                  "namespaced": rt.namespaced, "kind": kind, "verbs": verbs})
+                sgroup, sversion, kind = SUB_GVK.get(sub, ("", "", rt.kind))
+                sub_entry = {"name": f"{rt.plural}/{sub}", "singularName": "",
+                             "namespaced": rt.namespaced, "kind": kind,
+                             "verbs": SUB_VERBS[sub]}
+                if sgroup:
+                    sub_entry.update(group=sgroup, version=sversion)
+                resources.append(sub_entry)
         if not resources:
             return None
         return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv,
                 "resources": resources}
+
+
+def _scale_paths(scale: dict | None) -> tuple[str, str, str] | None:
+    """CRD spec.versions[].subresources.scale: specReplicasPath, statusReplicasPath,
+    labelSelectorPath (apiextensions/v1 CustomResourceSubresourceScale)."""
+    if not isinstance(scale, dict):
+        return None
+    return (scale.get("specReplicasPath") or "", scale.get("statusReplicasPath") or "",
+            scale.get("labelSelectorPath") or "")
 
 
 def _version_priority(v: str):

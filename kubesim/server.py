@@ -11,7 +11,7 @@ import yaml
 from aiohttp import web
 from aiohttp.typedefs import LooseHeaders
 
-from . import events_v1
+from . import discovery, events_v1, openapi, subresources
 from .errors import ApiError, bad_request
 from .jsonutil import dumps, loads
 from .patch import json_patch, merge_patch, strategic_merge
@@ -95,8 +95,11 @@ class Server:
         r.add_get("/version/", self.version)
         for p in ("/healthz", "/readyz", "/livez"):
             r.add_get(p, self.healthz)
+            r.add_get(p + "/{check:.+}", self.healthz)
         r.add_get("/metrics", self.metrics)
         r.add_get("/openapi/v2", self.openapi_v2)
+        r.add_get("/openapi/v3", self.openapi_v3)
+        r.add_get("/openapi/v3/{path:.+}", self.openapi_v3)
         r.add_route("*", "/kubesim/faults", self.faults)
         r.add_post("/kubesim/watches/drop", self.drop_watches)
         r.add_get("/kubesim/clock", self.clock)
@@ -127,10 +130,14 @@ class Server:
                                                    {"retryAfterSeconds": rule.retry_after}
                                                    if rule.status == 429 else None), headers)
         try:
+            if request.path.startswith("/api") and discovery.not_acceptable(
+                    request.headers.get("Accept", "")):
+                raise discovery.not_acceptable_error()
             return await handler(request)
         except ApiError as e:
             self.store.warnings.clear()
-            return error_response(e)
+            retry = (e.details or {}).get("retryAfterSeconds") if e.code == 429 else None
+            return error_response(e, {"Retry-After": str(retry)} if retry else None)
         except web.HTTPException:
             raise
         except Exception as e:
@@ -141,8 +148,10 @@ class Server:
     async def version(self, request):
         return jresponse(VERSION)
 
-    async def healthz(self, request):
-        return web.Response(text="ok")
+    async def healthz(self, request: web.Request):
+        kind = request.path.strip("/").split("/", 1)[0]
+        return web.Response(text=discovery.health_text(
+            kind, request.query, request.match_info.get("check")))
 
     async def metrics(self, request):
         sim = self.cluster.sim
@@ -198,18 +207,47 @@ class Server:
         """An empty OpenAPI v2 document: kubectl downloads one before client-side validation
         and skips kinds it does not describe, so `kubectl apply` works without
         --validate=false. kubectl asks for gnostic protobuf; JSON for everyone else."""
-        if "protobuf" in request.headers.get("Accept", ""):
+        accept = request.headers.get("Accept", "")
+        if "protobuf" in accept and "json" not in accept:
             return web.Response(body=OPENAPI_V2_PB, content_type="application/octet-stream")
-        return jresponse({"swagger": "2.0", "info": {"title": "kubesim",
-                                                     "version": VERSION["gitVersion"]},
-                          "paths": {}, "definitions": {}})
+        return jresponse(openapi.v2_document(self.store.registry))
+
+    async def openapi_v3(self, request: web.Request):
+        """The OpenAPI v3 root and per group-version documents (openapi.py)."""
+        path = request.match_info.get("path")
+        if path is None:
+            return jresponse(openapi.root(self.store.registry))
+        parts = path.strip("/").split("/")
+        if parts[0] == "api" and len(parts) == 2:
+            group, version = "", parts[1]
+        elif parts[0] == "apis" and len(parts) == 3:
+            group, version = parts[1], parts[2]
+        else:
+            raise _not_found()
+        hit = openapi.gv_bytes(self.store.registry, group, version)
+        if hit is None:
+            raise _not_found()
+        etag, body = hit
+        headers = {"Etag": f'"{etag}"'}
+        if request.query.get("hash") == etag:   # immutable: clients cache it by hash
+            headers["Cache-Control"] = "public, immutable"
+        return web.Response(body=body, content_type="application/json", headers=headers)
 
     async def api_versions(self, request):
+        agg = discovery.aggregated_version(request.headers.get("Accept", ""))
+        if agg:
+            return web.Response(body=dumps(discovery.aggregated(self.store.registry, True, agg)),
+                                headers={"Content-Type": discovery.aggregated_content_type(agg)})
         return jresponse({"kind": "APIVersions", "versions": ["v1"],
                           "serverAddressByClientCIDRs": [
                               {"clientCIDR": "0.0.0.0/0", "serverAddress": request.host}]})
 
     async def api_groups(self, request):
+        agg = discovery.aggregated_version(request.headers.get("Accept", ""))
+        if agg:
+            return web.Response(body=dumps(discovery.aggregated(self.store.registry, False,
+                                                                agg)),
+                                headers={"Content-Type": discovery.aggregated_content_type(agg)})
         return jresponse(self.store.registry.api_group_list())
     # ---- resource paths ----------------------------------------------------------------------
     async def dispatch(self, request: web.Request):
@@ -218,6 +256,10 @@ class Server:
             return target
         if target.rt.view_of:
             return await self._view(request, target)
+        if target.rt.verbs == ("create",):
+            return await subresources.review(self, request, target)
+        if target.sub == "scale":
+            return await subresources.scale(self, request, target)
         handler = {"GET": self._get, "POST": self._post, "PUT": self._put,
                    "PATCH": self._patch, "DELETE": self._delete}.get(request.method)
         if handler is None:
@@ -362,13 +404,11 @@ class Server:
         if not isinstance(body, dict):
             raise bad_request("the body of the request was in an unknown format")
         if t.sub == "binding":
-            return self._binding(t.rt, t.ns, t.name, body)
+            return subresources.binding(self, t.rt, t.ns or "", t.name, body)
         if t.sub == "eviction":
-            opts = body.get("deleteOptions") or {}
-            self.store.delete(t.rt.key, t.name, namespace=t.ns,
-                              grace_period_seconds=opts.get("gracePeriodSeconds"))
-            return jresponse({"kind": "Status", "apiVersion": "v1", "metadata": {},
-                              "status": "Success", "code": 201}, 201)
+            return await subresources.evict(self, request, t, body)
+        if t.sub == "token":
+            return subresources.token(self, t, body, _dry_run(q))
         raise ApiError(405, "MethodNotAllowed", f"POST is not supported on {request.path}")
 
     async def _put(self, request: web.Request, t: Target):
@@ -492,22 +532,6 @@ class Server:
         return jresponse({"kind": rt.list_kind, "apiVersion": rt.api_version,
                           "metadata": {"resourceVersion": str(self.store.resource_version)},
                           "items": out})
-
-    def _binding(self, rt, ns, name, body) -> web.Response:
-        target = (body or {}).get("target") or {}
-        node = target.get("name")
-        if not node:
-            raise ApiError(422, "Invalid", 'Binding "' + name + '" is invalid: target.name: '
-                                                              'Required value')
-        pod = self.store.get(rt.key, name, namespace=ns)
-        if (pod.get("spec") or {}).get("nodeName"):
-            raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on pods/binding '
-                                            f'"{name}": pod {name} is already assigned to node '
-                                            f'"{pod["spec"]["nodeName"]}"')
-        self.store.patch(rt.key, name, {"spec": {"nodeName": node}}, patch_type="merge",
-                         namespace=ns)
-        return jresponse({"kind": "Status", "apiVersion": "v1", "metadata": {},
-                          "status": "Success", "code": 201}, 201)
 
     async def _log(self, request: web.Request, rt, ns, name, q) -> web.StreamResponse:
         """pods/log as the API server and kubelet serve it: ``container`` (required when

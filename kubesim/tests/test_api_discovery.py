@@ -129,6 +129,8 @@ def test_everything_the_simulation_writes_round_trips(kubesim):
     api = kubesim.api_client
     seen = {}
     for rt in BUILTINS:
+        if rt.verbs and "list" not in rt.verbs:
+            continue   # reviews are create-only
         prefix = "/api/v1" if not rt.group else f"/apis/{rt.group}/{rt.version}"
         status, _, raw = request(kubesim, "GET", f"{prefix}/{rt.plural}")
         assert status == 200, rt.key
