@@ -227,6 +227,7 @@ class Server:
             raise bad_request("limit and offset must be integers") from None
         if limit < 0 or offset < 0:
             raise bad_request("limit and offset must not be negative")
+        limit = limit or 1000  # apis/visibility/v1beta2/defaults.go
         m = request.match_info
         try:
             doc = sim.kueue.pending_workloads(cq=m.get("cq"), namespace=m.get("ns"),
