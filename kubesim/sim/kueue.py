@@ -206,6 +206,21 @@ def _restore_info(tmpl: dict, orig: dict) -> None:
     tmpl.setdefault("metadata", {})["labels"] = labels
 
 
+def _shape(podsets: list[dict]) -> list:
+    """What admission depends on in podsets: names, counts, requests, node selection and
+    the TAS annotations (the injected podset label apart)."""
+    out = []
+    for ps in podsets:
+        tmpl = ps.get("template") or {}
+        spec = tmpl.get("spec") or {}
+        ann = (tmpl.get("metadata") or {}).get("annotations") or {}
+        out.append((ps.get("name"), int(ps.get("count", 1)), sorted(pod_requests(tmpl).items()),
+                    sorted((spec.get("nodeSelector") or {}).items()),
+                    repr(spec.get("tolerations") or []),
+                    ann.get(REQUIRED_TOPOLOGY), ann.get(PREFERRED_TOPOLOGY)))
+    return out
+
+
 def workload_name(kind: str, group: str, name: str, uid: str) -> str:
     """jobframework.GetWorkloadNameForOwnerWithGVK (long names: prefix up to 247)."""
     h = hashlib.sha1(f"{kind}\n{group}\n{name}\n{uid}".encode()).hexdigest()[:5]  # noqa: S324
@@ -620,11 +635,24 @@ class KueueController:
             # running without a reservation: suspend it (jobframework: stop the job)
             self._patch_job(resource, job, {"spec": {"runPolicy": {"suspend": True}}}
                             if resource == PYTORCHJOBS else {"spec": {"suspend": True}})
-        prio, _ = self._priority(job, (wl.get("spec") or {}).get("podSets") or [])
+        podsets = ad.podsets(job)
+        prio, ref = self._priority(job, podsets)
+        spec_patch: dict = {}
+        if _shape(podsets) != _shape((wl.get("spec") or {}).get("podSets") or []):
+            # the job changed while it waits: the Workload follows it
+            # (jobframework reconciler: updateWorkloadToMatchJob)
+            spec_patch["podSets"] = podsets
         if prio != int((wl.get("spec") or {}).get("priority") or 0):
-            with contextlib.suppress(Exception):
-                self.store.patch(WORKLOADS, wl_key[1], {"spec": {"priority": prio}},
-                                 patch_type="merge", namespace=wl_key[0])
+            spec_patch["priority"] = prio
+            if ref is not None:
+                spec_patch["priorityClassRef"] = ref
+        if spec_patch:
+            try:
+                out = self.store.patch(WORKLOADS, wl_key[1], {"spec": spec_patch},
+                                       patch_type="merge", namespace=wl_key[0])
+                self.objs[WORKLOADS][wl_key] = out
+            except Exception as exc:
+                log.debug("update workload %s: %s", wl_key, exc)
 
     def _podset_infos(self, wl: dict) -> dict[str, dict]:
         adm = (wl.get("status") or {}).get("admission") or {}

@@ -494,3 +494,25 @@ def test_trainjob_shares_the_queue(kubesim, api):
         "nvidia.com/gpu.product": A100}
     # 4 (PyTorchJob) + 4 (TrainJob) of 8: the third job waits
     assert cond(workload(co, "pj2"), "QuotaReserved")["reason"] == "WaitingForQuota"
+
+
+def test_waiting_workload_follows_a_changed_job(kubesim, api):
+    _, co = api
+    cq(co, "cq-a", 4)
+    lq(co, NS, "lq", "cq-a")
+    submit(co, "first", "lq", gpus=4)
+    kubesim.advance(2)
+    submit(co, "grows", "lq", gpus=2, priority="low")
+    kubesim.advance(2)
+    assert "2 more needed" in cond(workload(co, "grows"), "QuotaReserved")["message"]
+    job = job_obj(co, "grows")
+    rs = job["spec"]["pytorchReplicaSpecs"]
+    rs["Master"]["template"]["spec"]["containers"][0]["resources"]["limits"][
+        "nvidia.com/gpu"] = 3
+    co.patch_namespaced_custom_object("kubeflow.org", "v1", NS, "pytorchjobs", "grows", {
+        "metadata": {"labels": {f"{K}/priority-class": "high"}},
+        "spec": {"pytorchReplicaSpecs": rs}})
+    kubesim.advance(2)
+    wl = workload(co, "grows")
+    assert wl["spec"]["priority"] == 1000
+    assert "3 more needed" in cond(wl, "QuotaReserved")["message"]
