@@ -436,6 +436,8 @@ class KueueController:
         self.wl_by_owner: dict[str, tuple] = {}  # job uid -> workload key
         self.pending: dict[str, list[WlInfo]] = {}  # cq -> pending workloads in queue order
         self._tas_used: dict[str, dict[str, int]] = {}  # node -> room taken in this pass
+        self._no_targets: dict[str, tuple] = {}  # workload uid -> state of a fruitless search
+        self._searched = False
         self._tas_next: dict[str, dict[str, int]] = {}
         self.reconciles = 0
 
@@ -807,6 +809,7 @@ class KueueController:
             return
         # rounds of heads, one per ClusterQueue, in Kueue's cycle order
         blocked: set[str] = set()
+        searched: set[str] = set()  # one preemption search per ClusterQueue and pass
         idx = dict.fromkeys(pending, 0)
         while True:
             heads = []
@@ -831,8 +834,11 @@ class KueueController:
                     pending[info.cq] = [p for p in pending[info.cq] if p is not info]
                     idx[info.cq] -= 1
                     continue
-                if asg.mode == "Preempt":
+                if asg.mode == "Preempt" and info.cq not in searched:
+                    self._searched = False
                     targets = self._preemption_targets(info, asg, node, cqs, admitted)
+                    if self._searched:  # a full search ran (not a cached or quick no)
+                        searched.add(info.cq)
                     if targets:
                         fresh = [t for t in targets if not t[0].evicted]
                         for t, reason in fresh:
@@ -1122,6 +1128,8 @@ class KueueController:
         bwc = pre.get("borrowWithinCohort") or {}
         bwc_ok = bwc.get("policy") == "LowerPriority"
         threshold = bwc.get("maxPriorityThreshold")
+        if within == "Never" and reclaim == "Never" and not bwc_ok:
+            return []  # Kueue's defaults: no preemption at all
         need = {fr for fr, v in asg.usage.items() if v > node.available(fr)} or set(asg.usage)
         same: list[tuple[WlInfo, str]] = []
         other: list[tuple[WlInfo, str]] = []
@@ -1149,22 +1157,40 @@ class KueueController:
             w = t[0]
             return (not w.evicted, w.cq == info.cq, w.priority, -w.reserved_at, w.uid)
 
-        def fits(removed: list[tuple[WlInfo, str]], allow_borrow: bool) -> bool:
-            for w, _ in removed:
-                for fr, v in w.usage.items():
-                    cqs[w.cq].remove_usage(fr, v)
-            try:
-                for fr, v in asg.usage.items():
-                    if v > node.available(fr):
-                        return False
-                    if not allow_borrow and node.usage.get(fr, 0) + v > node.nominal(fr):
-                        return False
-                return True
-            finally:
-                for w, _ in removed:
-                    for fr, v in w.usage.items():
-                        cqs[w.cq].add_usage(fr, v)
+        def take(w: WlInfo) -> None:
+            for fr, v in w.usage.items():
+                cqs[w.cq].remove_usage(fr, v)
 
+        def give(w: WlInfo) -> None:
+            for fr, v in w.usage.items():
+                cqs[w.cq].add_usage(fr, v)
+
+        def fits(allow_borrow: bool) -> bool:
+            for fr, v in asg.usage.items():
+                if v > node.available(fr):
+                    return False
+                if not allow_borrow and node.usage.get(fr, 0) + v > node.nominal(fr):
+                    return False
+            return True
+
+        # a bound first: even every candidate gone would not make room (O(n), no tree work)
+        lacking = {fr: asg.usage[fr] - node.available(fr) for fr in need}
+        freeable: dict[FR, int] = {}
+        for w, _ in same + other:
+            for fr in need:
+                freeable[fr] = freeable.get(fr, 0) + w.usage.get(fr, 0)
+        if any(freeable.get(fr, 0) < n for fr, n in lacking.items()):
+            return []
+        if not same and all(asg.usage[fr] > node.nominal(fr) for fr in need) and not bwc_ok:
+            return []  # reclaiming needs the preemptor within its nominal quota
+        # nothing moved in this cohort since the last search found nothing: skip it (Kueue
+        # retries an inadmissible workload only when its cohort changes)
+        sig = (info.priority, tuple(sorted(asg.usage.items())), tuple(
+            (n, tuple(sorted(q.usage.items()))) for n, q in sorted(cqs.items())
+            if q.root() is root), len(same), len(other))
+        if self._no_targets.get(info.uid) == sig:
+            return []
+        self._searched = True
         borrow_cands = []
         for w, _ in other:
             if w.evicted:
@@ -1177,18 +1203,26 @@ class KueueController:
         if not other:
             attempts = attempts[:1]
         for allow_borrow, cands in attempts:
+            # remove candidates one by one from the tree until the preemptor fits, as
+            # classicalPreemptions does on its snapshot; then fill back (fillBackWorkloads)
             targets: list[tuple[WlInfo, str]] = []
             for c in cands:
+                take(c[0])
                 targets.append(c)
-                if fits(targets, allow_borrow):
-                    # fill back: keep only the targets still needed, newest removed first
-                    i = len(targets) - 2
-                    while i >= 0:
-                        trial = targets[:i] + targets[i + 1:]
-                        if fits(trial, allow_borrow):
-                            targets = trial
-                        i -= 1
+                if fits(allow_borrow):
+                    for i in range(len(targets) - 2, -1, -1):
+                        give(targets[i][0])
+                        if fits(allow_borrow):
+                            targets[i] = targets[-1]
+                            targets.pop()
+                        else:
+                            take(targets[i][0])
+                    for t in targets:
+                        give(t[0])
                     return targets
+            for t in targets:
+                give(t[0])
+        self._no_targets[info.uid] = sig
         return []
 
     def _evict(self, target: WlInfo, preemptor: WlInfo, reason: str, ts: str) -> None:
