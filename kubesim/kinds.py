@@ -163,7 +163,7 @@ def validate(rt: ResourceType, obj: dict, old: dict | None) -> list[dict]:
             # an update that changes only status: the rest was validated already (the
             # Workload schema, with its pod templates, costs ~5 ms per full pass)
             errs += v.crd_object_errors(status_only or rt.validator, obj if status_only is None
-                                        else {"status": obj.get("status")})
+                                        else {k: x for k, x in obj.items() if k == "status"})
         if old is not None and rt.immutable_rules:
             errs += transition_errors(rt.immutable_rules, old, obj)
         return errs
