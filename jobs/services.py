@@ -393,17 +393,21 @@ def clone_initial(job: TrainingJob) -> dict[str, Any]:
 
 
 def record_waiting(waiting: dict) -> None:  # dict[int, WaitInfo]
-    """Store each waiting job's position, ETA and reason (from the engine)."""
+    """Store each waiting job's position, ETA and reason (from the engine); only the
+    jobs whose values changed are written."""
+    names = ["position_in_pool", "position_in_model", "eta_p50", "eta_p90", "wait_reason"]
     jobs = list(TrainingJob.objects.filter(pk__in=list(waiting), state=JobState.QUEUED).only(
-        "id", "position_in_pool", "position_in_model", "eta_p50", "eta_p90", "wait_reason"))
+        "id", *names))
+    changed = []
     for job in jobs:
         info = waiting[job.pk]
-        job.position_in_pool = info.position_in_pool
-        job.position_in_model = info.position_in_model
-        job.eta_p50, job.eta_p90 = info.eta_p50, info.eta_p90
-        job.wait_reason = info.reason
-    TrainingJob.objects.bulk_update(jobs, ["position_in_pool", "position_in_model", "eta_p50",
-                                           "eta_p90", "wait_reason"], batch_size=500)
+        new = (info.position_in_pool, info.position_in_model, info.eta_p50, info.eta_p90,
+               info.reason)
+        if tuple(getattr(job, name) for name in names) != new:
+            for name, value in zip(names, new, strict=True):
+                setattr(job, name, value)
+            changed.append(job)
+    TrainingJob.objects.bulk_update(changed, names, batch_size=500)
 
 
 # --- maintenance windows (defragmentation) ------------------------------------------------

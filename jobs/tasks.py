@@ -3,9 +3,11 @@
 * ``jobs.admission_cycle``: move jobs by what the cluster says of their PyTorchJobs, as
   the ``k8s_watch`` reflector recorded them (running, succeeded, failed, preempted and
   gone), then ask the pure engine (``jobs.admission.decide``) what to admit and preempt,
-  apply its decisions and record every waiting job's position, ETA and reason. One cycle
-  at a time cluster-wide (a row lock); every decision is a conditional state change, so
-  it is never applied twice. Runs on every submit, cancel and finish, when the watcher
+  apply its decisions and record every waiting job's position, ETA and reason. It
+  decides without a transaction, then applies everything in one transaction in a fixed
+  number of statements, only if no other pass applied since it read (the pass token in
+  ``AdmissionState``): passes apply one at a time cluster-wide, and every decision is a
+  conditional state change, so it is never applied twice. Runs on every submit, cancel and finish, when the watcher
   records a change of a PyTorchJob or of a pod in a tenant namespace
   (``jobs/receivers.py``), and every few seconds from beat.
 * ``jobs.sync_job(job_id)``: make the cluster match one job: the PyTorchJob exists
@@ -374,23 +376,41 @@ def admission_cycle() -> dict[str, Any]:
         now = timezone.now()
         observed = observe_jobs(now)  # the recorded PyTorchJobs: no API call to fail
         observed.update(enforce_pod_start(now))
+        # Decide on what the database holds, outside any transaction (on SQLite a write
+        # transaction would stop submissions and the watcher for the whole pass); then
+        # apply in one short transaction, only if no other pass applied meanwhile (the
+        # pass token: the last pass's time). Only passes admit, so the quota a pass saw
+        # free is still free unless another pass used it; then this one applies nothing.
+        seen = AdmissionState.objects.get_or_create(pk=1)[0].last_cycle_at
+        decisions, waiting_for_pool = _decide(now)
         with transaction.atomic():
-            state = AdmissionState.objects.select_for_update().get_or_create(pk=1)[0]
-            result = _decide_and_apply(now)
-            state.last_cycle_at = now
-            state.last_cycle_ms = (time.monotonic() - started) * 1000
-            state.last_decisions = {**result, **observed}
-            state.save()
+            if not AdmissionState.objects.filter(pk=1, last_cycle_at=seen).update(
+                    last_cycle_at=now):
+                return {"skipped": "another cycle applied first", **observed}
+            result = _apply(decisions, waiting_for_pool, now)
+            AdmissionState.objects.filter(pk=1).update(
+                last_cycle_ms=(time.monotonic() - started) * 1000,
+                last_decisions={**result, **observed})
         return {**result, **observed}
     finally:
         cache.delete(CYCLE_LOCK)
 
 
 def _decide_and_apply(now: dt.datetime) -> dict[str, int]:
-    inputs = selectors.admission_inputs(now)
+    """Decide and apply at once (the caller holds the pass: see :func:`admission_cycle`)."""
+    return _apply(*_decide(now), now)
+
+
+def _decide(now: dt.datetime) -> tuple[Any, dict[int, Pool]]:
+    """The engine's decisions on the jobs as stored now (reads only)."""
     # A job whose pool the cluster does not show waits, held out of this pass, with that
     # reason; its pool is asked to sync again.
-    decisions, waiting_for_pool = selectors.decide_with_pools_absent(inputs)
+    return selectors.decide_with_pools_absent(selectors.admission_inputs(now))
+
+
+def _apply(decisions: Any, waiting_for_pool: dict[int, Pool], now: dt.datetime
+           ) -> dict[str, int]:
+    """Carry out a pass's decisions (inside the pass's transaction)."""
     for pool in {p.pk: p for p in waiting_for_pool.values()}.values():
         _request_pool_sync(pool)
     levels = topology_levels() if decisions.admit else ()
