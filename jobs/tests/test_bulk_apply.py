@@ -79,3 +79,32 @@ def test_moves_of_one_call_set_the_same_fields(quota, bob, django_capture_on_com
                                  reason="Admitted")
     assert JobTransition.objects.filter(to_state="admitted").count() == 0
 
+
+
+def test_a_pass_applies_nothing_when_another_pass_applied_after_it_read(
+        quota, bob, monkeypatch, django_capture_on_commit_callbacks):
+    """Pass A decides to admit job 1 (the pool's whole quota); before A applies, job 1
+    is held, job 2 arrives and pass B admits job 2. A must not admit job 1 on top."""
+    (first,) = _submit(bob, quota, django_capture_on_commit_callbacks, 1, gpus=8)
+    monkeypatch.setattr(tasks.cache, "add", lambda *a, **k: True)  # passes overlap
+    real = tasks._decide
+
+    def decide_then_race(now):
+        decided = real(now)
+        assert [a.job_id for a in decided[0].admit] == [first.pk]
+        monkeypatch.setattr(tasks, "_decide", real)
+        TrainingJob.objects.filter(pk=first.pk).update(held=True)
+        with django_capture_on_commit_callbacks(execute=False):
+            second = services.job_submit(access=access_for(bob, quota), actor=bob, pool="dev",
+                                         data=submission(name="late", gpus_per_worker=8))
+        with django_capture_on_commit_callbacks(execute=False):
+            assert tasks.admission_cycle.apply().get()["admitted"] == 1
+        assert TrainingJob.objects.get(pk=second.pk).state == "admitted"
+        return decided
+
+    monkeypatch.setattr(tasks, "_decide", decide_then_race)
+    with django_capture_on_commit_callbacks(execute=False):
+        result = tasks.admission_cycle.apply().get()
+    assert result["skipped"] == "another cycle applied first"
+    assert TrainingJob.objects.get(pk=first.pk).state == "queued"
+    assert JobTransition.objects.filter(to_state="admitted").count() == 1
