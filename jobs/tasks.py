@@ -7,11 +7,13 @@
   decides without a transaction, then applies everything in one transaction in a fixed
   number of statements, only if no other pass applied since it read (the pass token in
   ``AdmissionState``): passes apply one at a time cluster-wide, and every decision is a
-  conditional state change, so it is never applied twice. Runs on every submit, cancel and finish, when the watcher
-  records a change of a PyTorchJob or of a pod in a tenant namespace
-  (``jobs/receivers.py``), and every few seconds from beat.
+  conditional state change, so it is never applied twice. Runs on every submit, cancel
+  and finish, when the watcher records a change of a PyTorchJob or of a pod in a tenant
+  namespace (``jobs/receivers.py``), and every few seconds from beat.
 * ``jobs.sync_job(job_id)``: make the cluster match one job: the PyTorchJob exists
   (suspended unless admitted or running); a cancelled job's PyTorchJob is deleted.
+* ``jobs.sync_jobs(job_ids)``: the same for a pass's admissions and preemptions, in a
+  bounded pool of threads (``TRAINYARD_SYNC_CONCURRENCY``).
 """
 
 from __future__ import annotations
