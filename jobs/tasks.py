@@ -215,6 +215,11 @@ def _refused(exc: K8sError) -> bool:
     return not exc.transient and exc.status in (400, 403, 422)
 
 
+WORKLOAD_KINDS: tuple[tuple[str, str], ...] = (PYTORCHJOB,)
+"""The (apiVersion, kind) of the workloads jobs run as, which :func:`observe_jobs` reads
+as the watcher recorded them (``k8s_sync.models.ObservedWorkload``: one table for all)."""
+
+
 def observe_jobs(now: dt.datetime) -> dict[str, int]:
     """Record what happened to jobs, from their PyTorchJobs as the ``k8s_watch`` reflector
     last recorded them (``k8s_sync.selectors.workload_statuses``: one query, no API call).
@@ -225,7 +230,9 @@ def observe_jobs(now: dt.datetime) -> dict[str, int]:
     condition's time, and one that ran and finished between two passes gets both
     transitions. A PyTorchJob not recorded (yet) moves nothing, as one missing from a
     list did."""
-    objs = workload_statuses(*PYTORCHJOB)
+    objs: dict[tuple[str, str], WorkloadStatus] = {}
+    for kind in WORKLOAD_KINDS:  # one query each; a job's name is its workload's
+        objs.update(workload_statuses(*kind))
     counts = {"running": 0, "succeeded": 0, "failed": 0, "requeued": 0}
     active = TrainingJob.objects.filter(state__in=[JobState.ADMITTED, JobState.RUNNING,
                                                    JobState.PREEMPTING]).select_related(
