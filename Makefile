@@ -69,8 +69,15 @@ messages: $(STAMP)-run
 	DEBUG=true $(BIN)/python manage.py makemessages -d djangojs -l zh_Hans --no-obsolete --ignore '.venv/*' --ignore 'var/*' --ignore 'staticfiles/*' --ignore 'static/vendor/*'
 	DEBUG=true $(BIN)/python manage.py compilemessages -l zh_Hans
 
+# kueue_stack.py runs Kueue's full 15,000-job scenario through the stack (--scale 1) on
+# SQLite in the loop, then on Postgres at BENCH_DATABASE_URL (recreated; skipped when no
+# server answers there).
+BENCH_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/trainyard_bench_stack
 bench: $(STAMP)-dev
 	@for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+	@if pg_isready -q -h 127.0.0.1 2>/dev/null; then echo "== bench/kueue_stack.py (Postgres)"; \
+	  DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python bench/kueue_stack.py --scale 1 || exit 1; \
+	else echo "== bench/kueue_stack.py (Postgres): no Postgres on 127.0.0.1, skipped"; fi
 
 # Not part of `make test`: about 10 minutes of load and injected failures on this machine's
 # Postgres (database trainyard_chaos) and its own redis-server, then the invariants.

@@ -191,7 +191,25 @@ def granted_gpu_models(tenant: Tenant) -> set[str]:
 
 
 def inventory() -> Inventory:
-    """The largest node per GPU model and MIG profile, and the largest node's CPU/memory."""
+    """The largest node per GPU model and MIG profile, and the largest node's CPU/memory.
+
+    Every submission checks against it: the nodes' part is computed again only when an
+    observed node changed (its id, resourceVersion or observation time; one small query),
+    so a burst of submissions does not re-read every node's labels each time."""
+    signature = tuple(ObservedNode.objects.order_by("pk").values_list(
+        "pk", "resource_version", "observed_at"))
+    cached = _NODE_SHAPES.get("last")
+    if cached is None or cached[0] != signature:
+        cached = (signature, _node_shapes())
+        _NODE_SHAPES["last"] = cached
+    classes = dict(ObservedStorageClass.objects.values_list("name", "is_default"))
+    return replace(cached[1], storage_classes=classes)
+
+
+_NODE_SHAPES: dict[str, tuple[tuple[Any, ...], Inventory]] = {}
+
+
+def _node_shapes() -> Inventory:
     gpus: dict[str, int] = defaultdict(int)
     mig: dict[str, int] = defaultdict(int)
     shared: dict[str, int] = defaultdict(int)
@@ -218,9 +236,8 @@ def inventory() -> Inventory:
                 mig[profile] = max(mig[profile], _int(value))
         max_cpu = max(max_cpu, _dec(alloc.get("cpu")))
         max_mem = max(max_mem, _dec(alloc.get("memory")) / GIB)
-    classes = dict(ObservedStorageClass.objects.values_list("name", "is_default"))
     return Inventory(dict(gpus), dict(mig), max_cpu, max_mem.quantize(Decimal("0.001")),
-                     classes, shared_per_node=dict(shared), shared_memory_mib=share_mib,
+                     {}, shared_per_node=dict(shared), shared_memory_mib=share_mib,
                      shared_strategies={m: tuple(sorted(v)) for m, v in strategies.items()},
                      hami_memory_mib=dict(hami))
 

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
+from dataclasses import dataclass
+from dataclasses import field as dc_field
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
+from django.db.models import Max
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -60,6 +63,25 @@ def schedule_sync(job_id: int) -> None:
     def enqueue() -> None:
         sync_job.delay(job_id)
     transaction.on_commit(enqueue, robust=True)
+
+
+def schedule_syncs(job_ids: Iterable[int]) -> None:
+    """Converge many jobs' PyTorchJobs once the current transaction commits: one
+    ``jobs.sync_jobs`` task per :data:`SYNC_BATCH` jobs (their API calls run
+    concurrently, ``jobs.tasks.sync_jobs``) rather than a task per job."""
+    from jobs.tasks import sync_jobs  # deferred: jobs.tasks imports the services
+
+    ids = list(dict.fromkeys(job_ids))
+    for start in range(0, len(ids), SYNC_BATCH):
+        chunk = ids[start:start + SYNC_BATCH]
+
+        def enqueue(chunk: list[int] = chunk) -> None:
+            sync_jobs.delay(chunk)
+        transaction.on_commit(enqueue, robust=True)
+
+
+SYNC_BATCH = 200
+"""Jobs per ``jobs.sync_jobs`` task."""
 
 
 def job_submit(*, access: TenantAccess, actor: AnyUser, pool: str, data: dict[str, Any],
@@ -229,6 +251,70 @@ def job_transition(*, job_id: int, from_states: Iterable[str], to_state: str, re
     return True
 
 
+@dataclass(frozen=True)
+class Move:
+    """One job's part of :func:`job_transitions`: its own fields and message."""
+
+    job_id: int
+    fields: dict[str, Any] = dc_field(default_factory=dict)
+    message: StoredText = ""
+    at: dt.datetime | None = None  # when it happened, if not the call's ``at``
+
+
+def job_transitions(*, moves: Iterable[Move], from_states: Iterable[str], to_state: str,
+                    reason: str, at: dt.datetime | None = None, stamp: Iterable[str] = (),
+                    **common: Any) -> list[int]:
+    """:func:`job_transition` for many jobs at once (the admission loop's decisions of a
+    pass): the ids of the jobs that moved, in the order of ``moves``.
+
+    One transaction and a fixed number of statements whatever the number of jobs: the
+    jobs still in one of ``from_states`` are locked and read, moved by one conditional
+    UPDATE (``state IN from_states``; a job another pass moved first is left alone, so a
+    decision is never applied twice), given their own ``fields`` by one bulk update, and
+    get exactly one JobTransition each, in one bulk insert. ``common`` fields are set on
+    every moved job. ``at`` (or a move's own) and ``stamp`` as in :func:`job_transition`:
+    kept after each job's previous transition and never in the future."""
+    moves = list(moves)
+    from_states = list(from_states)
+    if not moves:
+        return []
+    now = timezone.now()
+    at = min(at or now, now)
+    by_id = {m.job_id: m for m in moves}
+    with transaction.atomic():
+        previous = dict(TrainingJob.objects.select_for_update().filter(
+            pk__in=list(by_id), state__in=from_states).values_list("pk", "state"))
+        if not previous:
+            return []
+        moved = TrainingJob.objects.filter(pk__in=list(previous), state__in=from_states
+                                           ).update(state=to_state, **common)
+        if moved != len(previous):
+            # Cannot happen under the row locks (Postgres) or the write lock (SQLite's
+            # IMMEDIATE transactions); if a database lets it, apply nothing this time.
+            raise DatabaseError(f"{len(previous) - moved} jobs changed state under a lock")
+        last = dict(JobTransition.objects.filter(job_id__in=list(previous)).values(
+            "job_id").annotate(last=Max("at")).values_list("job_id", "last"))
+        when = {}
+        for job_id in previous:
+            own = min(by_id[job_id].at or at, now)
+            when[job_id] = max(own, last[job_id]) if last.get(job_id) else own
+        stamp = list(stamp)
+        names = sorted({name for m in moves for name in m.fields} | set(stamp))
+        if any(set(m.fields) != set(names) - set(stamp) for m in moves):
+            raise ValueError("every move of one job_transitions call sets the same fields")
+        if names:
+            TrainingJob.objects.bulk_update(
+                [TrainingJob(pk=job_id, **{name: when[job_id] if name in stamp
+                                           else by_id[job_id].fields.get(name)
+                                           for name in names}) for job_id in previous],
+                names, batch_size=500)
+        JobTransition.objects.bulk_create([JobTransition(
+            job_id=job_id, from_state=previous[job_id], to_state=to_state, reason=reason,
+            message=by_id[job_id].message, at=when[job_id], observed_at=now)
+            for job_id in previous], batch_size=500)
+    return [m.job_id for m in moves if m.job_id in previous]
+
+
 def job_cancel(*, access: TenantAccess, actor: AnyUser, job: TrainingJob) -> TrainingJob:
     """Cancel in any state; a finished job is left as it is (idempotent)."""
     if not (access.is_member or access.platform_admin):
@@ -307,17 +393,21 @@ def clone_initial(job: TrainingJob) -> dict[str, Any]:
 
 
 def record_waiting(waiting: dict) -> None:  # dict[int, WaitInfo]
-    """Store each waiting job's position, ETA and reason (from the engine)."""
+    """Store each waiting job's position, ETA and reason (from the engine); only the
+    jobs whose values changed are written."""
+    names = ["position_in_pool", "position_in_model", "eta_p50", "eta_p90", "wait_reason"]
     jobs = list(TrainingJob.objects.filter(pk__in=list(waiting), state=JobState.QUEUED).only(
-        "id", "position_in_pool", "position_in_model", "eta_p50", "eta_p90", "wait_reason"))
+        "id", *names))
+    changed = []
     for job in jobs:
         info = waiting[job.pk]
-        job.position_in_pool = info.position_in_pool
-        job.position_in_model = info.position_in_model
-        job.eta_p50, job.eta_p90 = info.eta_p50, info.eta_p90
-        job.wait_reason = info.reason
-    TrainingJob.objects.bulk_update(jobs, ["position_in_pool", "position_in_model", "eta_p50",
-                                           "eta_p90", "wait_reason"], batch_size=500)
+        new = (info.position_in_pool, info.position_in_model, info.eta_p50, info.eta_p90,
+               info.reason)
+        if tuple(getattr(job, name) for name in names) != new:
+            for name, value in zip(names, new, strict=True):
+                setattr(job, name, value)
+            changed.append(job)
+    TrainingJob.objects.bulk_update(changed, names, batch_size=500)
 
 
 # --- maintenance windows (defragmentation) ------------------------------------------------

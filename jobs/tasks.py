@@ -3,13 +3,17 @@
 * ``jobs.admission_cycle``: move jobs by what the cluster says of their PyTorchJobs, as
   the ``k8s_watch`` reflector recorded them (running, succeeded, failed, preempted and
   gone), then ask the pure engine (``jobs.admission.decide``) what to admit and preempt,
-  apply its decisions and record every waiting job's position, ETA and reason. One cycle
-  at a time cluster-wide (a row lock); every decision is a conditional state change, so
-  it is never applied twice. Runs on every submit, cancel and finish, when the watcher
-  records a change of a PyTorchJob or of a pod in a tenant namespace
-  (``jobs/receivers.py``), and every few seconds from beat.
+  apply its decisions and record every waiting job's position, ETA and reason. It
+  decides without a transaction, then applies everything in one transaction in a fixed
+  number of statements, only if no other pass applied since it read (the pass token in
+  ``AdmissionState``): passes apply one at a time cluster-wide, and every decision is a
+  conditional state change, so it is never applied twice. Runs on every submit, cancel
+  and finish, when the watcher records a change of a PyTorchJob or of a pod in a tenant
+  namespace (``jobs/receivers.py``), and every few seconds from beat.
 * ``jobs.sync_job(job_id)``: make the cluster match one job: the PyTorchJob exists
   (suspended unless admitted or running); a cancelled job's PyTorchJob is deleted.
+* ``jobs.sync_jobs(job_ids)``: the same for a pass's admissions and preemptions, in a
+  bounded pool of threads (``TRAINYARD_SYNC_CONCURRENCY``).
 """
 
 from __future__ import annotations
@@ -17,18 +21,21 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from celery import shared_task
+from django.conf import settings
 from django.core.cache import cache
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, connection, transaction
+from django.db.models import Max
 from django.utils import timezone
 
 from core.models import Policy
 from core.texts import message as stored_text
 from jobs import health, podstart, selectors, services
 from jobs.choices import JobState
-from jobs.models import AdmissionState, MaintenanceWindow, TrainingJob
+from jobs.models import AdmissionState, JobTransition, MaintenanceWindow, TrainingJob
 from k8s_sync import manifests
 from k8s_sync.client import K8sError, get_client, is_transient
 from k8s_sync.maintenance import cordon_patch, is_cordoned, maintenance_taint
@@ -51,16 +58,69 @@ def _backoff(retries: int) -> float:
 
 @shared_task(name="jobs.sync_job", queue="k8s", bind=True, max_retries=MAX_RETRIES)
 def sync_job(self, job_id: int) -> str:  # type: ignore[no-untyped-def]
-    """Converge one job's PyTorchJob (and checkpoint volume) with its row. Idempotent."""
+    """Converge one job's PyTorchJob (and checkpoint volume) with its row. Idempotent.
+    A transient API error retries with backoff, :data:`MAX_RETRIES` times."""
+    result, exc = _sync_one(job_id)
+    if exc is not None:
+        if self.request.retries < MAX_RETRIES:
+            raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
+        return "error"
+    return result
+
+
+SYNC_CONCURRENCY_DEFAULT = 8
+
+
+def _sync_concurrency() -> int:
+    """Cluster writes in flight at once for a ``jobs.sync_jobs`` batch
+    (``settings.TRAINYARD_SYNC_CONCURRENCY``, default 8)."""
+    return max(1, int(getattr(settings, "TRAINYARD_SYNC_CONCURRENCY",
+                              SYNC_CONCURRENCY_DEFAULT)))
+
+
+@shared_task(name="jobs.sync_jobs", queue="k8s")
+def sync_jobs(job_ids: list[int]) -> dict[str, int]:
+    """Converge many jobs (a pass's admissions and preemptions, ``services.schedule_syncs``)
+    as :func:`sync_job` does each, at most :func:`_sync_concurrency` at once, each in its
+    own thread and database connection. A job whose call failed transiently gets its own
+    ``jobs.sync_job`` with the usual backoff; one that still fails is left to the
+    level-triggered paths (the next pass's sync of what it moves, the watchdog), as a
+    lost task would be. Inside a transaction (the tests' eager tasks) the jobs run one by
+    one in this thread, which alone sees that transaction's rows."""
+    ids = list(dict.fromkeys(int(i) for i in job_ids))
+    workers = min(_sync_concurrency(), len(ids))
+    if workers <= 1 or connection.in_atomic_block:
+        outcomes = [_sync_one(job_id) for job_id in ids]
+    else:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sync-job") as pool:
+            outcomes = list(pool.map(_sync_in_thread, ids))
+    counts: dict[str, int] = {}
+    for job_id, (result, exc) in zip(ids, outcomes, strict=True):
+        if exc is not None:
+            result = "retrying"
+            sync_job.apply_async(args=[job_id], countdown=_backoff(0))
+        counts[result] = counts.get(result, 0) + 1
+    return counts
+
+
+def _sync_in_thread(job_id: int) -> tuple[str, K8sError | None]:
+    try:
+        return _sync_one(job_id)
+    finally:
+        connection.close()  # this thread's own connection
+
+
+def _sync_one(job_id: int) -> tuple[str, K8sError | None]:
+    """The work of :func:`sync_job`: (result, a transient error to retry, else None)."""
     job = TrainingJob.objects.select_related("tenant", "pool").filter(pk=job_id).first()
     if job is None:
-        return "gone"
+        return "gone", None
     client = get_client()
     try:
         if job.state == JobState.CANCELLED:
             client.ensure_absent("kubeflow.org/v1", "PyTorchJob", job.k8s_name,
                                  job.pool.namespace, propagation_policy="Foreground")
-            return "absent"
+            return "absent", None
         if job.state in (JobState.SUCCEEDED, JobState.FAILED):
             if (job.state == JobState.FAILED and job.in_cluster and not job.cluster_suspended
                     and job.started_at is None):
@@ -69,8 +129,8 @@ def sync_job(self, job_id: int) -> str:  # type: ignore[no-untyped-def]
                 client.patch("kubeflow.org/v1", "PyTorchJob", job.k8s_name,
                              manifests.pytorchjob_suspend_patch(True), job.pool.namespace)
                 TrainingJob.objects.filter(pk=job.pk).update(cluster_suspended=True)
-                return "suspended"
-            return "finished"
+                return "suspended", None
+            return "finished", None
         try:
             spec = selectors.job_spec(job)
             pvc = manifests.build_checkpoint_pvc(spec)
@@ -78,7 +138,7 @@ def sync_job(self, job_id: int) -> str:  # type: ignore[no-untyped-def]
         except DatabaseError:
             raise
         except Exception as exc:  # any build failure (a ValueError of JobSpec, mostly)
-            return _unbuildable(job, exc)
+            return _unbuildable(job, exc), None
         if pvc is not None:
             client.create_if_absent(pvc)
         obj, created = client.create_if_absent(pytorchjob)
@@ -95,9 +155,9 @@ def sync_job(self, job_id: int) -> str:  # type: ignore[no-untyped-def]
     except K8sError as exc:
         TrainingJob.objects.filter(pk=job.pk).update(last_error=str(exc)[:2000])
         if exc.namespace_missing and not job.in_cluster:
-            return _pool_absent(job, exc)
-        if is_transient(exc) and self.request.retries < MAX_RETRIES:
-            raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
+            return _pool_absent(job, exc), None
+        if is_transient(exc):
+            return "error", exc
         if _refused(exc) and not job.in_cluster:
             # The cluster will never take this job as it is (invalid, forbidden, over a
             # storage quota): fail it with the cluster's words rather than leave it queued
@@ -108,9 +168,9 @@ def sync_job(self, job_id: int) -> str:  # type: ignore[no-untyped-def]
                 message=stored_text("jobs.transition.rejected", status=exc.status,
                                     reason=exc.reason, error=exc.message[:1000]))
             services.kick_admission()  # its quota is free again
-            return "rejected"
-        return "error"
-    return "created" if created else ("suspended" if spec.suspend else "running")
+            return "rejected", None
+        return "error", None
+    return ("created" if created else ("suspended" if spec.suspend else "running")), None
 
 
 def _pool_absent(job: TrainingJob, exc: K8sError) -> str:
@@ -155,6 +215,11 @@ def _refused(exc: K8sError) -> bool:
     return not exc.transient and exc.status in (400, 403, 422)
 
 
+WORKLOAD_KINDS: tuple[tuple[str, str], ...] = (PYTORCHJOB,)
+"""The (apiVersion, kind) of the workloads jobs run as, which :func:`observe_jobs` reads
+as the watcher recorded them (``k8s_sync.models.ObservedWorkload``: one table for all)."""
+
+
 def observe_jobs(now: dt.datetime) -> dict[str, int]:
     """Record what happened to jobs, from their PyTorchJobs as the ``k8s_watch`` reflector
     last recorded them (``k8s_sync.selectors.workload_statuses``: one query, no API call).
@@ -165,52 +230,72 @@ def observe_jobs(now: dt.datetime) -> dict[str, int]:
     condition's time, and one that ran and finished between two passes gets both
     transitions. A PyTorchJob not recorded (yet) moves nothing, as one missing from a
     list did."""
-    objs = workload_statuses(*PYTORCHJOB)
+    objs: dict[tuple[str, str], WorkloadStatus] = {}
+    for kind in WORKLOAD_KINDS:  # one query each; a job's name is its workload's
+        objs.update(workload_statuses(*kind))
     counts = {"running": 0, "succeeded": 0, "failed": 0, "requeued": 0}
     active = TrainingJob.objects.filter(state__in=[JobState.ADMITTED, JobState.RUNNING,
                                                    JobState.PREEMPTING]).select_related(
         "pool__tenant").only("id", "state", "k8s_name", "preempt_deadline", "restart_count",
                              "in_cluster", "admitted_at", "pool__kind", "pool__tenant__slug")
+    # What each job's recorded workload says, then every move of the pass in one
+    # transaction, by kind of move (services.job_transitions: conditional, one
+    # JobTransition each); a job that ran and finished between two passes is moved
+    # twice, running first.
+    running: list[services.Move] = []
+    finished: dict[str, list[tuple[TrainingJob, dt.datetime | None, dt.datetime, str]]] = {
+        "Succeeded": [], "Failed": []}
+    requeued: list[services.Move] = []
     for job in active:
         obj = objs.get((job.pool.namespace, job.k8s_name))
         if obj is None:
             continue
         conditions = obj.true_conditions()
         active_pods = obj.active
-        finished = ("Succeeded" if "Succeeded" in conditions
-                    else "Failed" if "Failed" in conditions else "")
-        if finished and job.state != JobState.PREEMPTING:
-            started, ended = _cluster_times(job, obj, finished, now)
+        finish = ("Succeeded" if "Succeeded" in conditions
+                  else "Failed" if "Failed" in conditions else "")
+        if finish and job.state != JobState.PREEMPTING:
+            started, ended = _cluster_times(job, obj, finish, now)
             if job.state == JobState.ADMITTED and started is not None:
                 # it ran and finished between two passes: its run is billed all the same
-                counts["running"] += services.job_transition(
-                    job_id=job.pk, from_states=[JobState.ADMITTED], to_state=JobState.RUNNING,
-                    reason="Running", at=started, stamp=["started_at"], placement=[])
-            if started is not None and ended >= started:
-                # the run lasts as long as the cluster says, from its recorded start (the
-                # same time unless the cluster's clock is off Trainyard's)
-                recorded = job.transitions.filter(to_state=JobState.RUNNING).order_by(
-                    "-at", "-id").values_list("at", flat=True).first()
-                if recorded is not None:
-                    ended = recorded + (ended - started)
-            counts[finished.lower()] += services.job_transition(
-                job_id=job.pk, from_states=[JobState.ADMITTED, JobState.RUNNING],
-                to_state=JobState(finished.lower()), reason=finished, at=ended,
-                stamp=["finished_at"], message=conditions[finished].get("message", ""))
+                running.append(services.Move(job.pk, fields={"placement": []}, at=started))
+            finished[finish].append((job, started, ended,
+                                     conditions[finish].get("message", "")))
         elif job.state == JobState.ADMITTED and "Running" in conditions:
             started, _ended = _cluster_times(job, obj, "", now)
-            counts["running"] += services.job_transition(
-                job_id=job.pk, from_states=[JobState.ADMITTED], to_state=JobState.RUNNING,
-                reason="Running", at=started or now, stamp=["started_at"], placement=[])
+            running.append(services.Move(job.pk, fields={"placement": []},
+                                         at=started or now))
         elif job.state == JobState.PREEMPTING and (
                 (active_pods == 0 and not _pods_remain(job))
                 or (job.preempt_deadline
                     and now >= job.preempt_deadline + health.PREEMPT_RELEASE_AFTER)):
-            counts["requeued"] += services.job_transition(
-                job_id=job.pk, from_states=[JobState.PREEMPTING], to_state=JobState.QUEUED,
-                reason="Requeued", restart_count=job.restart_count + 1, preempt_deadline=None,
-                message=stored_text("jobs.transition.requeued"),
-                started_at=None, admitted_at=None, borrowing=False, placement=[])
+            requeued.append(services.Move(job.pk, fields={
+                "restart_count": job.restart_count + 1},
+                message=stored_text("jobs.transition.requeued")))
+    with transaction.atomic():
+        counts["running"] = len(services.job_transitions(
+            moves=running, from_states=[JobState.ADMITTED], to_state=JobState.RUNNING,
+            reason="Running", stamp=["started_at"]))
+        ran = [job.pk for done in finished.values() for job, started, _, _ in done
+               if started is not None]
+        recorded = dict(JobTransition.objects.filter(
+            job_id__in=ran, to_state=JobState.RUNNING).values("job_id").annotate(
+            last=Max("at")).values_list("job_id", "last")) if ran else {}
+        for finish, done in finished.items():
+            moves = []
+            for job, started, ended, message in done:
+                if started is not None and ended >= started and job.pk in recorded:
+                    # the run lasts as long as the cluster says, from its recorded start
+                    # (the same time unless the cluster's clock is off Trainyard's)
+                    ended = recorded[job.pk] + (ended - started)
+                moves.append(services.Move(job.pk, message=message, at=ended))
+            counts[finish.lower()] = len(services.job_transitions(
+                moves=moves, from_states=[JobState.ADMITTED, JobState.RUNNING],
+                to_state=JobState(finish.lower()), reason=finish, stamp=["finished_at"]))
+        counts["requeued"] = len(services.job_transitions(
+            moves=requeued, from_states=[JobState.PREEMPTING], to_state=JobState.QUEUED,
+            reason="Requeued", preempt_deadline=None,
+            started_at=None, admitted_at=None, borrowing=False, placement=[]))
     return counts
 
 
@@ -300,50 +385,69 @@ def admission_cycle() -> dict[str, Any]:
         now = timezone.now()
         observed = observe_jobs(now)  # the recorded PyTorchJobs: no API call to fail
         observed.update(enforce_pod_start(now))
+        # Decide on what the database holds, outside any transaction (on SQLite a write
+        # transaction would stop submissions and the watcher for the whole pass); then
+        # apply in one short transaction, only if no other pass applied meanwhile (the
+        # pass token: the last pass's time). Only passes admit, so the quota a pass saw
+        # free is still free unless another pass used it; then this one applies nothing.
+        seen = AdmissionState.objects.get_or_create(pk=1)[0].last_cycle_at
+        decisions, waiting_for_pool = _decide(now)
         with transaction.atomic():
-            state = AdmissionState.objects.select_for_update().get_or_create(pk=1)[0]
-            result = _decide_and_apply(now)
-            state.last_cycle_at = now
-            state.last_cycle_ms = (time.monotonic() - started) * 1000
-            state.last_decisions = {**result, **observed}
-            state.save()
+            if not AdmissionState.objects.filter(pk=1, last_cycle_at=seen).update(
+                    last_cycle_at=now):
+                return {"skipped": "another cycle applied first", **observed}
+            result = _apply(decisions, waiting_for_pool, now)
+            AdmissionState.objects.filter(pk=1).update(
+                last_cycle_ms=(time.monotonic() - started) * 1000,
+                last_decisions={**result, **observed})
         return {**result, **observed}
     finally:
         cache.delete(CYCLE_LOCK)
 
 
 def _decide_and_apply(now: dt.datetime) -> dict[str, int]:
-    inputs = selectors.admission_inputs(now)
+    """Decide and apply at once (the caller holds the pass: see :func:`admission_cycle`)."""
+    return _apply(*_decide(now), now)
+
+
+def _decide(now: dt.datetime) -> tuple[Any, dict[int, Pool]]:
+    """The engine's decisions on the jobs as stored now (reads only)."""
     # A job whose pool the cluster does not show waits, held out of this pass, with that
     # reason; its pool is asked to sync again.
-    decisions, waiting_for_pool = selectors.decide_with_pools_absent(inputs)
+    return selectors.decide_with_pools_absent(selectors.admission_inputs(now))
+
+
+def _apply(decisions: Any, waiting_for_pool: dict[int, Pool], now: dt.datetime
+           ) -> dict[str, int]:
+    """Carry out a pass's decisions (inside the pass's transaction)."""
     for pool in {p.pk: p for p in waiting_for_pool.values()}.values():
         _request_pool_sync(pool)
     levels = topology_levels() if decisions.admit else ()
-    admitted = preempted = 0
-    for admission in decisions.admit:
-        if services.job_transition(
-                job_id=admission.job_id, from_states=[JobState.QUEUED], to_state=JobState.ADMITTED,
-                reason="Admitted", admitted_at=now, borrowing=admission.borrowing,
-                loan_id=admission.loan,
-                placement=list(admission.placement),
-                switch=_switch_of(admission.placement, levels),
-                message=(stored_text("jobs.transition.borrowing") if admission.borrowing
-                         else ""),
-                wait_reason="", position_in_pool=None,
-                position_in_model=None, eta_p50=None, eta_p90=None):
-            admitted += 1
-            services.schedule_sync(admission.job_id)
-    for preemption in decisions.preempt:
-        if services.job_transition(
-                job_id=preemption.job_id, from_states=[JobState.RUNNING, JobState.ADMITTED],
-                to_state=JobState.PREEMPTING, reason="Preempted", message=preemption.reason,
-                preempt_reason=preemption.reason,
-                preempt_deadline=now + dt.timedelta(seconds=preemption.grace_seconds)):
-            preempted += 1
-            services.schedule_sync(preemption.job_id)
+    switches = _switches_of([a.placement for a in decisions.admit], levels)
+    borrowing = stored_text("jobs.transition.borrowing")
+    # Every decision of the pass in one transaction (the caller's), by a fixed number of
+    # statements; each is still conditional (services.job_transitions), so a job another
+    # pass moved first is left alone, and a decision is never applied twice.
+    admitted = services.job_transitions(
+        moves=[services.Move(a.job_id, fields={
+            "borrowing": a.borrowing, "loan_id": a.loan, "placement": list(a.placement),
+            "switch": switches[i]}, message=borrowing if a.borrowing else "")
+            for i, a in enumerate(decisions.admit)],
+        from_states=[JobState.QUEUED], to_state=JobState.ADMITTED, reason="Admitted",
+        admitted_at=now, wait_reason="", position_in_pool=None, position_in_model=None,
+        eta_p50=None, eta_p90=None)
+    deadlines = {p.job_id: now + dt.timedelta(seconds=p.grace_seconds)
+                 for p in decisions.preempt}
+    preempted = services.job_transitions(
+        moves=[services.Move(p.job_id, fields={
+            "preempt_reason": p.reason, "preempt_deadline": deadlines[p.job_id]},
+            message=p.reason) for p in decisions.preempt],
+        from_states=[JobState.RUNNING, JobState.ADMITTED], to_state=JobState.PREEMPTING,
+        reason="Preempted")
+    services.schedule_syncs([*admitted, *preempted])
     services.record_waiting(decisions.waiting)
-    return {"admitted": admitted, "preempted": preempted, "waiting": len(decisions.waiting)}
+    return {"admitted": len(admitted), "preempted": len(preempted),
+            "waiting": len(decisions.waiting)}
 
 
 POOL_SYNC_EVERY = 30  # seconds between two reconciles a waiting job asks of one pool
@@ -356,13 +460,18 @@ def _request_pool_sync(pool: Pool) -> None:
         pool_sync_request(pool=pool)
 
 
-def _switch_of(placement: tuple[str, ...], levels: tuple[str, ...]) -> str:
-    """The one switch (value of the last topology level) of a multi-node placement."""
-    if len(set(placement)) < 2:
-        return ""
-    switches = {switch_of(labels, levels) for labels in ObservedNode.objects.filter(
-        name__in=set(placement)).values_list("labels", flat=True)}
-    return switches.pop() if len(switches) == 1 else ""
+def _switches_of(placements: list[tuple[str, ...]], levels: tuple[str, ...]) -> list[str]:
+    """The one switch (value of the last topology level) of each multi-node placement
+    ("" for one node or several switches); the nodes' labels in one query."""
+    wanted = {n for placement in placements if len(set(placement)) > 1 for n in placement}
+    labels = dict(ObservedNode.objects.filter(name__in=wanted).values_list(
+        "name", "labels")) if wanted else {}
+    found = []
+    for placement in placements:
+        switches = ({switch_of(labels[n], levels) for n in set(placement) if n in labels}
+                    if len(set(placement)) > 1 else set())
+        found.append(switches.pop() if len(switches) == 1 else "")
+    return found
 
 
 @shared_task(name="jobs.apply_maintenance_windows", queue="default", bind=True,

@@ -192,3 +192,26 @@ def test_a_job_that_ran_and_finished_between_two_observations_has_its_run_record
     assert admitted_at <= running_at < finished_at   # it ran, after its admission
     job.refresh_from_db()
     assert job.started_at == running_at and job.finished_at is not None
+
+
+def test_a_pass_syncs_its_admissions_together_and_a_write_failing_mid_way_is_retried(
+        world, cluster, bob, tenant_a, monkeypatch):
+    """One pass admits three jobs; their PyTorchJobs are un-suspended by one batch
+    (``jobs.sync_jobs``); the second one's PATCH fails once (503) in the middle of the
+    batch: the others are done, and its retry converges it as well."""
+    monkeypatch.setattr(services, "kick_admission", lambda: None)  # one pass for all three
+    jobs = [_submit(world, bob, tenant_a, f"batch-{i}", "development", "dev", world["h800"],
+                    gpus=2) for i in range(3)]
+    fault = cluster.faults.add(method="PATCH", path_regex=rf"/pytorchjobs/{jobs[1].k8s_name}",
+                               status=503, times=1)
+    try:
+        assert _cycle(world, cluster)["admitted"] == 3
+    finally:
+        cluster.faults.remove(fault)
+    assert fault.hits == 1
+    for job in jobs:
+        obj = get_client().read("kubeflow.org/v1", "PyTorchJob", job.k8s_name,
+                                job.pool.namespace)
+        assert not obj["spec"]["runPolicy"].get("suspend"), job.name
+        job.refresh_from_db()
+        assert (job.state, job.cluster_suspended, job.last_error) == ("admitted", False, "")
