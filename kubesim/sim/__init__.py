@@ -2,8 +2,9 @@
 
 ``Simulation(store, profile=load_profile("small"), seed=0)`` creates the profile's
 Nodes and StorageClasses (``bootstrap``) and runs the controllers on every
-``tick``: node lifecycle, training operator, garbage collector, scheduler and
-kubelet.  All timing uses ``store.clock``; the seed makes runs repeatable.
+``tick``: node lifecycle, training operator (PyTorchJob), Trainer v2 (TrainJob, with the
+ClusterTrainingRuntime ``torch-distributed`` installed at bootstrap), garbage collector,
+scheduler and kubelet.  All timing uses ``store.clock``; the seed makes runs repeatable.
 ``metrics_text()`` renders DCGM-exporter / cAdvisor style Prometheus text and
 ``pod_log()`` a simulated container log.
 
@@ -40,7 +41,8 @@ from kubesim.sim.nodes import build_nodes, priority_class_objects, storage_class
 from kubesim.sim.operator import Operator
 from kubesim.sim.profile import load_profile
 from kubesim.sim.scheduler import Scheduler
-from kubesim.sim.state import PRIORITYCLASSES, ClusterState
+from kubesim.sim.state import CLUSTER_RUNTIMES, PRIORITYCLASSES, ClusterState
+from kubesim.sim.trainjob import TrainJobController, runtime_objects
 from kubesim.sim.volumes import VolumeController
 
 __all__ = ["Simulation", "load_profile"]
@@ -53,6 +55,8 @@ WATCHED = (
     "persistentvolumes",
     "persistentvolumeclaims",
     "pytorchjobs.kubeflow.org",
+    "clustertrainingruntimes.trainer.kubeflow.org",
+    "trainjobs.trainer.kubeflow.org",
     "pods",
     "services",
 )
@@ -74,6 +78,7 @@ class Simulation:
         self.kubelet = Kubelet(store, self.state, self.events, self.now, self.profile, seed)
         self.scheduler = Scheduler(store, self.state, self.events, self.now)
         self.operator = Operator(store, self.state, self.events, self.now)
+        self.trainjobs = TrainJobController(store, self.state, self.events, self.now)
         self.gc = GarbageCollector(store, self.state)
         self.nodes = NodeController(store, self.state, self.kubelet, self.events, self.now)
         self.volumes = VolumeController(store, self.state, self.events, self.now)
@@ -83,10 +88,12 @@ class Simulation:
         self.ticks = 0
         self.timings: dict[str, float] = {}  # seconds spent per controller (for the bench)
         self.operator.max_per_tick = int(sim.get("max_job_reconciles_per_tick", 200))
+        self.trainjobs.max_per_tick = self.operator.max_per_tick
         self.scheduler.max_per_tick = int(sim.get("max_schedule_attempts_per_tick", 1000))
         self._controllers: list[tuple[str, _Controller]] = [
             ("nodes", self.nodes),
             ("operator", self.operator),
+            ("trainjobs", self.trainjobs),
             ("gc", self.gc),
             ("volumes", self.volumes),
             ("scheduler", self.scheduler),
@@ -149,6 +156,7 @@ class Simulation:
         for resource, objs in (
             ("storageclasses.storage.k8s.io", storage_class_objects(self.profile)),
             (PRIORITYCLASSES, priority_class_objects(self.profile)),
+            (CLUSTER_RUNTIMES, runtime_objects()),
         ):
             for obj in objs:
                 try:
