@@ -281,11 +281,13 @@ def parse_trainjob(obj: Mapping[str, Any]) -> dict[str, Any]:
     ``Complete`` and ``Failed`` (from its JobSet's, or ``DeadlineExceeded``), and reports
     each replicated job's child Jobs in ``status.jobsStatus`` (``active``, ``ready``,
     ``succeeded``, ``failed``, ``suspended``). The conditions are kept as the API said them,
-    followed by the two the admission loop reads of every kind: ``Succeeded`` (a copy of a
-    True ``Complete``, its time and message) and ``Running`` (True while not suspended,
-    not finished, with every replicated job's pods ready; a TrainJob reports no time for
-    it, so the loop dates the run by its pods' start). ``active`` sums the active child
-    Jobs; ``replica_statuses`` is ``jobsStatus`` by name."""
+    followed by the two the admission loop reads of every kind: ``Succeeded`` (a True
+    ``Complete``'s reason and message) and ``Running`` (True while not suspended, not
+    finished, with every replicated job's pods ready). Neither carries a time: a TrainJob
+    reports none for its start, so the loop dates the run by its pods at both ends (their
+    containers' ``startedAt`` and ``finishedAt``, the kubelet's clock) rather than bill
+    the controller's delay in noticing the end. ``active`` sums the active child Jobs;
+    ``replica_statuses`` is ``jobsStatus`` by name."""
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
     conditions = [{k: c[k] for k in CONDITION_FIELDS if k in c}
                   for c in status.get("conditions") or [] if isinstance(c, Mapping)]
@@ -295,7 +297,9 @@ def parse_trainjob(obj: Mapping[str, Any]) -> dict[str, Any]:
             for j in status.get("jobsStatus") or [] if isinstance(j, Mapping)}
     suspended = bool(spec.get("suspend"))
     if "Complete" in true:
-        conditions.append({**true["Complete"], "type": "Succeeded"})
+        conditions.append({"type": "Succeeded", "status": "True",
+                           "reason": true["Complete"].get("reason", ""),
+                           "message": true["Complete"].get("message", "")})
     elif (not suspended and "Failed" not in true and jobs
             and all(j["ready"] + j["succeeded"] > 0 for j in jobs.values())
             and any(j["ready"] for j in jobs.values())):
