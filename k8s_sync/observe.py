@@ -61,8 +61,8 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "EVENT_REASONS", "EVENT_RETENTION", "KINDS", "Backoff", "KindSpec", "Reflector",
-    "TooManyFailures", "parse_pytorchjob", "parse_trainjob", "record_error", "record_event", "record_events",
-    "record_relist", "relist_all",
+    "TooManyFailures", "parse_pytorchjob", "parse_trainjob", "record_error", "record_event",
+    "record_events", "record_relist", "relist_all",
 ]
 
 # Events users need to see: a refused pod (quota), preemption, and why a pod waits

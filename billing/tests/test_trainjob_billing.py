@@ -13,10 +13,12 @@ from billing.models import GpuUsage, InvoiceLine
 from billing.tests.test_cluster_times import _advance, _follow, _kubesim_run_seconds, _state
 from jobs import services as job_services
 from jobs.models import TrainingJob
-from jobs.tests.test_lifecycle import world  # noqa: F401 - the fixture
+from jobs.tests import test_lifecycle
 from tenants.access import access_for
 
 pytestmark = pytest.mark.timeout(120)
+
+world = test_lifecycle.world  # the fixture: both tenants' pools synced, quota granted
 
 RUN_SECONDS = 300
 GPUS = 2
@@ -24,7 +26,7 @@ WORKERS = 2
 
 
 @pytest.mark.parametrize("pause", ["never", "before_start"])
-def test_a_finished_trainjob_is_billed_by_its_nodes_run_time(  # noqa: F811
+def test_a_finished_trainjob_is_billed_by_its_nodes_run_time(
         world, cluster, frozen_clock, bob, tenant_a, rate_card, pause):
     """Whether the loop watched it run, or stopped for an hour after admitting it (the
     TrainJob ran and finished unseen), the bill is its pods' run time."""

@@ -13,7 +13,10 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='trainingjob',
             name='kind',
-            field=models.CharField(choices=[('pytorchjob', 'PyTorchJob (Kubeflow training operator)'), ('trainjob', 'TrainJob (Kubeflow Trainer v2)')], default='pytorchjob', max_length=16, verbose_name='job kind'),
+            field=models.CharField(choices=[
+                ('pytorchjob', 'PyTorchJob (Kubeflow training operator)'),
+                ('trainjob', 'TrainJob (Kubeflow Trainer v2)')],
+                default='pytorchjob', max_length=16, verbose_name='job kind'),
         ),
         migrations.AddField(
             model_name='trainingjob',

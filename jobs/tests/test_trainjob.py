@@ -10,12 +10,13 @@ from kubernetes import client as k8s
 from core.texts import english
 from jobs import services
 from jobs.models import TrainingJob
-from jobs.tests.conftest import H800, cycle, states, submission
+from jobs.tests import test_lifecycle
+from jobs.tests.conftest import cycle, states, submission
 from jobs.tests.test_contract import FORM
-from jobs.tests.test_lifecycle import world  # noqa: F401 - the fixture
 from tenants.access import access_for
 
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
+world = test_lifecycle.world  # the fixture: both tenants' pools synced, quota granted
 
 
 # --- submission -----------------------------------------------------------------------------
@@ -80,7 +81,7 @@ def test_the_form_submits_a_trainjob_on_a_named_runtime(login, bob, quota):
 # --- against kubesim ------------------------------------------------------------------------
 
 
-def _submit(world, user, tenant, name, tier, pool, model, *, kind, gpus=8, run_seconds=600):  # noqa: F811
+def _submit(world, user, tenant, name, tier, pool, model, *, kind, gpus=8, run_seconds=600):
     with world["capture"](execute=True):
         return services.job_submit(access=access_for(user, tenant), actor=user, pool=pool, data={
             "name": name, "kind": kind, "image": "registry.example.org/ml/trainer:1",
@@ -111,7 +112,7 @@ def _env(pod) -> dict:
 
 
 @pytest.mark.parametrize("first", ["trainjob", "pytorchjob"])
-def test_a_trainjob_and_a_pytorchjob_share_the_tenants_quota(  # noqa: F811
+def test_a_trainjob_and_a_pytorchjob_share_the_tenants_quota(
         world, cluster, bob, tenant_a, first):
     """The dev pool's A100 quota is 8; the cluster has 16 A100s. The first job takes the
     8; the second (the other kind) waits for quota, not for capacity, and runs once the
@@ -146,7 +147,7 @@ def test_a_trainjob_and_a_pytorchjob_share_the_tenants_quota(  # noqa: F811
 
 
 @pytest.mark.slow
-def test_dev_jobs_of_both_kinds_are_preempted_and_resume_from_their_checkpoints(  # noqa: F811
+def test_dev_jobs_of_both_kinds_are_preempted_and_resume_from_their_checkpoints(
         world, cluster, alice, bob, tenant_a):
     """A development TrainJob and a development PyTorchJob share the H800 node; a
     production TrainJob needs the whole node: both are preempted with their grace, go back
@@ -190,7 +191,7 @@ def test_dev_jobs_of_both_kinds_are_preempted_and_resume_from_their_checkpoints(
     assert v2_pod.spec.containers[0].env[0].name == "TRAINYARD_JOB_ID"
 
 
-def test_cancel_removes_the_trainjob(world, cluster, bob, tenant_a):  # noqa: F811
+def test_cancel_removes_the_trainjob(world, cluster, bob, tenant_a):
     job = _submit(world, bob, tenant_a, "short-v2", "development", "dev", world["h800"],
                   kind="trainjob", gpus=2)
     cycle(world, cluster, 30)

@@ -74,7 +74,8 @@ def test_every_shape_builds_a_valid_trainjob_with_the_pytorchjob_pods(case):
     # what a runtime patch cannot carry (Trainer's PodSpecPatch has no such field)
     assert "priorityClassName" not in patched["spec"]
     pvc = manifests.build_checkpoint_pvc(spec)
-    assert pvc == manifests.build_checkpoint_pvc(dataclasses.replace(spec, kind="pytorchjob", runtime=""))
+    assert pvc == manifests.build_checkpoint_pvc(
+        dataclasses.replace(spec, kind="pytorchjob", runtime=""))
 
 
 def test_the_checkpoint_contract_reaches_the_node_container():
@@ -111,13 +112,13 @@ def test_a_named_runtime_and_its_checks():
     spec = trainjob_spec("single_gpu", runtime="torch-distributed-with-cache")
     assert manifests.build_trainjob(spec)["spec"]["runtimeRef"]["name"] == (
         "torch-distributed-with-cache")
-    with pytest.raises(ValueError, match="^runtime: not a ClusterTrainingRuntime"):
+    with pytest.raises(ValueError, match=r"^runtime: not a ClusterTrainingRuntime"):
         trainjob_spec("single_gpu", runtime="Torch_Distributed")
-    with pytest.raises(ValueError, match="^runtime: only a TrainJob"):
+    with pytest.raises(ValueError, match=r"^runtime: only a TrainJob"):
         dataclasses.replace(SPECS["single_gpu"](), runtime="torch-distributed")
-    with pytest.raises(ValueError, match="^kind: unknown job kind"):
+    with pytest.raises(ValueError, match=r"^kind: unknown job kind"):
         dataclasses.replace(SPECS["single_gpu"](), kind="mpijob")
-    with pytest.raises(ValueError, match="^env: 'PET_NNODES' is set by the training"):
+    with pytest.raises(ValueError, match=r"^env: 'PET_NNODES' is set by the training"):
         trainjob_spec("single_gpu", env={"PET_NNODES": "4"})
 
 
@@ -182,7 +183,7 @@ def test_schema_errors_name_unknown_fields_and_wrong_kinds():
     errors = schema_errors(obj)
     assert any(e.startswith(".spec.trainer.numNodez: unknown field") for e in errors)
     assert any(e.startswith(".spec.trainer.numNodes:") for e in errors)
-    with pytest.raises(CrdValidationError, match="not a trainer.kubeflow.org/v1alpha1"):
+    with pytest.raises(CrdValidationError, match=r"not a trainer\.kubeflow\.org/v1alpha1"):
         validate_trainjob(manifests.build_pytorchjob(SPECS["cpu_only"]()))
 
 

@@ -46,6 +46,7 @@ it).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 from typing import Any
@@ -284,10 +285,9 @@ class TrainJobController(Operator):
     CREATED, FAILED_CREATE, DELETED = "SuccessfulCreate", "FailedCreate", "SuccessfulDelete"
     STAMPS_RECONCILE = False
 
-    def __init__(self, store, state, events, now_fn):
+    def __init__(self, store, state, events, now_fn) -> None:
         super().__init__(store, state, events, now_fn)
         self.attempts: dict[str, int] = {}  # job uid -> pods created (names stay unique)
-        self._runtime: dict | None = None
 
     def reconcile(self, key: tuple, job: dict, now: float) -> None:
         md = job["metadata"]
@@ -363,8 +363,8 @@ class TrainJobController(Operator):
         by_index: dict[int, list[PodInfo]] = {}
         for p in pods:
             try:
-                index = int((p.obj["metadata"].get("labels") or {}).get(L_COMPLETION_INDEX))
-            except (TypeError, ValueError):
+                index = int((p.obj["metadata"].get("labels") or {})[L_COMPLETION_INDEX])
+            except (KeyError, TypeError, ValueError):
                 continue
             by_index.setdefault(index, []).append(p)
         n = num_nodes(job, runtime)
@@ -465,7 +465,6 @@ class TrainJobController(Operator):
             "spec": {"clusterIP": "None", "selector": {L_JOBSET: md["name"]},
                      "publishNotReadyAddresses": True},
         }
-        try:
+        # it exists already, or services are not served: optional
+        with contextlib.suppress(Exception):
             self.store.create("services", svc, namespace=md["namespace"])
-        except Exception:  # noqa: S110 - exists already, or services not served: optional
-            pass

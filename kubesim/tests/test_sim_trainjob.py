@@ -28,8 +28,8 @@ def apis(kubesim):
     return core, co
 
 
-def trainjob(name, *, nodes=2, gpus=2, suspend=False, run_seconds=120, runtime="torch-distributed",
-             deadline=None, env=(), patch_spec=None):
+def trainjob(name, *, nodes=2, gpus=2, suspend=False, run_seconds=120,
+             runtime="torch-distributed", deadline=None, env=(), patch_spec=None):
     pod_patch = {"metadata": {"labels": {"team": "a"},
                               "annotations": {"kubesim.trainyard.io/run-seconds":
                                               str(run_seconds)}},
@@ -240,7 +240,7 @@ def test_a_missing_runtime_is_an_event_and_the_job_starts_once_it_exists(kubesim
 
 
 def test_trainers_webhook_and_immutable_trainer(kubesim, apis):
-    core, co = apis
+    _core, co = apis
     status, body = api_error(create, co, trainjob(
         "bad", env=[{"name": "PET_NNODES", "value": "8"}]))
     assert status == 403
