@@ -16,6 +16,13 @@ class JobState(models.TextChoices):
     CANCELLED = "cancelled", _("Cancelled")
 
 
+class JobKind(models.TextChoices):
+    """What a job runs as in the cluster (``k8s_sync.specs.WORKLOAD_KINDS``)."""
+
+    PYTORCHJOB = "pytorchjob", _("PyTorchJob (Kubeflow training operator)")
+    TRAINJOB = "trainjob", _("TrainJob (Kubeflow Trainer v2)")
+
+
 TERMINAL_STATES = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
 ACTIVE_STATES = (JobState.QUEUED, JobState.ADMITTED, JobState.RUNNING, JobState.PREEMPTING)
 

@@ -1,7 +1,8 @@
 """One job contract: whatever submission accepts, the cluster side can build.
 
 ``jobs.selectors.job_spec`` turns a TrainingJob into the ``k8s_sync.specs.JobSpec`` that
-``sync_job`` renders (``k8s_sync.manifests.build_pytorchjob``). Submission runs the very
+``sync_job`` renders (``k8s_sync.manifests.build_workload``: its PyTorchJob or TrainJob).
+Submission runs the very
 same code on the job it is about to create (an unsaved row), so a value the spec refuses
 is refused at submission, against the field the researcher typed, and nothing is created.
 
@@ -67,6 +68,6 @@ def check_buildable(*, tenant: Any, pool: Any, clean: dict[str, Any],
     try:
         spec = selectors.job_spec(job)
         manifests.build_checkpoint_pvc(spec)
-        manifests.build_pytorchjob(spec)
+        manifests.build_workload(spec)
     except ValueError as exc:
         raise SubmissionError(spec_errors(exc)) from None

@@ -12,6 +12,7 @@ from django.utils.translation import gettext_lazy as _
 from core.choices import PoolKind, Tier
 from core.forms import DecimalField
 from jobs import validation as v
+from jobs.choices import JobKind
 from jobs.templates import TEMPLATES
 from k8s_sync.specs import MAX_RUN_SECONDS
 from k8s_sync.templatetags.k8s_sync import mib as mib_label
@@ -29,6 +30,15 @@ class JobForm(forms.Form):
                                          "Development: preemptible after 5 minutes (dev pool). "
                                          "Batch: idle capacity only, in either pool, up "
                                          "to the pool's batch ceiling; preempted first."))
+    kind = forms.ChoiceField(
+        label=_("Job kind"), choices=JobKind.choices, initial=JobKind.PYTORCHJOB,
+        required=False,
+        help_text=_("A PyTorchJob (Kubeflow training operator) or a TrainJob (Kubeflow "
+                    "Trainer v2, its nodes = the workers). The same quota, tiers, "
+                    "checkpoints and billing."))
+    runtime = forms.CharField(
+        label=_("Training runtime"), required=False, max_length=253,
+        help_text=_("A TrainJob's ClusterTrainingRuntime; empty: torch-distributed."))
     image = forms.CharField(label=_("Container image"), max_length=500,
                             initial="pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime")
     command = forms.CharField(label=_("Command"), required=False, initial="python train.py",

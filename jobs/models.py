@@ -1,6 +1,7 @@
 """Training jobs and their history.
 
-A TrainingJob is one PyTorchJob a researcher submitted. Its life:
+A TrainingJob is one PyTorchJob (or Kubeflow Trainer v2 TrainJob: ``kind``) a researcher
+submitted. Its life:
 ``queued -> admitted -> running -> succeeded | failed | cancelled`` and
 ``running -> preempting -> queued`` (resumed later from its checkpoint). Every change is
 one JobTransition row: the audit log, the notification outbox and the billing source
@@ -16,7 +17,7 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from core.choices import Tier
-from jobs.choices import ACTIVE_STATES, JobState
+from jobs.choices import ACTIVE_STATES, JobKind, JobState
 from jobs.texts import transition_reason_label
 
 
@@ -28,6 +29,11 @@ class TrainingJob(models.Model):
     name = models.CharField(_("name"), max_length=60)
     k8s_name = models.CharField(max_length=63, blank=True)
     template = models.CharField(max_length=40, blank=True)
+    # what it runs as: a PyTorchJob, or a TrainJob on the ClusterTrainingRuntime ``runtime``
+    # (blank for a PyTorchJob; k8s_sync.specs.DEFAULT_TRAINING_RUNTIME when not given)
+    kind = models.CharField(_("job kind"), max_length=16, choices=JobKind.choices,
+                            default=JobKind.PYTORCHJOB)
+    runtime = models.CharField(_("training runtime"), max_length=253, blank=True)
     # what to run
     image = models.CharField(_("image"), max_length=500)
     command = models.JSONField(default=list, blank=True)
@@ -88,7 +94,7 @@ class TrainingJob(models.Model):
     eta_p90 = models.DateTimeField(null=True, blank=True)
     wait_reason = models.JSONField(default=str, blank=True)   # a stored text
     # the cluster side
-    in_cluster = models.BooleanField(default=False)   # the PyTorchJob was created
+    in_cluster = models.BooleanField(default=False)   # the PyTorchJob (TrainJob) was created
     cluster_suspended = models.BooleanField(default=True)
     last_error = models.TextField(blank=True)
 

@@ -37,7 +37,7 @@ KICK_DEBOUNCE_SECONDS = 1  # whole seconds: Redis cache timeouts are integers
 def _concerns_jobs(kind: str, keys: list[str]) -> bool:
     """A change the admission loop acts on: a managed PyTorchJob (the watcher records
     only those), or a pod in a tenant namespace (``ty-...``)."""
-    if kind == "pytorchjobs":
+    if kind in ("pytorchjobs", "trainjobs"):
         return bool(keys)
     if kind == "pods":
         return any(key.startswith(NAMESPACE_PREFIX) for key in keys)

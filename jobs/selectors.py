@@ -25,7 +25,7 @@ from core.texts import render, text_code
 from jobs.admission import ACTIVE_STATES as HOLDING_STATES
 from jobs.admission import History, JobView, NodeView, PoolQuota, decide
 from jobs.admission import Policy as EnginePolicy
-from jobs.choices import ACTIVE_STATES, JobState
+from jobs.choices import ACTIVE_STATES, JobKind, JobState
 from jobs.health import NOT_CREATED_AFTER, NOT_STARTED_AFTER, JobFacts, Verdict, classify
 from jobs.models import JobTransition, MaintenanceWindow, TrainingJob
 from jobs.podstart import Seen
@@ -538,8 +538,9 @@ def job_history(now, *, days: int = 30, half_life_days: float = 7.0):  # type: i
 
 
 def job_spec(job: TrainingJob):  # type: ignore[no-untyped-def]
-    """The plain spec of the job's PyTorchJob (k8s_sync builds the manifest); also of an
-    unsaved job, which is how submission proves it can be built (``jobs.contract``)."""
+    """The plain spec of the job's PyTorchJob or TrainJob (k8s_sync builds the manifest);
+    also of an unsaved job, which is how submission proves it can be built
+    (``jobs.contract``)."""
     policy = Policy.current()
     rules = tier_rules(policy)[Tier(job.tier)]
     placement = dedicated_placement(job.tenant.slug) if NodeDedication.objects.filter(
@@ -577,6 +578,8 @@ def job_spec(job: TrainingJob):  # type: ignore[no-untyped-def]
         nodes=tuple(job.placement or ()) if job.state == JobState.ADMITTED else (),
         placement=placement, annotations=dict(job.annotations),
         suspend=job.state not in (JobState.ADMITTED, JobState.RUNNING),
+        kind=job.kind or JobKind.PYTORCHJOB,
+        runtime=job.runtime if job.kind == JobKind.TRAINJOB else "",
     )
 
 

@@ -377,7 +377,8 @@ def job_set_priority(*, actor: AnyUser, job: TrainingJob, priority: int,
 def clone_initial(job: TrainingJob) -> dict[str, Any]:
     """A submission form's initial values copied from ``job`` (a new name)."""
     return {
-        "name": f"{job.name}-2"[:60], "pool": job.pool.kind, "image": job.image,
+        "name": f"{job.name}-2"[:60], "pool": job.pool.kind, "kind": job.kind,
+        "runtime": job.runtime, "image": job.image,
         "command": job.command, "args": job.args, "env": job.env, "workers": job.workers,
         "gpus_per_worker": job.gpus_per_worker, "gpu_model": job.gpu_model,
         "mig_profile": job.mig_profile, "cpu_per_worker": job.cpu_per_worker,

@@ -39,9 +39,10 @@ from jobs.models import AdmissionState, JobTransition, MaintenanceWindow, Traini
 from k8s_sync import manifests
 from k8s_sync.client import K8sError, get_client, is_transient
 from k8s_sync.maintenance import cordon_patch, is_cordoned, maintenance_taint
-from k8s_sync.models import PYTORCHJOB, ObservedNode, ObservedPod
+from k8s_sync.models import ObservedNode, ObservedPod
 from k8s_sync.placement import switch_of
 from k8s_sync.selectors import WorkloadStatus, pod_run_times, workload_statuses
+from k8s_sync.specs import WORKLOAD_KINDS
 from tenants.models import Pool
 from tenants.selectors import topology_levels
 from tenants.services import pool_sync_request
@@ -116,9 +117,10 @@ def _sync_one(job_id: int) -> tuple[str, K8sError | None]:
     if job is None:
         return "gone", None
     client = get_client()
+    api_version, kind = WORKLOAD_KINDS[job.kind]  # a PyTorchJob or a TrainJob
     try:
         if job.state == JobState.CANCELLED:
-            client.ensure_absent("kubeflow.org/v1", "PyTorchJob", job.k8s_name,
+            client.ensure_absent(api_version, kind, job.k8s_name,
                                  job.pool.namespace, propagation_policy="Foreground")
             return "absent", None
         if job.state in (JobState.SUCCEEDED, JobState.FAILED):
@@ -126,29 +128,29 @@ def _sync_one(job_id: int) -> tuple[str, K8sError | None]:
                     and job.started_at is None):
                 # Failed before its pods ever started (the pod-start deadline): suspend it,
                 # so its pending pods go and their nodes' GPUs are free again.
-                client.patch("kubeflow.org/v1", "PyTorchJob", job.k8s_name,
-                             manifests.pytorchjob_suspend_patch(True), job.pool.namespace)
+                client.patch(api_version, kind, job.k8s_name,
+                             manifests.workload_suspend_patch(job.kind, True),
+                             job.pool.namespace)
                 TrainingJob.objects.filter(pk=job.pk).update(cluster_suspended=True)
                 return "suspended", None
             return "finished", None
         try:
             spec = selectors.job_spec(job)
             pvc = manifests.build_checkpoint_pvc(spec)
-            pytorchjob = manifests.build_pytorchjob(spec)
+            workload = manifests.build_workload(spec)
         except DatabaseError:
             raise
         except Exception as exc:  # any build failure (a ValueError of JobSpec, mostly)
             return _unbuildable(job, exc), None
         if pvc is not None:
             client.create_if_absent(pvc)
-        obj, created = client.create_if_absent(pytorchjob)
-        suspended = bool(((obj.get("spec") or {}).get("runPolicy") or {}).get("suspend"))
-        if suspended != spec.suspend:
+        obj, created = client.create_if_absent(workload)
+        if manifests.workload_suspended(spec.kind, obj) != spec.suspend:
             # Un-suspending also refreshes the pod templates (TRAINYARD_RESUME, the restart
             # count), so a preempted job resumes from its checkpoint.
-            patch = (manifests.pytorchjob_suspend_patch(True) if spec.suspend
-                     else manifests.pytorchjob_resume_patch(spec))
-            client.patch("kubeflow.org/v1", "PyTorchJob", spec.name, patch, job.pool.namespace)
+            patch = (manifests.workload_suspend_patch(spec.kind, True) if spec.suspend
+                     else manifests.workload_resume_patch(spec, obj))
+            client.patch(api_version, kind, spec.name, patch, job.pool.namespace)
         TrainingJob.objects.filter(pk=job.pk).update(in_cluster=True,
                                                      cluster_suspended=spec.suspend,
                                                      last_error="")
@@ -215,11 +217,6 @@ def _refused(exc: K8sError) -> bool:
     return not exc.transient and exc.status in (400, 403, 422)
 
 
-WORKLOAD_KINDS: tuple[tuple[str, str], ...] = (PYTORCHJOB,)
-"""The (apiVersion, kind) of the workloads jobs run as, which :func:`observe_jobs` reads
-as the watcher recorded them (``k8s_sync.models.ObservedWorkload``: one table for all)."""
-
-
 def observe_jobs(now: dt.datetime) -> dict[str, int]:
     """Record what happened to jobs, from their PyTorchJobs as the ``k8s_watch`` reflector
     last recorded them (``k8s_sync.selectors.workload_statuses``: one query, no API call).
@@ -230,13 +227,12 @@ def observe_jobs(now: dt.datetime) -> dict[str, int]:
     condition's time, and one that ran and finished between two passes gets both
     transitions. A PyTorchJob not recorded (yet) moves nothing, as one missing from a
     list did."""
-    objs: dict[tuple[str, str], WorkloadStatus] = {}
-    for kind in WORKLOAD_KINDS:  # one query each; a job's name is its workload's
-        objs.update(workload_statuses(*kind))
+    objs = {kind: workload_statuses(*types) for kind, types in WORKLOAD_KINDS.items()}
     counts = {"running": 0, "succeeded": 0, "failed": 0, "requeued": 0}
     active = TrainingJob.objects.filter(state__in=[JobState.ADMITTED, JobState.RUNNING,
                                                    JobState.PREEMPTING]).select_related(
-        "pool__tenant").only("id", "state", "k8s_name", "preempt_deadline", "restart_count",
+        "pool__tenant").only("id", "state", "kind", "k8s_name", "preempt_deadline",
+                             "restart_count",
                              "in_cluster", "admitted_at", "pool__kind", "pool__tenant__slug")
     # What each job's recorded workload says, then every move of the pass in one
     # transaction, by kind of move (services.job_transitions: conditional, one
@@ -247,7 +243,7 @@ def observe_jobs(now: dt.datetime) -> dict[str, int]:
         "Succeeded": [], "Failed": []}
     requeued: list[services.Move] = []
     for job in active:
-        obj = objs.get((job.pool.namespace, job.k8s_name))
+        obj = objs[job.kind].get((job.pool.namespace, job.k8s_name))
         if obj is None:
             continue
         conditions = obj.true_conditions()

@@ -15,7 +15,7 @@ from django.utils.translation import gettext as _
 
 from core.choices import Tier
 from core.numbers import api_decimal
-from jobs.choices import TIER_POOLS
+from jobs.choices import TIER_POOLS, JobKind
 from k8s_sync import specs as k8s_specs
 
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,58}[a-z0-9])?$")
@@ -176,9 +176,11 @@ def validate_submission(data: dict[str, Any], *, pool: str, inventory: Inventory
     else:
         _check_checkpoint_path(path, errors)
     claim, storage_class, size = _checkpoint_volume(data, inventory, errors)
+    kind, runtime = _kind(data, errors)
     if errors:
         raise SubmissionError(errors)
     return {
+        "kind": kind, "runtime": runtime,
         "name": name, "image": image, "tier": tier, "workers": workers,
         "gpus_per_worker": gpus, "gpu_model": model if not mig else "", "mig_profile": mig,
         "cpu_per_worker": cpu, "memory_gib_per_worker": memory, "max_run_seconds": run,
@@ -188,6 +190,27 @@ def validate_submission(data: dict[str, Any], *, pool: str, inventory: Inventory
         "checkpoint_storage_class": storage_class, "checkpoint_size_gib": size,
         "gpu_shared": bool(shared), "gpu_memory_gib_per_card": gpu_memory,
     }
+
+
+def _kind(data: dict[str, Any], errors: dict[str, str]) -> tuple[str, str]:
+    """The job kind (a PyTorchJob unless ``trainjob``) and, for a TrainJob, its
+    ClusterTrainingRuntime (``torch-distributed`` unless named)."""
+    kind = str(data.get("kind") or JobKind.PYTORCHJOB).strip()
+    runtime = str(data.get("runtime") or "").strip()
+    if kind not in JobKind.values:
+        errors["kind"] = _("Choose %(kinds)s.") % {"kinds": ", ".join(JobKind.values)}
+        return kind, runtime
+    if kind != JobKind.TRAINJOB:
+        if runtime:
+            errors["runtime"] = _("Only a TrainJob runs on a training runtime: leave it "
+                                  "empty for a PyTorchJob.")
+        return kind, ""
+    runtime = runtime or k8s_specs.DEFAULT_TRAINING_RUNTIME
+    if not CLAIM_RE.match(runtime):  # a DNS-1123 subdomain, as a PVC name
+        errors["runtime"] = _("“%(r)s” is not a ClusterTrainingRuntime name: lower-case "
+                              "letters, digits, '-' and '.', e.g. torch-distributed.") % {
+            "r": runtime}
+    return kind, runtime
 
 
 def scheduler_owned(key: str) -> bool:

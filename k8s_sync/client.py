@@ -307,6 +307,7 @@ _STATIC_RESOURCES: dict[tuple[str, str], tuple[str, bool]] = {
     ("scheduling.k8s.io/v1", "PriorityClass"): ("priorityclasses", False),
     ("batch/v1", "Job"): ("jobs", True),
     ("kubeflow.org/v1", "PyTorchJob"): ("pytorchjobs", True),
+    ("trainer.kubeflow.org/v1alpha1", "TrainJob"): ("trainjobs", True),
 }
 
 

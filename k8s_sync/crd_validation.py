@@ -38,12 +38,15 @@ __all__ = [
     "crd_schema",
     "pytorchjob_errors",
     "schema_errors",
+    "trainjob_errors",
     "validate_pytorchjob",
+    "validate_trainjob",
 ]
 
 CRD_DIR = Path(__file__).resolve().parent / "crds"
 _CRD_FILES = {
     ("kubeflow.org", "PyTorchJob"): "kubeflow.org_pytorchjobs.yaml",
+    ("trainer.kubeflow.org", "TrainJob"): "trainer.kubeflow.org_trainjobs.yaml",
     # Kueue v0.19.2, v1beta2 only, descriptions stripped (crds/SOURCE.md)
     **{("kueue.x-k8s.io", kind): f"kueue.x-k8s.io_{plural}.yaml" for kind, plural in (
         ("ResourceFlavor", "resourceflavors"), ("ClusterQueue", "clusterqueues"),
@@ -177,6 +180,93 @@ def pytorchjob_errors(obj: Mapping[str, Any]) -> list[str]:
             if not container.get("image"):
                 errors.append(f"{where}.template.spec.containers.{index}.image: required")
     return errors
+
+
+#: Trainer v2.3.0: the runtime kinds its registry serves, the TrainJob's ``managedBy``
+#: values, the torch plugin's reserved variables (``constants.TorchRunReservedEnvNames``),
+#: the replicated jobs and containers of ``torch-distributed`` (the ``node`` job with its
+#: ``node`` container), whose env a runtime patch may not set.
+_RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")
+_TRAINJOB_MANAGERS = ("trainer.kubeflow.org/trainjob-controller", "kueue.x-k8s.io/multikueue")
+_TORCH_RESERVED_ENV = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK",
+                       "PET_MASTER_ADDR", "PET_MASTER_PORT")
+_TORCH_DISTRIBUTED_JOBS: Mapping[str, tuple[str, ...]] = {"node": ("node",)}
+_NO_ENV_CONTAINERS = ("dataset-initializer", "model-initializer", "node")
+
+
+def _domain_prefixed_path(value: str) -> bool:
+    """apimachinery's ``IsDomainPrefixedPath``: ``<DNS-1123 subdomain>/<path>``."""
+    domain, sep, path = value.partition("/")
+    return bool(sep and path and naming.is_dns1123_subdomain(domain))
+
+
+def trainjob_errors(obj: Mapping[str, Any], *,
+                    runtime_jobs: Mapping[str, tuple[str, ...]] = _TORCH_DISTRIBUTED_JOBS
+                    ) -> list[str]:
+    """The TrainJob rules beyond its schema (kubeflow/trainer v2.3.0: the CRD's CEL rules
+    on the name and ``managedBy``, ``pkg/webhooks/trainjob_webhook.go`` with the torch and
+    jobset plugins' ``Validate``): an RFC 1035 name of at most 63 characters, a known
+    runtime kind, no torchrun variable in ``trainer.env``, each runtime patch's
+    ``manager`` a domain-prefixed path and unique, its replicated jobs and containers those
+    of the runtime (``runtime_jobs``, by default ``torch-distributed``'s), no env for the
+    ``node`` (or initializer) containers in a patch."""
+    errors: list[str] = []
+    name = (obj.get("metadata") or {}).get("name", "")
+    if not naming.is_dns1035_label(name) or len(name) > 63:
+        errors.append(f".metadata.name: {name!r} is not an RFC 1035 label of at most 63 "
+                      "characters")
+    spec = obj.get("spec") or {}
+    ref = spec.get("runtimeRef") or {}
+    if not ref.get("name"):
+        errors.append(".spec.runtimeRef.name: required")
+    if ref.get("kind", "ClusterTrainingRuntime") not in _RUNTIME_KINDS:
+        errors.append(f".spec.runtimeRef.kind: {ref.get('kind')!r} not in {_RUNTIME_KINDS}")
+    if ref.get("apiGroup", "trainer.kubeflow.org") != "trainer.kubeflow.org":
+        errors.append(f".spec.runtimeRef.apiGroup: {ref.get('apiGroup')!r} is not "
+                      "trainer.kubeflow.org")
+    manager = spec.get("managedBy")
+    if manager is not None and manager not in _TRAINJOB_MANAGERS:
+        errors.append(f".spec.managedBy: {manager!r} not in {_TRAINJOB_MANAGERS}")
+    env = [e.get("name") for e in (spec.get("trainer") or {}).get("env") or []]
+    reserved = sorted(set(env) & set(_TORCH_RESERVED_ENV))
+    if reserved:
+        errors.append(f".spec.trainer.env: must not have reserved envs {reserved}")
+    managers: list[str] = []
+    for index, patch in enumerate(spec.get("runtimePatches") or []):
+        where = f".spec.runtimePatches.{index}"
+        manager = (patch or {}).get("manager") or ""
+        if not _domain_prefixed_path(manager):
+            errors.append(f"{where}.manager: {manager!r} is not a domain-prefixed path")
+        if manager in managers:
+            errors.append(f"{where}.manager: duplicate {manager!r}")
+        managers.append(manager)
+        template = (((patch or {}).get("trainingRuntimeSpec") or {}).get("template") or {})
+        for job in (template.get("spec") or {}).get("replicatedJobs") or []:
+            jname = job.get("name")
+            if jname not in runtime_jobs:
+                errors.append(f"{where}: replicated job {jname!r} is not in the runtime")
+                continue
+            pod = (((job.get("template") or {}).get("spec") or {}).get("template") or {})
+            for container in (pod.get("spec") or {}).get("containers") or []:
+                if container.get("name") not in runtime_jobs[jname]:
+                    errors.append(f"{where}: container {container.get('name')!r} is not in "
+                                  f"the runtime job {jname!r}")
+                elif container.get("env") and container.get("name") in _NO_ENV_CONTAINERS:
+                    errors.append(f"{where}: must not have envs for the "
+                                  f"{container.get('name')!r} container")
+    return errors
+
+
+def validate_trainjob(obj: Mapping[str, Any]) -> None:
+    """Raise :class:`CrdValidationError` unless ``obj`` is a TrainJob that both the CRD
+    schema and Trainer's webhook accept."""
+    if (obj.get("apiVersion"), obj.get("kind")) != ("trainer.kubeflow.org/v1alpha1",
+                                                    "TrainJob"):
+        raise CrdValidationError([f".: not a trainer.kubeflow.org/v1alpha1 TrainJob: "
+                                  f"{obj.get('apiVersion')}/{obj.get('kind')}"])
+    errors = schema_errors(obj) + trainjob_errors(obj)
+    if errors:
+        raise CrdValidationError(errors)
 
 
 def validate_pytorchjob(obj: Mapping[str, Any]) -> None:

@@ -54,11 +54,15 @@ from typing import Any
 from k8s_sync import naming
 from k8s_sync.placement import NODE_NAME_FIELD
 from k8s_sync.specs import (
+    DEFAULT_TRAINING_RUNTIME,
     GPU_PRODUCT_LABEL,
     GPU_RESOURCE,
     HAMI_CORES_RESOURCE,
     HAMI_MEMORY_RESOURCE,
+    JOB_KIND_PYTORCHJOB,
+    JOB_KIND_TRAINJOB,
     SHARING_STRATEGY_LABEL,
+    WORKLOAD_KINDS,
     JobSpec,
     LimitSpec,
     NetworkSpec,
@@ -74,6 +78,9 @@ __all__ = [
     "POOL_KINDS",
     "PYTORCHJOB_API_VERSION",
     "PYTORCHJOB_KIND",
+    "TRAINJOB_API_VERSION",
+    "TRAINJOB_KIND",
+    "TRAINYARD_PATCH_MANAGER",
     "Manifest",
     "build_checkpoint_pvc",
     "build_limit_range",
@@ -85,11 +92,18 @@ __all__ = [
     "build_role",
     "build_role_binding",
     "build_service_account",
+    "build_trainjob",
+    "build_workload",
     "desired_cluster_objects",
     "desired_pool_objects",
     "merge_node_affinity",
     "pytorchjob_resume_patch",
     "pytorchjob_suspend_patch",
+    "trainjob_resume_patch",
+    "trainjob_suspend_patch",
+    "workload_resume_patch",
+    "workload_suspend_patch",
+    "workload_suspended",
 ]
 
 Manifest = dict[str, Any]
@@ -147,6 +161,8 @@ def build_role(spec: PoolSpec) -> Manifest:
          "verbs": list(_READ)},
         {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": list(_READ)},
         {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs", "pytorchjobs/status"],
+         "verbs": list(_READ)},
+        {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs", "trainjobs/status"],
          "verbs": list(_READ)},
     ]
     return obj
@@ -344,8 +360,7 @@ def desired_cluster_objects(tiers: Iterable[TierSpec] | None = None) -> list[Man
 #   is *not* owned by the PyTorchJob (no ownerReference), so it survives suspension,
 #   preemption and deletion of the job; removing it is the jobs app's decision.
 
-PYTORCHJOB_API_VERSION = "kubeflow.org/v1"
-PYTORCHJOB_KIND = "PyTorchJob"
+PYTORCHJOB_API_VERSION, PYTORCHJOB_KIND = WORKLOAD_KINDS[JOB_KIND_PYTORCHJOB]
 PYTORCH_CONTAINER = "pytorch"
 CLEAN_POD_POLICY = "Running"
 RESTART_POLICY = "OnFailure"
@@ -587,3 +602,163 @@ def pytorchjob_resume_patch(spec: JobSpec) -> dict[str, Any]:
             if node is not None:
                 node.setdefault("requiredDuringSchedulingIgnoredDuringExecution", None)
     return {"spec": {"runPolicy": {"suspend": False}, "pytorchReplicaSpecs": replicas}}
+
+
+# --- per job: a Kubeflow Trainer v2 TrainJob --------------------------------------------------
+#
+# Design choices of the TrainJob (kubeflow/trainer v2.3.0: ``pkg/apis/trainer/v1alpha1/
+# trainjob_types.go``, ``pkg/runtime/framework/plugins/jobset/jobset.go``,
+# ``pkg/runtime/framework/plugins/torch/torch.go``):
+#
+# * The same JobSpec, so the same pods: ``trainer.numNodes`` is the job's pods (its
+#   ``workers``), ``trainer.resourcesPerNode`` the requests and limits a PyTorchJob pod
+#   gets, ``trainer.numProcPerNode`` its ``nprocPerNode``, ``trainer.image``, ``command``,
+#   ``args``; the ClusterTrainingRuntime (``spec.runtimeRef``, default
+#   ``torch-distributed``) supplies the rest of the pod and the PET_* rendezvous variables.
+# * ``spec.trainer`` is immutable (CEL ``self == oldSelf``), and the webhook refuses env
+#   for the ``node`` container in ``runtimePatches``. So Trainyard's variables that never
+#   change (the checkpoint contract's identity, directory, interval, grace) are plain
+#   ``trainer.env``; the two that change on every resume, ``TRAINYARD_RESUME`` and
+#   ``TRAINYARD_RESTART_COUNT``, are read by the downward API from pod annotations
+#   (``trainyard.io/resume``, ``trainyard.io/restart-count``) that Trainyard's runtime patch
+#   sets.
+# * What the pods need from Trainyard beyond the trainer (labels, annotations, node
+#   selector, tolerations, affinity with the pinned nodes, the checkpoint and /dev/shm
+#   volumes and their mounts in the ``node`` container, the ServiceAccount, the tier's
+#   termination grace) is one ``spec.runtimePatches`` entry, manager
+#   :data:`TRAINYARD_PATCH_MANAGER`, on the runtime's ``node`` replicated job. The webhook
+#   lets runtime patches change when the TrainJob is suspended before or after the
+#   update, so a resume un-suspends and replaces Trainyard's entry in one request
+#   (:func:`trainjob_resume_patch`), as Kueue does with its own entry.
+# * What a runtime patch cannot carry: ``priorityClassName`` and
+#   ``automountServiceAccountToken`` (Trainer's PodSpecPatch has neither). The pods run at
+#   the cluster's default priority (Trainyard's admission is the queue, as for a
+#   PyTorchJob), and the pool's ServiceAccount does not automount a token anyway.
+# * ``activeDeadlineSeconds`` is the longest run: Trainer counts it from the last resume,
+#   like the PyTorchJob's runPolicy.
+# * The checkpoint PVC is the same (:func:`build_checkpoint_pvc`): no ownerReference, it
+#   outlives the TrainJob.
+
+TRAINJOB_API_VERSION, TRAINJOB_KIND = WORKLOAD_KINDS[JOB_KIND_TRAINJOB]
+TRAINER_GROUP = "trainer.kubeflow.org"
+TRAINING_RUNTIME_KIND = "ClusterTrainingRuntime"
+#: The manager of Trainyard's entry in ``spec.runtimePatches`` (a domain-prefixed path, as
+#: Trainer's webhook requires; Kueue's is ``kueue.x-k8s.io/manager``).
+TRAINYARD_PATCH_MANAGER = "trainyard.io/manager"
+#: The replicated job and its container that ``torch-distributed`` (and every torch
+#: runtime) names ``node`` (Trainer's ``constants.Node``).
+TRAINER_NODE = "node"
+RESUME_ANNOTATION = "trainyard.io/resume"
+RESTART_COUNT_ANNOTATION = "trainyard.io/restart-count"
+_FROM_ANNOTATION = {"TRAINYARD_RESUME": RESUME_ANNOTATION,
+                    "TRAINYARD_RESTART_COUNT": RESTART_COUNT_ANNOTATION}
+_PATCHABLE_POD_FIELDS = ("serviceAccountName", "terminationGracePeriodSeconds",
+                         "nodeSelector", "affinity", "tolerations", "volumes")
+
+
+def _trainjob_env(spec: JobSpec) -> list[dict[str, Any]]:
+    """:func:`_job_env`, with the two variables that change on a resume read from the
+    pod's annotations (the downward API), since ``trainer.env`` cannot change."""
+    env: list[dict[str, Any]] = []
+    for item in _job_env(spec):
+        key = _FROM_ANNOTATION.get(item["name"])
+        if key is None:
+            env.append(item)
+        else:
+            env.append({"name": item["name"], "valueFrom": {"fieldRef": {
+                "apiVersion": "v1", "fieldPath": f"metadata.annotations['{key}']"}}})
+    return env
+
+
+def _trainyard_runtime_patch(spec: JobSpec) -> dict[str, Any]:
+    """Trainyard's entry of ``spec.runtimePatches``: what the pods of the runtime's
+    ``node`` job get beyond the trainer (see the design notes above)."""
+    pod = _job_pod_spec(spec)
+    pod_patch: dict[str, Any] = {key: pod[key] for key in _PATCHABLE_POD_FIELDS if key in pod}
+    pod_patch["containers"] = [{"name": TRAINER_NODE,
+                                "volumeMounts": pod["containers"][0]["volumeMounts"]}]
+    annotations = {**dict(spec.annotations),
+                   RESUME_ANNOTATION: "1" if spec.resume else "0",
+                   RESTART_COUNT_ANNOTATION: str(spec.restart_count)}
+    metadata = {"labels": dict(sorted(spec.labels.items())),
+                "annotations": dict(sorted(annotations.items()))}
+    return {"manager": TRAINYARD_PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {
+        "replicatedJobs": [{"name": TRAINER_NODE, "template": {"spec": {"template": {
+            "metadata": metadata, "spec": pod_patch}}}}]}}}}
+
+
+def build_trainjob(spec: JobSpec) -> Manifest:
+    """The ``trainer.kubeflow.org/v1alpha1`` TrainJob of one Trainyard job (see the design
+    notes above): suspended unless ``spec.suspend`` is False, on the ClusterTrainingRuntime
+    ``spec.runtime``, ``trainer.numNodes`` = the job's pods. Validates against the bundled
+    CRD (``k8s_sync.crd_validation.validate_trainjob``)."""
+    gpus = spec.gpus_per_replica if spec.gpu_resource == GPU_RESOURCE else 0
+    trainer: dict[str, Any] = {"image": spec.image}
+    if spec.command:
+        trainer["command"] = list(spec.command)
+    if spec.args:
+        trainer["args"] = list(spec.args)
+    trainer["env"] = _trainjob_env(spec)
+    trainer["numNodes"] = spec.replicas
+    trainer["numProcPerNode"] = gpus or 1
+    trainer["resourcesPerNode"] = _job_resources(spec)
+    return {
+        "apiVersion": TRAINJOB_API_VERSION,
+        "kind": TRAINJOB_KIND,
+        "metadata": _metadata(spec.name, spec.labels, spec.namespace),
+        "spec": {
+            "runtimeRef": {"apiGroup": TRAINER_GROUP, "kind": TRAINING_RUNTIME_KIND,
+                           "name": spec.runtime or DEFAULT_TRAINING_RUNTIME},
+            "trainer": trainer,
+            "runtimePatches": [_trainyard_runtime_patch(spec)],
+            "suspend": spec.suspend,
+            "activeDeadlineSeconds": spec.max_run_seconds,
+        },
+    }
+
+
+def trainjob_suspend_patch(suspend: bool) -> dict[str, Any]:
+    """Merge patch that suspends (Trainer suspends its JobSet, whose Jobs delete the pods
+    with their grace period) or un-suspends a TrainJob."""
+    return {"spec": {"suspend": bool(suspend)}}
+
+
+def trainjob_resume_patch(spec: JobSpec, current: Mapping[str, Any] | None = None
+                          ) -> dict[str, Any]:
+    """Merge patch that un-suspends the TrainJob *and* replaces Trainyard's runtime patch
+    (the resume annotations, this admission's nodes), keeping other managers' entries of
+    ``current`` (the TrainJob as read; a merge patch replaces the list wholesale). The
+    webhook allows it because the job is suspended before the update."""
+    others = [thaw(p) for p in ((current or {}).get("spec") or {}).get("runtimePatches") or []
+              if isinstance(p, Mapping) and p.get("manager") != TRAINYARD_PATCH_MANAGER]
+    return {"spec": {"suspend": False,
+                     "runtimePatches": [*others, _trainyard_runtime_patch(spec)]}}
+
+
+# --- per job, whichever kind -------------------------------------------------------------------
+
+
+def build_workload(spec: JobSpec) -> Manifest:
+    """The object the job runs as: :func:`build_pytorchjob` or :func:`build_trainjob`."""
+    return build_trainjob(spec) if spec.kind == JOB_KIND_TRAINJOB else build_pytorchjob(spec)
+
+
+def workload_suspend_patch(kind: str, suspend: bool) -> dict[str, Any]:
+    """The suspend (or un-suspend) merge patch of a job of ``kind`` (``JobSpec.kind``)."""
+    return (trainjob_suspend_patch(suspend) if kind == JOB_KIND_TRAINJOB
+            else pytorchjob_suspend_patch(suspend))
+
+
+def workload_resume_patch(spec: JobSpec, current: Mapping[str, Any] | None = None
+                          ) -> dict[str, Any]:
+    """The un-suspend merge patch that refreshes what a resume changes, for either kind."""
+    return (trainjob_resume_patch(spec, current) if spec.kind == JOB_KIND_TRAINJOB
+            else pytorchjob_resume_patch(spec))
+
+
+def workload_suspended(kind: str, obj: Mapping[str, Any]) -> bool:
+    """Whether the object (as read from the cluster) of a job of ``kind`` is suspended."""
+    spec = obj.get("spec") or {}
+    if kind == JOB_KIND_TRAINJOB:
+        return bool(spec.get("suspend"))
+    return bool((spec.get("runPolicy") or {}).get("suspend"))

@@ -168,13 +168,16 @@ class ClusterEvent(Observed):
                                                name="k8s_obs_event_ns_name")]
 
 
-#: The (apiVersion, kind) of the training workloads Trainyard creates today.
+#: The (apiVersion, kind) of the training workloads Trainyard creates: Kubeflow training
+#: operator v1 PyTorchJobs and Kubeflow Trainer v2 TrainJobs (``specs.WORKLOAD_KINDS``).
 PYTORCHJOB: tuple[str, str] = ("kubeflow.org/v1", "PyTorchJob")
+TRAINJOB: tuple[str, str] = ("trainer.kubeflow.org/v1alpha1", "TrainJob")
 
 
 class ObservedWorkload(Observed):
     """A training workload Trainyard manages: a Kubeflow PyTorchJob (``observe.KINDS``
-    "pytorchjobs"), with what the admission loop reads of it.
+    "pytorchjobs") or a Kubeflow Trainer v2 TrainJob ("trainjobs"), with what the
+    admission loop reads of it.
 
     **One table for every job kind**, keyed by (``api_version``, ``kind``, namespace,
     name), rather than a table per kind. What admission needs of a training job is the

@@ -43,6 +43,7 @@ from k8s_sync import naming
 from k8s_sync.client import K8sError, KubeClient, WatchStream
 from k8s_sync.models import (
     PYTORCHJOB,
+    TRAINJOB,
     ClusterEvent,
     Observed,
     ObservedKind,
@@ -60,8 +61,8 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "EVENT_REASONS", "EVENT_RETENTION", "KINDS", "Backoff", "KindSpec", "Reflector",
-    "TooManyFailures", "parse_pytorchjob", "record_error", "record_event", "record_events",
-    "record_relist", "relist_all",
+    "TooManyFailures", "parse_pytorchjob", "parse_trainjob", "record_error", "record_event",
+    "record_events", "record_relist", "relist_all",
 ]
 
 # Events users need to see: a refused pod (quota), preemption, and why a pod waits
@@ -71,7 +72,7 @@ EVENT_REASONS = frozenset({
     "Unschedulable", "Evicted", "Failed", "BackOff", "InspectFailed", "ErrImageNeverPull",
 })
 # In a tenant pool's namespace every event about these kinds is kept (the job pages).
-POOL_EVENT_KINDS = frozenset({"Pod", "PyTorchJob", "PersistentVolumeClaim"})
+POOL_EVENT_KINDS = frozenset({"Pod", "PyTorchJob", "TrainJob", "PersistentVolumeClaim"})
 EVENT_RETENTION = timedelta(days=7)
 TENANT_LABEL, POOL_LABEL, JOB_LABEL = "trainyard.io/tenant", "trainyard.io/pool", "trainyard.io/job"
 RACK_LABEL, SWITCH_LABEL = "trainyard.io/rack", "trainyard.io/switch"
@@ -272,6 +273,46 @@ def parse_pytorchjob(obj: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def parse_trainjob(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A Kubeflow Trainer v2 TrainJob into the same common columns as a PyTorchJob.
+
+    Trainer v2.3.0 sets three condition types (``pkg/apis/trainer/v1alpha1/
+    trainjob_types.go``): ``Suspended`` (reason ``Suspended``, or ``Resumed`` when False),
+    ``Complete`` and ``Failed`` (from its JobSet's, or ``DeadlineExceeded``), and reports
+    each replicated job's child Jobs in ``status.jobsStatus`` (``active``, ``ready``,
+    ``succeeded``, ``failed``, ``suspended``). The conditions are kept as the API said them,
+    followed by the two the admission loop reads of every kind: ``Succeeded`` (a True
+    ``Complete``'s reason and message) and ``Running`` (True while not suspended, not
+    finished, with every replicated job's pods ready). Neither carries a time: a TrainJob
+    reports none for its start, so the loop dates the run by its pods at both ends (their
+    containers' ``startedAt`` and ``finishedAt``, the kubelet's clock) rather than bill
+    the controller's delay in noticing the end. ``active`` sums the active child Jobs;
+    ``replica_statuses`` is ``jobsStatus`` by name."""
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    conditions = [{k: c[k] for k in CONDITION_FIELDS if k in c}
+                  for c in status.get("conditions") or [] if isinstance(c, Mapping)]
+    true = {c.get("type"): c for c in conditions if c.get("status") == "True"}
+    jobs = {str(j.get("name")): {k: _int(j.get(k), 0) or 0 for k in
+                                 ("active", "ready", "succeeded", "failed", "suspended")}
+            for j in status.get("jobsStatus") or [] if isinstance(j, Mapping)}
+    suspended = bool(spec.get("suspend"))
+    if "Complete" in true:
+        conditions.append({"type": "Succeeded", "status": "True",
+                           "reason": true["Complete"].get("reason", ""),
+                           "message": true["Complete"].get("message", "")})
+    elif (not suspended and "Failed" not in true and jobs
+            and all(j["ready"] + j["succeeded"] > 0 for j in jobs.values())
+            and any(j["ready"] for j in jobs.values())):
+        conditions.append({"type": "Running", "status": "True", "reason": "JobsReady",
+                           "message": "every replicated job's pods are ready"})
+    return {
+        "suspended": suspended,
+        "conditions": conditions,
+        "replica_statuses": jobs,
+        "active": sum(j["active"] for j in jobs.values()),
+    }
+
+
 def _keeps_event(obj: Mapping[str, Any]) -> bool:
     """Every event about the objects of a tenant pool (its job pages show them: scheduled,
     pulling, started, killing, preempted, the PyTorchJob's own), and elsewhere only the
@@ -326,9 +367,11 @@ KINDS: dict[str, KindSpec] = {spec.name: spec for spec in (
     KindSpec("storageclasses", "storage.k8s.io/v1", "StorageClass", ObservedStorageClass,
              parse_storage_class),
     KindSpec("events", "v1", "Event", ClusterEvent, parse_event, keep=_keeps_event, prune=False),
-    # Only the PyTorchJobs Trainyard created; a later job kind (Kubeflow Trainer's
-    # TrainJob) is another entry here with its own parse function, same table.
+    # Only the PyTorchJobs and TrainJobs Trainyard created: one table, a parse function
+    # per kind.
     KindSpec("pytorchjobs", *PYTORCHJOB, ObservedWorkload, parse_pytorchjob,
+             label_selector=naming.label_selector(naming.managed_labels()), shared=True),
+    KindSpec("trainjobs", *TRAINJOB, ObservedWorkload, parse_trainjob,
              label_selector=naming.label_selector(naming.managed_labels()), shared=True),
 )}
 _COMMON = ["uid", "resource_version", "labels", "raw", "created_at", "observed_at"]

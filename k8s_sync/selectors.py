@@ -25,6 +25,7 @@ from django.utils.dateparse import parse_datetime
 from k8s_sync import naming, placement
 from k8s_sync.models import (
     PYTORCHJOB,
+    TRAINJOB,
     ClusterEvent,
     ObservedKind,
     ObservedNode,
@@ -379,6 +380,7 @@ _COUNTED: dict[str, Callable[[], QuerySet[Any]]] = {
     "quotas": ObservedQuota.objects.all, "pvcs": ObservedPVC.objects.all,
     "storageclasses": ObservedStorageClass.objects.all, "events": ClusterEvent.objects.all,
     "pytorchjobs": lambda: _workloads(*PYTORCHJOB),
+    "trainjobs": lambda: _workloads(*TRAINJOB),
 }
 
 

@@ -39,16 +39,20 @@ from core.choices import Tier
 from k8s_sync import naming
 
 __all__ = [
+    "DEFAULT_TRAINING_RUNTIME",
     "ENV_NAME",
     "GPU_PRODUCT_LABEL",
     "GPU_RESOURCE",
     "HAMI_CORES_RESOURCE",
     "HAMI_MEMORY_RESOURCE",
+    "JOB_KIND_PYTORCHJOB",
+    "JOB_KIND_TRAINJOB",
     "MAX_RUN_SECONDS",
     "SHARED_GPU_RESOURCE",
     "SHARED_SUFFIX",
     "SHARING_STRATEGY_LABEL",
     "SWITCH_LABEL",
+    "WORKLOAD_KINDS",
     "JobSpec",
     "LimitSpec",
     "NetworkSpec",
@@ -66,6 +70,19 @@ __all__ = [
 
 GPU_RESOURCE = "nvidia.com/gpu"
 SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"
+
+#: The job kinds a JobSpec renders: a Kubeflow training-operator v1 PyTorchJob
+#: (``manifests.build_pytorchjob``) or a Kubeflow Trainer v2 TrainJob
+#: (``manifests.build_trainjob``), each as its (apiVersion, kind).
+JOB_KIND_PYTORCHJOB = "pytorchjob"
+JOB_KIND_TRAINJOB = "trainjob"
+WORKLOAD_KINDS: Mapping[str, tuple[str, str]] = MappingProxyType({
+    JOB_KIND_PYTORCHJOB: ("kubeflow.org/v1", "PyTorchJob"),
+    JOB_KIND_TRAINJOB: ("trainer.kubeflow.org/v1alpha1", "TrainJob"),
+})
+#: The ClusterTrainingRuntime a TrainJob references unless it names another (Trainer's
+#: chart installs it: ``charts/kubeflow-trainer/files/runtimes/torch-distributed.yaml``).
+DEFAULT_TRAINING_RUNTIME = "torch-distributed"
 _MIG_PROFILE = re.compile(r"^[0-9]+g\.[0-9]+gb$")
 
 Number = int | float | Decimal | str
@@ -607,6 +624,10 @@ class JobSpec:
       Both are ANDed into every required term of ``placement``, which is
       ``placement.dedicated_placement(tenant)`` (or any ``{"tolerations", "affinity",
       "nodeSelector"}`` mapping), merged into every pod.
+    * ``kind``: ``"pytorchjob"`` (a PyTorchJob, one Master plus the Workers) or
+      ``"trainjob"`` (a Kubeflow Trainer v2 TrainJob of ``trainer.numNodes`` =
+      :attr:`replicas` nodes on the ClusterTrainingRuntime ``runtime``, default
+      :data:`DEFAULT_TRAINING_RUNTIME`); the same pods, resources and contract either way.
     * ``annotations`` go on the pod templates (kubesim reads ``kubesim.trainyard.io/*``
       there). ``shm_gib`` sizes ``/dev/shm``; ``None`` derives it (see
       :attr:`effective_shm_gib`).
@@ -650,6 +671,8 @@ class JobSpec:
     placement: Mapping[str, Any] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
     suspend: bool = True
+    kind: str = JOB_KIND_PYTORCHJOB
+    runtime: str = ""
 
     def __post_init__(self) -> None:
         # identity
@@ -657,6 +680,16 @@ class JobSpec:
             naming.job_name(self.job_id, self.name_hint)
         except ValueError as exc:
             raise ValueError(f"job_id: {exc}") from None
+        if self.kind not in WORKLOAD_KINDS:
+            raise ValueError(f"kind: unknown job kind {self.kind!r}; expected one of "
+                             f"{tuple(WORKLOAD_KINDS)}")
+        if self.kind == JOB_KIND_TRAINJOB:
+            runtime = self.runtime or DEFAULT_TRAINING_RUNTIME
+            if len(runtime) > 253 or not naming.is_dns1123_subdomain(runtime):
+                raise ValueError(f"runtime: not a ClusterTrainingRuntime name: {runtime!r}")
+            object.__setattr__(self, "runtime", runtime)
+        elif self.runtime:
+            raise ValueError("runtime: only a TrainJob names a training runtime")
         if self.pool not in naming.POOLS:
             raise ValueError(f"pool: unknown pool {self.pool!r}; expected one of {naming.POOLS}")
         if not self.tenant_slug:
@@ -865,8 +898,13 @@ class JobSpec:
 
     @property
     def name(self) -> str:
-        """The PyTorchJob name, ``naming.job_name(job_id, name_hint)``."""
+        """The PyTorchJob's (or TrainJob's) name, ``naming.job_name(job_id, name_hint)``."""
         return naming.job_name(self.job_id, self.name_hint)
+
+    @property
+    def workload_type(self) -> tuple[str, str]:
+        """(apiVersion, kind) of the object the job runs as (:data:`WORKLOAD_KINDS`)."""
+        return WORKLOAD_KINDS[self.kind]
 
     @property
     def namespace(self) -> str:

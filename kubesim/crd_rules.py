@@ -1,7 +1,9 @@
 """What a real cluster checks on custom resources beyond the OpenAPI schema, for the kinds
 Trainyard uses: CEL transition rules of the form `self == oldSelf` (immutable fields, e.g.
-PyTorchJob spec.runPolicy.schedulingPolicy.queue), and the Kubeflow training operator's
-validating webhook for PyTorchJob (kubeflow/trainer v1.9 pkg/webhooks/pytorch)."""
+PyTorchJob spec.runPolicy.schedulingPolicy.queue, TrainJob spec.trainer), the Kubeflow
+training operator's validating webhook for PyTorchJob (kubeflow/trainer v1.9
+pkg/webhooks/pytorch) and Trainer v2's for TrainJob (kubeflow/trainer v2.3.0
+pkg/webhooks/trainjob_webhook.go with the torch and jobset plugins' Validate)."""
 from __future__ import annotations
 
 import re
@@ -106,14 +108,78 @@ def pytorchjob_errors(job: dict) -> list[str]:
     return errs
 
 
-def run_webhooks(key: str, obj: dict) -> None:
-    """The validating webhooks installed with the bundled CRDs; 403 like the API server."""
-    if key != "pytorchjobs.kubeflow.org":
+# ---- Trainer v2's TrainJob webhook -------------------------------------------------------------
+TRAINJOB_WEBHOOK = "validator.trainjob.trainer.kubeflow.org"
+_TORCH_RESERVED = ("PET_MASTER_ADDR", "PET_MASTER_PORT", "PET_NNODES", "PET_NODE_RANK",
+                   "PET_NPROC_PER_NODE")
+_NO_ENV = ("dataset-initializer", "model-initializer", "node")
+_DNS1123_SUB = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def _patches_without_time(job: dict | None) -> list:
+    return [{k: v for k, v in (p or {}).items() if k != "time"}
+            for p in ((job or {}).get("spec") or {}).get("runtimePatches") or []]
+
+
+def trainjob_errors(job: dict, old: dict | None = None) -> list[str]:
+    """Trainer v2.3.0's TrainJob validation that does not need the runtime object: the
+    runtime kind its registry serves, the torch plugin's reserved env, each runtime
+    patch's manager a domain-prefixed path, no env for the ``node`` (initializer)
+    containers in a patch, and runtime patches changed only while the TrainJob is
+    suspended before or after the update (``checkRuntimePatchesImmutability``). Whether a
+    patch's replicated jobs and containers exist in the runtime is not checked."""
+    errs: list[str] = []
+    spec = job.get("spec") or {}
+    ref = spec.get("runtimeRef") or {}
+    kind, group = ref.get("kind") or "ClusterTrainingRuntime", ref.get("apiGroup") or (
+        "trainer.kubeflow.org")
+    if group != "trainer.kubeflow.org" or kind not in ("ClusterTrainingRuntime",
+                                                       "TrainingRuntime"):
+        errs.append(f"unsupported runtime: {kind}.{group}")
+    env = sorted({e.get("name") for e in (spec.get("trainer") or {}).get("env") or []}
+                 & set(_TORCH_RESERVED))
+    if env:
+        errs.append(f"spec.trainer.env: Invalid value: must not have reserved envs, invalid "
+                    f"envs configured: {env}")
+    for patch in spec.get("runtimePatches") or []:
+        manager = (patch or {}).get("manager") or ""
+        domain, _, path = manager.partition("/")
+        if not path or not _DNS1123_SUB.match(domain):
+            errs.append(f'spec.runtimePatches.manager: Invalid value: "{manager}": must be a '
+                        "domain-prefixed path (such as \"acme.io/foo\")")
+        tmpl = (((patch or {}).get("trainingRuntimeSpec") or {}).get("template") or {})
+        for rjob in (tmpl.get("spec") or {}).get("replicatedJobs") or []:
+            pod = (((rjob.get("template") or {}).get("spec") or {}).get("template") or {})
+            for c in (pod.get("spec") or {}).get("containers") or []:
+                if c.get("env") and c.get("name") in _NO_ENV:
+                    errs.append("spec.runtimePatches: Invalid value: must not have envs for "
+                                "the dataset-initializer, model-initializer, node containers")
+    if old is not None and _patches_without_time(old) != _patches_without_time(job):
+        was = bool((old.get("spec") or {}).get("suspend"))
+        if not was and not spec.get("suspend"):
+            errs.append("spec.runtimePatches: Forbidden: RuntimePatches can only be modified "
+                        "when the TrainJob is suspended before or after the update")
+    return errs
+
+
+_WEBHOOKS = {
+    "pytorchjobs.kubeflow.org": (PYTORCHJOB_WEBHOOK, "kubeflow.org", "pytorchjobs",
+                                 lambda new, old: pytorchjob_errors(new)),
+    "trainjobs.trainer.kubeflow.org": (TRAINJOB_WEBHOOK, "trainer.kubeflow.org", "trainjobs",
+                                       trainjob_errors),
+}
+
+
+def run_webhooks(key: str, obj: dict, old: dict | None = None) -> None:
+    """The validating webhooks installed with the bundled CRDs (``old``: the stored object
+    of an update); 403 like the API server."""
+    if key not in _WEBHOOKS:
         return
-    errs = pytorchjob_errors(obj)
+    webhook, group, plural, check = _WEBHOOKS[key]
+    errs = check(obj, old)
     if errs:
         detail = errs[0] if len(errs) == 1 else "[" + ", ".join(errs) + "]"
         name = (obj.get("metadata") or {}).get("name", "")
-        raise ApiError(403, "Forbidden", f'admission webhook "{PYTORCHJOB_WEBHOOK}" denied the '
+        raise ApiError(403, "Forbidden", f'admission webhook "{webhook}" denied the '
                                          f"request: {detail}",
-                       {"name": name, "group": "kubeflow.org", "kind": "pytorchjobs"})
+                       {"name": name, "group": group, "kind": plural})

@@ -393,7 +393,7 @@ class Store(ReadsMixin, ControllersMixin):
         raise_if(kinds.validate(rt, new, old) + self._cross_object_errors(rt, new), rt.kind,
                  rt.group, name)
         if subresource != "status":
-            run_webhooks(rt.key, new)
+            run_webhooks(rt.key, new, old)
         if _content(new) != _content(old) and "generation" in old["metadata"]:
             new["metadata"]["generation"] = old["metadata"]["generation"] + 1
         if field_manager and not managed:

@@ -270,7 +270,8 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "SCHEMA_PATH_PREFIX": r"/api/v1",
     "COMPONENT_SPLIT_REQUEST": True,
-    "ENUM_NAME_OVERRIDES": {"PoolKindEnum": "core.choices.PoolKind"},
+    "ENUM_NAME_OVERRIDES": {"PoolKindEnum": "core.choices.PoolKind",
+                            "JobKindEnum": "jobs.choices.JobKind"},
 }
 
 # --- Celery: Redis in production; a server-less filesystem broker when unset ----------

@@ -144,3 +144,66 @@ def test_torchrun_two_gloo_ranks_stop_together_and_resume(tmp_path):
     assert resumed.returncode == 0, out
     assert out.count(f"resumed from step {step} ") == 2  # every rank loads the checkpoint
     assert "finished at step 150" in out and max(_saved_steps(ckpt)) == 150
+
+
+def _trainjob_env(spec) -> dict[str, str]:
+    """The node container's Trainyard variables of the job's TrainJob as the kubelet
+    resolves them: ``trainer.env`` values, and the downward API's
+    ``metadata.annotations['<key>']`` from the pod annotations of Trainyard's runtime
+    patch (``spec.trainer`` cannot change; the patch can, on every resume)."""
+    from k8s_sync import manifests
+
+    obj = manifests.build_workload(spec)
+    [patch] = [p for p in obj["spec"]["runtimePatches"]
+               if p["manager"] == manifests.TRAINYARD_PATCH_MANAGER]
+    annotations = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0][
+        "template"]["spec"]["template"]["metadata"]["annotations"]
+    env = {}
+    for item in obj["spec"]["trainer"]["env"]:
+        if "value" in item:
+            env[item["name"]] = item["value"]
+        else:
+            path = item["valueFrom"]["fieldRef"]["fieldPath"]
+            env[item["name"]] = annotations[re.fullmatch(
+                r"metadata\.annotations\['(.+)'\]", path).group(1)]
+    return env
+
+
+def test_a_trainjob_is_preempted_and_resumes_from_its_checkpoint(tmp_path):
+    """The checkpoint contract through a Kubeflow Trainer v2 TrainJob: the variables of
+    the queued TrainJob start the example from step 0; SIGTERM (the preemption) saves;
+    the variables after Trainyard's resume patch (restart count 1) resume it from the
+    saved step to the end."""
+    import dataclasses
+
+    from k8s_sync.specs import JobSpec
+
+    ckpt = tmp_path / "ckpt"
+    spec = JobSpec(job_id=1, name_hint="example", tenant_slug="acme", pool="dev",
+                   tier="development", image="registry.example.org/ml/trainer:1",
+                   command=("python", "train_resumable.py"), max_run_seconds=3600,
+                   grace_seconds=300, checkpoint_interval_seconds=1,
+                   checkpoint_path=str(ckpt), kind="trainjob")
+    base = {k: v for k, v in _env(ckpt).items() if not k.startswith("TRAINYARD_")}
+    first_env = {**base, **_trainjob_env(spec)}
+    assert first_env["TRAINYARD_RESUME"] == "0"
+    first = tmp_path / "first.log"
+    proc = _start([sys.executable, str(SCRIPT), "--steps", str(STEPS), "--step-seconds", "0.03"],
+                  first_env, first)
+    assert _interrupt_after_first_checkpoint(proc, ckpt) == 143
+    saved = re.search(r"saved checkpoint step=(\d+) reason=signal", first.read_text())
+    assert saved, first.read_text()
+    stopped_at = int(saved.group(1))
+
+    resumed_env = {**base, **_trainjob_env(dataclasses.replace(
+        spec, resume=True, restart_count=1, suspend=False))}
+    assert (resumed_env["TRAINYARD_RESUME"], resumed_env["TRAINYARD_RESTART_COUNT"]) == ("1", "1")
+    second = tmp_path / "second.log"
+    done = subprocess.run([sys.executable, str(SCRIPT), "--steps", str(STEPS)], env=resumed_env,
+                          stdout=second.open("w"), stderr=subprocess.STDOUT, timeout=120)
+    out = second.read_text()
+    assert done.returncode == 0, out
+    assert f"resumed from step {stopped_at} " in out and "starting from step 0" not in out
+    final = torch.load(ckpt / f"ckpt-{STEPS:08d}.pt", weights_only=False)
+    assert final["step"] == STEPS and final["restart_count"] == 1
+    assert final["job"] == spec.name

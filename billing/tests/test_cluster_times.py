@@ -46,7 +46,7 @@ def _advance(world, cluster, clock, seconds: int, *, loop: bool, watch: bool = T
     for _ in range(seconds // every):
         cluster.advance(every, step=STEP)
         _follow(clock, cluster)
-        relist_all(get_client(), kinds=["pytorchjobs", "pods"])
+        relist_all(get_client(), kinds=["pytorchjobs", "trainjobs", "pods"])
         if loop:
             with world["capture"](execute=True):
                 admission_cycle.apply().get()

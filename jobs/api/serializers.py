@@ -14,6 +14,7 @@ from core.choices import PoolKind, Tier
 from core.texts import render, text_code
 from core.when import eta_text
 from jobs import validation as v
+from jobs.choices import JobKind
 from jobs.models import JobTransition, TrainingJob
 from jobs.texts import transition_reason_label
 from k8s_sync.specs import MAX_RUN_SECONDS
@@ -91,7 +92,8 @@ class JobSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = TrainingJob
-        fields = ["id", "name", "tenant", "pool", "namespace", "k8s_name", "tier", "state",
+        fields = ["id", "name", "tenant", "pool", "namespace", "kind", "runtime", "k8s_name",
+                  "tier", "state",
                   "image", "command", "args", "env", "workers", "gpus_per_worker", "gpu_model",
                   "mig_profile", "cpu_per_worker", "memory_gib_per_worker", "max_run_seconds",
                   "checkpoint_claim", "checkpoint_storage_class", "checkpoint_size_gib",
@@ -112,6 +114,15 @@ class JobInput(serializers.Serializer):
 
     name = serializers.CharField(max_length=60)
     pool = serializers.ChoiceField(choices=PoolKind.choices)
+    kind = serializers.ChoiceField(
+        choices=JobKind.choices, required=False, default=JobKind.PYTORCHJOB,
+        help_text="What the job runs as: a Kubeflow training-operator PyTorchJob (Master "
+                  "plus Workers) or a Kubeflow Trainer v2 TrainJob (trainer.numNodes = "
+                  "workers). Same quota, tiers, checkpoint contract and billing.")
+    runtime = serializers.CharField(
+        required=False, default="", allow_blank=True, max_length=253,
+        help_text="A TrainJob's ClusterTrainingRuntime (empty: torch-distributed); empty "
+                  "for a PyTorchJob.")
     tier = serializers.ChoiceField(choices=Tier.choices)
     image = serializers.CharField(max_length=500)
     command = serializers.ListField(child=serializers.CharField(max_length=v.MAX_VALUE_CHARS),

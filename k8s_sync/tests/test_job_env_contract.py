@@ -51,3 +51,33 @@ def test_every_pod_gets_the_documented_variables(case):
             "1" if "persistentVolumeClaim" in volume else "0")
         assert env["TRAINYARD_RESUME"] == ("1" if spec.resume else "0")
         assert env["TRAINYARD_RESTART_COUNT"] == str(spec.restart_count)
+
+
+@pytest.mark.parametrize("case", sorted(SPECS))
+def test_every_trainjob_node_gets_the_documented_variables(case):
+    """A TrainJob's node container: the same variables, the two that change on a resume
+    resolved from the pod annotations of Trainyard's runtime patch (the downward API)."""
+    import dataclasses
+
+    from k8s_sync.manifests import TRAINYARD_PATCH_MANAGER, build_trainjob
+
+    spec = dataclasses.replace(SPECS[case](), kind="trainjob")
+    manifest = build_trainjob(spec)
+    [patch] = [p for p in manifest["spec"]["runtimePatches"]
+               if p["manager"] == TRAINYARD_PATCH_MANAGER]
+    template = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0][
+        "template"]["spec"]["template"]
+    env = {}
+    for item in manifest["spec"]["trainer"]["env"]:
+        path = (item.get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath", "")
+        key = re.fullmatch(r"metadata\.annotations\['(.+)'\]", path)
+        env[item["name"]] = template["metadata"]["annotations"][key.group(1)] if key else (
+            item["value"])
+    assert [k for k in env if k.startswith("TRAINYARD_")] == documented()
+    assert env["TRAINYARD_JOB"] == manifest["metadata"]["name"] == spec.name
+    assert env["TRAINYARD_GRACE_SECONDS"] == str(
+        template["spec"]["terminationGracePeriodSeconds"])
+    assert env["TRAINYARD_CHECKPOINT_DIR"] == template["spec"]["containers"][0][
+        "volumeMounts"][0]["mountPath"]
+    assert env["TRAINYARD_RESUME"] == ("1" if spec.resume else "0")
+    assert env["TRAINYARD_RESTART_COUNT"] == str(spec.restart_count)

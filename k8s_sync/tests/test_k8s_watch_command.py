@@ -28,7 +28,8 @@ def test_once_relists_every_kind_and_reports_counts(cluster):
     assert "nodes: 6" in out.getvalue() and "storageclasses: 2" in out.getvalue()
     assert ObservedNode.objects.count() == 6
     assert set(ObservedKind.objects.values_list("kind", flat=True)) == {
-        "nodes", "pods", "quotas", "pvcs", "storageclasses", "events", "pytorchjobs"}
+        "nodes", "pods", "quotas", "pvcs", "storageclasses", "events", "pytorchjobs",
+        "trainjobs"}
 
 
 @pytest.mark.django_db

@@ -85,6 +85,8 @@ GOLDEN_POOL = [
              "verbs": ["get", "list", "watch"]},
             {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs", "pytorchjobs/status"],
              "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["trainer.kubeflow.org"],
+             "resources": ["trainjobs", "trainjobs/status"], "verbs": ["get", "list", "watch"]},
         ],
     },
     {

@@ -2,7 +2,9 @@
 
 ``Simulation(store, profile=load_profile("small"), seed=0)`` creates the profile's
 Nodes and StorageClasses (``bootstrap``) and runs the controllers on every
-``tick``: node lifecycle, Kueue (``kueue.py``), training operator, garbage collector,
+``tick``: node lifecycle, Kueue (``kueue.py``), training operator (PyTorchJob), Trainer
+v2 (TrainJob, with the ClusterTrainingRuntime ``torch-distributed`` installed at
+bootstrap), garbage collector,
 scheduler and kubelet.  All timing uses ``store.clock``; the seed makes runs repeatable.
 ``metrics_text()`` renders DCGM-exporter / cAdvisor style Prometheus text and
 ``pod_log()`` a simulated container log.
@@ -41,7 +43,8 @@ from kubesim.sim.nodes import build_nodes, priority_class_objects, storage_class
 from kubesim.sim.operator import Operator
 from kubesim.sim.profile import load_profile
 from kubesim.sim.scheduler import Scheduler
-from kubesim.sim.state import PRIORITYCLASSES, ClusterState
+from kubesim.sim.state import CLUSTER_RUNTIMES, PRIORITYCLASSES, ClusterState
+from kubesim.sim.trainjob import TrainJobController, runtime_objects
 from kubesim.sim.volumes import VolumeController
 
 __all__ = ["Simulation", "load_profile"]
@@ -54,6 +57,8 @@ WATCHED = (
     "persistentvolumes",
     "persistentvolumeclaims",
     "pytorchjobs.kubeflow.org",
+    "clustertrainingruntimes.trainer.kubeflow.org",
+    "trainjobs.trainer.kubeflow.org",
     "pods",
     "services",
 )
@@ -76,6 +81,7 @@ class Simulation:
         self.scheduler = Scheduler(store, self.state, self.events, self.now)
         self.operator = Operator(store, self.state, self.events, self.now)
         self.kueue = KueueController(store, self.state, self.events, self.now)
+        self.trainjobs = TrainJobController(store, self.state, self.events, self.now)
         self.gc = GarbageCollector(store, self.state)
         self.nodes = NodeController(store, self.state, self.kubelet, self.events, self.now)
         self.volumes = VolumeController(store, self.state, self.events, self.now)
@@ -85,11 +91,13 @@ class Simulation:
         self.ticks = 0
         self.timings: dict[str, float] = {}  # seconds spent per controller (for the bench)
         self.operator.max_per_tick = int(sim.get("max_job_reconciles_per_tick", 200))
+        self.trainjobs.max_per_tick = self.operator.max_per_tick
         self.scheduler.max_per_tick = int(sim.get("max_schedule_attempts_per_tick", 1000))
         self._controllers: list[tuple[str, _Controller]] = [
             ("nodes", self.nodes),
             ("kueue", self.kueue),
             ("operator", self.operator),
+            ("trainjobs", self.trainjobs),
             ("gc", self.gc),
             ("volumes", self.volumes),
             ("scheduler", self.scheduler),
@@ -168,6 +176,7 @@ class Simulation:
         for resource, objs in (
             ("storageclasses.storage.k8s.io", storage_class_objects(self.profile)),
             (PRIORITYCLASSES, priority_class_objects(self.profile)),
+            (CLUSTER_RUNTIMES, runtime_objects()),
         ):
             for obj in objs:
                 try:

@@ -82,7 +82,7 @@ class Metrics:
         """The other running pods of the pod's job (none for a pod of no job)."""
         if info.job is None:
             return []
-        keys = sorted(self.state.job_pods.get(info.job, ()))
+        keys = sorted(getattr(self.state, info.job_caches[0]).get(info.job, ()))
         return [p for k in keys if k != info.key and (p := self._running(k)) is not None]
 
     def _running(self, key):

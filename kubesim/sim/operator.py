@@ -186,6 +186,17 @@ def selector(job_name: str, rtype: str) -> str:
 
 
 class Operator:
+    """The PyTorchJob controller. The TrainJob controller (``kubesim.sim.trainjob``) is a
+    subclass: the class attributes name the resource, the state's caches it reads and the
+    event component; it shares the tick loop, timers, pod create/delete and status writes."""
+
+    RESOURCE = PYTORCHJOBS
+    JOBS, PODS, DIRTY = "jobs", "job_pods", "job_dirty"  # ClusterState attributes
+    COMPONENT = OPERATOR
+    CREATED, FAILED_CREATE = "SuccessfulCreatePod", "FailedCreatePod"  # event reasons
+    DELETED = "SuccessfulDeletePod"
+    STAMPS_RECONCILE = True  # status.lastReconcileTime (the PyTorchJob status has it)
+
     def __init__(self, store, state: ClusterState, events, now_fn):
         self.store = store
         self.state = state
@@ -210,8 +221,9 @@ class Operator:
     def tick(self) -> None:
         st = self.state
         now = self.now_fn()
-        dirty = st.job_dirty
-        st.job_dirty = set()
+        dirty = getattr(st, self.DIRTY)
+        setattr(st, self.DIRTY, set())
+        jobs = getattr(st, self.JOBS)
         if st.ns_changed:
             if self._pending_create:
                 dirty |= {k for k in self._pending_create if k[0] in st.ns_changed}
@@ -222,10 +234,10 @@ class Operator:
             dirty.add(item[1])
         todo = sorted(dirty)
         if len(todo) > self.max_per_tick:  # bounded work per tick; the rest on the next one
-            st.job_dirty.update(todo[self.max_per_tick :])
+            getattr(st, self.DIRTY).update(todo[self.max_per_tick :])
             todo = todo[: self.max_per_tick]
         for key in todo:
-            job = st.jobs.get(key)
+            job = jobs.get(key)
             if job is None:
                 self._pending_create.discard(key)
                 continue
@@ -468,7 +480,7 @@ class Operator:
 
     def _pods(self, key: tuple, uid: str) -> list[PodInfo]:
         out = []
-        for pk in sorted(self.state.job_pods.get(key, ())):
+        for pk in sorted(getattr(self.state, self.PODS).get(key, ())):
             p = self.state.pods.get(pk)
             if p is None:
                 continue
@@ -487,8 +499,15 @@ class Operator:
                 self._delete_pod(job, p)
 
     # ---- writes -----------------------------------------------------------------------------
+    def _build_pod(self, job: dict, rtype: str, idx: int) -> dict:
+        return build_pod(job, rtype, idx)
+
+    def _pod_created(self, job: dict, rtype: str) -> None:
+        if rtype == "Master":
+            self._ensure_service(job)
+
     def _create_pod(self, job: dict, rtype: str, idx: int) -> bool:
-        pod = build_pod(job, rtype, idx)
+        pod = self._build_pod(job, rtype, idx)
         ns = pod["metadata"]["namespace"]
         try:
             self.store.create("pods", pod, namespace=ns)
@@ -499,19 +518,19 @@ class Operator:
             msg = getattr(exc, "message", str(exc))
             self.refused += 1
             self.events.record(
-                job, "Warning", "FailedCreatePod", f"Error creating: {msg}", component=OPERATOR
+                job, "Warning", self.FAILED_CREATE, f"Error creating: {msg}",
+                component=self.COMPONENT
             )
             return False
         self.created += 1
         self.events.record(
             job,
             "Normal",
-            "SuccessfulCreatePod",
+            self.CREATED,
             f"Created pod: {pod['metadata']['name']}",
-            component=OPERATOR,
+            component=self.COMPONENT,
         )
-        if rtype == "Master":
-            self._ensure_service(job)
+        self._pod_created(job, rtype)
         return True
 
     def _ensure_service(self, job: dict) -> None:
@@ -565,22 +584,23 @@ class Operator:
             log.debug("delete %s/%s: %s", ns, name, exc)
             return
         self.events.record(
-            job, "Normal", "SuccessfulDeletePod", f"Deleted pod: {name}", component=OPERATOR
+            job, "Normal", self.DELETED, f"Deleted pod: {name}", component=self.COMPONENT
         )
 
     def _delete_job(self, key: tuple) -> None:
         with contextlib.suppress(Exception):
-            self.store.delete(PYTORCHJOBS, key[1], namespace=key[0])
+            self.store.delete(self.RESOURCE, key[1], namespace=key[0])
 
     def _write(self, key: tuple, old: dict, status: dict) -> None:
         cmp_old = {k: v for k, v in old.items() if k != "lastReconcileTime"}
         cmp_new = {k: v for k, v in status.items() if k != "lastReconcileTime" and v is not None}
         if cmp_old == cmp_new:
             return
-        status["lastReconcileTime"] = fmt_time(self.now_fn())
+        if self.STAMPS_RECONCILE:
+            status["lastReconcileTime"] = fmt_time(self.now_fn())
         try:
             self.store.patch(
-                PYTORCHJOBS,
+                self.RESOURCE,
                 key[1],
                 {"status": status},
                 patch_type="merge",

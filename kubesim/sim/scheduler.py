@@ -273,7 +273,7 @@ class Scheduler:
         )
         switches: set = set()
         if info.job:
-            for k in self.state.job_pods.get(info.job, ()):
+            for k in getattr(self.state, info.job_caches[0]).get(info.job, ()):
                 p = self.state.pods.get(k)
                 if p is not None and p.node:
                     pnode = self.state.nodes.get(p.node)

@@ -14,9 +14,16 @@ from kubesim.sim.profile import SWITCH_LABEL
 from kubesim.sim.util import key_of, parse_time, pod_requests, to_units
 
 PYTORCHJOBS = "pytorchjobs.kubeflow.org"
+TRAINJOBS = "trainjobs.trainer.kubeflow.org"
+CLUSTER_RUNTIMES = "clustertrainingruntimes.trainer.kubeflow.org"
 PRIORITYCLASSES = "priorityclasses.scheduling.k8s.io"
 STORAGECLASSES = "storageclasses.storage.k8s.io"
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"  # a TrainJob's pods (its JobSet's name)
+#: The pod label naming a pod's job, and the caches its controller reads: PyTorchJob pods
+#: (kubesim.sim.operator) and TrainJob pods (kubesim.sim.trainjob).
+JOB_POD_LABELS = ((JOB_NAME_LABEL, "job_pods", "job_dirty"),
+                  (JOBSET_NAME_LABEL, "trainjob_pods", "trainjob_dirty"))
 TERMINAL = ("Succeeded", "Failed")
 
 
@@ -86,7 +93,8 @@ class NodeState:
 
 
 class PodInfo:
-    __slots__ = ("fkey", "job", "key", "node", "obj", "priority", "req", "sig", "start", "uid")
+    __slots__ = ("fkey", "job", "job_caches", "key", "node", "obj", "priority", "req", "sig",
+                 "start", "uid")
 
     def __init__(self, key: tuple, obj: dict):
         self.key = key
@@ -97,6 +105,7 @@ class PodInfo:
         self.node: str | None = None  # node whose resources this pod holds
         self.start = 0.0
         self.job: tuple | None = None
+        self.job_caches = ("job_pods", "job_dirty")  # its controller's (pods, dirty) caches
         self.sig: tuple | None = None  # scheduling signature, cached by the scheduler
         self.fkey: tuple | None = None
 
@@ -108,6 +117,9 @@ class ClusterState:
         self.pods: dict[tuple, PodInfo] = {}
         self.jobs: dict[tuple, dict] = {}
         self.job_pods: dict[tuple, set] = {}
+        self.trainjobs: dict[tuple, dict] = {}
+        self.trainjob_pods: dict[tuple, set] = {}
+        self.runtimes: dict[str, dict] = {}  # ClusterTrainingRuntimes by name
         self.priority_classes: dict[str, dict] = {}
         self.inventories: dict[str, GpuInventory] = {}
         self.node_gen = 0
@@ -119,6 +131,7 @@ class ClusterState:
         self.kubelet_dirty: set = set()
         self.node_dirty: set = set()
         self.job_dirty: set = set()
+        self.trainjob_dirty: set = set()
         self.ns_changed: set = set()  # namespaces where pods were deleted / quotas changed
         self.owners: dict[str, set] = {}  # owner uid -> {(resource, ns, name)}
         self.uids: dict[str, tuple] = {}  # uid -> (resource, ns, name) of every watched object
@@ -146,6 +159,19 @@ class ClusterState:
             else:
                 self.jobs[key] = obj
             self.job_dirty.add(key)
+        elif resource == TRAINJOBS:
+            key = key_of(obj)
+            if etype == "DELETED":
+                self.trainjobs.pop(key, None)
+            else:
+                self.trainjobs[key] = obj
+            self.trainjob_dirty.add(key)
+        elif resource == CLUSTER_RUNTIMES:
+            if etype == "DELETED":
+                self.runtimes.pop(obj["metadata"]["name"], None)
+            else:
+                self.runtimes[obj["metadata"]["name"]] = obj
+            self.trainjob_dirty.update(self.trainjobs)  # waiting for it, or now changed
         elif resource == PRIORITYCLASSES:
             name = obj["metadata"]["name"]
             if etype == "DELETED":
@@ -254,8 +280,9 @@ class ClusterState:
             self.sched_active.pop(key, None)
             self.sched_parked.pop(key, None)
             if info.job:
-                self.job_pods.get(info.job, set()).discard(key)
-                self.job_dirty.add(info.job)
+                pods, dirty = info.job_caches
+                getattr(self, pods).get(info.job, set()).discard(key)
+                getattr(self, dirty).add(info.job)
             self.ns_changed.add(key[0])
             self.kubelet_dirty.add(key)
             return
@@ -267,10 +294,13 @@ class ClusterState:
             info.req = pod_requests(obj)
             info.priority = self.resolve_priority(obj)
             info.start = parse_time(md.get("creationTimestamp")) or 0.0
-            job = (md.get("labels") or {}).get(JOB_NAME_LABEL)
-            if job:
-                info.job = (key[0], job)
-                self.job_pods.setdefault(info.job, set()).add(key)
+            labels = md.get("labels") or {}
+            for label, pods, dirty in JOB_POD_LABELS:
+                job = labels.get(label)
+                if job:
+                    info.job, info.job_caches = (key[0], job), (pods, dirty)
+                    getattr(self, pods).setdefault(info.job, set()).add(key)
+                    break
             self.pods[key] = info
         info.obj = obj
         spec = obj.get("spec") or {}
@@ -308,7 +338,7 @@ class ClusterState:
                         consumers.add(node)
                         self.pvc_dirty.add((key[0], claim))
         if info.job:
-            self.job_dirty.add(info.job)
+            getattr(self, info.job_caches[1]).add(info.job)
 
     def _refresh_free(self, ns: NodeState, resources) -> None:
         for r in resources:

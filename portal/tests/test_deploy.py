@@ -37,7 +37,7 @@ from k8s_sync import health, manifests, observe
 from k8s_sync.manifests import POOL_KINDS
 from k8s_sync.naming import LABEL_MANAGED_BY, MANAGED_BY, Tier
 from k8s_sync.reconcile import NEVER_DELETED_KINDS
-from k8s_sync.specs import JobSpec, PoolSpec
+from k8s_sync.specs import JOB_KIND_PYTORCHJOB, WORKLOAD_KINDS, JobSpec, PoolSpec
 from k8s_sync.storage import build_iops_storage_class
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -416,6 +416,9 @@ ALLOWED: dict[tuple[str, str], set[str]] = {
                                            "delete"},
     ("kubeflow.org", "pytorchjobs"): {"get", "list", "watch", "create", "patch", "delete"},
     ("kubeflow.org", "pytorchjobs/status"): {"get", "list", "watch"},
+    ("trainer.kubeflow.org", "trainjobs"): {"get", "list", "watch", "create", "patch",
+                                            "delete"},
+    ("trainer.kubeflow.org", "trainjobs/status"): {"get", "list", "watch"},
     ("apiextensions.k8s.io", "customresourcedefinitions"): {"get"},
 }
 #: Resources the role may grant only for these object names.
@@ -446,11 +449,19 @@ def _sample_pool() -> PoolSpec:
     return PoolSpec(tenant_slug="acme", pool="dev", tenant_group="trainyard:acme")
 
 
-def _sample_job() -> JobSpec:
+def _sample_job(kind: str = JOB_KIND_PYTORCHJOB) -> JobSpec:
     return JobSpec(job_id=1, tenant_slug="acme", pool="dev", tier=Tier.DEVELOPMENT,
                    image="registry.example.org/ml/train:1", command=("python", "train.py"),
                    max_run_seconds=3600, grace_seconds=300, checkpoint_interval_seconds=300,
-                   checkpoint_storage_class="standard", checkpoint_size_gib=10)
+                   checkpoint_storage_class="standard", checkpoint_size_gib=10, kind=kind)
+
+
+def _job_kinds() -> list[Kind]:
+    """The kinds a job runs as (sync_job's kind comes from k8s_sync.specs.WORKLOAD_KINDS):
+    each kind's builder renders its own."""
+    kinds = _kinds_of([manifests.build_workload(_sample_job(kind)) for kind in WORKLOAD_KINDS])
+    assert sorted(kinds) == sorted(WORKLOAD_KINDS.values())
+    return kinds
 
 
 def _kinds_of(objs) -> list[Kind]:
@@ -494,8 +505,10 @@ DYNAMIC_CALL_SITES = {
     ("k8s_sync/observe.py", "relist", "list_with_resource_version"): _observed_kinds,
     ("k8s_sync/observe.py", "relist_all", "list_with_resource_version"): _observed_kinds,
     ("k8s_sync/observe.py", "_watch", "watch"): _observed_kinds,
-    ("jobs/tasks.py", "_sync_one", "create_if_absent"): lambda: _kinds_of([
-        manifests.build_checkpoint_pvc(_sample_job()), manifests.build_pytorchjob(_sample_job())]),
+    ("jobs/tasks.py", "_sync_one", "create_if_absent"): lambda: [
+        *_kinds_of([manifests.build_checkpoint_pvc(_sample_job())]), *_job_kinds()],
+    ("jobs/tasks.py", "_sync_one", "ensure_absent"): _job_kinds,
+    ("jobs/tasks.py", "_sync_one", "patch"): _job_kinds,
 }
 
 
@@ -610,8 +623,7 @@ def _granted() -> dict[Perm, frozenset[str] | None]:
 def test_the_code_scan_sees_the_known_call_sites():
     sites = {(rel, func, method, kind) for rel, func, method, kind in _call_sites()}
     assert ("tenants/tasks.py", "reconcile_nodes", "patch", ("v1", "Node")) in sites
-    assert ("jobs/tasks.py", "_sync_one", "ensure_absent",
-            ("kubeflow.org/v1", "PyTorchJob")) in sites
+    assert ("jobs/tasks.py", "_sync_one", "ensure_absent", None) in sites
     assert ("k8s_sync/health.py", "_live_check", "read",
             ("apiextensions.k8s.io/v1", "CustomResourceDefinition")) in sites
 
@@ -662,4 +674,6 @@ def test_the_needed_set_follows_the_code_tables():
         group, plural = _resource((spec.api_version, spec.kind))
         assert {(group, plural, "list"), (group, plural, "watch")} <= set(perms)
     assert ("kubeflow.org", "pytorchjobs", "create") in perms
+    assert {("trainer.kubeflow.org", "trainjobs", verb)
+            for verb in ("create", "get", "patch", "delete", "list", "watch")} <= set(perms)
     assert ("", "nodes", "patch") in perms
