@@ -27,6 +27,7 @@ from django.utils import timezone
 from core.models import Policy
 from core.texts import message as stored_text
 from jobs import health, podstart, selectors, services
+from jobs.backends import get_backend
 from jobs.choices import JobState
 from jobs.models import AdmissionState, MaintenanceWindow, TrainingJob
 from k8s_sync import manifests
@@ -52,6 +53,8 @@ def _backoff(retries: int) -> float:
 @shared_task(name="jobs.sync_job", queue="k8s", bind=True, max_retries=MAX_RETRIES)
 def sync_job(self, job_id: int) -> str:  # type: ignore[no-untyped-def]
     """Converge one job's PyTorchJob (and checkpoint volume) with its row. Idempotent."""
+    if (backend := get_backend()).name != "trainyard":
+        return backend.sync_job(self, job_id)  # jobs.backends: Kueue admits
     job = TrainingJob.objects.select_related("tenant", "pool").filter(pk=job_id).first()
     if job is None:
         return "gone"
@@ -293,6 +296,8 @@ def _pods_remain(job: TrainingJob) -> bool:
 @shared_task(name="jobs.admission_cycle", queue="default")
 def admission_cycle() -> dict[str, Any]:
     """One admission pass (see the module docstring). Returns counts of what it did."""
+    if (backend := get_backend()).name != "trainyard":
+        return backend.cycle()  # jobs.backends: Kueue admits
     if not cache.add(CYCLE_LOCK, "1", timeout=120):
         return {"skipped": "another cycle is running"}
     started = time.monotonic()
