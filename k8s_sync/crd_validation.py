@@ -42,7 +42,15 @@ __all__ = [
 ]
 
 CRD_DIR = Path(__file__).resolve().parent / "crds"
-_CRD_FILES = {("kubeflow.org", "PyTorchJob"): "kubeflow.org_pytorchjobs.yaml"}
+_CRD_FILES = {
+    ("kubeflow.org", "PyTorchJob"): "kubeflow.org_pytorchjobs.yaml",
+    # Kueue v0.19.2, v1beta2 only, descriptions stripped (crds/SOURCE.md)
+    **{("kueue.x-k8s.io", kind): f"kueue.x-k8s.io_{plural}.yaml" for kind, plural in (
+        ("ResourceFlavor", "resourceflavors"), ("ClusterQueue", "clusterqueues"),
+        ("Cohort", "cohorts"), ("LocalQueue", "localqueues"),
+        ("WorkloadPriorityClass", "workloadpriorityclasses"), ("Workload", "workloads"),
+        ("Topology", "topologies"))},
+}
 _REPLICA_TYPES = ("Master", "Worker")
 _CLEAN_POD_POLICIES = ("None", "Running", "All")
 _RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")

@@ -2,8 +2,8 @@
 
 ``Simulation(store, profile=load_profile("small"), seed=0)`` creates the profile's
 Nodes and StorageClasses (``bootstrap``) and runs the controllers on every
-``tick``: node lifecycle, training operator, garbage collector, scheduler and
-kubelet.  All timing uses ``store.clock``; the seed makes runs repeatable.
+``tick``: node lifecycle, Kueue (``kueue.py``), training operator, garbage collector,
+scheduler and kubelet.  All timing uses ``store.clock``; the seed makes runs repeatable.
 ``metrics_text()`` renders DCGM-exporter / cAdvisor style Prometheus text and
 ``pod_log()`` a simulated container log.
 
@@ -34,6 +34,7 @@ from typing import Protocol
 from kubesim.sim.events import EventRecorder
 from kubesim.sim.gc import GarbageCollector, NodeController
 from kubesim.sim.kubelet import Kubelet
+from kubesim.sim.kueue import JOB_RESOURCES, KUEUE_RESOURCES, KueueController
 from kubesim.sim.logs import ContainerLog, container_log, pod_log
 from kubesim.sim.metrics import Metrics
 from kubesim.sim.nodes import build_nodes, priority_class_objects, storage_class_objects
@@ -74,6 +75,7 @@ class Simulation:
         self.kubelet = Kubelet(store, self.state, self.events, self.now, self.profile, seed)
         self.scheduler = Scheduler(store, self.state, self.events, self.now)
         self.operator = Operator(store, self.state, self.events, self.now)
+        self.kueue = KueueController(store, self.state, self.events, self.now)
         self.gc = GarbageCollector(store, self.state)
         self.nodes = NodeController(store, self.state, self.kubelet, self.events, self.now)
         self.volumes = VolumeController(store, self.state, self.events, self.now)
@@ -86,6 +88,7 @@ class Simulation:
         self.scheduler.max_per_tick = int(sim.get("max_schedule_attempts_per_tick", 1000))
         self._controllers: list[tuple[str, _Controller]] = [
             ("nodes", self.nodes),
+            ("kueue", self.kueue),
             ("operator", self.operator),
             ("gc", self.gc),
             ("volumes", self.volumes),
@@ -93,12 +96,20 @@ class Simulation:
             ("kubelet", self.kubelet),
         ]
         self._prime()
+        state_event, kueue_event = self.state.on_event, self.kueue.on_event
+        kueue_keys = KUEUE_RESOURCES | JOB_RESOURCES | {"pods"}
+
+        def on_event(etype: str, resource: str, obj: dict) -> None:
+            state_event(etype, resource, obj)
+            if resource in kueue_keys:
+                kueue_event(etype, resource, obj)
+
         if hasattr(store, "subscribe_raw"):  # stored objects, never mutated in place: no copies
             self._unsubscribe = store.subscribe_raw(
-                lambda etype, rt, obj: self.state.on_event(etype, rt.key, obj)
+                lambda etype, rt, obj: on_event(etype, rt.key, obj)
             )
         else:
-            self._unsubscribe = store.subscribe(self.state.on_event)
+            self._unsubscribe = store.subscribe(on_event)
 
     def now(self) -> float:
         return self.clock.now().timestamp()
@@ -113,6 +124,14 @@ class Simulation:
                 continue
             for obj in objs:
                 self.state.on_event("ADDED", resource, obj)
+        for resource in sorted(KUEUE_RESOURCES | JOB_RESOURCES):
+            try:
+                objs = self.store.list(resource)
+            except Exception as exc:  # not served (no CRD)
+                log.debug("prime %s: %s", resource, exc)
+                continue
+            for obj in objs:
+                self.kueue.on_event("ADDED", resource, obj)
 
     def bootstrap(self) -> None:
         """Create the profile's Nodes, StorageClasses (and optional PriorityClasses).

@@ -1,0 +1,1257 @@
+"""A Kueue look-alike (kueue.x-k8s.io/v1beta2, Kueue v0.19): Workloads for queue-labelled
+jobs, quota admission by ClusterQueue and cohort, preemption, requeue, topology-aware
+placement and the pending-workloads visibility API.
+
+What it follows and what it leaves out, with sources in Kueue's code: ``kubesim/KUEUE.md``.
+It costs nothing while no Kueue object and no queue-labelled job exists: ``tick`` returns at
+once unless an event it cares about arrived.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import hashlib
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubesim.sim.state import PYTORCHJOBS, TERMINAL, ClusterState
+from kubesim.sim.util import fmt_time, parse_time, pod_requests, to_units
+
+log = logging.getLogger("kubesim.sim.kueue")
+
+GROUP = "kueue.x-k8s.io"
+API = f"{GROUP}/v1beta2"
+WORKLOADS = f"workloads.{GROUP}"
+CLUSTERQUEUES = f"clusterqueues.{GROUP}"
+LOCALQUEUES = f"localqueues.{GROUP}"
+FLAVORS = f"resourceflavors.{GROUP}"
+COHORTS = f"cohorts.{GROUP}"
+WPCS = f"workloadpriorityclasses.{GROUP}"
+TOPOLOGIES = f"topologies.{GROUP}"
+TRAINJOBS = "trainjobs.trainer.kubeflow.org"
+QUEUE_LABEL = f"{GROUP}/queue-name"
+PRIORITY_LABEL = f"{GROUP}/priority-class"
+JOB_UID_LABEL = f"{GROUP}/job-uid"
+REQUIRED_TOPOLOGY = f"{GROUP}/podset-required-topology"
+PREFERRED_TOPOLOGY = f"{GROUP}/podset-preferred-topology"
+PODSET_LABEL = f"{GROUP}/podset"
+MANAGER = f"{GROUP}/manager"
+KUEUE_RESOURCES = frozenset({WORKLOADS, CLUSTERQUEUES, LOCALQUEUES, FLAVORS, COHORTS, WPCS,
+                             TOPOLOGIES})
+JOB_RESOURCES = frozenset({PYTORCHJOBS, TRAINJOBS})
+HUMAN_REASONS = {  # pkg/scheduler/preemption/preemption.go HumanReadablePreemptionReasons
+    "InClusterQueue": "prioritization in the ClusterQueue",
+    "InCohortReclamation": "reclamation within the cohort",
+    "InCohortReclaimWhileBorrowing": "reclamation within the cohort while borrowing",
+}
+
+
+# ---- jobs -------------------------------------------------------------------------------------
+class PyTorchJobAdapter:
+    """Kueue's kubeflow jobs integration: a podset per replica type (lower-cased), the
+    suspend flag in ``runPolicy.suspend``, flavors injected into replica templates."""
+    resource, kind, group = PYTORCHJOBS, "PyTorchJob", "kubeflow.org"
+
+    @staticmethod
+    def podsets(job: dict) -> list[dict]:
+        rs = (job.get("spec") or {}).get("pytorchReplicaSpecs") or {}
+        order = [r for r in ("Master", "Worker") if r in rs] + sorted(
+            r for r in rs if r not in ("Master", "Worker"))
+        return [{"name": r.lower(), "count": int((rs[r] or {}).get("replicas", 1)),
+                 "template": copy.deepcopy((rs[r] or {}).get("template") or {})} for r in order]
+
+    @staticmethod
+    def suspended(job: dict) -> bool:
+        return bool(((job.get("spec") or {}).get("runPolicy") or {}).get("suspend"))
+
+    @staticmethod
+    def finished(job: dict) -> tuple[bool, bool, str]:
+        for c in (job.get("status") or {}).get("conditions") or []:
+            if c.get("type") in ("Succeeded", "Failed") and c.get("status") == "True":
+                return True, c["type"] == "Succeeded", c.get("message", "")
+        return False, False, ""
+
+    @staticmethod
+    def run_patch(job: dict, infos: dict[str, dict]) -> dict:
+        rs = copy.deepcopy((job.get("spec") or {}).get("pytorchReplicaSpecs") or {})
+        for rtype, r in rs.items():
+            info = infos.get(rtype.lower())
+            if info is not None:
+                _apply_info(r.setdefault("template", {}), info)
+        return {"spec": {"runPolicy": {"suspend": False}, "pytorchReplicaSpecs": rs}}
+
+    @staticmethod
+    def stop_patch(job: dict, originals: dict[str, dict]) -> dict:
+        rs = copy.deepcopy((job.get("spec") or {}).get("pytorchReplicaSpecs") or {})
+        for rtype, r in rs.items():
+            orig = originals.get(rtype.lower())
+            if orig is not None:
+                _restore_info(r.setdefault("template", {}), orig)
+        return {"spec": {"runPolicy": {"suspend": True}, "pytorchReplicaSpecs": rs}}
+
+    @staticmethod
+    def active(state: ClusterState, job: dict) -> bool:
+        key = (job["metadata"].get("namespace", ""), job["metadata"]["name"])
+        for pk in state.job_pods.get(key, ()):
+            p = state.pods.get(pk)
+            if p is not None and (p.obj.get("status") or {}).get("phase") not in TERMINAL:
+                return True
+        return False
+
+    @staticmethod
+    def pods_ready(state: ClusterState, job: dict, total: int) -> bool:
+        key = (job["metadata"].get("namespace", ""), job["metadata"]["name"])
+        n = 0
+        for pk in state.job_pods.get(key, ()):
+            p = state.pods.get(pk)
+            if p is not None and (p.obj.get("status") or {}).get("phase") in ("Running",
+                                                                            "Succeeded"):
+                n += 1
+        return n >= total > 0
+
+
+class TrainJobAdapter:
+    """Kubeflow Trainer v2 TrainJob: one podset ``node`` of ``trainer.numNodes`` pods with
+    ``resourcesPerNode``; flavors go in a ``runtimePatches`` entry of manager
+    ``kueue.x-k8s.io/manager`` (pkg/controller/jobs/trainjob/trainjob_controller.go)."""
+    resource, kind, group = TRAINJOBS, "TrainJob", "trainer.kubeflow.org"
+    JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
+
+    @staticmethod
+    def podsets(job: dict) -> list[dict]:
+        tr = (job.get("spec") or {}).get("trainer") or {}
+        md = (job.get("metadata") or {})
+        tmpl: dict = {"spec": {"containers": [{"name": "node",
+                                                "resources": tr.get("resourcesPerNode") or {}}]}}
+        ann = {k: v for k, v in (md.get("annotations") or {}).items()
+               if k in (REQUIRED_TOPOLOGY, PREFERRED_TOPOLOGY)}
+        if ann:
+            tmpl["metadata"] = {"annotations": ann}
+        return [{"name": "node", "count": int(tr.get("numNodes") or 1), "template": tmpl}]
+
+    @staticmethod
+    def suspended(job: dict) -> bool:
+        return bool((job.get("spec") or {}).get("suspend"))
+
+    @staticmethod
+    def finished(job: dict) -> tuple[bool, bool, str]:
+        for c in (job.get("status") or {}).get("conditions") or []:
+            if c.get("type") in ("Complete", "Failed") and c.get("status") == "True":
+                return True, c["type"] == "Complete", c.get("message", "")
+        return False, False, ""
+
+    @staticmethod
+    def _patches(job: dict, infos: dict[str, dict] | None) -> list:
+        out = [p for p in (job.get("spec") or {}).get("runtimePatches") or []
+               if p.get("manager") != MANAGER]
+        if infos:
+            rjs = []
+            for name, info in infos.items():
+                spec = {k: v for k, v in (("nodeSelector", info.get("nodeSelector")),
+                                          ("tolerations", info.get("tolerations"))) if v}
+                rjs.append({"name": name, "template": {"spec": {"template": {"spec": spec}}}})
+            out.append({"manager": MANAGER, "trainingRuntimeSpec": {
+                "template": {"spec": {"replicatedJobs": rjs}}}})
+        return out
+
+    def run_patch(self, job: dict, infos: dict[str, dict]) -> dict:
+        return {"spec": {"suspend": False, "runtimePatches": self._patches(job, infos)}}
+
+    def stop_patch(self, job: dict, originals: dict[str, dict]) -> dict:
+        return {"spec": {"suspend": True, "runtimePatches": self._patches(job, None)}}
+
+    def active(self, state: ClusterState, job: dict) -> bool:
+        return self._count(state, job, ("Pending", "Running", "Unknown", None)) > 0
+
+    def pods_ready(self, state: ClusterState, job: dict, total: int) -> bool:
+        return self._count(state, job, ("Running", "Succeeded")) >= total > 0
+
+    def _count(self, state: ClusterState, job: dict, phases: tuple) -> int:
+        ns, name = job["metadata"].get("namespace", ""), job["metadata"]["name"]
+        n = 0
+        for (pns, _), p in state.pods.items():
+            if pns == ns and (p.obj["metadata"].get("labels") or {}).get(
+                    self.JOBSET_LABEL) == name and (p.obj.get("status") or {}).get(
+                    "phase") in phases:
+                n += 1
+        return n
+
+
+ADAPTERS: dict[str, Any] = {PYTORCHJOBS: PyTorchJobAdapter(), TRAINJOBS: TrainJobAdapter()}
+
+
+def _apply_info(tmpl: dict, info: dict) -> None:
+    spec = tmpl.setdefault("spec", {})
+    if info.get("nodeSelector"):
+        spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **info["nodeSelector"]}
+    if info.get("tolerations"):
+        spec["tolerations"] = list(spec.get("tolerations") or []) + [
+            t for t in info["tolerations"] if t not in (spec.get("tolerations") or [])]
+    md = tmpl.setdefault("metadata", {})
+    md["labels"] = {**(md.get("labels") or {}), PODSET_LABEL: info["name"]}
+
+
+def _restore_info(tmpl: dict, orig: dict) -> None:
+    spec = tmpl.setdefault("spec", {})
+    ospec = orig.get("spec") or {}
+    for k in ("nodeSelector", "tolerations"):
+        if ospec.get(k):
+            spec[k] = copy.deepcopy(ospec[k])
+        else:
+            spec.pop(k, None)
+    labels = dict(((tmpl.get("metadata") or {}).get("labels")) or {})
+    labels.pop(PODSET_LABEL, None)
+    tmpl.setdefault("metadata", {})["labels"] = labels
+
+
+def workload_name(kind: str, group: str, name: str, uid: str) -> str:
+    """jobframework.GetWorkloadNameForOwnerWithGVK (long names: prefix up to 247)."""
+    h = hashlib.sha1(f"{kind}\n{group}\n{name}\n{uid}".encode()).hexdigest()[:5]  # noqa: S324
+    return f"{(kind.lower() + '-' + name)[:247]}-{h}"
+
+
+# ---- quantities -------------------------------------------------------------------------------
+def fmt_units(resource: str, v: int) -> str:
+    if resource == "cpu":
+        return str(v // 1000) if v % 1000 == 0 else f"{v}m"
+    for suffix, mult in (("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)):
+        if v and v % mult == 0 and v >= mult:
+            return f"{v // mult}{suffix}"
+    return str(v)
+
+
+FR = tuple[str, str]  # (flavor, resource)
+
+
+# ---- the quota tree (pkg/cache/scheduler/resource_node.go) ---------------------------------------
+@dataclass
+class QNode:
+    name: str
+    is_cq: bool
+    quotas: dict = field(default_factory=dict)     # fr -> (nominal, borrowingLimit, lendingLimit)
+    subtree: dict = field(default_factory=dict)    # fr -> int
+    usage: dict = field(default_factory=dict)      # fr -> int
+    parent: QNode | None = None
+    children: list = field(default_factory=list)
+
+    def local_quota(self, fr: FR) -> int:
+        lend = self.quotas.get(fr, (0, None, None))[2]
+        if lend is None:
+            return 0
+        return max(0, self.subtree.get(fr, 0) - lend)
+
+    def local_available(self, fr: FR) -> int:
+        return max(0, self.local_quota(fr) - self.usage.get(fr, 0))
+
+    def available(self, fr: FR) -> int:
+        if self.parent is None:
+            return self.subtree.get(fr, 0) - self.usage.get(fr, 0)
+        parent_avail = self.parent.available(fr)
+        borrow = self.quotas.get(fr, (0, None, None))[1]
+        if borrow is not None:
+            lq = self.local_quota(fr)
+            stored = self.subtree.get(fr, 0) - lq
+            used_in_parent = max(0, self.usage.get(fr, 0) - lq)
+            parent_avail = min(stored - used_in_parent + borrow, parent_avail)
+        return self.local_available(fr) + parent_avail
+
+    def potential_available(self, fr: FR) -> int:
+        if self.parent is None:
+            return self.subtree.get(fr, 0)
+        avail = self.local_quota(fr) + self.parent.potential_available(fr)
+        borrow = self.quotas.get(fr, (0, None, None))[1]
+        if borrow is not None:
+            avail = min(self.subtree.get(fr, 0) + borrow, avail)
+        return avail
+
+    def add_usage(self, fr: FR, val: int) -> None:
+        la = self.local_available(fr)
+        self.usage[fr] = self.usage.get(fr, 0) + val
+        if self.parent is not None and val > la:
+            self.parent.add_usage(fr, val - la)
+
+    def remove_usage(self, fr: FR, val: int) -> None:
+        stored_in_parent = self.usage.get(fr, 0) - self.local_quota(fr)
+        self.usage[fr] = self.usage.get(fr, 0) - val
+        if stored_in_parent <= 0 or self.parent is None:
+            return
+        self.parent.remove_usage(fr, min(val, stored_in_parent))
+
+    def nominal(self, fr: FR) -> int:
+        return self.quotas.get(fr, (0, None, None))[0]
+
+    def root(self) -> QNode:
+        n = self
+        while n.parent is not None:
+            n = n.parent
+        return n
+
+
+def _accumulate(node: QNode) -> None:
+    node.subtree = {fr: q[0] for fr, q in node.quotas.items()}
+    if node.is_cq:
+        return
+    node.usage = {}
+    for child in node.children:
+        _accumulate(child)
+        for fr, q in child.subtree.items():
+            node.subtree[fr] = node.subtree.get(fr, 0) + q - child.local_quota(fr)
+        for fr, u in child.usage.items():
+            node.usage[fr] = node.usage.get(fr, 0) + max(0, u - child.local_quota(fr))
+
+
+def _quotas(resource_groups: list) -> tuple[dict, list]:
+    quotas: dict = {}
+    groups = []
+    for rg in resource_groups or []:
+        covered = list(rg.get("coveredResources") or [])
+        flavors = []
+        for fl in rg.get("flavors") or []:
+            flavors.append(fl["name"])
+            for r in fl.get("resources") or []:
+                res = r["name"]
+                bl, ll = r.get("borrowingLimit"), r.get("lendingLimit")
+                quotas[(fl["name"], res)] = (
+                    to_units(res, r.get("nominalQuota", 0)),
+                    None if bl is None else to_units(res, bl),
+                    None if ll is None else to_units(res, ll))
+        groups.append((covered, flavors))
+    return quotas, groups
+
+
+# ---- workloads --------------------------------------------------------------------------------
+class WlInfo:
+    """A Workload as the scheduler sees it."""
+    __slots__ = ("cq", "evicted", "key", "lq", "obj", "order_ts", "priority", "reserved",
+                 "reserved_at", "uid", "usage")
+
+    def __init__(self, key: tuple, obj: dict):
+        self.key = key
+        self.obj = obj
+        self.uid = obj["metadata"].get("uid", "")
+        spec = obj.get("spec") or {}
+        self.priority = int(spec.get("priority") or 0)
+        self.lq = spec.get("queueName") or ""
+        self.cq = ""
+        conds = {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or []}
+        qr = conds.get("QuotaReserved")
+        self.reserved = bool(qr and qr.get("status") == "True") and not _true(conds, "Finished")
+        self.reserved_at = parse_time((qr or {}).get("lastTransitionTime")) or 0.0
+        self.evicted = _true(conds, "Evicted")
+        ev = conds.get("Evicted") or conds.get("Requeued")
+        # requeuingStrategy.timestamp: Eviction (the default): an evicted workload queues
+        # from its eviction time (pkg/workload/workload.go GetQueueOrderTimestamp)
+        self.order_ts = (parse_time(ev.get("lastTransitionTime")) if ev else None) or \
+            parse_time(obj["metadata"].get("creationTimestamp")) or 0.0
+        self.usage: dict[FR, int] = {}
+        adm = (obj.get("status") or {}).get("admission") or {}
+        if self.reserved:
+            self.cq = adm.get("clusterQueue", "")
+            for psa in adm.get("podSetAssignments") or []:
+                for res, q in (psa.get("resourceUsage") or {}).items():
+                    fl = (psa.get("flavors") or {}).get(res)
+                    if fl:
+                        fr = (fl, res)
+                        self.usage[fr] = self.usage.get(fr, 0) + to_units(res, q)
+
+
+def _true(conds: dict, ctype: str) -> bool:
+    c = conds.get(ctype)
+    return bool(c and c.get("status") == "True")
+
+
+def set_cond(conds: list[dict], ctype: str, status: str, reason: str, message: str,
+             now: str, generation: int | None = None) -> list[dict]:
+    """apimeta.SetStatusCondition: the transition time moves only with the status."""
+    out = []
+    found = False
+    for c in conds:
+        if c.get("type") == ctype:
+            found = True
+            new = dict(c, status=status, reason=reason, message=message[:32768])
+            if c.get("status") != status:
+                new["lastTransitionTime"] = now
+            if generation is not None:
+                new["observedGeneration"] = generation
+            out.append(new)
+        else:
+            out.append(c)
+    if not found:
+        c = {"type": ctype, "status": status, "reason": reason, "message": message[:32768],
+             "lastTransitionTime": now}
+        if generation is not None:
+            c["observedGeneration"] = generation
+        out.append(c)
+    return out
+
+
+def cond_of(obj: dict, ctype: str) -> dict | None:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c.get("type") == ctype:
+            return c
+    return None
+
+
+@dataclass
+class Assignment:
+    """The flavors of a workload's podsets, or why there are none."""
+    mode: str                                   # "Fit", "Preempt", "NoFit"
+    flavors: list[dict]                         # per podset: resource -> flavor
+    usage: dict                                 # fr -> total
+    per_podset: list[dict]                      # per podset: resource -> total units
+    message: str = ""
+    reason: str = ""
+    borrows: bool = False
+    topology: list = field(default_factory=list)  # per podset: (level, value) or None
+
+
+class KueueController:
+    def __init__(self, store, state: ClusterState, events, now_fn):
+        self.store = store
+        self.state = state
+        self.events = events
+        self.now_fn = now_fn
+        self.objs: dict[str, dict[tuple, dict]] = {r: {} for r in KUEUE_RESOURCES}
+        self.jobs: dict[tuple, dict] = {}       # (resource, ns, name) -> labelled job
+        self.dirty = False
+        self.pending: dict[str, list[WlInfo]] = {}  # cq -> pending workloads in queue order
+        self.reconciles = 0
+
+    # ---- events -------------------------------------------------------------------------------
+    def on_event(self, etype: str, resource: str, obj: dict) -> None:
+        if resource == "pods":
+            if self.jobs and (obj["metadata"].get("labels") or {}).get(PODSET_LABEL):
+                self.dirty = True
+            return
+        md = obj["metadata"]
+        if resource in KUEUE_RESOURCES:
+            key = (md.get("namespace", ""), md["name"])
+            if etype == "DELETED":
+                self.objs[resource].pop(key, None)
+            else:
+                self.objs[resource][key] = obj
+            self.dirty = True
+        elif resource in JOB_RESOURCES:
+            key = (resource, md.get("namespace", ""), md["name"])
+            if etype != "DELETED" and (md.get("labels") or {}).get(QUEUE_LABEL):
+                self.jobs[key] = obj
+                self.dirty = True
+            elif self.jobs.pop(key, None) is not None:
+                self.dirty = True
+
+    def tick(self) -> None:
+        if not self.dirty:
+            return
+        self.dirty = False
+        self.reconciles += 1
+        try:
+            self.reconcile(self.now_fn())
+        except Exception:
+            log.exception("kueue reconcile")
+
+    # ---- helpers ------------------------------------------------------------------------------
+    def _patch_status(self, resource: str, key: tuple, status: dict) -> None:
+        with contextlib.suppress(Exception):
+            self.store.patch(resource, key[1], {"status": status}, patch_type="merge",
+                             namespace=key[0] or None, subresource="status")
+
+    def _patch_job(self, resource: str, job: dict, body: dict) -> None:
+        md = job["metadata"]
+        try:
+            self.store.patch(resource, md["name"], body, patch_type="merge",
+                             namespace=md.get("namespace"))
+        except Exception as exc:
+            log.debug("patch job %s: %s", md["name"], exc)
+
+    def _priority(self, job: dict, podsets: list[dict]) -> tuple[int, dict | None]:
+        name = (job["metadata"].get("labels") or {}).get(PRIORITY_LABEL)
+        if name:
+            wpc = self.objs[WPCS].get(("", name))
+            ref = {"group": GROUP, "kind": "WorkloadPriorityClass", "name": name}
+            return int((wpc or {}).get("value") or 0), ref
+        for ps in podsets:
+            pcn = ((ps["template"].get("spec") or {}).get("priorityClassName"))
+            if pcn:
+                pc = self.state.priority_classes.get(pcn) or {}
+                return int(pc.get("value") or 0), {"group": "scheduling.k8s.io",
+                                                   "kind": "PriorityClass", "name": pcn}
+        return 0, None
+
+    # ---- the reconcile pass -------------------------------------------------------------------
+    def reconcile(self, now: float) -> None:
+        ts = fmt_time(now)
+        by_owner: dict[str, tuple] = {}
+        for key, wl in self.objs[WORKLOADS].items():
+            for ref in wl["metadata"].get("ownerReferences") or []:
+                if ref.get("controller"):
+                    by_owner[ref.get("uid", "")] = key
+        # 1. jobs -> workloads; finished jobs; jobs running without admission
+        for (resource, _ns, _name), job in list(self.jobs.items()):
+            if job["metadata"].get("deletionTimestamp"):
+                continue
+            self._sync_job(resource, job, by_owner.get(job["metadata"].get("uid", "")), ts)
+        # 2. admission
+        self._schedule(now, ts)
+        # 3. queue status
+        self._queue_status(ts)
+
+    def _sync_job(self, resource: str, job: dict, wl_key: tuple | None, ts: str) -> None:
+        ad = ADAPTERS[resource]
+        md = job["metadata"]
+        ns = md.get("namespace", "")
+        if wl_key is None:
+            podsets = ad.podsets(job)
+            prio, ref = self._priority(job, podsets)
+            spec: dict = {"queueName": md["labels"][QUEUE_LABEL], "active": True,
+                          "podSets": podsets, "priority": prio}
+            if ref is not None:
+                spec["priorityClassRef"] = ref
+            wl = {"apiVersion": API, "kind": "Workload",
+                  "metadata": {"name": workload_name(ad.kind, ad.group, md["name"],
+                                                     md.get("uid", "")),
+                               "namespace": ns,
+                               "labels": {JOB_UID_LABEL: md.get("uid", "")},
+                               "ownerReferences": [{
+                                   "apiVersion": job.get("apiVersion", ""), "kind": ad.kind,
+                                   "name": md["name"], "uid": md.get("uid", ""),
+                                   "controller": True, "blockOwnerDeletion": True}]},
+                  "spec": spec}
+            if not ad.suspended(job):  # the webhook suspends queue-labelled jobs on create
+                self._patch_job(resource, job, {"spec": {"runPolicy": {"suspend": True}}}
+                                if resource == PYTORCHJOBS else {"spec": {"suspend": True}})
+            try:
+                created = self.store.create(WORKLOADS, wl, namespace=ns)
+            except Exception as exc:
+                log.debug("create workload for %s: %s", md["name"], exc)
+                return
+            self.objs[WORKLOADS][(ns, created["metadata"]["name"])] = created
+            self.events.record(job, "Normal", "CreatedWorkload",
+                               f"Created Workload: {ns}/{created['metadata']['name']}",
+                               component="kueue-admission")
+            return
+        wl = self.objs[WORKLOADS].get(wl_key)
+        if wl is None:
+            return
+        status = copy.deepcopy(wl.get("status") or {})
+        conds = list(status.get("conditions") or [])
+        gen = wl["metadata"].get("generation")
+        done, ok, msg = ad.finished(job)
+        fin = cond_of(wl, "Finished")
+        if done:
+            if not (fin and fin.get("status") == "True"):
+                conds = set_cond(conds, "Finished", "True", "Succeeded" if ok else "Failed",
+                                 msg or ("Job finished successfully" if ok else "Job failed"),
+                                 ts, gen)
+                status["conditions"] = conds
+                self._write_wl(wl_key, wl, status)
+            return
+        reserved = _true({c["type"]: c for c in conds}, "QuotaReserved")
+        evicted = _true({c["type"]: c for c in conds}, "Evicted")
+        active_spec = (wl.get("spec") or {}).get("active", True)
+        if reserved and active_spec is False and not evicted:
+            conds = set_cond(conds, "Evicted", "True", "Deactivated",
+                             "The workload is deactivated", ts, gen)
+            evicted = True
+        if reserved and evicted:
+            # stop the job; once its pods are gone, release the quota and requeue
+            if not ad.suspended(job):
+                originals = {ps["name"]: ps.get("template") or {}
+                             for ps in (wl.get("spec") or {}).get("podSets") or []}
+                self._patch_job(resource, job, ad.stop_patch(job, originals))
+            elif not ad.active(self.state, job):
+                ev = cond_of({"status": {"conditions": conds}}, "Evicted") or {}
+                requeue = ev.get("reason") == "Preempted"
+                conds = set_cond(conds, "Requeued", "True" if requeue else "False",
+                                 ev.get("reason", ""), ev.get("message", ""), ts, gen)
+                conds = set_cond(conds, "QuotaReserved", "False", "PendingEvaluation",
+                                 ev.get("message", ""), ts, gen)
+                conds = set_cond(conds, "Admitted", "False", "NoReservation",
+                                 "The workload has no reservation", ts, gen)
+                if any(c["type"] == "PodsReady" for c in conds):
+                    conds = set_cond(conds, "PodsReady", "False", "WaitForStart",
+                                     "Not all pods are ready or succeeded", ts, gen)
+                status["admission"] = None
+                stats = status.get("schedulingStats") or {}
+                evs = list(stats.get("evictions") or [])
+                for e in evs:
+                    if e.get("reason") == ev.get("reason"):
+                        e["count"] = int(e.get("count", 0)) + 1
+                        break
+                else:
+                    evs.append({"reason": ev.get("reason", ""), "underlyingCause": "",
+                                "count": 1})
+                status["schedulingStats"] = {"evictions": evs}
+                self.events.record(wl, "Normal", "Pending", ev.get("message", ""),
+                                   component="kueue-admission")
+            status["conditions"] = conds
+            self._write_wl(wl_key, wl, status)
+            return
+        if reserved and _true({c["type"]: c for c in conds}, "Admitted"):
+            if ad.suspended(job):
+                infos = self._podset_infos(wl)
+                self._patch_job(resource, job, ad.run_patch(job, infos))
+                cq_name = status["admission"]["clusterQueue"]
+                self.events.record(job, "Normal", "Started",
+                                   f"Admitted by clusterQueue {cq_name}",
+                                   component="kueue-admission")
+            total = sum(int(ps.get("count", 1)) for ps in (wl["spec"].get("podSets") or []))
+            if ad.pods_ready(self.state, job, total):
+                conds = set_cond(conds, "PodsReady", "True", "Started",
+                                 "All pods reached readiness and the workload is running",
+                                 ts, gen)
+            elif not any(c["type"] == "PodsReady" for c in conds):
+                conds = set_cond(conds, "PodsReady", "False", "WaitForStart",
+                                 "Not all pods are ready or succeeded", ts, gen)
+            status["conditions"] = conds
+            self._write_wl(wl_key, wl, status)
+            return
+        if not reserved and not ad.suspended(job):
+            # running without a reservation: suspend it (jobframework: stop the job)
+            self._patch_job(resource, job, {"spec": {"runPolicy": {"suspend": True}}}
+                            if resource == PYTORCHJOBS else {"spec": {"suspend": True}})
+        prio, _ = self._priority(job, (wl.get("spec") or {}).get("podSets") or [])
+        if prio != int((wl.get("spec") or {}).get("priority") or 0):
+            with contextlib.suppress(Exception):
+                self.store.patch(WORKLOADS, wl_key[1], {"spec": {"priority": prio}},
+                                 patch_type="merge", namespace=wl_key[0])
+
+    def _podset_infos(self, wl: dict) -> dict[str, dict]:
+        adm = (wl.get("status") or {}).get("admission") or {}
+        infos = {}
+        for psa in adm.get("podSetAssignments") or []:
+            sel: dict = {}
+            tols: list = []
+            for fl in sorted(set((psa.get("flavors") or {}).values())):
+                rf = (self.objs[FLAVORS].get(("", fl)) or {}).get("spec") or {}
+                sel.update(rf.get("nodeLabels") or {})
+                tols.extend(rf.get("tolerations") or [])
+            ta = psa.get("topologyAssignment") or {}
+            for sl in ta.get("slices") or []:
+                for level, v in zip(ta.get("levels") or [], sl.get("valuesPerLevel") or [],
+                                    strict=False):
+                    if v.get("universal"):
+                        sel[level] = v["universal"]
+            infos[psa["name"]] = {"name": psa["name"], "nodeSelector": sel,
+                                  "tolerations": tols}
+        return infos
+
+    def _write_wl(self, key: tuple, wl: dict, status: dict) -> None:
+        old = wl.get("status") or {}
+        new = {k: v for k, v in status.items() if v is not None}
+        if {k: v for k, v in old.items() if v is not None} == new:
+            return
+        patch = dict(status)
+        for k in old:
+            if k not in patch:
+                patch[k] = None
+        try:
+            out = self.store.patch(WORKLOADS, key[1], {"status": patch}, patch_type="merge",
+                                   namespace=key[0], subresource="status")
+            self.objs[WORKLOADS][key] = out
+        except Exception as exc:
+            log.debug("workload status %s: %s", key, exc)
+
+    # ---- the queues and the quota tree --------------------------------------------------------
+    def _tree(self) -> tuple[dict[str, QNode], dict[str, list], dict[str, QNode]]:
+        cqs: dict[str, QNode] = {}
+        groups: dict[str, list] = {}
+        cohorts: dict[str, QNode] = {}
+
+        def cohort(name: str, seen: tuple = ()) -> QNode:
+            node = cohorts.get(name)
+            if node is None:
+                node = cohorts[name] = QNode(name, False)
+                spec = (self.objs[COHORTS].get(("", name)) or {}).get("spec") or {}
+                node.quotas, _ = _quotas(spec.get("resourceGroups") or [])
+                parent = spec.get("parentName")
+                if parent and parent not in seen and parent != name:
+                    p = cohort(parent, (*seen, name))
+                    node.parent = p
+                    p.children.append(node)
+            return node
+
+        for (_, name), cq in sorted(self.objs[CLUSTERQUEUES].items()):
+            spec = cq.get("spec") or {}
+            node = QNode(name, True)
+            node.quotas, groups[name] = _quotas(spec.get("resourceGroups") or [])
+            cohort_name = spec.get("cohortName")
+            if cohort_name:
+                p = cohort(cohort_name)
+                node.parent = p
+                p.children.append(node)
+            cqs[name] = node
+        for node in cqs.values():
+            node.subtree = {fr: q[0] for fr, q in node.quotas.items()}
+        return cqs, groups, cohorts
+
+    def _schedule(self, now: float, ts: str) -> None:
+        cqs, groups, _cohorts = self._tree()
+        infos: dict[tuple, WlInfo] = {}
+        admitted: dict[str, list[WlInfo]] = {n: [] for n in cqs}
+        pending: dict[str, list[WlInfo]] = {n: [] for n in cqs}
+        lqs = self.objs[LOCALQUEUES]
+        for key, wl in self.objs[WORKLOADS].items():
+            info = WlInfo(key, wl)
+            infos[key] = info
+            if cond_of(wl, "Finished") and cond_of(wl, "Finished").get("status") == "True":
+                continue
+            if info.reserved:
+                if info.cq in cqs:
+                    admitted[info.cq].append(info)
+                    for fr, v in info.usage.items():
+                        cqs[info.cq].usage[fr] = cqs[info.cq].usage.get(fr, 0) + v
+                continue
+            if (wl.get("spec") or {}).get("active", True) is False:
+                self._pend(info, "Inactive", "The workload is deactivated", ts)
+                continue
+            lq = lqs.get((key[0], info.lq))
+            if lq is None:
+                self._pend(info, "Misconfigured", f"LocalQueue {info.lq} doesn't exist", ts)
+                continue
+            cq_name = (lq.get("spec") or {}).get("clusterQueue", "")
+            if cq_name not in cqs:
+                self._pend(info, "Misconfigured", f"ClusterQueue {cq_name} doesn't exist", ts)
+                continue
+            if self._inactive_reason(cq_name, groups[cq_name]):
+                self._pend(info, "Suspended", f"ClusterQueue {cq_name} is inactive", ts)
+                continue
+            if not self._ns_selected(cq_name, key[0]):
+                self._pend(info, "Misconfigured",
+                           "Workload namespace doesn't match ClusterQueue selector", ts)
+                continue
+            info.cq = cq_name
+            pending[cq_name].append(info)
+        for root in {n.root().name: n.root() for n in cqs.values()}.values():
+            _accumulate(root)
+        for lst in pending.values():
+            lst.sort(key=lambda i: (-i.priority, i.order_ts, i.key))
+        self.pending = {k: list(v) for k, v in pending.items()}
+        if not any(pending.values()):
+            self._cq_status(cqs, admitted, pending, ts)
+            return
+        # rounds of heads, one per ClusterQueue, in Kueue's cycle order
+        blocked: set[str] = set()
+        idx = dict.fromkeys(pending, 0)
+        while True:
+            heads = []
+            for cq_name, lst in pending.items():
+                if cq_name in blocked or idx[cq_name] >= len(lst):
+                    continue
+                heads.append(lst[idx[cq_name]])
+                idx[cq_name] += 1
+            if not heads:
+                break
+            entries = [(h, self._assign(h, cqs[h.cq], groups[h.cq])) for h in heads]
+            entries.sort(key=lambda e: (e[1].borrows, -e[0].priority, e[0].order_ts))
+            for info, asg in entries:
+                node = cqs[info.cq]
+                if asg.mode != "NoFit":  # recompute: earlier entries changed the usage
+                    asg = self._assign(info, node, groups[info.cq])
+                strict = ((self.objs[CLUSTERQUEUES].get(("", info.cq)) or {}).get("spec") or {}
+                          ).get("queueingStrategy") == "StrictFIFO"
+                if asg.mode == "Fit":
+                    self._admit(info, asg, node, ts)
+                    admitted[info.cq].append(info)
+                    pending[info.cq] = [p for p in pending[info.cq] if p is not info]
+                    idx[info.cq] -= 1
+                    continue
+                if asg.mode == "Preempt":
+                    targets = self._preemption_targets(info, asg, node, cqs, admitted)
+                    if targets:
+                        fresh = [t for t in targets if not t[0].evicted]
+                        for t, reason in fresh:
+                            self._evict(t, info, reason, ts)
+                        n = len(fresh) or len(targets)
+                        self._pend(info, "WaitingForPreemptedWorkloads",
+                                   f"{asg.message}. Pending the preemption of {n} workload(s)",
+                                   ts)
+                        for fr, v in asg.usage.items():  # keep it for the preemptor
+                            node.add_usage(fr, v)
+                        if strict:
+                            blocked.add(info.cq)
+                        continue
+                    self._pend(info, asg.reason or "WaitingForQuota", asg.message, ts)
+                else:
+                    self._pend(info, asg.reason or "WaitingForQuota", asg.message, ts)
+                if strict:
+                    blocked.add(info.cq)
+        self._cq_status(cqs, admitted, pending, ts)
+
+    def _inactive_reason(self, cq_name: str, groups: list) -> str:
+        missing = sorted({f for _, fls in groups for f in fls
+                          if ("", f) not in self.objs[FLAVORS]})
+        stop = ((self.objs[CLUSTERQUEUES].get(("", cq_name)) or {}).get("spec") or {}).get(
+            "stopPolicy") or "None"
+        if missing:
+            return "FlavorNotFound"
+        if stop != "None":
+            return "Stopped"
+        return ""
+
+    def _ns_selected(self, cq_name: str, ns: str) -> bool:
+        sel = ((self.objs[CLUSTERQUEUES].get(("", cq_name)) or {}).get("spec") or {}).get(
+            "namespaceSelector")
+        if sel is None:
+            return True
+        if not sel:
+            return True
+        try:
+            labels = (self.store.get("namespaces", ns)["metadata"].get("labels")) or {}
+        except Exception:
+            return False
+        for k, v in (sel.get("matchLabels") or {}).items():
+            if labels.get(k) != v:
+                return False
+        for e in sel.get("matchExpressions") or []:
+            k, op, vals = e.get("key"), e.get("operator"), e.get("values") or []
+            if (op == "In" and labels.get(k) not in vals) or \
+                    (op == "NotIn" and labels.get(k) in vals) or \
+                    (op == "Exists" and k not in labels) or \
+                    (op == "DoesNotExist" and k in labels):
+                return False
+        return True
+
+    def _pend(self, info: WlInfo, reason: str, message: str, ts: str) -> None:
+        wl = info.obj
+        status = copy.deepcopy(wl.get("status") or {})
+        gen = wl["metadata"].get("generation")
+        status["conditions"] = set_cond(list(status.get("conditions") or []), "QuotaReserved",
+                                        "False", reason, message, ts, gen)
+        self._write_wl(info.key, wl, status)
+
+    # ---- flavor assignment (pkg/scheduler/flavorassigner/flavorassigner.go) -------------------
+    def _assign(self, info: WlInfo, node: QNode, groups: list) -> Assignment:
+        podsets = (info.obj.get("spec") or {}).get("podSets") or []
+        flavors_out: list[dict] = []
+        per_podset: list[dict] = []
+        usage: dict[FR, int] = {}
+        topo: list = []
+        worst = "Fit"
+        msgs: list[str] = []
+        reason = ""
+        for ps in podsets:
+            tmpl = ps.get("template") or {}
+            count = int(ps.get("count", 1))
+            req = {r: v * count for r, v in pod_requests(tmpl).items()}
+            per_pod = pod_requests(tmpl)
+            per_podset.append(req)
+            chosen: dict[str, str] = {}
+            reasons: list[str] = []
+            mode = "Fit"
+            placement = None
+            for res in sorted(req):
+                if not any(res in cov for cov, _ in groups):
+                    reasons.append(f"resource {res} unavailable in ClusterQueue")
+                    mode = "NoFit"
+                    reason = reason or "NoMatchingFlavor"
+            if mode == "Fit":
+                for covered, flavors in groups:
+                    want = {r: v for r, v in req.items() if r in covered}
+                    if not want:
+                        continue
+                    best = None
+                    for fl in flavors:
+                        fmode, freasons, freason, borrow, place = self._try_flavor(
+                            fl, want, per_pod, count, tmpl, node, usage)
+                        if fmode == "Fit":
+                            best = (fmode, fl, borrow, place)
+                            break  # whenCanBorrow: MayStopSearch stops at borrowing too
+                        reasons.extend(freasons)
+                        if freason and (not reason or freason == "TopologyPlacementFailed"):
+                            reason = freason
+                        if fmode == "Preempt" and best is None:
+                            best = (fmode, fl, borrow, place)  # whenCanPreempt: TryNextFlavor
+                    if best is None:
+                        mode = "NoFit"
+                        break
+                    for r in want:
+                        chosen[r] = best[1]
+                    if best[3] is not None:
+                        placement = best[3]
+                    if best[0] == "Preempt":
+                        mode = "Preempt"
+            if mode != "Fit":
+                msgs.append(f"couldn't assign flavors to pod set {ps.get('name', 'main')}: "
+                            + ", ".join(sorted(set(reasons))))
+            if mode == "NoFit":
+                worst = "NoFit"
+            elif mode == "Preempt" and worst == "Fit":
+                worst = "Preempt"
+            flavors_out.append(chosen)
+            topo.append(placement)
+            for r, fl in chosen.items():
+                usage[(fl, r)] = usage.get((fl, r), 0) + req[r]
+        borrows = any(node.usage.get(fr, 0) + v > node.nominal(fr) for fr, v in usage.items())
+        return Assignment(worst, flavors_out, usage, per_podset, "; ".join(msgs),
+                          reason if worst != "Fit" else "", borrows, topo)
+
+    def _try_flavor(self, fl: str, want: dict, per_pod: dict, count: int, tmpl: dict,
+                    node: QNode, assumed: dict):
+        rf = self.objs[FLAVORS].get(("", fl))
+        if rf is None:
+            return "NoFit", [f"flavor {fl} not found"], "NoMatchingFlavor", False, None
+        spec = rf.get("spec") or {}
+        labels = spec.get("nodeLabels") or {}
+        pspec = tmpl.get("spec") or {}
+        for k, v in (pspec.get("nodeSelector") or {}).items():
+            if k in labels and labels[k] != v:
+                return ("NoFit", [f"flavor {fl} doesn't match node affinity"],
+                        "NoMatchingFlavor", False, None)
+        tols = list(pspec.get("tolerations") or []) + list(spec.get("tolerations") or [])
+        for t in spec.get("nodeTaints") or []:
+            if t.get("effect") in ("NoSchedule", "NoExecute") and not _tolerated(t, tols):
+                taint = f"{t.get('key')}={t.get('value', '')}:{t.get('effect')}"
+                return ("NoFit", [f"untolerated taint {taint} in flavor {fl}"],
+                        "NoMatchingFlavor", False, None)
+        mode = "Fit"
+        reasons: list[str] = []
+        reason = ""
+        for res, v in sorted(want.items()):
+            fr = (fl, res)
+            if fr not in node.quotas:
+                reasons.append(f"resource {res} unavailable in ClusterQueue")
+                return "NoFit", reasons, "NoMatchingFlavor", False, None
+            val = assumed.get(fr, 0) + v
+            maxcap = node.potential_available(fr)
+            if val > maxcap:
+                reasons.append(
+                    f"insufficient quota for {res} in flavor {fl}, previously considered "
+                    f"podsets requests ({fmt_units(res, assumed.get(fr, 0))}) + current podset "
+                    f"request ({fmt_units(res, v)}) > maximum capacity ({fmt_units(res, maxcap)})")
+                return "NoFit", reasons, "ExceedsMaxQuota", False, None
+            avail = node.available(fr)
+            if val > avail:
+                reasons.append(f"insufficient unused quota for {res} in flavor {fl}, "
+                               f"{fmt_units(res, val - avail)} more needed")
+                mode = "Preempt"
+                reason = "WaitingForQuota"
+        borrow = any(node.usage.get((fl, r), 0) + assumed.get((fl, r), 0) + v
+                     > node.nominal((fl, r)) for r, v in want.items())
+        place = None
+        ann = (tmpl.get("metadata") or {}).get("annotations") or {}
+        level = ann.get(REQUIRED_TOPOLOGY) or ann.get(PREFERRED_TOPOLOGY)
+        if level and spec.get("topologyName"):
+            place = self._place(spec, labels, level, per_pod, count, tmpl)
+            if place is None and ann.get(REQUIRED_TOPOLOGY):
+                topo = spec.get("topologyName")
+                return ("NoFit", [*reasons, f"topology \"{topo}\" doesn't allow to fit any of "
+                                            f"{count} pod(s)"],
+                        "TopologyPlacementFailed", borrow, None)
+        return mode, reasons, reason, borrow, place
+
+    # ---- topology-aware scheduling ------------------------------------------------------------
+    def _place(self, rf_spec: dict, labels: dict, level: str, per_pod: dict, count: int,
+               tmpl: dict) -> tuple[str, str] | None:
+        """The domain of ``level`` with the least free room that holds all ``count`` pods
+        (the BestFit profile of pkg/cache/scheduler/tas_flavor_snapshot.go)."""
+        topo = self.objs[TOPOLOGIES].get(("", rf_spec.get("topologyName", "")))
+        if topo is None or level not in [lv.get("nodeLabel") for lv in
+                                         (topo.get("spec") or {}).get("levels") or []]:
+            return None
+        sel = {**((tmpl.get("spec") or {}).get("nodeSelector") or {}), **labels}
+        room: dict[str, int] = {}
+        for ns in self.state.nodes.values():
+            if ns.failed or ns.unschedulable or level not in ns.labels:
+                continue
+            if any(ns.labels.get(k) != v for k, v in sel.items()):
+                continue
+            fit = ns.max_pods - ns.npods
+            for r, v in per_pod.items():
+                if v > 0:
+                    fit = min(fit, (ns.alloc.get(r, 0) - ns.used.get(r, 0)) // v)
+            if fit > 0:
+                dom = ns.labels[level]
+                room[dom] = room.get(dom, 0) + fit
+        fitting = sorted((n, dom) for dom, n in room.items() if n >= count)
+        if not fitting:
+            return None
+        return level, fitting[0][1]
+
+    # ---- admission, preemption ----------------------------------------------------------------
+    def _admit(self, info: WlInfo, asg: Assignment, node: QNode, ts: str) -> None:
+        wl = info.obj
+        gen = wl["metadata"].get("generation")
+        psas = []
+        for ps, fls, req, place in zip((wl.get("spec") or {}).get("podSets") or [],
+                                       asg.flavors, asg.per_podset, asg.topology, strict=False):
+            psa: dict = {"name": ps.get("name", "main"), "flavors": dict(fls),
+                         "resourceUsage": {r: fmt_units(r, v) for r, v in sorted(req.items())
+                                           if r in fls},
+                         "count": int(ps.get("count", 1))}
+            if place is not None:
+                psa["topologyAssignment"] = {"levels": [place[0]], "slices": [{
+                    "domainCount": 1, "podCounts": {"universal": int(ps.get("count", 1))},
+                    "valuesPerLevel": [{"universal": place[1]}]}]}
+            psas.append(psa)
+        for fr, v in asg.usage.items():
+            node.add_usage(fr, v)
+        status = copy.deepcopy(wl.get("status") or {})
+        conds = list(status.get("conditions") or [])
+        conds = set_cond(conds, "QuotaReserved", "True", "QuotaReserved",
+                         f"Quota reserved in ClusterQueue {info.cq}", ts, gen)
+        for ctype in ("Evicted", "Preempted"):
+            prev = cond_of({"status": {"conditions": conds}}, ctype)
+            if prev and prev.get("status") == "True":
+                conds = set_cond(conds, ctype, "False", "QuotaReserved",
+                                 "Previously: " + prev.get("message", ""), ts, gen)
+        conds = set_cond(conds, "Admitted", "True", "Admitted", "The workload is admitted",
+                         ts, gen)
+        status["conditions"] = conds
+        status["admission"] = {"clusterQueue": info.cq, "podSetAssignments": psas}
+        info.reserved = True
+        info.usage = dict(asg.usage)
+        self._write_wl(info.key, wl, status)
+        self.events.record(wl, "Normal", "QuotaReserved",
+                           f"Quota reserved in ClusterQueue {info.cq}, wait time since queued "
+                           f"was {max(0, int(parse_time(ts) or 0) - int(info.order_ts))}s",
+                           component="kueue-admission")
+        self.events.record(wl, "Normal", "Admitted",
+                           f"Admitted by ClusterQueue {info.cq}", component="kueue-admission")
+        self.dirty = True  # the job is un-suspended on the next pass
+
+    def _preemption_targets(self, info: WlInfo, asg: Assignment, node: QNode,
+                            cqs: dict[str, QNode], admitted: dict[str, list[WlInfo]]
+                            ) -> list[tuple[WlInfo, str]]:
+        """Classical preemption (pkg/scheduler/preemption/preemption.go)."""
+        spec = ((self.objs[CLUSTERQUEUES].get(("", info.cq)) or {}).get("spec") or {})
+        pre = spec.get("preemption") or {}
+        within = pre.get("withinClusterQueue") or "Never"
+        reclaim = pre.get("reclaimWithinCohort") or "Never"
+        bwc = pre.get("borrowWithinCohort") or {}
+        bwc_ok = bwc.get("policy") == "LowerPriority"
+        threshold = bwc.get("maxPriorityThreshold")
+        need = {fr for fr, v in asg.usage.items() if v > node.available(fr)} or set(asg.usage)
+        same: list[tuple[WlInfo, str]] = []
+        other: list[tuple[WlInfo, str]] = []
+        root = node.root()
+        for cq_name, lst in admitted.items():
+            other_node = cqs[cq_name]
+            for w in lst:
+                if w.key == info.key or not any(fr in need for fr in w.usage):
+                    continue
+                if cq_name == info.cq:
+                    ok = w.evicted or (within == "LowerPriority" and w.priority < info.priority) \
+                        or (within == "LowerOrNewerEqualPriority" and (
+                            w.priority < info.priority or (w.priority == info.priority
+                                                           and w.order_ts > info.order_ts)))
+                    if ok:
+                        same.append((w, "InClusterQueue"))
+                elif node.parent is not None and other_node.root() is root:
+                    borrowing = any(other_node.usage.get(fr, 0) > other_node.nominal(fr)
+                                    for fr in need)
+                    if w.evicted or (borrowing and (reclaim == "Any" or (
+                            reclaim == "LowerPriority" and w.priority < info.priority))):
+                        other.append((w, "InCohortReclamation"))
+
+        def order(t: tuple[WlInfo, str]):
+            w = t[0]
+            return (not w.evicted, w.cq == info.cq, w.priority, -w.reserved_at, w.uid)
+
+        def fits(removed: list[tuple[WlInfo, str]], allow_borrow: bool) -> bool:
+            for w, _ in removed:
+                for fr, v in w.usage.items():
+                    cqs[w.cq].remove_usage(fr, v)
+            try:
+                for fr, v in asg.usage.items():
+                    if v > node.available(fr):
+                        return False
+                    if not allow_borrow and node.usage.get(fr, 0) + v > node.nominal(fr):
+                        return False
+                return True
+            finally:
+                for w, _ in removed:
+                    for fr, v in w.usage.items():
+                        cqs[w.cq].add_usage(fr, v)
+
+        borrow_cands = []
+        for w, _ in other:
+            if w.evicted:
+                borrow_cands.append((w, "InCohortReclamation"))
+            elif bwc_ok and w.priority < info.priority and (
+                    threshold is None or w.priority <= int(threshold)):
+                borrow_cands.append((w, "InCohortReclaimWhileBorrowing"))
+        attempts = [(True, sorted(same + borrow_cands, key=order)),
+                    (False, sorted(same + other, key=order))]
+        if not other:
+            attempts = attempts[:1]
+        for allow_borrow, cands in attempts:
+            targets: list[tuple[WlInfo, str]] = []
+            for c in cands:
+                targets.append(c)
+                if fits(targets, allow_borrow):
+                    # fill back: keep only the targets still needed, newest removed first
+                    i = len(targets) - 2
+                    while i >= 0:
+                        trial = targets[:i] + targets[i + 1:]
+                        if fits(trial, allow_borrow):
+                            targets = trial
+                        i -= 1
+                    return targets
+        return []
+
+    def _evict(self, target: WlInfo, preemptor: WlInfo, reason: str, ts: str) -> None:
+        wl = target.obj
+        gen = wl["metadata"].get("generation")
+        job_uid = (preemptor.obj["metadata"].get("labels") or {}).get(JOB_UID_LABEL) or \
+            "UNKNOWN"
+        msg = (f"Preempted to accommodate a workload (UID: {preemptor.uid or 'UNKNOWN'}, "
+               f"JobUID: {job_uid}) due to {HUMAN_REASONS[reason]}; preemptor path: "
+               f"{self._cohort_path(preemptor.cq)}; preemptee path: "
+               f"{self._cohort_path(target.cq)}")
+        status = copy.deepcopy(wl.get("status") or {})
+        conds = list(status.get("conditions") or [])
+        conds = set_cond(conds, "Evicted", "True", "Preempted", msg, ts, gen)
+        conds = set_cond(conds, "Preempted", "True", reason, msg, ts, None)
+        status["conditions"] = conds
+        target.evicted = True
+        self._write_wl(target.key, wl, status)
+        self.events.record(wl, "Normal", "Preempted", msg, component="kueue-admission")
+        self.dirty = True
+
+    def _cohort_path(self, cq_name: str) -> str:
+        parts = [cq_name]
+        seen = set()
+        cq = self.objs[CLUSTERQUEUES].get(("", cq_name)) or {}
+        c = (cq.get("spec") or {}).get("cohortName")
+        while c and c not in seen:
+            seen.add(c)
+            parts.append(c)
+            c = ((self.objs[COHORTS].get(("", c)) or {}).get("spec") or {}).get("parentName")
+        return "/" + "/".join(reversed(parts))
+
+    # ---- status of the queues -----------------------------------------------------------------
+    def _cq_status(self, cqs: dict[str, QNode], admitted: dict, pending: dict, ts: str) -> None:
+        for name, node in cqs.items():
+            cq = self.objs[CLUSTERQUEUES].get(("", name))
+            if cq is None:
+                continue
+            spec = cq.get("spec") or {}
+            usage_list = []
+            for rg in spec.get("resourceGroups") or []:
+                for fl in rg.get("flavors") or []:
+                    res = []
+                    for r in fl.get("resources") or []:
+                        fr = (fl["name"], r["name"])
+                        used = sum(w.usage.get(fr, 0) for w in admitted.get(name, []))
+                        res.append({"name": r["name"], "total": fmt_units(r["name"], used),
+                                    "borrowed": fmt_units(r["name"],
+                                                          max(0, used - node.nominal(fr)))})
+                    usage_list.append({"name": fl["name"], "resources": res})
+            n_adm = sum(1 for w in admitted.get(name, []) if self._is_admitted(w))
+            old = cq.get("status") or {}
+            reason = self._inactive_reason(name, [([], [f.get("name") for rg in
+                                                         spec.get("resourceGroups") or []
+                                                         for f in rg.get("flavors") or []])])
+            conds = list(old.get("conditions") or [])
+            if reason == "FlavorNotFound":
+                missing = sorted({f.get("name") for rg in spec.get("resourceGroups") or []
+                                  for f in rg.get("flavors") or []
+                                  if ("", f.get("name")) not in self.objs[FLAVORS]})
+                conds = set_cond(conds, "Active", "False", "FlavorNotFound",
+                                 "Can't admit new workloads: references missing "
+                                 f"ResourceFlavor(s): {missing}.", ts,
+                                 cq["metadata"].get("generation"))
+            elif reason == "Stopped":
+                conds = set_cond(conds, "Active", "False", "Stopped",
+                                 "Can't admit new workloads: is stopped.", ts,
+                                 cq["metadata"].get("generation"))
+            else:
+                conds = set_cond(conds, "Active", "True", "Ready", "Can admit new workloads",
+                                 ts, cq["metadata"].get("generation"))
+            status = {"conditions": conds, "flavorsUsage": usage_list,
+                      "flavorsReservation": usage_list,
+                      "pendingWorkloads": len(pending.get(name, [])),
+                      "reservingWorkloads": len(admitted.get(name, [])),
+                      "admittedWorkloads": n_adm}
+            if {k: old.get(k) for k in status} != status:
+                self._patch_status(CLUSTERQUEUES, ("", name), status)
+
+    @staticmethod
+    def _is_admitted(w: WlInfo) -> bool:
+        c = cond_of(w.obj, "Admitted")
+        return bool(c and c.get("status") == "True")
+
+    def _queue_status(self, ts: str) -> None:
+        if not self.objs[LOCALQUEUES]:
+            return
+        counts: dict[tuple, list[int]] = {}
+        usage: dict[tuple, dict[FR, int]] = {}
+        for key, wl in self.objs[WORKLOADS].items():
+            info = WlInfo(key, wl)
+            lq = (key[0], info.lq)
+            c = counts.setdefault(lq, [0, 0, 0])
+            fin = cond_of(wl, "Finished")
+            if fin and fin.get("status") == "True":
+                continue
+            if info.reserved:
+                c[1] += 1
+                if self._is_admitted(info):
+                    c[2] += 1
+                u = usage.setdefault(lq, {})
+                for fr, v in info.usage.items():
+                    u[fr] = u.get(fr, 0) + v
+            elif (wl.get("spec") or {}).get("active", True) is not False:
+                c[0] += 1
+        for key, lq in self.objs[LOCALQUEUES].items():
+            pend, resv, adm = counts.get(key, [0, 0, 0])
+            fl: dict[str, list] = {}
+            for (f, r), v in sorted(usage.get(key, {}).items()):
+                fl.setdefault(f, []).append({"name": r, "total": fmt_units(r, v)})
+            fu = [{"name": f, "resources": rs} for f, rs in fl.items()]
+            cq = (lq.get("spec") or {}).get("clusterQueue", "")
+            old = lq.get("status") or {}
+            conds = list(old.get("conditions") or [])
+            if ("", cq) in self.objs[CLUSTERQUEUES]:
+                conds = set_cond(conds, "Active", "True", "Ready", "Can submit new workloads to "
+                                 "localQueue", ts, lq["metadata"].get("generation"))
+            else:
+                conds = set_cond(conds, "Active", "False", "ClusterQueueDoesNotExist",
+                                 "Can't submit new workloads to clusterQueue", ts,
+                                 lq["metadata"].get("generation"))
+            status = {"conditions": conds, "pendingWorkloads": pend, "reservingWorkloads": resv,
+                      "admittedWorkloads": adm, "flavorsUsage": fu, "flavorsReservation": fu}
+            if {k: old.get(k) for k in status} != status:
+                self._patch_status(LOCALQUEUES, key, status)
+
+    # ---- visibility API -----------------------------------------------------------------------
+    def pending_workloads(self, cq: str | None = None, namespace: str | None = None,
+                          lq: str | None = None, limit: int = 1000, offset: int = 0) -> dict:
+        """visibility.kueue.x-k8s.io/v1beta2 PendingWorkloadsSummary (pkg/visibility)."""
+        if lq is not None:
+            lqo = self.objs[LOCALQUEUES].get((namespace or "", lq))
+            if lqo is None:
+                raise LookupError(f'localqueues.kueue.x-k8s.io "{lq}" not found')
+            cq = (lqo.get("spec") or {}).get("clusterQueue", "")
+        elif ("", cq or "") not in self.objs[CLUSTERQUEUES]:
+            raise LookupError(f'clusterqueues.kueue.x-k8s.io "{cq}" not found')
+        items = []
+        per_lq: dict[tuple, int] = {}
+        for pos, info in enumerate(self.pending.get(cq or "", [])):
+            lq_key = (info.key[0], info.lq)
+            lpos = per_lq.get(lq_key, 0)
+            per_lq[lq_key] = lpos + 1
+            if lq is not None and lq_key != (namespace, lq):
+                continue
+            md = info.obj["metadata"]
+            items.append({"metadata": {"name": md["name"], "namespace": md.get("namespace"),
+                                       "creationTimestamp": md.get("creationTimestamp"),
+                                       "ownerReferences": md.get("ownerReferences") or []},
+                          "priority": info.priority, "localQueueName": info.lq,
+                          "positionInClusterQueue": pos, "positionInLocalQueue": lpos})
+        return {"kind": "PendingWorkloadsSummary",
+                "apiVersion": "visibility.kueue.x-k8s.io/v1beta2", "metadata": {},
+                "items": items[offset:offset + limit]}
+
+
+def _tolerated(taint: dict, tolerations: list) -> bool:
+    for t in tolerations:
+        if t.get("effect") and t.get("effect") != taint.get("effect"):
+            continue
+        if t.get("operator") == "Exists":
+            if not t.get("key") or t.get("key") == taint.get("key"):
+                return True
+        elif t.get("key") == taint.get("key") and t.get("value", "") == taint.get("value", ""):
+            return True
+    return False
