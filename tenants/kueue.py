@@ -5,7 +5,8 @@ pool of every tenant that has namespaces, its effective grants (a loan moves nom
 from the lender's pool to the borrower's, ``selectors.effective_grants``), the elastic
 ceiling above them (``tenants.demand.elastic_ceiling``, the tenant's factor) and the batch
 ceiling (``tenants.demand.batch_ceiling``), the tiers and the policy's topology levels.
-A suspended tenant's queues have no quota at all. Read by ``tenants.tasks.reconcile_kueue``.
+A suspended tenant's queues have no quota at all; a pool never reconciled yet (no
+namespace) has no queues yet. Read by ``tenants.tasks.reconcile_kueue``.
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ def kueue_on() -> bool:
 def kueue_spec() -> KueueSpec:
     factors = Policy.current().overcommit_factors or {}
     queues: list[QueueSpec] = []
-    for pool in pools_to_sync().order_by("tenant__slug", "kind"):
+    # Pools reconciled at least once: their namespace exists for the LocalQueues (a new
+    # pool's reconcile asks for this sync again once it has made the namespace).
+    for pool in pools_to_sync().filter(synced_version__gt=0).order_by("tenant__slug", "kind"):
         tenant = pool.tenant
         active = tenant.status == TenantStatus.ACTIVE
         grants = {key: Decimal(amount) for key, amount in effective_grants(pool).items()

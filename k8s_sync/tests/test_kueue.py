@@ -260,3 +260,14 @@ def test_a_workload_read_back():
     by_job = kueue.workloads_by_job([_workload(), _workload(owner="other", name="w2")])
     assert set(by_job) == {("ty-acme-dev", "j7"), ("ty-acme-dev", "other")}
     assert kueue.workload_active_patch(False) == {"spec": {"active": False}}
+
+
+def test_every_object_validates_against_kueues_v1beta2_crd_schemas():
+    from k8s_sync.crd_validation import schema_errors
+
+    objects = _objects()
+    assert {o["kind"] for o in objects} == {kind for _api, kind in kueue.KINDS}
+    for obj in objects:
+        assert schema_errors(obj) == [], (obj["kind"], obj["metadata"]["name"])
+    job = kueue.kueue_job(_job(), tier="development", required_topology="trainyard.io/switch")
+    assert schema_errors(job) == []
