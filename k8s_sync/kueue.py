@@ -398,13 +398,23 @@ class WorkloadView:
 
     @property
     def admitted(self) -> bool:
-        return self.is_true("Admitted") and not self.is_true("Finished")
+        """Admitted, not finished, and not evicted since (Kueue keeps ``Admitted`` true
+        while an evicted workload's pods stop)."""
+        return self.is_true("Admitted") and not self.is_true("Finished") and (
+            self.evicted is None)
 
     @property
     def evicted(self) -> Condition | None:
-        """The Evicted condition when it holds (a preemption, a deactivation, ...)."""
+        """The Evicted condition when it holds for the current admission (a preemption,
+        a deactivation, ...): true, and not older than the ``Admitted`` condition."""
         cond = self.conditions.get("Evicted")
-        return cond if cond and cond.status else None
+        if not cond or not cond.status:
+            return None
+        admitted = self.conditions.get("Admitted")
+        if (admitted is not None and admitted.status and admitted.at is not None
+                and cond.at is not None and cond.at < admitted.at):
+            return None  # an eviction before this admission
+        return cond
 
     @property
     def pending(self) -> Condition | None:

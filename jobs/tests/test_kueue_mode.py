@@ -65,6 +65,17 @@ def _gone(namespace, name):
     return obj is None or bool(obj["metadata"].get("deletionTimestamp"))
 
 
+def _debug():
+    out = [(j.name, j.state, j.in_cluster, j.last_error[:200]) for j in TrainingJob.objects.all()]
+    out += [(p["metadata"]["name"], p["metadata"].get("labels")) for p in
+            get_client().list_objects("kubeflow.org/v1", "PyTorchJob")]
+    for wl in get_client().list_objects(KUEUE, "Workload"):
+        out.append((wl["metadata"]["name"], wl["spec"].get("queueName"), [
+            (c["type"], c["status"], c.get("reason"), c.get("message"))
+            for c in (wl.get("status") or {}).get("conditions") or []]))
+    return out
+
+
 def _cq(name):
     return get_client().read(KUEUE, "ClusterQueue", name)
 
@@ -151,7 +162,7 @@ def test_reclaim_preempts_batch_with_its_grace_which_resumes_and_a_waiting_job_i
     assert batch.preempt_deadline is not None
     preempted = batch.transitions.get(to_state="preempting")
     assert preempted.reason == "Preempted"
-    assert "InCohortReclamation" in english(preempted.message)
+    assert "InCohortReclaim" in english(preempted.message)  # Kueue's Preempted reason
     assert _states(prod)[0] in ("admitted", "running")
 
     # a third job waits: Kueue's position and reason, Trainyard's ETA
