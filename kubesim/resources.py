@@ -102,6 +102,22 @@ BUILTINS = [
 ]
 
 
+# Aggregated APIs the simulation answers (not stored kinds): group -> version -> resources.
+# Kueue's visibility server (pkg/visibility/api/v1beta2): read-only pending workloads.
+AGGREGATED = {
+    "visibility.kueue.x-k8s.io": {"v1beta2": [
+        {"name": "clusterqueues", "singularName": "clusterqueue", "namespaced": False,
+         "kind": "ClusterQueue", "verbs": ["get"]},
+        {"name": "clusterqueues/pendingworkloads", "singularName": "", "namespaced": False,
+         "kind": "PendingWorkloadsSummary", "verbs": ["get"]},
+        {"name": "localqueues", "singularName": "localqueue", "namespaced": True,
+         "kind": "LocalQueue", "verbs": ["get"]},
+        {"name": "localqueues/pendingworkloads", "singularName": "", "namespaced": True,
+         "kind": "PendingWorkloadsSummary", "verbs": ["get"]},
+    ]},
+}
+
+
 class Registry:
     """Maps resource keys ("pods", "pytorchjobs.kubeflow.org") to ResourceType."""
 
@@ -179,7 +195,7 @@ class Registry:
 
     # ---- discovery ------------------------------------------------------------------
     def groups(self) -> dict[str, list[str]]:
-        out: dict[str, list[str]] = {}
+        out: dict[str, list[str]] = {g: list(vs) for g, vs in AGGREGATED.items()}
         for rt in self._by_key.values():
             for v in rt.served_versions or (rt.version,):
                 vs = out.setdefault(rt.group, [])
@@ -210,7 +226,7 @@ class Registry:
 
     def resource_list(self, group: str, version: str) -> dict | None:
         gv = f"{group}/{version}" if group else version
-        resources = []
+        resources = list(AGGREGATED.get(group, {}).get(version, []))
         for (g, v, _), rt in sorted(self._by_gvr.items()):
             if g != group or v != version:
                 continue

@@ -102,6 +102,10 @@ class Server:
         r.add_get("/kubesim/clock", self.clock)
         r.add_post("/kubesim/advance", self.advance)
         r.add_get("/api", self.api_versions)
+        vis = "/apis/visibility.kueue.x-k8s.io/v1beta2"
+        r.add_get(vis + "/clusterqueues/{cq}/pendingworkloads", self.pending_workloads)
+        r.add_get(vis + "/namespaces/{ns}/localqueues/{lq}/pendingworkloads",
+                  self.pending_workloads)
         r.add_get("/apis", self.api_groups)
         r.add_route("*", "/api/{path:.*}", self.dispatch)
         r.add_route("*", "/apis/{path:.*}", self.dispatch)
@@ -208,6 +212,29 @@ class Server:
         return jresponse({"kind": "APIVersions", "versions": ["v1"],
                           "serverAddressByClientCIDRs": [
                               {"clientCIDR": "0.0.0.0/0", "serverAddress": request.host}]})
+
+    async def pending_workloads(self, request):
+        """Kueue's visibility API, answered by the simulation's Kueue controller."""
+        sim = self.cluster.sim
+        if sim is None:
+            raise ApiError(503, "ServiceUnavailable",
+                           "the server is currently unable to handle the request")
+        q = request.query
+        try:
+            limit = int(q.get("limit", "1000"))
+            offset = int(q.get("offset", "0"))
+        except ValueError:
+            raise bad_request("limit and offset must be integers") from None
+        if limit < 0 or offset < 0:
+            raise bad_request("limit and offset must not be negative")
+        limit = limit or 1000  # apis/visibility/v1beta2/defaults.go
+        m = request.match_info
+        try:
+            doc = sim.kueue.pending_workloads(cq=m.get("cq"), namespace=m.get("ns"),
+                                              lq=m.get("lq"), limit=limit, offset=offset)
+        except LookupError as e:
+            raise ApiError(404, "NotFound", str(e).strip("'\"")) from None
+        return jresponse(doc)
 
     async def api_groups(self, request):
         return jresponse(self.store.registry.api_group_list())

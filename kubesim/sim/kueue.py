@@ -417,6 +417,8 @@ class KueueController:
         self.jobs: dict[tuple, dict] = {}       # (resource, ns, name) -> labelled job
         self.dirty = False
         self.pending: dict[str, list[WlInfo]] = {}  # cq -> pending workloads in queue order
+        self._tas_used: dict[str, dict[str, int]] = {}  # node -> room taken in this pass
+        self._tas_next: dict[str, dict[str, int]] = {}
         self.reconciles = 0
 
     # ---- events -------------------------------------------------------------------------------
@@ -607,6 +609,13 @@ class KueueController:
             status["conditions"] = conds
             self._write_wl(wl_key, wl, status)
             return
+        rq = cond_of({"status": {"conditions": conds}}, "Requeued")
+        if not reserved and active_spec is not False and rq and rq.get("status") == "False" \
+                and rq.get("reason") == "Deactivated":
+            conds = set_cond(conds, "Requeued", "True", "Reactivated",
+                             "The workload was reactivated", ts, gen)
+            status["conditions"] = conds
+            self._write_wl(wl_key, wl, status)
         if not reserved and not ad.suspended(job):
             # running without a reservation: suspend it (jobframework: stop the job)
             self._patch_job(resource, job, {"spec": {"runPolicy": {"suspend": True}}}
@@ -704,7 +713,7 @@ class KueueController:
                         cqs[info.cq].usage[fr] = cqs[info.cq].usage.get(fr, 0) + v
                 continue
             if (wl.get("spec") or {}).get("active", True) is False:
-                self._pend(info, "Inactive", "The workload is deactivated", ts)
+                self._pend(info, "Deactivated", "The workload is deactivated", ts)
                 continue
             lq = lqs.get((key[0], info.lq))
             if lq is None:
@@ -727,7 +736,8 @@ class KueueController:
             _accumulate(root)
         for lst in pending.values():
             lst.sort(key=lambda i: (-i.priority, i.order_ts, i.key))
-        self.pending = {k: list(v) for k, v in pending.items()}
+        self.pending = pending
+        self._tas_used = {}
         if not any(pending.values()):
             self._cq_status(cqs, admitted, pending, ts)
             return
@@ -743,7 +753,7 @@ class KueueController:
                 idx[cq_name] += 1
             if not heads:
                 break
-            entries = [(h, self._assign(h, cqs[h.cq], groups[h.cq])) for h in heads]
+            entries = [(h, self._assign(h, cqs[h.cq], groups[h.cq], dry=True)) for h in heads]
             entries.sort(key=lambda e: (e[1].borrows, -e[0].priority, e[0].order_ts))
             for info, asg in entries:
                 node = cqs[info.cq]
@@ -777,6 +787,7 @@ class KueueController:
                     self._pend(info, asg.reason or "WaitingForQuota", asg.message, ts)
                 if strict:
                     blocked.add(info.cq)
+        self.pending = pending
         self._cq_status(cqs, admitted, pending, ts)
 
     def _inactive_reason(self, cq_name: str, groups: list) -> str:
@@ -822,8 +833,11 @@ class KueueController:
         self._write_wl(info.key, wl, status)
 
     # ---- flavor assignment (pkg/scheduler/flavorassigner/flavorassigner.go) -------------------
-    def _assign(self, info: WlInfo, node: QNode, groups: list) -> Assignment:
+    def _assign(self, info: WlInfo, node: QNode, groups: list, dry: bool = False
+                ) -> Assignment:
+        """``dry``: only to order the cycle's heads (TAS room is not taken)."""
         podsets = (info.obj.get("spec") or {}).get("podSets") or []
+        overlay = {n: dict(u) for n, u in self._tas_used.items()}
         flavors_out: list[dict] = []
         per_podset: list[dict] = []
         usage: dict[FR, int] = {}
@@ -854,7 +868,7 @@ class KueueController:
                     best = None
                     for fl in flavors:
                         fmode, freasons, freason, borrow, place = self._try_flavor(
-                            fl, want, per_pod, count, tmpl, node, usage)
+                            fl, want, per_pod, count, tmpl, node, usage, overlay)
                         if fmode == "Fit":
                             best = (fmode, fl, borrow, place)
                             break  # whenCanBorrow: MayStopSearch stops at borrowing too
@@ -869,7 +883,11 @@ class KueueController:
                     for r in want:
                         chosen[r] = best[1]
                     if best[3] is not None:
-                        placement = best[3]
+                        placement = best[3][:2]
+                        for n, k in best[3][2].items():  # later podsets see this room taken
+                            u = overlay.setdefault(n, {})
+                            for r, v in per_pod.items():
+                                u[r] = u.get(r, 0) + v * k
                     if best[0] == "Preempt":
                         mode = "Preempt"
             if mode != "Fit":
@@ -884,11 +902,13 @@ class KueueController:
             for r, fl in chosen.items():
                 usage[(fl, r)] = usage.get((fl, r), 0) + req[r]
         borrows = any(node.usage.get(fr, 0) + v > node.nominal(fr) for fr, v in usage.items())
+        if worst == "Fit" and not dry:
+            self._tas_next = overlay
         return Assignment(worst, flavors_out, usage, per_podset, "; ".join(msgs),
                           reason if worst != "Fit" else "", borrows, topo)
 
     def _try_flavor(self, fl: str, want: dict, per_pod: dict, count: int, tmpl: dict,
-                    node: QNode, assumed: dict):
+                    node: QNode, assumed: dict, overlay: dict):
         rf = self.objs[FLAVORS].get(("", fl))
         if rf is None:
             return "NoFit", [f"flavor {fl} not found"], "NoMatchingFlavor", False, None
@@ -933,7 +953,7 @@ class KueueController:
         ann = (tmpl.get("metadata") or {}).get("annotations") or {}
         level = ann.get(REQUIRED_TOPOLOGY) or ann.get(PREFERRED_TOPOLOGY)
         if level and spec.get("topologyName"):
-            place = self._place(spec, labels, level, per_pod, count, tmpl)
+            place = self._place(spec, labels, level, per_pod, count, tmpl, overlay)
             if place is None and ann.get(REQUIRED_TOPOLOGY):
                 topo = spec.get("topologyName")
                 return ("NoFit", [*reasons, f"topology \"{topo}\" doesn't allow to fit any of "
@@ -943,31 +963,45 @@ class KueueController:
 
     # ---- topology-aware scheduling ------------------------------------------------------------
     def _place(self, rf_spec: dict, labels: dict, level: str, per_pod: dict, count: int,
-               tmpl: dict) -> tuple[str, str] | None:
+               tmpl: dict, overlay: dict) -> tuple[str, str, dict] | None:
         """The domain of ``level`` with the least free room that holds all ``count`` pods
-        (the BestFit profile of pkg/cache/scheduler/tas_flavor_snapshot.go)."""
+        (the BestFit profile of pkg/cache/scheduler/tas_flavor_snapshot.go), and the pods
+        per node there. ``overlay``: room already taken by podsets placed in this pass."""
         topo = self.objs[TOPOLOGIES].get(("", rf_spec.get("topologyName", "")))
         if topo is None or level not in [lv.get("nodeLabel") for lv in
                                          (topo.get("spec") or {}).get("levels") or []]:
             return None
         sel = {**((tmpl.get("spec") or {}).get("nodeSelector") or {}), **labels}
         room: dict[str, int] = {}
-        for ns in self.state.nodes.values():
+        per_node: dict[str, list[tuple[str, int]]] = {}
+        for ns in sorted(self.state.nodes.values(), key=lambda n: n.name):
             if ns.failed or ns.unschedulable or level not in ns.labels:
                 continue
             if any(ns.labels.get(k) != v for k, v in sel.items()):
                 continue
+            taken = overlay.get(ns.name) or {}
             fit = ns.max_pods - ns.npods
             for r, v in per_pod.items():
                 if v > 0:
-                    fit = min(fit, (ns.alloc.get(r, 0) - ns.used.get(r, 0)) // v)
+                    free = ns.alloc.get(r, 0) - ns.used.get(r, 0) - taken.get(r, 0)
+                    fit = min(fit, free // v)
             if fit > 0:
                 dom = ns.labels[level]
                 room[dom] = room.get(dom, 0) + fit
+                per_node.setdefault(dom, []).append((ns.name, fit))
         fitting = sorted((n, dom) for dom, n in room.items() if n >= count)
         if not fitting:
             return None
-        return level, fitting[0][1]
+        dom = fitting[0][1]
+        alloc: dict[str, int] = {}
+        left = count
+        for name, fit in per_node[dom]:
+            k = min(fit, left)
+            alloc[name] = k
+            left -= k
+            if not left:
+                break
+        return level, dom, alloc
 
     # ---- admission, preemption ----------------------------------------------------------------
     def _admit(self, info: WlInfo, asg: Assignment, node: QNode, ts: str) -> None:
@@ -987,6 +1021,8 @@ class KueueController:
             psas.append(psa)
         for fr, v in asg.usage.items():
             node.add_usage(fr, v)
+        if any(p is not None for p in asg.topology):
+            self._tas_used = self._tas_next
         status = copy.deepcopy(wl.get("status") or {})
         conds = list(status.get("conditions") or [])
         conds = set_cond(conds, "QuotaReserved", "True", "QuotaReserved",
