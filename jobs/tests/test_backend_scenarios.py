@@ -1,0 +1,63 @@
+"""Both admission backends agree on who runs first (TRAINYARD_ADMISSION_BACKEND trainyard
+and kueue, each against kubesim: Trainyard's engine, and kubesim's Kueue controller fed
+the ClusterQueues Trainyard writes). One H800 node of 8 cards; tenant_a's prod and dev
+pools are granted 4 each."""
+
+import pytest
+
+from jobs.tests.conftest import cycle as _cycle
+from jobs.tests.conftest import states as _states
+from jobs.tests.test_kueue_mode import _model, _submit
+from k8s_sync.client import get_client
+from k8s_sync.observe import relist_all
+from tenants import services as tenant_services
+from tenants.tasks import reconcile_cluster, reconcile_pool
+
+pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
+
+
+@pytest.fixture(params=["trainyard", "kueue"])
+def mode(request, cluster, settings, platform_admin, tenant_a,
+         django_capture_on_commit_callbacks):
+    settings.TRAINYARD_ADMISSION_BACKEND = request.param
+    reconcile_cluster.apply().get()
+    relist_all(get_client())
+    h800 = _model(cluster, "H800")
+    for pool in tenant_a.pools.all():
+        tenant_services.quota_set(actor=platform_admin, pool=pool, reason="test", amounts={
+            f"gpu:{h800}": 4, "cpu": 128, "memory": 1024})
+        reconcile_pool.apply(args=[pool.pk]).get()
+    relist_all(get_client(), kinds=["quotas"])
+    return {"h800": h800, "capture": django_capture_on_commit_callbacks,
+            "backend": request.param}
+
+
+def _until(world, cluster, jobs, wanted, rounds=30, seconds=10):
+    for _ in range(rounds):
+        _cycle(world, cluster, seconds)
+        if _states(*jobs) == wanted:
+            break
+    return _states(*jobs)
+
+
+def test_within_quota_first_come_first_served_and_the_next_starts_when_one_ends(
+        mode, cluster, alice, bob, tenant_a):
+    a = _submit(mode, bob, tenant_a, "dev-a", "development", "dev", run_seconds=300)
+    b = _submit(mode, bob, tenant_a, "dev-b", "development", "dev", run_seconds=300)
+    p = _submit(mode, alice, tenant_a, "prod-p", "production", "prod", run_seconds=3600)
+    assert _until(mode, cluster, [a, b, p], ["running", "queued", "running"], rounds=10) == [
+        "running", "queued", "running"], mode["backend"]
+    assert _until(mode, cluster, [a, b, p], ["succeeded", "running", "running"],
+                  rounds=40, seconds=20) == ["succeeded", "running", "running"], mode["backend"]
+
+
+def test_batch_runs_on_idle_capacity_and_yields_to_jobs_within_their_quota(
+        mode, cluster, alice, bob, tenant_a):
+    x = _submit(mode, bob, tenant_a, "sweep", "batch", "dev", run_seconds=7200)
+    assert _until(mode, cluster, [x], ["running"], rounds=10) == ["running"], mode["backend"]
+    p = _submit(mode, alice, tenant_a, "prod-p", "production", "prod", run_seconds=3600)
+    d = _submit(mode, bob, tenant_a, "dev-d", "development", "dev", run_seconds=3600)
+    assert _until(mode, cluster, [p, d, x], ["running", "running", "queued"], rounds=40,
+                  seconds=20) == ["running", "running", "queued"], mode["backend"]
+    x.refresh_from_db()
+    assert x.restart_count == 1
