@@ -20,10 +20,10 @@ into its own job states, so pages, the API, billing and notifications work uncha
   language, and the estimated start from Trainyard's own engine run as a forecaster
   over the same cluster and run history (``jobs.admission.decide``: its ``eta.py``
   simulation and ``explain.py`` reason, whose admissions and preemptions are ignored).
-* **Hold and admin preemption** are Kueue's ``spec.active``: a held queued job's
-  Workload and an admin-preempted job's are deactivated (Kueue evicts, the job is
-  suspended and its pods get their grace), and reactivated once it is released or back
-  in the queue (Kueue queues it again).
+* **Hold and Trainyard's own preemptions** (an admin's, a maintenance window's) are
+  Kueue's ``spec.active``: a held queued job's Workload and a job preempted by Trainyard
+  are deactivated (Kueue evicts, the job is suspended and its pods get their grace), and
+  reactivated once it is released or back in the queue (Kueue queues it again).
 * **Quota**: ``tenants.tasks.reconcile_kueue`` writes the ClusterQueues from the grants
   and loans (after each pool reconcile and on the resync beat).
 
@@ -63,7 +63,7 @@ from tenants.tiers import tier_rules
 log = logging.getLogger(__name__)
 
 MAX_RETRIES = 8
-ADMIN_PREEMPT = "jobs.preempt.admin"
+KUEUE_PREEMPT = "jobs.preempt.kueue"
 #: Kueue's QuotaReserved reasons by what they mean to the job's owner.
 _NEVER = {"NoMatchingFlavor", "ExceedsMaxQuota", "Misconfigured"}
 
@@ -76,10 +76,13 @@ def cluster_queue_of(job: TrainingJob) -> str:
 
 def desired_active(job: TrainingJob) -> bool:
     """Whether the job's Workload should be active: not while it is held in the queue,
-    nor while an admin's preemption stops it (until it is back in the queue)."""
+    nor while a preemption Trainyard asked for (an admin's, a maintenance window's) stops
+    it, until it is back in the queue. Kueue's own preemptions need nothing: Kueue
+    requeues the Workload itself."""
     if job.state == JobState.QUEUED and job.held:
         return False
-    return not (job.state == JobState.PREEMPTING and text_code(job.preempt_reason) == ADMIN_PREEMPT)
+    return not (job.state == JobState.PREEMPTING
+                and text_code(job.preempt_reason) != KUEUE_PREEMPT)
 
 
 def _grace(tier: str) -> int:
@@ -247,7 +250,7 @@ def _evicted(job: TrainingJob, view: kueue.WorkloadView, now: dt.datetime) -> in
         why, detail = "NoReservation", ""
     code = "Preempted" if (preempted is not None and preempted.status) or (
         evicted is not None and evicted.reason == "Preempted") else "Evicted"
-    text = stored_text("jobs.preempt.kueue", reason=why, message=detail or "-")
+    text = stored_text(KUEUE_PREEMPT, reason=why, message=detail or "-")
     return int(services.job_transition(
         job_id=job.pk, from_states=[JobState.ADMITTED, JobState.RUNNING],
         to_state=JobState.PREEMPTING, reason=code, message=text, preempt_reason=text,
