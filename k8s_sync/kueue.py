@@ -437,9 +437,9 @@ def workload_view(obj: Mapping[str, Any]) -> WorkloadView:
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
-    owner = next((ref for ref in meta.get("ownerReferences") or []
-                  if ref.get("controller")), None) or next(
-        iter(meta.get("ownerReferences") or []), {})
+    refs: list[dict[str, Any]] = list(meta.get("ownerReferences") or [])
+    owner: dict[str, Any] = next((ref for ref in refs if ref.get("controller")),
+                                 refs[0] if refs else {})
     conditions = {
         str(c.get("type")): Condition(status=c.get("status") == "True",
                                       reason=str(c.get("reason") or ""),
