@@ -61,3 +61,20 @@ def test_batch_runs_on_idle_capacity_and_yields_to_jobs_within_their_quota(
                   seconds=20) == ["running", "running", "queued"], mode["backend"]
     x.refresh_from_db()
     assert x.restart_count == 1
+
+
+def test_a_quota_approval_takes_effect_and_the_waiting_job_starts(
+        mode, cluster, platform_admin, bob, tenant_a):
+    a = _submit(mode, bob, tenant_a, "dev-a", "development", "dev", gpus=4, run_seconds=7200)
+    b = _submit(mode, bob, tenant_a, "dev-b", "development", "dev", gpus=2, run_seconds=7200)
+    assert _until(mode, cluster, [a, b], ["running", "queued"], rounds=10) == [
+        "running", "queued"], mode["backend"]
+    b.refresh_from_db()
+    assert b.wait_reason, mode["backend"]
+    with mode["capture"](execute=True):  # prod gives 2 cards up, dev gets them
+        for kind, cards in (("prod", 2), ("dev", 6)):
+            tenant_services.quota_set(
+                actor=platform_admin, pool=tenant_a.pools.get(kind=kind), reason="approved",
+                amounts={f"gpu:{mode['h800']}": cards, "cpu": 128, "memory": 1024})
+    assert _until(mode, cluster, [a, b], ["running", "running"], rounds=10) == [
+        "running", "running"], mode["backend"]
