@@ -344,9 +344,10 @@ def desired_kueue_objects(spec: KueueSpec) -> list[dict[str, Any]]:
 
 def kueue_job(manifest: Mapping[str, Any], *, tier: str,
               required_topology: str = "") -> dict[str, Any]:
-    """A built PyTorchJob (``manifests.build_pytorchjob``) as Kueue takes it: the queue
-    and priority-class labels, created suspended (Kueue un-suspends it when it admits
-    the workload) and, for a multi-node job, its pods required under one
+    """A built PyTorchJob (``manifests.build_pytorchjob``) or TrainJob as Kueue takes it:
+    the queue and priority-class labels, created suspended (``runPolicy.suspend``, a
+    TrainJob's ``spec.suspend``; Kueue un-suspends it when it admits the workload) and,
+    for a multi-node PyTorchJob, its pods required under one
     ``required_topology`` domain (Kueue's topology-aware scheduling). Returns a new
     dict."""
     job = copy.deepcopy(dict(manifest))
@@ -354,6 +355,9 @@ def kueue_job(manifest: Mapping[str, Any], *, tier: str,
     labels[LABEL_QUEUE_NAME] = local_queue_for(tier)
     labels[LABEL_PRIORITY_CLASS] = naming.priority_class_name(tier)
     spec = job.setdefault("spec", {})
+    if job.get("kind") == "TrainJob":  # Kubeflow Trainer v2: spec.suspend
+        spec["suspend"] = True
+        return job
     spec.setdefault("runPolicy", {})["suspend"] = True
     replicas = spec.get("pytorchReplicaSpecs") or {}
     several = sum(int(r.get("replicas") or 0) for r in replicas.values()) > 1
@@ -459,13 +463,18 @@ def workload_view(obj: Mapping[str, Any]) -> WorkloadView:
         requeue_at=_time((status.get("requeueState") or {}).get("requeueAt")))
 
 
-def workloads_by_job(objects: Iterable[Mapping[str, Any]], owner_kind: str = "PyTorchJob"
+JOB_KINDS = ("PyTorchJob", "TrainJob")
+
+
+def workloads_by_job(objects: Iterable[Mapping[str, Any]],
+                     owner_kinds: tuple[str, ...] = JOB_KINDS
                      ) -> dict[tuple[str, str], WorkloadView]:
-    """(namespace, job name) -> its Workload (the newest when a job has several)."""
+    """(namespace, job name) -> its Workload (the newest when a job has several); a job's
+    name is unique in its namespace across the kinds Trainyard creates."""
     found: dict[tuple[str, str], tuple[str, WorkloadView]] = {}
     for obj in objects:
         view = workload_view(obj)
-        if view.owner_kind != owner_kind or not view.owner_name:
+        if view.owner_kind not in owner_kinds or not view.owner_name:
             continue
         created = str((obj.get("metadata") or {}).get("creationTimestamp") or "")
         key = (view.namespace, view.owner_name)

@@ -271,3 +271,16 @@ def test_every_object_validates_against_kueues_v1beta2_crd_schemas():
         assert schema_errors(obj) == [], (obj["kind"], obj["metadata"]["name"])
     job = kueue.kueue_job(_job(), tier="development", required_topology="trainyard.io/switch")
     assert schema_errors(job) == []
+
+
+def test_a_trainjob_for_kueue_is_suspended_by_its_own_field():
+    trainjob = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                "metadata": {"name": "tj-7", "namespace": "ty-acme-dev", "labels": {}},
+                "spec": {"runtimeRef": {"name": "torch-distributed"}, "suspend": False}}
+    job = kueue.kueue_job(trainjob, tier="production")
+    assert job["spec"]["suspend"] is True and "runPolicy" not in job["spec"]
+    assert job["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "trainyard",
+                                         "kueue.x-k8s.io/priority-class": "trainyard-production"}
+    wl = _workload(owner="tj-7")
+    wl["metadata"]["ownerReferences"][0]["kind"] = "TrainJob"
+    assert ("ty-acme-dev", "tj-7") in kueue.workloads_by_job([wl])
