@@ -55,6 +55,7 @@ from jobs.choices import ACTIVE_STATES, JobState
 from jobs.models import AdmissionState, TrainingJob
 from k8s_sync import kueue, manifests
 from k8s_sync.client import K8sError, get_client, is_transient
+from k8s_sync.specs import default_tiers
 from tenants.selectors import topology_levels
 from tenants.services import pool_sync_request
 from tenants.tasks import backoff_seconds
@@ -307,6 +308,23 @@ def kueue_reason(view: kueue.WorkloadView | None, queue: str,
                        message=detail)
 
 
+def model_positions(queued: list[TrainingJob]) -> dict[int, int]:
+    """Each queued job's place among the queued jobs that want the same resource (a GPU
+    model, a MIG profile) cluster-wide, by Kueue's own order within a queue: priority (the
+    tier's WorkloadPriorityClass) first, then submission time. Kueue has no order across
+    its queues (each admits its head in turn), so this is Trainyard's figure; held jobs
+    come last, as in the trainyard engine."""
+    values = {str(t.name): t.value for t in default_tiers()}
+    order = sorted(queued, key=lambda j: (j.held, -values.get(str(j.tier), 0), -j.priority,
+                                          j.submitted_at, j.pk))
+    seen: dict[str, int] = {}
+    out: dict[int, int] = {}
+    for job in order:
+        seen[job.resource_key] = seen.get(job.resource_key, 0) + 1
+        out[job.pk] = seen[job.resource_key]
+    return out
+
+
 def waiting_info(client: Any, views: Mapping[tuple[str, str], kueue.WorkloadView],
                  now: dt.datetime) -> dict[int, WaitInfo]:
     """Every queued job's position (Kueue's), reason (Kueue's, and Trainyard's
@@ -316,6 +334,7 @@ def waiting_info(client: Any, views: Mapping[tuple[str, str], kueue.WorkloadView
     if not queued:
         return {}
     positions = _positions(client, {cluster_queue_of(job) for job in queued})
+    by_model = model_positions(queued)
     forecast = _forecast(now)
     out: dict[int, WaitInfo] = {}
     for job in queued:
@@ -333,7 +352,7 @@ def waiting_info(client: Any, views: Mapping[tuple[str, str], kueue.WorkloadView
         out[job.pk] = WaitInfo(
             # the pool's queue is its own ClusterQueue (one LocalQueue each): one position
             position_in_pool=in_cq if in_cq is not None else in_lq,  # type: ignore[arg-type]
-            position_in_model=None,  # type: ignore[arg-type]
+            position_in_model=by_model.get(job.pk),  # type: ignore[arg-type]
             eta_p50=engine.eta_p50 if engine is not None else None,
             eta_p90=engine.eta_p90 if engine is not None else None,
             reason=reason)

@@ -170,7 +170,7 @@ def test_reclaim_preempts_batch_with_its_grace_which_resumes_and_a_waiting_job_i
     _cycle(kworld, cluster, 5)
     late.refresh_from_db()
     assert late.state == "queued"
-    assert late.position_in_pool == 1
+    assert late.position_in_pool == 1 and late.position_in_model == 1
     assert "quota" in english(late.wait_reason)
     with kworld["capture"](execute=True):
         services.job_cancel(access=access_for(alice, tenant_a), actor=alice, job=late)
