@@ -78,3 +78,25 @@ def test_a_quota_approval_takes_effect_and_the_waiting_job_starts(
                 amounts={f"gpu:{mode['h800']}": cards, "cpu": 128, "memory": 1024})
     assert _until(mode, cluster, [a, b], ["running", "running"], rounds=10) == [
         "running", "running"], mode["backend"]
+
+
+def test_an_admin_preempts_through_the_api_and_the_job_resumes(
+        mode, cluster, api, alice, bob, platform_admin, tenant_a):
+    job = _submit(mode, bob, tenant_a, "dev-long", "development", "dev", run_seconds=7200)
+    assert _until(mode, cluster, [job], ["running"], rounds=10) == ["running"], mode["backend"]
+    url = f"/api/v1/jobs/{job.pk}/preempt/"
+    assert api(alice).post(url, {"reason": "x"}, format="json").status_code == 404
+    assert api(platform_admin).post(url, {"reason": ""}, format="json").status_code == 400
+    with mode["capture"](execute=True):
+        answer = api(platform_admin).post(url, {"reason": "node maintenance"}, format="json")
+    assert answer.status_code == 200 and answer.json()["state"] == "preempting"
+    assert "node maintenance" in answer.json()["preempt_reason"]
+    for _ in range(40):  # its grace, then back in the queue (restarted), then running
+        _cycle(mode, cluster, 20)
+        job.refresh_from_db()
+        if job.restart_count == 1 and job.state == "running":
+            break
+    assert (job.state, job.restart_count) == ("running", 1), mode["backend"]
+    assert list(job.transitions.values_list("to_state", flat=True))[3:5] == [
+        "preempting", "queued"]
+    assert job.transitions.filter(reason="Preempted", actor=platform_admin).exists()
