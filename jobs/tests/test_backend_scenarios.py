@@ -100,3 +100,40 @@ def test_an_admin_preempts_through_the_api_and_the_job_resumes(
     assert list(job.transitions.values_list("to_state", flat=True))[3:5] == [
         "preempting", "queued"]
     assert job.transitions.filter(reason="Preempted", actor=platform_admin).exists()
+
+
+def test_a_loan_lets_the_borrowers_waiting_job_start(
+        mode, cluster, platform_admin, alice, charlie, tenant_a, tenant_b):
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from tenants.access import access_for
+    from tenants.choices import MembershipRole
+
+    tenant_b.memberships.filter(user=charlie).update(role=MembershipRole.ADMIN)
+    h800 = f"gpu:{mode['h800']}"
+    with mode["capture"](execute=True):
+        tenant_services.quota_set(actor=platform_admin, pool=tenant_a.pools.get(kind="prod"),
+                                  reason="t", amounts={h800: 2, "cpu": 128, "memory": 1024})
+        for pool in tenant_b.pools.all():
+            tenant_services.quota_set(actor=platform_admin, pool=pool, reason="t", amounts={
+                h800: 2 if pool.kind == "dev" else 0, "cpu": 128, "memory": 1024})
+            reconcile_pool.apply(args=[pool.pk]).get()
+    relist_all(get_client(), kinds=["quotas"])
+    first = _submit(mode, charlie, tenant_b, "b-first", "development", "dev", gpus=2,
+                    run_seconds=7200)
+    second = _submit(mode, charlie, tenant_b, "b-second", "development", "dev", gpus=2,
+                     run_seconds=7200)
+    assert _until(mode, cluster, [first, second], ["running", "queued"], rounds=10) == [
+        "running", "queued"], mode["backend"]
+    loan = tenant_services.loan_propose(
+        access=access_for(alice, tenant_a), actor=alice,
+        lender_pool=tenant_a.pools.get(kind="dev"), borrower="globex", borrower_pool="dev",
+        resource=h800, amount=2, ends_at=timezone.now() + dt.timedelta(days=7))
+    with mode["capture"](execute=True):
+        tenant_services.loan_decide(access=access_for(charlie, tenant_b), actor=charlie,
+                                    loan=loan, accept=True)
+    relist_all(get_client(), kinds=["quotas"])
+    assert _until(mode, cluster, [first, second], ["running", "running"], rounds=10) == [
+        "running", "running"], mode["backend"]
