@@ -3,7 +3,10 @@
 In-process Store + Simulation on a deterministic clock advanced in fixed steps
 (no HTTP).  Prints figures; never asserts timings.
 
-    .venv/bin/python bench/kubesim_sim.py [--nodes 500] [--pods 5000] [--step 5]
+    .venv/bin/python bench/kubesim_sim.py [--nodes 500] [--pods 5000] [--step 5] [--kueue]
+
+``--kueue`` submits the jobs suspended to Kueue (sim/kueue.py): a ClusterQueue per team in
+one cohort, each with a tenth of the GPUs as nominal quota and borrowing the rest.
 """
 
 from __future__ import annotations
@@ -65,6 +68,41 @@ def job(name: str, ns: str, workers: int, gpus: int, product: str, run: int) -> 
     }
 
 
+def kueue_queues(store: Store, namespaces: list[str], sim: Simulation) -> None:
+    """Flavors per GPU model, a ClusterQueue per namespace (a tenth of each model as nominal
+    quota, cohort ``all``), a LocalQueue ``q`` in each namespace."""
+    k = "kueue.x-k8s.io"
+    gpus: dict[str, int] = {}
+    for n in store.list("nodes"):
+        product = n["metadata"]["labels"].get("nvidia.com/gpu.product")
+        if product:
+            gpus[product] = gpus.get(product, 0) + int(n["status"]["capacity"]["nvidia.com/gpu"])
+    flavors = {p: p.lower().replace("_", "-") for p in gpus}
+    store.create(f"resourceflavors.{k}", {"apiVersion": f"{k}/v1beta2", "kind": "ResourceFlavor",
+                                          "metadata": {"name": "default"}, "spec": {}})
+    for product, name in flavors.items():
+        store.create(f"resourceflavors.{k}", {
+            "apiVersion": f"{k}/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": name},
+            "spec": {"nodeLabels": {"nvidia.com/gpu.product": product}}})
+    for ns in namespaces:
+        store.create(f"clusterqueues.{k}", {
+            "apiVersion": f"{k}/v1beta2", "kind": "ClusterQueue", "metadata": {"name": ns},
+            "spec": {"cohortName": "all", "namespaceSelector": {},
+                     "preemption": {"reclaimWithinCohort": "Any"},
+                     "resourceGroups": [
+                         {"coveredResources": ["cpu", "memory"], "flavors": [{
+                             "name": "default", "resources": [
+                                 {"name": "cpu", "nominalQuota": 100000},
+                                 {"name": "memory", "nominalQuota": "1000Ti"}]}]},
+                         {"coveredResources": ["nvidia.com/gpu"], "flavors": [
+                             {"name": flavors[p], "resources": [
+                                 {"name": "nvidia.com/gpu", "nominalQuota": n // len(namespaces)}]}
+                             for p, n in sorted(gpus.items())]}]}})
+        store.create(f"localqueues.{k}", {
+            "apiVersion": f"{k}/v1beta2", "kind": "LocalQueue",
+            "metadata": {"name": "q", "namespace": ns}, "spec": {"clusterQueue": ns}})
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--nodes", type=int, default=500)
@@ -76,6 +114,8 @@ def main() -> None:
         action="store_true",
         help="skip the kubelet's Created/Started/Killing events (fewer store writes)",
     )
+    ap.add_argument("--kueue", action="store_true",
+                    help="submit through kubesim's Kueue controller (queues per team)")
     args = ap.parse_args()
 
     clock = Clock(deterministic=True)
@@ -118,23 +158,19 @@ def main() -> None:
         store.create(
             "namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
         )
+    if args.kueue:
+        kueue_queues(store, namespaces, sim)
     pods_per_job = 4
     n_jobs = args.pods // pods_per_job
     t_create = time.perf_counter()
     for i in range(n_jobs):
         product = "NVIDIA-A100-SXM4-80GB" if i % 5 else "NVIDIA-H800"
-        store.create(
-            PYTORCHJOBS,
-            job(
-                f"job-{i}",
-                namespaces[i % len(namespaces)],
-                pods_per_job - 1,
-                rng.choice([1, 2, 4, 8]),
-                product,
-                rng.randint(300, 1800),
-            ),
-            namespace=namespaces[i % len(namespaces)],
-        )
+        body = job(f"job-{i}", namespaces[i % len(namespaces)], pods_per_job - 1,
+                   rng.choice([1, 2, 4, 8]), product, rng.randint(300, 1800))
+        if args.kueue:
+            body["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "q"}
+            body["spec"]["runPolicy"] = {"suspend": True}
+        store.create(PYTORCHJOBS, body, namespace=namespaces[i % len(namespaces)])
     t_create = time.perf_counter() - t_create
     print(
         f"created {n_jobs} PyTorchJobs ({n_jobs * pods_per_job} pods) in the store: "
@@ -162,7 +198,8 @@ def main() -> None:
                     for c in (j.get("status") or {}).get("conditions") or []
                 )
             )
-            if first_all_bound is None and sim.scheduler.binds >= n_jobs * pods_per_job:
+            if first_all_bound is None and sim.scheduler.binds >= n_jobs * pods_per_job \
+                    and not args.kueue:
                 first_all_bound = time.perf_counter() - t_run
             if done == n_jobs:
                 break
@@ -191,6 +228,9 @@ def main() -> None:
         "time per controller (including their store writes): "
         + ", ".join(f"{k} {v:.2f} s" for k, v in sim.timings.items())
     )
+    if args.kueue:
+        print(f"kueue: {sim.kueue.reconciles} passes, "
+              f"{sim.timings.get('kueue', 0.0) / max(1, sim.kueue.reconciles) * 1e3:.2f} ms each")
     print(
         f"store writes during the run: {store_time['n']} taking {store_time['s']:.2f} s "
         f"({store_time['s'] / max(1, store_time['n']) * 1e6:.0f} µs each); "

@@ -206,6 +206,21 @@ def _restore_info(tmpl: dict, orig: dict) -> None:
     tmpl.setdefault("metadata", {})["labels"] = labels
 
 
+def _shape(podsets: list[dict]) -> list:
+    """What admission depends on in podsets: names, counts, requests, node selection and
+    the TAS annotations (the injected podset label apart)."""
+    out = []
+    for ps in podsets:
+        tmpl = ps.get("template") or {}
+        spec = tmpl.get("spec") or {}
+        ann = (tmpl.get("metadata") or {}).get("annotations") or {}
+        out.append((ps.get("name"), int(ps.get("count", 1)), sorted(pod_requests(tmpl).items()),
+                    sorted((spec.get("nodeSelector") or {}).items()),
+                    repr(spec.get("tolerations") or []),
+                    ann.get(REQUIRED_TOPOLOGY), ann.get(PREFERRED_TOPOLOGY)))
+    return out
+
+
 def workload_name(kind: str, group: str, name: str, uid: str) -> str:
     """jobframework.GetWorkloadNameForOwnerWithGVK (long names: prefix up to 247)."""
     h = hashlib.sha1(f"{kind}\n{group}\n{name}\n{uid}".encode()).hexdigest()[:5]  # noqa: S324
@@ -415,38 +430,69 @@ class KueueController:
         self.now_fn = now_fn
         self.objs: dict[str, dict[tuple, dict]] = {r: {} for r in KUEUE_RESOURCES}
         self.jobs: dict[tuple, dict] = {}       # (resource, ns, name) -> labelled job
-        self.dirty = False
+        self.sched_dirty = False  # a Kueue object changed: run an admission pass
+        self.job_dirty: set[tuple] = set()  # (resource, ns, name) of jobs to sync
+        self.all_jobs_dirty = False
+        self.wl_by_owner: dict[str, tuple] = {}  # job uid -> workload key
         self.pending: dict[str, list[WlInfo]] = {}  # cq -> pending workloads in queue order
         self._tas_used: dict[str, dict[str, int]] = {}  # node -> room taken in this pass
         self._tas_next: dict[str, dict[str, int]] = {}
         self.reconciles = 0
 
     # ---- events -------------------------------------------------------------------------------
+    @property
+    def dirty(self) -> bool:
+        return self.sched_dirty or self.all_jobs_dirty or bool(self.job_dirty)
+
     def on_event(self, etype: str, resource: str, obj: dict) -> None:
-        if resource == "pods":
-            if self.jobs and (obj["metadata"].get("labels") or {}).get(PODSET_LABEL):
-                self.dirty = True
-            return
         md = obj["metadata"]
+        if resource == "pods":
+            labels = md.get("labels") or {}
+            if not self.jobs or not labels.get(PODSET_LABEL):
+                return
+            ns = md.get("namespace", "")
+            for jres, lab in ((PYTORCHJOBS, "training.kubeflow.org/job-name"),
+                              (TRAINJOBS, TrainJobAdapter.JOBSET_LABEL)):
+                if labels.get(lab) and (jres, ns, labels[lab]) in self.jobs:
+                    self.job_dirty.add((jres, ns, labels[lab]))
+            if self.objs[TOPOLOGIES] and (etype == "DELETED" or (obj.get("status") or {}).get(
+                    "phase") in TERMINAL):
+                self.sched_dirty = True  # room under a topology domain freed
+            return
         if resource in KUEUE_RESOURCES:
             key = (md.get("namespace", ""), md["name"])
+            old = self.objs[resource].get(key)
             if etype == "DELETED":
                 self.objs[resource].pop(key, None)
             else:
                 self.objs[resource][key] = obj
-            self.dirty = True
+            if resource in (CLUSTERQUEUES, LOCALQUEUES) and old is not None and \
+                    etype != "DELETED" and old.get("spec") == obj.get("spec"):
+                return  # only our status write
+            self.sched_dirty = True
+            if resource == WORKLOADS:
+                for ref in md.get("ownerReferences") or []:
+                    if ref.get("controller"):
+                        if etype == "DELETED":
+                            self.wl_by_owner.pop(ref.get("uid", ""), None)
+                        else:
+                            self.wl_by_owner[ref.get("uid", "")] = key
+                        for jres, ad in ADAPTERS.items():
+                            if ad.kind == ref.get("kind"):
+                                self.job_dirty.add((jres, key[0], ref.get("name")))
+            elif resource == WPCS:
+                self.all_jobs_dirty = True
         elif resource in JOB_RESOURCES:
-            key = (resource, md.get("namespace", ""), md["name"])
+            jkey = (resource, md.get("namespace", ""), md["name"])
             if etype != "DELETED" and (md.get("labels") or {}).get(QUEUE_LABEL):
-                self.jobs[key] = obj
-                self.dirty = True
-            elif self.jobs.pop(key, None) is not None:
-                self.dirty = True
+                self.jobs[jkey] = obj
+                self.job_dirty.add(jkey)
+            elif self.jobs.pop(jkey, None) is not None:
+                self.sched_dirty = True
 
     def tick(self) -> None:
-        if not self.dirty:
+        if not (self.sched_dirty or self.all_jobs_dirty or self.job_dirty):
             return
-        self.dirty = False
         self.reconciles += 1
         try:
             self.reconcile(self.now_fn())
@@ -484,20 +530,23 @@ class KueueController:
     # ---- the reconcile pass -------------------------------------------------------------------
     def reconcile(self, now: float) -> None:
         ts = fmt_time(now)
-        by_owner: dict[str, tuple] = {}
-        for key, wl in self.objs[WORKLOADS].items():
-            for ref in wl["metadata"].get("ownerReferences") or []:
-                if ref.get("controller"):
-                    by_owner[ref.get("uid", "")] = key
+        todo = sorted(self.jobs) if self.all_jobs_dirty else sorted(
+            k for k in self.job_dirty if k in self.jobs)
+        sched = self.sched_dirty
+        self.job_dirty = set()
+        self.all_jobs_dirty = self.sched_dirty = False
         # 1. jobs -> workloads; finished jobs; jobs running without admission
-        for (resource, _ns, _name), job in list(self.jobs.items()):
-            if job["metadata"].get("deletionTimestamp"):
+        for jkey in todo:
+            job = self.jobs.get(jkey)
+            if job is None or job["metadata"].get("deletionTimestamp"):
                 continue
-            self._sync_job(resource, job, by_owner.get(job["metadata"].get("uid", "")), ts)
-        # 2. admission
-        self._schedule(now, ts)
-        # 3. queue status
-        self._queue_status(ts)
+            self._sync_job(jkey[0], job, self.wl_by_owner.get(job["metadata"].get("uid", "")),
+                           ts)
+        if sched:
+            # 2. admission
+            self._schedule(now, ts)
+            # 3. queue status
+            self._queue_status(ts)
 
     def _sync_job(self, resource: str, job: dict, wl_key: tuple | None, ts: str) -> None:
         ad = ADAPTERS[resource]
@@ -510,7 +559,7 @@ class KueueController:
                           "podSets": podsets, "priority": prio}
             if ref is not None:
                 spec["priorityClassRef"] = ref
-            wl = {"apiVersion": API, "kind": "Workload",
+            new_wl: dict[str, Any] = {"apiVersion": API, "kind": "Workload",
                   "metadata": {"name": workload_name(ad.kind, ad.group, md["name"],
                                                      md.get("uid", "")),
                                "namespace": ns,
@@ -524,16 +573,17 @@ class KueueController:
                 self._patch_job(resource, job, {"spec": {"runPolicy": {"suspend": True}}}
                                 if resource == PYTORCHJOBS else {"spec": {"suspend": True}})
             try:
-                created = self.store.create(WORKLOADS, wl, namespace=ns)
+                created = self.store.create(WORKLOADS, new_wl, namespace=ns)
             except Exception as exc:
                 log.debug("create workload for %s: %s", md["name"], exc)
                 return
             self.objs[WORKLOADS][(ns, created["metadata"]["name"])] = created
+            self.wl_by_owner[md.get("uid", "")] = (ns, created["metadata"]["name"])
             self.events.record(job, "Normal", "CreatedWorkload",
                                f"Created Workload: {ns}/{created['metadata']['name']}",
                                component="kueue-admission")
             return
-        wl = self.objs[WORKLOADS].get(wl_key)
+        wl: dict[str, Any] | None = self.objs[WORKLOADS].get(wl_key)
         if wl is None:
             return
         status = copy.deepcopy(wl.get("status") or {})
@@ -620,11 +670,24 @@ class KueueController:
             # running without a reservation: suspend it (jobframework: stop the job)
             self._patch_job(resource, job, {"spec": {"runPolicy": {"suspend": True}}}
                             if resource == PYTORCHJOBS else {"spec": {"suspend": True}})
-        prio, _ = self._priority(job, (wl.get("spec") or {}).get("podSets") or [])
+        podsets = ad.podsets(job)
+        prio, ref = self._priority(job, podsets)
+        spec_patch: dict = {}
+        if _shape(podsets) != _shape((wl.get("spec") or {}).get("podSets") or []):
+            # the job changed while it waits: the Workload follows it
+            # (jobframework reconciler: updateWorkloadToMatchJob)
+            spec_patch["podSets"] = podsets
         if prio != int((wl.get("spec") or {}).get("priority") or 0):
-            with contextlib.suppress(Exception):
-                self.store.patch(WORKLOADS, wl_key[1], {"spec": {"priority": prio}},
-                                 patch_type="merge", namespace=wl_key[0])
+            spec_patch["priority"] = prio
+            if ref is not None:
+                spec_patch["priorityClassRef"] = ref
+        if spec_patch:
+            try:
+                out = self.store.patch(WORKLOADS, wl_key[1], {"spec": spec_patch},
+                                       patch_type="merge", namespace=wl_key[0])
+                self.objs[WORKLOADS][wl_key] = out
+            except Exception as exc:
+                log.debug("update workload %s: %s", wl_key, exc)
 
     def _podset_infos(self, wl: dict) -> dict[str, dict]:
         adm = (wl.get("status") or {}).get("admission") or {}
@@ -704,7 +767,8 @@ class KueueController:
         for key, wl in self.objs[WORKLOADS].items():
             info = WlInfo(key, wl)
             infos[key] = info
-            if cond_of(wl, "Finished") and cond_of(wl, "Finished").get("status") == "True":
+            fin = cond_of(wl, "Finished")
+            if fin and fin.get("status") == "True":
                 continue
             if info.reserved:
                 if info.cq in cqs:
@@ -1045,7 +1109,7 @@ class KueueController:
                            component="kueue-admission")
         self.events.record(wl, "Normal", "Admitted",
                            f"Admitted by ClusterQueue {info.cq}", component="kueue-admission")
-        self.dirty = True  # the job is un-suspended on the next pass
+        self._owner_dirty(wl)  # the job is un-suspended on the next pass
 
     def _preemption_targets(self, info: WlInfo, asg: Assignment, node: QNode,
                             cqs: dict[str, QNode], admitted: dict[str, list[WlInfo]]
@@ -1144,7 +1208,14 @@ class KueueController:
         target.evicted = True
         self._write_wl(target.key, wl, status)
         self.events.record(wl, "Normal", "Preempted", msg, component="kueue-admission")
-        self.dirty = True
+        self._owner_dirty(wl)
+
+    def _owner_dirty(self, wl: dict) -> None:
+        ns = wl["metadata"].get("namespace", "")
+        for ref in wl["metadata"].get("ownerReferences") or []:
+            for jres, ad in ADAPTERS.items():
+                if ad.kind == ref.get("kind"):
+                    self.job_dirty.add((jres, ns, ref.get("name")))
 
     def _cohort_path(self, cq_name: str) -> str:
         parts = [cq_name]
@@ -1216,8 +1287,8 @@ class KueueController:
         usage: dict[tuple, dict[FR, int]] = {}
         for key, wl in self.objs[WORKLOADS].items():
             info = WlInfo(key, wl)
-            lq = (key[0], info.lq)
-            c = counts.setdefault(lq, [0, 0, 0])
+            lq_key = (key[0], info.lq)
+            c = counts.setdefault(lq_key, [0, 0, 0])
             fin = cond_of(wl, "Finished")
             if fin and fin.get("status") == "True":
                 continue
@@ -1225,7 +1296,7 @@ class KueueController:
                 c[1] += 1
                 if self._is_admitted(info):
                     c[2] += 1
-                u = usage.setdefault(lq, {})
+                u = usage.setdefault(lq_key, {})
                 for fr, v in info.usage.items():
                     u[fr] = u.get(fr, 0) + v
             elif (wl.get("spec") or {}).get("active", True) is not False:

@@ -5,11 +5,13 @@ preemption policies, requeue, the pending reasons, the visibility API and TAS.""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import kubernetes
 import pytest
 from kubernetes.dynamic import DynamicClient
 
+from kubesim.resources import load_crd_file
 from kubesim.sim.harness import make_job
 
 from .helpers import request
@@ -414,3 +416,103 @@ def test_no_kueue_objects_no_cost(kubesim):
     kubesim.advance(5)
     assert kubesim.sim.kueue.reconciles == 0
     assert co.list_namespaced_custom_object(K, V, NS, "workloads")["items"] == []
+
+
+def test_deactivated_workload_is_evicted_and_reactivated(kubesim, api):
+    _, co = api
+    cq(co, "cq-a", 8)
+    lq(co, NS, "lq", "cq-a")
+    submit(co, "job", "lq", gpus=4)
+    kubesim.advance(5)
+    name = workload(co, "job")["metadata"]["name"]
+    co.patch_namespaced_custom_object(K, V, NS, "workloads", name, {"spec": {"active": False}})
+    kubesim.advance(40)
+    wl = workload(co, "job")
+    assert (cond(wl, "Evicted")["reason"], cond(wl, "Evicted")["message"]) == (
+        "Deactivated", "The workload is deactivated")
+    assert cond(wl, "Requeued")["status"] == "False"
+    assert cond(wl, "QuotaReserved")["reason"] == "Deactivated"
+    assert suspended(co, "job")
+    co.patch_namespaced_custom_object(K, V, NS, "workloads", name, {"spec": {"active": True}})
+    kubesim.advance(3)
+    wl = workload(co, "job")
+    assert (cond(wl, "Requeued")["status"], cond(wl, "Requeued")["reason"]) == ("True",
+                                                                                "Reactivated")
+    assert cond(wl, "Admitted")["status"] == "True" and not suspended(co, "job")
+
+
+def test_tas_podsets_of_one_workload_do_not_share_room(kubesim, api):
+    core, co = api
+    co.create_cluster_custom_object(K, V, "topologies", {
+        "apiVersion": f"{K}/{V}", "kind": "Topology", "metadata": {"name": "dc"},
+        "spec": {"levels": [{"nodeLabel": "trainyard.io/switch"}]}})
+    co.patch_cluster_custom_object(K, V, "resourceflavors", "a100",
+                                   {"spec": {"topologyName": "dc"}})
+    cq(co, "cq-a", 32)
+    lq(co, NS, "lq", "cq-a")
+    submit(co, "two", "lq", gpus=8, workers=1,
+           annotations={f"{K}/podset-required-topology": "trainyard.io/switch"})
+    kubesim.advance(5)
+    psa = workload(co, "two")["status"]["admission"]["podSetAssignments"]
+    domains = [p["topologyAssignment"]["slices"][0]["valuesPerLevel"][0]["universal"]
+               for p in psa]
+    assert sorted(domains) == ["switch-a1", "switch-a2"]
+    pods = core.list_namespaced_pod(NS, label_selector="training.kubeflow.org/job-name=two")
+    assert all(p.status.phase == "Running" for p in pods.items) and len(pods.items) == 2
+
+
+def test_trainjob_shares_the_queue(kubesim, api):
+    _, co = api
+    ext = kubernetes.client.ApiextensionsV1Api(kubesim.api_client)
+    path = Path(__file__).parent / "crds" / "trainer.kubeflow.org_trainjobs.yaml"
+    ext.create_custom_resource_definition(load_crd_file(path)[0])
+    cq(co, "cq-a", 8)
+    lq(co, NS, "lq", "cq-a")
+    submit(co, "pj", "lq", gpus=4)
+    tj = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+          "metadata": {"name": "tj", "namespace": NS,
+                       "labels": {f"{K}/queue-name": "lq"}},
+          "spec": {"suspend": True, "runtimeRef": {"name": "torch-distributed"},
+                   "trainer": {"numNodes": 2, "resourcesPerNode": {"limits": {
+                       "nvidia.com/gpu": "2", "cpu": "4", "memory": "16Gi"}}}}}
+    kubesim.advance(1)
+    co.create_namespaced_custom_object("trainer.kubeflow.org", "v1alpha1", NS, "trainjobs", tj)
+    kubesim.advance(1)
+    submit(co, "pj2", "lq", gpus=1)
+    kubesim.advance(3)
+    wl = workload(co, "tj")
+    assert wl["metadata"]["name"].startswith("trainjob-tj-")
+    assert [(p["name"], p["count"]) for p in wl["spec"]["podSets"]] == [("node", 2)]
+    assert cond(wl, "Admitted")["status"] == "True"
+    out = co.get_namespaced_custom_object("trainer.kubeflow.org", "v1alpha1", NS, "trainjobs",
+                                          "tj")
+    assert out["spec"]["suspend"] is False
+    patch = next(p for p in out["spec"]["runtimePatches"] if p["manager"] == f"{K}/manager")
+    rj = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]
+    assert rj["name"] == "node"
+    assert rj["template"]["spec"]["template"]["spec"]["nodeSelector"] == {
+        "nvidia.com/gpu.product": A100}
+    # 4 (PyTorchJob) + 4 (TrainJob) of 8: the third job waits
+    assert cond(workload(co, "pj2"), "QuotaReserved")["reason"] == "WaitingForQuota"
+
+
+def test_waiting_workload_follows_a_changed_job(kubesim, api):
+    _, co = api
+    cq(co, "cq-a", 4)
+    lq(co, NS, "lq", "cq-a")
+    submit(co, "first", "lq", gpus=4)
+    kubesim.advance(2)
+    submit(co, "grows", "lq", gpus=2, priority="low")
+    kubesim.advance(2)
+    assert "2 more needed" in cond(workload(co, "grows"), "QuotaReserved")["message"]
+    job = job_obj(co, "grows")
+    rs = job["spec"]["pytorchReplicaSpecs"]
+    rs["Master"]["template"]["spec"]["containers"][0]["resources"]["limits"][
+        "nvidia.com/gpu"] = 3
+    co.patch_namespaced_custom_object("kubeflow.org", "v1", NS, "pytorchjobs", "grows", {
+        "metadata": {"labels": {f"{K}/priority-class": "high"}},
+        "spec": {"pytorchReplicaSpecs": rs}})
+    kubesim.advance(2)
+    wl = workload(co, "grows")
+    assert wl["spec"]["priority"] == 1000
+    assert "3 more needed" in cond(wl, "QuotaReserved")["message"]
