@@ -47,6 +47,11 @@ from tenants.selectors import effective_grants
 from tenants.services.notify import notify
 
 
+def _backend():  # type: ignore[no-untyped-def]
+    from jobs.backends import get_backend  # deferred: the backends import the services
+    return get_backend()
+
+
 def kick_admission() -> None:
     """An admission pass once the current transaction commits (none for a rollback)."""
     from jobs.tasks import admission_cycle  # deferred: jobs.tasks imports the services
@@ -101,8 +106,7 @@ def job_submit(*, access: TenantAccess, actor: AnyUser, pool: str, data: dict[st
             job.k8s_name = job_name(job.pk, job.name)
             job.save(update_fields=["k8s_name"])
             _record(job, "", JobState.QUEUED, "Submitted", actor=actor)
-            schedule_sync(job.pk)
-            kick_admission()
+            _backend().submit(job.pk)  # its PyTorchJob, suspended; then an admission pass
     except IntegrityError:
         raise Conflict(_("A job named “%(n)s” exists already in this tenant; choose another "
                          "name.") % {"n": clean["name"]}, field="name") from None
@@ -351,6 +355,25 @@ def job_hold(*, actor: AnyUser, job: TrainingJob, held: bool,
                      text=stored_text("jobs.audit.hold" if held else "jobs.audit.release",
                                       job=job.name, reason=reason), job=job.pk)
         kick_admission()
+    job.refresh_from_db()
+    return job
+
+
+def job_preempt(*, actor: AnyUser, job: TrainingJob, reason: str) -> TrainingJob:
+    """Preempt a running or admitted job (platform admins), with a reason: it stops after
+    its tier's grace, so it checkpoints, and goes back to the queue, by the admission
+    backend in force (``jobs.backends``). A job in any other state is left as it is."""
+    require_platform_admin(actor)
+    reason = typed_text(reason, field="reason")
+    if not reason:
+        raise ApplicationError(_("Give a reason; it is shown to the job's owners."),
+                               field="reason")
+    text = stored_text("jobs.preempt.admin", u=actor.get_username(), reason=reason)
+    with transaction.atomic():
+        if _backend().preempt(job_id=job.pk, reason=text, actor=actor):
+            record_audit(actor=actor, tenant=job.tenant, action="job.preempt",
+                         text=stored_text("jobs.audit.preempt", job=job.name, reason=reason),
+                         job=job.pk)
     job.refresh_from_db()
     return job
 

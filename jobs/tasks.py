@@ -34,6 +34,7 @@ from django.utils import timezone
 from core.models import Policy
 from core.texts import message as stored_text
 from jobs import health, podstart, selectors, services
+from jobs.backends import get_backend
 from jobs.choices import JobState
 from jobs.models import AdmissionState, JobTransition, MaintenanceWindow, TrainingJob
 from k8s_sync import manifests
@@ -59,8 +60,10 @@ def _backoff(retries: int) -> float:
 
 @shared_task(name="jobs.sync_job", queue="k8s", bind=True, max_retries=MAX_RETRIES)
 def sync_job(self, job_id: int) -> str:  # type: ignore[no-untyped-def]
-    """Converge one job's PyTorchJob (and checkpoint volume) with its row. Idempotent.
-    A transient API error retries with backoff, :data:`MAX_RETRIES` times."""
+    """Converge one job's PyTorchJob or TrainJob (and checkpoint volume) with its row.
+    Idempotent. A transient API error retries with backoff, :data:`MAX_RETRIES` times."""
+    if (backend := get_backend()).name != "trainyard":
+        return backend.sync_job(self, job_id)  # jobs.backends: Kueue admits
     result, exc = _sync_one(job_id)
     if exc is not None:
         if self.request.retries < MAX_RETRIES:
@@ -89,6 +92,10 @@ def sync_jobs(job_ids: list[int]) -> dict[str, int]:
     lost task would be. Inside a transaction (the tests' eager tasks) the jobs run one by
     one in this thread, which alone sees that transaction's rows."""
     ids = list(dict.fromkeys(int(i) for i in job_ids))
+    if get_backend().name != "trainyard":  # jobs.backends: each through its backend
+        for job_id in ids:
+            sync_job.delay(job_id)
+        return {"queued": len(ids)}
     workers = min(_sync_concurrency(), len(ids))
     if workers <= 1 or connection.in_atomic_block:
         outcomes = [_sync_one(job_id) for job_id in ids]
@@ -374,6 +381,8 @@ def _pods_remain(job: TrainingJob) -> bool:
 @shared_task(name="jobs.admission_cycle", queue="default")
 def admission_cycle() -> dict[str, Any]:
     """One admission pass (see the module docstring). Returns counts of what it did."""
+    if (backend := get_backend()).name != "trainyard":
+        return backend.cycle()  # jobs.backends: Kueue admits
     if not cache.add(CYCLE_LOCK, "1", timeout=120):
         return {"skipped": "another cycle is running"}
     started = time.monotonic()

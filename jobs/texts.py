@@ -237,10 +237,31 @@ register("jobs.hold.low_util", _("GPU utilisation %(u).0f%% since %(t)s"))
 register("jobs.hold.long_run", _("running for %(d)s"))
 register("jobs.duration.days", _("%(n).1f days"))
 
+# -- Kueue mode (jobs.backends.kueue): Kueue's decisions in plain language ------------------
+
+register("jobs.transition.kueue_admitted", _(
+    "admitted by Kueue in queue %(queue)s on %(flavors)s"))
+register("jobs.preempt.kueue", _(
+    "Kueue evicted it (%(reason)s): %(message)s. It stops after its checkpoint grace and "
+    "Kueue queues it again"))
+register("jobs.preempt.admin", _("preempted by platform admin %(u)s: %(reason)s"))
+register("jobs.wait.kueue.quota", _(
+    "waiting for quota, %(n)s in Kueue's queue %(queue)s (%(message)s)"))
+register("jobs.wait.kueue.never", _(
+    "Kueue's queue %(queue)s can never hold it as it is: %(message)s"))
+register("jobs.wait.kueue.preempting", _(
+    "waiting for the jobs Kueue preempted for it to checkpoint and stop"))
+register("jobs.wait.kueue.topology", _(
+    "no single network domain has room for all its workers (%(message)s)"))
+register("jobs.wait.kueue.other", _("waiting in Kueue's queue %(queue)s (%(reason)s: "
+                                    "%(message)s)"))
+register("jobs.wait.kueue.not_queued", _("waiting for Kueue to queue it"))
+
 # -- audit log (AuditEvent.text) -------------------------------------------------------------
 
 register("jobs.audit.hold", _("held job %(job)s: %(reason)s"))
 register("jobs.audit.release", _("released job %(job)s: %(reason)s"))
+register("jobs.audit.preempt", _("preempted job %(job)s: %(reason)s"))
 register("jobs.audit.priority", _("set priority of %(job)s to %(priority)s: %(reason)s"))
 register("jobs.audit.defrag_schedule", ngettext_lazy(
     "scheduled a maintenance window freeing %(n)s whole %(model)s node at %(at)s",
@@ -267,6 +288,7 @@ TRANSITION_REASONS: dict[str, Any] = {
     "NotStarted": pgettext_lazy("job transition", "NotStarted"),
     "Unbuildable": pgettext_lazy("job transition", "Unbuildable"),
     "PoolAbsent": pgettext_lazy("job transition", "PoolAbsent"),
+    "Evicted": pgettext_lazy("job transition", "Evicted"),
 }
 
 

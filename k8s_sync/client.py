@@ -308,7 +308,18 @@ _STATIC_RESOURCES: dict[tuple[str, str], tuple[str, bool]] = {
     ("batch/v1", "Job"): ("jobs", True),
     ("kubeflow.org/v1", "PyTorchJob"): ("pytorchjobs", True),
     ("trainer.kubeflow.org/v1alpha1", "TrainJob"): ("trainjobs", True),
+
+    # Kueue (kueue.x-k8s.io/v1beta2): what Trainyard writes and reads in Kueue mode.
+    ("kueue.x-k8s.io/v1beta2", "ClusterQueue"): ("clusterqueues", False),
+    ("kueue.x-k8s.io/v1beta2", "LocalQueue"): ("localqueues", True),
+    ("kueue.x-k8s.io/v1beta2", "ResourceFlavor"): ("resourceflavors", False),
+    ("kueue.x-k8s.io/v1beta2", "WorkloadPriorityClass"): ("workloadpriorityclasses", False),
+    ("kueue.x-k8s.io/v1beta2", "Cohort"): ("cohorts", False),
+    ("kueue.x-k8s.io/v1beta2", "Topology"): ("topologies", False),
+    ("kueue.x-k8s.io/v1beta2", "Workload"): ("workloads", True),
 }
+#: Kueue's visibility API (an aggregated API server, not a CRD): pending workloads.
+KUEUE_VISIBILITY = "/apis/visibility.kueue.x-k8s.io/v1beta2"
 
 
 # --- the client -----------------------------------------------------------------------------
@@ -527,6 +538,18 @@ class KubeClient:
         except K8sNotFoundError:
             return False
         return True
+
+    def kueue_pending_workloads(self, cluster_queue: str, *, limit: int = 1000,
+                                offset: int = 0) -> list[dict[str, Any]]:
+        """The pending workloads of one ClusterQueue, in Kueue's order, from Kueue's
+        visibility API (``GET .../clusterqueues/<name>/pendingworkloads``); each item
+        carries ``positionInClusterQueue`` and ``positionInLocalQueue`` (0-based) and
+        names its Workload in ``metadata``. A queue Kueue does not know is a
+        :class:`K8sNotFoundError`."""
+        path = f"{KUEUE_VISIBILITY}/clusterqueues/{quote(cluster_queue, safe='')}/pendingworkloads"
+        body = self._request("GET", path, query=[("limit", int(limit)),
+                                                 ("offset", int(offset))]) or {}
+        return list(body.get("items") or [])
 
     def server_version(self) -> dict[str, Any]:
         """``GET /version`` (a cheap reachability check)."""

@@ -64,6 +64,9 @@ class Owner:
     labels: Mapping[str, str]
     kinds: tuple[Kind, ...]
     namespace: str | None = None
+    #: own namespaced objects in every namespace (the Kueue objects: LocalQueues in
+    #: each pool's namespace) rather than only in ``namespace``
+    any_namespace: bool = False
 
     def __post_init__(self) -> None:
         if self.labels.get(naming.LABEL_MANAGED_BY) != naming.MANAGED_BY:
@@ -87,7 +90,7 @@ class Owner:
         if any(labels.get(key) != value for key, value in self.labels.items()):
             return False
         namespace = meta.get("namespace")
-        return namespace is None or namespace == self.namespace
+        return self.any_namespace or namespace is None or namespace == self.namespace
 
 
 def pool_owner(tenant_slug: str, pool: str) -> Owner:

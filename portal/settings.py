@@ -323,6 +323,15 @@ TRAINYARD_CLUSTER = {
     "context": env_str("TRAINYARD_CLUSTER_CONTEXT"),
     "request_timeout": env_float("TRAINYARD_CLUSTER_TIMEOUT", 10.0, minimum=0.1),
 }
+# Who admits jobs: "trainyard" (its own engine, jobs.admission) or "kueue" (Trainyard
+# writes Kueue's ClusterQueues, LocalQueues, flavors and priority classes from its quotas
+# and reads Kueue's decisions back; jobs.backends). See the README, "Connecting a cluster
+# that runs Kueue".
+TRAINYARD_ADMISSION_BACKEND = env_str("TRAINYARD_ADMISSION_BACKEND", "trainyard")
+if TRAINYARD_ADMISSION_BACKEND not in {"trainyard", "kueue"}:
+    raise ImproperlyConfigured(
+        "TRAINYARD_ADMISSION_BACKEND must be trainyard or kueue, "
+        f"not {TRAINYARD_ADMISSION_BACKEND!r}")
 # The RBAC group a tenant's people authenticate with (as the API server sees it, with
 # any OIDC prefix); {tenant} is the tenant's slug.
 TRAINYARD_TENANT_GROUP_FORMAT = env_str("TRAINYARD_TENANT_GROUP_FORMAT", "trainyard:{tenant}")

@@ -28,13 +28,14 @@ from django.utils import timezone
 
 from core.choices import PoolKind
 from core.models import Policy
-from k8s_sync import manifests, naming
+from k8s_sync import kueue, manifests, naming
 from k8s_sync.client import K8sError, get_client, is_transient
 from k8s_sync.models import ObservedPod, ObservedPVC
 from k8s_sync.placement import node_dedication_patch
-from k8s_sync.reconcile import converge, plan, pool_owner
+from k8s_sync.reconcile import Owner, converge, plan, pool_owner
 from tenants import selectors, services
 from tenants.choices import QuotaMode, RequestSource, RequestStatus, SyncState, TenantStatus
+from tenants.kueue import kueue_on, kueue_spec
 from tenants.models import Pool, QuotaRequest, VolumeUse
 from tenants.quota import propose_amount, volumes_to_reclaim
 from tenants.series import usage_rollup, usage_sample
@@ -79,6 +80,8 @@ def reconcile_pool(self, pool_id: int) -> str:  # type: ignore[no-untyped-def]
             raise self.retry(exc=exc, countdown=backoff_seconds(self.request.retries)) from exc
         return "error"
     services.pool_sync_succeeded(pool_id=pool_id, version=version)
+    if kueue_on():
+        _kueue_sync()  # the pool's grants are its ClusterQueue's quota
     if not result.changed:
         return "unchanged"
     if result.deletes:
@@ -113,6 +116,8 @@ def resync_pools() -> dict[str, int]:
     services.pools_verified_in_sync(pool_ids=in_sync)
     for pool_id in drifted:
         reconcile_pool.delay(pool_id)
+    if kueue_on():
+        _kueue_sync()
     return {"drifted": len(drifted), "in_sync": len(in_sync)}
 
 
@@ -170,6 +175,40 @@ def reconcile_cluster(self) -> str:  # type: ignore[no-untyped-def]
             raise self.retry(exc=exc, countdown=backoff_seconds(self.request.retries)) from exc
         raise
     return f"applied {result.writes}" if result.changed else "unchanged"
+
+
+@shared_task(name="tenants.reconcile_kueue", queue="k8s", bind=True, max_retries=MAX_RETRIES)
+def reconcile_kueue(self) -> str:  # type: ignore[no-untyped-def]
+    """Kueue mode: converge Kueue's objects (flavors, cohort, ClusterQueues, LocalQueues,
+    WorkloadPriorityClasses, Topology) with the quotas (``tenants.kueue.kueue_spec``),
+    pruning the ones Trainyard wrote and no longer declares. One list call per kind and
+    no write when nothing changed. Does nothing in the trainyard mode."""
+    if not kueue_on():
+        return "off"
+    try:
+        result = converge(get_client(), kueue.desired_kueue_objects(kueue_spec()),
+                          owner=kueue_owner())
+    except K8sError as exc:
+        if is_transient(exc) and self.request.retries < MAX_RETRIES:
+            raise self.retry(exc=exc, countdown=backoff_seconds(self.request.retries)) from exc
+        raise
+    if not result.changed:
+        return "unchanged"
+    return f"applied {result.writes}, pruned {result.deletes}"
+
+
+def _kueue_sync() -> None:
+    """Enqueue a converge of Kueue's objects; its failure (it retries by itself) is not
+    the caller's."""
+    try:
+        reconcile_kueue.delay()
+    except Exception:  # eager (tests, benchmarks): the converge ran here and failed
+        log.exception("reconcile of Kueue's objects failed")
+
+
+def kueue_owner() -> Owner:
+    """The owner of the Kueue objects Trainyard writes (its labels, in every namespace)."""
+    return Owner(labels=kueue.owner_labels(), kinds=kueue.KINDS, any_namespace=True)
 
 
 @shared_task(name="tenants.reconcile_nodes", queue="k8s", bind=True, max_retries=MAX_RETRIES)

@@ -101,7 +101,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedV
 
 
 class PlatformJobViewSet(viewsets.GenericViewSet, mixins.ListModelMixin):
-    """Every tenant's active jobs (platform admins): hold, release, re-prioritise."""
+    """Every tenant's active jobs (platform admins): hold, release, preempt, re-prioritise."""
 
     serializer_class = s.JobSerializer
     queryset = TrainingJob.objects.all()  # for the schema; get_queryset decides
@@ -134,6 +134,16 @@ class PlatformJobViewSet(viewsets.GenericViewSet, mixins.ListModelMixin):
         data = validated(s.HoldInput, request)
         return Response(s.JobSerializer(services.job_hold(
             actor=request.user, job=job, held=held, reason=data["reason"])).data)
+
+    @extend_schema(request=s.HoldInput, responses=s.JobSerializer)
+    @action(detail=True, methods=["post"])
+    def preempt(self, request: Request, pk: str) -> Response:
+        """Preempt a running or admitted job: it stops after its tier's grace and goes back
+        to the queue (by the admission backend in force); any other job is left as it is."""
+        job = self._job(pk)  # permission and existence before validation
+        data = validated(s.HoldInput, request)
+        return Response(s.JobSerializer(services.job_preempt(
+            actor=request.user, job=job, reason=data["reason"])).data)
 
     @extend_schema(request=s.PriorityInput, responses=s.JobSerializer)
     @action(detail=True, methods=["post"])

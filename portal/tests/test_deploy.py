@@ -33,7 +33,8 @@ from django.test import Client, override_settings
 from django.urls import resolve
 
 from k8s_sync import client as k8s_client
-from k8s_sync import health, manifests, observe
+from k8s_sync import health, kueue, manifests, observe
+from k8s_sync.kueue import KueueSpec, QueueSpec
 from k8s_sync.manifests import POOL_KINDS
 from k8s_sync.naming import LABEL_MANAGED_BY, MANAGED_BY, Tier
 from k8s_sync.reconcile import NEVER_DELETED_KINDS
@@ -420,6 +421,15 @@ ALLOWED: dict[tuple[str, str], set[str]] = {
                                             "delete"},
     ("trainer.kubeflow.org", "trainjobs/status"): {"get", "list", "watch"},
     ("apiextensions.k8s.io", "customresourcedefinitions"): {"get"},
+    # Kueue mode (jobs.backends.kueue, tenants.tasks.reconcile_kueue)
+    ("kueue.x-k8s.io", "clusterqueues"): {"list", "create", "patch", "delete"},
+    ("kueue.x-k8s.io", "localqueues"): {"list", "create", "patch", "delete"},
+    ("kueue.x-k8s.io", "resourceflavors"): {"list", "create", "patch", "delete"},
+    ("kueue.x-k8s.io", "workloadpriorityclasses"): {"list", "create", "patch", "delete"},
+    ("kueue.x-k8s.io", "cohorts"): {"list", "create", "patch", "delete"},
+    ("kueue.x-k8s.io", "topologies"): {"list", "create", "patch", "delete"},
+    ("kueue.x-k8s.io", "workloads"): {"list", "patch"},
+    ("visibility.kueue.x-k8s.io", "clusterqueues/pendingworkloads"): {"get"},
 }
 #: Resources the role may grant only for these object names.
 NAMED_ONLY = {("apiextensions.k8s.io", "customresourcedefinitions"): {health.TRAINING_CRD}}
@@ -434,11 +444,16 @@ VERBS_OF_METHOD = {
     "create_if_absent": {"create", "get"},  # POST; GET when it already exists
     "patch": {"patch"},
     "ensure_absent": {"delete"},
+    "kueue_pending_workloads": {"get"},  # GET on Kueue's visibility API
 }
+#: Kueue's visibility API as an (apiVersion, "kind") for the tables here: a subresource.
+VISIBILITY_PENDING = ("visibility.kueue.x-k8s.io/v1beta2", "ClusterQueue/pendingworkloads")
 #: Kinds outside the client's static table (found by API discovery): their plurals.
 DISCOVERED = {
     ("storage.k8s.io/v1", "StorageClass"): "storageclasses",
     ("apiextensions.k8s.io/v1", "CustomResourceDefinition"): "customresourcedefinitions",
+    # Kueue's visibility API: KubeClient.kueue_pending_workloads
+    (VISIBILITY_PENDING[0], VISIBILITY_PENDING[1]): "clusterqueues/pendingworkloads",
 }
 APPS = ("core", "portal", "tenants", "jobs", "billing", "k8s_sync")
 
@@ -470,8 +485,20 @@ def _kinds_of(objs) -> list[Kind]:
 
 def _converged_kinds() -> list[Kind]:
     """What reconcile.converge applies: a pool's objects (with an IOPS StorageClass,
-    tenants.selectors.pool_objects) and the cluster-wide objects."""
-    return [*_pool_object_kinds(), *_kinds_of(manifests.desired_cluster_objects())]
+    tenants.selectors.pool_objects), the cluster-wide objects and, in Kueue mode, Kueue's
+    objects (tenants.tasks.reconcile_kueue)."""
+    return [*_pool_object_kinds(), *_kinds_of(manifests.desired_cluster_objects()),
+            *_kueue_kinds()]
+
+
+def _kueue_kinds() -> list[Kind]:
+    """What tenants.tasks.reconcile_kueue converges (every kind its owner lists and
+    prunes; the sample builds one of each)."""
+    spec = KueueSpec(queues=(QueueSpec("acme", "dev", "dev", nominal={"gpu:H800": 1}),),
+                     topology_levels=("trainyard.io/switch",))
+    built = _kinds_of(kueue.desired_kueue_objects(spec))
+    assert set(built) == set(kueue.KINDS)
+    return list(kueue.KINDS)
 
 
 def _pool_object_kinds() -> list[Kind]:
@@ -498,9 +525,10 @@ DYNAMIC_CALL_SITES = {
     ("k8s_sync/reconcile.py", "converge", "read"): _converge_read_kinds,
     ("k8s_sync/reconcile.py", "converge", "apply"): _converged_kinds,
     # with a pool's owner (reconcile.pool_owner): list each owned kind, delete the stale
-    ("k8s_sync/reconcile.py", "converge", "list_objects"): lambda: list(POOL_KINDS),
+    ("k8s_sync/reconcile.py", "converge", "list_objects"): lambda: [
+        *POOL_KINDS, *_kueue_kinds()],
     ("k8s_sync/reconcile.py", "converge", "ensure_absent"): lambda: [
-        kind for kind in POOL_KINDS if kind not in NEVER_DELETED_KINDS],
+        kind for kind in [*POOL_KINDS, *_kueue_kinds()] if kind not in NEVER_DELETED_KINDS],
     ("tenants/tasks.py", "pool_drift", "list_objects"): lambda: list(POOL_KINDS),
     ("k8s_sync/observe.py", "relist", "list_with_resource_version"): _observed_kinds,
     ("k8s_sync/observe.py", "relist_all", "list_with_resource_version"): _observed_kinds,
@@ -509,6 +537,10 @@ DYNAMIC_CALL_SITES = {
         *_kinds_of([manifests.build_checkpoint_pvc(_sample_job())]), *_job_kinds()],
     ("jobs/tasks.py", "_sync_one", "ensure_absent"): _job_kinds,
     ("jobs/tasks.py", "_sync_one", "patch"): _job_kinds,
+    ("jobs/backends/kueue.py", "sync_job", "create_if_absent"): lambda: [
+        *_kinds_of([manifests.build_checkpoint_pvc(_sample_job())]), *_job_kinds()],
+    ("jobs/backends/kueue.py", "_positions", "kueue_pending_workloads"): lambda: [
+        VISIBILITY_PENDING],
 }
 
 

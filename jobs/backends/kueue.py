@@ -1,0 +1,360 @@
+"""Kueue as the admission backend (``TRAINYARD_ADMISSION_BACKEND=kueue``).
+
+Kueue decides; Trainyard keeps what Kueue does not offer and reads Kueue's decisions
+into its own job states, so pages, the API, billing and notifications work unchanged.
+
+* **Submit** (:meth:`KueueBackend.sync_job`): the job's PyTorchJob is created once,
+  suspended, with Kueue's queue label (the pool's LocalQueue ``trainyard``, or
+  ``trainyard-batch`` for batch) and priority label (the tier's WorkloadPriorityClass)
+  (``k8s_sync.kueue.kueue_job``). Kueue creates its Workload and un-suspends the job
+  when it admits it; Trainyard never touches ``suspend`` again.
+* **Observe** (:meth:`KueueBackend.cycle`): the PyTorchJobs' conditions move jobs to
+  running, succeeded, failed and, after a preemption, back to queued once their pods are
+  gone (``jobs.tasks.observe_jobs``, shared with the trainyard engine). One list of the
+  Workloads moves a queued job whose Workload is ``Admitted`` to admitted, and an
+  admitted or running job whose Workload lost its admission to preempting, with Kueue's
+  reason (the ``Preempted`` condition's ``InClusterQueue``/``InCohortReclamation``/...
+  or the ``Evicted`` reason) and the tier's grace as its deadline.
+* **Waiting jobs**: position from Kueue's visibility API (``pendingworkloads`` of the
+  job's ClusterQueue), reason from the Workload's ``QuotaReserved`` condition in plain
+  language, and the estimated start from Trainyard's own engine run as a forecaster
+  over the same cluster and run history (``jobs.admission.decide``: its ``eta.py``
+  simulation and ``explain.py`` reason, whose admissions and preemptions are ignored).
+* **Hold and Trainyard's own preemptions** (an admin's, a maintenance window's) are
+  Kueue's ``spec.active``: a held queued job's Workload and a job preempted by Trainyard
+  are deactivated (Kueue evicts, the job is suspended and its pods get their grace), and
+  reactivated once it is released or back in the queue (Kueue queues it again).
+* **Quota**: ``tenants.tasks.reconcile_kueue`` writes the ClusterQueues from the grants
+  and loans (after each pool reconcile and on the resync beat).
+
+What Kueue's own controller does is not repeated: no pod-start deadline (use Kueue's
+``waitForPodsReady``), no node placement (Kueue's flavors and topology-aware scheduling),
+no defragmentation windows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from django.core.cache import cache
+from django.db import DatabaseError, transaction
+from django.utils import timezone
+
+from core.choices import Tier
+from core.models import Policy
+from core.texts import message as stored_text
+from core.texts import text_code
+from jobs import selectors, services
+from jobs.admission.text import position as ordinal_text
+from jobs.admission.types import WaitInfo
+from jobs.choices import ACTIVE_STATES, JobState
+from jobs.models import AdmissionState, TrainingJob
+from k8s_sync import kueue, manifests
+from k8s_sync.client import K8sError, get_client, is_transient
+from k8s_sync.specs import WORKLOAD_KINDS, default_tiers
+from tenants.selectors import topology_levels
+from tenants.services import pool_sync_request
+from tenants.tasks import backoff_seconds
+from tenants.tiers import tier_rules
+
+log = logging.getLogger(__name__)
+
+MAX_RETRIES = 8
+KUEUE_PREEMPT = "jobs.preempt.kueue"
+#: Kueue's QuotaReserved reasons by what they mean to the job's owner.
+_NEVER = {"NoMatchingFlavor", "ExceedsMaxQuota", "Misconfigured"}
+
+
+def cluster_queue_of(job: TrainingJob) -> str:
+    """The ClusterQueue a job is queued in: its pool's, or the pool's batch queue."""
+    role = "batch" if job.tier == Tier.BATCH else job.pool.kind
+    return kueue.cluster_queue_name(job.pool.namespace, role)  # type: ignore[arg-type]
+
+
+def desired_active(job: TrainingJob) -> bool:
+    """Whether the job's Workload should be active: not while it is held in the queue,
+    nor while a preemption Trainyard asked for (an admin's, a maintenance window's) stops
+    it, until it is back in the queue. Kueue's own preemptions need nothing: Kueue
+    requeues the Workload itself."""
+    if job.state == JobState.QUEUED and job.held:
+        return False
+    return not (job.state == JobState.PREEMPTING
+                and text_code(job.preempt_reason) != KUEUE_PREEMPT)
+
+
+def _grace(tier: str) -> int:
+    return tier_rules(Policy.current())[Tier(tier)].termination_grace_seconds
+
+
+class KueueBackend:
+    name = "kueue"
+
+    # -- submit ------------------------------------------------------------------------
+
+    def submit(self, job_id: int) -> None:
+        services.schedule_sync(job_id)
+        services.kick_admission()
+
+    def sync_queues(self) -> None:
+        from tenants.tasks import reconcile_kueue
+
+        transaction.on_commit(lambda: reconcile_kueue.delay(), robust=True)
+
+    def sync_job(self, task: Any, job_id: int) -> str:
+        """Create the job's PyTorchJob or TrainJob for Kueue (once; suspended, labelled);
+        delete a cancelled job's. Kueue owns ``suspend`` from then on. Idempotent."""
+        from jobs.tasks import _refused, _unbuildable
+
+        job = TrainingJob.objects.select_related("tenant", "pool").filter(pk=job_id).first()
+        if job is None:
+            return "gone"
+        client = get_client()
+        try:
+            if job.state == JobState.CANCELLED:
+                api_version, kind = WORKLOAD_KINDS[job.kind]
+                client.ensure_absent(api_version, kind, job.k8s_name,
+                                     job.pool.namespace, propagation_policy="Foreground")
+                return "absent"
+            if job.state in (JobState.SUCCEEDED, JobState.FAILED):
+                return "finished"
+            try:
+                spec = selectors.job_spec(job)
+                pvc = manifests.build_checkpoint_pvc(spec)
+                levels = topology_levels()
+                workload = kueue.kueue_job(
+                    manifests.build_workload(spec), tier=job.tier,
+                    required_topology=levels[-1] if levels and job.workers > 1 else "")
+            except DatabaseError:
+                raise
+            except Exception as exc:  # a ValueError of JobSpec, mostly
+                return _unbuildable(job, exc)
+            if pvc is not None:
+                client.create_if_absent(pvc)
+            _obj, created = client.create_if_absent(workload)
+            TrainingJob.objects.filter(pk=job.pk).update(in_cluster=True, last_error="")
+        except K8sError as exc:
+            TrainingJob.objects.filter(pk=job.pk).update(last_error=str(exc)[:2000])
+            if exc.namespace_missing and not job.in_cluster:
+                pool_sync_request(pool=job.pool)
+                return "waiting: no namespace"
+            if is_transient(exc) and task.request.retries < MAX_RETRIES:
+                raise task.retry(exc=exc, countdown=backoff_seconds(task.request.retries)) from exc
+            if _refused(exc) and not job.in_cluster:
+                services.job_transition(
+                    job_id=job.pk, from_states=[JobState.QUEUED], to_state=JobState.FAILED,
+                    reason="Rejected", finished_at=timezone.now(),
+                    message=stored_text("jobs.transition.rejected", status=exc.status,
+                                        reason=exc.reason, error=exc.message[:1000]))
+                return "rejected"
+            return "error"
+        return "created" if created else "exists"
+
+    # -- admin preemption ------------------------------------------------------------------
+
+    def preempt(self, *, job_id: int, reason: Any, actor: Any = None) -> bool:
+        """Kueue's way: the job moves to preempting now and its Workload is deactivated
+        (:meth:`cycle` writes ``spec.active: false``: Kueue evicts it and suspends the
+        job, whose pods get the tier's grace); once it is back in the queue the Workload is
+        reactivated and Kueue queues it again."""
+        job = TrainingJob.objects.filter(pk=job_id).only("tier").first()
+        if job is None:
+            return False
+        moved = services.job_transition(
+            job_id=job_id, from_states=[JobState.RUNNING, JobState.ADMITTED],
+            to_state=JobState.PREEMPTING, reason="Preempted", message=reason, actor=actor,
+            preempt_reason=reason,
+            preempt_deadline=timezone.now() + dt.timedelta(seconds=_grace(job.tier)))
+        if moved:
+            services.kick_admission()  # the cycle deactivates its Workload
+        return moved
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def cycle(self) -> dict[str, Any]:
+        from jobs.tasks import CYCLE_LOCK, observe_jobs
+
+        if not cache.add(CYCLE_LOCK, "1", timeout=120):
+            return {"skipped": "another cycle is running"}
+        started = time.monotonic()
+        try:
+            now = timezone.now()
+            result: dict[str, Any] = dict(observe_jobs(now))
+            client = get_client()
+            try:
+                views = kueue.workloads_by_job(
+                    client.list_objects("kueue.x-k8s.io/v1beta2", "Workload"))
+            except K8sError as exc:
+                log.warning("Kueue mode: cannot list Workloads: %s", exc)
+                result["error"] = str(exc)[:300]
+                return result
+            result.update(apply_workloads(client, views, now))
+            waiting = waiting_info(client, views, now)
+            services.record_waiting(waiting)
+            result["waiting"] = len(waiting)
+            with transaction.atomic():
+                state = AdmissionState.objects.select_for_update().get_or_create(pk=1)[0]
+                state.last_cycle_at = now
+                state.last_cycle_ms = (time.monotonic() - started) * 1000
+                state.last_decisions = {**result, "backend": self.name}
+                state.save()
+            return result
+        finally:
+            cache.delete(CYCLE_LOCK)
+
+
+def apply_workloads(client: Any, views: Mapping[tuple[str, str], kueue.WorkloadView],
+                    now: dt.datetime) -> dict[str, int]:
+    """Kueue's decisions into job transitions, and each Workload's ``active`` as the job
+    wants it (one patch per Workload that differs; none when nothing changed)."""
+    counts = {"admitted": 0, "preempted": 0, "activated": 0, "deactivated": 0}
+    jobs = TrainingJob.objects.filter(state__in=list(ACTIVE_STATES), in_cluster=True
+                                      ).select_related("pool__tenant")
+    for job in jobs:
+        view = views.get((job.pool.namespace, job.k8s_name))
+        if view is None:
+            continue
+        if job.state == JobState.QUEUED and view.admitted:
+            admitted = view.conditions["Admitted"].at or now
+            counts["admitted"] += services.job_transition(
+                job_id=job.pk, from_states=[JobState.QUEUED], to_state=JobState.ADMITTED,
+                reason="Admitted", at=admitted, admitted_at=min(admitted, now),
+                borrowing=False, placement=[], switch="",
+                message=stored_text("jobs.transition.kueue_admitted",
+                                    queue=view.cluster_queue,
+                                    flavors=", ".join(view.flavors) or "-"),
+                wait_reason="", position_in_pool=None, position_in_model=None,
+                eta_p50=None, eta_p90=None)
+        elif (job.state in (JobState.ADMITTED, JobState.RUNNING) and not view.admitted
+              and not view.is_true("Finished")):
+            counts["preempted"] += _evicted(job, view, now)
+        want = desired_active(job)
+        if view.active != want:
+            client.patch("kueue.x-k8s.io/v1beta2", "Workload", view.name,
+                         kueue.workload_active_patch(want), view.namespace)
+            counts["activated" if want else "deactivated"] += 1
+    return counts
+
+
+def _evicted(job: TrainingJob, view: kueue.WorkloadView, now: dt.datetime) -> int:
+    """Kueue took an admitted or running job's admission back: it is preempting, with
+    Kueue's reason, until its pods are gone (``observe_jobs`` requeues it then)."""
+    evicted = view.evicted
+    preempted = view.conditions.get("Preempted")
+    if preempted is not None and preempted.status:
+        why, detail = preempted.reason, preempted.message
+    elif evicted is not None:
+        why, detail = evicted.reason, evicted.message
+    else:
+        why, detail = "NoReservation", ""
+    code = "Preempted" if (preempted is not None and preempted.status) or (
+        evicted is not None and evicted.reason == "Preempted") else "Evicted"
+    text = stored_text(KUEUE_PREEMPT, reason=why, message=detail or "-")
+    return int(services.job_transition(
+        job_id=job.pk, from_states=[JobState.ADMITTED, JobState.RUNNING],
+        to_state=JobState.PREEMPTING, reason=code, message=text, preempt_reason=text,
+        preempt_deadline=now + dt.timedelta(seconds=_grace(job.tier))))
+
+
+def _positions(client: Any, queues: set[str]) -> dict[tuple[str, str], tuple[int, int]]:
+    """(namespace, Workload name) -> (position in its ClusterQueue, in its LocalQueue),
+    1-based, from Kueue's visibility API; a queue the API cannot answer for is left out."""
+    found: dict[tuple[str, str], tuple[int, int]] = {}
+    for queue in sorted(queues):
+        try:
+            items = client.kueue_pending_workloads(queue)
+        except K8sError as exc:
+            log.info("Kueue visibility API: no positions for %s: %s", queue, exc)
+            continue
+        for item in items:
+            meta = item.get("metadata") or {}
+            found[(str(meta.get("namespace") or ""), str(meta.get("name") or ""))] = (
+                int(item.get("positionInClusterQueue") or 0) + 1,
+                int(item.get("positionInLocalQueue") or 0) + 1)
+    return found
+
+
+def _forecast(now: dt.datetime) -> dict[int, WaitInfo]:
+    """Trainyard's engine over the same cluster and history, as a forecaster: its
+    estimated starts and its reasons (its admissions and preemptions are not applied)."""
+    try:
+        decisions, _absent = selectors.decide_with_pools_absent(selectors.admission_inputs(now))
+    except Exception:  # a forecast never stops Kueue's decisions from being recorded
+        log.exception("Kueue mode: the ETA forecast failed")
+        return {}
+    return dict(decisions.waiting)
+
+
+def kueue_reason(view: kueue.WorkloadView | None, queue: str,
+                 position: int | None) -> dict[str, Any]:
+    """Why a queued job waits, in plain language, from its Workload's conditions."""
+    if view is None:
+        return stored_text("jobs.wait.kueue.not_queued")
+    pending = view.pending
+    why = pending.reason if pending is not None else ""
+    detail = (pending.message if pending is not None else "") or "-"
+    if why in _NEVER:
+        return stored_text("jobs.wait.kueue.never", queue=queue, message=detail)
+    if why == "WaitingForPreemptedWorkloads":
+        return stored_text("jobs.wait.kueue.preempting")
+    if why == "TopologyPlacementFailed":
+        return stored_text("jobs.wait.kueue.topology", message=detail)
+    if why in ("WaitingForQuota", "Pending", "") and position is not None:
+        return stored_text("jobs.wait.kueue.quota", n=ordinal_text(position), queue=queue,
+                           message=detail)
+    return stored_text("jobs.wait.kueue.other", queue=queue, reason=why or "Pending",
+                       message=detail)
+
+
+def model_positions(queued: list[TrainingJob]) -> dict[int, int]:
+    """Each queued job's place among the queued jobs that want the same resource (a GPU
+    model, a MIG profile) cluster-wide, by Kueue's own order within a queue: priority (the
+    tier's WorkloadPriorityClass) first, then submission time. Kueue has no order across
+    its queues (each admits its head in turn), so this is Trainyard's figure; held jobs
+    come last, as in the trainyard engine."""
+    values = {str(t.name): t.value for t in default_tiers()}
+    order = sorted(queued, key=lambda j: (j.held, -values.get(str(j.tier), 0), -j.priority,
+                                          j.submitted_at, j.pk))
+    seen: dict[str, int] = {}
+    out: dict[int, int] = {}
+    for job in order:
+        seen[job.resource_key] = seen.get(job.resource_key, 0) + 1
+        out[job.pk] = seen[job.resource_key]
+    return out
+
+
+def waiting_info(client: Any, views: Mapping[tuple[str, str], kueue.WorkloadView],
+                 now: dt.datetime) -> dict[int, WaitInfo]:
+    """Every queued job's position (Kueue's), reason (Kueue's, and Trainyard's
+    explanation of who holds the room) and estimated start (Trainyard's forecast)."""
+    queued = list(TrainingJob.objects.filter(state=JobState.QUEUED).select_related(
+        "pool__tenant").order_by("submitted_at", "id"))
+    if not queued:
+        return {}
+    positions = _positions(client, {cluster_queue_of(job) for job in queued})
+    by_model = model_positions(queued)
+    forecast = _forecast(now)
+    out: dict[int, WaitInfo] = {}
+    for job in queued:
+        view = views.get((job.pool.namespace, job.k8s_name))
+        queue = cluster_queue_of(job)
+        in_cq, in_lq = positions.get((job.pool.namespace, view.name), (None, None)) if (
+            view is not None) else (None, None)
+        engine = forecast.get(job.pk)
+        if job.held:
+            reason: Any = stored_text("jobs.wait.held")
+        else:
+            reason = kueue_reason(view, queue, in_cq)
+            if engine is not None and engine.reason:
+                reason = [reason, engine.reason]
+        out[job.pk] = WaitInfo(
+            # the pool's queue is its own ClusterQueue (one LocalQueue each): one position
+            position_in_pool=in_cq if in_cq is not None else in_lq,  # type: ignore[arg-type]
+            position_in_model=by_model.get(job.pk),  # type: ignore[arg-type]
+            eta_p50=engine.eta_p50 if engine is not None else None,
+            eta_p90=engine.eta_p90 if engine is not None else None,
+            reason=reason)
+    return out

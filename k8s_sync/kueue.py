@@ -1,0 +1,489 @@
+"""Kueue's objects from Trainyard's quotas, and Kueue's decisions read back: pure.
+
+With ``TRAINYARD_ADMISSION_BACKEND=kueue`` Kueue admits jobs and Trainyard writes the
+objects Kueue admits by (``kueue.x-k8s.io/v1beta2``) from its own state, level-triggered
+and idempotent like a pool's objects (``tenants.tasks.reconcile_kueue`` ->
+``reconcile.converge``). This module turns a plain :class:`KueueSpec` (built by
+``tenants.kueue.kueue_spec`` from grants, loans and the policy) into those manifests, and
+a Workload as the API returns it into a :class:`WorkloadView`. It imports nothing of the
+domain apps nor the ``kubernetes`` package.
+
+The mapping (docs/architecture.md, "Kueue mode"):
+
+* **ResourceFlavor** per GPU model (``nodeLabels: nvidia.com/gpu.product=<model>``), per
+  MIG profile (its own resource ``nvidia.com/mig-<profile>``), one for shared GPUs
+  (``nvidia.com/gpu.shared``, any model: the grant ``gpu-shared`` is not per model) and
+  one for CPU and memory. GPU flavors carry ``topologyName`` when the policy names
+  topology levels.
+* **One cohort for the cluster** (``trainyard``): a pool's elastic ceiling borrows any
+  other pool's idle quota of the same resource, and flavors already keep GPU models
+  apart (quota is per flavor and resource), so cohorts per model would add nothing but
+  one ClusterQueue per pool and model.
+* **ClusterQueue** per pool (named as its namespace): ``nominalQuota`` is the pool's
+  effective grant (grants with active loans: a loan moves nominal quota from the
+  lender's queue to the borrower's). Production (the ``prod`` pool) never borrows
+  (``borrowingLimit: 0``) and never preempts within its queue, so no reclaim can ever
+  reach it (Kueue reclaims only from queues that borrow); development (``dev``) borrows
+  up to its elastic ceiling (``borrowingLimit`` = ceiling - grant) and, borrowing, may
+  preempt batch. Both reclaim their nominal quota from borrowers (``reclaimWithinCohort:
+  Any``).
+* **Batch**: a second ClusterQueue per pool, ``<namespace>-batch``, with no nominal
+  quota: it only borrows (up to the pool's batch ceiling), so batch runs on idle
+  capacity only and is reclaimed first.
+* **LocalQueue** ``trainyard`` (and ``trainyard-batch``) in each pool namespace.
+* **WorkloadPriorityClass** per tier, the tiers' PriorityClass values and names.
+* **Topology** ``trainyard`` from the policy's levels (widest first) and the hostname.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Literal
+
+from k8s_sync import naming
+from k8s_sync.specs import (
+    GPU_PRODUCT_LABEL,
+    GPU_RESOURCE,
+    SHARED_GPU_RESOURCE,
+    TierSpec,
+    cpu_quantity,
+    default_tiers,
+    gib_quantity,
+    mig_resource,
+)
+
+__all__ = [
+    "BATCH_LOCAL_QUEUE", "COHORT", "KINDS", "KUEUE_API", "LABEL_PRIORITY_CLASS",
+    "LABEL_QUEUE_NAME", "LOCAL_QUEUE", "QUEUE_ROLES", "KueueSpec", "QueueSpec",
+    "WorkloadView", "cluster_queue_name", "counted", "desired_kueue_objects", "kueue_job",
+    "owner_labels", "workload_view",
+]
+
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_API = f"{KUEUE_GROUP}/v1beta2"
+VISIBILITY_API = "visibility.kueue.x-k8s.io/v1beta2"
+#: The labels a job is queued and prioritised by (Kueue's ``constants``).
+LABEL_QUEUE_NAME = "kueue.x-k8s.io/queue-name"
+LABEL_PRIORITY_CLASS = "kueue.x-k8s.io/priority-class"
+ANNOTATION_REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+LABEL_COMPONENT = "trainyard.io/component"
+COMPONENT = "kueue"
+
+COHORT = "trainyard"
+TOPOLOGY = "trainyard"
+LOCAL_QUEUE = "trainyard"
+BATCH_LOCAL_QUEUE = "trainyard-batch"
+DEFAULT_FLAVOR = "trainyard-default"
+SHARED_FLAVOR = "trainyard-gpu-shared"
+
+#: What Trainyard writes of Kueue, in apply order (a flavor before the queue naming it).
+KINDS: tuple[tuple[str, str], ...] = (
+    (KUEUE_API, "Topology"), (KUEUE_API, "ResourceFlavor"),
+    (KUEUE_API, "WorkloadPriorityClass"), (KUEUE_API, "Cohort"),
+    (KUEUE_API, "ClusterQueue"), (KUEUE_API, "LocalQueue"),
+)
+WORKLOAD = (KUEUE_API, "Workload")
+
+QueueRole = Literal["prod", "dev", "batch"]
+QUEUE_ROLES: tuple[QueueRole, ...] = ("prod", "dev", "batch")
+
+Amounts = Mapping[str, Decimal]
+
+
+def owner_labels() -> dict[str, str]:
+    """The labels of every Kueue object Trainyard writes (what a converge prunes by)."""
+    return {**naming.managed_labels(), LABEL_COMPONENT: COMPONENT}
+
+
+def cluster_queue_name(namespace: str, role: QueueRole) -> str:
+    """The ClusterQueue of a pool namespace: its name, or ``<name>-batch``."""
+    return f"{namespace}-batch" if role == "batch" else namespace
+
+
+def local_queue_for(tier: str) -> str:
+    """The LocalQueue a job of ``tier`` is submitted to in its pool's namespace."""
+    return BATCH_LOCAL_QUEUE if str(tier) == "batch" else LOCAL_QUEUE
+
+
+def gpu_flavor_name(model: str) -> str:
+    return naming.dns_label("gpu", model.lower())
+
+
+def mig_flavor_name(profile: str) -> str:
+    return naming.dns_label("mig", profile.replace(".", "-"))
+
+
+@dataclass(frozen=True)
+class QueueSpec:
+    """One pool's ClusterQueue: ``nominal`` and ``borrowing`` limits by catalog key
+    (``cpu``, ``memory``, ``gpu:<model>``, ``mig:<profile>``, ``gpu-shared``; other keys
+    are not counted by Kueue and ignored). A key missing from ``nominal`` is 0; missing
+    from ``borrowing`` is no borrowing; ``borrowing=None``: Kueue's default (no limit)."""
+
+    tenant_slug: str
+    pool: Literal["prod", "dev"]
+    role: QueueRole
+    nominal: Amounts = field(default_factory=dict)
+    borrowing: Amounts | None = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        naming.validate_pool(self.pool)
+        if self.role not in QUEUE_ROLES:
+            raise ValueError(f"unknown queue role {self.role!r}")
+        object.__setattr__(self, "nominal", dict(sorted(self.nominal.items())))
+        if self.borrowing is not None:
+            object.__setattr__(self, "borrowing", dict(sorted(self.borrowing.items())))
+
+    @property
+    def namespace(self) -> str:
+        return naming.namespace_name(self.tenant_slug, self.pool)
+
+    @property
+    def name(self) -> str:
+        return cluster_queue_name(self.namespace, self.role)
+
+
+@dataclass(frozen=True)
+class KueueSpec:
+    """Everything Kueue needs of Trainyard: the queues (three per tenant: a prod and a
+    dev queue and a batch queue per pool), the tiers and the topology levels."""
+
+    queues: tuple[QueueSpec, ...] = ()
+    tiers: tuple[TierSpec, ...] = field(default_factory=default_tiers)
+    topology_levels: tuple[str, ...] = ()
+    batch_threshold: int | None = None
+
+    def resource_keys(self) -> list[str]:
+        """Every counted catalog key any queue names, plus cpu and memory (every pod
+        requests them, and Kueue refuses a workload asking for a resource its queue does
+        not cover)."""
+        found = {"cpu", "memory"}
+        for queue in self.queues:
+            found |= {k for k in queue.nominal if counted(k)}
+            found |= {k for k in (queue.borrowing or {}) if counted(k)}
+        return sorted(found)
+
+
+def counted(key: str) -> bool:
+    kind, _sep, qualifier = key.partition(":")
+    return (kind in ("cpu", "memory") and not qualifier) or (
+        kind in ("gpu", "mig") and bool(qualifier)) or key == "gpu-shared"
+
+
+def _resource_of(key: str) -> tuple[str, str]:
+    """(flavor, Kubernetes resource) counting catalog ``key``."""
+    kind, _sep, qualifier = key.partition(":")
+    if kind in ("cpu", "memory"):
+        return DEFAULT_FLAVOR, kind
+    if kind == "gpu":
+        return gpu_flavor_name(qualifier), GPU_RESOURCE
+    if kind == "mig":
+        return mig_flavor_name(qualifier), mig_resource(qualifier)
+    if key == "gpu-shared":
+        return SHARED_FLAVOR, SHARED_GPU_RESOURCE
+    raise ValueError(f"{key!r} is not a resource Kueue counts")
+
+
+def _quantity(key: str, amount: Decimal) -> str:
+    kind = key.partition(":")[0]
+    if amount < 0:
+        raise ValueError(f"{key}: a negative amount {amount}")
+    if kind == "cpu":
+        return cpu_quantity(amount)
+    if kind == "memory":
+        return gib_quantity(amount)
+    return str(int(amount))  # whole cards, instances, shares
+
+
+def _groups(keys: list[str]) -> list[tuple[tuple[str, ...], list[tuple[str, list[str]]]]]:
+    """The resource groups every ClusterQueue has: [(covered resources, [(flavor,
+    [catalog keys in resource order])])]; cpu+memory, whole GPUs (one flavor per
+    model), each MIG profile, shared GPUs."""
+    gpus = [k for k in keys if k.startswith("gpu:")]
+    migs = [k for k in keys if k.startswith("mig:")]
+    groups: list[tuple[tuple[str, ...], list[tuple[str, list[str]]]]] = [
+        (("cpu", "memory"), [(DEFAULT_FLAVOR, ["cpu", "memory"])])]
+    if gpus:
+        groups.append(((GPU_RESOURCE,), [(_resource_of(k)[0], [k]) for k in gpus]))
+    for key in migs:
+        flavor, resource = _resource_of(key)
+        groups.append(((resource,), [(flavor, [key])]))
+    if "gpu-shared" in keys:
+        groups.append(((SHARED_GPU_RESOURCE,), [(SHARED_FLAVOR, ["gpu-shared"])]))
+    return groups
+
+
+def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": owner_labels()}
+    if namespace:
+        meta["namespace"] = namespace
+    return meta
+
+
+def _flavor(name: str, node_labels: Mapping[str, str], topology: bool) -> dict[str, Any]:
+    spec: dict[str, Any] = {}
+    if node_labels:
+        spec["nodeLabels"] = dict(node_labels)
+    if topology:
+        spec["topologyName"] = TOPOLOGY
+    return {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": _meta(name),
+            "spec": spec}
+
+
+def build_flavors(spec: KueueSpec) -> list[dict[str, Any]]:
+    topology = bool(spec.topology_levels)
+    flavors = [_flavor(DEFAULT_FLAVOR, {}, False)]
+    for key in spec.resource_keys():
+        kind, _sep, qualifier = key.partition(":")
+        if kind == "gpu":
+            flavors.append(_flavor(gpu_flavor_name(qualifier),
+                                   {GPU_PRODUCT_LABEL: qualifier}, topology))
+        elif kind == "mig":
+            flavors.append(_flavor(mig_flavor_name(qualifier), {}, False))
+        elif key == "gpu-shared":
+            flavors.append(_flavor(SHARED_FLAVOR, {}, False))
+    return flavors
+
+
+def build_topology(spec: KueueSpec) -> dict[str, Any] | None:
+    """The Topology of the policy's levels (widest first), hostname last; None without
+    levels."""
+    if not spec.topology_levels:
+        return None
+    levels = [level for level in spec.topology_levels if level != HOSTNAME_LABEL]
+    return {"apiVersion": KUEUE_API, "kind": "Topology", "metadata": _meta(TOPOLOGY),
+            "spec": {"levels": [{"nodeLabel": level} for level in [*levels, HOSTNAME_LABEL]]}}
+
+
+def build_priority_class(tier: TierSpec) -> dict[str, Any]:
+    return {"apiVersion": KUEUE_API, "kind": "WorkloadPriorityClass",
+            "metadata": _meta(tier.priority_class_name), "value": tier.value,
+            "description": tier.description}
+
+
+def build_cohort() -> dict[str, Any]:
+    return {"apiVersion": KUEUE_API, "kind": "Cohort", "metadata": _meta(COHORT), "spec": {}}
+
+
+def _preemption(queue: QueueSpec, spec: KueueSpec) -> dict[str, Any]:
+    if queue.role == "batch":
+        return {"reclaimWithinCohort": "Never", "withinClusterQueue": "Never"}
+    preemption: dict[str, Any] = {"reclaimWithinCohort": "Any", "withinClusterQueue": "Never"}
+    if queue.role == "dev":
+        # Borrowing, development may take idle capacity back from batch (lower priority
+        # than the threshold), never from another development or production job.
+        threshold = spec.batch_threshold
+        if threshold is None:
+            batch = [t.value for t in spec.tiers if str(t.name) == "batch"]
+            threshold = batch[0] if batch else None
+        if threshold is not None:
+            preemption["borrowWithinCohort"] = {"policy": "LowerPriority",
+                                                "maxPriorityThreshold": int(threshold)}
+    return preemption
+
+
+def build_cluster_queue(queue: QueueSpec, spec: KueueSpec) -> dict[str, Any]:
+    groups = []
+    for covered, flavors in _groups(spec.resource_keys()):
+        rendered = []
+        for flavor, keys in flavors:
+            resources = []
+            for key in keys:
+                nominal = Decimal(queue.nominal.get(key, 0))
+                item: dict[str, Any] = {"name": _resource_of(key)[1],
+                                        "nominalQuota": _quantity(key, nominal)}
+                if queue.role == "prod":
+                    item["borrowingLimit"] = _quantity(key, Decimal(0))
+                elif queue.borrowing is not None:
+                    item["borrowingLimit"] = _quantity(
+                        key, Decimal(queue.borrowing.get(key, 0)))
+                resources.append(item)
+            rendered.append({"name": flavor, "resources": resources})
+        groups.append({"coveredResources": list(covered), "flavors": rendered})
+    return {
+        "apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": _meta(queue.name),
+        "spec": {
+            "cohortName": COHORT,
+            "namespaceSelector": {"matchLabels": {
+                "kubernetes.io/metadata.name": queue.namespace}},
+            "resourceGroups": groups,
+            "preemption": _preemption(queue, spec),
+        },
+    }
+
+
+def build_local_queues(queue: QueueSpec) -> list[dict[str, Any]]:
+    name = BATCH_LOCAL_QUEUE if queue.role == "batch" else LOCAL_QUEUE
+    return [{"apiVersion": KUEUE_API, "kind": "LocalQueue",
+             "metadata": _meta(name, queue.namespace),
+             "spec": {"clusterQueue": queue.name}}]
+
+
+def desired_kueue_objects(spec: KueueSpec) -> list[dict[str, Any]]:
+    """Every Kueue object Trainyard wants, in apply order. Pure and deterministic: the
+    same spec gives the same list, so a converge with nothing changed writes nothing."""
+    topology = build_topology(spec)
+    objects: list[dict[str, Any]] = [topology] if topology else []
+    objects += build_flavors(spec)
+    objects += [build_priority_class(tier) for tier in spec.tiers]
+    objects.append(build_cohort())
+    queues = sorted(spec.queues, key=lambda q: q.name)
+    objects += [build_cluster_queue(queue, spec) for queue in queues]
+    for queue in queues:
+        objects += build_local_queues(queue)
+    return objects
+
+
+# --- jobs ----------------------------------------------------------------------------------
+
+
+def kueue_job(manifest: Mapping[str, Any], *, tier: str,
+              required_topology: str = "") -> dict[str, Any]:
+    """A built PyTorchJob (``manifests.build_pytorchjob``) or TrainJob as Kueue takes it:
+    the queue and priority-class labels, created suspended (``runPolicy.suspend``, a
+    TrainJob's ``spec.suspend``; Kueue un-suspends it when it admits the workload) and,
+    for a multi-node PyTorchJob, its pods required under one
+    ``required_topology`` domain (Kueue's topology-aware scheduling). Returns a new
+    dict."""
+    job = copy.deepcopy(dict(manifest))
+    labels = job.setdefault("metadata", {}).setdefault("labels", {})
+    labels[LABEL_QUEUE_NAME] = local_queue_for(tier)
+    labels[LABEL_PRIORITY_CLASS] = naming.priority_class_name(tier)
+    spec = job.setdefault("spec", {})
+    if job.get("kind") == "TrainJob":  # Kubeflow Trainer v2: spec.suspend
+        spec["suspend"] = True
+        return job
+    spec.setdefault("runPolicy", {})["suspend"] = True
+    replicas = spec.get("pytorchReplicaSpecs") or {}
+    several = sum(int(r.get("replicas") or 0) for r in replicas.values()) > 1
+    for replica in replicas.values():
+        template = replica.setdefault("template", {})
+        if required_topology and several:
+            template.setdefault("metadata", {}).setdefault("annotations", {})[
+                ANNOTATION_REQUIRED_TOPOLOGY] = required_topology
+    return job
+
+
+# --- Workloads read back ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Condition:
+    status: bool
+    reason: str
+    message: str
+    at: dt.datetime | None
+
+
+@dataclass(frozen=True)
+class WorkloadView:
+    """What Trainyard reads of one Workload: whose job it is, whether it is active, its
+    conditions by type, and the flavors it was admitted on."""
+
+    namespace: str
+    name: str
+    owner_kind: str
+    owner_name: str
+    active: bool
+    queue_name: str
+    cluster_queue: str
+    conditions: Mapping[str, Condition]
+    flavors: tuple[str, ...] = ()
+    requeue_at: dt.datetime | None = None
+
+    def is_true(self, kind: str) -> bool:
+        cond = self.conditions.get(kind)
+        return bool(cond and cond.status)
+
+    @property
+    def admitted(self) -> bool:
+        """Admitted, not finished, and not evicted since (Kueue keeps ``Admitted`` true
+        while an evicted workload's pods stop)."""
+        return self.is_true("Admitted") and not self.is_true("Finished") and (
+            self.evicted is None)
+
+    @property
+    def evicted(self) -> Condition | None:
+        """The Evicted condition when it holds for the current admission (a preemption,
+        a deactivation, ...): true, and not older than the ``Admitted`` condition."""
+        cond = self.conditions.get("Evicted")
+        if not cond or not cond.status:
+            return None
+        admitted = self.conditions.get("Admitted")
+        if (admitted is not None and admitted.status and admitted.at is not None
+                and cond.at is not None and cond.at < admitted.at):
+            return None  # an eviction before this admission
+        return cond
+
+    @property
+    def pending(self) -> Condition | None:
+        """Why it waits: the QuotaReserved condition when false (its reason is
+        Kueue's: WaitingForQuota, NoMatchingFlavor, ExceedsMaxQuota, ...)."""
+        cond = self.conditions.get("QuotaReserved")
+        return cond if cond and not cond.status else None
+
+
+def _time(value: object) -> dt.datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def workload_view(obj: Mapping[str, Any]) -> WorkloadView:
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    refs: list[dict[str, Any]] = list(meta.get("ownerReferences") or [])
+    owner: dict[str, Any] = next((ref for ref in refs if ref.get("controller")),
+                                 refs[0] if refs else {})
+    conditions = {
+        str(c.get("type")): Condition(status=c.get("status") == "True",
+                                      reason=str(c.get("reason") or ""),
+                                      message=str(c.get("message") or ""),
+                                      at=_time(c.get("lastTransitionTime")))
+        for c in status.get("conditions") or [] if c.get("type")}
+    admission = status.get("admission") or {}
+    flavors = sorted({str(f) for psa in admission.get("podSetAssignments") or []
+                      for f in (psa.get("flavors") or {}).values()})
+    return WorkloadView(
+        namespace=str(meta.get("namespace") or ""), name=str(meta.get("name") or ""),
+        owner_kind=str(owner.get("kind") or ""), owner_name=str(owner.get("name") or ""),
+        active=spec.get("active", True) is not False,
+        queue_name=str(spec.get("queueName") or ""),
+        cluster_queue=str(admission.get("clusterQueue") or ""),
+        conditions=conditions, flavors=tuple(flavors),
+        requeue_at=_time((status.get("requeueState") or {}).get("requeueAt")))
+
+
+JOB_KINDS = ("PyTorchJob", "TrainJob")
+
+
+def workloads_by_job(objects: Iterable[Mapping[str, Any]],
+                     owner_kinds: tuple[str, ...] = JOB_KINDS
+                     ) -> dict[tuple[str, str], WorkloadView]:
+    """(namespace, job name) -> its Workload (the newest when a job has several); a job's
+    name is unique in its namespace across the kinds Trainyard creates."""
+    found: dict[tuple[str, str], tuple[str, WorkloadView]] = {}
+    for obj in objects:
+        view = workload_view(obj)
+        if view.owner_kind not in owner_kinds or not view.owner_name:
+            continue
+        created = str((obj.get("metadata") or {}).get("creationTimestamp") or "")
+        key = (view.namespace, view.owner_name)
+        if key not in found or created >= found[key][0]:
+            found[key] = (created, view)
+    return {key: view for key, (_c, view) in found.items()}
+
+
+def workload_active_patch(active: bool) -> dict[str, Any]:
+    """Merge patch that deactivates (``False``: Kueue evicts it, the job is suspended and
+    its pods get their grace period; it is not requeued) or reactivates a Workload."""
+    return {"spec": {"active": bool(active)}}
