@@ -151,7 +151,12 @@ class _Pass(Reclaim):
 
     def consider(self, job: JobView) -> None:
         """Admit, promise room to, or explain one job; identical jobs that found nothing
-        changed since the last one of their kind was turned away reuse its outcome."""
+        changed since the last one of their kind was turned away reuse its outcome.
+
+        What they saw is their key's and their pool's state only (capacity, use, what is
+        being released, the victims taken on that key): the outcome of a job never depends
+        on other keys, so a group of keys decides the same apart as in the whole pass
+        (:mod:`jobs.admission.incremental`)."""
         key = job.resource_key
         if not key:
             self.admit_cpu(job)
@@ -160,24 +165,28 @@ class _Pass(Reclaim):
         kind = (tpk, job.tier, job.priority, job.replicas, job.gpus_per_replica, job.dims,
                 self.durations(job)[1])
         state = (self.cap.version(key), self.use_nb[tpk], self.use_all[tpk],
-                 self.releasing_nb[tpk], self.releasing_all[tpk], len(self.victims),
+                 self.releasing_nb[tpk], self.releasing_all[tpk], self.victims_of[key],
                  self.dim_version[(job.tenant, job.pool)])
         cached = self._outcomes.get(kind)
         if cached is not None and cached[0] == state:
-            _, reason, never, capacity, nominal = cached
+            _, reason, never, capacity, nominal, over = cached
             self.block(job, reason, never=never, capacity=capacity)
             if nominal:
                 self.nominal_waiting[key] += 1
+            if over:
+                self.over_quota.append(job)
             return
         waiting_before = self.nominal_waiting[key]
+        over_before = len(self.over_quota)
         self.decide_one(job, key)
         after = (self.cap.version(key), self.use_nb[tpk], self.use_all[tpk],
-                 self.releasing_nb[tpk], self.releasing_all[tpk], len(self.victims),
+                 self.releasing_nb[tpk], self.releasing_all[tpk], self.victims_of[key],
                  self.dim_version[(job.tenant, job.pool)])
         if job.id not in self.admitted and after == state:
             self._outcomes[kind] = (state, self.reasons[job.id], job.id in self.never,
                                     job.id in self.capacity_bound,
-                                    self.nominal_waiting[key] != waiting_before)
+                                    self.nominal_waiting[key] != waiting_before,
+                                    len(self.over_quota) != over_before)
 
     def decide_one(self, job: JobView, key: str) -> None:
         units = job.demand

@@ -203,6 +203,7 @@ class Reclaim(QuotaRules):
             self.victims[victim.id] = Preemption(
                 victim.id, self.victim_reason(victim, job, key, victim.id in by_guarantee),
                 self.grace(victim.tier), job.id)
+            self.victims_of[key] += 1
             self.release(victim)
         self.reserve(key, plan, per, pend)
         self.account(job, key, units)
@@ -320,6 +321,7 @@ class Reclaim(QuotaRules):
                     continue   # its pool is back within its guarantee with the evictions so far
                 self.victims[victim.id] = Preemption(victim.id, reason,
                                                      self.grace(victim.tier), None)
+                self.victims_of[key] += 1
                 self.release(victim)
 
     def victims_units(self, key: str) -> list[int]:

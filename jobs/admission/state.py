@@ -38,8 +38,9 @@ _UNBOUNDED = 1 << 62
 """The quota of a key that does not bind (the placement key of shares, whose quota is the
 ``gpu-shared`` dimension; ``gpu-memory`` where it was never granted)."""
 
-_Outcome = tuple[tuple[int, ...], Text, bool, bool, bool]
-"""A turned-away job's outcome: (state it saw, reason, never, capacity-bound, nominal)."""
+_Outcome = tuple[tuple[int, ...], Text, bool, bool, bool, bool]
+"""A turned-away job's outcome: (state it saw, reason, never, capacity-bound, nominal,
+above its quota: reconsidered as a batch job, ``suggest_batch``)."""
 
 
 class PassState(Explainer):
@@ -62,6 +63,7 @@ class PassState(Explainer):
         self.decisions = Decisions()
         self.admitted: dict[int, Admission] = {}
         self.victims: dict[int, Preemption] = {}
+        self.victims_of: dict[str, int] = defaultdict(int)   # victims taken per key
         self.reasons: dict[int, Text] = {}
         self.capacity_bound: set[int] = set()   # reasons that get a queue-position suffix
         self.never: set[int] = set()            # cannot start without a change: no ETA
