@@ -282,13 +282,12 @@ class _Pass(Reclaim):
         what preempting jobs release and nobody was promised at their deadline."""
         out: list[Release] = []
         taken: dict[str, int] = {}
-        for job in self.active:
-            if (job.resource_key != key or job.id in self.victims
-                    or job.state == JobState.PREEMPTING):
+        for job in self.active_by_key.get(key, ()):
+            if job.id in self.victims or job.state == JobState.PREEMPTING:
                 continue
             nodes = self.release_nodes(job, key, taken)
             out.append((self.end_offsets(job)[0], nodes))
-        by_id = {j.id: j for j in self.queued}
+        by_id = self.queued_by_id
         for admission in self.admitted.values():
             job = by_id[admission.job_id]
             if job.resource_key == key:

@@ -84,6 +84,10 @@ class PassState(Explainer):
         ordered = sorted(jobs, key=lambda j: j.id)
         self.active = [j for j in ordered if j.state in ACTIVE_STATES]
         self.queued = [j for j in ordered if j.state == JobState.QUEUED]
+        self.queued_by_id = {j.id: j for j in self.queued}
+        self.active_by_key: dict[str, list[JobView]] = defaultdict(list)
+        for j in self.active:
+            self.active_by_key[j.resource_key].append(j)
         self.use_nb: dict[TPK, int] = defaultdict(int)    # non-batch use per tenant pool key
         self.use_all: dict[TPK, int] = defaultdict(int)   # including batch
         self.tenant_use: dict[str, int] = defaultdict(int)
