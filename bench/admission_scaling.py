@@ -18,6 +18,7 @@ incremental one decided again. Figures depend on the machine's load (2 shared co
 here): compare the columns of one run, not runs.
 
     .venv/bin/python bench/admission_scaling.py [--quick] [--passes 20] [--changes 4]
+        [--models 10] [--max-jobs 50000]
 """
 
 from __future__ import annotations
@@ -203,8 +204,12 @@ def main() -> None:
     parser.add_argument("--changes", type=int, default=4,
                         help="submissions and finishes between two passes")
     parser.add_argument("--models", type=int, default=10)
+    parser.add_argument("--max-jobs", type=int, default=50000,
+                        help="largest size of the jobs sweep (100000 takes minutes a pass)")
     args = parser.parse_args()
-    sizes = (1000, 5000, 10000) if args.quick else (1000, 5000, 10000, 50000, 100000)
+    sizes = tuple(n for n in (1000, 5000, 10000, 50000, 100000) if n <= args.max_jobs)
+    if args.quick:
+        sizes = (1000, 5000, 10000)
     tenant_counts = (30, 100, 300) if args.quick else (30, 100, 300, 1000, 2000)
     passes = 8 if args.quick else args.passes
     print(f"{args.models} GPU models x {NODES_PER_MODEL} nodes x {GPUS_PER_NODE} GPUs; "

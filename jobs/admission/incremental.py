@@ -48,11 +48,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from jobs.choices import JobState
+
 from . import text
 from .engine import _Pass
 from .explain import _CAPACITY
 from .order import Entry, fair_order
 from .types import (
+    ACTIVE_STATES,
     TIER_RANK,
     TIERS,
     Admission,
@@ -163,6 +166,7 @@ class Engine:
         every = False   # every group is decided again
         dirty_keys: set[str] = set()
         dirty_tenants: set[str] = set()
+        usage_tenants: set[str] = set()   # only their decayed usage changed
 
         if self._policy is None or (policy is not self._policy and policy != self._policy):
             every = True
@@ -175,7 +179,7 @@ class Engine:
             old_usage = old_history.usage
             for tenant in set(old_usage) | set(history.usage):
                 if old_usage.get(tenant) != history.usage.get(tenant):
-                    dirty_tenants.add(tenant)
+                    usage_tenants.add(tenant)
         if physical != self._physical:
             for key in set(physical) | set(self._physical):
                 if physical.get(key) != self._physical.get(key):
@@ -236,6 +240,9 @@ class Engine:
         for tenant in dirty_tenants:
             dirty_keys.update(tenant_keys.get(tenant, ()))
             dirty_keys.update(self._tenant_keys.get(tenant, ()))
+        usage_keys: set[str] = set()
+        for tenant in usage_tenants:
+            usage_keys.update(tenant_keys.get(tenant, ()))
 
         groups = self._group_keys(key_jobs, tenant_keys, cpu_takers)
         results: list[_Group] = []
@@ -243,11 +250,23 @@ class Engine:
         for keys in groups:
             previous = self._groups.get(keys)
             age = (now - previous.now).total_seconds() if previous is not None else 0.0
-            if (previous is None or every or not dirty_keys.isdisjoint(keys)
-                    or age < 0 or age > self.max_age):
+            stale = (previous is None or every or not dirty_keys.isdisjoint(keys)
+                     or age < 0 or age > self.max_age)
+            members: list[JobView] = []
+            group_quotas: list[PoolQuota] = []
+            if stale or not usage_keys.isdisjoint(keys):
                 members = [j for key in keys for j in key_jobs[key]]
                 tenants = {j.tenant for j in members}
                 group_quotas = [q for t in tenants for q in tenant_quotas.get(t, ())]
+            if not stale and previous is not None and not usage_keys.isdisjoint(keys):
+                # only usage changed: the same order (then the same outcome), new entries?
+                reordered = self._reorder(previous, members, group_quotas, history, policy)
+                if reordered is None:
+                    stale = True
+                else:
+                    previous = reordered
+                    self.stats["groups_reordered"] += 1
+            if stale:
                 if _CPU in keys:
                     group_nodes: Iterable[NodeView] = nodes
                 else:
@@ -262,6 +281,7 @@ class Engine:
                 self.stats["jobs_decided"] += len(members)
             else:
                 self.stats["groups_reused"] += 1
+            assert previous is not None
             kept[keys] = previous
             results.append(previous)
 
@@ -274,6 +294,29 @@ class Engine:
         self._tenant_keys = dict(tenant_keys)
         self._groups = kept
         return self._assemble(results)
+
+    @staticmethod
+    def _reorder(group: _Group, jobs: list[JobView], quotas: list[PoolQuota],
+                 history: History, policy: Policy) -> _Group | None:
+        """The group's result with the entries of its order under the new usage, when that
+        order is the same (usage enters a pass through the order alone); None when not."""
+        tenant_use: dict[str, int] = defaultdict(int)
+        for job in jobs:
+            if job.state in ACTIVE_STATES and job.resource_key:
+                tenant_use[job.tenant] += job.demand
+        nominal_total: dict[str, int] = defaultdict(int)
+        for q in quotas:
+            nominal_total[q.tenant] += sum(
+                v for k, v in q.nominal.items() if k.startswith(("gpu:", "mig:"))
+                or k == "gpu-shared")
+        entries: dict[int, Entry] = {}
+        order = fair_order([j for j in jobs if j.state == JobState.QUEUED and not j.held],
+                           tenant_use, nominal_total, history, policy, entries)
+        if len(order) != len(group.ordered) or any(
+                job.id != item[1].id for job, item in zip(order, group.ordered, strict=True)):
+            return None
+        ordered = [(entries[item[1].id], *item[1:]) for item in group.ordered]
+        return _Group(group.keys, group.now, group.admit, group.preempt, ordered, group.held)
 
     @staticmethod
     def _group_keys(key_jobs: Mapping[str, list[JobView]], tenant_keys: Mapping[str, set[str]],

@@ -354,3 +354,30 @@ def test_a_group_older_than_max_age_is_decided_again():
     world.now += timedelta(seconds=60)
     check(world, engine)
     assert engine.stats["groups_decided"] > decided
+
+
+def test_a_change_of_usage_alone_keeps_the_outcome_when_the_order_stays():
+    """The decayed usage moves on every pass (the loop decays it to now): a group whose
+    order it does not change is not decided again; one whose order it changes is."""
+    world = World.make(5)
+    world.nodes = {"a1": {"model": "A", "switch": "s0", "gpus": 4, "mig": {}, "shared": 0,
+                          "cpu": 0, "memory": 0, "schedulable": True, "dedicated": "",
+                          "outside": 0}}
+    for i, tenant in enumerate(("t0", "t1") * 3):
+        world.jobs[i + 1] = JobView(
+            id=i + 1, tenant=tenant, pool="dev", tier="development", gpu_model="A",
+            mig_profile="", replicas=1, gpus_per_replica=4, state="queued",
+            submitted_at=NOW - timedelta(seconds=100 - i))
+    world.quotas = {(t, "dev"): PoolQuota(t, "dev", {"gpu:A": 4}, {"gpu:A": 8})
+                    for t in ("t0", "t1")}
+    world.usage = {"t0": 100.0, "t1": 0.0}
+    engine = Engine()
+    check(world, engine)
+    world.usage["t0"] = 110.0   # still ahead of t1 in share: the same order
+    check(world, engine)
+    assert engine.stats["groups_reordered"] == 1
+    assert engine.stats["groups_decided"] == 1
+    world.usage["t1"] = 1e9     # t1 now far behind: its jobs move back
+    first = check(world, engine)
+    assert engine.stats["groups_decided"] == 2
+    assert min(first.waiting, key=lambda i: first.waiting[i].position_in_pool) % 2 == 1
