@@ -316,7 +316,7 @@ def _decide_and_apply(now: dt.datetime) -> dict[str, int]:
     inputs = selectors.admission_inputs(now)
     # A job whose pool the cluster does not show waits, held out of this pass, with that
     # reason; its pool is asked to sync again.
-    decisions, waiting_for_pool = selectors.decide_with_pools_absent(inputs)
+    decisions, waiting_for_pool = selectors.decide_with_pools_absent(inputs, incremental=True)
     for pool in {p.pk: p for p in waiting_for_pool.values()}.values():
         _request_pool_sync(pool)
     levels = topology_levels() if decisions.admit else ()

@@ -42,6 +42,7 @@ and requires identical decisions; ``bench/admission_scaling.py`` times both.
 from __future__ import annotations
 
 import heapq
+import threading
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -51,7 +52,7 @@ from typing import Any
 from jobs.choices import JobState
 
 from . import text
-from .engine import _Pass
+from .engine import _Pass, decide
 from .explain import _CAPACITY
 from .order import Entry, fair_order
 from .types import (
@@ -131,10 +132,15 @@ class Engine:
 
     ``max_age``: seconds of ``now`` a group's result is kept while nothing of it changes
     (0: decided again whenever ``now`` moves, exactly :func:`decide` at every pass).
+    ``verify_every``: every so many passes, also decide in full and compare; on a
+    difference (a bug), count it (``stats["mismatches"]``), forget everything and return
+    the full decisions (0: never).
     """
 
-    def __init__(self, *, max_age: float = 30.0) -> None:
+    def __init__(self, *, max_age: float = 30.0, verify_every: int = 0) -> None:
         self.max_age = max_age
+        self.verify_every = verify_every
+        self._lock = threading.Lock()
         self.generation: object = None
         self.stats: dict[str, int] = defaultdict(int)
         """Counters: passes, groups decided and reused, jobs decided (for benches)."""
@@ -157,7 +163,24 @@ class Engine:
                quotas: Sequence[PoolQuota], policy: Policy, history: History, now: datetime,
                physical: Mapping[str, float] | None = None,
                generation: object = None) -> Decisions:
-        """:func:`jobs.admission.decide` on these inputs, reusing what did not change."""
+        """:func:`jobs.admission.decide` on these inputs, reusing what did not change
+        (one pass at a time: passes of two threads run one after the other)."""
+        with self._lock:
+            got = self._decide(nodes=nodes, jobs=jobs, quotas=quotas, policy=policy,
+                               history=history, now=now, physical=physical,
+                               generation=generation)
+            if self.verify_every and self.stats["passes"] % self.verify_every == 0:
+                full = decide(nodes=nodes, jobs=jobs, quotas=quotas, policy=policy,
+                              history=history, now=now, physical=physical)
+                if full != got:
+                    self.stats["mismatches"] += 1
+                    self.reset()
+                    return full
+            return got
+
+    def _decide(self, *, nodes: Sequence[NodeView], jobs: Sequence[JobView],
+                quotas: Sequence[PoolQuota], policy: Policy, history: History, now: datetime,
+                physical: Mapping[str, float] | None, generation: object) -> Decisions:
         if generation is not None and generation != self.generation:
             self.reset()
             self.generation = generation
@@ -407,3 +430,19 @@ class Engine:
                 ahead.add(job.tenant)
             waiting[job.id] = WaitInfo(pool_pos[pool], model_pos[key], None, None, reason)
         return out
+
+
+_LOOP_ENGINE: Engine | None = None
+LOOP_VERIFY_EVERY = 720
+"""The loop's engine checks itself against the full recomputation once an hour at a
+pass every 5 s."""
+
+
+def loop_engine() -> Engine:
+    """The admission loop's engine in this process, made on first use (so a new or
+    restarted worker process decides everything on its first pass). What other processes
+    change reaches it as changed inputs; ``loop_engine().reset()`` forgets everything."""
+    global _LOOP_ENGINE
+    if _LOOP_ENGINE is None:
+        _LOOP_ENGINE = Engine(verify_every=LOOP_VERIFY_EVERY)
+    return _LOOP_ENGINE
