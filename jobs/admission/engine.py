@@ -61,7 +61,9 @@ Steps, all deterministic (ties break by id or name):
 
 Cost: O(J log J) for the ordering and the ETA simulation, O(nodes of the key) per
 placement attempt, with memoised failures so a long queue of jobs that do not fit stays
-cheap.
+cheap. The admission loop calls it through :class:`jobs.admission.incremental.Engine`,
+which decides again only the groups of resource keys whose inputs changed since its last
+pass (the same decisions; this function is its checker in the tests).
 """
 
 from __future__ import annotations
