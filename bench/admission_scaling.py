@@ -3,11 +3,12 @@ engine (``jobs.admission.decide``) and the incremental one (``jobs.admission.inc
 .Engine``) side by side (issue 19, item 4).
 
 The cluster: ``--models`` GPU models (default 10) of 20 nodes of 8 GPUs, two switches per
-model; tenants spread over the models (tenant i mostly on model i mod models, one in ten of
-its jobs on the next model), a dev pool each with a nominal quota of its share of the
+model; tenant i mostly on model i mod models, ``--spread`` (one in ten) of its jobs on the
+next model, which joins every model into one group of the incremental engine (0 keeps
+each model's tenants apart); a dev pool each with a nominal quota of its share of the
 model and a ceiling of four times that; jobs of Kueue's three classes (1, 5 and 5x4 GPUs,
-priorities 50/100/200). The cluster starts full of running jobs, the rest queued. Then
-every measured pass is what a busy admission loop sees: the previous pass's admissions and
+priorities 50/100/200). The cluster starts full of running jobs, the rest queued. Every
+measured pass is what a busy admission loop sees: the previous pass's admissions and
 preemptions carried out, ``--changes`` submissions and as many finishes, and the clock
 moved 100 ms (the incremental engine with ``max_age`` 30 s, as the loop runs it). Both
 engines decide the same inputs; the decisions are checked equal on every pass (the
@@ -18,7 +19,7 @@ incremental one decided again. Figures depend on the machine's load (2 shared co
 here): compare the columns of one run, not runs.
 
     .venv/bin/python bench/admission_scaling.py [--quick] [--passes 20] [--changes 4]
-        [--models 10] [--max-jobs 50000]
+        [--models 10] [--spread 0.1] [--max-jobs 50000] [--jobs-only|--tenants-only]
 """
 
 from __future__ import annotations
@@ -56,8 +57,10 @@ GPUS_PER_NODE = 8
 class Cluster:
     """A cluster and its jobs, changed between passes as the admission loop would see."""
 
-    def __init__(self, jobs: int, tenants: int, models: int, seed: int = 1) -> None:
+    def __init__(self, jobs: int, tenants: int, models: int, seed: int = 1,
+                 spread: float = 0.1) -> None:
         self.rng = random.Random(seed)
+        self.spread = spread
         self.models = [f"GPU-{i:02d}" for i in range(models)]
         self.tenants = [f"t{i:04d}" for i in range(tenants)]
         self.now = EPOCH + timedelta(hours=1)
@@ -91,7 +94,8 @@ class Cluster:
     def submit(self, age_ms: int = 0) -> None:
         i = self.rng.randrange(len(self.tenants))
         tenant = self.tenants[i]
-        model = self.models[(i + (1 if self.rng.random() < 0.1 else 0)) % len(self.models)]
+        model = self.models[(i + (1 if self.rng.random() < self.spread else 0))
+                            % len(self.models)]
         replicas, per, priority, seconds = self.rng.choice(CLASSES)
         self.jobs[self.next_id] = JobView(
             id=self.next_id, tenant=tenant, pool="dev", tier="development", gpu_model=model,
@@ -153,11 +157,11 @@ def p99(values: list[float]) -> float:
 
 
 def measure(jobs: int, tenants: int, models: int, passes: int, changes: int,
-            full_passes: int) -> dict[str, float]:
+            full_passes: int, spread: float = 0.1) -> dict[str, float]:
     """Pass times (s) of both engines over ``passes`` passes (the full engine timed on
     the first ``full_passes`` of them, the rest decided by the incremental one alone once
     checked equal on those)."""
-    cluster = Cluster(jobs, tenants, models)
+    cluster = Cluster(jobs, tenants, models, spread=spread)
     engine = Engine()
     engine.decide(**cluster.inputs())   # the first pass decides everything (a restart)
     full_t: list[float] = []
@@ -204,6 +208,10 @@ def main() -> None:
     parser.add_argument("--changes", type=int, default=4,
                         help="submissions and finishes between two passes")
     parser.add_argument("--models", type=int, default=10)
+    parser.add_argument("--spread", type=float, default=0.1,
+                        help="share of a tenant's jobs on a second model (0: one model each)")
+    parser.add_argument("--tenants-only", action="store_true", help="only the tenants sweep")
+    parser.add_argument("--jobs-only", action="store_true", help="only the jobs sweep")
     parser.add_argument("--max-jobs", type=int, default=50000,
                         help="largest size of the jobs sweep (100000 takes minutes a pass)")
     args = parser.parse_args()
@@ -214,18 +222,22 @@ def main() -> None:
     passes = 8 if args.quick else args.passes
     print(f"{args.models} GPU models x {NODES_PER_MODEL} nodes x {GPUS_PER_NODE} GPUs; "
           f"{args.changes} submissions and {args.changes} finishes between passes, "
+          f"{args.spread:.0%} of a tenant's jobs on a second model, "
           f"decisions carried out; {passes} passes per row (the full engine on at most 5 "
           f"of them past 10k jobs)")
-    rows = []
-    for size in sizes:
-        full = passes if size <= 10000 else min(passes, 5)
-        rows.append((size, measure(size, 1000, args.models, passes, args.changes, full)))
-    table("decide() per pass against jobs in view (1,000 tenants)", "jobs", rows)
-    rows = []
-    for tenants in tenant_counts:
-        rows.append((tenants, measure(10000, tenants, args.models, passes, args.changes,
-                                      passes)))
-    table("decide() per pass against tenants (10,000 jobs)", "tenants", rows)
+    if not args.tenants_only:
+        rows = []
+        for size in sizes:
+            full = passes if size <= 10000 else min(passes, 5)
+            rows.append((size, measure(size, 1000, args.models, passes, args.changes, full,
+                                       args.spread)))
+        table("decide() per pass against jobs in view (1,000 tenants)", "jobs", rows)
+    if not args.jobs_only:
+        rows = []
+        for tenants in tenant_counts:
+            rows.append((tenants, measure(10000, tenants, args.models, passes, args.changes,
+                                          passes, args.spread)))
+        table("decide() per pass against tenants (10,000 jobs)", "tenants", rows)
 
 
 if __name__ == "__main__":
