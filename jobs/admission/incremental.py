@@ -20,8 +20,9 @@ GPU model) and the queue-place part of the reasons are assembled from it on ever
 **What makes a group change.** A job added, removed or changed in any way (state,
 placement, hold, ...) on one of its keys; a node that carries one of its keys (any node
 for CPU-only jobs); the quota of one of its tenants; the measured use (``physical``) of
-one of its keys; a tenant's decayed usage; the policy or the run-time history (all
-groups); a change of the groups themselves (a tenant's first job on another key); and
+one of its keys; a tenant's decayed usage or run-time history (History keys start with
+the tenant); the policy (all groups); a change of the groups themselves (a tenant's first
+job on another key); and
 time: a group decided at another ``now`` is decided again when it is older than
 ``max_age`` seconds (0: whenever ``now`` moved; the default for the admission loop keeps
 an unchanged group's decisions, reasons and ETAs, computed at that time, for at most
@@ -188,15 +189,20 @@ class Engine:
         if self._policy is None or (policy is not self._policy and policy != self._policy):
             every = True
         old_history = self._history
-        if old_history is None or (history is not old_history and (
-                history.durations is not old_history.durations
-                and history.durations != old_history.durations)):
+        if old_history is None:
             every = True
-        elif history.usage is not old_history.usage and history.usage != old_history.usage:
+        elif history is not old_history:
+            old_durations = old_history.durations
+            if history.durations is not old_durations and history.durations != old_durations:
+                # run times are keyed (tenant, tier, ...): a job reads its own tenant's
+                for found in set(old_durations) | set(history.durations):
+                    if old_durations.get(found) != history.durations.get(found):
+                        dirty_tenants.add(found[0] if found else "")
             old_usage = old_history.usage
-            for tenant in set(old_usage) | set(history.usage):
-                if old_usage.get(tenant) != history.usage.get(tenant):
-                    usage_tenants.add(tenant)
+            if history.usage is not old_usage and history.usage != old_usage:
+                for tenant in set(old_usage) | set(history.usage):
+                    if old_usage.get(tenant) != history.usage.get(tenant):
+                        usage_tenants.add(tenant)
         if physical != self._physical:
             for key in set(physical) | set(self._physical):
                 if physical.get(key) != self._physical.get(key):

@@ -32,7 +32,8 @@ POOLS = ("prod", "dev")
 TIER_OF = {"prod": ("production", "batch"), "dev": ("development", "batch")}
 
 EVENTS = ("submit", "submit", "submit", "submit", "apply", "apply", "bind", "finish",
-          "stop", "cancel", "quota", "node", "usage", "physical", "policy", "tick", "hold")
+          "stop", "cancel", "quota", "node", "usage", "physical", "policy", "tick", "hold",
+          "succeeded")
 
 
 @dataclass
@@ -223,6 +224,16 @@ class World:
             node["outside"] = rng.choice((0, 1, 2))
         else:
             node["switch"] = rng.choice(("s0", "s1", "s2"))
+
+    def on_succeeded(self, rng: random.Random) -> None:
+        """A run of a tenant's ends: its run times (History) move."""
+        tenant, tier = rng.choice(TENANTS), rng.choice(("development", "production", "batch"))
+        durations = dict(self.history.durations)
+        for found in ((tenant, tier), (tenant, tier, rng.choice(MODELS)),
+                      (tenant, tier, "llm", rng.choice(MODELS))):
+            durations[found] = tuple(sorted((*durations.get(found, ()),
+                                             float(rng.choice((20, 300, 4000))))))
+        self.history = replace(self.history, durations=durations)
 
     def on_usage(self, rng: random.Random) -> None:
         self.usage[rng.choice(TENANTS)] = rng.choice((0.0, 3600.0, 86400.0, 1e6))
