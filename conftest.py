@@ -198,8 +198,13 @@ def _issued_invoices_flushable(request):
 def _each_test_starts_with_an_empty_cache():
     """Cached reads (pod utilisation per namespace, busyness, the watchdog's memory) must
     not leak from one test into the next one in the same worker: the cache is emptied
-    before each test (a locmem dict, or this worker's own Redis database)."""
+    before each test (a locmem dict, or this worker's own Redis database). The admission
+    loop's incremental engine (``jobs.admission.incremental.loop_engine``) forgets the
+    last test's passes too."""
     from django.core.cache import cache
 
+    from jobs.admission.incremental import loop_engine
+
     cache.clear()
+    loop_engine().reset()
     yield

@@ -7,20 +7,24 @@ ceiling of 100; per tenant 350 small jobs (1 GPU, 200 ms, priority 50, one every
 100 medium (5 GPUs, 500 ms, priority 100, every 500 ms) and 50 large (20 GPUs, 1,000 ms,
 priority 200, every 1,200 ms): 15,000 jobs.
 
-Engine-alone mode (this script): a discrete-event loop on simulated time calls
-``jobs.admission.decide()`` at every instant something happens (arrivals and finishes
+Engine-alone mode (this script): a discrete-event loop on simulated time calls the
+incremental engine (``jobs.admission.incremental.Engine.decide``, as the admission loop
+does) at every instant something happens (arrivals and finishes
 all fall on a 100 ms grid), applies its decisions at once (pods bind instantly, a
 preempted job stops at once and is re-queued to run again from the start, as in Kueue's
 test), and runs each admitted job for its run time. Prints the time to finish all jobs,
 the mean use of the tenants' quota, the mean time to admission per class, the lower
 bound (total work / capacity), the engine's speed (wall clock), and Kueue's published
-averages beside them. Asserts nothing.
+averages beside them. The full recomputation (``jobs.admission.decide``) decides the same
+inputs on every pass as the baseline: its time is printed beside the incremental
+engine's, and its decisions must be the same (``--no-full``: the incremental engine
+alone).
 
 Reusable parts for a through-the-stack mode: ``make_workload()`` (the jobs and when they
 arrive) and ``summarise()`` (figures from per-job ``Record`` s, which any runner can fill
 in from the times it observes).
 
-    .venv/bin/python bench/kueue_baseline.py [--quick] [--scale 0.2]
+    .venv/bin/python bench/kueue_baseline.py [--quick] [--scale 0.2] [--no-full]
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from jobs.admission import (  # noqa: E402  (after the sys.path line, as a scrip
     PoolQuota,
     decide,
 )
+from jobs.admission.incremental import Engine  # noqa: E402
 
 KUEUE = {"finish_s": 351.0, "use": 0.587, "small": 215.0, "medium": 76.8, "large": 6.7}
 """Kueue's published averages over 5 runs of the same scenario."""
@@ -176,6 +181,9 @@ class EngineStats:
     jobs_seen: int = 0
     latencies: list[float] = field(default_factory=list)
     preempt_reasons: dict[str, int] = field(default_factory=dict)
+    full_seconds: float = 0.0
+    full_latencies: list[float] = field(default_factory=list)
+    groups: dict[str, int] = field(default_factory=dict)
 
 
 def engine_policy() -> Policy:
@@ -185,9 +193,11 @@ def engine_policy() -> Policy:
                   preempt_lower_priority_within_tenant=True)
 
 
-def run_engine(scenario: Scenario, workload: Sequence[WorkloadJob],
+def run_engine(scenario: Scenario, workload: Sequence[WorkloadJob], full: bool = True,
                ) -> tuple[list[Record], EngineStats]:
-    """Replay the workload on simulated time with ``decide()`` alone."""
+    """Replay the workload on simulated time with the incremental engine alone (and, with
+    ``full``, the full recomputation on the same inputs, timed and checked equal)."""
+    engine = Engine()
     policy = engine_policy()
     history = History()
     quotas = [PoolQuota(tenant, "dev", {f"gpu:{m}": scenario.nominal},
@@ -243,10 +253,18 @@ def run_engine(scenario: Scenario, workload: Sequence[WorkloadJob],
                 expected_seconds=w.run_ms / 1000, priority=w.priority)
         for _ in range(4):   # preemptions take effect at once: decide again at the same instant
             jobs = list(views.values())
+            inputs = {"nodes": nodes(), "jobs": jobs, "quotas": quotas, "policy": policy,
+                      "history": history, "now": at(now_ms)}
             t0 = time.perf_counter()
-            decisions = decide(nodes=nodes(), jobs=jobs, quotas=quotas, policy=policy,
-                               history=history, now=at(now_ms))
+            decisions = engine.decide(**inputs)
             elapsed = time.perf_counter() - t0
+            if full:
+                t0 = time.perf_counter()
+                baseline = decide(**inputs)
+                stats.full_latencies.append(time.perf_counter() - t0)
+                stats.full_seconds += stats.full_latencies[-1]
+                if (baseline.admit, baseline.preempt) != (decisions.admit, decisions.preempt):
+                    raise SystemExit(f"the engines decided differently at {now_ms} ms")
             stats.calls += 1
             stats.seconds += elapsed
             stats.latencies.append(elapsed)
@@ -279,6 +297,7 @@ def run_engine(scenario: Scenario, workload: Sequence[WorkloadJob],
                 records[a.job_id].admissions_ms.append(now_ms)
             if not decisions.preempt:
                 break
+    stats.groups = dict(engine.stats)
     return list(records.values()), stats
 
 
@@ -345,6 +364,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a 20%% run (--scale 0.2)")
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of each class's count")
+    parser.add_argument("--no-full", action="store_true",
+                        help="the incremental engine alone (no baseline timing or check)")
     parser.add_argument("--scaling", action="store_true",
                         help="only print decide() latency against the number of jobs")
     args = parser.parse_args()
@@ -366,7 +387,7 @@ def main() -> None:
           "and no watermark eviction (Kueue has neither); a preempted job re-runs from the "
           "start; large = 5 replicas x 4 GPUs under one switch.")
     wall = time.perf_counter()
-    records, stats = run_engine(scenario, workload)
+    records, stats = run_engine(scenario, workload, full=not args.no_full)
     wall = time.perf_counter() - wall
     s = summarise(records, scenario)
     lat = sorted(stats.latencies)
@@ -382,7 +403,20 @@ def main() -> None:
           f"{stats.decisions / stats.seconds:.0f} admissions+preemptions/s); "
           f"{stats.jobs_seen / stats.calls:.0f} jobs per call on average; latency mean "
           f"{statistics.fmean(lat) * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, "
-          f"max {lat[-1] * 1000:.1f} ms; whole run {wall:.1f} s")
+          f"max {lat[-1] * 1000:.1f} ms; whole run {wall:.1f} s (incremental engine: "
+          f"{stats.calls} passes, groups decided again {engine_share(stats)})")
+    if stats.full_latencies:
+        full = sorted(stats.full_latencies)
+        full_p99 = full[int(0.99 * (len(full) - 1))]
+        print(f"baseline, full recomputation on the same {len(full)} passes: "
+              f"{stats.full_seconds:.1f} s, latency mean "
+              f"{statistics.fmean(full) * 1000:.1f} ms, p99 {full_p99 * 1000:.1f} ms, max "
+              f"{full[-1] * 1000:.1f} ms (same decisions on every pass)")
+
+
+def engine_share(stats: EngineStats) -> str:
+    decided, reused = stats.groups.get("groups_decided", 0), stats.groups.get("groups_reused", 0)
+    return f"{decided / max(decided + reused, 1):.0%} ({decided} of {decided + reused})"
 
 
 if __name__ == "__main__":

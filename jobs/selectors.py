@@ -25,6 +25,7 @@ from core.texts import render, text_code
 from jobs.admission import ACTIVE_STATES as HOLDING_STATES
 from jobs.admission import History, JobView, NodeView, PoolQuota, decide
 from jobs.admission import Policy as EnginePolicy
+from jobs.admission.incremental import loop_engine
 from jobs.choices import ACTIVE_STATES, JobKind, JobState
 from jobs.health import NOT_CREATED_AFTER, NOT_STARTED_AFTER, JobFacts, Verdict, classify
 from jobs.models import JobTransition, MaintenanceWindow, TrainingJob
@@ -583,16 +584,23 @@ def job_spec(job: TrainingJob):  # type: ignore[no-untyped-def]
     )
 
 
-def decide_with_pools_absent(inputs: dict) -> tuple[Any, dict[int, Pool]]:
+def decide_with_pools_absent(inputs: dict, *, incremental: bool = False,
+                             ) -> tuple[Any, dict[int, Pool]]:
     """:func:`decide` on ``inputs`` as the admission loop and the preview run it: a queued
     job whose pool's namespace and quota the cluster does not show (observed) is held out
     of the pass (it would hold quota with no namespace to create its PyTorchJob in) and
-    waits with that reason, no ETA. Also the pools it waits for, by job id."""
+    waits with that reason, no ETA. Also the pools it waits for, by job id.
+
+    ``incremental``: decided by this process's incremental engine
+    (``jobs.admission.incremental.loop_engine``: the same decisions, from the work of what
+    changed since its last pass), as the admission loop does; the preview, whose job is
+    hypothetical, decides in full."""
     absent = {(p.tenant.slug, p.kind): p for p in pools_not_in_cluster()}
     waiting_for_pool = {j.id: absent[(j.tenant, j.pool)] for j in inputs["jobs"]
                         if j.state == JobState.QUEUED and (j.tenant, j.pool) in absent}
     jobs = [replace(j, held=True) if j.id in waiting_for_pool else j for j in inputs["jobs"]]
-    decisions = decide(**{**inputs, "jobs": jobs})
+    decide_now = loop_engine().decide if incremental else decide
+    decisions = decide_now(**{**inputs, "jobs": jobs})
     for job_id, pool in waiting_for_pool.items():
         if job_id in decisions.waiting:
             decisions.waiting[job_id] = replace(

@@ -72,14 +72,10 @@ def sync_job(self, job_id: int) -> str:  # type: ignore[no-untyped-def]
     return result
 
 
-SYNC_CONCURRENCY_DEFAULT = 8
-
-
 def _sync_concurrency() -> int:
     """Cluster writes in flight at once for a ``jobs.sync_jobs`` batch
     (``settings.TRAINYARD_SYNC_CONCURRENCY``, default 8)."""
-    return max(1, int(getattr(settings, "TRAINYARD_SYNC_CONCURRENCY",
-                              SYNC_CONCURRENCY_DEFAULT)))
+    return int(settings.TRAINYARD_SYNC_CONCURRENCY)
 
 
 @shared_task(name="jobs.sync_jobs", queue="k8s")
@@ -419,7 +415,9 @@ def _decide(now: dt.datetime) -> tuple[Any, dict[int, Pool]]:
     """The engine's decisions on the jobs as stored now (reads only)."""
     # A job whose pool the cluster does not show waits, held out of this pass, with that
     # reason; its pool is asked to sync again.
-    return selectors.decide_with_pools_absent(selectors.admission_inputs(now))
+    return selectors.decide_with_pools_absent(
+        selectors.admission_inputs(now),
+        incremental=settings.TRAINYARD_INCREMENTAL_ADMISSION)
 
 
 def _apply(decisions: Any, waiting_for_pool: dict[int, Pool], now: dt.datetime

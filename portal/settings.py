@@ -332,6 +332,14 @@ if TRAINYARD_ADMISSION_BACKEND not in {"trainyard", "kueue"}:
     raise ImproperlyConfigured(
         "TRAINYARD_ADMISSION_BACKEND must be trainyard or kueue, "
         f"not {TRAINYARD_ADMISSION_BACKEND!r}")
+# The trainyard engine's admission loop: decide with the incremental engine
+# (jobs.admission.incremental: the same decisions, recomputing only the GPU-model groups
+# whose inputs changed; unchanged results kept up to 30 s as time passes) instead of in
+# full every pass. Off by default: on busy clusters every group changes every pass and
+# it saves nothing (bench/admission_scaling.py).
+TRAINYARD_INCREMENTAL_ADMISSION = env_bool("TRAINYARD_INCREMENTAL_ADMISSION", False)
+# Cluster writes in flight at once when the loop syncs a pass's jobs (jobs.sync_jobs)
+TRAINYARD_SYNC_CONCURRENCY = env_int("TRAINYARD_SYNC_CONCURRENCY", 8, minimum=1)
 # The RBAC group a tenant's people authenticate with (as the API server sees it, with
 # any OIDC prefix); {tenant} is the tenant's slug.
 TRAINYARD_TENANT_GROUP_FORMAT = env_str("TRAINYARD_TENANT_GROUP_FORMAT", "trainyard:{tenant}")

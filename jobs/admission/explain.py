@@ -39,7 +39,9 @@ class Explainer:
     cap: Capacity
     decisions: Decisions
     active: list[JobView]
+    active_by_key: dict[str, list[JobView]]
     queued: list[JobView]
+    queued_by_id: dict[int, JobView]
     admitted: Mapping[int, Admission]
     victims: dict[int, Preemption]
     reasons: dict[int, Text]
@@ -149,8 +151,8 @@ class Explainer:
         """Holders of ``key`` by expected end: (end offsets, cumulative units, tiers)."""
         table = self._holder_cache.get(key)
         if table is None:
-            rows = sorted((self.end_offsets(j)[0], j.id, j.demand, j.tier) for j in self.active
-                          if j.resource_key == key and j.id not in self.victims)
+            rows = sorted((self.end_offsets(j)[0], j.id, j.demand, j.tier)
+                          for j in self.active_by_key.get(key, ()) if j.id not in self.victims)
             cumulative: list[int] = []
             total = 0
             for row in rows:
@@ -184,7 +186,7 @@ class Explainer:
     def etas(self, waiting: list[JobView]) -> dict[int, tuple[datetime | None, datetime | None]]:
         """ETA p50/p90 of every waiting job (:func:`jobs.admission.eta.simulate`)."""
         sims: dict[str, KeySim] = {}
-        by_id = {j.id: j for j in self.queued}
+        by_id = self.queued_by_id
 
         def sim_for(key: str) -> KeySim:
             sim = sims.get(key)
@@ -204,21 +206,21 @@ class Explainer:
             if job.id in self.never or not job.resource_key:
                 continue
             ids_by_key[job.resource_key].append(job)
-        taken: dict[str, dict[str, int]] = defaultdict(dict)
-        for job in self.active:
-            key = job.resource_key
-            if key not in ids_by_key or key not in self.cap.slots:
+        for key in ids_by_key:
+            if key not in self.cap.slots:
                 continue
             sim = sim_for(key)
-            tpk = (job.tenant, job.pool, key)
-            nodes = self.release_nodes(job, key, taken[key])
-            batch = job.tier == Tier.BATCH
-            if job.id in self.victims:
-                end = float(self.victims[job.id].grace_seconds)
-                sim.releases.append((end, end, job.demand, tpk, nodes, batch))
-            else:
-                end50, end90 = self.end_offsets(job)
-                sim.releases.append((end50, end90, job.demand, tpk, nodes, batch))
+            taken: dict[str, int] = {}
+            for job in self.active_by_key.get(key, ()):
+                tpk = (job.tenant, job.pool, key)
+                nodes = self.release_nodes(job, key, taken)
+                batch = job.tier == Tier.BATCH
+                if job.id in self.victims:
+                    end = float(self.victims[job.id].grace_seconds)
+                    sim.releases.append((end, end, job.demand, tpk, nodes, batch))
+                else:
+                    end50, end90 = self.end_offsets(job)
+                    sim.releases.append((end50, end90, job.demand, tpk, nodes, batch))
         for admission in self.admitted.values():
             job = by_id[admission.job_id]
             key = job.resource_key

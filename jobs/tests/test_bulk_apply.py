@@ -30,7 +30,7 @@ def test_two_passes_deciding_on_one_snapshot_admit_each_job_once(
     decisions = selectors.decide_with_pools_absent(selectors.admission_inputs(now))
     assert sorted(a.job_id for a in decisions[0].admit) == sorted(j.pk for j in jobs)
     # the second pass decided before the first one's writes: it holds the same decisions
-    monkeypatch.setattr(selectors, "decide_with_pools_absent", lambda inputs: decisions)
+    monkeypatch.setattr(selectors, "decide_with_pools_absent", lambda inputs, **_: decisions)
     with django_capture_on_commit_callbacks(execute=False) as first:
         assert tasks._decide_and_apply(now)["admitted"] == 3
     with django_capture_on_commit_callbacks(execute=False) as second:
@@ -108,3 +108,27 @@ def test_a_pass_applies_nothing_when_another_pass_applied_after_it_read(
     assert result["skipped"] == "another cycle applied first"
     assert TrainingJob.objects.get(pk=first.pk).state == "queued"
     assert JobTransition.objects.filter(to_state="admitted").count() == 1
+
+
+@pytest.mark.parametrize("incremental", [False, True])
+def test_the_loop_admits_the_same_with_the_incremental_engine(
+        quota, bob, settings, django_capture_on_commit_callbacks, incremental):
+    """``TRAINYARD_INCREMENTAL_ADMISSION`` switches the loop to the incremental engine
+    (``jobs.admission.incremental.loop_engine``); the same jobs are admitted, and a pass
+    after one that changed nothing reuses what it decided."""
+    from jobs.admission.incremental import loop_engine
+
+    settings.TRAINYARD_INCREMENTAL_ADMISSION = incremental
+    jobs = _submit(bob, quota, django_capture_on_commit_callbacks, 6, gpus=4)
+    engine = loop_engine()
+    before = dict(engine.stats)
+    with django_capture_on_commit_callbacks(execute=False):
+        counts = tasks._decide_and_apply(timezone.now())
+    states = sorted(TrainingJob.objects.get(pk=j.pk).state for j in jobs)
+    for _ in range(2):  # the first changes nothing, the second sees nothing changed
+        with django_capture_on_commit_callbacks(execute=False):
+            assert tasks._decide_and_apply(timezone.now())["admitted"] == 0
+    assert counts["admitted"] == states.count("admitted") > 0
+    assert engine.stats["passes"] - before.get("passes", 0) == (3 if incremental else 0)
+    if incremental:
+        assert engine.stats["groups_reused"] > before.get("groups_reused", 0)

@@ -1,0 +1,78 @@
+"""The admission order (step 2 of :mod:`jobs.admission.engine`): tier, then fair share
+across tenants, then priority, submission time and id.
+
+The order is a merge of each tenant's own queue (sorted by priority, submission, id), by
+tier and then by the *entry* of each tenant's head: (its tenant's share when it is taken,
+-priority, submission time, id, tenant). Taking always the smallest head, it depends on a
+tenant's own jobs and use only, so the order of a set of tenants is the order of all of
+them restricted to that set: :mod:`jobs.admission.incremental` orders the tenants of each
+group of resource keys apart and merges the groups by these entries.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import defaultdict
+from collections.abc import Mapping
+
+from .types import TIER_RANK, TIERS, History, JobView, Policy
+
+Entry = tuple[int, float, int, float, int, str]
+"""Where a job stands in the merge: (tier rank, share, -priority, submitted, id, tenant)."""
+
+
+def fair_order(queued: list[JobView], tenant_use: Mapping[str, int],
+               nominal_total: Mapping[str, int], history: History, policy: Policy,
+               entries: dict[int, Entry] | None = None) -> list[JobView]:
+    """Tier, then fair share (recomputed as each job is taken), priority, submission, id.
+
+    A tenant's share = units it holds (GPUs and MIG instances alike, all pools) / its
+    total nominal quota + decayed GPU-seconds / (total nominal × half-life / ln 2),
+    i.e. both terms are 1.0 for a tenant that has used exactly its quota all along.
+    ``entries``: filled with each job's :data:`Entry` when given.
+    """
+    groups: dict[int, dict[str, list[JobView]]] = defaultdict(lambda: defaultdict(list))
+    for job in queued:
+        groups[TIER_RANK.get(job.tier, len(TIERS))][job.tenant].append(job)
+    use = dict(tenant_use)
+    half_life = max(policy.fair_share_half_life_seconds, 1.0) / math.log(2)
+
+    def share(tenant: str) -> float:
+        nominal = max(nominal_total.get(tenant, 0), 1)
+        past = history.usage.get(tenant, 0.0)
+        return use.get(tenant, 0) / nominal + past / (nominal * half_life)
+
+    result: list[JobView] = []
+    for rank in sorted(groups):
+        per_tenant = groups[rank]
+        heap: list[tuple[float, int, float, int, str]] = []
+        for tenant, lst in per_tenant.items():
+            lst.sort(key=lambda j: (-j.priority, j.submitted_at, j.id))
+            head = lst[0]
+            heap.append((share(tenant), -head.priority, head.submitted_at.timestamp(),
+                         head.id, tenant))
+        heapq.heapify(heap)
+        pointer = dict.fromkeys(per_tenant, 0)
+        while heap:
+            entry = heapq.heappop(heap)
+            tenant = entry[4]
+            lst = per_tenant[tenant]
+            at = pointer[tenant]
+            while True:   # keep taking while this tenant stays ahead of the next one
+                job = lst[at]
+                at += 1
+                result.append(job)
+                if entries is not None:
+                    entries[job.id] = (rank, *entry)
+                use[tenant] = use.get(tenant, 0) + job.demand
+                if at == len(lst):
+                    break
+                head = lst[at]
+                entry = (share(tenant), -head.priority, head.submitted_at.timestamp(),
+                         head.id, tenant)
+                if heap and heap[0] < entry:
+                    heapq.heappush(heap, entry)
+                    break
+            pointer[tenant] = at
+    return result
