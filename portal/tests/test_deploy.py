@@ -539,6 +539,7 @@ DYNAMIC_CALL_SITES = {
     ("jobs/tasks.py", "_sync_one", "patch"): _job_kinds,
     ("jobs/backends/kueue.py", "sync_job", "create_if_absent"): lambda: [
         *_kinds_of([manifests.build_checkpoint_pvc(_sample_job())]), *_job_kinds()],
+    ("jobs/backends/kueue.py", "sync_job", "ensure_absent"): _job_kinds,
     ("jobs/backends/kueue.py", "_positions", "kueue_pending_workloads"): lambda: [
         VISIBILITY_PENDING],
 }
