@@ -12,6 +12,7 @@ from aiohttp import web
 from aiohttp.typedefs import LooseHeaders
 
 from . import events_v1
+from .deletion import RETURNS_OBJECT, delete_status
 from .errors import ApiError, bad_request
 from .jsonutil import dumps, loads
 from .patch import json_patch, merge_patch, strategic_merge
@@ -267,7 +268,7 @@ class Server:
             out = [self.store.delete(core.key, n, namespace=t.ns, dry_run=_dry_run(q))
                    for n in names]
             if t.name:
-                return jresponse(conv(out[0]))
+                return jresponse(delete_status(t.rt, out[0]))
             return jresponse({"kind": "EventList", "apiVersion": t.rt.api_version,
                               "metadata": {}, "items": [conv(o) for o in out]})
         raise ApiError(405, "MethodNotAllowed", f"{m} is not supported on {request.path}")
@@ -386,7 +387,7 @@ class Server:
                               f"name on the URL ({t.name})")
         body.setdefault("metadata", {})["name"] = t.name
         obj = self.store.replace(t.rt.key, body, namespace=t.ns,
-                                 subresource=None if t.sub == "finalize" else t.sub,
+                                 subresource=t.sub,
                                  dry_run=_dry_run(q), field_manager=q.get("fieldManager")
                                  or _user_agent_manager(request),
                                  field_validation=q.get("fieldValidation", "Warn"))
@@ -435,11 +436,19 @@ class Server:
         dry = _dry_run(q) or "All" in (opts.get("dryRun") or [])
         if t.name is None:
             return self._delete_collection(t.rt, t.ns, q, grace, dry)
-        obj = self.store.delete(t.rt.key, t.name, namespace=t.ns, grace_period_seconds=grace,
-                                propagation_policy=opts.get("propagationPolicy")
-                                or q.get("propagationPolicy"),
-                                dry_run=dry, preconditions=opts.get("preconditions"))
-        return jresponse(obj)
+        orphan = opts.get("orphanDependents", q.get("orphanDependents"))
+        if isinstance(orphan, str):
+            orphan = orphan.lower() == "true"
+        obj, deleted = self.store.delete_ex(
+            t.rt.key, t.name, namespace=t.ns, grace_period_seconds=grace,
+            propagation_policy=opts.get("propagationPolicy") or q.get("propagationPolicy"),
+            dry_run=dry, preconditions=opts.get("preconditions"), orphan_dependents=orphan)
+        # endpoints/handlers/delete.go: 202 only when kept and orphanDependents=false;
+        # registry/store.go finalizeDelete: a Status unless the registry returns the object
+        code = 202 if not deleted and orphan is False else 200
+        if deleted and t.rt.key not in RETURNS_OBJECT:
+            return jresponse(delete_status(t.rt, obj), code)
+        return jresponse(obj, code)
 
     def _warnings(self) -> multidict.CIMultiDict[str] | None:
         """Warning headers for what the last write dropped (fieldValidation=Warn)."""

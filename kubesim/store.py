@@ -28,6 +28,7 @@ from .apply import record_update, server_side_apply
 from .clock import Clock, rfc3339
 from .controllers import CRD_KEY, ControllersMixin
 from .crd_rules import run_webhooks
+from .deletion import DeletionMixin
 from .errors import (
     ApiError,
     already_exists,
@@ -65,6 +66,21 @@ def _content(obj: dict) -> dict:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
 
 
+def _no_new_finalizers(old: dict, new: dict) -> list[dict]:
+    """ValidateObjectMetaUpdate -> ValidateNoNewFinalizers (apimachinery
+    pkg/api/validation/objectmeta.go): finalizers cannot be added once deleting."""
+    if not old["metadata"].get("deletionTimestamp"):
+        return []
+    extra = sorted(set(new["metadata"].get("finalizers") or ())
+                   - set(old["metadata"].get("finalizers") or ()))
+    if not extra:
+        return []
+    listed = ", ".join(f'"{f}"' for f in extra)
+    return [{"field": "metadata.finalizers", "reason": "FieldValueForbidden",
+             "message": "Forbidden: no new finalizers can be added if the object is being "
+                        f"deleted, found new finalizers []string{{{listed}}}"}]
+
+
 _UUID4_MASK = ~((0xF000 << 64) | (0xC000 << 48)) & ((1 << 128) - 1)
 _UUID4_BITS = (0x4000 << 64) | (0x8000 << 48)
 
@@ -77,7 +93,7 @@ class _Owned:
         self.obj = obj
 
 
-class Store(ReadsMixin, ControllersMixin):
+class Store(DeletionMixin, ReadsMixin, ControllersMixin):
     def __init__(self, clock: Clock | None = None, *, history: int = 20000,
                  default_crds: bool = True, seed: int | None = None):
         self.clock = clock or Clock()
@@ -92,6 +108,9 @@ class Store(ReadsMixin, ControllersMixin):
                               dict[tuple[str, str, str], ResourceType]] | None = None
         self._sorted: dict[tuple[str, str], list[str]] = {}
         self.warnings: list[str] = []   # from field_validation="Warn"; the server drains it
+        self._owned: dict[str, set[tuple[str, str, str]]] | None = None  # owner uid -> deps
+        self._gc_busy: set[str] = set()
+        self._ns_sweeping: set[str] = set()   # namespaces whose content is being deleted
         if default_crds:
             for crd in _default_crds():
                 self.create(CRD_KEY, crd)
@@ -156,6 +175,10 @@ class Store(ReadsMixin, ControllersMixin):
                 bisect.insort(names, name)
             bucket[name] = new
         self._history.append((self._rv, etype, rt, ns, new))
+        refs_old = old["metadata"].get("ownerReferences") if old is not None else None
+        refs_new = None if etype == "DELETED" else meta.get("ownerReferences")
+        if (refs_old or refs_new) and refs_old != refs_new:
+            self._index_owners(rt.key, ns, name, refs_old, refs_new)
         for raw_cb in list(self._raw_subs):
             raw_cb(etype, rt, new)
         for cb in list(self._subs):
@@ -369,7 +392,8 @@ class Store(ReadsMixin, ControllersMixin):
                 new.pop("status", None)
             else:
                 new["status"] = status
-        elif subresource not in (None, ""):
+        elif subresource not in (None, "", "finalize") or (
+                subresource == "finalize" and rt.key != "namespaces"):
             raise ApiError(404, "NotFound", f"subresource {subresource} cannot be updated")
         else:
             meta = new.setdefault("metadata", {})
@@ -390,8 +414,16 @@ class Store(ReadsMixin, ControllersMixin):
                     new.pop("status", None)
         self._shape(rt, new, field_validation)
         kinds.prepare_update(rt, old, new)
-        raise_if(kinds.validate(rt, new, old) + self._cross_object_errors(rt, new), rt.kind,
-                 rt.group, name)
+        if rt.key == "namespaces" and subresource != "finalize":
+            # namespaceStrategy.PrepareForUpdate: spec.finalizers change only via /finalize
+            fins = (old.get("spec") or {}).get("finalizers")
+            spec = new.setdefault("spec", {})
+            if fins is None:
+                spec.pop("finalizers", None)
+            else:
+                spec["finalizers"] = fins
+        raise_if(_no_new_finalizers(old, new) + kinds.validate(rt, new, old)
+                 + self._cross_object_errors(rt, new), rt.kind, rt.group, name)
         if subresource != "status":
             run_webhooks(rt.key, new)
         if _content(new) != _content(old) and "generation" in old["metadata"]:
@@ -405,7 +437,8 @@ class Store(ReadsMixin, ControllersMixin):
         if dry_run:
             return jcopy(new)
         if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers") \
-                and not self._awaits_kubelet(rt, new):
+                and not self._awaits_kubelet(rt, new) and not (
+                    rt.key == "namespaces" and (new.get("spec") or {}).get("finalizers")):
             return jcopy(self._remove(rt, new))
         return jcopy(self._commit(rt, "MODIFIED", new, old))
 
@@ -494,53 +527,10 @@ class Store(ReadsMixin, ControllersMixin):
                                    api_version=rt.api_version, now=now)
         return self._update(rt, old, merged, subresource, dry_run, field_manager, managed=True)
 
-    # ---- delete -----------------------------------------------------------------------------
+    # ---- delete (kubesim/deletion.py) -----------------------------------------------------
     def _awaits_kubelet(self, rt: ResourceType, obj: dict) -> bool:
         return rt.key == "pods" and bool((obj.get("spec") or {}).get("nodeName")) and \
             (obj["metadata"].get("deletionGracePeriodSeconds") or 0) > 0
-
-    def delete(self, resource: str, name: str, *, namespace: str | None = None,
-               grace_period_seconds: int | None = None, propagation_policy: str | None = None,
-               dry_run: bool = False, preconditions: dict | None = None) -> dict:
-        rt = self.rt(resource)
-        ns = self._ns_of(rt, namespace)
-        old = self._get_or_404(rt, name, ns)
-        if preconditions:
-            for k in ("uid", "resourceVersion"):
-                if preconditions.get(k) and preconditions[k] != old["metadata"].get(k):
-                    raise conflict(rt.plural, rt.group, name,
-                                   f"Precondition failed: {k} in precondition: "
-                                   f"{preconditions[k]}, {k} in object meta: "
-                                   f"{old['metadata'].get(k)}")
-        if dry_run:
-            return jcopy(old)
-        meta = old["metadata"]
-        if rt.key == "namespaces":
-            return jcopy(self._delete_namespace(rt, old))
-        if propagation_policy not in (None, "Background", "Foreground", "Orphan"):
-            raise bad_request(f"invalid propagationPolicy {propagation_policy!r}")
-        if propagation_policy in ("Foreground", "Orphan"):
-            self._propagate(meta["uid"], ns, propagation_policy)
-        grace = 0
-        if rt.key == "pods" and (old.get("spec") or {}).get("nodeName") and \
-                (old.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
-            grace = grace_period_seconds if grace_period_seconds is not None else \
-                (old["spec"].get("terminationGracePeriodSeconds") or 30)
-            if grace_period_seconds is None and meta.get("deletionGracePeriodSeconds") \
-                    is not None:
-                grace = min(grace, meta["deletionGracePeriodSeconds"])
-        if grace > 0 or meta.get("finalizers"):
-            if meta.get("deletionTimestamp") and (
-                    grace >= (meta.get("deletionGracePeriodSeconds") or 0)):
-                return jcopy(old)
-            new = jcopy(old)
-            new["metadata"]["deletionTimestamp"] = rfc3339(
-                self.clock.now() + timedelta(seconds=grace))
-            new["metadata"]["deletionGracePeriodSeconds"] = grace
-            if grace == 0 and not meta.get("finalizers"):
-                return jcopy(self._remove(rt, new))
-            return jcopy(self._commit(rt, "MODIFIED", new, old))
-        return jcopy(self._remove(rt, jcopy(old)))
 
     def _remove(self, rt: ResourceType, obj: dict) -> dict:
         old = self.raw(rt, obj["metadata"]["name"], obj["metadata"].get("namespace"))
@@ -564,3 +554,4 @@ class Store(ReadsMixin, ControllersMixin):
         self._rv += 1
         self._history.clear()
         self._sorted = {}
+        self._owned = None
