@@ -17,6 +17,12 @@ if TYPE_CHECKING:
     from .resources import Registry
 
 CRD_KEY = "customresourcedefinitions.apiextensions.k8s.io"
+ROOT_CA_DESCRIPTION = (
+    "Contains a CA bundle that can be used to verify the kube-apiserver when using internal "
+    "endpoints such as the internal service IP or kubernetes.default.svc. No other usage is "
+    "guaranteed across distributions of Kubernetes clusters.")
+#: kubesim serves plain HTTP; the bundle is a placeholder with the real shape
+KUBESIM_CA = "-----BEGIN CERTIFICATE-----\nkubesim-has-no-tls\n-----END CERTIFICATE-----\n"
 
 
 class ControllersMixin:
@@ -27,8 +33,13 @@ class ControllersMixin:
         registry: Registry
         _data: StoreData
         _ns_sweeping: set[str]
+        publish_root_ca: bool
 
         def rt(self, resource: str) -> ResourceType: ...
+
+        def raw(self, rt: ResourceType, name: str, ns: str | None) -> dict | None: ...
+
+        def _uid(self) -> str: ...
 
         def _commit(self, rt: ResourceType, etype: str, new: dict,
                     old: dict | None) -> dict: ...
@@ -86,6 +97,29 @@ class ControllersMixin:
         self._maybe_finalize_namespace(name)
         return ns_obj
 
+    def _namespace_created(self, name: str) -> None:
+        """What controllers add to every new namespace: the ServiceAccount `default`
+        (pkg/controller/serviceaccount/serviceaccounts_controller.go) and, when
+        `publish_root_ca` is on, the ConfigMap kube-root-ca.crt
+        (pkg/controller/certificates/rootcacertpublisher/publisher.go). It is off by default:
+        a ConfigMap in every namespace would change every ConfigMap list and count/configmaps
+        quota the existing tests state."""
+        now = self.clock.timestamp()
+        sa_rt = self.rt("serviceaccounts")
+        if self.raw(sa_rt, "default", name) is None:
+            self._commit(sa_rt, "ADDED", {
+                "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {
+                    "name": "default", "namespace": name, "uid": self._uid(),
+                    "creationTimestamp": now}}, None)
+        cm_rt = self.rt("configmaps")
+        if self.publish_root_ca and self.raw(cm_rt, adm.ROOT_CA_CONFIGMAP, name) is None:
+            self._commit(cm_rt, "ADDED", {
+                "apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+                    "name": adm.ROOT_CA_CONFIGMAP, "namespace": name, "uid": self._uid(),
+                    "creationTimestamp": now, "annotations": {
+                        "kubernetes.io/description": ROOT_CA_DESCRIPTION}},
+                "data": {"ca.crt": KUBESIM_CA}}, None)
+
     def _maybe_finalize_namespace(self, name: str) -> dict | None:
         nso = self._data.get("namespaces", {}).get("", {}).get(name)
         if nso is None or not nso["metadata"].get("deletionTimestamp") or \
@@ -129,6 +163,10 @@ class ControllersMixin:
             self._gc_after_change(rt, ns, old, new)
         if rt.key == CRD_KEY:
             self._crd_changed(old, new)
+            return
+        if rt.key == "namespaces":
+            if old is None and new is not None:
+                self._namespace_created(new["metadata"]["name"])
             return
         if rt.key == "resourcequotas":
             if new is not None and (old is None or old.get("spec") != new.get("spec")):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 import builtins
+import ipaddress
 import logging
 import random
 from collections import deque
@@ -52,6 +53,7 @@ PC_KEY = "priorityclasses.scheduling.k8s.io"
 SC_KEY = "storageclasses.storage.k8s.io"
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 _DEFAULT_CRDS: list[dict] | None = None
+SERVICE_CIDR = ipaddress.ip_network("10.96.0.0/12")   # kubeadm's default --service-cluster-ip-range
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
@@ -94,6 +96,9 @@ class _Owned:
 
 
 class Store(DeletionMixin, ReadsMixin, ControllersMixin):
+    #: the root CA publisher's ConfigMap kube-root-ca.crt in every new namespace
+    publish_root_ca = False
+
     def __init__(self, clock: Clock | None = None, *, history: int = 20000,
                  default_crds: bool = True, seed: int | None = None):
         self.clock = clock or Clock()
@@ -329,7 +334,12 @@ class Store(DeletionMixin, ReadsMixin, ControllersMixin):
                 adm.limit_range_pod(lrs, new, name)
             adm.priority_admission(list(self._data.get(PC_KEY, {}).get("", {}).values()),
                                    new, name)
+            adm.service_account_admission(
+                self._data.get("serviceaccounts", {}).get(ns, {}), new, name, ns,
+                lambda: "".join(self._rng.choice(_NAME_CHARS) for _ in range(5)))
             new["status"]["qosClass"] = kinds.qos_class(new["spec"])
+        elif rt.key == "services":
+            self._allocate_cluster_ip(new)
         elif rt.key == "persistentvolumeclaims":
             spec = new.setdefault("spec", {})
             if not spec.get("storageClassName"):
@@ -347,6 +357,55 @@ class Store(DeletionMixin, ReadsMixin, ControllersMixin):
         quotas = self._data.get("resourcequotas", {}).get(ns) if ns else None
         if quotas:
             adm.check_quotas(list(quotas.values()), rt.key, new, rt.plural, name, rt.group)
+
+    def _allocate_cluster_ip(self, svc: dict) -> None:
+        """ClusterIP allocation from the service CIDR (pkg/registry/core/service/storage/
+        alloc.go, ipallocator): a requested IP must be in range and free (else 422
+        `spec.clusterIPs: Invalid value: []string{...}: failed to allocate IP ...`);
+        10.96.0.1 belongs to the `kubernetes` Service."""
+        spec = svc.setdefault("spec", {})
+        if spec.get("type") == "ExternalName":
+            return
+        want = spec.get("clusterIP") or (spec.get("clusterIPs") or [""])[0]
+        if want == "None":
+            return
+        used = {o["spec"].get("clusterIP") for b in self._data.get("services", {}).values()
+                for o in b.values()} | {SERVICE_CIDR[1]}
+        if want:
+            try:
+                addr = ipaddress.ip_address(want)
+            except ValueError:
+                raise_if([{"field": "spec.clusterIPs[0]", "reason": "FieldValueInvalid",
+                           "message": f'Invalid value: "{want}": must be a valid IP address, '
+                                      '(e.g. 10.9.8.7 or 2001:db8::ffff)'}],
+                         "Service", "", svc["metadata"]["name"])
+            why = None
+            if addr not in SERVICE_CIDR:
+                why = (f"the provided IP ({want}) is not in the valid range. The range of "
+                       f"valid IPs is {SERVICE_CIDR}")
+            elif addr in used or want in used:
+                why = "provided IP is already allocated"
+            if why:
+                raise_if([{"field": "spec.clusterIPs", "reason": "FieldValueInvalid",
+                           "message": f'Invalid value: []string{{"{want}"}}: failed to '
+                                      f"allocate IP {want}: {why}"}],
+                         "Service", "", svc["metadata"]["name"])
+            ip = want
+        else:
+            start = int(ipaddress.ip_address(kinds._cluster_ip(
+                svc["metadata"]["name"], svc["metadata"].get("namespace", ""))))
+            base, size = int(SERVICE_CIDR.network_address), SERVICE_CIDR.num_addresses
+            ip = ""
+            for step in range(size - 2):
+                cand = ipaddress.ip_address(base + 1 + (start - base - 1 + step) % (size - 2))
+                if str(cand) not in used and cand not in used:
+                    ip = str(cand)
+                    break
+        spec["clusterIP"] = ip
+        spec["clusterIPs"] = [ip]
+        spec.setdefault("ipFamilies", ["IPv4"])
+        spec.setdefault("ipFamilyPolicy", "SingleStack")
+        spec.setdefault("internalTrafficPolicy", "Cluster")
 
     def _cross_object_errors(self, rt: ResourceType, obj: dict) -> builtins.list[dict]:
         """Checks that need other stored objects: only one default PriorityClass."""
