@@ -14,6 +14,7 @@ from aiohttp.typedefs import LooseHeaders
 from . import events_v1
 from .deletion import RETURNS_OBJECT, delete_status
 from .errors import ApiError, bad_request
+from .validation import raise_if
 from .jsonutil import dumps, loads
 from .patch import json_patch, merge_patch, strategic_merge
 from .resources import ResourceType, yaml_load_all
@@ -247,7 +248,15 @@ class Server:
         if m == "GET" and t.name is not None:
             return jresponse(conv(self.store.get(core.key, t.name, namespace=t.ns)))
         if m == "POST" and t.name is None:
-            obj = self.store.create(core.key, events_v1.to_core(await self._body(request)),
+            body = await self._body(request)
+            if not isinstance(body, dict):
+                raise bad_request("the body of the request was in an unknown format")
+            new_core = events_v1.to_core(body)
+            new_core["metadata"].setdefault("namespace", t.ns)
+            raise_if(events_v1.validation_errors(new_core), "Event",
+                     "events.k8s.io", new_core["metadata"].get("name")
+                     or new_core["metadata"].get("generateName") or "")
+            obj = self.store.create(core.key, new_core,
                                     namespace=t.ns, dry_run=_dry_run(q), field_manager=manager)
             return jresponse(conv(obj), 201)
         if m in ("PUT", "PATCH") and t.name is not None:
