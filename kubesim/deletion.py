@@ -193,11 +193,9 @@ class DeletionMixin:
     def _pod_grace(self, pod: dict, requested: int | None) -> int:
         """podStrategy.CheckGracefulDelete (pkg/registry/core/pod/strategy.go)."""
         spec = pod.get("spec") or {}
-        if requested is not None:
-            period = requested
-        else:
-            period = spec.get("terminationGracePeriodSeconds")
-            period = 30 if period is None else period
+        default = spec.get("terminationGracePeriodSeconds")
+        period: int = requested if requested is not None else (
+            30 if default is None else int(default))
         if not spec.get("nodeName") or (pod.get("status") or {}).get("phase") in (
                 "Succeeded", "Failed"):
             period = 0
@@ -251,12 +249,12 @@ class DeletionMixin:
         out = []
         for key, ns, name in sorted(self._owned.get(uid, ())):
             drt = self.registry.find(key)
-            obj = self._data.get(key, {}).get(ns, {}).get(name) if drt else None
-            if drt is not None and obj is not None:
-                out.append((drt, obj))
+            dep = self._data.get(key, {}).get(ns, {}).get(name) if drt else None
+            if drt is not None and dep is not None:
+                out.append((drt, dep))
         return out
 
-    def _owner_of(self, ref: dict, ns: str) -> tuple[ResourceType, dict] | None | bool:
+    def _owner_of(self, ref: dict, ns: str) -> tuple[ResourceType, dict] | bool | None:
         """The live owner a reference names; None when gone, True when its kind is unknown
         (never collect on a guess)."""
         av, kind = ref.get("apiVersion", ""), ref.get("kind")
@@ -335,7 +333,7 @@ class DeletionMixin:
             owner = self._owner_of(ref, ns)
             if owner is None:
                 stale.add(ref.get("uid"))
-            elif owner is True or FOREGROUND not in (
+            elif not isinstance(owner, tuple) or FOREGROUND not in (
                     owner[1]["metadata"].get("finalizers") or ()):
                 solid = True
             else:

@@ -113,7 +113,7 @@ def validation_errors(core: dict) -> list[dict]:
                 errs.append(_required(field))
             elif len(value) > limit:
                 errs.append(_bad(field, f"can have at most {limit} characters"))
-    elif inv_ns and ns != inv_ns or not inv_ns and ns not in ("", "default"):
+    elif (inv_ns and ns != inv_ns) or (not inv_ns and ns not in ("", "default")):
         errs.append(_bad("involvedObject.namespace", "does not match event.namespace",
                          inv_ns))
     series = core.get("series")

@@ -14,11 +14,11 @@ from aiohttp.typedefs import LooseHeaders
 from . import events_v1
 from .deletion import RETURNS_OBJECT, delete_status
 from .errors import ApiError, bad_request
-from .validation import raise_if
 from .jsonutil import dumps, loads
 from .patch import json_patch, merge_patch, strategic_merge
 from .resources import ResourceType, yaml_load_all
 from .tables import table, wants_table
+from .validation import raise_if
 from .watch import serve_watch
 
 if TYPE_CHECKING:

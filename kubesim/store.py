@@ -21,12 +21,11 @@ import logging
 import random
 from collections import deque
 from collections.abc import Callable
-from datetime import timedelta
 
 from . import admission as adm
 from . import kinds
 from .apply import record_update, server_side_apply
-from .clock import Clock, rfc3339
+from .clock import Clock
 from .controllers import CRD_KEY, ControllersMixin
 from .crd_rules import run_webhooks
 from .deletion import DeletionMixin

@@ -132,6 +132,7 @@ def test_orphan_strips_owner_references_and_keeps_dependents(kubesim):
     # query parameter, as kubectl --cascade=orphan sends it
     status, _, body = request(
         kubesim, "DELETE", "/api/v1/namespaces/team-a/configmaps/owner?propagationPolicy=Orphan")
+    assert status == 200
     assert json.loads(body)["metadata"]["finalizers"] == ["example.com/x", "orphan"]
     dep = c.read_namespaced_config_map("dep", "team-a")
     assert [r.name for r in dep.metadata.owner_references] == ["other"]
