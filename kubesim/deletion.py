@@ -142,9 +142,15 @@ class DeletionMixin:
             self._check_preconditions(rt, old, preconditions, namespace_style=True)
             return self._delete_namespace(rt, old, dry_run), False
         self._check_preconditions(rt, old, preconditions)
+        finalizers = _gc_finalizers(rt, meta.get("finalizers") or [], propagation_policy,
+                                    orphan_dependents)
+        graceful = rt.key == "pods"
+        if not graceful and not finalizers:   # the common case: gone at once, one copy
+            if dry_run:
+                return old, True
+            return self._commit(rt, "DELETED", jcopy(old), old), True
         new = jcopy(old)
         nmeta = new["metadata"]
-        graceful = rt.key == "pods"
         period = 0
         if graceful:
             dgps = meta.get("deletionGracePeriodSeconds")
@@ -167,8 +173,6 @@ class DeletionMixin:
                 nmeta["deletionGracePeriodSeconds"] = period
                 if nmeta.get("generation"):
                     nmeta["generation"] += 1
-        finalizers = _gc_finalizers(rt, meta.get("finalizers") or [], propagation_policy,
-                                    orphan_dependents)
         if finalizers != (meta.get("finalizers") or []):
             nmeta["finalizers"] = finalizers
         keep = bool(finalizers) or (graceful and period > 0)
@@ -185,10 +189,9 @@ class DeletionMixin:
             if dry_run:
                 return new, False
             return self._commit(rt, "MODIFIED", new, old), False
-        gone = new if graceful else old
         if dry_run:
-            return gone, True
-        return self._commit(rt, "DELETED", jcopy(gone) if gone is old else gone, old), True
+            return new, True
+        return self._commit(rt, "DELETED", new, old), True
 
     def _pod_grace(self, pod: dict, requested: int | None) -> int:
         """podStrategy.CheckGracefulDelete (pkg/registry/core/pod/strategy.go)."""
