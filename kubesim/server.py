@@ -444,7 +444,8 @@ class Server:
             raise bad_request(f"invalid gracePeriodSeconds {grace!r}") from None
         dry = _dry_run(q) or "All" in (opts.get("dryRun") or [])
         if t.name is None:
-            return self._delete_collection(t.rt, t.ns, q, grace, dry)
+            return self._delete_collection(t.rt, t.ns, q, grace, dry, policy=opts.get(
+                "propagationPolicy") or q.get("propagationPolicy"))
         orphan = opts.get("orphanDependents", q.get("orphanDependents"))
         if isinstance(orphan, str):
             orphan = orphan.lower() == "true"
@@ -500,13 +501,14 @@ class Server:
                 "items": items}
         return jresponse(body)
 
-    def _delete_collection(self, rt, ns, q, grace, dry) -> web.Response:
+    def _delete_collection(self, rt, ns, q, grace, dry, policy=None) -> web.Response:
         items = list(self.store.select(rt, ns, q.get("labelSelector"), q.get("fieldSelector")))
         out = []
         for obj in items:
             m = obj["metadata"]
             out.append(self.store.delete(rt.key, m["name"], namespace=m.get("namespace"),
-                                         grace_period_seconds=grace, dry_run=dry))
+                                         grace_period_seconds=grace, dry_run=dry,
+                                         propagation_policy=policy))
         return jresponse({"kind": rt.list_kind, "apiVersion": rt.api_version,
                           "metadata": {"resourceVersion": str(self.store.resource_version)},
                           "items": out})

@@ -263,3 +263,16 @@ def test_spec_finalizers_change_only_through_finalize(kubesim):
     body["spec"]["finalizers"] = []
     c.replace_namespace_finalize("team-a", body)
     assert api_error(c.read_namespace, "team-a")[0] == 404
+
+
+def test_delete_collection_passes_the_propagation_policy(kubesim):
+    """registry/store.go DeleteCollection calls Delete with the same DeleteOptions."""
+    c = core(kubesim)
+    ns(kubesim)
+    owner = c.create_namespaced_config_map("team-a", {"metadata": {
+        "name": "owner", "labels": {"grp": "x"}}})
+    c.create_namespaced_config_map("team-a", _cm("dep", refs=[_owner_ref(owner)]))
+    c.delete_collection_namespaced_config_map("team-a", label_selector="grp=x",
+                                              propagation_policy="Orphan")
+    assert _exists(c, "owner") is None
+    assert c.read_namespaced_config_map("dep", "team-a").metadata.owner_references is None
