@@ -158,6 +158,15 @@ class Store(DeletionMixin, ReadsMixin, ControllersMixin):
             raise not_found(rt.plural, rt.group, name)
         return obj
 
+    def _suffix5(self) -> str:
+        """Five characters of utilrand's alphabet from one draw (27**5 < 2**24)."""
+        n = self._rng.getrandbits(24) % 14348907
+        out = []
+        for _ in range(5):
+            n, i = divmod(n, 27)
+            out.append(_NAME_CHARS[i])
+        return "".join(out)
+
     def _uid(self) -> str:
         """A random (version 4) UUID from the store's seeded generator."""
         h = "%032x" % (self._rng.getrandbits(128) & _UUID4_MASK | _UUID4_BITS)
@@ -335,7 +344,7 @@ class Store(DeletionMixin, ReadsMixin, ControllersMixin):
                                    new, name)
             adm.service_account_admission(
                 self._data.get("serviceaccounts", {}).get(ns, {}), new, name, ns,
-                lambda: "".join(self._rng.choice(_NAME_CHARS) for _ in range(5)))
+                self._suffix5)
             new["status"]["qosClass"] = kinds.qos_class(new["spec"])
         elif rt.key == "services":
             self._allocate_cluster_ip(new)
