@@ -56,5 +56,6 @@ def load(store: Store, path: Path) -> bool:
     store._rv = max(store._rv, int(data.get("resourceVersion") or 0))
     store._history.clear()
     store._sorted = {}
+    store._owned = None          # the GC's owner index is rebuilt on demand
     store._rng.seed(store._rv)   # a new uid/name stream, not the one that made these objects
     return True
