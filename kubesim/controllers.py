@@ -101,10 +101,8 @@ class ControllersMixin:
     def _namespace_created(self, name: str) -> None:
         """What controllers add to every new namespace: the ServiceAccount `default`
         (pkg/controller/serviceaccount/serviceaccounts_controller.go) and, when
-        `publish_root_ca` is on, the ConfigMap kube-root-ca.crt
-        (pkg/controller/certificates/rootcacertpublisher/publisher.go). It is off by default:
-        a ConfigMap in every namespace would change every ConfigMap list and count/configmaps
-        quota the existing tests state."""
+        `publish_root_ca` is on (the default, as in every real cluster), the ConfigMap
+        kube-root-ca.crt (:meth:`_publish_root_ca`)."""
         now = self.clock.timestamp()
         sa_rt = self.rt("serviceaccounts")
         if self.raw(sa_rt, "default", name) is None:
@@ -112,14 +110,38 @@ class ControllersMixin:
                 "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {
                     "name": "default", "namespace": name, "uid": self._uid(),
                     "creationTimestamp": now}}, None)
+        if self.publish_root_ca:
+            self._publish_root_ca(name)
+
+    def _publish_root_ca(self, name: str) -> None:
+        """syncNamespace of pkg/controller/certificates/rootcacertpublisher/publisher.go,
+        run on a namespace's creation and on any change to its kube-root-ca.crt: create the
+        ConfigMap (data ``ca.crt``, the description annotation) when missing, reset its data
+        and annotation when changed; nothing in a namespace that is gone or terminating (the
+        create would be refused there)."""
+        nso = self._data.get("namespaces", {}).get("", {}).get(name)
+        if nso is None or nso["metadata"].get("deletionTimestamp"):
+            return
         cm_rt = self.rt("configmaps")
-        if self.publish_root_ca and self.raw(cm_rt, adm.ROOT_CA_CONFIGMAP, name) is None:
+        data = {"ca.crt": KUBESIM_CA}
+        cm = self.raw(cm_rt, adm.ROOT_CA_CONFIGMAP, name)
+        if cm is None:
             self._commit(cm_rt, "ADDED", {
                 "apiVersion": "v1", "kind": "ConfigMap", "metadata": {
                     "name": adm.ROOT_CA_CONFIGMAP, "namespace": name, "uid": self._uid(),
-                    "creationTimestamp": now, "annotations": {
+                    "creationTimestamp": self.clock.timestamp(), "annotations": {
                         "kubernetes.io/description": ROOT_CA_DESCRIPTION}},
-                "data": {"ca.crt": KUBESIM_CA}}, None)
+                "data": data}, None)
+            return
+        if cm.get("data") == data and \
+                (cm["metadata"].get("annotations") or {}).get("kubernetes.io/description"):
+            return
+        new = jcopy(cm)
+        new["data"] = data
+        new.pop("binaryData", None)
+        new["metadata"].setdefault("annotations", {})[
+            "kubernetes.io/description"] = ROOT_CA_DESCRIPTION
+        self._commit(cm_rt, "MODIFIED", new, cm)
 
     def _maybe_finalize_namespace(self, name: str) -> dict | None:
         nso = self._data.get("namespaces", {}).get("", {}).get(name)
@@ -194,6 +216,9 @@ class ControllersMixin:
                     updated = jcopy(quota)
                     updated["status"] = status
                     self._commit(self.rt("resourcequotas"), "MODIFIED", updated, quota)
+        if rt.key == "configmaps" and self.publish_root_ca and \
+                (new or old or {})["metadata"].get("name") == adm.ROOT_CA_CONFIGMAP:
+            self._publish_root_ca(ns)
         if new is None:
             self._maybe_finalize_namespace(ns)
 

@@ -111,7 +111,8 @@ class ReadsMixin:
                 token = base64.urlsafe_b64encode(json.dumps(
                     {"v": "meta.k8s.io/v1", "rv": self._rv, "start": key}).encode()).decode()
                 if not label_selector and not field_selector:
-                    remaining = self._count(rt, namespace) - self._position(rt, key)
+                    remaining = self._count(rt, namespace) - self._position(rt, key,
+                                                                            namespace)
                 break
             items.append(obj)
         return items, str(self._rv), token, remaining
@@ -122,11 +123,13 @@ class ReadsMixin:
             return len(buckets.get(namespace, ()))
         return sum(len(b) for b in buckets.values())
 
-    def _position(self, rt: ResourceType, key: str) -> int:
-        """How many objects sort at or before namespace/name `key`."""
+    def _position(self, rt: ResourceType, key: str, namespace: str | None = None) -> int:
+        """How many objects sort at or before namespace/name `key` (in the list of one
+        `namespace` when given: earlier namespaces' objects are not in it)."""
         ns, name = key.split("/", 1)
         buckets = self._data.get(rt.key, {})
-        before = sum(len(b) for n, b in buckets.items() if n < ns)
+        before = 0 if rt.namespaced and namespace else \
+            sum(len(b) for n, b in buckets.items() if n < ns)
         names = self._sorted_names(rt.key, ns, buckets.get(ns, {}))
         return before + bisect.bisect_right(names, name)
 

@@ -95,8 +95,8 @@ class _Owned:
 
 
 class Store(DeletionMixin, ReadsMixin, ControllersMixin):
-    #: the root CA publisher's ConfigMap kube-root-ca.crt in every new namespace
-    publish_root_ca = False
+    #: the root CA publisher's ConfigMap kube-root-ca.crt in every namespace (controllers.py)
+    publish_root_ca = True
 
     def __init__(self, clock: Clock | None = None, *, history: int = 20000,
                  default_crds: bool = True, seed: int | None = None):

@@ -20,6 +20,18 @@ def dyn(k):
     return kubernetes.dynamic.DynamicClient(k.api_client)
 
 
+#: the root CA publisher's ConfigMap, in every namespace of a real cluster as of kubesim
+#: (pkg/controller/certificates/rootcacertpublisher/publisher.go)
+ROOT_CA = "kube-root-ca.crt"
+
+
+def own(items):
+    """The items a test created: without the cluster's own kube-root-ca.crt (typed client
+    objects or dicts)."""
+    return [i for i in items if (i["metadata"]["name"] if isinstance(i, dict)
+                                 else i.metadata.name) != ROOT_CA]
+
+
 def ns(k, name="team-a", labels=None):
     core(k).create_namespace({"metadata": {"name": name, "labels": labels or {}}})
     return name

@@ -6,7 +6,7 @@ import json
 import kubernetes
 import pytest
 
-from .helpers import api_error, core, ns, pod, request
+from .helpers import api_error, core, ns, own, pod, request
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -265,7 +265,7 @@ def test_delete_collection_with_selector(kubesim):
         c.create_namespaced_config_map("team-a", {"metadata": {
             "name": f"c{i}", "labels": {"grp": "x" if i % 2 else "y"}}})
     c.delete_collection_namespaced_config_map("team-a", label_selector="grp=x")
-    assert sorted(x.metadata.name for x in c.list_namespaced_config_map("team-a").items) \
+    assert sorted(x.metadata.name for x in own(c.list_namespaced_config_map("team-a").items)) \
         == ["c0", "c2"]
 
 
@@ -274,7 +274,7 @@ def test_dry_run_changes_nothing(kubesim):
     ns(kubesim)
     out = c.create_namespaced_config_map("team-a", {"metadata": {"name": "d"}}, dry_run="All")
     assert out.metadata.name == "d"
-    assert c.list_namespaced_config_map("team-a").items == []
+    assert own(c.list_namespaced_config_map("team-a").items) == []
 
 
 def test_pod_log_subresource(kubesim):
@@ -312,7 +312,7 @@ def test_field_validation_strict_warn_ignore(kubesim):
     msg = json.loads(raw)["message"]
     assert msg == ('strict decoding error: unknown field "dta", '
                    'unknown field "metadata.lables"')
-    assert c.list_namespaced_config_map("team-a").items == []
+    assert own(c.list_namespaced_config_map("team-a").items) == []
     status, headers, _ = request(kubesim, "POST",
                                  "/api/v1/namespaces/team-a/configmaps?fieldValidation=Warn",
                                  {**body, "dta": 1})

@@ -8,7 +8,7 @@ import pytest
 from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 
-from .helpers import core, ns, request
+from .helpers import ROOT_CA, core, ns, request
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -31,7 +31,8 @@ def test_initial_state_as_added_then_timeout_closes(kubesim):
     t = time.monotonic()
     events = _collect(c.list_namespaced_config_map, "team-a", timeout_seconds=1)
     assert time.monotonic() - t < 5
-    assert [(e, o["metadata"]["name"]) for e, o in events] == [("ADDED", "a")]
+    assert [(e, o["metadata"]["name"]) for e, o in events] == [("ADDED", "a"),
+                                                                ("ADDED", ROOT_CA)]
 
 
 def test_live_events_with_selectors_and_namespace_filter(kubesim):
@@ -92,6 +93,7 @@ def test_bookmarks(kubesim):
     ns(kubesim)
     events = _collect(c.list_namespaced_config_map, "team-a", allow_watch_bookmarks=True,
                       timeout_seconds=1)
+    events = [(e, o) for e, o in events if o["metadata"].get("name") != ROOT_CA]
     kinds = {e for e, _ in events}
     assert kinds == {"BOOKMARK"}
     assert all(o["metadata"]["resourceVersion"] for _, o in events)
