@@ -163,6 +163,7 @@ def _configuration(cfg: ClusterConfig) -> k8s_client.Configuration:
 
 
 _NAMESPACE_NOT_FOUND = re.compile(r'namespaces "([a-z0-9][-a-z0-9]*)" not found')
+_NAMESPACE_TERMINATING = "The system is ensuring all content is removed from this namespace"
 
 
 class K8sError(Exception):
@@ -196,6 +197,14 @@ class K8sError(Exception):
             return str(self.details["name"])
         found = _NAMESPACE_NOT_FOUND.search(self.message or "")
         return found.group(1) if found else ""
+
+    @property
+    def namespace_terminating(self) -> bool:
+        """True for the 409 a DELETE of a namespace that is already terminating gets while
+        its content is being removed (pkg/registry/core/namespace/storage/storage.go
+        Delete: "The system is ensuring all content is removed from this namespace").
+        The namespace is on its way out: for someone who wants it gone, that is success."""
+        return self.status == 409 and _NAMESPACE_TERMINATING in (self.message or "")
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Picklable despite the custom __init__ (Celery/multiprocessing ship exceptions).
@@ -527,9 +536,11 @@ class KubeClient:
     def ensure_absent(self, api_version: str, kind: str, name: str,
                       namespace: str | None = None, *,
                       propagation_policy: str = "Background") -> bool:
-        """Delete the object; returns True if a delete was issued, False if already gone.
+        """Delete the object; returns True if a delete was issued (or one is under way),
+        False if already gone.
 
-        A 404 (never existed, already deleted, or its namespace is gone) is success.
+        A 404 (never existed, already deleted, or its namespace is gone) is success, and so
+        is the 409 a namespace that is already terminating answers to a second DELETE.
         Deletion may complete asynchronously (finalizers, namespaces terminating).
         """
         path = self._path(api_version, kind, name, namespace)
@@ -537,6 +548,10 @@ class KubeClient:
             self._request("DELETE", path, query=[("propagationPolicy", propagation_policy)])
         except K8sNotFoundError:
             return False
+        except K8sError as exc:
+            if exc.namespace_terminating:
+                return True
+            raise
         return True
 
     def kueue_pending_workloads(self, cluster_queue: str, *, limit: int = 1000,

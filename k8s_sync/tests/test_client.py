@@ -310,6 +310,37 @@ def test_ensure_absent_twice(kube):
     assert kube.ensure_absent("v1", "ConfigMap", "x", "no-such-namespace") is False
 
 
+def test_ensure_absent_of_a_namespace_already_terminating_is_success(kube, sim):
+    """pkg/registry/core/namespace/storage/storage.go Delete: the first DELETE marks the
+    namespace Terminating; another one while spec.finalizers still holds `kubernetes` (its
+    content is being removed) is a 409 "The system is ensuring all content is removed from
+    this namespace". That is deletion under way, not a conflict to retry."""
+    kube.apply(_namespace("ty-going-prod"))
+    held = _configmap("held", "ty-going-prod")
+    held["metadata"]["finalizers"] = ["example.com/hold"]
+    kube.apply(held)                              # keeps the namespace terminating
+    assert kube.ensure_absent("v1", "Namespace", "ty-going-prod") is True
+    ns = kube.read("v1", "Namespace", "ty-going-prod")
+    assert ns["status"]["phase"] == "Terminating"
+    with pytest.raises(K8sTransientError) as second:     # what the server answers
+        kube._request("DELETE", "/api/v1/namespaces/ty-going-prod")
+    assert second.value.status == 409 and second.value.namespace_terminating
+    assert kube.ensure_absent("v1", "Namespace", "ty-going-prod") is True
+    kube.patch("v1", "ConfigMap", "held", {"metadata": {"finalizers": None}}, "ty-going-prod")
+    assert kube.read("v1", "Namespace", "ty-going-prod") is None
+    assert kube.ensure_absent("v1", "Namespace", "ty-going-prod") is False
+
+
+def test_other_conflicts_on_delete_still_raise(kube, sim):
+    kube.apply(_configmap("busy"))
+    _faults(sim).add(method="DELETE", path_regex="/configmaps/busy", status=409, times=1,
+                     message="Operation cannot be fulfilled: the object has been modified")
+    with pytest.raises(K8sTransientError) as raised:
+        kube.ensure_absent("v1", "ConfigMap", "busy", "default")
+    assert not raised.value.namespace_terminating
+    assert kube.ensure_absent("v1", "ConfigMap", "busy", "default") is True
+
+
 def test_list_objects_filters_by_label_and_fills_kind(kube):
     for slug in ("lista", "listb"):
         converge(kube, manifests.desired_pool_objects(_pool(slug)))

@@ -238,6 +238,30 @@ def test_deleting_a_tenant_removes_its_namespaces_after_confirmation(
     assert Tenant.objects.get(slug="a").status == "deleted"
 
 
+def test_removing_a_namespace_that_is_still_terminating_is_not_an_error(
+        team, platform_admin, cluster, django_capture_on_commit_callbacks):
+    """A second DELETE of a namespace whose content is still being removed gets 409 "The
+    system is ensuring all content is removed from this namespace"
+    (pkg/registry/core/namespace/storage/storage.go Delete). The reconcile of a deleting
+    tenant's pool runs again meanwhile (resync, retries): it must say "deleting", not fail
+    and retry."""
+    core = _core(cluster)
+    core.create_namespaced_config_map("ty-a-dev", {"metadata": {
+        "name": "held", "finalizers": ["example.com/hold"]}})
+    with django_capture_on_commit_callbacks(execute=True):
+        services.tenant_delete(access=access_for(platform_admin, team), actor=platform_admin,
+                               confirm="a")
+    assert core.read_namespace("ty-a-dev").status.phase == "Terminating"
+    dev = Pool.objects.get(tenant=team, kind="dev")
+    assert reconcile_pool.apply(args=[dev.pk]).get() == "deleting"
+    dev.refresh_from_db()
+    assert dev.sync_error == ""
+    assert Tenant.objects.get(slug="a").status == "deleting"
+    core.patch_namespaced_config_map("held", "ty-a-dev", {"metadata": {"finalizers": None}})
+    assert reconcile_pool.apply(args=[dev.pk]).get() == "deleted"
+    assert Tenant.objects.get(slug="a").status == "deleted"
+
+
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 def test_kubectl_shows_what_the_portal_created(team, cluster):
     out = subprocess.run(["kubectl", "--kubeconfig", str(cluster.kubeconfig),
