@@ -23,6 +23,8 @@ class ApiError(Exception):
             "reason": self.reason,
             "code": self.code,
         }
+        if not self.reason:     # StatusReasonUnknown is "" and omitted (omitempty)
+            del body["reason"]
         if self.details:
             body["details"] = self.details
         return body

@@ -355,10 +355,11 @@ class Server:
         q = request.query
         body = await self._body(request)
         if t.name is None:
+            _validate_write_options(q, "CreateOptions")
             obj = self.store.create(t.rt.key, body, namespace=t.ns, dry_run=_dry_run(q),
                                     field_manager=q.get("fieldManager")
                                     or _user_agent_manager(request),
-                                    field_validation=q.get("fieldValidation", "Warn"),
+                                    field_validation=q.get("fieldValidation") or "Warn",
                                     copy=False)
             return jresponse(obj, 201, self._warnings())
         if not isinstance(body, dict):
@@ -377,6 +378,7 @@ class Server:
         q = request.query
         if t.name is None:
             raise ApiError(405, "MethodNotAllowed", "PUT needs a name")
+        _validate_write_options(q, "UpdateOptions")
         body = await self._body(request)
         if not isinstance(body, dict):
             raise bad_request("the body of the request was in an unknown format")
@@ -391,7 +393,7 @@ class Server:
                                  subresource=None if t.sub == "finalize" else t.sub,
                                  dry_run=_dry_run(q), field_manager=q.get("fieldManager")
                                  or _user_agent_manager(request),
-                                 field_validation=q.get("fieldValidation", "Warn"))
+                                 field_validation=q.get("fieldValidation") or "Warn")
         return jresponse(obj, 200, self._warnings())
 
     async def _patch(self, request: web.Request, t: Target):
@@ -403,19 +405,24 @@ class Server:
             raise ApiError(415, "UnsupportedMediaType",
                            f"the body of the request was in an unknown format - accepted "
                            f"media types include: {', '.join(PATCH_TYPES)}")
+        _validate_write_options(q, "PatchOptions", ptype)
         raw = await request.read()
         try:
             body = yaml_load(raw) if ptype == "apply" else loads(raw)
         except (ValueError, yaml.YAMLError) as e:
             raise bad_request(f"error decoding patch: {e}") from None
         manager = q.get("fieldManager")
+        created = False
         if ptype != "apply":
             manager = manager or _user_agent_manager(request)
+        elif t.sub is None:
+            created = self.store.raw(t.rt, t.name, t.ns) is None
         obj = self.store.patch(t.rt.key, t.name, body, patch_type=ptype, namespace=t.ns,
                                subresource=t.sub, field_manager=manager,
                                force=_qp_bool(q, "force"), dry_run=_dry_run(q),
-                               field_validation=q.get("fieldValidation", "Warn"))
-        return jresponse(obj, 200, self._warnings())
+                               field_validation=q.get("fieldValidation") or "Warn")
+        # an apply that creates answers 201 (endpoints/handlers/patch.go: wasCreated)
+        return jresponse(obj, 201 if created else 200, self._warnings())
 
     async def _delete(self, request: web.Request, t: Target):
         q = request.query
@@ -608,6 +615,31 @@ class Server:
                 break
         await resp.write_eof()
         return resp
+
+
+def _validate_write_options(q, kind: str, patch_type: str | None = None) -> None:
+    """ValidateCreateOptions / ValidateUpdateOptions / ValidatePatchOptions and
+    ValidateFieldValidation (apimachinery/pkg/apis/meta/v1/validation/validation.go), as the
+    create, update and patch handlers answer them: 422 Invalid on <Kind>.meta.k8s.io."""
+    if not ("force" in q or "fieldValidation" in q or "dryRun" in q):
+        return      # the common path: nothing to check
+    errs = []
+    if kind == "PatchOptions" and patch_type != "apply" and "force" in q:
+        errs.append({"field": "force", "reason": "FieldValueForbidden",
+                     "message": "Forbidden: may not be specified for non-apply patch"})
+    dry = q.getall("dryRun", [])
+    if any(v != "All" for v in dry):
+        shown = ", ".join(f'"{v}"' for v in dry)
+        errs.append({"field": "dryRun", "reason": "FieldValueNotSupported",
+                     "message": f'Unsupported value: []string{{{shown}}}: supported values: '
+                                f'"All"'})
+    fv = q.get("fieldValidation")
+    if fv is not None and fv not in ("", "Ignore", "Strict", "Warn"):
+        errs.append({"field": "fieldValidation", "reason": "FieldValueNotSupported",
+                     "message": f'Unsupported value: "{fv}": supported values: "", "Ignore", '
+                                '"Strict", "Warn"'})
+    if errs:
+        raise invalid(kind, "meta.k8s.io", "", errs)
 
 
 def _validate_list_options(q, watch: bool) -> None:

@@ -385,7 +385,10 @@ class Store(ReadsMixin, ControllersMixin):
         self._check_type(rt, new)
         if subresource == "status":
             status = new.get("status")
+            applied = (new.get("metadata") or {}).get("managedFields") if managed else None
             new = jcopy(old)
+            if applied is not None:
+                new["metadata"]["managedFields"] = applied
             if status is None:
                 new.pop("status", None)
             else:
@@ -491,7 +494,7 @@ class Store(ReadsMixin, ControllersMixin):
                                   "namespace sent on the request")
             meta["namespace"] = ns
         self._check_type(rt, body)
-        self._shape(rt, body, field_validation)
+        self._shape_applied(rt, body, ns, name)
         if subresource != "status" and rt.has_status:
             body.pop("status", None)
         now = self.clock.timestamp()
@@ -512,8 +515,31 @@ class Store(ReadsMixin, ControllersMixin):
                            "apply your changes to the latest version and try again")
         meta.pop("resourceVersion", None)
         merged = server_side_apply(old, body, manager=field_manager, force=force,
-                                   api_version=rt.api_version, now=now)
+                                   api_version=rt.api_version, now=now,
+                                   subresource=subresource or None)
         return self._update(rt, old, merged, subresource, dry_run, field_manager, managed=True)
+
+    def _shape_applied(self, rt: ResourceType, body: dict, ns: str, name: str) -> None:
+        """An applied configuration must fit the schema whatever fieldValidation says: the
+        field manager converts it to a typed object first and fails with
+        "failed to create typed patch object (<ns>/<name>; <group>/<version>, Kind=<kind>):
+        <path>: field not declared in schema" (managedfields/internal/structuredmerge.go),
+        which reaches the client as a Status with code 500 and no reason
+        (apimachinery/pkg/api/errors ... ErrorToAPIStatus of a plain error)."""
+        dropped: builtins.list[tuple] = []
+        if rt.normalize is not None:
+            rt.normalize(body, dropped)
+        elif rt.crd_name:
+            prune_and_default(rt.schema, body, dropped)
+        if not dropped:
+            return
+        paths = [f".{p}: field not declared in schema"
+                 for p in sorted(chain_path(c, k) for c, k in dropped)]
+        group, version = (rt.api_version.split("/", 1) if "/" in rt.api_version
+                          else ("", rt.api_version))
+        where = f"{ns}/{name}; {group}/{version}, Kind={rt.kind}"
+        detail = paths[0] if len(paths) == 1 else "errors:\n  " + "\n  ".join(paths)
+        raise ApiError(500, "", f"failed to create typed patch object ({where}): {detail}")
 
     # ---- delete -----------------------------------------------------------------------------
     def _awaits_kubelet(self, rt: ResourceType, obj: dict) -> bool:
