@@ -224,7 +224,10 @@ def server_side_apply(live: dict | None, cfg: dict, *, manager: str, force: bool
         owned_by_others |= fs
         if fs:
             new_entries.append({**e, "fieldsV1": to_fields_v1(fs)})
-    for p in sorted(mine_old - new_fields - owned_by_others, key=len):
+    # a path the manager applied before (say an empty map) that holds what it applies now
+    # stays: only what it no longer applies at all is removed
+    holders = {q[:i] for q in new_fields for i in range(1, len(q))}
+    for p in sorted(mine_old - new_fields - owned_by_others - holders, key=len):
         if not any(p[:i] in new_fields for i in range(1, len(p))):
             _remove(result, p)
             for i in range(len(p) - 1, 0, -1):  # drop maps the removal left empty

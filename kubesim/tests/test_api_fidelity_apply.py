@@ -198,3 +198,13 @@ def test_field_validation_on_each_verb(kubesim, verb):
                                               '299 - "unknown field \\"spec.foo\\""']
     status, headers, raw = send("Ignore")
     assert status == ok and "Warning" not in headers
+
+
+def test_applying_into_a_map_applied_empty_before_keeps_the_new_keys(kubesim):
+    ns(kubesim)
+    body = {**_cm(a="1"), "metadata": {"name": "c", "labels": {}}}
+    request(kubesim, "PATCH", f"{CM}/c?fieldManager=portal", body, content_type=APPLY)
+    body["metadata"]["labels"] = {"moved": "y"}
+    status, _, raw = request(kubesim, "PATCH", f"{CM}/c?fieldManager=portal", body,
+                             content_type=APPLY)
+    assert status == 200 and json.loads(raw)["metadata"]["labels"] == {"moved": "y"}
