@@ -53,7 +53,11 @@ class ReadsMixin:
     def matcher(self, rt: ResourceType, label_selector: str | None,
                 field_selector: str | None) -> Callable[[dict], bool] | None:
         lp = parse_label_selector(label_selector)
-        allowed = None if rt.crd_name else _META_FIELDS | FIELD_LABELS.get(rt.key, set())
+        # a custom resource selects on metadata.name/namespace and its CRD's selectableFields
+        # only (apiextensions-apiserver; docs: custom-resource-definitions/#crd-selectable-
+        # fields), anything else is 400 "field label not supported: ..."
+        allowed = (_META_FIELDS | set(rt.selectable_fields)) if rt.crd_name else \
+            _META_FIELDS | FIELD_LABELS.get(rt.key, set())
         fp = parse_field_selector(field_selector, allowed, FIELD_ALIASES.get(rt.key))
         if lp and fp:
             return lambda o: lp(o) and fp(o)

@@ -39,6 +39,7 @@ class ResourceType:
     printer_columns: list = field(default_factory=list)  # CRD additionalPrinterColumns
     view_of: str | None = None               # another representation of this stored kind
     immutable_rules: list = field(default_factory=list)  # CRD `self == oldSelf` CEL rules
+    selectable_fields: tuple[str, ...] = ()  # CRD selectableFields ("spec.x", no dot)
 
     @property
     def key(self) -> str:
@@ -154,6 +155,8 @@ class Registry:
             printer_columns=[c for c in storage.get("additionalPrinterColumns") or []
                              if c.get("jsonPath") != ".metadata.creationTimestamp"],
             immutable_rules=immutable_paths(schema),
+            selectable_fields=tuple(f["jsonPath"].lstrip(".") for f in
+                                    storage.get("selectableFields") or [] if f.get("jsonPath")),
         )
         with self._lock:
             old = self._by_key.get(rt.key)

@@ -33,7 +33,7 @@ FRESH_SECONDS = 75.0       # cacher DefaultEventFreshDuration (bookmark frequenc
 
 
 class WatchCache:
-    __slots__ = ("entries", "times", "capacity", "lower", "upper", "floor", "fresh", "clock")
+    __slots__ = ("capacity", "clock", "entries", "floor", "fresh", "lower", "times", "upper")
 
     def __init__(self, floor: int, size: int | None = None, clock=time.monotonic):
         self.entries: deque[HistoryEntry] = deque()

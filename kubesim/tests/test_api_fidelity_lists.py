@@ -182,3 +182,32 @@ def test_field_selector_errors(kubesim):
     status, body = api_error(c.list_namespaced_pod, "team-a", field_selector="status.phase")
     assert status == 400 and body["message"].startswith("invalid selector")
     assert c.list_namespaced_pod("team-a", field_selector="status.phase=Running").items == []
+
+
+def test_custom_resources_select_on_metadata_and_their_selectable_fields_only(kubesim):
+    from .helpers import custom
+    ns(kubesim)
+    co = custom(kubesim)
+    status, body = api_error(co.list_namespaced_custom_object, "kubeflow.org", "v1", "team-a",
+                             "pytorchjobs", field_selector="spec.runPolicy.suspend=true")
+    assert (status, body["message"]) == (
+        400, "field label not supported: spec.runPolicy.suspend")
+    assert co.list_namespaced_custom_object("kubeflow.org", "v1", "team-a", "pytorchjobs",
+                                            field_selector="metadata.name=j")["items"] == []
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "widgets.example.com"},
+           "spec": {"group": "example.com", "scope": "Namespaced",
+                    "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                    "versions": [{"name": "v1", "served": True, "storage": True,
+                                  "selectableFields": [{"jsonPath": ".spec.color"}],
+                                  "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                                      "spec": {"type": "object", "properties": {
+                                          "color": {"type": "string"}}}}}}}]}}
+    request(kubesim, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+    for name, color in (("a", "red"), ("b", "blue")):
+        co.create_namespaced_custom_object("example.com", "v1", "team-a", "widgets", {
+            "apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": name},
+            "spec": {"color": color}})
+    got = co.list_namespaced_custom_object("example.com", "v1", "team-a", "widgets",
+                                           field_selector="spec.color=blue")
+    assert [i["metadata"]["name"] for i in got["items"]] == ["b"]
