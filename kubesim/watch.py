@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from .errors import ApiError, bad_request
+from .errors import ApiError, bad_request, too_large_resource_version
 from .jsonutil import dumps
 from .tables import table, wants_table
 
@@ -92,7 +92,11 @@ async def serve_watch(server: Server, request: web.Request, rt: ResourceType, ns
         line = _line
     backlog: list = []
     error: ApiError | None = None
-    if since is not None:
+    if rv_param not in ("", "0") and int(rv_param) > store.resource_version:
+        # the watch cache waits for a version it has not seen, then gives up with this
+        # (cacher.go Watch -> waitUntilFreshAndBlock, as an ERROR event); kubesim never lags
+        error = too_large_resource_version(int(rv_param), store.resource_version)
+    elif since is not None:
         try:
             backlog = store.events_since(rt, since)
         except ApiError as e:

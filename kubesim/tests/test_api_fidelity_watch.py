@@ -134,3 +134,14 @@ def test_the_history_grows_while_events_are_fresh_and_stays_bounded():
         fixed.append((rv, "ADDED", None, "", {}, None))
     assert [e[0] for e in fixed.entries] == [4, 5, 6, 7, 8] and fixed.floor == 3
     assert UPPER_BOUND == 100 * 1024
+
+
+@pytest.mark.kubesim(simulate=False)
+def test_a_watch_from_a_version_not_reached_yet_is_an_error_event_504(kubesim):
+    ns(kubesim)
+    rv = int(core(kubesim).list_namespaced_config_map("team-a").metadata.resource_version)
+    events = _events(kubesim, f"resourceVersion={rv + 50}&timeoutSeconds=1")
+    assert [e["type"] for e in events] == ["ERROR"]
+    status = events[0]["object"]
+    assert (status["code"], status["reason"]) == (504, "Timeout")
+    assert status["message"] == f"Timeout: Too large resource version: {rv + 50}, current: {rv}"
