@@ -58,6 +58,8 @@ def test_dry_run_apply_answers_as_real_and_stores_nothing(kubesim):
     out = json.loads(body)
     assert status == 201 and out["data"] == {"a": "1"}
     assert out["metadata"]["managedFields"][0]["manager"] == "portal"
+    # registry/generic/dryrun.go: the object as it would be created, never versioned
+    assert out["metadata"]["uid"] and "resourceVersion" not in out["metadata"]
     assert not c.list_namespaced_config_map("team-a").items      # nothing stored
     c.create_namespaced_config_map("team-a", _cm(a="1"))
     rv = c.read_namespaced_config_map("c", "team-a").metadata.resource_version
