@@ -17,10 +17,9 @@ Sources (kubernetes/kubernetes):
 from __future__ import annotations
 
 import json
-import threading
-import time
 
 import pytest
+from kubernetes import watch
 
 from kubesim.watchcache import LOWER_BOUND, UPPER_BOUND, WatchCache
 
@@ -59,20 +58,22 @@ def test_send_initial_events_ends_with_the_annotated_bookmark(kubesim):
     for name in ("a", "b"):
         c.create_namespaced_config_map("team-a", {"metadata": {"name": name}})
     rv = c.list_namespaced_config_map("team-a").metadata.resource_version
-
-    def later():
-        time.sleep(0.3)
-        c.create_namespaced_config_map("team-a", {"metadata": {"name": "c"}})
-    th = threading.Thread(target=later)
-    th.start()
-    events = _events(kubesim, "sendInitialEvents=true&resourceVersionMatch=NotOlderThan"
-                              "&allowWatchBookmarks=true&timeoutSeconds=1")
-    th.join()
-    got = [(e["type"], e["object"]["metadata"].get("name")) for e in events]
-    assert got == [("ADDED", "a"), ("ADDED", "b"), ("BOOKMARK", None), ("ADDED", "c")]
-    end = events[2]["object"]["metadata"]
-    assert end == {"resourceVersion": rv,
-                   "annotations": {"k8s.io/initial-events-end": "true"}}
+    w = watch.Watch()
+    got = []
+    stream = w.stream(c.list_namespaced_config_map, "team-a", send_initial_events=True,
+                      resource_version_match="NotOlderThan", allow_watch_bookmarks=True,
+                      timeout_seconds=5, _request_timeout=10)
+    for ev in stream:
+        got.append((ev["type"], ev["raw_object"]))
+        if ev["type"] == "BOOKMARK":   # the state is complete: a change after it is live
+            c.create_namespaced_config_map("team-a", {"metadata": {"name": "c"}})
+        if len(got) == 4:
+            break
+    stream.close()   # releases the connection
+    assert [(t, o["metadata"].get("name")) for t, o in got] == [
+        ("ADDED", "a"), ("ADDED", "b"), ("BOOKMARK", None), ("ADDED", "c")]
+    assert got[2][1]["metadata"] == {"resourceVersion": rv,
+                                     "annotations": {"k8s.io/initial-events-end": "true"}}
     # sendInitialEvents=false with a version: only what happened after it
     later_events = _events(kubesim, f"sendInitialEvents=false&resourceVersionMatch="
                                     f"NotOlderThan&resourceVersion={rv}&timeoutSeconds=1")
