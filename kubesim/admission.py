@@ -234,15 +234,38 @@ def limit_range_pod(limitranges: list[dict], pod: dict, name: str) -> None:
     spec = pod.setdefault("spec", {})
     errors: list[str] = []
     for lr in limitranges:
+        # plugin/pkg/admission/limitranger/admission.go mergePodResourceRequirements, run
+        # per LimitRange: the annotation lists what this one set ("cpu, memory request for
+        # container x; cpu limit for init container y")
+        notes: list[str] = []
         for item in (lr.get("spec") or {}).get("limits") or []:
             if item.get("type") != "Container":
                 continue
-            for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
-                res = c.setdefault("resources", {})
-                for k, v in (item.get("default") or {}).items():
-                    res.setdefault("limits", {}).setdefault(k, v)
-                for k, v in (item.get("defaultRequest") or {}).items():
-                    res.setdefault("requests", {}).setdefault(k, v)
+            for what, cs in (("container", spec.get("containers") or []),
+                             ("init container", spec.get("initContainers") or [])):
+                for c in cs:
+                    res = c.setdefault("resources", {})
+                    set_req, set_lim = [], []
+                    for k, v in (item.get("default") or {}).items():
+                        lim = res.setdefault("limits", {})
+                        if k not in lim:
+                            lim[k] = v
+                            set_lim.append(k)
+                    for k, v in (item.get("defaultRequest") or {}).items():
+                        req = res.setdefault("requests", {})
+                        if k not in req:
+                            req[k] = v
+                            set_req.append(k)
+                    if set_req:
+                        notes.append(f"{', '.join(sorted(set_req))} request for {what} "
+                                     f"{c.get('name')}")
+                    if set_lim:
+                        notes.append(f"{', '.join(sorted(set_lim))} limit for {what} "
+                                     f"{c.get('name')}")
+        if notes:
+            meta = pod.setdefault("metadata", {})
+            meta.setdefault("annotations", {})["kubernetes.io/limit-ranger"] = (
+                "LimitRanger plugin set: " + "; ".join(notes))
     for lr in limitranges:
         for item in (lr.get("spec") or {}).get("limits") or []:
             t = item.get("type")
@@ -326,3 +349,57 @@ def priority_admission(priorityclasses: list[dict], pod: dict, name: str) -> Non
         spec.setdefault("preemptionPolicy", pc.get("preemptionPolicy", "PreemptLowerPriority"))
     else:
         spec.setdefault("priority", 0)
+
+
+# ---- ServiceAccount admission (plugin/pkg/admission/serviceaccount/admission.go) -----------
+SA_MOUNT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"   # DefaultAPITokenMountPath
+SA_VOLUME_PREFIX = "kube-api-access-"
+ROOT_CA_CONFIGMAP = "kube-root-ca.crt"
+
+
+def token_volume(name: str) -> dict:
+    """TokenVolumeSource as defaulted: the bound token (3607 s), the cluster CA from
+    kube-root-ca.crt and the namespace from the downward API."""
+    return {"name": name, "projected": {"defaultMode": 420, "sources": [
+        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+        {"configMap": {"name": ROOT_CA_CONFIGMAP, "items": [{"key": "ca.crt",
+                                                             "path": "ca.crt"}]}},
+        {"downwardAPI": {"items": [{"fieldRef": {"apiVersion": "v1",
+                                                 "fieldPath": "metadata.namespace"},
+                                    "path": "namespace"}]}}]}}
+
+
+def service_account_admission(sas: dict, pod: dict, name: str, ns: str, suffix) -> None:
+    """The pod's ServiceAccount must exist (403 `error looking up service account ns/sa:
+    serviceaccount "sa" not found`); unless the pod or the account turns automounting off,
+    every container mounts a projected token volume `kube-api-access-xxxxx` read-only at
+    /var/run/secrets/kubernetes.io/serviceaccount (containers that mount something there
+    already are left alone)."""
+    spec = pod["spec"]
+    sa_name = spec.get("serviceAccountName") or "default"
+    spec["serviceAccountName"] = sa_name
+    spec.setdefault("serviceAccount", sa_name)
+    sa = sas.get(sa_name)
+    if sa is None:
+        raise forbidden("pods", "", name, f"error looking up service account {ns}/{sa_name}: "
+                                          f'serviceaccount "{sa_name}" not found')
+    automount = spec.get("automountServiceAccountToken")
+    if automount is None:
+        automount = sa.get("automountServiceAccountToken")
+    if automount is False:
+        return
+    volumes = spec.get("volumes") or []
+    existing = next((v.get("name") for v in volumes
+                     if (v.get("name") or "").startswith(SA_VOLUME_PREFIX)), None)
+    vol_name = existing or SA_VOLUME_PREFIX + suffix()
+    needed = False
+    for key in ("initContainers", "containers"):
+        for c in spec.get(key) or []:
+            mounts = c.get("volumeMounts") or []
+            if any(m.get("mountPath") == SA_MOUNT_PATH for m in mounts):
+                continue
+            c["volumeMounts"] = [*mounts, {"name": vol_name, "readOnly": True,
+                                           "mountPath": SA_MOUNT_PATH}]
+            needed = True
+    if needed and existing is None:
+        spec["volumes"] = [*volumes, token_volume(vol_name)]

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from . import admission as adm
 from . import policy
+from .errors import conflict
 from .jsonutil import jcopy
 from .resources import ResourceType
 
@@ -17,6 +18,12 @@ if TYPE_CHECKING:
     from .resources import Registry
 
 CRD_KEY = "customresourcedefinitions.apiextensions.k8s.io"
+ROOT_CA_DESCRIPTION = (
+    "Contains a CA bundle that can be used to verify the kube-apiserver when using internal "
+    "endpoints such as the internal service IP or kubernetes.default.svc. No other usage is "
+    "guaranteed across distributions of Kubernetes clusters.")
+#: kubesim serves plain HTTP; the bundle is a placeholder with the real shape
+KUBESIM_CA = "-----BEGIN CERTIFICATE-----\nkubesim-has-no-tls\n-----END CERTIFICATE-----\n"
 
 
 class ControllersMixin:
@@ -26,13 +33,22 @@ class ControllersMixin:
         clock: Clock
         registry: Registry
         _data: StoreData
+        _ns_sweeping: set[str]
+        publish_root_ca: bool
 
         def rt(self, resource: str) -> ResourceType: ...
+
+        def raw(self, rt: ResourceType, name: str, ns: str | None) -> dict | None: ...
+
+        def _uid(self) -> str: ...
 
         def _commit(self, rt: ResourceType, etype: str, new: dict,
                     old: dict | None) -> dict: ...
 
         def _remove(self, rt: ResourceType, obj: dict) -> dict: ...
+
+        def _gc_after_change(self, rt: ResourceType, ns: str, old: dict | None,
+                             new: dict | None) -> None: ...
 
         def delete(self, resource: str, name: str, *, namespace: str | None = None,
                    grace_period_seconds: int | None = None,
@@ -44,38 +60,114 @@ class ControllersMixin:
                   field_manager: str | None = None, force: bool = False,
                   dry_run: bool = False, field_validation: str | None = None) -> dict: ...
 
-    def _delete_namespace(self, rt: ResourceType, ns_obj: dict) -> dict:
+    def _delete_namespace(self, rt: ResourceType, ns_obj: dict, dry_run: bool = False) -> dict:
+        """pkg/registry/core/namespace/storage/storage.go Delete: the first delete sets
+        deletionTimestamp and phase Terminating and answers with the namespace; a later one
+        while spec.finalizers is not empty is a 409. The namespace controller
+        (pkg/controller/namespace/deletion/namespaced_resources_deleter.go) then deletes the
+        content, reports what remains in status.conditions, and finalizes (drops
+        `kubernetes` from spec.finalizers) once nothing is left."""
         name = ns_obj["metadata"]["name"]
-        if not ns_obj["metadata"].get("deletionTimestamp"):
-            new = jcopy(ns_obj)
-            new["metadata"]["deletionTimestamp"] = self.clock.timestamp()
-            new["metadata"]["deletionGracePeriodSeconds"] = 0
-            new["status"] = {"phase": "Terminating"}
-            ns_obj = self._commit(rt, "MODIFIED", new, ns_obj)
-        for other in self.registry.all():
-            if not other.namespaced or other.view_of:
-                continue
-            for obj_name in list(self._data.get(other.key, {}).get(name, {})):
-                obj = self._data[other.key][name].get(obj_name)
-                if obj is not None and not obj["metadata"].get("deletionTimestamp"):
-                    self.delete(other.key, obj_name, namespace=name)
-        return self._maybe_finalize_namespace(name) or ns_obj
+        if ns_obj["metadata"].get("deletionTimestamp"):
+            if (ns_obj.get("spec") or {}).get("finalizers"):
+                raise conflict("namespaces", "", name, "The system is ensuring all content "
+                               "is removed from this namespace.  Upon completion, this "
+                               "namespace will automatically be purged by the system.")
+            if dry_run or ns_obj["metadata"].get("finalizers"):
+                return ns_obj
+            return self._remove(rt, jcopy(ns_obj))
+        new = jcopy(ns_obj)
+        new["metadata"]["deletionTimestamp"] = self.clock.timestamp()
+        new["metadata"]["deletionGracePeriodSeconds"] = 0
+        new.setdefault("status", {})["phase"] = "Terminating"
+        if dry_run:
+            return new
+        ns_obj = self._commit(rt, "MODIFIED", new, ns_obj)
+        self._ns_sweeping.add(name)
+        try:
+            for other in self.registry.all():
+                if not other.namespaced or other.view_of:
+                    continue
+                for obj_name in list(self._data.get(other.key, {}).get(name, {})):
+                    obj = self._data[other.key][name].get(obj_name)
+                    if obj is not None and not obj["metadata"].get("deletionTimestamp"):
+                        self.delete(other.key, obj_name, namespace=name,
+                                    propagation_policy="Background")
+        finally:
+            self._ns_sweeping.discard(name)
+        self._maybe_finalize_namespace(name)
+        return ns_obj
+
+    def _namespace_created(self, name: str) -> None:
+        """What controllers add to every new namespace: the ServiceAccount `default`
+        (pkg/controller/serviceaccount/serviceaccounts_controller.go) and, when
+        `publish_root_ca` is on, the ConfigMap kube-root-ca.crt
+        (pkg/controller/certificates/rootcacertpublisher/publisher.go). It is off by default:
+        a ConfigMap in every namespace would change every ConfigMap list and count/configmaps
+        quota the existing tests state."""
+        now = self.clock.timestamp()
+        sa_rt = self.rt("serviceaccounts")
+        if self.raw(sa_rt, "default", name) is None:
+            self._commit(sa_rt, "ADDED", {
+                "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {
+                    "name": "default", "namespace": name, "uid": self._uid(),
+                    "creationTimestamp": now}}, None)
+        cm_rt = self.rt("configmaps")
+        if self.publish_root_ca and self.raw(cm_rt, adm.ROOT_CA_CONFIGMAP, name) is None:
+            self._commit(cm_rt, "ADDED", {
+                "apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+                    "name": adm.ROOT_CA_CONFIGMAP, "namespace": name, "uid": self._uid(),
+                    "creationTimestamp": now, "annotations": {
+                        "kubernetes.io/description": ROOT_CA_DESCRIPTION}},
+                "data": {"ca.crt": KUBESIM_CA}}, None)
 
     def _maybe_finalize_namespace(self, name: str) -> dict | None:
         nso = self._data.get("namespaces", {}).get("", {}).get(name)
-        if nso is None or not nso["metadata"].get("deletionTimestamp"):
+        if nso is None or not nso["metadata"].get("deletionTimestamp") or \
+                name in self._ns_sweeping:
             return None
-        for buckets in self._data.values():
-            if buckets.get(name):
-                return None
+        remaining: dict[str, int] = {}
+        by_finalizer: dict[str, int] = {}
+        for key, buckets in self._data.items():
+            bucket = buckets.get(name)
+            if not bucket:
+                continue
+            rt = self.registry.find(key)
+            label = f"{rt.plural}.{rt.group}" if rt else key
+            remaining[label] = len(bucket)
+            for obj in bucket.values():
+                for f in obj["metadata"].get("finalizers") or ():
+                    by_finalizer[f] = by_finalizer.get(f, 0) + 1
+        conditions = _namespace_conditions(remaining, by_finalizer,
+                                           (nso.get("status") or {}).get("conditions") or [],
+                                           self.clock.timestamp())
+        if remaining:
+            if conditions != (nso.get("status") or {}).get("conditions"):
+                new = jcopy(nso)
+                new["status"]["conditions"] = conditions
+                self._commit(self.rt("namespaces"), "MODIFIED", new, nso)
+            return None
         final = jcopy(nso)
-        final.setdefault("spec", {})["finalizers"] = []
+        final["status"]["conditions"] = conditions
+        spec = final.setdefault("spec", {})
+        spec["finalizers"] = [f for f in spec.get("finalizers") or () if f != "kubernetes"]
+        if spec["finalizers"] or final["metadata"].get("finalizers"):
+            if final == nso:
+                return None
+            return self._commit(self.rt("namespaces"), "MODIFIED", final, nso)
         return self._remove(self.rt("namespaces"), final)
 
     # ---- controllers run synchronously on every change --------------------------------------
     def _after_change(self, rt: ResourceType, ns: str, old: dict | None, new: dict | None):
+        if (new is None and old is not None) or (
+                new is not None and new["metadata"].get("deletionTimestamp")):
+            self._gc_after_change(rt, ns, old, new)
         if rt.key == CRD_KEY:
             self._crd_changed(old, new)
+            return
+        if rt.key == "namespaces":
+            if old is None and new is not None:
+                self._namespace_created(new["metadata"]["name"])
             return
         if rt.key == "resourcequotas":
             if new is not None and (old is None or old.get("spec") != new.get("spec")):
@@ -129,24 +221,41 @@ class ControllersMixin:
         elif old is None or old.get("spec") != new.get("spec"):
             self.registry.register_crd(new)
 
-    def _propagate(self, owner_uid: str, ns: str, policy: str) -> None:
-        """Orphan: strip the owner from its dependents' ownerReferences. Foreground: delete
-        the dependents first. (The real server parks the owner behind a finalizer until the
-        garbage collector is done; here both happen at once. Background is left to the
-        simulation's GC.)"""
-        for other in self.registry.all():
-            if other.view_of:
-                continue
-            for obj in list(self._data.get(other.key, {}).get(ns or "", {}).values()):
-                refs = obj["metadata"].get("ownerReferences") or []
-                if not any(r.get("uid") == owner_uid for r in refs):
-                    continue
-                if policy == "Orphan":
-                    kept = [r for r in refs if r.get("uid") != owner_uid]
-                    self.patch(other.key, obj["metadata"]["name"],
-                               {"metadata": {"ownerReferences": kept or None}},
-                               namespace=obj["metadata"].get("namespace"))
-                elif not obj["metadata"].get("deletionTimestamp"):
-                    self.delete(other.key, obj["metadata"]["name"],
-                                namespace=obj["metadata"].get("namespace"),
-                                propagation_policy="Foreground")
+
+#: pkg/controller/namespace/deletion/status_condition_utils.go
+_NS_OK = (("NamespaceDeletionDiscoveryFailure", "ResourcesDiscovered",
+           "All resources successfully discovered"),
+          ("NamespaceDeletionGroupVersionParsingFailure", "ParsedGroupVersions",
+           "All legacy kube types successfully parsed"),
+          ("NamespaceDeletionContentFailure", "ContentDeleted",
+           "All content successfully deleted, may be waiting on finalization"),
+          ("NamespaceContentRemaining", "ContentRemoved", "All content successfully removed"),
+          ("NamespaceFinalizersRemaining", "ContentHasNoFinalizers",
+           "All content-preserving finalizers finished"))
+
+
+def _namespace_conditions(remaining: dict[str, int], by_finalizer: dict[str, int],
+                          previous: list[dict], now: str) -> list[dict]:
+    """The namespace deleter's conditions: SomeResourcesRemain ("pods. has 2 resource
+    instances") and SomeFinalizersRemain ("example.com/x in 1 resource instances")."""
+    bad = {}
+    if remaining:
+        bad["NamespaceContentRemaining"] = (
+            "SomeResourcesRemain", "Some resources are remaining: " + ", ".join(sorted(
+                f"{k} has {n} resource instances" for k, n in remaining.items())))
+    if by_finalizer:
+        bad["NamespaceFinalizersRemaining"] = (
+            "SomeFinalizersRemain", "Some content in the namespace has finalizers "
+            "remaining: " + ", ".join(sorted(f"{f} in {n} resource instances"
+                                              for f, n in by_finalizer.items())))
+    before = {c.get("type"): c for c in previous}
+    out = []
+    for ctype, reason, message in _NS_OK:
+        status = "False"
+        if ctype in bad:
+            status, (reason, message) = "True", bad[ctype]
+        prev = before.get(ctype)
+        since = prev["lastTransitionTime"] if prev and prev.get("status") == status else now
+        out.append({"type": ctype, "status": status, "lastTransitionTime": since,
+                    "reason": reason, "message": message})
+    return out

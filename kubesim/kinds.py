@@ -88,9 +88,9 @@ def prepare_create(rt: ResourceType, obj: dict) -> None:
         spec = obj.setdefault("spec", {})
         spec.setdefault("type", "ClusterIP")
         spec.setdefault("sessionAffinity", "None")
-        if spec.get("clusterIP") != "None":
-            spec.setdefault("clusterIP", _cluster_ip(meta["name"], meta.get("namespace", "")))
-            spec.setdefault("clusterIPs", [spec["clusterIP"]])
+        if spec.get("clusterIP") == "None":
+            spec.setdefault("clusterIPs", ["None"])
+        # a ClusterIP is allocated by the store's admission (Store._allocate_cluster_ip)
         for p in spec.get("ports") or []:
             p.setdefault("protocol", "TCP")
             p.setdefault("targetPort", p.get("port"))
@@ -125,7 +125,41 @@ def prepare_create(rt: ResourceType, obj: dict) -> None:
         }
 
 
+def _service_keeps_ips(old: dict, new: dict) -> None:
+    """pkg/registry/core/service/storage: an update that omits clusterIP/clusterIPs keeps
+    the allocated ones; a changed clusterIP with unchanged clusterIPs moves clusterIPs[0]
+    (so validation reports it there)."""
+    os_, ns_ = old.get("spec") or {}, new.setdefault("spec", {})
+    if "ExternalName" in (os_.get("type"), ns_.get("type")):
+        return
+    if not ns_.get("clusterIP") and os_.get("clusterIP"):
+        ns_["clusterIP"] = os_["clusterIP"]
+    if not ns_.get("clusterIPs") and os_.get("clusterIPs"):
+        ns_["clusterIPs"] = list(os_["clusterIPs"])
+    ips = ns_.get("clusterIPs") or []
+    if ns_.get("clusterIP") != os_.get("clusterIP") and ips == os_.get("clusterIPs") and ips:
+        ns_["clusterIPs"] = [ns_["clusterIP"], *ips[1:]]
+
+
+def service_update_errors(old: dict, new: dict) -> list[dict]:
+    """validateUpgradeDowngradeClusterIPs (pkg/apis/core/validation/validation.go):
+    `spec.clusterIPs[0]: Invalid value: []string{"10.96.0.7"}: may not change once set`."""
+    os_, ns_ = old.get("spec") or {}, new.get("spec") or {}
+    if "ExternalName" in (os_.get("type"), ns_.get("type")):
+        return []
+    old_ips, new_ips = os_.get("clusterIPs") or [], ns_.get("clusterIPs") or []
+    if old_ips == ["None"] and new_ips == ["None"]:
+        return []
+    value = "[]string{" + ", ".join(f'"{ip}"' for ip in new_ips) + "}"
+    return [v.cause(f"spec.clusterIPs[{i}]", f"Invalid value: {value}: may not change once set")
+            for i, ip in enumerate(old_ips) if i < len(new_ips) and new_ips[i] != ip] + (
+        [v.cause("spec.clusterIPs", "Required value: primary clusterIP can not be unset",
+                 "FieldValueRequired")] if old_ips and not new_ips else [])
+
+
 def prepare_update(rt: ResourceType, old: dict, new: dict) -> None:
+    if rt.kind == "Service" and not rt.crd_name:
+        _service_keeps_ips(old, new)
     if rt.kind == "LimitRange" and not rt.crd_name:
         v.default_limit_range(new)
     if rt.kind == "Pod" and not rt.crd_name:
@@ -181,8 +215,10 @@ def validate(rt: ResourceType, obj: dict, old: dict | None) -> list[dict]:
         errs += v.validate_limit_range(obj)
     elif kind == "PriorityClass":
         errs += v.validate_priority_class(obj)
-    elif kind == "PersistentVolumeClaim" and old is None:
-        errs += v.validate_pvc(obj)
+    elif kind == "PersistentVolumeClaim":
+        errs += v.validate_pvc(obj) if old is None else v.pvc_update_errors(old, obj)
+    elif kind == "Service" and old is not None:
+        errs += service_update_errors(old, obj)
     elif kind == "CustomResourceDefinition":
         errs += v.validate_crd(obj)
     elif rt.group in ("apps", "batch", "policy"):

@@ -57,5 +57,6 @@ def load(store: Store, path: Path) -> bool:
     store._base_rv = store._rv
     store._caches = {}
     store._sorted = {}
+    store._owned = None          # the GC's owner index is rebuilt on demand
     store._rng.seed(store._rv)   # a new uid/name stream, not the one that made these objects
     return True

@@ -12,11 +12,13 @@ from aiohttp import web
 from aiohttp.typedefs import LooseHeaders
 
 from . import discovery, events_v1, openapi, subresources
+from .deletion import RETURNS_OBJECT, delete_status
 from .errors import ApiError, bad_request, invalid, too_large_resource_version
 from .jsonutil import dumps, loads
 from .patch import json_patch, merge_patch, strategic_merge
 from .resources import ResourceType, yaml_load_all
 from .tables import table, wants_table
+from .validation import raise_if
 from .watch import serve_watch
 
 if TYPE_CHECKING:
@@ -315,7 +317,15 @@ class Server:
         if m == "GET" and t.name is not None:
             return jresponse(conv(self.store.get(core.key, t.name, namespace=t.ns)))
         if m == "POST" and t.name is None:
-            obj = self.store.create(core.key, events_v1.to_core(await self._body(request)),
+            body = await self._body(request)
+            if not isinstance(body, dict):
+                raise bad_request("the body of the request was in an unknown format")
+            new_core = events_v1.to_core(body)
+            new_core["metadata"].setdefault("namespace", t.ns)
+            raise_if(events_v1.validation_errors(new_core), "Event",
+                     "events.k8s.io", new_core["metadata"].get("name")
+                     or new_core["metadata"].get("generateName") or "")
+            obj = self.store.create(core.key, new_core,
                                     namespace=t.ns, dry_run=_dry_run(q), field_manager=manager)
             return jresponse(conv(obj), 201)
         if m in ("PUT", "PATCH") and t.name is not None:
@@ -336,7 +346,7 @@ class Server:
             out = [self.store.delete(core.key, n, namespace=t.ns, dry_run=_dry_run(q))
                    for n in names]
             if t.name:
-                return jresponse(conv(out[0]))
+                return jresponse(delete_status(t.rt, out[0]))
             return jresponse({"kind": "EventList", "apiVersion": t.rt.api_version,
                               "metadata": {}, "items": [conv(o) for o in out]})
         raise ApiError(405, "MethodNotAllowed", f"{m} is not supported on {request.path}")
@@ -457,7 +467,7 @@ class Server:
                               f"name on the URL ({t.name})")
         body.setdefault("metadata", {})["name"] = t.name
         obj = self.store.replace(t.rt.key, body, namespace=t.ns,
-                                 subresource=None if t.sub == "finalize" else t.sub,
+                                 subresource=t.sub,
                                  dry_run=_dry_run(q), field_manager=q.get("fieldManager")
                                  or _user_agent_manager(request),
                                  field_validation=q.get("fieldValidation") or "Warn")
@@ -510,12 +520,21 @@ class Server:
             raise bad_request(f"invalid gracePeriodSeconds {grace!r}") from None
         dry = _dry_run(q) or "All" in (opts.get("dryRun") or [])
         if t.name is None:
-            return self._delete_collection(t.rt, t.ns, q, grace, dry)
-        obj = self.store.delete(t.rt.key, t.name, namespace=t.ns, grace_period_seconds=grace,
-                                propagation_policy=opts.get("propagationPolicy")
-                                or q.get("propagationPolicy"),
-                                dry_run=dry, preconditions=opts.get("preconditions"))
-        return jresponse(obj)
+            return self._delete_collection(t.rt, t.ns, q, grace, dry, policy=opts.get(
+                "propagationPolicy") or q.get("propagationPolicy"))
+        orphan = opts.get("orphanDependents", q.get("orphanDependents"))
+        if isinstance(orphan, str):
+            orphan = orphan.lower() == "true"
+        obj, deleted = self.store.delete_ex(
+            t.rt.key, t.name, namespace=t.ns, grace_period_seconds=grace,
+            propagation_policy=opts.get("propagationPolicy") or q.get("propagationPolicy"),
+            dry_run=dry, preconditions=opts.get("preconditions"), orphan_dependents=orphan)
+        # endpoints/handlers/delete.go: 202 only when kept and orphanDependents=false;
+        # registry/store.go finalizeDelete: a Status unless the registry returns the object
+        code = 202 if not deleted and orphan is False else 200
+        if deleted and t.rt.key not in RETURNS_OBJECT:
+            return jresponse(delete_status(t.rt, obj), code)
+        return jresponse(obj, code)
 
     def _warnings(self) -> multidict.CIMultiDict[str] | None:
         """Warning headers for what the last write dropped (fieldValidation=Warn)."""
@@ -586,13 +605,14 @@ class Server:
             return rv
         return None
 
-    def _delete_collection(self, rt, ns, q, grace, dry) -> web.Response:
+    def _delete_collection(self, rt, ns, q, grace, dry, policy=None) -> web.Response:
         items = list(self.store.select(rt, ns, q.get("labelSelector"), q.get("fieldSelector")))
         out = []
         for obj in items:
             m = obj["metadata"]
             out.append(self.store.delete(rt.key, m["name"], namespace=m.get("namespace"),
-                                         grace_period_seconds=grace, dry_run=dry))
+                                         grace_period_seconds=grace, dry_run=dry,
+                                         propagation_policy=policy))
         return jresponse({"kind": rt.list_kind, "apiVersion": rt.api_version,
                           "metadata": {"resourceVersion": str(self.store.resource_version)},
                           "items": out})

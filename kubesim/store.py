@@ -16,17 +16,18 @@ from __future__ import annotations
 
 import bisect
 import builtins
+import ipaddress
 import logging
 import random
 from collections.abc import Callable
-from datetime import timedelta
 
 from . import admission as adm
 from . import kinds
 from .apply import record_update, server_side_apply
-from .clock import Clock, rfc3339
+from .clock import Clock
 from .controllers import CRD_KEY, ControllersMixin
 from .crd_rules import run_webhooks
+from .deletion import DeletionMixin
 from .errors import (
     ApiError,
     already_exists,
@@ -51,6 +52,7 @@ PC_KEY = "priorityclasses.scheduling.k8s.io"
 SC_KEY = "storageclasses.storage.k8s.io"
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 _DEFAULT_CRDS: list[dict] | None = None
+SERVICE_CIDR = ipaddress.ip_network("10.96.0.0/12")   # kubeadm's default --service-cluster-ip-range
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
@@ -65,6 +67,21 @@ def _content(obj: dict) -> dict:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
 
 
+def _no_new_finalizers(old: dict, new: dict) -> list[dict]:
+    """ValidateObjectMetaUpdate -> ValidateNoNewFinalizers (apimachinery
+    pkg/api/validation/objectmeta.go): finalizers cannot be added once deleting."""
+    if not old["metadata"].get("deletionTimestamp"):
+        return []
+    extra = sorted(set(new["metadata"].get("finalizers") or ())
+                   - set(old["metadata"].get("finalizers") or ()))
+    if not extra:
+        return []
+    listed = ", ".join(f'"{f}"' for f in extra)
+    return [{"field": "metadata.finalizers", "reason": "FieldValueForbidden",
+             "message": "Forbidden: no new finalizers can be added if the object is being "
+                        f"deleted, found new finalizers []string{{{listed}}}"}]
+
+
 _UUID4_MASK = ~((0xF000 << 64) | (0xC000 << 48)) & ((1 << 128) - 1)
 _UUID4_BITS = (0x4000 << 64) | (0x8000 << 48)
 
@@ -77,7 +94,10 @@ class _Owned:
         self.obj = obj
 
 
-class Store(ReadsMixin, ControllersMixin):
+class Store(DeletionMixin, ReadsMixin, ControllersMixin):
+    #: the root CA publisher's ConfigMap kube-root-ca.crt in every new namespace
+    publish_root_ca = False
+
     def __init__(self, clock: Clock | None = None, *, watch_cache_size: int | None = None,
                  default_crds: bool = True, seed: int | None = None):
         """watch_cache_size: the events kept per resource for watches to resume from and
@@ -98,6 +118,9 @@ class Store(ReadsMixin, ControllersMixin):
                               dict[tuple[str, str, str], ResourceType]] | None = None
         self._sorted: dict[tuple[str, str], list[str]] = {}
         self.warnings: list[str] = []   # from field_validation="Warn"; the server drains it
+        self._owned: dict[str, set[tuple[str, str, str]]] | None = None  # owner uid -> deps
+        self._gc_busy: set[str] = set()
+        self._ns_sweeping: set[str] = set()   # namespaces whose content is being deleted
         if default_crds:
             for crd in _default_crds():
                 self.create(CRD_KEY, crd)
@@ -141,6 +164,15 @@ class Store(ReadsMixin, ControllersMixin):
             raise not_found(rt.plural, rt.group, name)
         return obj
 
+    def _suffix5(self) -> str:
+        """Five characters of utilrand's alphabet from one draw (27**5 < 2**24)."""
+        n = self._rng.getrandbits(24) % 14348907
+        out = []
+        for _ in range(5):
+            n, i = divmod(n, 27)
+            out.append(_NAME_CHARS[i])
+        return "".join(out)
+
     def _uid(self) -> str:
         """A random (version 4) UUID from the store's seeded generator."""
         h = "%032x" % (self._rng.getrandbits(128) & _UUID4_MASK | _UUID4_BITS)
@@ -168,6 +200,10 @@ class Store(ReadsMixin, ControllersMixin):
         cache.append(entry)
         for ev_cb in self._event_subs:
             ev_cb(entry)
+        refs_old = old["metadata"].get("ownerReferences") if old is not None else None
+        refs_new = None if etype == "DELETED" else meta.get("ownerReferences")
+        if (refs_old or refs_new) and refs_old != refs_new:
+            self._index_owners(rt.key, ns, name, refs_old, refs_new)
         for raw_cb in list(self._raw_subs):
             raw_cb(etype, rt, new)
         for cb in list(self._subs):
@@ -327,7 +363,12 @@ class Store(ReadsMixin, ControllersMixin):
                 adm.limit_range_pod(lrs, new, name)
             adm.priority_admission(list(self._data.get(PC_KEY, {}).get("", {}).values()),
                                    new, name)
+            adm.service_account_admission(
+                self._data.get("serviceaccounts", {}).get(ns, {}), new, name, ns,
+                self._suffix5)
             new["status"]["qosClass"] = kinds.qos_class(new["spec"])
+        elif rt.key == "services":
+            self._allocate_cluster_ip(new)
         elif rt.key == "persistentvolumeclaims":
             spec = new.setdefault("spec", {})
             if not spec.get("storageClassName"):
@@ -345,6 +386,55 @@ class Store(ReadsMixin, ControllersMixin):
         quotas = self._data.get("resourcequotas", {}).get(ns) if ns else None
         if quotas:
             adm.check_quotas(list(quotas.values()), rt.key, new, rt.plural, name, rt.group)
+
+    def _allocate_cluster_ip(self, svc: dict) -> None:
+        """ClusterIP allocation from the service CIDR (pkg/registry/core/service/storage/
+        alloc.go, ipallocator): a requested IP must be in range and free (else 422
+        `spec.clusterIPs: Invalid value: []string{...}: failed to allocate IP ...`);
+        10.96.0.1 belongs to the `kubernetes` Service."""
+        spec = svc.setdefault("spec", {})
+        if spec.get("type") == "ExternalName":
+            return
+        want = spec.get("clusterIP") or (spec.get("clusterIPs") or [""])[0]
+        if want == "None":
+            return
+        used = {o["spec"].get("clusterIP") for b in self._data.get("services", {}).values()
+                for o in b.values()} | {SERVICE_CIDR[1]}
+        if want:
+            try:
+                addr = ipaddress.ip_address(want)
+            except ValueError:
+                raise_if([{"field": "spec.clusterIPs[0]", "reason": "FieldValueInvalid",
+                           "message": f'Invalid value: "{want}": must be a valid IP address, '
+                                      '(e.g. 10.9.8.7 or 2001:db8::ffff)'}],
+                         "Service", "", svc["metadata"]["name"])
+            why = None
+            if addr not in SERVICE_CIDR:
+                why = (f"the provided IP ({want}) is not in the valid range. The range of "
+                       f"valid IPs is {SERVICE_CIDR}")
+            elif addr in used or want in used:
+                why = "provided IP is already allocated"
+            if why:
+                raise_if([{"field": "spec.clusterIPs", "reason": "FieldValueInvalid",
+                           "message": f'Invalid value: []string{{"{want}"}}: failed to '
+                                      f"allocate IP {want}: {why}"}],
+                         "Service", "", svc["metadata"]["name"])
+            ip = want
+        else:
+            start = int(ipaddress.ip_address(kinds._cluster_ip(
+                svc["metadata"]["name"], svc["metadata"].get("namespace", ""))))
+            base, size = int(SERVICE_CIDR.network_address), SERVICE_CIDR.num_addresses
+            ip = ""
+            for step in range(size - 2):
+                cand = ipaddress.ip_address(base + 1 + (start - base - 1 + step) % (size - 2))
+                if str(cand) not in used and cand not in used:
+                    ip = str(cand)
+                    break
+        spec["clusterIP"] = ip
+        spec["clusterIPs"] = [ip]
+        spec.setdefault("ipFamilies", ["IPv4"])
+        spec.setdefault("ipFamilyPolicy", "SingleStack")
+        spec.setdefault("internalTrafficPolicy", "Cluster")
 
     def _cross_object_errors(self, rt: ResourceType, obj: dict) -> builtins.list[dict]:
         """Checks that need other stored objects: only one default PriorityClass."""
@@ -393,7 +483,8 @@ class Store(ReadsMixin, ControllersMixin):
                 new.pop("status", None)
             else:
                 new["status"] = status
-        elif subresource not in (None, ""):
+        elif subresource not in (None, "", "finalize") or (
+                subresource == "finalize" and rt.key != "namespaces"):
             raise ApiError(404, "NotFound", f"subresource {subresource} cannot be updated")
         else:
             meta = new.setdefault("metadata", {})
@@ -414,8 +505,16 @@ class Store(ReadsMixin, ControllersMixin):
                     new.pop("status", None)
         self._shape(rt, new, field_validation)
         kinds.prepare_update(rt, old, new)
-        raise_if(kinds.validate(rt, new, old) + self._cross_object_errors(rt, new), rt.kind,
-                 rt.group, name)
+        if rt.key == "namespaces" and subresource != "finalize":
+            # namespaceStrategy.PrepareForUpdate: spec.finalizers change only via /finalize
+            fins = (old.get("spec") or {}).get("finalizers")
+            spec = new.setdefault("spec", {})
+            if fins is None:
+                spec.pop("finalizers", None)
+            else:
+                spec["finalizers"] = fins
+        raise_if(_no_new_finalizers(old, new) + kinds.validate(rt, new, old)
+                 + self._cross_object_errors(rt, new), rt.kind, rt.group, name)
         if subresource != "status":
             run_webhooks(rt.key, new, old)
         if _content(new) != _content(old) and "generation" in old["metadata"]:
@@ -429,7 +528,8 @@ class Store(ReadsMixin, ControllersMixin):
         if dry_run:
             return jcopy(new)
         if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers") \
-                and not self._awaits_kubelet(rt, new):
+                and not self._awaits_kubelet(rt, new) and not (
+                    rt.key == "namespaces" and (new.get("spec") or {}).get("finalizers")):
             return jcopy(self._remove(rt, new))
         return jcopy(self._commit(rt, "MODIFIED", new, old))
 
@@ -541,53 +641,10 @@ class Store(ReadsMixin, ControllersMixin):
         detail = paths[0] if len(paths) == 1 else "errors:\n  " + "\n  ".join(paths)
         raise ApiError(500, "", f"failed to create typed patch object ({where}): {detail}")
 
-    # ---- delete -----------------------------------------------------------------------------
+    # ---- delete (kubesim/deletion.py) -----------------------------------------------------
     def _awaits_kubelet(self, rt: ResourceType, obj: dict) -> bool:
         return rt.key == "pods" and bool((obj.get("spec") or {}).get("nodeName")) and \
             (obj["metadata"].get("deletionGracePeriodSeconds") or 0) > 0
-
-    def delete(self, resource: str, name: str, *, namespace: str | None = None,
-               grace_period_seconds: int | None = None, propagation_policy: str | None = None,
-               dry_run: bool = False, preconditions: dict | None = None) -> dict:
-        rt = self.rt(resource)
-        ns = self._ns_of(rt, namespace)
-        old = self._get_or_404(rt, name, ns)
-        if preconditions:
-            for k in ("uid", "resourceVersion"):
-                if preconditions.get(k) and preconditions[k] != old["metadata"].get(k):
-                    raise conflict(rt.plural, rt.group, name,
-                                   f"Precondition failed: {k} in precondition: "
-                                   f"{preconditions[k]}, {k} in object meta: "
-                                   f"{old['metadata'].get(k)}")
-        if dry_run:
-            return jcopy(old)
-        meta = old["metadata"]
-        if rt.key == "namespaces":
-            return jcopy(self._delete_namespace(rt, old))
-        if propagation_policy not in (None, "Background", "Foreground", "Orphan"):
-            raise bad_request(f"invalid propagationPolicy {propagation_policy!r}")
-        if propagation_policy in ("Foreground", "Orphan"):
-            self._propagate(meta["uid"], ns, propagation_policy)
-        grace = 0
-        if rt.key == "pods" and (old.get("spec") or {}).get("nodeName") and \
-                (old.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
-            grace = grace_period_seconds if grace_period_seconds is not None else \
-                (old["spec"].get("terminationGracePeriodSeconds") or 30)
-            if grace_period_seconds is None and meta.get("deletionGracePeriodSeconds") \
-                    is not None:
-                grace = min(grace, meta["deletionGracePeriodSeconds"])
-        if grace > 0 or meta.get("finalizers"):
-            if meta.get("deletionTimestamp") and (
-                    grace >= (meta.get("deletionGracePeriodSeconds") or 0)):
-                return jcopy(old)
-            new = jcopy(old)
-            new["metadata"]["deletionTimestamp"] = rfc3339(
-                self.clock.now() + timedelta(seconds=grace))
-            new["metadata"]["deletionGracePeriodSeconds"] = grace
-            if grace == 0 and not meta.get("finalizers"):
-                return jcopy(self._remove(rt, new))
-            return jcopy(self._commit(rt, "MODIFIED", new, old))
-        return jcopy(self._remove(rt, jcopy(old)))
 
     def _remove(self, rt: ResourceType, obj: dict) -> dict:
         old = self.raw(rt, obj["metadata"]["name"], obj["metadata"].get("namespace"))
@@ -612,3 +669,4 @@ class Store(ReadsMixin, ControllersMixin):
         self._base_rv = self._rv
         self._caches = {}
         self._sorted = {}
+        self._owned = None

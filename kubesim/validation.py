@@ -1,6 +1,7 @@
 """Per-kind validation as the API server does it (the parts Trainyard and kubectl hit)."""
 from __future__ import annotations
 
+import json
 import re
 
 import jsonschema
@@ -482,6 +483,58 @@ def validate_pvc(obj: dict) -> list[dict]:
     if storage is None:
         errs.append(required("spec.resources[storage]"))
     return errs
+
+
+def pvc_update_errors(old: dict, new: dict) -> list[dict]:
+    """ValidatePersistentVolumeClaimUpdate (pkg/apis/core/validation/validation.go): the spec
+    is immutable except volumeName (set once), and resources.requests and
+    volumeAttributesClassName of a bound claim; the storage request may not shrink
+    (RecoverVolumeExpansionFailure is off in 1.31). The real message ends with a
+    go-cmp diff of the two specs; kubesim writes the changed fields in the same shape."""
+    os_, ns_ = dict(old.get("spec") or {}), dict(new.get("spec") or {})
+    if not os_.get("volumeName"):
+        os_.pop("volumeName", None)
+        ns_.pop("volumeName", None)
+    if (new.get("status") or {}).get("phase") == "Bound":
+        for spec in (os_, ns_):
+            res = dict(spec.get("resources") or {})
+            res.pop("requests", None)
+            spec["resources"] = res
+            spec.pop("volumeAttributesClassName", None)
+    errs = []
+    if os_ != ns_:
+        lines = ["  core.PersistentVolumeClaimSpec{"]
+        for key in sorted(set(os_) | set(ns_)):
+            if os_.get(key) != ns_.get(key):
+                go = key[:1].upper() + key[1:]
+                lines += [f"- \t{go}: {_go_value(os_.get(key))},",
+                          f"+ \t{go}: {_go_value(ns_.get(key))},"]
+        lines.append("  }")
+        errs.append(cause("spec", "Forbidden: spec is immutable after creation except "
+                                  "resources.requests and volumeAttributesClassName for bound "
+                                  "claims\n" + "\n".join(lines), "FieldValueForbidden"))
+
+    def storage(obj):
+        return ((obj.get("spec") or {}).get("resources") or {}).get("requests", {}).get(
+            "storage")
+    before, after = storage(old), storage(new)
+    try:
+        shrinks = before is not None and after is not None and \
+            parse_quantity(after) < parse_quantity(before)
+    except (QuantityError, ValueError):
+        shrinks = False
+    if shrinks:
+        errs.append(cause("spec.resources.requests.storage", "Forbidden: field can not be "
+                          "less than previous value", "FieldValueForbidden"))
+    return errs
+
+
+def _go_value(value) -> str:
+    if value is None:
+        return "nil"
+    if isinstance(value, str):
+        return f'"{value}"'
+    return json.dumps(value, sort_keys=True)
 
 
 def raise_if(errs: list[dict], kind: str, group: str, name: str) -> None:

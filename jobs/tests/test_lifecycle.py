@@ -123,9 +123,17 @@ def test_cancel_removes_the_pytorchjob_in_every_state(world, cluster, bob, tenan
     with world["capture"](execute=True):
         services.job_cancel(access=access_for(bob, tenant_a), actor=bob,
                             job=TrainingJob.objects.get(pk=job.pk))
-    objs = k8s.CustomObjectsApi(cluster.api_client).list_namespaced_custom_object(
-        "kubeflow.org", "v1", "ty-acme-dev", "pytorchjobs")["items"]
-    assert [o["metadata"]["name"] for o in objs] == []
+    def pytorchjobs():
+        return k8s.CustomObjectsApi(cluster.api_client).list_namespaced_custom_object(
+            "kubeflow.org", "v1", "ty-acme-dev", "pytorchjobs")["items"]
+    # Foreground deletion, as on a real cluster: the PyTorchJob stays, marked for deletion
+    # with the foregroundDeletion finalizer, until its pods have used their grace period
+    objs = pytorchjobs()
+    assert all(o["metadata"].get("deletionTimestamp") for o in objs)
+    grace = max((p.spec.termination_grace_period_seconds or 30) for p in k8s.CoreV1Api(
+        cluster.api_client).list_namespaced_pod("ty-acme-dev").items)
+    cluster.advance(grace + 30, step=5)
+    assert [o["metadata"]["name"] for o in pytorchjobs()] == []
     assert _states(job) == ["cancelled"]
 
 
