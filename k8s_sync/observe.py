@@ -591,6 +591,7 @@ class Reflector:
     clock: Callable[[], float] = time.monotonic
     stopped: threading.Event = field(default_factory=threading.Event)
     batch_size: int = 500  # events recorded in one transaction, at most
+    page_size: int = 500  # objects per page of a relist (every page from one snapshot)
     lists: int = 0
     events: int = 0
     batches: int = 0
@@ -606,7 +607,7 @@ class Reflector:
     def relist(self) -> str:
         items, version = self.client.list_with_resource_version(
             self.spec.api_version, self.spec.kind,
-            label_selector=self.spec.label_selector or None)
+            label_selector=self.spec.label_selector or None, page_size=self.page_size)
         record_relist(self.spec, items, version)
         self.lists += 1
         return version

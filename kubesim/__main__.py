@@ -30,6 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--save-interval", type=float, default=30.0)
     p.add_argument("--log-level", default="INFO")
     p.add_argument("--access-log", action="store_true", help="log every request")
+    p.add_argument("--watch-cache-size", type=int, default=None,
+                   help="events kept per resource for watch resumes (default: sized as "
+                        "kube-apiserver's watch cache, 100 growing to 102400)")
     args = p.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -38,7 +41,8 @@ def main(argv: list[str] | None = None) -> int:
         cluster = Cluster(profile=args.profile, speed=args.speed,
                           deterministic=args.deterministic, simulate=not args.no_sim,
                           state_file=args.state, seed=args.seed,
-                          save_interval=args.save_interval, access_log=args.access_log)
+                          save_interval=args.save_interval, access_log=args.access_log,
+                          watch_cache_size=args.watch_cache_size)
         url = cluster.start(args.host, args.port)
     except (OSError, ValueError) as e:
         log.error("cannot start: %s", e)

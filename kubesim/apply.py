@@ -155,55 +155,90 @@ def managers(obj: dict) -> list[dict]:
     return list((obj.get("metadata") or {}).get("managedFields") or [])
 
 
+def print_manager(e: dict) -> str:
+    """How a conflict names a manager (managedfields/internal/conflict.go printManager):
+    an applier by name, an updater with its apiVersion (the manager identifier never holds
+    a time, so no "at <time>"), either with its subresource."""
+    out = json.dumps(e.get("manager", ""))
+    if e.get("subresource"):
+        out += f" with subresource {json.dumps(e['subresource'])}"
+    if e.get("operation") == "Update":
+        out += f" using {e.get('apiVersion', '')}"
+    return out
+
+
+def conflict_error(conflicts: list[tuple[dict, tuple]]) -> ApiError:
+    """409 as NewConflictError (managedfields/internal/conflict.go): one conflict inline,
+    several grouped by manager (sorted by the manager identifier, whose JSON starts with the
+    name and then the operation), each path on its own "- " line."""
+    causes = [{"reason": "FieldManagerConflict", "message": f"conflict with {print_manager(e)}",
+               "field": format_path(p)} for e, p in conflicts]
+    if len(conflicts) == 1:
+        e, p = conflicts[0]
+        msg = f"Apply failed with 1 conflict: conflict with {print_manager(e)}: {format_path(p)}"
+    else:
+        groups: dict[tuple, list] = {}
+        for e, p in conflicts:
+            groups.setdefault((e.get("manager", ""), e.get("operation", ""),
+                               e.get("apiVersion", ""), e.get("subresource", ""), ), []
+                              ).append((e, p))
+        lines = []
+        for k in sorted(groups):
+            lines.append(f"conflicts with {print_manager(groups[k][0][0])}:")
+            lines += [f"- {format_path(p)}" for _, p in groups[k]]
+        msg = f"Apply failed with {len(conflicts)} conflicts: " + "\n".join(lines)
+    return ApiError(409, "Conflict", msg, {"causes": causes})
+
+
 def server_side_apply(live: dict | None, cfg: dict, *, manager: str, force: bool,
-                      api_version: str, now: str) -> dict:
-    """Returns the merged object with managedFields updated; raises 409 on conflicts."""
+                      api_version: str, now: str, subresource: str | None = None) -> dict:
+    """Returns the merged object with managedFields updated; raises 409 on conflicts.
+    An apply to /status owns status fields only, in an entry with subresource "status"
+    (managers are told apart by name, operation and subresource, as fieldmanager's
+    manager identifier does)."""
     live = live or {}
-    new_fields = field_set(cfg)
+    new_fields = _status_fields(cfg) if subresource else field_set(cfg)
     entries = managers(live)
     mine_old: set = set()
     others = []
     for e in entries:
         fs = from_fields_v1(e.get("fieldsV1") or {})
         if e.get("manager") == manager and e.get("operation") == "Apply" \
-                and not e.get("subresource"):
+                and (e.get("subresource") or None) == subresource:
             mine_old = fs
         else:
             others.append((e, fs))
     conflicts = []
     for e, fs in others:
-        if e.get("subresource"):
-            continue
         for p in sorted(new_fields & fs):
             if value_at(live, p) != value_at(cfg, p):
-                conflicts.append((e["manager"], e.get("apiVersion", api_version), p))
+                conflicts.append((e, p))
     if conflicts and not force:
-        n = len(conflicts)
-        lines = [f'conflict with "{m}" using {v}: {format_path(p)}' for m, v, p in conflicts]
-        msg = (f"Apply failed with {n} conflict{'s' if n > 1 else ''}: " + lines[0]) if n == 1 \
-            else f"Apply failed with {n} conflicts: " + "\n".join(lines)
-        raise ApiError(409, "Conflict", msg, {"causes": [
-            {"reason": "FieldManagerConflict", "message": f'conflict with "{m}" using {v}',
-             "field": format_path(p)} for m, v, p in conflicts]})
+        raise conflict_error(conflicts)
     result = apply_merge(live, cfg)
     meta = result.setdefault("metadata", {})
     owned_by_others: set = set()
     new_entries = []
     for e, fs in others:
-        fs = fs - new_fields if not e.get("subresource") else fs
+        fs = fs - new_fields
         owned_by_others |= fs
         if fs:
             new_entries.append({**e, "fieldsV1": to_fields_v1(fs)})
-    for p in sorted(mine_old - new_fields - owned_by_others, key=len):
+    # a path the manager applied before (say an empty map) that holds what it applies now
+    # stays: only what it no longer applies at all is removed
+    holders = {q[:i] for q in new_fields for i in range(1, len(q))}
+    for p in sorted(mine_old - new_fields - owned_by_others - holders, key=len):
         if not any(p[:i] in new_fields for i in range(1, len(p))):
             _remove(result, p)
             for i in range(len(p) - 1, 0, -1):  # drop maps the removal left empty
                 if value_at(result, p[:i]) == {} and p[:i] not in owned_by_others:
                     _remove(result, p[:i])
     if new_fields:
-        new_entries.append({"manager": manager, "operation": "Apply", "apiVersion": api_version,
-                            "time": now, "fieldsType": "FieldsV1",
-                            "fieldsV1": to_fields_v1(new_fields)})
+        entry = {"manager": manager, "operation": "Apply", "apiVersion": api_version,
+                 "time": now, "fieldsType": "FieldsV1", "fieldsV1": to_fields_v1(new_fields)}
+        if subresource:
+            entry["subresource"] = subresource
+        new_entries.append(entry)
     meta["managedFields"] = sorted(new_entries, key=_entry_order)
     return result
 

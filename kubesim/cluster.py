@@ -40,10 +40,12 @@ class Cluster:
                  deterministic: bool = False, simulate: bool = True,
                  state_file: Path | None = None, seed: int = 0, tick_seconds: float = 0.1,
                  save_interval: float = 30.0, bookmark_interval: float = 60.0,
-                 access_log: bool = False):
+                 access_log: bool = False, watch_cache_size: int | None = None):
+        """watch_cache_size: events kept per resource (None: sized as the API server's
+        watch cache, kubesim/watchcache.py); a small one makes resumes expire (410)."""
         self.access_log = access_log
         self.clock = Clock(speed=speed, deterministic=deterministic)
-        self.store = Store(self.clock, seed=seed)
+        self.store = Store(self.clock, seed=seed, watch_cache_size=watch_cache_size)
         self.faults = Faults()
         self.state_file = Path(state_file) if state_file else None
         self.seed = seed

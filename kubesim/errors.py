@@ -11,17 +11,20 @@ class ApiError(Exception):
         self.reason = reason
         self.message = message
         self.details = details
+        self.metadata: dict = {}    # the Status's ListMeta (a continue token on 410)
 
     def status(self) -> dict:
         body: dict[str, Any] = {
             "kind": "Status",
             "apiVersion": "v1",
-            "metadata": {},
+            "metadata": self.metadata,
             "status": "Failure",
             "message": self.message,
             "reason": self.reason,
             "code": self.code,
         }
+        if not self.reason:     # StatusReasonUnknown is "" and omitted (omitempty)
+            del body["reason"]
         if self.details:
             body["details"] = self.details
         return body
@@ -87,3 +90,13 @@ def bad_request(message: str) -> ApiError:
 
 def gone(message: str) -> ApiError:
     return ApiError(410, "Expired", message)
+
+
+def too_large_resource_version(rv: int, current: int) -> ApiError:
+    """504 as storage.NewTooLargeResourceVersionError (apiserver/pkg/storage/errors.go), which
+    the watch cache returns when asked for a resourceVersion it has not reached; kubesim has
+    no lag to wait out, so it answers at once instead of after the cache's 3 s wait."""
+    return ApiError(504, "Timeout", f"Timeout: Too large resource version: {rv}, current: "
+                    f"{current}", {"causes": [{"reason": "ResourceVersionTooLarge",
+                                                "message": "Too large resource version"}],
+                                   "retryAfterSeconds": 1})

@@ -54,7 +54,8 @@ def load(store: Store, path: Path) -> bool:
             ns = obj["metadata"].get("namespace", "") if rt.namespaced else ""
             store._data.setdefault(rt.key, {}).setdefault(ns, {})[obj["metadata"]["name"]] = obj
     store._rv = max(store._rv, int(data.get("resourceVersion") or 0))
-    store._history.clear()
+    store._base_rv = store._rv
+    store._caches = {}
     store._sorted = {}
     store._owned = None          # the GC's owner index is rebuilt on demand
     store._rng.seed(store._rv)   # a new uid/name stream, not the one that made these objects

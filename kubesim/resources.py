@@ -41,6 +41,7 @@ class ResourceType:
     immutable_rules: list = field(default_factory=list)  # CRD `self == oldSelf` CEL rules
     verbs: tuple[str, ...] = ()              # () = ALL_VERBS; ("create",) = a review, not stored
     scale_paths: tuple[str, str, str] | None = None  # CRD scale: spec, status, labelSelector
+    selectable_fields: tuple[str, ...] = ()  # CRD selectableFields ("spec.x", no dot)
 
     @property
     def key(self) -> str:
@@ -203,6 +204,8 @@ class Registry:
             printer_columns=[c for c in storage.get("additionalPrinterColumns") or []
                              if c.get("jsonPath") != ".metadata.creationTimestamp"],
             immutable_rules=immutable_paths(schema),
+            selectable_fields=tuple(f["jsonPath"].lstrip(".") for f in
+                                    storage.get("selectableFields") or [] if f.get("jsonPath")),
         )
         with self._lock:
             old = self._by_key.get(rt.key)

@@ -13,7 +13,7 @@ from aiohttp.typedefs import LooseHeaders
 
 from . import discovery, events_v1, openapi, subresources
 from .deletion import RETURNS_OBJECT, delete_status
-from .errors import ApiError, bad_request
+from .errors import ApiError, bad_request, invalid, too_large_resource_version
 from .jsonutil import dumps, loads
 from .patch import json_patch, merge_patch, strategic_merge
 from .resources import ResourceType, yaml_load_all
@@ -410,6 +410,8 @@ class Server:
 
     async def _get(self, request: web.Request, t: Target):
         q = request.query
+        if t.watch or t.name is None:
+            _validate_list_options(q, t.watch)
         if t.watch:
             field_sel = q.get("fieldSelector")
             if t.name is not None:
@@ -432,10 +434,11 @@ class Server:
         q = request.query
         body = await self._body(request)
         if t.name is None:
+            _validate_write_options(q, "CreateOptions")
             obj = self.store.create(t.rt.key, body, namespace=t.ns, dry_run=_dry_run(q),
                                     field_manager=q.get("fieldManager")
                                     or _user_agent_manager(request),
-                                    field_validation=q.get("fieldValidation", "Warn"),
+                                    field_validation=q.get("fieldValidation") or "Warn",
                                     copy=False)
             return jresponse(obj, 201, self._warnings())
         if not isinstance(body, dict):
@@ -452,6 +455,7 @@ class Server:
         q = request.query
         if t.name is None:
             raise ApiError(405, "MethodNotAllowed", "PUT needs a name")
+        _validate_write_options(q, "UpdateOptions")
         body = await self._body(request)
         if not isinstance(body, dict):
             raise bad_request("the body of the request was in an unknown format")
@@ -466,7 +470,7 @@ class Server:
                                  subresource=t.sub,
                                  dry_run=_dry_run(q), field_manager=q.get("fieldManager")
                                  or _user_agent_manager(request),
-                                 field_validation=q.get("fieldValidation", "Warn"))
+                                 field_validation=q.get("fieldValidation") or "Warn")
         return jresponse(obj, 200, self._warnings())
 
     async def _patch(self, request: web.Request, t: Target):
@@ -478,19 +482,24 @@ class Server:
             raise ApiError(415, "UnsupportedMediaType",
                            f"the body of the request was in an unknown format - accepted "
                            f"media types include: {', '.join(PATCH_TYPES)}")
+        _validate_write_options(q, "PatchOptions", ptype)
         raw = await request.read()
         try:
             body = yaml_load(raw) if ptype == "apply" else loads(raw)
         except (ValueError, yaml.YAMLError) as e:
             raise bad_request(f"error decoding patch: {e}") from None
         manager = q.get("fieldManager")
+        created = False
         if ptype != "apply":
             manager = manager or _user_agent_manager(request)
+        elif t.sub is None:
+            created = self.store.raw(t.rt, t.name, t.ns) is None
         obj = self.store.patch(t.rt.key, t.name, body, patch_type=ptype, namespace=t.ns,
                                subresource=t.sub, field_manager=manager,
                                force=_qp_bool(q, "force"), dry_run=_dry_run(q),
-                               field_validation=q.get("fieldValidation", "Warn"))
-        return jresponse(obj, 200, self._warnings())
+                               field_validation=q.get("fieldValidation") or "Warn")
+        # an apply that creates answers 201 (endpoints/handlers/patch.go: wasCreated)
+        return jresponse(obj, 201 if created else 200, self._warnings())
 
     async def _delete(self, request: web.Request, t: Target):
         q = request.query
@@ -556,7 +565,8 @@ class Server:
         except ValueError:
             raise bad_request(f"invalid limit {limit!r}") from None
         items, rv, token, remaining = self.store.list_page(
-            rt, ns, q.get("labelSelector"), q.get("fieldSelector"), limit, q.get("continue"))
+            rt, ns, q.get("labelSelector"), q.get("fieldSelector"), limit, q.get("continue"),
+            self._list_at(rt, q, limit))
         if as_table:
             return jresponse(table(rt, items, self.store.clock.now(), rv,
                                    q.get("includeObject"), token))
@@ -567,6 +577,33 @@ class Server:
         body = {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": meta,
                 "items": items}
         return jresponse(body)
+
+    def _list_at(self, rt, q, limit: int | None) -> int | None:
+        """The resourceVersion a list is served at (None: the latest), per the table in
+        docs api-concepts/#semantics-for-get-and-list: "0" and NotOlderThan take the latest
+        (kubesim's cache never lags), Exact (and, for compatibility, a non-zero version with
+        a limit and no match) the snapshot at that version; a version not reached yet is
+        504 Too large resource version (storage.NewTooLargeResourceVersionError)."""
+        raw = q.get("resourceVersion") or ""
+        match = q.get("resourceVersionMatch") or ""
+        if q.get("continue"):
+            if raw not in ("", "0"):
+                # apiserver/pkg/storage/etcd3/store.go GetList
+                raise bad_request("specifying resource version is not allowed when using "
+                                  "continue")
+            return None
+        if raw in ("", "0"):
+            return None
+        try:
+            rv = int(raw)
+        except ValueError:
+            raise bad_request(f"invalid resource version: {raw!r}") from None
+        current = self.store.resource_version
+        if rv > current:
+            raise too_large_resource_version(rv, current)
+        if match == "Exact" or (not match and limit):
+            return rv
+        return None
 
     def _delete_collection(self, rt, ns, q, grace, dry, policy=None) -> web.Response:
         items = list(self.store.select(rt, ns, q.get("labelSelector"), q.get("fieldSelector")))
@@ -649,6 +686,82 @@ class Server:
                 break
         await resp.write_eof()
         return resp
+
+
+def _validate_write_options(q, kind: str, patch_type: str | None = None) -> None:
+    """ValidateCreateOptions / ValidateUpdateOptions / ValidatePatchOptions and
+    ValidateFieldValidation (apimachinery/pkg/apis/meta/v1/validation/validation.go), as the
+    create, update and patch handlers answer them: 422 Invalid on <Kind>.meta.k8s.io."""
+    if not ("force" in q or "fieldValidation" in q or "dryRun" in q):
+        return      # the common path: nothing to check
+    errs = []
+    if kind == "PatchOptions" and patch_type != "apply" and "force" in q:
+        errs.append({"field": "force", "reason": "FieldValueForbidden",
+                     "message": "Forbidden: may not be specified for non-apply patch"})
+    dry = q.getall("dryRun", [])
+    if any(v != "All" for v in dry):
+        shown = ", ".join(f'"{v}"' for v in dry)
+        errs.append({"field": "dryRun", "reason": "FieldValueNotSupported",
+                     "message": f'Unsupported value: []string{{{shown}}}: supported values: '
+                                f'"All"'})
+    fv = q.get("fieldValidation")
+    if fv is not None and fv not in ("", "Ignore", "Strict", "Warn"):
+        errs.append({"field": "fieldValidation", "reason": "FieldValueNotSupported",
+                     "message": f'Unsupported value: "{fv}": supported values: "", "Ignore", '
+                                '"Strict", "Warn"'})
+    if errs:
+        raise invalid(kind, "meta.k8s.io", "", errs)
+
+
+def _validate_list_options(q, watch: bool) -> None:
+    """ValidateListOptions (apimachinery/pkg/apis/meta/internalversion/validation/
+    validation.go), answered as handlers/get.go ListResource does: 422 Invalid on
+    ListOptions.meta.k8s.io. The WatchList feature (sendInitialEvents) counts as enabled,
+    as in Kubernetes 1.32+."""
+    if not (q.get("resourceVersionMatch") or "sendInitialEvents" in q):
+        return      # the common path: nothing to check
+    match = q.get("resourceVersionMatch") or ""
+    cont = q.get("continue") or ""
+    errs: list[tuple[str, str, str]] = []
+
+    def forbidden(fld: str, why: str) -> None:
+        errs.append((fld, "FieldValueForbidden", f"Forbidden: {why}"))
+
+    def unsupported(values: list[str]) -> None:
+        supported = ", ".join(f'"{v}"' for v in values)
+        errs.append(("resourceVersionMatch", "FieldValueNotSupported",
+                     f'Unsupported value: "{match}": supported values: {supported}'))
+    if watch:
+        if "sendInitialEvents" in q and match != "NotOlderThan":
+            forbidden("resourceVersionMatch",
+                      "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan")
+        if match:
+            if "sendInitialEvents" not in q:
+                forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden for watch "
+                          "unless sendInitialEvents is provided")
+            if match != "NotOlderThan":
+                unsupported(["NotOlderThan"])
+            if cont:
+                forbidden("resourceVersionMatch",
+                          "resourceVersionMatch is forbidden when continue is provided")
+    else:
+        if match:
+            if not q.get("resourceVersion"):
+                forbidden("resourceVersionMatch",
+                          "resourceVersionMatch is forbidden unless resourceVersion is provided")
+            if cont:
+                forbidden("resourceVersionMatch",
+                          "resourceVersionMatch is forbidden when continue is provided")
+            if match not in ("Exact", "NotOlderThan"):
+                unsupported(["Exact", "NotOlderThan", ""])
+            if match == "Exact" and q.get("resourceVersion") == "0":
+                forbidden("resourceVersionMatch",
+                          'resourceVersionMatch "exact" is forbidden for resourceVersion "0"')
+        if "sendInitialEvents" in q:
+            forbidden("sendInitialEvents", "sendInitialEvents is forbidden for list")
+    if errs:
+        raise invalid("ListOptions", "meta.k8s.io", "", [
+            {"field": f, "reason": r, "message": m} for f, r, m in errs])
 
 
 _LOG_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%f"

@@ -19,7 +19,6 @@ import builtins
 import ipaddress
 import logging
 import random
-from collections import deque
 from collections.abc import Callable
 
 from . import admission as adm
@@ -41,10 +40,11 @@ from .errors import (
 from .jsonutil import jcopy
 from .normalize import chain_path
 from .patch import json_patch, merge_patch, strategic_merge
-from .reads import HistoryEntry, ReadsMixin, StoreData
+from .reads import ReadsMixin, StoreData
 from .resources import Registry, ResourceType, default_crds
 from .structural import prune_and_default
 from .validation import raise_if
+from .watchcache import HistoryEntry, WatchCache
 
 log = logging.getLogger("kubesim.store")
 
@@ -98,13 +98,19 @@ class Store(DeletionMixin, ReadsMixin, ControllersMixin):
     #: the root CA publisher's ConfigMap kube-root-ca.crt in every namespace (controllers.py)
     publish_root_ca = True
 
-    def __init__(self, clock: Clock | None = None, *, history: int = 20000,
+    def __init__(self, clock: Clock | None = None, *, watch_cache_size: int | None = None,
                  default_crds: bool = True, seed: int | None = None):
+        """watch_cache_size: the events kept per resource for watches to resume from and
+        for lists at an older resourceVersion; None sizes it as the API server's watch cache
+        does (100, growing to 102,400 while events are fresh: kubesim/watchcache.py)."""
         self.clock = clock or Clock()
         self.registry = Registry()
         self._data: StoreData = {}
         self._rv = 0
-        self._history: deque[HistoryEntry] = deque(maxlen=history)
+        self.watch_cache_size = watch_cache_size
+        self._caches: dict[str, WatchCache] = {}   # resource key -> its event history
+        self._base_rv = 0     # the floor of a resource without evictions since the last reset
+        self._event_subs: list[Callable[[HistoryEntry], None]] = []
         self._subs: list[Callable[[str, str, dict], None]] = []
         self._raw_subs: list[Callable[[str, ResourceType, dict], None]] = []
         self._rng = random.Random(seed)
@@ -187,7 +193,13 @@ class Store(DeletionMixin, ReadsMixin, ControllersMixin):
             if name not in bucket and names is not None:
                 bisect.insort(names, name)
             bucket[name] = new
-        self._history.append((self._rv, etype, rt, ns, new))
+        entry = (self._rv, etype, rt, ns, new, old)
+        cache = self._caches.get(rt.key)
+        if cache is None:
+            cache = self._caches[rt.key] = WatchCache(self._base_rv, self.watch_cache_size)
+        cache.append(entry)
+        for ev_cb in self._event_subs:
+            ev_cb(entry)
         refs_old = old["metadata"].get("ownerReferences") if old is not None else None
         refs_new = None if etype == "DELETED" else meta.get("ownerReferences")
         if (refs_old or refs_new) and refs_old != refs_new:
@@ -219,6 +231,15 @@ class Store(DeletionMixin, ReadsMixin, ControllersMixin):
         def unsubscribe() -> None:
             if callback in self._raw_subs:
                 self._raw_subs.remove(callback)
+        return unsubscribe
+
+    def subscribe_events(self, callback: Callable[[HistoryEntry], None]) -> Callable[[], None]:
+        """callback(history entry) for every commit, with the previous object (watches)."""
+        self._event_subs.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._event_subs:
+                self._event_subs.remove(callback)
         return unsubscribe
 
     def get(self, resource: str, name: str, *, namespace: str | None = None) -> dict:
@@ -454,7 +475,10 @@ class Store(DeletionMixin, ReadsMixin, ControllersMixin):
         self._check_type(rt, new)
         if subresource == "status":
             status = new.get("status")
+            applied = (new.get("metadata") or {}).get("managedFields") if managed else None
             new = jcopy(old)
+            if applied is not None:
+                new["metadata"]["managedFields"] = applied
             if status is None:
                 new.pop("status", None)
             else:
@@ -570,7 +594,7 @@ class Store(DeletionMixin, ReadsMixin, ControllersMixin):
                                   "namespace sent on the request")
             meta["namespace"] = ns
         self._check_type(rt, body)
-        self._shape(rt, body, field_validation)
+        self._shape_applied(rt, body, ns, name)
         if subresource != "status" and rt.has_status:
             body.pop("status", None)
         now = self.clock.timestamp()
@@ -591,8 +615,31 @@ class Store(DeletionMixin, ReadsMixin, ControllersMixin):
                            "apply your changes to the latest version and try again")
         meta.pop("resourceVersion", None)
         merged = server_side_apply(old, body, manager=field_manager, force=force,
-                                   api_version=rt.api_version, now=now)
+                                   api_version=rt.api_version, now=now,
+                                   subresource=subresource or None)
         return self._update(rt, old, merged, subresource, dry_run, field_manager, managed=True)
+
+    def _shape_applied(self, rt: ResourceType, body: dict, ns: str, name: str) -> None:
+        """An applied configuration must fit the schema whatever fieldValidation says: the
+        field manager converts it to a typed object first and fails with
+        "failed to create typed patch object (<ns>/<name>; <group>/<version>, Kind=<kind>):
+        <path>: field not declared in schema" (managedfields/internal/structuredmerge.go),
+        which reaches the client as a Status with code 500 and no reason
+        (apimachinery/pkg/api/errors ... ErrorToAPIStatus of a plain error)."""
+        dropped: builtins.list[tuple] = []
+        if rt.normalize is not None:
+            rt.normalize(body, dropped)
+        elif rt.crd_name:
+            prune_and_default(rt.schema, body, dropped)
+        if not dropped:
+            return
+        paths = [f".{p}: field not declared in schema"
+                 for p in sorted(chain_path(c, k) for c, k in dropped)]
+        group, version = (rt.api_version.split("/", 1) if "/" in rt.api_version
+                          else ("", rt.api_version))
+        where = f"{ns}/{name}; {group}/{version}, Kind={rt.kind}"
+        detail = paths[0] if len(paths) == 1 else "errors:\n  " + "\n  ".join(paths)
+        raise ApiError(500, "", f"failed to create typed patch object ({where}): {detail}")
 
     # ---- delete (kubesim/deletion.py) -----------------------------------------------------
     def _awaits_kubelet(self, rt: ResourceType, obj: dict) -> bool:
@@ -619,6 +666,7 @@ class Store(DeletionMixin, ReadsMixin, ControllersMixin):
         self.registry._by_key = dict(by_key)
         self.registry._by_gvr = dict(by_gvr)
         self._rv += 1
-        self._history.clear()
+        self._base_rv = self._rv
+        self._caches = {}
         self._sorted = {}
         self._owned = None

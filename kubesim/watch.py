@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from .errors import ApiError, bad_request
+from .errors import ApiError, bad_request, too_large_resource_version
 from .jsonutil import dumps
 from .tables import table, wants_table
 
@@ -29,10 +29,39 @@ def _table_line(etype: str, obj: dict, rt, store, include) -> bytes:
                               include))
 
 
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+
+
+def _bookmark(rt: ResourceType, rv: int, initial_end: bool = False) -> bytes:
+    """A BOOKMARK carries an object of the watched kind with only metadata.resourceVersion
+    (cacher/cache_watcher.go); the one that ends the initial events of a
+    sendInitialEvents watch is annotated k8s.io/initial-events-end: "true"
+    (metav1.InitialEventsAnnotationKey; docs: api-concepts/#streaming-lists)."""
+    meta: dict = {"resourceVersion": str(rv)}
+    if initial_end:
+        meta["annotations"] = {INITIAL_EVENTS_END: "true"}
+    return _line("BOOKMARK", {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta})
+
+
+def _as_of(old: dict, rv: int) -> dict:
+    """The previous object with the event's resourceVersion, as the DELETED event of an
+    object that left a selector carries it (cache_watcher.go convertToWatchEvent)."""
+    return {**old, "metadata": {**old["metadata"], "resourceVersion": str(rv)}}
+
+
 async def serve_watch(server: Server, request: web.Request, rt: ResourceType, ns: str | None,
                       label_selector: str | None, field_selector: str | None,
                       convert=None, shown_as: ResourceType | None = None):
-    """convert/shown_as: serve another representation of rt's objects (events.k8s.io)."""
+    """convert/shown_as: serve another representation of rt's objects (events.k8s.io).
+
+    resourceVersion as in docs api-concepts/#semantics-for-watch: unset or "0" start with
+    the current state as ADDED events, "X" resumes after X from the resource's event history
+    (kubesim/watchcache.py; older than it: 200 and one ERROR event, 410 Expired). With
+    sendInitialEvents=true (resourceVersionMatch=NotOlderThan, validated by the server) the
+    state comes first, then, when allowWatchBookmarks=true, a BOOKMARK annotated
+    k8s.io/initial-events-end. An event is filtered on the object before and after it
+    (cache_watcher.go convertToWatchEvent): entering the selector is ADDED, leaving it is
+    DELETED with the previous object, so a watcher never keeps an object it cannot see."""
     store = server.store
     q = request.query
     pred = store.matcher(rt, label_selector, field_selector)
@@ -46,7 +75,11 @@ async def serve_watch(server: Server, request: web.Request, rt: ResourceType, ns
         since = int(rv_param) if rv_param not in ("", "0") else None
     except ValueError:
         raise bad_request(f"invalid resource version: {rv_param!r}") from None
-    send_initial = since is None
+    send_param = q.get("sendInitialEvents")
+    send_initial = since is None if send_param is None else send_param in ("1", "true", "True")
+    initial_end = send_param is not None and send_initial and bookmarks
+    if send_param is not None:
+        since = None if send_initial else since
     if convert is not None:
         def line(etype: str, obj: dict) -> bytes:
             return _line(etype, convert(obj))
@@ -57,70 +90,50 @@ async def serve_watch(server: Server, request: web.Request, rt: ResourceType, ns
             return _table_line(etype, obj, rt, store, include)
     else:
         line = _line
-    backlog: list[tuple[str, dict]] = []
+    backlog: list = []
     error: ApiError | None = None
-    if since is not None:
+    if rv_param not in ("", "0") and int(rv_param) > store.resource_version:
+        # the watch cache waits for a version it has not seen, then gives up with this
+        # (cacher.go Watch -> waitUntilFreshAndBlock, as an ERROR event); kubesim never lags
+        error = too_large_resource_version(int(rv_param), store.resource_version)
+    elif since is not None:
         try:
-            history = store.events_since(since)
+            backlog = store.events_since(rt, since)
         except ApiError as e:
             error = e
-            history = []
-        backlog = [(et, obj) for _, et, ert, ens, obj in history
-                   if ert is rt and (not ns or ens == ns)]
+        if ns:
+            backlog = [e for e in backlog if e[3] == ns]
 
     queue: asyncio.Queue = asyncio.Queue()
 
-    def on_event(etype, ert, obj):
-        if ert is not rt:
+    def on_event(entry):
+        if entry[2] is not rt or (ns and entry[3] != ns):
             return
-        if ns and obj["metadata"].get("namespace") != ns:
-            return
-        queue.put_nowait((etype, obj))
+        queue.put_nowait(entry)
 
-    unsubscribe = store.subscribe_raw(on_event)
+    unsubscribe = store.subscribe_events(on_event)
     # everything below until the first await runs atomically on the loop thread
-    matched: set = set()
-
-    def key(obj):
-        m = obj["metadata"]
-        return (m.get("namespace"), m["name"])
-
     initial = []
-    if error is None:
-        if send_initial:
-            initial = [("ADDED", o) for o in store.select(rt, ns, None, None) if
-                       pred is None or pred(o)]
-            matched = {key(o) for _, o in initial}
-        elif pred is not None:
-            current = {key(o): o for o in store.select(rt, ns, None, None)}
-            # objects present at `since` that matched: approximate with those matching now
-            matched = {k for k, o in current.items() if pred(o)}
-            for et, obj in backlog:
-                if et != "ADDED" and pred(obj):
-                    matched.add(key(obj))
+    start_rv = store.resource_version
+    if error is None and send_initial:
+        initial = [o for o in store.select(rt, ns, None, None) if pred is None or pred(o)]
 
-    def translate(etype: str, obj: dict) -> str | None:
+    def translate(entry) -> tuple[str, dict] | None:
+        rv, etype, _, _, obj, old = entry
         if pred is None:
-            return etype
-        k = key(obj)
+            return etype, obj
         now_match = etype != "DELETED" and pred(obj)
-        was = k in matched
-        if etype == "DELETED":
-            matched.discard(k)
-            return "DELETED" if was or pred(obj) else None
-        if now_match and not was:
-            matched.add(k)
-            return "ADDED"
+        was = old is not None and pred(old)
         if now_match:
-            return etype
+            return ("MODIFIED" if was else "ADDED"), obj
         if was:
-            matched.discard(k)
-            return "DELETED"
+            return "DELETED", (obj if etype == "DELETED" else _as_of(old, rv))
         return None
 
     faults = server.cluster.faults
     epoch = faults.watch_epoch
     faults.watches_open += 1
+    shown = shown_as or rt
     resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json",
                                                    "Transfer-Encoding": "chunked"})
     try:
@@ -128,12 +141,14 @@ async def serve_watch(server: Server, request: web.Request, rt: ResourceType, ns
         if error is not None:
             await resp.write(_line("ERROR", error.status()))
             return resp
-        for et, obj in initial:
-            await resp.write(line(et, obj))
-        for et, obj in backlog:
-            t = translate(et, obj) if pred is not None else et
+        for obj in initial:
+            await resp.write(line("ADDED", obj))
+        if initial_end:
+            await resp.write(_bookmark(shown, start_rv, initial_end=True))
+        for entry in backlog:
+            t = translate(entry)
             if t:
-                await resp.write(line(t, obj))
+                await resp.write(line(*t))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         interval = server.cluster.bookmark_interval
@@ -151,18 +166,16 @@ async def serve_watch(server: Server, request: web.Request, rt: ResourceType, ns
             if bookmarks:
                 wait = min(wait, max(0.0, next_bookmark - now))
             try:
-                et, obj = await asyncio.wait_for(queue.get(), wait)
+                entry = await asyncio.wait_for(queue.get(), wait)
             except TimeoutError:
                 if bookmarks and loop.time() >= next_bookmark:
+                    # the queue is empty, so every event up to the store's version was sent
                     next_bookmark = loop.time() + interval
-                    shown = shown_as or rt
-                    await resp.write(_line("BOOKMARK", {
-                        "kind": shown.kind, "apiVersion": shown.api_version,
-                        "metadata": {"resourceVersion": str(store.resource_version)}}))
+                    await resp.write(_bookmark(shown, store.resource_version))
                 continue
-            t = translate(et, obj)
+            t = translate(entry)
             if t:
-                await resp.write(line(t, obj))
+                await resp.write(line(*t))
         with contextlib.suppress(ConnectionError, RuntimeError):
             await resp.write_eof()
     except ConnectionError:

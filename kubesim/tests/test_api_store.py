@@ -155,7 +155,7 @@ def test_snapshot_reset_restores_objects_and_expires_old_watch_positions(store):
     assert own(store.list("configmaps", namespace="a")) == []
     assert store.resource_version > rv
     with pytest.raises(ApiError) as ei:
-        store.events_since(rv - 1)
+        store.events_since(store.rt("configmaps"), rv - 1)
     assert ei.value.code == 410
 
 
@@ -179,7 +179,7 @@ def test_propagation_policies(store, policy):
 
 
 def test_continue_token_expires_with_the_history_window():
-    s = Store(Clock(deterministic=True), history=5, default_crds=False)
+    s = Store(Clock(deterministic=True), watch_cache_size=5, default_crds=False)
     s.create("namespaces", {"metadata": {"name": "a"}})
     for i in range(3):
         s.create("configmaps", {"metadata": {"name": f"c{i}"}}, namespace="a")

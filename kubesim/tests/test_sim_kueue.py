@@ -5,13 +5,11 @@ preemption policies, requeue, the pending reasons, the visibility API and TAS.""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import kubernetes
 import pytest
 from kubernetes.dynamic import DynamicClient
 
-from kubesim.resources import load_crd_file
 from kubesim.sim.harness import make_job
 
 from .helpers import request
@@ -464,8 +462,8 @@ def test_tas_podsets_of_one_workload_do_not_share_room(kubesim, api):
 def test_trainjob_shares_the_queue(kubesim, api):
     _, co = api
     ext = kubernetes.client.ApiextensionsV1Api(kubesim.api_client)
-    path = Path(__file__).parent / "crds" / "trainer.kubeflow.org_trainjobs.yaml"
-    ext.create_custom_resource_definition(load_crd_file(path)[0])
+    # kubesim serves Trainer v2's CRD from the start (kubesim/crds)
+    assert ext.read_custom_resource_definition("trainjobs.trainer.kubeflow.org")
     cq(co, "cq-a", 8)
     lq(co, NS, "lq", "cq-a")
     submit(co, "pj", "lq", gpus=4)

@@ -123,7 +123,9 @@ def test_pods_as_jobset_creates_them_with_trainers_env_and_the_patches(kubesim, 
         assert c.name == "node" and c.image == "registry.example.org/ml/train:1"
         assert c.command == ["torchrun", "train.py"]
         assert c.resources.limits["nvidia.com/gpu"] == "2"
-        assert [m.mount_path for m in c.volume_mounts] == ["/checkpoints"]
+        # the checkpoint volume, and the ServiceAccount token the admission plugin mounts
+        assert [m.mount_path for m in c.volume_mounts] == [
+            "/checkpoints", "/var/run/secrets/kubernetes.io/serviceaccount"]
         env = {e.name: e for e in c.env}
         assert env["EPOCHS"].value == "3"
         assert env["PET_NNODES"].value == "2" and env["PET_NPROC_PER_NODE"].value == "auto"
