@@ -20,7 +20,7 @@ import json
 
 import pytest
 
-from .helpers import core, custom, ns, request
+from .helpers import core, custom, ns, own, request
 
 pytestmark = [pytest.mark.timeout(30), pytest.mark.kubesim(simulate=False)]
 APPLY = "application/apply-patch+yaml"
@@ -60,7 +60,7 @@ def test_dry_run_apply_answers_as_real_and_stores_nothing(kubesim):
     assert out["metadata"]["managedFields"][0]["manager"] == "portal"
     # registry/generic/dryrun.go: the object as it would be created, never versioned
     assert out["metadata"]["uid"] and "resourceVersion" not in out["metadata"]
-    assert not c.list_namespaced_config_map("team-a").items      # nothing stored
+    assert not own(c.list_namespaced_config_map("team-a").items)  # nothing stored
     c.create_namespaced_config_map("team-a", _cm(a="1"))
     rv = c.read_namespaced_config_map("c", "team-a").metadata.resource_version
     status, _, body = request(kubesim, "PATCH", f"{CM}/c?fieldManager=portal&dryRun=All"
@@ -81,7 +81,7 @@ def test_apply_of_a_field_outside_the_schema_fails_whatever_field_validation(kub
     assert status == 500 and "reason" not in out
     assert out["message"] == ("failed to create typed patch object (team-a/c; /v1, "
                               "Kind=ConfigMap): .spec: field not declared in schema")
-    assert core(kubesim).list_namespaced_config_map("team-a").items == []
+    assert own(core(kubesim).list_namespaced_config_map("team-a").items) == []
 
 
 def test_force_on_a_non_apply_patch_is_invalid(kubesim):

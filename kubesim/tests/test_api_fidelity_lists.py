@@ -19,7 +19,7 @@ import json
 
 import pytest
 
-from .helpers import api_error, core, ns, request
+from .helpers import ROOT_CA, api_error, core, ns, own, request
 
 pytestmark = [pytest.mark.timeout(30), pytest.mark.kubesim(simulate=False)]
 CM = "/api/v1/namespaces/team-a/configmaps"
@@ -75,14 +75,14 @@ def test_exact_and_not_older_than(kubesim):
     old = c.list_namespaced_config_map("team-a", resource_version=then,
                                        resource_version_match="Exact")
     assert old.metadata.resource_version == then
-    assert [(i.metadata.name, i.data["v"]) for i in old.items] == [("a", "1"), ("b", "0")]
+    assert [(i.metadata.name, i.data["v"]) for i in own(old.items)] == [("a", "1"), ("b", "0")]
     new = c.list_namespaced_config_map("team-a", resource_version=then,
                                        resource_version_match="NotOlderThan")
     assert int(new.metadata.resource_version) > int(then)
-    assert [(i.metadata.name, i.data["v"]) for i in new.items] == [("a", "2"), ("c", "0")]
+    assert [(i.metadata.name, i.data["v"]) for i in own(new.items)] == [("a", "2"), ("c", "0")]
     # a resourceVersion with a limit and no match is Exact (the table in api-concepts)
     legacy = c.list_namespaced_config_map("team-a", resource_version=then, limit=10)
-    assert [i.metadata.name for i in legacy.items] == ["a", "b"]
+    assert [i.metadata.name for i in own(legacy.items)] == ["a", "b"]
     future = int(new.metadata.resource_version) + 100
     status, out = _get(kubesim, f"resourceVersion={future}&resourceVersionMatch=NotOlderThan")
     assert (status, out["reason"]) == (504, "Timeout")
@@ -111,7 +111,8 @@ def test_pages_show_the_snapshot_of_the_first_page(kubesim):
         c.create_namespaced_config_map("team-a", _cm(f"c{i}"))
     first = c.list_namespaced_config_map("team-a", limit=2)
     assert [i.metadata.name for i in first.items] == ["c1", "c2"]
-    assert first.metadata.remaining_item_count == 3
+    # c3, c4, c5 and the cluster's own kube-root-ca.crt (last by name)
+    assert first.metadata.remaining_item_count == 4
     # the collection changes between pages
     c.delete_namespaced_config_map("c3", "team-a")
     c.patch_namespaced_config_map("c4", "team-a", {"data": {"v": "changed"}})
@@ -120,12 +121,13 @@ def test_pages_show_the_snapshot_of_the_first_page(kubesim):
     second = c.list_namespaced_config_map("team-a", limit=2, _continue=first.metadata._continue)
     assert [(i.metadata.name, i.data["v"]) for i in second.items] == [("c3", "0"), ("c4", "0")]
     assert second.metadata.resource_version == first.metadata.resource_version
-    assert second.metadata.remaining_item_count == 1
+    assert second.metadata.remaining_item_count == 2
     third = c.list_namespaced_config_map("team-a", limit=2, _continue=second.metadata._continue)
-    assert [i.metadata.name for i in third.items] == ["c5"] and not third.metadata._continue
+    assert [i.metadata.name for i in third.items] == ["c5", ROOT_CA]
+    assert not third.metadata._continue
     # a new list sees the changes
     now = c.list_namespaced_config_map("team-a")
-    assert [i.metadata.name for i in now.items] == ["c1", "c2", "c2a", "c4", "c5", "c9"]
+    assert [i.metadata.name for i in own(now.items)] == ["c1", "c2", "c2a", "c4", "c5", "c9"]
 
 
 def test_remaining_item_count_only_without_selectors(kubesim):
@@ -135,7 +137,7 @@ def test_remaining_item_count_only_without_selectors(kubesim):
         c.create_namespaced_config_map("team-a", {"metadata": {"name": f"c{i}",
                                                                "labels": {"app": "x"}}})
     page = c.list_namespaced_config_map("team-a", limit=1)
-    assert page.metadata.remaining_item_count == 3
+    assert page.metadata.remaining_item_count == 4     # with the cluster's kube-root-ca.crt
     page = c.list_namespaced_config_map("team-a", limit=1, label_selector="app=x")
     assert page.metadata._continue and page.metadata.remaining_item_count is None
 
@@ -158,7 +160,7 @@ def test_an_expired_continue_token_gets_410_and_a_token_for_the_rest(kubesim):
     token = out["metadata"]["continue"]
     assert json.loads(base64.urlsafe_b64decode(token))["rv"] == -1
     rest = c.list_namespaced_config_map("team-a", _continue=token)
-    assert [(i.metadata.name, i.data["v"]) for i in rest.items] == [("c2", "0"), ("c3", "4")]
+    assert [(i.metadata.name, i.data["v"]) for i in own(rest.items)] == [("c2", "0"), ("c3", "4")]
 
 
 def test_resource_version_with_continue_is_a_bad_request(kubesim):

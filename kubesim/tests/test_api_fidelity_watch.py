@@ -23,7 +23,7 @@ from kubernetes import watch
 
 from kubesim.watchcache import LOWER_BOUND, UPPER_BOUND, WatchCache
 
-from .helpers import core, ns, request
+from .helpers import ROOT_CA, core, ns, request
 
 pytestmark = pytest.mark.timeout(30)
 CM = "/api/v1/namespaces/team-a/configmaps"
@@ -67,12 +67,12 @@ def test_send_initial_events_ends_with_the_annotated_bookmark(kubesim):
         got.append((ev["type"], ev["raw_object"]))
         if ev["type"] == "BOOKMARK":   # the state is complete: a change after it is live
             c.create_namespaced_config_map("team-a", {"metadata": {"name": "c"}})
-        if len(got) == 4:
+        if len(got) == 5:
             break
     stream.close()   # releases the connection
     assert [(t, o["metadata"].get("name")) for t, o in got] == [
-        ("ADDED", "a"), ("ADDED", "b"), ("BOOKMARK", None), ("ADDED", "c")]
-    assert got[2][1]["metadata"] == {"resourceVersion": rv,
+        ("ADDED", "a"), ("ADDED", "b"), ("ADDED", ROOT_CA), ("BOOKMARK", None), ("ADDED", "c")]
+    assert got[3][1]["metadata"] == {"resourceVersion": rv,
                                      "annotations": {"k8s.io/initial-events-end": "true"}}
     # sendInitialEvents=false with a version: only what happened after it
     later_events = _events(kubesim, f"sendInitialEvents=false&resourceVersionMatch="
