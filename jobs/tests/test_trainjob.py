@@ -200,9 +200,15 @@ def test_cancel_removes_the_trainjob(world, cluster, bob, tenant_a):
     with world["capture"](execute=True):
         services.job_cancel(access=access_for(bob, tenant_a), actor=bob,
                             job=TrainingJob.objects.get(pk=job.pk))
-    objs = k8s.CustomObjectsApi(cluster.api_client).list_namespaced_custom_object(
-        *TRAINER, "ty-acme-dev", "trainjobs")["items"]
-    assert objs == []
+    def trainjobs():
+        return k8s.CustomObjectsApi(cluster.api_client).list_namespaced_custom_object(
+            *TRAINER, "ty-acme-dev", "trainjobs")["items"]
+    # Foreground deletion, as on a real cluster: the TrainJob stays, marked for deletion,
+    # until its pods have used their grace period
+    assert all(o["metadata"].get("deletionTimestamp") for o in trainjobs())
     assert states(job) == ["cancelled"]
-    cluster.advance(60, step=5)
     assert [p for p in _pods(cluster, job) if p.metadata.deletion_timestamp is None] == []
+    grace = max([p.spec.termination_grace_period_seconds or 30 for p in _pods(cluster, job)]
+                or [0])
+    cluster.advance(grace + 30, step=5)
+    assert trainjobs() == []
