@@ -215,6 +215,10 @@ def test_an_admin_preempts_through_kueues_active_flag_and_the_job_comes_back(
             break
     job.refresh_from_db()
     assert job.state == "running" and job.restart_count == 1
+    from jobs.tests.test_trainjob import _env, _pods
+    pods = _pods(cluster, job)  # it resumes from its checkpoint
+    assert pods and all(_env(p)["TRAINYARD_RESUME"] == "1" for p in pods)
+    assert all(_env(p)["TRAINYARD_RESTART_COUNT"] == "1" for p in pods)
     wl = kueue.workloads_by_job(get_client().list_objects(KUEUE, "Workload"))[
         ("ty-acme-dev", job.k8s_name)]
     assert wl.active is True
