@@ -1201,11 +1201,11 @@ class KueueController:
             cur: QNode | None = node.parent
             while cur is not None:
                 collect(cur, cur, prev, advantage, hier if advantage else prio)
-                fits = all(cur.subtree.get(fr, 0) >= cur.usage.get(fr, 0) + v
-                           for fr, v in remaining.items())
+                subtree_fits = all(cur.subtree.get(fr, 0) >= cur.usage.get(fr, 0) + v
+                                   for fr, v in remaining.items())
                 remaining = {fr: max(0, v - cur.local_available(fr))
                              for fr, v in remaining.items()}
-                advantage = advantage or fits
+                advantage = advantage or subtree_fits
                 prev, cur = cur, cur.parent
 
         def order(t: tuple[WlInfo, str, QNode | None]):  # common.CandidatesOrdering
