@@ -259,11 +259,15 @@ def refresh_resume(client: Any, job: TrainingJob) -> int:
     if cache.get(mark):
         return 0
     api_version, kind = WORKLOAD_KINDS[job.kind]
-    obj = client.read(api_version, kind, job.k8s_name, job.pool.namespace)
-    if obj is None or not manifests.workload_suspended(job.kind, obj):
+    try:
+        obj = client.read(api_version, kind, job.k8s_name, job.pool.namespace)
+        if obj is None or not manifests.workload_suspended(job.kind, obj):
+            return 0
+        patch = manifests.workload_requeue_patch(selectors.job_spec(job), obj)
+        client.patch(api_version, kind, job.k8s_name, patch, job.pool.namespace)
+    except K8sError as exc:  # the next pass tries again; Kueue's decisions still recorded
+        log.warning("Kueue mode: cannot refresh %s for its resume: %s", job.k8s_name, exc)
         return 0
-    patch = manifests.workload_requeue_patch(selectors.job_spec(job), obj)
-    client.patch(api_version, kind, job.k8s_name, patch, job.pool.namespace)
     cache.set(mark, "1", timeout=7 * 86400)
     return 1
 
