@@ -362,10 +362,12 @@ def bench_preemption() -> dict:
 
 
 def bench_priority_classes(scenario: Scenario) -> list[dict]:
-    from k8s_sync.kueue import KUEUE_API, owner_labels
+    """One WorkloadPriorityClass per job class (not labelled as Trainyard's: a converge of
+    Trainyard's Kueue objects leaves them alone)."""
+    from k8s_sync.kueue import KUEUE_API
 
     return [{"apiVersion": KUEUE_API, "kind": "WorkloadPriorityClass",
-             "metadata": {"name": BENCH_PRIORITY.format(k.name), "labels": owner_labels()},
+             "metadata": {"name": BENCH_PRIORITY.format(k.name)},
              "value": k.priority, "description": f"kueue_baseline: {k.name} jobs"}
             for k in scenario.classes]
 
@@ -423,6 +425,7 @@ class KueueStats:
     passes: int = 0
     kueue_seconds: float = 0.0
     sim_seconds: float = 0.0
+    wall: float = 0.0
     preempt_reasons: dict[str, int] = field(default_factory=dict)
 
 
@@ -534,7 +537,7 @@ def run_kueue(scenario: Scenario, workload: Sequence[WorkloadJob], step: float =
     stats.sim_seconds = sim.now() - origin
     stats.passes = sim.kueue.reconciles
     stats.kueue_seconds = sim.timings.get("kueue", 0.0)
-    stats.wall = time.perf_counter() - wall  # type: ignore[attr-defined]
+    stats.wall = time.perf_counter() - wall
     return list(records.values()), stats
 
 
@@ -698,10 +701,11 @@ def main_kueue(scenario: Scenario, workload: Sequence[WorkloadJob], scale: float
     print(f"preemptions: Kueue {int(s['preemptions'])} ({kinds or 'none'}), engine "
           f"{int(e['preemptions'])} ({engine_kinds or 'none'}); unfinished jobs: Kueue "
           f"{int(s['unfinished'])}, engine {int(e['unfinished'])}")
-    print(f"kubesim: {stats.sim_seconds:.1f} simulated s in {stats.wall:.1f} s wall "  # type: ignore[attr-defined]
+    per_pass = stats.kueue_seconds / max(stats.passes, 1) * 1000
+    print(f"kubesim: {stats.sim_seconds:.1f} simulated s in {stats.wall:.1f} s wall "
           f"({stats.events} instants, {stats.ticks} ticks); Kueue controller {stats.passes} "
-          f"passes, {stats.kueue_seconds:.1f} s ({stats.kueue_seconds / max(stats.passes, 1) * 1000:.1f}"
-          f" ms a pass); engine decide() {engine_stats.calls} calls, {engine_stats.seconds:.1f} s")
+          f"passes, {stats.kueue_seconds:.1f} s ({per_pass:.1f} ms a pass); engine decide() "
+          f"{engine_stats.calls} calls, {engine_stats.seconds:.1f} s")
     if scale < 1:
         print("At a scale below 1 the arrival pattern is shorter, so the figures compare with "
               "Kueue's only in shape; --scale 1 runs the full scenario.")
