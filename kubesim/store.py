@@ -524,10 +524,8 @@ class Store(ReadsMixin, ControllersMixin):
         grace = 0
         if rt.key == "pods" and (old.get("spec") or {}).get("nodeName") and \
                 (old.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
-            spec_grace = old["spec"].get("terminationGracePeriodSeconds")
-            # the pod's own period, 0 included (kube-apiserver podStrategy.CheckGracefulDelete)
             grace = grace_period_seconds if grace_period_seconds is not None else \
-                (30 if spec_grace is None else spec_grace)
+                (old["spec"].get("terminationGracePeriodSeconds") or 30)
             if grace_period_seconds is None and meta.get("deletionGracePeriodSeconds") \
                     is not None:
                 grace = min(grace, meta["deletionGracePeriodSeconds"])
