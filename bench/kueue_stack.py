@@ -584,7 +584,7 @@ def main() -> None:
                 rec.finished_ms = int(ms)
         records.append(rec)
     s = summarise(records, scenario)
-    print_comparison(s, scenario)
+    print_comparison(s, scenario, label="Kueue mode" if kueue_mode else "Trainyard")
     per_second: dict[int, int] = defaultdict(int)
     for at in admissions_at:
         per_second[int(at)] += 1
