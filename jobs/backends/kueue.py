@@ -221,7 +221,10 @@ def apply_workloads(client: Any, views: Mapping[tuple[str, str], kueue.WorkloadV
         view = views.get((job.pool.namespace, job.k8s_name))
         if view is None:
             continue
-        if job.state == JobState.QUEUED and view.admitted:
+        if job.state == JobState.QUEUED and (view.admitted or (
+                view.is_true("Finished") and view.is_true("Admitted"))):
+            # (admitted, or admitted and already finished between two passes: its
+            # running and end are read from the job by the next observe_jobs)
             admitted = view.conditions["Admitted"].at or now
             counts["admitted"] += services.job_transition(
                 job_id=job.pk, from_states=[JobState.QUEUED], to_state=JobState.ADMITTED,

@@ -140,6 +140,17 @@ def test_a_job_is_submitted_suspended_with_kueues_labels_and_admitted_by_kueue(
     assert _states(job) == ["running"]
 
 
+def test_a_job_kueue_admitted_and_finished_between_two_passes_is_recorded_as_run(
+        kworld, cluster, bob, tenant_a):
+    job = _submit(kworld, bob, tenant_a, "short-one", "development", "dev", run_seconds=5)
+    cluster.advance(60, step=5)  # admitted, run and finished before any pass looks
+    _cycle(kworld, cluster)
+    _cycle(kworld, cluster)
+    assert _states(job) == ["succeeded"], _debug()
+    assert [t.to_state for t in job.transitions.order_by("id")] == [
+        "queued", "admitted", "running", "succeeded"]
+
+
 @pytest.mark.slow
 def test_reclaim_preempts_batch_with_its_grace_which_resumes_and_a_waiting_job_is_explained(
         kworld, cluster, alice, bob, platform_admin, tenant_a):
