@@ -3,13 +3,16 @@ queries, on a database set up as ``bench/kueue_stack.py`` sets it (tenants with 
 and GPU/CPU/memory grants, an overcommitting policy, observed GPU nodes and pool quotas).
 
 Runs the same submissions twice in one process: first with the per-process submission
-caches off (``jobs.submitcache``: every submission reads the policy, the observed nodes,
-the tenant's pool and grants again, as before), then on; prints, for each, submissions
-per second (wall and CPU of the submitting thread), the CPU per submission (mean, p99)
-and the queries per submission. The on-commit tasks (``sync_job``, ``admission_cycle``)
-are counted, not run. Asserts nothing about time.
+snapshot off (``jobs.submitcache``: every submission reads the observed nodes, storage
+classes, policy, dedications and its pool's grants again, as before it), then on;
+prints, for each, submissions per second (wall and CPU of the submitting thread), the
+CPU per submission (mean, p99) and the queries per submission (``access_for`` included).
+The on-commit tasks (``sync_job``, ``admission_cycle``) are counted, not run. Asserts
+nothing about time.
 
     .venv/bin/python bench/submit_rate.py [--jobs 600] [--tenants 30] [--profile]
+    TRAINYARD_ROOT=/path/to/older/checkout .venv/bin/python bench/submit_rate.py
+        # another checkout's code (one run when it has no snapshot)
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/trainyard_bench_submit \\
         .venv/bin/python bench/submit_rate.py          # on Postgres (recreated)
 """
@@ -26,9 +29,9 @@ from pathlib import Path
 
 from harness import scratch_django
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(os.environ.get("TRAINYARD_ROOT") or Path(__file__).resolve().parent.parent)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 
 MODELS = tuple(f"NVIDIA-GPU-{c}" for c in "ABCDE")
 NODES_PER_MODEL = 15  # 120 GPUs of each model, 8 a node (kueue_stack's cluster)
@@ -92,11 +95,15 @@ def run(label: str, user, rows, jobs: int, *, offset: int, cached: bool,  # type
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from jobs import services, submitcache
+    from jobs import services
     from tenants.access import access_for
 
-    submitcache.set_enabled(cached)
-    submitcache.clear()
+    try:
+        from jobs import submitcache
+    except ImportError:  # a checkout from before the snapshot (TRAINYARD_ROOT)
+        submitcache = None
+    if submitcache is not None:
+        submitcache.set_enabled(cached)
     cpu_ms, queries = [], []
     profiler = None
     if profile:
@@ -154,18 +161,23 @@ def main() -> None:
         "admission_cycle", enqueued["admission_cycle"] + 1)
     user, rows = setup(args.tenants)
     print(f"job_submit: {args.jobs} submissions a run, {args.tenants} tenants, "
-          f"{len(MODELS) * NODES_PER_MODEL} observed nodes; database {connection.vendor}")
-    results = [run("caches off (before)", user, rows, args.jobs, offset=0, cached=False,
-                   profile=args.profile),
-               run("caches on", user, rows, args.jobs, offset=args.jobs, cached=True,
-                   profile=args.profile)]
+          f"{len(MODELS) * NODES_PER_MODEL} observed nodes; database {connection.vendor}; "
+          f"code of {ROOT}")
+    try:
+        import jobs.submitcache
+        runs = [("snapshot off", False), ("snapshot on", True)]
+    except ImportError:
+        runs = [("this checkout", False)]
+    results = [run(label, user, rows, args.jobs, offset=i * args.jobs, cached=cached,
+                   profile=args.profile) for i, (label, cached) in enumerate(runs)]
     print(f"{'':22} {'subm./s wall':>12} {'subm./s CPU':>12} {'CPU ms mean':>12} "
           f"{'CPU ms p99':>11} {'queries':>8}")
     for r in results:
         print(f"{r['label']:22} {r['per_s_wall']:12.0f} {r['per_s_cpu']:12.0f} "
               f"{r['cpu_mean']:12.2f} {r['cpu_p99']:11.2f} {r['queries']:8.1f}")
     print(f"on-commit enqueues: {enqueued['sync_job']} sync_job, "
-          f"{enqueued['admission_cycle']} admission_cycle for {2 * args.jobs} submissions")
+          f"{enqueued['admission_cycle']} admission_cycle for {len(runs) * args.jobs} "
+          "submissions")
 
 
 if __name__ == "__main__":
