@@ -14,7 +14,7 @@ from dataclasses import field as dc_field
 from typing import Any
 
 from django.db import DatabaseError, IntegrityError, transaction
-from django.db.models import Exists, Max
+from django.db.models import Max
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -122,18 +122,14 @@ def job_submit_check(*, access: TenantAccess, pool: str, data: dict[str, Any],
     if not access.tenant.is_active:
         raise ApplicationError(_("This tenant is suspended and cannot submit work: %(r)s")
                                % {"r": access.tenant.suspended_reason})
-    # The pool and whether the name is taken, in one query (the name as
-    # validate_submission cleans it; the conflict is still reported after every other
-    # check, and the unique constraint still decides a race).
+    # The pool, whether the name is taken (the name as validate_submission cleans it;
+    # the conflict is still reported after every other check, and the unique constraint
+    # still decides a race), the inventory, policy, dedications and grants
+    # (jobs.submitcache): one query when none of the latter changed since the last one.
     name = str(data.get("name") or "").strip()
-    pool_row = Pool.objects.filter(tenant=access.tenant, kind=pool).annotate(
-        name_taken=Exists(TrainingJob.objects.filter(tenant=access.tenant, name=name))
-    ).first()
+    snap, pool_row, name_taken = submitcache.for_submission(access.tenant, str(pool), name)
     if pool_row is None:
         raise ApplicationError(_("Unknown pool “%(p)s”.") % {"p": pool}, field="pool")
-    pool_row.tenant = access.tenant  # the same row: not read again
-    # The inventory, policy, dedications and grants: one query when none changed.
-    snap = submitcache.snapshot()
     annotations = {k: str(v) for k, v in (data.get("annotations") or {}).items()
                    if str(k).startswith("kubesim.trainyard.io/")}
     try:
@@ -148,7 +144,7 @@ def job_submit_check(*, access: TenantAccess, pool: str, data: dict[str, Any],
                                extra={"errors": exc.errors}) from None
     _check_ceiling(pool_row, clean, snap)
     _check_checkpoint_storage(pool_row, clean)
-    if pool_row.name_taken and name == clean["name"]:
+    if name_taken and name == clean["name"]:
         raise Conflict(_("A job named “%(n)s” exists already in this tenant; choose another "
                          "name.") % {"n": clean["name"]}, field="name")
     return pool_row, clean, annotations
