@@ -20,7 +20,7 @@ from tenants.models import QuotaGrant, QuotaLoan
 
 #: statements of one submission once the snapshot is warm: the pool, whether the name is
 #: taken and the snapshot's marker in one, then BEGIN, the job, its k8s name, its
-#: transition, COMMIT (SQLite; Postgres has no BEGIN/COMMIT in the count). It was 14
+#: transition, COMMIT (SQLite and Postgres alike; BEGIN and COMMIT are counted). It was 14
 #: before the snapshot.
 SUBMIT_QUERIES = 6
 
