@@ -7,10 +7,15 @@ pool's effective grants (grants and active loans). Reading all of them again cos
 eight queries a submission and caps the rate a web process or the benchmark can submit
 at. Here they are read once and kept in a :class:`Snapshot`, which every submission
 checks with **one** query (:func:`marker`: counts, largest ids and latest timestamps of
-those tables, a few scalar subqueries, no ORM compilation): when anything changed in the
-database, since the snapshot was taken, by this process or another, the marker differs
-and the snapshot is read again. So a submission still sees the database as it is when it
-is checked, as before; only the reading is saved.
+those tables, a few scalar subqueries, no ORM compilation; :func:`for_submission` reads
+the pool and whether the job's name is taken in the same statement): when anything
+changed in the database, since the snapshot was taken, by this process or another, the
+marker differs and the snapshot is read again. So a submission still sees the database
+as it is when it is checked, as before; only the reading is saved.
+
+A write that bypasses those rules (a queryset ``update()`` of the policy, a node's row
+changed without a new ``observed_at``) is not seen until the next change that moves the
+marker: write them through their services, or call :func:`clear`.
 
 What makes the marker change, table by table (each is written only as described):
 
