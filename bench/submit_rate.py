@@ -150,6 +150,9 @@ def main() -> None:
     if url:
         _fresh_database(url)
     scratch_django(url, prefix="trainyard-submit-")
+    from kueue_stack import _sqlite_for_threads
+
+    _sqlite_for_threads()  # SQLite as kueue_stack and make run use it: WAL, NORMAL sync
     from django.db import connection
 
     import jobs.tasks
