@@ -150,8 +150,10 @@ def main() -> None:
     if url:
         _fresh_database(url)
     scratch_django(url, prefix="trainyard-submit-")
+    path = list(sys.path)
     from kueue_stack import _sqlite_for_threads
 
+    sys.path[:] = path  # kueue_stack puts its own checkout first
     _sqlite_for_threads()  # SQLite as kueue_stack and make run use it: WAL, NORMAL sync
     from django.db import connection
 
