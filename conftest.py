@@ -200,11 +200,14 @@ def _each_test_starts_with_an_empty_cache():
     not leak from one test into the next one in the same worker: the cache is emptied
     before each test (a locmem dict, or this worker's own Redis database). The admission
     loop's incremental engine (``jobs.admission.incremental.loop_engine``) forgets the
-    last test's passes too."""
+    last test's passes too, and submissions their snapshot (``jobs.submitcache``: a
+    rolled-back test can leave the same ids and frozen times with other contents)."""
     from django.core.cache import cache
 
+    from jobs import submitcache
     from jobs.admission.incremental import loop_engine
 
     cache.clear()
     loop_engine().reset()
+    submitcache.clear()
     yield

@@ -20,11 +20,30 @@ inputs on every pass as the baseline: its time is printed beside the incremental
 engine's, and its decisions must be the same (``--no-full``: the incremental engine
 alone).
 
+Kueue mode (``--backend kueue``): the same workload admitted by kubesim's Kueue
+controller (``kubesim/sim/kueue.py``, in-process on its simulated clock) instead of
+Trainyard's engine: the ResourceFlavors, Cohort, ClusterQueues (one per tenant, nominal 20
+and borrowing limit 80 of its model's flavor) and LocalQueues come from Trainyard's own
+Kueue-mode builders (``k8s_sync.kueue.desired_kueue_objects``), the jobs are Trainyard's
+PyTorchJobs (``k8s_sync.manifests.build_pytorchjob`` + ``kueue.kueue_job``: suspended, with
+the queue label) created at their arrival times, and kubesim's operator, scheduler and
+kubelet run their pods on 5 x 15 nodes of 8 GPUs. Two bench mappings, as the engine run has
+its own: a WorkloadPriorityClass per class (``bench-small`` 50, ``bench-medium`` 100,
+``bench-large`` 200) instead of the tier's, and the ClusterQueues' preemption of Kueue's
+baseline (``reclaimWithinCohort: Any``, ``withinClusterQueue: LowerPriority``) instead of
+Trainyard's (``withinClusterQueue: Never``, ``borrowWithinCohort`` for batch). The clock
+jumps from event to event (arrivals, the kubelet's timers; at most ``--step`` s) and the
+controllers run again at the same instant while they write (pods start in
+``startup_seconds`` 0). A job's quota is held from its Workload's ``QuotaReserved`` to its
+``Finished`` (or its eviction's release), which is what ``use`` counts in this mode. The
+trainyard engine's figures (incremental engine, no baseline check) are printed beside.
+
 Reusable parts for a through-the-stack mode: ``make_workload()`` (the jobs and when they
 arrive) and ``summarise()`` (figures from per-job ``Record`` s, which any runner can fill
 in from the times it observes).
 
     .venv/bin/python bench/kueue_baseline.py [--quick] [--scale 0.2] [--no-full]
+    .venv/bin/python bench/kueue_baseline.py --backend kueue --scale 0.05
 """
 
 from __future__ import annotations
@@ -301,6 +320,233 @@ def run_engine(scenario: Scenario, workload: Sequence[WorkloadJob], full: bool =
     return list(records.values()), stats
 
 
+# --- Kueue mode: kubesim's Kueue controller admits -----------------------------------------
+
+BENCH_PRIORITY = "bench-{}"
+"""The WorkloadPriorityClass of a job class in Kueue mode (value: the class's priority)."""
+
+
+def product(model: str) -> str:
+    """The ``nvidia.com/gpu.product`` label of the scenario's GPU model on kubesim's nodes."""
+    return f"NVIDIA-{model}"
+
+
+def kubesim_profile(scenario: Scenario, startup_seconds: float = 0.05) -> dict:
+    """kubesim's profile for the scenario: per GPU model one switch of nodes of
+    ``gpus_per_node`` GPUs, no failures, pods Running ``startup_seconds`` after binding."""
+    import yaml
+
+    from kubesim.sim import load_profile
+
+    profile = yaml.safe_load((ROOT / "kubesim" / "profiles" / "small.yaml").read_text())
+    per_model = scenario.gpus_per_model // scenario.gpus_per_node
+    profile["simulation"] = {**profile.get("simulation", {}), "startup_seconds": startup_seconds,
+                             "failure_rate": 0.0}
+    base = load_profile("small")["gpu_models"]["H800"]
+    profile["gpu_models"] = {model: {**base, "product": product(model),
+                                     "name": f"NVIDIA {model}"} for model in scenario.models}
+    profile["pools"] = [{
+        "name": model.lower(), "count": per_model, "prefix": f"{model.lower()}-",
+        "zone": "zone-a", "racks": [f"rack-{model.lower()}"],
+        "switches": [f"switch-{model.lower()}"], "cpu": "256", "memory": "2Ti",
+        "instance_type": "bench", "gpu": {"model": model, "count": scenario.gpus_per_node},
+    } for model in scenario.models]
+    return load_profile(profile)
+
+
+def bench_preemption() -> dict:
+    """The ClusterQueues' preemption of Kueue's baseline configuration
+    (``configs/baseline/generator.yaml``): what the engine run maps to
+    ``preempt_lower_priority_within_tenant`` and its reclaim rule."""
+    return {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
+
+
+def bench_priority_classes(scenario: Scenario) -> list[dict]:
+    """One WorkloadPriorityClass per job class (not labelled as Trainyard's: a converge of
+    Trainyard's Kueue objects leaves them alone)."""
+    from k8s_sync.kueue import KUEUE_API
+
+    return [{"apiVersion": KUEUE_API, "kind": "WorkloadPriorityClass",
+             "metadata": {"name": BENCH_PRIORITY.format(k.name)},
+             "value": k.priority, "description": f"kueue_baseline: {k.name} jobs"}
+            for k in scenario.classes]
+
+
+def class_of_gpus(scenario: Scenario, gpus: int) -> JobClass:
+    """The scenario's class of a job by its GPUs (1, 5 and 20: one class each)."""
+    return next(k for k in scenario.classes if k.gpus == gpus)
+
+
+def kueue_objects(scenario: Scenario) -> list[dict]:
+    """Trainyard's Kueue objects for the scenario (``desired_kueue_objects``): a
+    development ClusterQueue per tenant (its model's quota and ceiling, CPU and memory
+    enough for its jobs), no batch queues, then the bench's preemption and priority
+    classes (see the module docstring)."""
+    from decimal import Decimal
+
+    from k8s_sync.kueue import KueueSpec, QueueSpec, desired_kueue_objects
+
+    queues = tuple(QueueSpec(
+        tenant_slug=tenant, pool="dev", role="dev",
+        nominal={f"gpu:{product(m)}": Decimal(scenario.nominal), "cpu": Decimal(500),
+                 "memory": Decimal(5000)},
+        borrowing={f"gpu:{product(m)}": Decimal(scenario.ceiling - scenario.nominal)})
+        for m in scenario.models for tenant in scenario.tenants(m))
+    objects = desired_kueue_objects(KueueSpec(queues=queues))
+    for obj in objects:
+        if obj["kind"] == "ClusterQueue":
+            obj["spec"]["preemption"] = bench_preemption()
+    return objects + bench_priority_classes(scenario)
+
+
+def kueue_pytorchjob(w: WorkloadJob) -> dict:
+    """The job as Trainyard's Kueue mode creates it (``build_pytorchjob`` and
+    ``kueue_job``: suspended, queue label), with the bench's priority class."""
+    from core.choices import Tier
+    from k8s_sync import manifests
+    from k8s_sync.kueue import LABEL_PRIORITY_CLASS, kueue_job
+    from k8s_sync.specs import JobSpec
+
+    spec = JobSpec(job_id=w.id, tenant_slug=w.tenant, pool="dev", tier=Tier.DEVELOPMENT,
+                   image="bench/trainer:1", max_run_seconds=3600, grace_seconds=0,
+                   checkpoint_interval_seconds=600, name_hint=w.klass,
+                   worker_replicas=w.replicas - 1, gpus_per_replica=w.gpus_per_replica,
+                   gpu_product=product(w.model),
+                   annotations={"kubesim.trainyard.io/run-seconds": str(w.run_ms / 1000)})
+    job = kueue_job(manifests.build_pytorchjob(spec), tier="development")
+    job["metadata"]["labels"][LABEL_PRIORITY_CLASS] = BENCH_PRIORITY.format(w.klass)
+    return job
+
+
+@dataclass
+class KueueStats:
+    ticks: int = 0
+    events: int = 0
+    passes: int = 0
+    kueue_seconds: float = 0.0
+    sim_seconds: float = 0.0
+    wall: float = 0.0
+    preempt_reasons: dict[str, int] = field(default_factory=dict)
+
+
+def run_kueue(scenario: Scenario, workload: Sequence[WorkloadJob], step: float = 0.1,
+              settle: int = 8) -> tuple[list[Record], KueueStats]:
+    """Replay the workload through kubesim's Kueue controller on simulated time.
+
+    The clock goes from event to event: the next arrival, the kubelet's next timer, or
+    ``step`` s, whichever is first; at each instant the controllers tick until they stop
+    writing (at most ``settle`` times). Each Workload's ``QuotaReserved`` (admission),
+    its release without ``Finished`` (an eviction) and ``Finished`` are recorded at the
+    simulated time the controller wrote them."""
+    from kubesim.clock import Clock
+    from kubesim.sim import Simulation
+    from kubesim.sim.kueue import WORKLOADS
+    from kubesim.store import Store
+
+    plural = {"ResourceFlavor": "resourceflavors", "Cohort": "cohorts",
+              "ClusterQueue": "clusterqueues", "LocalQueue": "localqueues",
+              "WorkloadPriorityClass": "workloadpriorityclasses", "Topology": "topologies"}
+    clock = Clock(deterministic=True, start=EPOCH)
+    store = Store(clock, seed=1)
+    sim = Simulation(store, profile=kubesim_profile(scenario, startup_seconds=0.0), seed=1)
+    sim.bootstrap()
+    sim.tick()
+    origin = sim.now()
+    records = {j.id: Record(j) for j in workload}
+    by_name: dict[str, int] = {}
+    held: dict[str, int] = {}    # workload name -> ms since its quota is held
+    stats = KueueStats()
+    finished = 0
+
+    def now_ms() -> int:
+        return round((sim.now() - origin) * 1000)
+
+    def on_event(etype: str, rt, obj: dict) -> None:  # type: ignore[no-untyped-def]
+        nonlocal finished
+        if rt.key != WORKLOADS or etype == "DELETED":
+            return
+        meta = obj["metadata"]
+        owner = (meta.get("ownerReferences") or [{}])[0].get("name", "")
+        job_id = by_name.get(owner)
+        if job_id is None:
+            return
+        conds = {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or []}
+        is_true = {k for k, c in conds.items() if c.get("status") == "True"}
+        holding = "QuotaReserved" in is_true and "Finished" not in is_true
+        name, rec, at = meta["name"], records[job_id], now_ms()
+        if holding and name not in held:
+            held[name] = at
+            rec.admissions_ms.append(at)
+        elif not holding and name in held:
+            rec.runs_ms.append((held.pop(name), at))
+            if "Finished" in is_true:
+                rec.finished_ms = at
+                finished += 1
+            else:
+                rec.preemptions += 1
+                why = conds.get("Preempted", conds.get("Evicted", {})).get("reason", "?")
+                stats.preempt_reasons[why] = stats.preempt_reasons.get(why, 0) + 1
+        elif "Finished" in is_true and rec.finished_ms is None and not holding:
+            rec.finished_ms = at
+            finished += 1
+
+    store.subscribe_raw(on_event)
+    for ns in sorted(naming_ns(t) for m in scenario.models for t in scenario.tenants(m)):
+        store.create("namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                    "metadata": {"name": ns}})
+    from k8s_sync.manifests import desired_cluster_objects
+
+    for obj in desired_cluster_objects():  # the tiers' PriorityClasses the pods name
+        store.create("priorityclasses.scheduling.k8s.io", obj)
+    for obj in kueue_objects(scenario):
+        group = obj["apiVersion"].split("/")[0]
+        ns = obj["metadata"].get("namespace")
+        store.create(f"{plural[obj['kind']]}.{group}", obj, namespace=ns)
+    arrivals = list(workload)
+    nxt = 0
+    wall = time.perf_counter()
+    while finished < len(records):
+        at = now_ms()
+        while nxt < len(arrivals) and arrivals[nxt].arrival_ms <= at:
+            w = arrivals[nxt]
+            nxt += 1
+            job = kueue_pytorchjob(w)
+            by_name[job["metadata"]["name"]] = w.id
+            store.create("pytorchjobs.kubeflow.org", job, namespace=job["metadata"]["namespace"])
+        for _ in range(settle):
+            before = store.resource_version
+            sim.tick()
+            stats.ticks += 1
+            if store.resource_version == before:
+                break
+        if finished >= len(records):
+            break
+        # the next instant: an arrival, a kubelet timer (1 µs past it), or ``step`` s on
+        candidates = [(sim.now() - origin) + step]
+        if nxt < len(arrivals):
+            candidates.append(arrivals[nxt].arrival_ms / 1000)
+        due = sim.kubelet.next_due()
+        if due is not None:
+            candidates.append(due - origin + 1e-6)
+        target = min(candidates)
+        clock.advance(max(1e-6, target - (sim.now() - origin)))
+        stats.events += 1
+        if sim.now() - origin > 3600:
+            print("gave up after a simulated hour", file=sys.stderr)
+            break
+    stats.sim_seconds = sim.now() - origin
+    stats.passes = sim.kueue.reconciles
+    stats.kueue_seconds = sim.timings.get("kueue", 0.0)
+    stats.wall = time.perf_counter() - wall
+    return list(records.values()), stats
+
+
+def naming_ns(tenant: str) -> str:
+    from k8s_sync.naming import namespace_name
+
+    return namespace_name(tenant, "dev")
+
+
 def scaling(sizes: Sequence[int] = (1000, 2000, 4000, 8000, 16000)) -> None:
     """Print decide() latency against the number of jobs on the scenario's cluster.
 
@@ -349,15 +595,24 @@ def scaling(sizes: Sequence[int] = (1000, 2000, 4000, 8000, 16000)) -> None:
         print(f"  {size:>6} jobs: {median * 1000:7.1f} ms  ({median / size * 1e6:5.1f} us/job)")
 
 
-def print_comparison(s: dict[str, float], scenario: Scenario) -> None:
-    """The figures of ``summarise`` beside Kueue's published averages."""
-    print(f"{'':34}{'Trainyard':>12}{'Kueue':>10}")
-    print(f"{'time to finish all jobs (s)':34}{s['finish_s']:>12.1f}{KUEUE['finish_s']:>10.1f}")
-    print(f"{'lower bound: work / capacity (s)':34}{s['bound_s']:>12.1f}{'':>10}")
-    print(f"{'mean use of tenants quota':34}{s['use']:>12.1%}{KUEUE['use']:>10.1%}")
+def print_comparison(s: dict[str, float], scenario: Scenario, label: str = "Trainyard",
+                     others: Sequence[tuple[str, dict[str, float]]] = ()) -> None:
+    """The figures of ``summarise`` (column ``label``, then ``others``) beside Kueue's
+    published averages."""
+    columns = [(label, s), *others]
+    width = max(12, *(len(name) + 2 for name, _ in columns))
+    head = "".join(f"{name:>{width}}" for name, _ in columns)
+    print(f"{'':34}{head}{'Kueue':>10}")
+
+    def row(label: str, key: str, fmt: str, kueue: str) -> None:
+        cells = "".join(f"{format(col[key], fmt):>{width}}" for _, col in columns)
+        print(f"{label:34}{cells}{kueue:>10}")
+    row("time to finish all jobs (s)", "finish_s", ".1f", f"{KUEUE['finish_s']:.1f}")
+    row("lower bound: work / capacity (s)", "bound_s", ".1f", "")
+    row("mean use of tenants quota", "use", ".1%", f"{KUEUE['use']:.1%}")
     for klass in scenario.classes:
-        label = f"mean time to admission, {klass.name} (s)"
-        print(f"{label:34}{s[klass.name]:>12.2f}{KUEUE[klass.name]:>10.1f}")
+        row(f"mean time to admission, {klass.name} (s)", klass.name, ".2f",
+            f"{KUEUE[klass.name]:.1f}")
 
 
 def main() -> None:
@@ -368,6 +623,11 @@ def main() -> None:
                         help="the incremental engine alone (no baseline timing or check)")
     parser.add_argument("--scaling", action="store_true",
                         help="only print decide() latency against the number of jobs")
+    parser.add_argument("--backend", choices=("trainyard", "kueue"), default="trainyard",
+                        help="who admits: Trainyard's engine (default) or kubesim's Kueue "
+                             "controller (then the engine's figures are printed beside)")
+    parser.add_argument("--step", type=float, default=0.1,
+                        help="Kueue mode: the longest simulated step between two events (s)")
     args = parser.parse_args()
     if args.scaling:
         scaling()
@@ -375,6 +635,9 @@ def main() -> None:
     scale = 0.2 if args.quick else args.scale
     scenario = Scenario()
     workload = make_workload(scenario, scale)
+    if args.backend == "kueue":
+        main_kueue(scenario, workload, scale, args.step)
+        return
     print(f"Kueue baseline, engine alone on simulated time: {len(workload)} jobs, "
           f"{len(scenario.models)} GPU models x {scenario.gpus_per_model} GPUs "
           f"(nodes of {scenario.gpus_per_node}, one switch per model), "
@@ -412,6 +675,40 @@ def main() -> None:
               f"{stats.full_seconds:.1f} s, latency mean "
               f"{statistics.fmean(full) * 1000:.1f} ms, p99 {full_p99 * 1000:.1f} ms, max "
               f"{full[-1] * 1000:.1f} ms (same decisions on every pass)")
+
+
+def main_kueue(scenario: Scenario, workload: Sequence[WorkloadJob], scale: float,
+               step: float) -> None:
+    print(f"Kueue baseline, kubesim's Kueue controller on simulated time: {len(workload)} jobs "
+          f"(scale {scale}), {len(scenario.models)} GPU models x {scenario.gpus_per_model} GPUs "
+          f"(nodes of {scenario.gpus_per_node}), {scenario.tenants_per_model} ClusterQueues per "
+          f"model in cohort 'trainyard', nominal {scenario.nominal}, borrowing limit "
+          f"{scenario.ceiling - scenario.nominal}")
+    print("Mapping: Trainyard's Kueue-mode objects (k8s_sync.kueue) and PyTorchJobs, with "
+          "WorkloadPriorityClasses bench-small/medium/large (50/100/200) and Kueue's baseline "
+          "preemption (reclaimWithinCohort: Any, withinClusterQueue: LowerPriority); grace 0 s; "
+          "a preempted job re-runs from the start; quota held from QuotaReserved to Finished.")
+    records, stats = run_kueue(scenario, workload, step=step)
+    s = summarise(records, scenario)
+    engine_records, engine_stats = run_engine(scenario, workload, full=False)
+    e = summarise(engine_records, scenario)
+    print()
+    print_comparison(s, scenario, label="kubesim Kueue", others=[("Trainyard engine", e)])
+    print()
+    kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(stats.preempt_reasons.items()))
+    engine_kinds = ", ".join(f"{n} {kind}" for kind, n in
+                             sorted(engine_stats.preempt_reasons.items()))
+    print(f"preemptions: Kueue {int(s['preemptions'])} ({kinds or 'none'}), engine "
+          f"{int(e['preemptions'])} ({engine_kinds or 'none'}); unfinished jobs: Kueue "
+          f"{int(s['unfinished'])}, engine {int(e['unfinished'])}")
+    per_pass = stats.kueue_seconds / max(stats.passes, 1) * 1000
+    print(f"kubesim: {stats.sim_seconds:.1f} simulated s in {stats.wall:.1f} s wall "
+          f"({stats.events} instants, {stats.ticks} ticks); Kueue controller {stats.passes} "
+          f"passes, {stats.kueue_seconds:.1f} s ({per_pass:.1f} ms a pass); engine decide() "
+          f"{engine_stats.calls} calls, {engine_stats.seconds:.1f} s")
+    if scale < 1:
+        print("At a scale below 1 the arrival pattern is shorter, so the figures compare with "
+              "Kueue's only in shape; --scale 1 runs the full scenario.")
 
 
 def engine_share(stats: EngineStats) -> str:

@@ -26,6 +26,18 @@ but exits non-zero when a check fails.
 
 ``--scale 1`` (the default, ``make bench``) is the full 15,000 jobs; ``--scale 0.05`` is
 750 jobs in about a minute.
+
+``--backend kueue`` runs the stack with ``TRAINYARD_ADMISSION_BACKEND=kueue``: the pools'
+ClusterQueues, LocalQueues, flavors and cohort are written by ``tenants.tasks.reconcile_kueue``
+from the grants, jobs are created suspended with Kueue's labels (``jobs.backends.kueue``),
+kubesim's Kueue controller admits them, and the loop's pass (``KueueBackend.cycle``) reads
+the Workloads back into job states. Bench mappings as in ``kueue_baseline.py --backend
+kueue``: a WorkloadPriorityClass per job class (``kueue_job`` wrapped to label each job by
+its class) and Kueue's baseline preemption on the development queues (``_preemption``
+wrapped). A job's admission is dated when Trainyard recorded it (the transition's
+``observed_at``): Kueue's condition times have 1 s resolution.
+
+    .venv/bin/python bench/kueue_stack.py --backend kueue --scale 0.02
 """
 
 from __future__ import annotations
@@ -54,24 +66,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 
 def _profile(scenario):  # type: ignore[no-untyped-def]
-    import yaml
+    from kueue_baseline import kubesim_profile
 
-    from kubesim.sim import load_profile
-
-    profile = yaml.safe_load((ROOT / "kubesim" / "profiles" / "small.yaml").read_text())
-    per_model = scenario.gpus_per_model // scenario.gpus_per_node
-    profile["simulation"] = {**profile.get("simulation", {}), "startup_seconds": 0.05,
-                             "failure_rate": 0.0}
-    base = load_profile("small")["gpu_models"]["H800"]
-    profile["gpu_models"] = {model: {**base, "product": f"NVIDIA-{model}",
-                                     "name": f"NVIDIA {model}"} for model in scenario.models}
-    profile["pools"] = [{
-        "name": model.lower(), "count": per_model, "prefix": f"{model.lower()}-",
-        "zone": "zone-a", "racks": [f"rack-{model.lower()}"],
-        "switches": [f"switch-{model.lower()}"], "cpu": "256", "memory": "2Ti",
-        "instance_type": "bench", "gpu": {"model": model, "count": scenario.gpus_per_node},
-    } for model in scenario.models]
-    return load_profile(profile)
+    return kubesim_profile(scenario)
 
 
 KUBESIM = """
@@ -254,10 +251,24 @@ def _k8s_worker() -> tuple[queue.Queue[int | None], list[int], threading.Thread]
     """What a Celery worker of the "k8s" queue does with ``jobs.sync_job`` and
     ``jobs.sync_jobs`` tasks, in a thread: the on-commit enqueues of this process go to
     a queue, and every id waiting is converged in one ``sync_jobs`` batch (its calls
-    within the bounded pool). ``None`` on the queue ends it."""
+    within the bounded pool; in Kueue mode, where ``sync_jobs`` hands each id to a
+    ``sync_job`` task, those tasks in a pool of the same size). ``None`` on the queue
+    ends it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.conf import settings
     from django.db import connection
 
     import jobs.tasks
+    from jobs.backends import get_backend
+
+    concurrency = max(1, int(getattr(settings, "TRAINYARD_SYNC_CONCURRENCY", 8)))
+
+    def one(job_id: int) -> None:
+        try:
+            jobs.tasks.sync_job.apply(args=[job_id])
+        finally:
+            connection.close()  # this thread's own connection
 
     work: queue.Queue[int | None] = queue.Queue()
     jobs.tasks.sync_job.delay = lambda job_id: work.put(job_id)
@@ -277,11 +288,43 @@ def _k8s_worker() -> tuple[queue.Queue[int | None], list[int], threading.Thread]
             todo = [i for i in ids if i is not None]
             if todo:
                 batches.append(len(todo))
-                jobs.tasks.sync_jobs(todo)
+                if get_backend().name == "trainyard":
+                    jobs.tasks.sync_jobs(todo)
+                else:  # sync_jobs hands each id to its own sync_job task: run them here
+                    with ThreadPoolExecutor(max_workers=min(len(todo), concurrency),
+                                            thread_name_prefix="sync-job") as pool:
+                        list(pool.map(one, todo))
         connection.close()
     thread = threading.Thread(target=run, name="k8s-worker", daemon=True)
     thread.start()
     return work, batches, thread
+
+
+def _kueue_mappings(scenario) -> None:  # type: ignore[no-untyped-def]
+    """Kueue mode's bench mappings (see the module docstring), in this process before
+    anything is written (the forked worker and watcher inherit them)."""
+    from kueue_baseline import BENCH_PRIORITY, bench_preemption, class_of_gpus
+
+    from k8s_sync import kueue
+
+    build_preemption, build_job = kueue._preemption, kueue.kueue_job
+
+    def preemption(queue, spec):  # type: ignore[no-untyped-def]
+        return build_preemption(queue, spec) if queue.role == "batch" else bench_preemption()
+
+    def kueue_job(manifest, **kwargs):  # type: ignore[no-untyped-def]
+        job = build_job(manifest, **kwargs)
+        gpus = 0
+        for replica in (job["spec"].get("pytorchReplicaSpecs") or {}).values():
+            for container in replica["template"]["spec"]["containers"]:
+                gpus += int(replica.get("replicas") or 1) * int(
+                    (container.get("resources") or {}).get("limits", {}).get(
+                        "nvidia.com/gpu") or 0)
+        job["metadata"]["labels"][kueue.LABEL_PRIORITY_CLASS] = BENCH_PRIORITY.format(
+            class_of_gpus(scenario, gpus).name)
+        return job
+    kueue._preemption = preemption
+    kueue.kueue_job = kueue_job
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -299,11 +342,14 @@ def main() -> None:
                         help="cluster writes in flight per sync batch")
     parser.add_argument("--interval", type=float, default=0.1,
                         help="seconds between the starts of two admission passes")
+    parser.add_argument("--backend", choices=("trainyard", "kueue"), default="trainyard",
+                        help="TRAINYARD_ADMISSION_BACKEND: Trainyard's engine admits, or "
+                             "Kueue (kubesim's Kueue controller)")
     args = parser.parse_args()
     url = os.environ.get("DATABASE_URL")
     if url:
         _fresh_database(url)
-    scratch_django(url, prefix="trainyard-kueue-")
+    scratch_django(url, prefix="trainyard-kueue-", TRAINYARD_ADMISSION_BACKEND=args.backend)
     _sqlite_for_threads()
     import tempfile
     from decimal import Decimal
@@ -330,6 +376,9 @@ def main() -> None:
 
     scenario = Scenario()
     workload = make_workload(scenario, args.scale)
+    kueue_mode = args.backend == "kueue"
+    if kueue_mode:
+        _kueue_mappings(scenario)
     kubesim, cluster_url = _start_kubesim(_profile(scenario),
                                           Path(tempfile.mkdtemp(prefix="trainyard-kubesim-")))
     settings.TRAINYARD_CLUSTER = {"mode": "url", "url": cluster_url, "request_timeout": 30}
@@ -362,6 +411,14 @@ def main() -> None:
             ceilings[pool.namespace] = int(elastic_ceiling(key, scenario.nominal,
                                                            pool.tenant.ceiling_factor))
     reconcile_cluster.apply()
+    if kueue_mode:
+        from kueue_baseline import bench_priority_classes
+
+        from tenants.tasks import reconcile_kueue
+
+        print(f"Kueue objects: {reconcile_kueue.apply().get()}", flush=True)
+        for obj in bench_priority_classes(scenario):
+            client.create_if_absent(obj)
     relist_all(client, ["quotas"])  # the pools are in the cluster, as the watcher records
     # Kueue's within-ClusterQueue preemption of lower priorities (see kueue_baseline.py).
     original_inputs = jobs.selectors.admission_inputs
@@ -381,10 +438,11 @@ def main() -> None:
     # "k8s" queue, fed by the on-commit enqueues of submissions and passes.
     tenants = {t.slug: t for t in Tenant.objects.all()}
     by_name: dict[str, object] = {}
-    print(f"Kueue baseline through the stack, real time: {len(workload)} jobs "
+    print(f"Kueue baseline through the stack, real time, admitted by "
+          f"{'Kueue (kubesim)' if kueue_mode else 'Trainyard'}: {len(workload)} jobs "
           f"(scale {args.scale}), {len(scenario.models)} models x {scenario.gpus_per_model} GPUs; "
           f"database {connection.vendor}; sync concurrency {args.concurrency}, a pass every "
-          f"{args.interval} s", flush=True)
+          f"{args.interval} s; kubesim at {cluster_url}", flush=True)
     # Three processes, as a deployment runs them: this one submits (the web), a worker
     # runs the passes and their cluster writes (Celery), a watcher records the cluster
     # (``manage.py k8s_watch``); kubesim is a fourth.
@@ -510,6 +568,8 @@ def main() -> None:
         running_since = None
         for t in job.transitions.all():
             ms = (t.at.timestamp() - origin) * 1000
+            if t.to_state == "admitted" and kueue_mode and t.observed_at is not None:
+                ms = (t.observed_at.timestamp() - origin) * 1000
             if t.to_state == "admitted":
                 rec.admissions_ms.append(int(ms))
                 admissions_at.append(ms / 1000)
@@ -524,7 +584,7 @@ def main() -> None:
                 rec.finished_ms = int(ms)
         records.append(rec)
     s = summarise(records, scenario)
-    print_comparison(s, scenario)
+    print_comparison(s, scenario, label="Kueue mode" if kueue_mode else "Trainyard")
     per_second: dict[int, int] = defaultdict(int)
     for at in admissions_at:
         per_second[int(at)] += 1

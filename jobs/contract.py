@@ -58,15 +58,17 @@ def spec_errors(error: ValueError) -> dict[str, str]:
 
 
 def check_buildable(*, tenant: Any, pool: Any, clean: dict[str, Any],
-                    annotations: dict[str, str] | None = None) -> None:
+                    annotations: dict[str, str] | None = None, policy: Any = None,
+                    dedicated: bool | None = None) -> None:
     """Build the job's spec and manifests exactly as ``sync_job`` will (for the unsaved
     job these cleaned values make); raise :class:`SubmissionError` naming the field when
-    the cluster side could not. ``pool`` is a Pool row or its kind."""
+    the cluster side could not. ``pool`` is a Pool row or its kind; ``policy`` and
+    ``dedicated`` as ``selectors.job_spec`` takes them (read there when not given)."""
     if isinstance(pool, str):
         pool = Pool.objects.get(tenant=tenant, kind=pool)
     job = TrainingJob(tenant=tenant, pool=pool, annotations=dict(annotations or {}), **clean)
     try:
-        spec = selectors.job_spec(job)
+        spec = selectors.job_spec(job, policy=policy, dedicated=dedicated)
         manifests.build_checkpoint_pvc(spec)
         manifests.build_workload(spec)
     except ValueError as exc:

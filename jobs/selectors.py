@@ -538,14 +538,17 @@ def job_history(now, *, days: int = 30, half_life_days: float = 7.0):  # type: i
                    durations={k: tuple(sorted(v)[-200:]) for k, v in durations.items()})
 
 
-def job_spec(job: TrainingJob):  # type: ignore[no-untyped-def]
+def job_spec(job: TrainingJob, *, policy: Policy | None = None,  # type: ignore[no-untyped-def]
+             dedicated: bool | None = None):
     """The plain spec of the job's PyTorchJob or TrainJob (k8s_sync builds the manifest);
     also of an unsaved job, which is how submission proves it can be built
-    (``jobs.contract``)."""
-    policy = Policy.current()
+    (``jobs.contract``). ``policy`` and ``dedicated`` (whether the tenant has a dedicated
+    node) when the caller has them already (a submission: ``jobs.submitcache``)."""
+    policy = policy if policy is not None else Policy.current()
     rules = tier_rules(policy)[Tier(job.tier)]
-    placement = dedicated_placement(job.tenant.slug) if NodeDedication.objects.filter(
-        tenant=job.tenant).exists() else {}
+    if dedicated is None:
+        dedicated = NodeDedication.objects.filter(tenant=job.tenant).exists()
+    placement = dedicated_placement(job.tenant.slug) if dedicated else {}
     return JobSpec(
         # An unsaved job (submission checks it with this same code: jobs.contract) has no
         # id yet; 0 stands in for it.

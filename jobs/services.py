@@ -21,11 +21,10 @@ from django.utils.translation import gettext as _
 
 from core.choices import Tier
 from core.exceptions import ApplicationError, Conflict, NotAllowed
-from core.models import Policy
 from core.texts import StoredText
 from core.texts import message as stored_text
 from core.validation import typed_text
-from jobs import selectors
+from jobs import selectors, submitcache
 from jobs.choices import ACTIVE_STATES, JobState
 from jobs.contract import NON_FIELD, check_buildable
 from jobs.defrag import plan_defrag
@@ -43,7 +42,6 @@ from tenants.demand import (
 )
 from tenants.models import Pool
 from tenants.quota import overcommit_factor
-from tenants.selectors import effective_grants
 from tenants.services.notify import notify
 
 
@@ -124,24 +122,29 @@ def job_submit_check(*, access: TenantAccess, pool: str, data: dict[str, Any],
     if not access.tenant.is_active:
         raise ApplicationError(_("This tenant is suspended and cannot submit work: %(r)s")
                                % {"r": access.tenant.suspended_reason})
-    pool_row = Pool.objects.filter(tenant=access.tenant, kind=pool).first()
+    # The pool, whether the name is taken (the name as validate_submission cleans it;
+    # the conflict is still reported after every other check, and the unique constraint
+    # still decides a race), the inventory, policy, dedications and grants
+    # (jobs.submitcache): one query when none of the latter changed since the last one.
+    name = str(data.get("name") or "").strip()
+    snap, pool_row, name_taken = submitcache.for_submission(access.tenant, str(pool), name)
     if pool_row is None:
         raise ApplicationError(_("Unknown pool “%(p)s”.") % {"p": pool}, field="pool")
     annotations = {k: str(v) for k, v in (data.get("annotations") or {}).items()
                    if str(k).startswith("kubesim.trainyard.io/")}
     try:
-        clean = validate_submission(data, pool=pool,
-                                    inventory=inventory or selectors.inventory())
+        clean = validate_submission(data, pool=pool, inventory=inventory or snap.inventory)
         # One contract: build the spec and manifests now, with the code sync_job uses.
         check_buildable(tenant=access.tenant, pool=pool_row, clean=clean,
-                        annotations=annotations)
+                        annotations=annotations, policy=snap.policy,
+                        dedicated=access.tenant.pk in snap.dedicated)
     except SubmissionError as exc:
         field, message = next(iter(exc.errors.items()))
         raise ApplicationError(message, field=None if field == NON_FIELD else field,
                                extra={"errors": exc.errors}) from None
-    _check_ceiling(pool_row, clean)
+    _check_ceiling(pool_row, clean, snap)
     _check_checkpoint_storage(pool_row, clean)
-    if TrainingJob.objects.filter(tenant=access.tenant, name=clean["name"]).exists():
+    if name_taken and name == clean["name"]:
         raise Conflict(_("A job named “%(n)s” exists already in this tenant; choose another "
                          "name.") % {"n": clean["name"]}, field="name")
     return pool_row, clean, annotations
@@ -167,16 +170,18 @@ def _check_checkpoint_storage(pool: Pool, clean: dict[str, Any]) -> None:
                                field="checkpoint_size_gib")
 
 
-def _check_ceiling(pool: Pool, clean: dict[str, Any]) -> None:
+def _check_ceiling(pool: Pool, clean: dict[str, Any],
+                   snap: submitcache.Snapshot | None = None) -> None:
     """Refuse a job that could never start: more of any dimension (GPUs, MIG instances,
     shared GPUs, CPU, memory, GPU memory) than the pool may ever hold, counted as
     admission counts it (``tenants.demand``: the whole job, the pods' requests), naming
     the form field that makes it too large."""
-    grants = effective_grants(pool)
+    snap = snap or submitcache.snapshot()
+    grants = snap.effective_grants(pool)
     factor = pool.tenant.ceiling_factor
     batch = clean.get("tier") == Tier.BATCH
-    overcommit = Policy.current().overcommit_factors if batch else {}
-    facts = selectors.observed_card_facts() if "gpu-memory" in grants else CardFacts()
+    overcommit = snap.policy.overcommit_factors if batch else {}
+    facts = snap.card_facts() if "gpu-memory" in grants else CardFacts()
     demand = selectors.job_demand_of(clean, facts)
     gpu_fields = {ResourceKind.GPU, ResourceKind.MIG, ResourceKind.GPU_SHARED}
     for key, wanted in sorted(demand.items(), key=lambda kv: _DIM_ORDER.get(

@@ -173,6 +173,17 @@ def job_action(request: HttpRequest, slug: str, pk: int, action: str) -> HttpRes
         elif action in ("hold", "release"):
             services.job_hold(actor=request.user, job=job, held=action == "hold", reason=reason)
             messages.success(request, _("Done."))
+        elif action == "preempt":
+            # a platform admin's preemption (the service checks the role), by the
+            # admission backend in force: stops after the tier's grace, back to the queue
+            job = services.job_preempt(actor=request.user, job=job, reason=reason)
+            if job.state == JobState.PREEMPTING:
+                messages.success(request, _(
+                    "Job %(n)s is being preempted: it stops after its tier's grace period "
+                    "and goes back to the queue.") % {"n": job.name})
+            else:
+                messages.error(request, _("Job %(n)s was not preempted: only an admitted or "
+                                          "running job can be.") % {"n": job.name})
         elif action == "priority":
             services.job_set_priority(actor=request.user, job=job,
                                       priority=int(request.POST.get("priority") or 0),

@@ -21,7 +21,9 @@ The mapping (docs/architecture.md, "Kueue mode"):
   one ClusterQueue per pool and model.
 * **ClusterQueue** per pool (named as its namespace): ``nominalQuota`` is the pool's
   effective grant (grants with active loans: a loan moves nominal quota from the
-  lender's queue to the borrower's). Production (the ``prod`` pool) never borrows
+  lender's queue to the borrower's, and no queue has a ``lendingLimit``: a loan is a
+  guaranteed transfer, which Kueue expresses with nominal quota only; README, "Loans in
+  Kueue mode"). Production (the ``prod`` pool) never borrows
   (``borrowingLimit: 0``) and never preempts within its queue, so no reclaim can ever
   reach it (Kueue reclaims only from queues that borrow); development (``dev``) borrows
   up to its elastic ceiling (``borrowingLimit`` = ceiling - grant) and, borrowing, may

@@ -101,6 +101,7 @@ __all__ = [
     "pytorchjob_suspend_patch",
     "trainjob_resume_patch",
     "trainjob_suspend_patch",
+    "workload_requeue_patch",
     "workload_resume_patch",
     "workload_suspend_patch",
     "workload_suspended",
@@ -754,6 +755,20 @@ def workload_resume_patch(spec: JobSpec, current: Mapping[str, Any] | None = Non
     """The un-suspend merge patch that refreshes what a resume changes, for either kind."""
     return (trainjob_resume_patch(spec, current) if spec.kind == JOB_KIND_TRAINJOB
             else pytorchjob_resume_patch(spec))
+
+
+def workload_requeue_patch(spec: JobSpec, current: Mapping[str, Any] | None = None
+                           ) -> dict[str, Any]:
+    """:func:`workload_resume_patch` that leaves the job suspended: what a job back in
+    Kueue's queue needs before Kueue admits it again (its next run resumes from its
+    checkpoint: ``TRAINYARD_RESUME``, the restart count). Kueue owns ``suspend`` and
+    un-suspends it with the templates as they are then."""
+    patch = workload_resume_patch(spec, current)
+    if spec.kind == JOB_KIND_TRAINJOB:
+        patch["spec"]["suspend"] = True
+    else:
+        patch["spec"]["runPolicy"]["suspend"] = True
+    return patch
 
 
 def workload_suspended(kind: str, obj: Mapping[str, Any]) -> bool:

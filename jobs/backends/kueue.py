@@ -15,6 +15,10 @@ into its own job states, so pages, the API, billing and notifications work uncha
   admitted or running job whose Workload lost its admission to preempting, with Kueue's
   reason (the ``Preempted`` condition's ``InClusterQueue``/``InCohortReclamation``/...
   or the ``Evicted`` reason) and the tier's grace as its deadline.
+* **Resume**: a job back in the queue after a preemption gets its suspended object's pod
+  templates refreshed (``TRAINYARD_RESUME=1``, the restart count: :func:`refresh_resume`)
+  before Kueue admits it again, so it resumes from its checkpoint, PyTorchJob or TrainJob
+  (whose Workload Kueue names ``trainjob-<name>-<hash>``, read by its owner like any).
 * **Waiting jobs**: position from Kueue's visibility API (``pendingworkloads`` of the
   job's ClusterQueue), reason from the Workload's ``QuotaReserved`` condition in plain
   language, and the estimated start from Trainyard's own engine run as a forecaster
@@ -217,7 +221,10 @@ def apply_workloads(client: Any, views: Mapping[tuple[str, str], kueue.WorkloadV
         view = views.get((job.pool.namespace, job.k8s_name))
         if view is None:
             continue
-        if job.state == JobState.QUEUED and view.admitted:
+        if job.state == JobState.QUEUED and (view.admitted or (
+                view.is_true("Finished") and view.is_true("Admitted"))):
+            # (admitted, or admitted and already finished between two passes: its
+            # running and end are read from the job by the next observe_jobs)
             admitted = view.conditions["Admitted"].at or now
             counts["admitted"] += services.job_transition(
                 job_id=job.pk, from_states=[JobState.QUEUED], to_state=JobState.ADMITTED,
@@ -231,12 +238,41 @@ def apply_workloads(client: Any, views: Mapping[tuple[str, str], kueue.WorkloadV
         elif (job.state in (JobState.ADMITTED, JobState.RUNNING) and not view.admitted
               and not view.is_true("Finished")):
             counts["preempted"] += _evicted(job, view, now)
+        if job.state == JobState.QUEUED and job.restart_count and not view.admitted:
+            counts["resumable"] = counts.get("resumable", 0) + refresh_resume(client, job)
         want = desired_active(job)
         if view.active != want:
             client.patch("kueue.x-k8s.io/v1beta2", "Workload", view.name,
                          kueue.workload_active_patch(want), view.namespace)
             counts["activated" if want else "deactivated"] += 1
     return counts
+
+
+def refresh_resume(client: Any, job: TrainingJob) -> int:
+    """A job back in the queue after a preemption resumes from its checkpoint: before
+    Kueue admits it again, its suspended PyTorchJob's or TrainJob's pod templates get this
+    run's ``TRAINYARD_RESUME=1`` and restart count (``manifests.workload_requeue_patch``;
+    the trainyard engine does it as it un-suspends). Once per requeue (a cache mark per
+    restart count; without it, one read that finds the templates current writes nothing).
+    Not once Kueue has un-suspended the job: its pods are made. A deactivated Workload
+    (an admin's preemption) is reactivated after this, in the same pass; a Workload Kueue
+    requeued itself is patched in the pass that sees the job back in the queue (normally
+    the one that requeues it: the preemptor holds the quota meanwhile). 1 when patched."""
+    mark = f"jobs.kueue.resume:{job.pk}:{job.restart_count}"
+    if cache.get(mark):
+        return 0
+    api_version, kind = WORKLOAD_KINDS[job.kind]
+    try:
+        obj = client.read(api_version, kind, job.k8s_name, job.pool.namespace)
+        if obj is None or not manifests.workload_suspended(job.kind, obj):
+            return 0
+        patch = manifests.workload_requeue_patch(selectors.job_spec(job), obj)
+        client.patch(api_version, kind, job.k8s_name, patch, job.pool.namespace)
+    except K8sError as exc:  # the next pass tries again; Kueue's decisions still recorded
+        log.warning("Kueue mode: cannot refresh %s for its resume: %s", job.k8s_name, exc)
+        return 0
+    cache.set(mark, "1", timeout=7 * 86400)
+    return 1
 
 
 def _evicted(job: TrainingJob, view: kueue.WorkloadView, now: dt.datetime) -> int:

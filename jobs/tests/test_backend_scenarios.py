@@ -137,3 +137,63 @@ def test_a_loan_lets_the_borrowers_waiting_job_start(
     relist_all(get_client(), kinds=["quotas"])
     assert _until(mode, cluster, [first, second], ["running", "running"], rounds=10) == [
         "running", "running"], mode["backend"]
+
+
+def test_a_loan_is_guaranteed_until_it_ends_then_the_lender_reclaims(
+        mode, cluster, platform_admin, alice, charlie, tenant_a, tenant_b):
+    """A loan is a transfer for its term: the lender's queue cannot take the loaned cards
+    back while it lasts (Kueue: the borrower runs within its nominal quota, so it is no
+    reclaim candidate; with a lendingLimit instead, the lender would reclaim at once).
+    Once the loan ends, the borrower's job on it stays until the lender needs the room,
+    then it is reclaimed with its grace (Kueue: ``InCohortReclamation``)."""
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from core.texts import english
+    from tenants.access import access_for
+    from tenants.choices import MembershipRole
+
+    tenant_b.memberships.filter(user=charlie).update(role=MembershipRole.ADMIN)
+    h800 = f"gpu:{mode['h800']}"
+    with mode["capture"](execute=True):
+        for pool in tenant_b.pools.all():
+            tenant_services.quota_set(actor=platform_admin, pool=pool, reason="t", amounts={
+                h800: 0, "cpu": 128, "memory": 1024})
+            reconcile_pool.apply(args=[pool.pk]).get()
+        loan = tenant_services.loan_propose(
+            access=access_for(alice, tenant_a), actor=alice,
+            lender_pool=tenant_a.pools.get(kind="dev"), borrower="globex",
+            borrower_pool="dev", resource=h800, amount=2,
+            ends_at=timezone.now() + dt.timedelta(days=7))
+        tenant_services.loan_decide(access=access_for(charlie, tenant_b), actor=charlie,
+                                    loan=loan, accept=True)
+    relist_all(get_client(), kinds=["quotas"])
+    g = _submit(mode, charlie, tenant_b, "on-loan", "development", "dev", gpus=2,
+                run_seconds=7200)
+    a1 = _submit(mode, alice, tenant_a, "dev-a1", "development", "dev", gpus=2,
+                 run_seconds=7200)
+    p = _submit(mode, alice, tenant_a, "prod-p", "production", "prod", gpus=4,
+                run_seconds=7200)
+    assert _until(mode, cluster, [g, a1, p], ["running"] * 3, rounds=10) == [
+        "running"] * 3, mode["backend"]
+    a2 = _submit(mode, alice, tenant_a, "dev-a2", "development", "dev", gpus=2,
+                 run_seconds=600)
+    for _ in range(4):  # the lender's pool is at its quota: the loaned cards are not its
+        _cycle(mode, cluster, 20)
+    assert _states(g, a1, p, a2) == ["running", "running", "running", "queued"], \
+        mode["backend"]
+    a2.refresh_from_db()
+    assert a2.wait_reason, mode["backend"]
+
+    with mode["capture"](execute=True):
+        tenant_services.loan_end(loan=loan, actor=alice, access=access_for(alice, tenant_a))
+    relist_all(get_client(), kinds=["quotas"])
+    assert _until(mode, cluster, [g, a2], ["queued", "running"], rounds=40,
+                  seconds=20) == [
+        "queued", "running"], mode["backend"]
+    g.refresh_from_db()
+    preempted = g.transitions.get(to_state="preempting")
+    if mode["backend"] == "kueue":
+        assert "InCohortReclamation" in english(preempted.message), english(preempted.message)
+    assert g.restart_count == 1 and _states(a1, p) == ["running", "running"]

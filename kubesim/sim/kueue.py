@@ -1120,7 +1120,18 @@ class KueueController:
     def _preemption_targets(self, info: WlInfo, asg: Assignment, node: QNode,
                             cqs: dict[str, QNode], admitted: dict[str, list[WlInfo]]
                             ) -> list[tuple[WlInfo, str]]:
-        """Classical preemption (pkg/scheduler/preemption/preemption.go)."""
+        """Classical preemption (pkg/scheduler/preemption/preemption.go
+        ``classicalPreemptions`` and ``classical/hierarchical_preemption.go``,
+        ``candidate_generator.go``): candidates in the preemptor's ClusterQueue by
+        ``withinClusterQueue``, and in the cohort's queues above their nominal quota by
+        ``reclaimWithinCohort``, each with its variant. A candidate over which the
+        preemptor has a hierarchical advantage (its requests fit in its own queue's
+        nominal quota, or in a cohort on its path) is reclaimed whatever
+        ``borrowWithinCohort`` says, reason ``InCohortReclamation``; otherwise it is
+        ``ReclaimWithoutBorrowing`` (``InCohortReclamation``, only if the preemptor
+        then stays within its nominal quota) or, with ``borrowWithinCohort:
+        LowerPriority`` and a lower priority at most ``maxPriorityThreshold``,
+        ``ReclaimWhileBorrowing`` (``InCohortReclaimWhileBorrowing``)."""
         spec = ((self.objs[CLUSTERQUEUES].get(("", info.cq)) or {}).get("spec") or {})
         pre = spec.get("preemption") or {}
         within = pre.get("withinClusterQueue") or "Never"
@@ -1128,34 +1139,95 @@ class KueueController:
         bwc = pre.get("borrowWithinCohort") or {}
         bwc_ok = bwc.get("policy") == "LowerPriority"
         threshold = bwc.get("maxPriorityThreshold")
-        if within == "Never" and reclaim == "Never" and not bwc_ok:
+        if within == "Never" and reclaim == "Never":
             return []  # Kueue's defaults: no preemption at all
         need = {fr for fr, v in asg.usage.items() if v > node.available(fr)} or set(asg.usage)
-        same: list[tuple[WlInfo, str]] = []
-        other: list[tuple[WlInfo, str]] = []
-        root = node.root()
-        for cq_name, lst in admitted.items():
-            other_node = cqs[cq_name]
-            for w in lst:
-                if w.key == info.key or not any(fr in need for fr in w.usage):
-                    continue
-                if cq_name == info.cq:
-                    ok = w.evicted or (within == "LowerPriority" and w.priority < info.priority) \
-                        or (within == "LowerOrNewerEqualPriority" and (
-                            w.priority < info.priority or (w.priority == info.priority
-                                                           and w.order_ts > info.order_ts)))
-                    if ok:
-                        same.append((w, "InClusterQueue"))
-                elif node.parent is not None and other_node.root() is root:
-                    borrowing = any(other_node.usage.get(fr, 0) > other_node.nominal(fr)
-                                    for fr in need)
-                    if w.evicted or (borrowing and (reclaim == "Any" or (
-                            reclaim == "LowerPriority" and w.priority < info.priority))):
-                        other.append((w, "InCohortReclamation"))
 
-        def order(t: tuple[WlInfo, str]):
+        def within_nominal(n: QNode) -> bool:  # IsWithinNominalInResources
+            return all(n.usage.get(fr, 0) <= n.subtree.get(fr, 0) for fr in need)
+
+        def satisfies(w: WlInfo, policy: str) -> bool:  # SatisfiesPreemptionPolicy
+            lower = w.priority < info.priority
+            if policy == "LowerPriority":
+                return lower
+            if policy == "LowerOrNewerEqualPriority":
+                return lower or (w.priority == info.priority and info.order_ts < w.order_ts)
+            return policy == "Any"
+
+        def variant(w: WlInfo, advantage: bool) -> str:  # classifyPreemptionVariant
+            if not any(fr in need for fr in w.usage) or w.key == info.key:
+                return ""
+            if not satisfies(w, within if w.cq == info.cq else reclaim):
+                return ""
+            if w.cq == info.cq:
+                return "InClusterQueue"
+            if advantage:
+                return "HierarchicalReclaim"
+            if not bwc_ok or w.priority >= info.priority or (
+                    threshold is not None and w.priority > int(threshold)):
+                return "ReclaimWithoutBorrowing"
+            return "ReclaimWhileBorrowing"
+
+        # (workload, variant, lowest common ancestor cohort)
+        same: list[tuple[WlInfo, str, QNode | None]] = []
+        hier: list[tuple[WlInfo, str, QNode | None]] = []
+        prio: list[tuple[WlInfo, str, QNode | None]] = []
+        if within != "Never":
+            for w in admitted.get(info.cq, []):
+                if variant(w, False):
+                    same.append((w, "InClusterQueue", None))
+
+        def collect(current: QNode, lca: QNode, skip: QNode | None, advantage: bool,
+                    out: list) -> None:  # collectCandidatesInSubtree
+            for child in current.children:
+                if child.is_cq or child is skip or within_nominal(child):
+                    continue
+                collect(child, lca, skip, advantage, out)
+            for child in current.children:
+                if not child.is_cq or child is node or within_nominal(child):
+                    continue
+                for w in admitted.get(child.name, []):
+                    v = variant(w, advantage)
+                    if v:
+                        out.append((w, v, lca))
+
+        if node.parent is not None and reclaim != "Never":
+            # collectCandidatesForHierarchicalReclaim, with QuantitiesFitInQuota
+            advantage = all(node.subtree.get(fr, 0) >= node.usage.get(fr, 0) + v
+                            for fr, v in asg.usage.items())
+            remaining = {fr: max(0, v - node.local_available(fr))
+                         for fr, v in asg.usage.items()}
+            prev: QNode | None = None
+            cur: QNode | None = node.parent
+            while cur is not None:
+                collect(cur, cur, prev, advantage, hier if advantage else prio)
+                subtree_fits = all(cur.subtree.get(fr, 0) >= cur.usage.get(fr, 0) + v
+                                   for fr, v in remaining.items())
+                remaining = {fr: max(0, v - cur.local_available(fr))
+                             for fr, v in remaining.items()}
+                advantage = advantage or subtree_fits
+                prev, cur = cur, cur.parent
+
+        def order(t: tuple[WlInfo, str, QNode | None]):  # common.CandidatesOrdering
             w = t[0]
-            return (not w.evicted, w.cq == info.cq, w.priority, -w.reserved_at, w.uid)
+            return (w.cq == info.cq, w.priority, -w.reserved_at, w.uid)
+
+        groups = [sorted(g, key=order) for g in (hier, prio, same)]
+        cands = [c for g in groups for c in g if c[0].evicted] + \
+            [c for g in groups for c in g if not c[0].evicted]
+
+        def valid(c: tuple[WlInfo, str, QNode | None], borrow: bool) -> bool:
+            w, var, lca = c  # candidateIterator.candidateIsValid, on the current usage
+            if w.cq == info.cq:
+                return True
+            if borrow and var == "ReclaimWithoutBorrowing":
+                return False
+            n: QNode | None = cqs[w.cq]
+            while n is not None and n is not lca:
+                if within_nominal(n):
+                    return False
+                n = n.parent
+            return True
 
         def take(w: WlInfo) -> None:
             for fr, v in w.usage.items():
@@ -1165,7 +1237,7 @@ class KueueController:
             for fr, v in w.usage.items():
                 cqs[w.cq].add_usage(fr, v)
 
-        def fits(allow_borrow: bool) -> bool:
+        def fits(allow_borrow: bool) -> bool:  # workloadFits
             for fr, v in asg.usage.items():
                 if v > node.available(fr):
                     return False
@@ -1176,39 +1248,43 @@ class KueueController:
         # a bound first: even every candidate gone would not make room (O(n), no tree work)
         lacking = {fr: asg.usage[fr] - node.available(fr) for fr in need}
         freeable: dict[FR, int] = {}
-        for w, _ in same + other:
+        for w, _v, _l in cands:
             for fr in need:
                 freeable[fr] = freeable.get(fr, 0) + w.usage.get(fr, 0)
         if any(freeable.get(fr, 0) < n for fr, n in lacking.items()):
             return []
-        if not same and all(asg.usage[fr] > node.nominal(fr) for fr in need) and not bwc_ok:
-            return []  # reclaiming needs the preemptor within its nominal quota
+        no_other = not hier and not prio
+        under_nominal = all(node.nominal(fr) > node.usage.get(fr, 0) for fr in need)
+        if no_other or (not bwc_ok and not under_nominal):
+            attempts = [True]
+        elif not bwc_ok and not hier:
+            attempts = [False, True]
+        else:
+            attempts = [True, False]
+        if attempts == [True] and not any(
+                c[0].cq == info.cq or c[1] != "ReclaimWithoutBorrowing" for c in cands):
+            return []  # reclaiming without borrowing needs the preemptor within nominal
         # nothing moved in this cohort since the last search found nothing: skip it (Kueue
         # retries an inadmissible workload only when its cohort changes)
+        root = node.root()
         sig = (info.priority, tuple(sorted(asg.usage.items())), tuple(
             (n, tuple(sorted(q.usage.items()))) for n, q in sorted(cqs.items())
-            if q.root() is root), len(same), len(other))
+            if q.root() is root), len(cands))
         if self._no_targets.get(info.uid) == sig:
             return []
         self._searched = True
-        borrow_cands = []
-        for w, _ in other:
-            if w.evicted:
-                borrow_cands.append((w, "InCohortReclamation"))
-            elif bwc_ok and w.priority < info.priority and (
-                    threshold is None or w.priority <= int(threshold)):
-                borrow_cands.append((w, "InCohortReclaimWhileBorrowing"))
-        attempts = [(True, sorted(same + borrow_cands, key=order)),
-                    (False, sorted(same + other, key=order))]
-        if not other:
-            attempts = attempts[:1]
-        for allow_borrow, cands in attempts:
+        for allow_borrow in attempts:
             # remove candidates one by one from the tree until the preemptor fits, as
             # classicalPreemptions does on its snapshot; then fill back (fillBackWorkloads)
             targets: list[tuple[WlInfo, str]] = []
             for c in cands:
+                if not valid(c, allow_borrow):
+                    continue
                 take(c[0])
-                targets.append(c)
+                reason = {"InClusterQueue": "InClusterQueue",
+                          "ReclaimWhileBorrowing": "InCohortReclaimWhileBorrowing"
+                          }.get(c[1], "InCohortReclamation")
+                targets.append((c[0], reason))
                 if fits(allow_borrow):
                     for i in range(len(targets) - 2, -1, -1):
                         give(targets[i][0])

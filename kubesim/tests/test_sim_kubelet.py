@@ -104,6 +104,14 @@ def test_graceful_deletion_honours_grace_period(h):
     assert [p for p in h.pods(NS) if p["metadata"]["name"] == "g"] == []
 
 
+def test_deleting_a_pod_with_grace_zero_removes_it_at_once(h):
+    create(h, make_pod("z", grace=0, annotations={"run-seconds": 1000}))
+    h.advance(5)
+    assert h.pod(NS, "z")["status"]["phase"] == "Running"
+    h.store.delete("pods", "z", namespace=NS)
+    assert [p for p in h.pods(NS) if p["metadata"]["name"] == "z"] == []
+
+
 def test_node_failure_fails_pods_and_blocks_scheduling(h):
     sel = {"nvidia.com/gpu.product": "NVIDIA-H800"}
     create(h, make_pod("on-h800", gpus=2, node_selector=sel, annotations={"run-seconds": 1000}))

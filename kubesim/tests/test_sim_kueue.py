@@ -514,3 +514,33 @@ def test_waiting_workload_follows_a_changed_job(kubesim, api):
     wl = workload(co, "grows")
     assert wl["spec"]["priority"] == 1000
     assert "3 more needed" in cond(wl, "QuotaReserved")["message"]
+
+
+@pytest.mark.parametrize(("dev_gpus", "reason"), [
+    (4, "InCohortReclamation"),             # dev stays within its nominal quota of 4
+    (6, "InCohortReclaimWhileBorrowing"),   # dev borrows 2 beyond it, by borrowWithinCohort
+])
+def test_the_preempted_reason_follows_whether_the_preemptor_borrows(kubesim, api, dev_gpus,
+                                                                   reason):
+    """Kueue's classifyPreemptionVariant (classical/hierarchical_preemption.go): a preemptor
+    whose requests fit in its own ClusterQueue's nominal quota has a hierarchical advantage
+    over borrowers (``InCohortReclamation``) even when ``borrowWithinCohort`` is set; only a
+    preemptor that itself borrows reclaims by ``borrowWithinCohort``
+    (``InCohortReclaimWhileBorrowing``)."""
+    _, co = api
+    cq(co, "dev", 4, cohort="all", borrowing=4, preemption={
+        "reclaimWithinCohort": "Any", "withinClusterQueue": "Never",
+        "borrowWithinCohort": {"policy": "LowerPriority", "maxPriorityThreshold": 100}})
+    cq(co, "idle", 4, cohort="all", borrowing=0)
+    cq(co, "batch", 0, cohort="all")
+    lq(co, NS, "dev-q", "dev")
+    lq(co, NS2, "batch-q", "batch")
+    submit(co, "sweep", "batch-q", ns=NS2, gpus=8, priority="low")  # borrows all 8
+    kubesim.advance(3)
+    assert status_of(co, "sweep", NS2)["Admitted"][0] == "True"
+    submit(co, "dev-run", "dev-q", gpus=dev_gpus, priority="high")
+    kubesim.advance(2)
+    preempted = cond(workload(co, "sweep", NS2), "Preempted")
+    assert (preempted["status"], preempted["reason"]) == ("True", reason)
+    kubesim.advance(40)
+    assert status_of(co, "dev-run")["Admitted"][0] == "True"

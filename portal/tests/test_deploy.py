@@ -540,6 +540,9 @@ DYNAMIC_CALL_SITES = {
     ("jobs/backends/kueue.py", "sync_job", "create_if_absent"): lambda: [
         *_kinds_of([manifests.build_checkpoint_pvc(_sample_job())]), *_job_kinds()],
     ("jobs/backends/kueue.py", "sync_job", "ensure_absent"): _job_kinds,
+    # a requeued job's resume variables, on its own kind (WORKLOAD_KINDS[job.kind])
+    ("jobs/backends/kueue.py", "refresh_resume", "read"): _job_kinds,
+    ("jobs/backends/kueue.py", "refresh_resume", "patch"): _job_kinds,
     ("jobs/backends/kueue.py", "_positions", "kueue_pending_workloads"): lambda: [
         VISIBILITY_PENDING],
 }

@@ -46,7 +46,7 @@ pytestmark = [pytest.mark.django_db(transaction=False), pytest.mark.slow]
 # Names that stay as they are in Chinese technical text.
 TERMS = {
     "trainyard", "kubernetes", "kubesim", "pytorch", "pytorchjob", "trainjob", "torch",
-    "kubeflow", "nvidia",
+    "kubeflow", "trainer", "nvidia",
     "gpu", "gpus", "cpu", "cpus", "mig", "gib", "gb", "tib", "iops", "api", "rest", "openapi",
     "swagger", "csv", "pdf", "json", "utc", "prometheus", "grafana", "dcgm", "celery",
     "redis", "postgres", "postgresql", "sqlite", "django", "kueue", "volcano", "nccl",

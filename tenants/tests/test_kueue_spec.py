@@ -61,6 +61,12 @@ def test_grants_loans_and_ceilings_become_each_pools_queues(platform_admin, tena
              if o["kind"] == "ClusterQueue"}
     assert _gpu(built["ty-globex-dev"])["nominalQuota"] == "5"
     assert _gpu(built["ty-acme-dev"])["nominalQuota"] == "1"
+    # a loan is a guaranteed transfer, not cohort lending: no queue gets a lendingLimit
+    # (README, "Loans in Kueue mode"), and the cohort's nominal total is unchanged
+    assert not any("lendingLimit" in r for cq in built.values()
+                   for g in cq["spec"]["resourceGroups"] for f in g["flavors"]
+                   for r in f["resources"])
+    assert sum(int(_gpu(cq)["nominalQuota"]) for cq in built.values()) == 2 * (4 + 2)
 
 
 def test_an_elastic_tenant_borrows_to_its_ceiling_in_dev_but_production_never(
