@@ -58,7 +58,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness import scratch_django
+from harness import fresh_database, scratch_django
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -101,22 +101,6 @@ def _stop_kubesim(proc: subprocess.Popen) -> int:
     out, _ = proc.communicate(timeout=60)
     lines = [line for line in out.splitlines() if line.strip().isdigit()]
     return int(lines[-1]) if lines else 0
-
-
-def _fresh_database(url: str) -> None:
-    """Drop and create a Postgres database (a run starts from an empty one)."""
-    if not url.startswith(("postgres://", "postgresql://")):
-        return
-    from urllib.parse import urlsplit, urlunsplit
-
-    import psycopg
-
-    parts = urlsplit(url)
-    name = parts.path.strip("/")
-    admin = urlunsplit(parts._replace(path="/postgres"))
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def _sqlite_for_threads() -> None:
@@ -348,7 +332,7 @@ def main() -> None:
     args = parser.parse_args()
     url = os.environ.get("DATABASE_URL")
     if url:
-        _fresh_database(url)
+        fresh_database(url)
     scratch_django(url, prefix="trainyard-kueue-", TRAINYARD_ADMISSION_BACKEND=args.backend)
     _sqlite_for_threads()
     import tempfile

@@ -27,7 +27,7 @@ import time
 from decimal import Decimal
 from pathlib import Path
 
-from harness import scratch_django
+from harness import fresh_database, scratch_django
 
 ROOT = Path(os.environ.get("TRAINYARD_ROOT") or Path(__file__).resolve().parent.parent)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -35,21 +35,6 @@ sys.path.insert(0, str(ROOT))
 
 MODELS = tuple(f"NVIDIA-GPU-{c}" for c in "ABCDE")
 NODES_PER_MODEL = 15  # 120 GPUs of each model, 8 a node (kueue_stack's cluster)
-
-
-def _fresh_database(url: str) -> None:
-    if not url.startswith(("postgres://", "postgresql://")):
-        return
-    from urllib.parse import urlsplit, urlunsplit
-
-    import psycopg
-
-    parts = urlsplit(url)
-    name = parts.path.strip("/")
-    admin = urlunsplit(parts._replace(path="/postgres"))
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def setup(tenants: int):  # type: ignore[no-untyped-def]
@@ -148,7 +133,7 @@ def main() -> None:
     args = parser.parse_args()
     url = os.environ.get("DATABASE_URL")
     if url:
-        _fresh_database(url)
+        fresh_database(url)
     scratch_django(url, prefix="trainyard-submit-")
     path = list(sys.path)
     from kueue_stack import _sqlite_for_threads

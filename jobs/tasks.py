@@ -72,27 +72,21 @@ def sync_job(self, job_id: int) -> str:  # type: ignore[no-untyped-def]
     return result
 
 
-def _sync_concurrency() -> int:
-    """Cluster writes in flight at once for a ``jobs.sync_jobs`` batch
-    (``settings.TRAINYARD_SYNC_CONCURRENCY``, default 8)."""
-    return int(settings.TRAINYARD_SYNC_CONCURRENCY)
-
-
 @shared_task(name="jobs.sync_jobs", queue="k8s")
 def sync_jobs(job_ids: list[int]) -> dict[str, int]:
-    """Converge many jobs (a pass's admissions and preemptions, ``services.schedule_syncs``)
-    as :func:`sync_job` does each, at most :func:`_sync_concurrency` at once, each in its
-    own thread and database connection. A job whose call failed transiently gets its own
-    ``jobs.sync_job`` with the usual backoff; one that still fails is left to the
-    level-triggered paths (the next pass's sync of what it moves, the watchdog), as a
-    lost task would be. Inside a transaction (the tests' eager tasks) the jobs run one by
-    one in this thread, which alone sees that transaction's rows."""
+    """Converge many jobs (a pass's admissions and preemptions, ``services.schedule_syncs``) as
+    :func:`sync_job` does each, at most ``settings.TRAINYARD_SYNC_CONCURRENCY`` at once,
+    each in its own thread and database connection. A job whose call failed transiently gets
+    its own ``jobs.sync_job`` with the usual backoff; one that still fails is left to the
+    level-triggered paths (the next pass's sync of what it moves, the watchdog), as a lost
+    task would be. Inside a transaction (the tests' eager tasks) the jobs run one by one in
+    this thread, which alone sees that transaction's rows."""
     ids = list(dict.fromkeys(int(i) for i in job_ids))
     if get_backend().name != "trainyard":  # jobs.backends: each through its backend
         for job_id in ids:
             sync_job.delay(job_id)
         return {"queued": len(ids)}
-    workers = min(_sync_concurrency(), len(ids))
+    workers = min(settings.TRAINYARD_SYNC_CONCURRENCY, len(ids))
     if workers <= 1 or connection.in_atomic_block:
         outcomes = [_sync_one(job_id) for job_id in ids]
     else:

@@ -23,3 +23,20 @@ def scratch_django(database_url: str | None = None, *, prefix: str = "trainyard-
 
     call_command("migrate", verbosity=0)
     return database
+
+
+def fresh_database(url: str) -> None:
+    """Drop and create the Postgres database of ``url`` (a run starts from an empty one);
+    nothing for any other database."""
+    if not url.startswith(("postgres://", "postgresql://")):
+        return
+    from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg
+
+    parts = urlsplit(url)
+    name = parts.path.strip("/")
+    admin = urlunsplit(parts._replace(path="/postgres"))
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')

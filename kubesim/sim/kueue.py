@@ -13,6 +13,7 @@ import contextlib
 import copy
 import hashlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,22 +75,24 @@ class PyTorchJobAdapter:
         return False, False, ""
 
     @staticmethod
-    def run_patch(job: dict, infos: dict[str, dict]) -> dict:
+    def _templates_patch(job: dict, per_podset: dict[str, dict], change: Callable[
+            [dict, dict], None], suspend: bool) -> dict:
+        """(Un)suspend with ``change(template, per_podset[podset])`` applied to each replica
+        template (a podset is the replica type in lower case)."""
         rs = copy.deepcopy((job.get("spec") or {}).get("pytorchReplicaSpecs") or {})
         for rtype, r in rs.items():
-            info = infos.get(rtype.lower())
-            if info is not None:
-                _apply_info(r.setdefault("template", {}), info)
-        return {"spec": {"runPolicy": {"suspend": False}, "pytorchReplicaSpecs": rs}}
+            data = per_podset.get(rtype.lower())
+            if data is not None:
+                change(r.setdefault("template", {}), data)
+        return {"spec": {"runPolicy": {"suspend": suspend}, "pytorchReplicaSpecs": rs}}
 
-    @staticmethod
-    def stop_patch(job: dict, originals: dict[str, dict]) -> dict:
-        rs = copy.deepcopy((job.get("spec") or {}).get("pytorchReplicaSpecs") or {})
-        for rtype, r in rs.items():
-            orig = originals.get(rtype.lower())
-            if orig is not None:
-                _restore_info(r.setdefault("template", {}), orig)
-        return {"spec": {"runPolicy": {"suspend": True}, "pytorchReplicaSpecs": rs}}
+    @classmethod
+    def run_patch(cls, job: dict, infos: dict[str, dict]) -> dict:
+        return cls._templates_patch(job, infos, _apply_info, suspend=False)
+
+    @classmethod
+    def stop_patch(cls, job: dict, originals: dict[str, dict]) -> dict:
+        return cls._templates_patch(job, originals, _restore_info, suspend=True)
 
     @staticmethod
     def active(state: ClusterState, job: dict) -> bool:
