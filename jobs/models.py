@@ -201,6 +201,10 @@ class AdmissionState(models.Model):
     last_cycle_at = models.DateTimeField(null=True, blank=True)
     last_cycle_ms = models.FloatField(default=0)
     last_decisions = models.JSONField(default=dict, blank=True)
+    # The last pass that also explained the queue (positions, ETAs, reasons), and what that
+    # pass cost: passes explain every TRAINYARD_EXPLAIN_SECONDS at most (jobs.tasks).
+    explained_at = models.DateTimeField(null=True, blank=True)
+    explain_ms = models.FloatField(default=0)
 
     def __str__(self) -> str:
         return f"admission cycle at {self.last_cycle_at}"

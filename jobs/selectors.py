@@ -22,6 +22,7 @@ from core.choices import PoolKind, Tier
 from core.models import Policy
 from core.texts import message as stored_text
 from core.texts import render, text_code
+from jobs import submitcache
 from jobs.admission import ACTIVE_STATES as HOLDING_STATES
 from jobs.admission import History, JobView, NodeView, PoolQuota, decide
 from jobs.admission import Policy as EnginePolicy
@@ -60,7 +61,7 @@ from tenants.demand import (
     pool_batch_ceiling,
     pool_limits,
 )
-from tenants.models import JobUtilisation, NodeDedication, Pool, QuotaLoan, Tenant
+from tenants.models import JobUtilisation, NodeDedication, Pool, QuotaGrant, QuotaLoan, Tenant
 from tenants.quota import guaranteed_amount, overcommit_factor
 from tenants.selectors import (
     effective_grants,
@@ -325,10 +326,21 @@ def _admission_inputs(now):  # type: ignore[no-untyped-def]
                       shared=n.shared_allocatable, shared_used=n.shared_allocated,
                       **_node_cpu_memory(n))
              for n in report_nodes]
+    # Every active job, every pass: not the fields no decision reads (the container's
+    # command and environment, the stored texts).
     active = list(TrainingJob.objects.filter(state__in=ACTIVE_STATES).select_related(
-        "tenant", "pool", "loan__lender__tenant"))
+        "tenant", "pool", "loan__lender__tenant").defer(*_NOT_DECIDED))
     bound = _bound_nodes([j.pk for j in active if j.state != JobState.QUEUED])
-    loans_in = _loans_in()
+    shapes: dict[tuple[Any, ...], dict[str, int]] = {}
+
+    def resources(job: TrainingJob) -> dict[str, int]:
+        # jobs of one shape demand the same (many in a queue): computed once a pass
+        shape = tuple(getattr(job, name) for name in _SHAPE)
+        found = shapes.get(shape)
+        if found is None:
+            found = shapes[shape] = job_resources(job, facts)
+        return found
+
     jobs = [JobView(
         id=j.pk, tenant=j.tenant.slug, pool=j.pool.kind, tier=j.tier, gpu_model=j.gpu_model,
         mig_profile=j.mig_profile, replicas=j.workers, gpus_per_replica=j.gpus_per_worker,
@@ -341,19 +353,11 @@ def _admission_inputs(now):  # type: ignore[no-untyped-def]
         **_loan_fields(j),
         placement=_placement(j, bound.get(str(j.pk), [])),
         preempt_deadline=j.preempt_deadline, gpu_shared=j.gpu_shared,
-        resources=job_resources(j, facts)) for j in active]
-    quotas = []
-    for pool in Pool.objects.select_related("tenant").exclude(
-            tenant__status__in=[TenantStatus.DELETING, TenantStatus.DELETED]):
-        grants = effective_grants(pool)
-        nominal, ceiling = pool_limits(grants, elastic_factor=pool.tenant.ceiling_factor)
-        quotas.append(PoolQuota(
-            tenant=pool.tenant.slug, pool=pool.kind, nominal=nominal, ceiling=ceiling,
-            loans_in=loans_in.get(pool.pk),
-            batch_ceiling=pool_batch_ceiling(
-                grants, tenant_factor=pool.tenant.ceiling_factor,
-                overcommit=lambda key: overcommit_factor(key, policy.overcommit_factors))))
-    quotas = _with_guarantees(quotas)
+        resources=resources(j)) for j in active]
+    # The pools' quotas change rarely: kept while the snapshot's marker (one query) says
+    # that nothing they are computed from changed (jobs.submitcache).
+    quotas = submitcache.snapshot().memo(
+        "admission_quotas", lambda: _pool_quotas(policy, report))
     engine_policy = EnginePolicy(
         watermark=float(policy.eviction_watermark),
         grace_seconds={str(tier): rules.preemption_grace_seconds
@@ -361,6 +365,48 @@ def _admission_inputs(now):  # type: ignore[no-untyped-def]
     return {"nodes": nodes, "jobs": jobs, "quotas": quotas, "policy": engine_policy,
             "history": job_history(now), "now": now,
             "physical": {k: u.use for k, u in physical_use_now(report).items()}}, facts
+
+
+_NOT_DECIDED = ("command", "args", "env", "annotations", "hold_reason", "preempt_reason",
+                "wait_reason", "last_error")
+"""TrainingJob fields the admission pass never reads."""
+_SHAPE = ("workers", "cpu_per_worker", "memory_gib_per_worker", "gpus_per_worker", "gpu_model",
+          "mig_profile", "gpu_shared", "gpu_memory_gib_per_card")
+"""What :func:`job_demand_of` reads of a TrainingJob."""
+
+
+def _pool_quotas(policy: Policy, report) -> list:  # type: ignore[no-untyped-def]
+    """Every live pool's ``PoolQuota``: grants and loans, the tenant's ceiling factor, the
+    policy's overcommit factors for batch, guarantees from the capacity of ``report``."""
+    loans_in = _loans_in()
+    grants_of = _effective_grants_all()
+    quotas = []
+    for pool in Pool.objects.select_related("tenant").exclude(
+            tenant__status__in=[TenantStatus.DELETING, TenantStatus.DELETED]):
+        grants = grants_of.get(pool.pk, {})
+        nominal, ceiling = pool_limits(grants, elastic_factor=pool.tenant.ceiling_factor)
+        quotas.append(PoolQuota(
+            tenant=pool.tenant.slug, pool=pool.kind, nominal=nominal, ceiling=ceiling,
+            loans_in=loans_in.get(pool.pk),
+            batch_ceiling=pool_batch_ceiling(
+                grants, tenant_factor=pool.tenant.ceiling_factor,
+                overcommit=lambda key: overcommit_factor(key, policy.overcommit_factors))))
+    return _with_guarantees(quotas, report)
+
+
+def _effective_grants_all() -> dict[int, dict[str, Decimal]]:
+    """``tenants.selectors.effective_grants`` of every pool, in two queries."""
+    amounts: dict[int, dict[str, Decimal]] = defaultdict(dict)
+    for pool_id, resource, amount in QuotaGrant.objects.filter(
+            superseded_at__isnull=True).values_list("pool_id", "resource", "amount"):
+        amounts[pool_id][resource] = amount
+    for lender_id, borrower_id, resource, amount in QuotaLoan.objects.filter(
+            status=LoanStatus.ACTIVE).values_list("lender_id", "borrower_id", "resource",
+                                                  "amount"):
+        for pool_id, sign in ((lender_id, -1), (borrower_id, 1)):
+            grants = amounts[pool_id]
+            grants[resource] = max(Decimal(0), grants.get(resource, Decimal(0)) + sign * amount)
+    return amounts
 
 
 def _loans_in() -> dict[int, dict[str, tuple[tuple[int, int], ...]]]:
@@ -386,7 +432,7 @@ def _loan_fields(job: TrainingJob) -> dict[str, Any]:
             "loan_ended": loan.status != LoanStatus.ACTIVE}
 
 
-def _with_guarantees(quotas: list) -> list:
+def _with_guarantees(quotas: list, report=None) -> list:  # type: ignore[no-untyped-def]
     """Each overcommitted-mode tenant's pool quotas with their guaranteed part per GPU/MIG
     key (``tenants.quota.guaranteed_amount``: the number its quota pages show); other
     pools are guaranteed their whole nominal quota (the engine's default)."""
@@ -394,7 +440,7 @@ def _with_guarantees(quotas: list) -> list:
                .values_list("slug", flat=True))
     if not over:
         return quotas
-    shares = guaranteed_shares()
+    shares = guaranteed_shares(report)
     out = []
     for q in quotas:
         if q.tenant in over:
@@ -587,7 +633,7 @@ def job_spec(job: TrainingJob, *, policy: Policy | None = None,  # type: ignore[
     )
 
 
-def decide_with_pools_absent(inputs: dict, *, incremental: bool = False,
+def decide_with_pools_absent(inputs: dict, *, incremental: bool = False, explain: bool = True,
                              ) -> tuple[Any, dict[int, Pool]]:
     """:func:`decide` on ``inputs`` as the admission loop and the preview run it: a queued
     job whose pool's namespace and quota the cluster does not show (observed) is held out
@@ -597,13 +643,14 @@ def decide_with_pools_absent(inputs: dict, *, incremental: bool = False,
     ``incremental``: decided by this process's incremental engine
     (``jobs.admission.incremental.loop_engine``: the same decisions, from the work of what
     changed since its last pass), as the admission loop does; the preview, whose job is
-    hypothetical, decides in full."""
+    hypothetical, decides in full. ``explain=False``: decisions only, no WaitInfo
+    (``jobs.admission.decide``)."""
     absent = {(p.tenant.slug, p.kind): p for p in pools_not_in_cluster()}
     waiting_for_pool = {j.id: absent[(j.tenant, j.pool)] for j in inputs["jobs"]
                         if j.state == JobState.QUEUED and (j.tenant, j.pool) in absent}
     jobs = [replace(j, held=True) if j.id in waiting_for_pool else j for j in inputs["jobs"]]
     decide_now = loop_engine().decide if incremental else decide
-    decisions = decide_now(**{**inputs, "jobs": jobs})
+    decisions = decide_now(**{**inputs, "jobs": jobs}, explain=explain)
     for job_id, pool in waiting_for_pool.items():
         if job_id in decisions.waiting:
             decisions.waiting[job_id] = replace(

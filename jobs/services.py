@@ -20,6 +20,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from core.choices import Tier
+from core.db import update_rows
 from core.exceptions import ApplicationError, Conflict, NotAllowed
 from core.texts import StoredText
 from core.texts import message as stored_text
@@ -312,11 +313,9 @@ def job_transitions(*, moves: Iterable[Move], from_states: Iterable[str], to_sta
         if any(set(m.fields) != set(names) - set(stamp) for m in moves):
             raise ValueError("every move of one job_transitions call sets the same fields")
         if names:
-            TrainingJob.objects.bulk_update(
-                [TrainingJob(pk=job_id, **{name: when[job_id] if name in stamp
-                                           else by_id[job_id].fields.get(name)
-                                           for name in names}) for job_id in previous],
-                names, batch_size=500)
+            update_rows(TrainingJob, names, [
+                (job_id, *(when[job_id] if name in stamp else by_id[job_id].fields.get(name)
+                           for name in names)) for job_id in previous])
         JobTransition.objects.bulk_create([JobTransition(
             job_id=job_id, from_state=previous[job_id], to_state=to_state, reason=reason,
             message=by_id[job_id].message, at=when[job_id], observed_at=now)
@@ -433,10 +432,8 @@ def record_waiting(waiting: dict) -> None:  # dict[int, WaitInfo]
         new = (info.position_in_pool, info.position_in_model, info.eta_p50, info.eta_p90,
                info.reason)
         if tuple(getattr(job, name) for name in names) != new:
-            for name, value in zip(names, new, strict=True):
-                setattr(job, name, value)
-            changed.append(job)
-    TrainingJob.objects.bulk_update(changed, names, batch_size=500)
+            changed.append((job.pk, *new))
+    update_rows(TrainingJob, names, changed)
 
 
 # --- maintenance windows (defragmentation) ------------------------------------------------

@@ -25,7 +25,13 @@ What makes the marker change, table by table (each is written only as described)
 * node dedications: created or deleted, never updated (``tenants.services.cluster``);
 * quota grants: a change supersedes the current row and inserts a new one, a removal
   supersedes only (the count of current grants changes) (``tenants.services.quota``);
-* loans: start (``started_at``) and end (``ended_at``) are stamped, new ones inserted.
+* loans: start (``started_at``) and end (``ended_at``) are stamped, new ones inserted;
+* tenants: saved with ``save()`` or updated with ``updated_at`` (``auto_now``); pools:
+  created or deleted (what the admission pass reads of them: tenant, kind).
+
+The admission loop keeps its pools' quotas on the snapshot too (:meth:`Snapshot.memo`,
+``jobs.selectors.admission_inputs``): grants, loans, tenants' modes and factors, the
+policy's overcommit factors and the nodes' capacity, all covered by the marker.
 
 ``set_enabled(False)`` turns the snapshot off (every submission reads everything again,
 as before): the benchmark's baseline (``bench/submit_rate.py``).
@@ -45,7 +51,7 @@ from jobs.models import TrainingJob
 from jobs.validation import Inventory
 from k8s_sync.models import ObservedNode, ObservedStorageClass
 from tenants.choices import LoanStatus
-from tenants.models import NodeDedication, Pool, QuotaGrant, QuotaLoan
+from tenants.models import NodeDedication, Pool, QuotaGrant, QuotaLoan, Tenant
 
 _ENABLED = True
 _LOCK = threading.Lock()
@@ -68,10 +74,12 @@ def clear() -> None:
 def _marker_sql() -> str:
     """Scalar subqueries on the tables' names (from the models, never from input)."""
     tables = {m: m._meta.db_table for m in (ObservedNode, ObservedStorageClass, Policy,
-                                             NodeDedication, QuotaGrant, QuotaLoan)}
+                                             NodeDedication, QuotaGrant, QuotaLoan, Tenant,
+                                             Pool)}
     node, sc = tables[ObservedNode], tables[ObservedStorageClass]
     policy, dedication = tables[Policy], tables[NodeDedication]
     grant, loan = tables[QuotaGrant], tables[QuotaLoan]
+    tenant, pool = tables[Tenant], tables[Pool]
     parts = [
         ("COUNT(*)", node, ""), ("MAX(id)", node, ""), ("MAX(observed_at)", node, ""),
         ("COUNT(*)", sc, ""), ("MAX(id)", sc, ""), ("MAX(observed_at)", sc, ""),
@@ -80,6 +88,8 @@ def _marker_sql() -> str:
         ("COUNT(*)", grant, " WHERE superseded_at IS NULL"), ("MAX(id)", grant, ""),
         ("COUNT(*)", loan, " WHERE status = %s"), ("MAX(id)", loan, ""),
         ("MAX(started_at)", loan, ""), ("MAX(ended_at)", loan, ""),
+        ("COUNT(*)", tenant, ""), ("MAX(updated_at)", tenant, ""),
+        ("COUNT(*)", pool, ""), ("MAX(id)", pool, ""),
     ]
     columns = [f"(SELECT {what} FROM {table}{where})" for what, table, where in parts]  # noqa: S608
     return "SELECT " + ", ".join(columns)
@@ -146,6 +156,14 @@ class Snapshot:
     dedicated: frozenset[int]
     _grants: dict[int, dict[str, Decimal]] = field(default_factory=dict)
     _facts: list[Any] = field(default_factory=list)
+    _memo: dict[str, Any] = field(default_factory=dict)
+
+    def memo(self, name: str, build: Any) -> Any:
+        """``build()``, once per snapshot: a value computed only from what the marker
+        covers (the caller vouches for that). Do not change what it returns."""
+        if name not in self._memo:
+            self._memo[name] = build()
+        return self._memo[name]
 
     def effective_grants(self, pool: Pool) -> dict[str, Decimal]:
         """``tenants.selectors.effective_grants(pool)`` (a copy)."""

@@ -34,6 +34,7 @@ from django.utils import timezone
 from core.models import Policy
 from core.texts import message as stored_text
 from jobs import health, podstart, selectors, services
+from jobs.admission.cadence import explain_due
 from jobs.backends import get_backend
 from jobs.choices import JobState
 from jobs.models import AdmissionState, JobTransition, MaintenanceWindow, TrainingJob
@@ -224,13 +225,16 @@ def observe_jobs(now: dt.datetime) -> dict[str, int]:
     condition's time, and one that ran and finished between two passes gets both
     transitions. A PyTorchJob not recorded (yet) moves nothing, as one missing from a
     list did."""
-    objs = {kind: workload_statuses(*types) for kind, types in WORKLOAD_KINDS.items()}
     counts = {"running": 0, "succeeded": 0, "failed": 0, "requeued": 0}
-    active = TrainingJob.objects.filter(state__in=[JobState.ADMITTED, JobState.RUNNING,
-                                                   JobState.PREEMPTING]).select_related(
+    active = list(TrainingJob.objects.filter(state__in=[
+        JobState.ADMITTED, JobState.RUNNING, JobState.PREEMPTING]).select_related(
         "pool__tenant").only("id", "state", "kind", "k8s_name", "preempt_deadline",
                              "restart_count",
-                             "in_cluster", "admitted_at", "pool__kind", "pool__tenant__slug")
+                             "in_cluster", "admitted_at", "pool__kind", "pool__tenant__slug"))
+    # the recorded workloads of these jobs only, not of every job that ever ran
+    objs = {kind: workload_statuses(*types, names=[j.k8s_name for j in active
+                                                   if j.kind == kind])
+            for kind, types in WORKLOAD_KINDS.items()}
     # What each job's recorded workload says, then every move of the pass in one
     # transaction, by kind of move (services.job_transitions: conditional, one
     # JobTransition each); a job that ran and finished between two passes is moved
@@ -385,38 +389,46 @@ def admission_cycle() -> dict[str, Any]:
         # apply in one short transaction, only if no other pass applied meanwhile (the
         # pass token: the last pass's time). Only passes admit, so the quota a pass saw
         # free is still free unless another pass used it; then this one applies nothing.
-        seen = AdmissionState.objects.get_or_create(pk=1)[0].last_cycle_at
-        decisions, waiting_for_pool = _decide(now)
+        state = AdmissionState.objects.get_or_create(pk=1)[0]
+        seen = state.last_cycle_at
+        # Explain the queue (positions, ETAs, reasons) only every few seconds: the
+        # decisions are the same either way (jobs.admission.cadence).
+        explain = explain_due(now, state.explained_at, state.explain_ms,
+                              settings.TRAINYARD_EXPLAIN_SECONDS)
+        decisions, waiting_for_pool = _decide(now, explain=explain)
         with transaction.atomic():
             if not AdmissionState.objects.filter(pk=1, last_cycle_at=seen).update(
                     last_cycle_at=now):
                 return {"skipped": "another cycle applied first", **observed}
-            result = _apply(decisions, waiting_for_pool, now)
+            result = _apply(decisions, waiting_for_pool, now, explained=explain)
+            elapsed_ms = (time.monotonic() - started) * 1000
             AdmissionState.objects.filter(pk=1).update(
-                last_cycle_ms=(time.monotonic() - started) * 1000,
-                last_decisions={**result, **observed})
+                last_cycle_ms=elapsed_ms, last_decisions={**result, **observed},
+                **({"explained_at": now, "explain_ms": elapsed_ms} if explain else {}))
         return {**result, **observed}
     finally:
         cache.delete(CYCLE_LOCK)
 
 
-def _decide_and_apply(now: dt.datetime) -> dict[str, int]:
+def _decide_and_apply(now: dt.datetime) -> dict[str, Any]:
     """Decide and apply at once (the caller holds the pass: see :func:`admission_cycle`)."""
     return _apply(*_decide(now), now)
 
 
-def _decide(now: dt.datetime) -> tuple[Any, dict[int, Pool]]:
-    """The engine's decisions on the jobs as stored now (reads only)."""
+def _decide(now: dt.datetime, *, explain: bool = True) -> tuple[Any, dict[int, Pool]]:
+    """The engine's decisions on the jobs as stored now (reads only); with ``explain``,
+    every waiting job's position, ETA and reason too."""
     # A job whose pool the cluster does not show waits, held out of this pass, with that
     # reason; its pool is asked to sync again.
     return selectors.decide_with_pools_absent(
         selectors.admission_inputs(now),
-        incremental=settings.TRAINYARD_INCREMENTAL_ADMISSION)
+        incremental=settings.TRAINYARD_INCREMENTAL_ADMISSION, explain=explain)
 
 
-def _apply(decisions: Any, waiting_for_pool: dict[int, Pool], now: dt.datetime
-           ) -> dict[str, int]:
-    """Carry out a pass's decisions (inside the pass's transaction)."""
+def _apply(decisions: Any, waiting_for_pool: dict[int, Pool], now: dt.datetime, *,
+           explained: bool = True) -> dict[str, Any]:
+    """Carry out a pass's decisions (inside the pass's transaction); ``explained``: the
+    decisions carry the waiting jobs' positions, ETAs and reasons, which are stored."""
     for pool in {p.pk: p for p in waiting_for_pool.values()}.values():
         _request_pool_sync(pool)
     levels = topology_levels() if decisions.admit else ()
@@ -442,9 +454,10 @@ def _apply(decisions: Any, waiting_for_pool: dict[int, Pool], now: dt.datetime
         from_states=[JobState.RUNNING, JobState.ADMITTED], to_state=JobState.PREEMPTING,
         reason="Preempted")
     services.schedule_syncs([*admitted, *preempted])
-    services.record_waiting(decisions.waiting)
+    if explained:
+        services.record_waiting(decisions.waiting)
     return {"admitted": len(admitted), "preempted": len(preempted),
-            "waiting": len(decisions.waiting)}
+            "waiting": len(decisions.waiting) if explained else None}
 
 
 POOL_SYNC_EVERY = 30  # seconds between two reconciles a waiting job asks of one pool

@@ -338,6 +338,10 @@ if TRAINYARD_ADMISSION_BACKEND not in {"trainyard", "kueue"}:
 # full every pass. Off by default: on busy clusters every group changes every pass and
 # it saves nothing (bench/admission_scaling.py).
 TRAINYARD_INCREMENTAL_ADMISSION = env_bool("TRAINYARD_INCREMENTAL_ADMISSION", False)
+# Seconds between two admission passes that explain the queue (every waiting job's
+# position, ETA and reason; jobs.admission.cadence): the passes between decide only. 0
+# explains on every pass.
+TRAINYARD_EXPLAIN_SECONDS = env_float("TRAINYARD_EXPLAIN_SECONDS", 2.0, minimum=0.0)
 # Cluster writes in flight at once when the loop syncs a pass's jobs (jobs.sync_jobs)
 TRAINYARD_SYNC_CONCURRENCY = env_int("TRAINYARD_SYNC_CONCURRENCY", 8, minimum=1)
 # The RBAC group a tenant's people authenticate with (as the API server sees it, with

@@ -37,6 +37,9 @@ from portal.settings import REDIS_URL  # noqa: E402
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # speed only
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
 CELERY_TASK_ALWAYS_EAGER = True
+# Every admission pass explains the queue, so a test reads positions right after any pass
+# (jobs/tests/test_explain_cadence.py tests the cadence itself).
+TRAINYARD_EXPLAIN_SECONDS = 0.0
 CELERY_BROKER_URL = "memory://"
 CELERY_BROKER_TRANSPORT = None
 SESSION_COOKIE_SECURE = False

@@ -371,10 +371,11 @@ def _parses(key: str) -> bool:
     return True
 
 
-def guaranteed_shares() -> dict[str, Decimal]:
+def guaranteed_shares(report=None) -> dict[str, Decimal]:  # type: ignore[no-untyped-def]
     """Resource key -> guaranteed share of overcommitted-mode quotas (see quota.py); the
-    quota pages and admission (``jobs.selectors.admission_inputs``) read the same."""
-    capacity = capacity_by_resource()
+    quota pages and admission (``jobs.selectors.admission_inputs``) read the same.
+    ``report``: the capacity report, when the caller has read it already."""
+    capacity = capacity_by_resource(report)
     totals: dict[tuple[str, bool], Decimal] = {}
     rows = (QuotaGrant.objects.filter(superseded_at__isnull=True)
             .exclude(pool__tenant__status=TenantStatus.DELETED)

@@ -102,7 +102,7 @@ _NO_CPU_NODE: Text = {"code": "jobs.never.no_cpu_node", "args": {}}
 
 def decide(*, nodes: Sequence[NodeView], jobs: Sequence[JobView], quotas: Sequence[PoolQuota],
            policy: Policy, history: History, now: datetime,
-           physical: Mapping[str, float] | None = None) -> Decisions:
+           physical: Mapping[str, float] | None = None, explain: bool = True) -> Decisions:
     """Decide admissions and preemptions, and explain every waiting job.
 
     Pure: reads only its arguments (``now`` is the clock). Returns at most one decision
@@ -115,13 +115,23 @@ def decide(*, nodes: Sequence[NodeView], jobs: Sequence[JobView], quotas: Sequen
 
     ``physical``: measured use (0..1 of capacity) per resource key; a key that is absent
     counts its allocation only (step 4 of the module docstring).
+
+    ``explain=False`` skips step 5 (no WaitInfo: ``waiting`` is empty): the same
+    admissions and preemptions, without the ETA simulation that costs most of a pass on a
+    long queue. The admission loop explains every few seconds, not on every pass
+    (``jobs.tasks.admission_cycle``).
     """
-    return _Pass(nodes, jobs, quotas, policy, history, now, physical).run()
+    pass_ = _Pass(nodes, jobs, quotas, policy, history, now, physical)
+    pass_.explaining = explain
+    return pass_.run()
 
 
 class _Pass(Reclaim):
     """One ``decide()`` call: the steps, in order (the state, rules and reclaim are the
     layers below it: :mod:`.state`, :mod:`.rules`, :mod:`.reclaim`)."""
+
+    explaining = True
+    """Step 5 (positions, ETAs, final reasons) runs: ``decide(explain=...)``."""
 
     # -- ordering ------------------------------------------------------------------------
 
@@ -145,8 +155,8 @@ class _Pass(Reclaim):
         for job in held:
             self.reasons[job.id] = _HELD
             self.never.add(job.id)
-        waiting = [j for j in order if j.id not in self.admitted] + held
-        self.explain(waiting)
+        if self.explaining:
+            self.explain([j for j in order if j.id not in self.admitted] + held)
         self.decisions.admit = sorted(self.admitted.values(), key=lambda a: a.job_id)
         self.decisions.preempt = sorted(self.victims.values(), key=lambda p: p.job_id)
         return self.decisions

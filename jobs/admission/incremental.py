@@ -111,6 +111,8 @@ class _Group:
     preempt: list[Preemption]
     ordered: list[_Item]
     held: list[_Held]
+    explained: bool = True
+    """Decided with its ETAs (``decide(explain=True)``); else ``ordered`` has none."""
 
 
 def _node_keys(node: NodeView) -> tuple[str, ...]:
@@ -164,17 +166,20 @@ class Engine:
     def decide(self, *, nodes: Sequence[NodeView], jobs: Sequence[JobView],
                quotas: Sequence[PoolQuota], policy: Policy, history: History, now: datetime,
                physical: Mapping[str, float] | None = None,
-               generation: object = None) -> Decisions:
+               generation: object = None, explain: bool = True) -> Decisions:
         """:func:`jobs.admission.decide` on these inputs, reusing what did not change
-        (one pass at a time: passes of two threads run one after the other)."""
+        (one pass at a time: passes of two threads run one after the other).
+        ``explain=False`` as there: no WaitInfo; a group decided so is decided again by
+        the next pass that explains, even if nothing of it changed."""
         with self._lock:
             return self._decide(nodes=nodes, jobs=jobs, quotas=quotas, policy=policy,
                                 history=history, now=now, physical=physical,
-                                generation=generation)
+                                generation=generation, explain=explain)
 
     def _decide(self, *, nodes: Sequence[NodeView], jobs: Sequence[JobView],
                 quotas: Sequence[PoolQuota], policy: Policy, history: History, now: datetime,
-                physical: Mapping[str, float] | None, generation: object) -> Decisions:
+                physical: Mapping[str, float] | None, generation: object,
+                explain: bool = True) -> Decisions:
         if generation is not None and generation != self.generation:
             self.reset()
             self.generation = generation
@@ -274,7 +279,7 @@ class Engine:
             previous = self._groups.get(keys)
             age = (now - previous.now).total_seconds() if previous is not None else 0.0
             stale = (previous is None or every or not dirty_keys.isdisjoint(keys)
-                     or age < 0 or age > self.max_age)
+                     or age < 0 or age > self.max_age or (explain and not previous.explained))
             members: list[JobView] = []
             group_quotas: list[PoolQuota] = []
             if stale or verify or not usage_keys.isdisjoint(keys):
@@ -300,7 +305,7 @@ class Engine:
                     group_nodes = list(seen.values())
             if stale:
                 previous = self._decide_group(keys, group_nodes, members, group_quotas,
-                                              policy, history, now, physical)
+                                              policy, history, now, physical, explain)
                 self.stats["groups_decided"] += 1
                 self.stats["jobs_decided"] += len(members)
             else:
@@ -308,7 +313,8 @@ class Engine:
                 assert previous is not None
                 if verify:
                     again = self._decide_group(keys, group_nodes, members, group_quotas,
-                                               policy, history, previous.now, physical)
+                                               policy, history, previous.now, physical,
+                                               previous.explained)
                     if (again.admit, again.preempt, again.ordered, again.held) != (
                             previous.admit, previous.preempt, previous.ordered, previous.held):
                         self.stats["mismatches"] += 1
@@ -325,7 +331,7 @@ class Engine:
         self._physical = physical
         self._tenant_keys = dict(tenant_keys)
         self._groups = kept
-        return self._assemble(results)
+        return self._assemble(results, explain)
 
     @staticmethod
     def _reorder(group: _Group, jobs: list[JobView], quotas: list[PoolQuota],
@@ -348,7 +354,8 @@ class Engine:
                 job.id != item[1].id for job, item in zip(order, group.ordered, strict=True)):
             return None
         ordered = [(entries[item[1].id], *item[1:]) for item in group.ordered]
-        return _Group(group.keys, group.now, group.admit, group.preempt, ordered, group.held)
+        return _Group(group.keys, group.now, group.admit, group.preempt, ordered, group.held,
+                      group.explained)
 
     @staticmethod
     def _group_keys(key_jobs: Mapping[str, list[JobView]], tenant_keys: Mapping[str, set[str]],
@@ -384,8 +391,9 @@ class Engine:
     def _decide_group(self, keys: frozenset[str], nodes: Iterable[NodeView],
                       jobs: list[JobView], quotas: list[PoolQuota], policy: Policy,
                       history: History, now: datetime,
-                      physical: Mapping[str, float]) -> _Group:
+                      physical: Mapping[str, float], explain: bool = True) -> _Group:
         group = _GroupPass(list(nodes), jobs, quotas, policy, history, now, physical)
+        group.explaining = explain
         decisions = group.run()
         entries, reasons, bound = group.entries, group.reasons, group.capacity_bound
         eta_of, admitted = group.eta_of, group.admitted
@@ -399,16 +407,18 @@ class Engine:
         held: list[_Held] = sorted(
             ((TIER_RANK.get(j.tier, len(TIERS)), j.submitted_at, j.id), j,
              reasons.get(j.id, _CAPACITY)) for j in group.queued if j.held)
-        return _Group(keys, now, decisions.admit, decisions.preempt, ordered, held)
+        return _Group(keys, now, decisions.admit, decisions.preempt, ordered, held, explain)
 
     @staticmethod
-    def _assemble(groups: list[_Group]) -> Decisions:
+    def _assemble(groups: list[_Group], explain: bool = True) -> Decisions:
         """The whole pass's decisions from the groups': admissions and preemptions by id,
         the waiting jobs in the merged order with their positions (a pool's position
-        counts every key) and reasons (``Explainer.explain``)."""
+        counts every key) and reasons (``Explainer.explain``; with ``explain`` only)."""
         out = Decisions()
         out.admit = list(heapq.merge(*(g.admit for g in groups), key=lambda a: a.job_id))
         out.preempt = list(heapq.merge(*(g.preempt for g in groups), key=lambda p: p.job_id))
+        if not explain:
+            return out
         waiting = out.waiting
         pool_pos: dict[str, int] = defaultdict(int)
         model_pos: dict[str, int] = defaultdict(int)

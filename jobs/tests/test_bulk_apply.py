@@ -89,8 +89,8 @@ def test_a_pass_applies_nothing_when_another_pass_applied_after_it_read(
     monkeypatch.setattr(tasks.cache, "add", lambda *a, **k: True)  # passes overlap
     real = tasks._decide
 
-    def decide_then_race(now):
-        decided = real(now)
+    def decide_then_race(now, **kwargs):
+        decided = real(now, **kwargs)
         assert [a.job_id for a in decided[0].admit] == [first.pk]
         monkeypatch.setattr(tasks, "_decide", real)
         TrainingJob.objects.filter(pk=first.pk).update(held=True)

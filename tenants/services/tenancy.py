@@ -330,7 +330,7 @@ def tenant_mark_deleted(*, tenant_id: int) -> None:
     """The namespaces are gone: the tenant is deleted (called by the reconcile task)."""
     with transaction.atomic():
         updated = Tenant.objects.filter(pk=tenant_id, status=TenantStatus.DELETING).update(
-            status=TenantStatus.DELETED)
+            status=TenantStatus.DELETED, updated_at=timezone.now())
         if updated:
             Membership.objects.filter(tenant_id=tenant_id).delete()
             record_audit(actor=None, tenant_id=tenant_id, action="tenant.deleted",

@@ -1,0 +1,111 @@
+"""Passes decide every time but explain the queue (positions, ETAs, reasons) only every
+``TRAINYARD_EXPLAIN_SECONDS`` (``jobs.admission.cadence``): the decisions are the same,
+a pass that does not explain leaves what people read as the last explaining pass wrote."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django.utils import timezone
+
+from jobs import services
+from jobs.admission import History, Policy, decide
+from jobs.admission.cadence import explain_due
+from jobs.admission.incremental import Engine
+from jobs.models import AdmissionState, TrainingJob
+from jobs.tasks import admission_cycle
+from jobs.tests.conftest import submission
+from tenants.access import access_for
+
+from .test_admission_helpers import NOW, job, node, quota, with_usage
+
+# -- when a pass explains (pure) -------------------------------------------------------------
+
+
+def test_explain_due_by_interval_and_by_cost():
+    last = NOW - dt.timedelta(seconds=3)
+    assert explain_due(NOW, None, 0, 2.0)            # never explained
+    assert explain_due(NOW, NOW, 0, 0.0)             # 0: every pass
+    assert explain_due(NOW, last, 100, 2.0)          # 3 s old, cost 0.1 s: due
+    assert not explain_due(NOW, last, 100, 5.0)      # the interval not yet over
+    # an explanation of 1 s waits at least 5 s (at most a fifth of the loop's time)
+    assert not explain_due(NOW, last, 1000, 2.0)
+    assert explain_due(NOW + dt.timedelta(seconds=2), last, 1000, 2.0)
+    assert explain_due(NOW, NOW + dt.timedelta(seconds=1), 0, 60.0)   # the clock went back
+
+
+# -- the engines (pure) ------------------------------------------------------------------------
+
+
+def _world():
+    nodes = [node("h1", used=0), node("h2", used=0)]
+    jobs = [job(1, gpus=8, state="running", on="h1"),
+            *(job(i, gpus=4, tenant="acme" if i % 2 else "beta") for i in range(2, 12))]
+    quotas = [quota("acme", nominal=8, ceiling=12), quota("beta", nominal=4, ceiling=8)]
+    return {"nodes": with_usage(nodes, jobs), "jobs": jobs, "quotas": quotas,
+            "policy": Policy(), "history": History(), "now": NOW}
+
+
+def test_deciding_without_explaining_decides_the_same_and_explains_nothing():
+    inputs = _world()
+    full = decide(**inputs)
+    bare = decide(**inputs, explain=False)
+    assert full.admit and full.waiting
+    assert (bare.admit, bare.preempt) == (full.admit, full.preempt)
+    assert bare.waiting == {}
+    engine = Engine()
+    quick = engine.decide(**inputs, explain=False)
+    assert (quick.admit, quick.preempt, quick.waiting) == (full.admit, full.preempt, {})
+    # nothing changed, but the groups were decided without ETAs: explaining decides again
+    again = engine.decide(**inputs, explain=True)
+    assert again.waiting == full.waiting
+    assert engine.stats["groups_decided"] == 2
+
+
+# -- the loop ----------------------------------------------------------------------------------
+
+
+def _submit(bob, tenant, capture, name, gpus=4):
+    with capture(execute=False):
+        return services.job_submit(access=access_for(bob, tenant), actor=bob, pool="dev",
+                                   data=submission(name=name, gpus_per_worker=gpus))
+
+
+def _pass(capture):
+    with capture(execute=False):
+        return admission_cycle.apply().get()
+
+
+def test_passes_between_explanations_admit_but_leave_positions_as_last_explained(
+        quota, bob, settings, django_capture_on_commit_callbacks):
+    settings.TRAINYARD_EXPLAIN_SECONDS = 60
+    capture = django_capture_on_commit_callbacks
+    first = [_submit(bob, quota, capture, f"q-{i}") for i in range(3)]  # quota 8: two fit
+    out = _pass(capture)
+    assert (out["admitted"], out["waiting"]) == (2, 1)
+    third = TrainingJob.objects.get(pk=first[2].pk)
+    assert third.state == "queued" and third.position_in_pool == 1 and third.wait_reason
+    explained = AdmissionState.objects.get(pk=1).explained_at
+    assert explained is not None
+
+    late = _submit(bob, quota, capture, "late")
+    out = _pass(capture)
+    assert (out["admitted"], out["waiting"]) == (0, None)   # decided, not explained
+    assert TrainingJob.objects.get(pk=late.pk).position_in_pool is None
+    assert AdmissionState.objects.get(pk=1).explained_at == explained
+
+    # a finish frees quota: the next pass admits at once, explanation or not
+    services.job_transition(job_id=first[0].pk, from_states=["admitted"],
+                            to_state="succeeded", reason="Succeeded")
+    out = _pass(capture)
+    assert (out["admitted"], out["waiting"]) == (1, None)
+    assert TrainingJob.objects.get(pk=first[2].pk).state == "admitted"
+
+    # once the interval is over, a pass explains again: the late job has its place
+    AdmissionState.objects.filter(pk=1).update(
+        explained_at=timezone.now() - dt.timedelta(seconds=61))
+    out = _pass(capture)
+    assert (out["admitted"], out["waiting"]) == (0, 1)
+    late.refresh_from_db()
+    assert late.position_in_pool == 1 and late.wait_reason
+    assert AdmissionState.objects.get(pk=1).explained_at > explained
