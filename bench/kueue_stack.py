@@ -82,10 +82,12 @@ gc.freeze()
 gc.set_threshold(50_000, 50, 100)
 sys.stdin.read()
 cluster.stop()
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, flush=True)
+usage = resource.getrusage(resource.RUSAGE_SELF)
+print(usage.ru_utime + usage.ru_stime, flush=True)
+print(usage.ru_maxrss, flush=True)
 """
 """kubesim in its own process (as in production, the API server is not in Trainyard's
-processes): serves until its stdin closes, then prints its peak RSS (KiB)."""
+processes): serves until its stdin closes, then prints its CPU seconds and peak RSS (KiB)."""
 
 
 def _start_kubesim(profile: dict, tmp: Path) -> tuple[subprocess.Popen, str]:
@@ -97,10 +99,30 @@ def _start_kubesim(profile: dict, tmp: Path) -> tuple[subprocess.Popen, str]:
     return proc, proc.stdout.readline().strip()
 
 
-def _stop_kubesim(proc: subprocess.Popen) -> int:
+def _stop_kubesim(proc: subprocess.Popen) -> tuple[float, int]:
+    """(CPU seconds, peak RSS KiB) of kubesim's process."""
     out, _ = proc.communicate(timeout=60)
-    lines = [line for line in out.splitlines() if line.strip().isdigit()]
-    return int(lines[-1]) if lines else 0
+    lines = [line.strip() for line in out.splitlines() if line.strip()]
+    try:
+        return float(lines[-2]), int(lines[-1])
+    except (IndexError, ValueError):
+        return 0.0, 0
+
+
+def _machine_cpu_seconds() -> float:
+    """CPU seconds the whole machine has been busy (every core, /proc/stat)."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    except OSError:
+        return 0.0
+    ticks = [int(f) for f in fields]
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
+    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _sqlite_for_threads() -> None:
@@ -445,6 +467,7 @@ def main() -> None:
             try:
                 out = body()
                 out["rss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+                out["cpu_s"] = _cpu_seconds()
                 results.put((name, out))
             except BaseException:
                 import traceback
@@ -510,14 +533,16 @@ def main() -> None:
     check = ClusterCeilingCheck(client)
     check.start()
     start = time.monotonic()
+    machine_cpu, own_cpu = _machine_cpu_seconds(), _cpu_seconds()
     origin = timezone.now().timestamp()  # workload time 0, for the transitions' times
     lags: list[float] = []
     submit_cpu_ms: list[float] = []
     profiler = None
-    if os.environ.get("BENCH_PROFILE") == "submit":  # where the submitting thread's time goes
+    if os.environ.get("BENCH_PROFILE") in ("submit", "submit-wall"):  # the submitting thread
         import cProfile
 
-        profiler = cProfile.Profile(time.thread_time)  # CPU, not waits
+        profiler = (cProfile.Profile(time.thread_time)  # its CPU, not its waits
+                    if os.environ["BENCH_PROFILE"] == "submit" else cProfile.Profile())
         profiler.enable()
     for w in workload:
         wait = w.arrival_ms / 1000 - (time.monotonic() - start)
@@ -550,6 +575,7 @@ def main() -> None:
     name, out = results.get()  # the worker: every job finished
     report[name] = out
     wall = time.monotonic() - start
+    machine_cpu, own_cpu = _machine_cpu_seconds() - machine_cpu, _cpu_seconds() - own_cpu
     stop_watch.set()
     name, out = results.get()
     report[name] = out
@@ -623,11 +649,19 @@ def main() -> None:
           + ", ".join(f"{k} {v}" for k, v in report["watch"]["events"].items()))
     print(f"preemptions: {int(s['preemptions'])}; unfinished: {int(s['unfinished'])}; "
           f"loop {wall:.1f} s.")
-    kubesim_kib = _stop_kubesim(kubesim)
+    kubesim_cpu, kubesim_kib = _stop_kubesim(kubesim)
     own_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(f"peak memory (RSS): submissions {own_kib / 1024:.0f} MiB, worker (passes, cluster "
           f"writes) {report['worker']['rss_kib'] / 1024:.0f} MiB, watcher "
           f"{report['watch']['rss_kib'] / 1024:.0f} MiB, kubesim {kubesim_kib / 1024:.0f} MiB")
+    parts = {"submissions (and their cluster writes)": own_cpu,
+             "worker (passes, cluster writes)": report["worker"]["cpu_s"],
+             "watcher": report["watch"]["cpu_s"], "kubesim": kubesim_cpu}
+    rest = machine_cpu - sum(parts.values())
+    print(f"CPU over the run ({wall:.1f} s, {os.cpu_count()} cores: {machine_cpu:.1f} s busy, "
+          f"{machine_cpu / wall / (os.cpu_count() or 1):.0%}): "
+          + ", ".join(f"{k} {v:.1f} s" for k, v in parts.items())
+          + f", the database server and the rest of the machine {max(rest, 0):.1f} s")
     peak_db, problems = database_checks(ceilings)
     over_cluster = {ns: n for ns, n in check.peak.items() if n > ceilings.get(ns, 0)}
     twice = [p for p in problems if "GPUs admitted" not in p]
