@@ -351,6 +351,9 @@ def main() -> None:
     parser.add_argument("--explain-every", type=float, default=2.0,
                         help="TRAINYARD_EXPLAIN_SECONDS: seconds between passes that explain "
                              "the queue (production's default; 0: every pass)")
+    parser.add_argument("--history-every", type=float, default=60.0,
+                        help="TRAINYARD_HISTORY_SECONDS: seconds the loop keeps the jobs' "
+                             "history (production's default; 0: read every pass)")
     parser.add_argument("--backend", choices=("trainyard", "kueue"), default="trainyard",
                         help="TRAINYARD_ADMISSION_BACKEND: Trainyard's engine admits, or "
                              "Kueue (kubesim's Kueue controller)")
@@ -393,6 +396,7 @@ def main() -> None:
     settings.TRAINYARD_CLUSTER = {"mode": "url", "url": cluster_url, "request_timeout": 30}
     settings.TRAINYARD_SYNC_CONCURRENCY = args.concurrency
     settings.TRAINYARD_EXPLAIN_SECONDS = args.explain_every
+    settings.TRAINYARD_HISTORY_SECONDS = args.history_every
     k8s_client.reset_clients()
     client = k8s_client.get_client()
     relist_all(client, ["nodes"])

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.core.cache import cache
 from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery
 from django.http import Http404
@@ -363,7 +364,7 @@ def _admission_inputs(now):  # type: ignore[no-untyped-def]
         grace_seconds={str(tier): rules.preemption_grace_seconds
                        for tier, rules in tier_rules(policy).items()})
     return {"nodes": nodes, "jobs": jobs, "quotas": quotas, "policy": engine_policy,
-            "history": job_history(now), "now": now,
+            "history": recent_history(now), "now": now,
             "physical": {k: u.use for k, u in physical_use_now(report).items()}}, facts
 
 
@@ -556,6 +557,27 @@ def _placement(job: TrainingJob, bound: list[str]) -> tuple[str, ...]:
                 pending.remove(node)
         return tuple(pending)
     return ()
+
+
+_HISTORY: dict[str, tuple[dt.datetime, Any]] = {}
+
+
+def recent_history(now):  # type: ignore[no-untyped-def]
+    """:func:`job_history` as admission reads it: computed again once it is
+    ``TRAINYARD_HISTORY_SECONDS`` old (or the clock went back), else the same
+    ``History`` as the last pass of this process. It reads every job started in 30
+    days, which on a busy cluster is most of a pass; what it holds (usage decayed with a
+    7-day half-life, run times over 30 days) moves little in a minute, and what runs now
+    is counted live by every pass (Kueue samples usage for fair sharing every 5 minutes)."""
+    every = settings.TRAINYARD_HISTORY_SECONDS
+    if every > 0:
+        last = _HISTORY.get("last")
+        if last is not None and 0 <= (now - last[0]).total_seconds() < every:
+            return last[1]
+    history = job_history(now)
+    if every > 0:
+        _HISTORY["last"] = (now, history)
+    return history
 
 
 def job_history(now, *, days: int = 30, half_life_days: float = 7.0):  # type: ignore[no-untyped-def]

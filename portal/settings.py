@@ -342,6 +342,9 @@ TRAINYARD_INCREMENTAL_ADMISSION = env_bool("TRAINYARD_INCREMENTAL_ADMISSION", Fa
 # position, ETA and reason; jobs.admission.cadence): the passes between decide only. 0
 # explains on every pass.
 TRAINYARD_EXPLAIN_SECONDS = env_float("TRAINYARD_EXPLAIN_SECONDS", 2.0, minimum=0.0)
+# Seconds the admission loop keeps the jobs' history (fair-share usage, run times of
+# the last 30 days; jobs.selectors.recent_history) before reading it again. 0: every pass.
+TRAINYARD_HISTORY_SECONDS = env_float("TRAINYARD_HISTORY_SECONDS", 60.0, minimum=0.0)
 # Cluster writes in flight at once when the loop syncs a pass's jobs (jobs.sync_jobs)
 TRAINYARD_SYNC_CONCURRENCY = env_int("TRAINYARD_SYNC_CONCURRENCY", 8, minimum=1)
 # The RBAC group a tenant's people authenticate with (as the API server sees it, with

@@ -40,6 +40,8 @@ CELERY_TASK_ALWAYS_EAGER = True
 # Every admission pass explains the queue, so a test reads positions right after any pass
 # (jobs/tests/test_explain_cadence.py tests the cadence itself).
 TRAINYARD_EXPLAIN_SECONDS = 0.0
+# ... and reads the jobs' history afresh (jobs/tests/test_explain_cadence.py tests the wait).
+TRAINYARD_HISTORY_SECONDS = 0.0
 CELERY_BROKER_URL = "memory://"
 CELERY_BROKER_TRANSPORT = None
 SESSION_COOKIE_SECURE = False

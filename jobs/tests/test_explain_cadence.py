@@ -109,3 +109,29 @@ def test_passes_between_explanations_admit_but_leave_positions_as_last_explained
     late.refresh_from_db()
     assert late.position_in_pool == 1 and late.wait_reason
     assert AdmissionState.objects.get(pk=1).explained_at > explained
+
+
+# -- the history the loop reads ------------------------------------------------------------------
+
+
+def test_the_loop_reads_the_history_again_once_it_is_older_than_its_interval(
+        db, settings, monkeypatch):
+    from jobs import selectors
+
+    settings.TRAINYARD_HISTORY_SECONDS = 60
+    monkeypatch.setattr(selectors, "_HISTORY", {})
+    reads = []
+    real = selectors.job_history
+    monkeypatch.setattr(selectors, "job_history", lambda now: reads.append(now) or real(now))
+    now = timezone.now()
+    first = selectors.recent_history(now)
+    assert selectors.recent_history(now + dt.timedelta(seconds=59)) is first
+    assert len(reads) == 1
+    later = selectors.recent_history(now + dt.timedelta(seconds=60))
+    assert len(reads) == 2 and later is not first
+    selectors.recent_history(now)   # the clock went back: read again
+    assert len(reads) == 3
+    settings.TRAINYARD_HISTORY_SECONDS = 0   # every pass
+    selectors.recent_history(now)
+    selectors.recent_history(now)
+    assert len(reads) == 5
