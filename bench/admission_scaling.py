@@ -15,8 +15,10 @@ engines decide the same inputs; the decisions are checked equal on every pass (t
 incremental engine must not be faster by being wrong).
 
 Prints, per size, median and p99 pass time of each engine and the share of groups the
-incremental one decided again. Figures depend on the machine's load (2 shared cores
-here): compare the columns of one run, not runs.
+incremental one decided again; and the full engine deciding without explaining the queue
+(``decide(explain=False)``, "no-ETA": what the admission loop runs on the passes between
+two explanations, ``jobs.admission.cadence``), same decisions. Figures depend on the
+machine's load (2 shared cores here): compare the columns of one run, not runs.
 
     .venv/bin/python bench/admission_scaling.py [--quick] [--passes 20] [--changes 4]
         [--models 10] [--spread 0.1] [--max-jobs 50000] [--jobs-only|--tenants-only]
@@ -165,6 +167,7 @@ def measure(jobs: int, tenants: int, models: int, passes: int, changes: int,
     engine = Engine()
     engine.decide(**cluster.inputs())   # the first pass decides everything (a restart)
     full_t: list[float] = []
+    bare_t: list[float] = []   # the full engine deciding without explaining (most passes)
     inc_t: list[float] = []
     decided = reused = 0
     in_view = 0
@@ -181,10 +184,15 @@ def measure(jobs: int, tenants: int, models: int, passes: int, changes: int,
             t0 = time.perf_counter()
             want = decide(**inputs)
             full_t.append(time.perf_counter() - t0)
-            if want.admit != got.admit or want.preempt != got.preempt:
+            t0 = time.perf_counter()
+            bare = decide(**inputs, explain=False)
+            bare_t.append(time.perf_counter() - t0)
+            if (want.admit, want.preempt) != (got.admit, got.preempt) or (
+                    bare.admit, bare.preempt) != (got.admit, got.preempt):
                 raise SystemExit(f"decisions differ at {jobs} jobs, pass {n}")
         cluster.step(got, changes)
     return {"in_view": in_view, "full_med": statistics.median(full_t), "full_p99": p99(full_t),
+            "bare_med": statistics.median(bare_t), "bare_p99": p99(bare_t),
             "inc_med": statistics.median(inc_t), "inc_p99": p99(inc_t),
             "redecided": decided / max(decided + reused, 1)}
 
@@ -192,10 +200,12 @@ def measure(jobs: int, tenants: int, models: int, passes: int, changes: int,
 def table(title: str, label: str, rows: list[tuple[int, dict[str, float]]]) -> None:
     print(f"\n{title}")
     print(f"{label:>9} {'in view':>8} | {'full med':>9} {'full p99':>9} | "
+          f"{'no-ETA med':>10} {'no-ETA p99':>10} | "
           f"{'incr med':>9} {'incr p99':>9} | {'groups redecided':>16} {'speed-up':>8}")
     for value, r in rows:
         print(f"{value:>9} {r['in_view']:>8.0f} | {r['full_med'] * 1000:>7.1f}ms "
-              f"{r['full_p99'] * 1000:>7.1f}ms | {r['inc_med'] * 1000:>7.1f}ms "
+              f"{r['full_p99'] * 1000:>7.1f}ms | {r['bare_med'] * 1000:>8.1f}ms "
+              f"{r['bare_p99'] * 1000:>8.1f}ms | {r['inc_med'] * 1000:>7.1f}ms "
               f"{r['inc_p99'] * 1000:>7.1f}ms | {r['redecided']:>15.0%} "
               f"{r['full_med'] / max(r['inc_med'], 1e-9):>7.1f}x", flush=True)
 

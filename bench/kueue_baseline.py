@@ -69,6 +69,7 @@ from jobs.admission import (  # noqa: E402  (after the sys.path line, as a scrip
     PoolQuota,
     decide,
 )
+from jobs.admission.cadence import explain_due  # noqa: E402
 from jobs.admission.incremental import Engine  # noqa: E402
 
 KUEUE = {"finish_s": 351.0, "use": 0.587, "small": 215.0, "medium": 76.8, "large": 6.7}
@@ -203,6 +204,7 @@ class EngineStats:
     full_seconds: float = 0.0
     full_latencies: list[float] = field(default_factory=list)
     groups: dict[str, int] = field(default_factory=dict)
+    explained: list[bool] = field(default_factory=list)   # per call: it also explained
 
 
 def engine_policy() -> Policy:
@@ -213,9 +215,13 @@ def engine_policy() -> Policy:
 
 
 def run_engine(scenario: Scenario, workload: Sequence[WorkloadJob], full: bool = True,
-               ) -> tuple[list[Record], EngineStats]:
+               explain_every: float = 2.0) -> tuple[list[Record], EngineStats]:
     """Replay the workload on simulated time with the incremental engine alone (and, with
-    ``full``, the full recomputation on the same inputs, timed and checked equal)."""
+    ``full``, the full recomputation on the same inputs, timed and checked equal). A call
+    explains the queue (positions, ETAs) when ``explain_every`` simulated seconds have
+    passed since the last that did, as the admission loop does
+    (``jobs.admission.cadence``; 0: every call)."""
+    explained_at = None
     engine = Engine()
     policy = engine_policy()
     history = History()
@@ -272,8 +278,12 @@ def run_engine(scenario: Scenario, workload: Sequence[WorkloadJob], full: bool =
                 expected_seconds=w.run_ms / 1000, priority=w.priority)
         for _ in range(4):   # preemptions take effect at once: decide again at the same instant
             jobs = list(views.values())
+            explain = explain_due(at(now_ms), explained_at, 0.0, explain_every)
+            if explain:
+                explained_at = at(now_ms)
             inputs = {"nodes": nodes(), "jobs": jobs, "quotas": quotas, "policy": policy,
-                      "history": history, "now": at(now_ms)}
+                      "history": history, "now": at(now_ms), "explain": explain}
+            stats.explained.append(explain)
             t0 = time.perf_counter()
             decisions = engine.decide(**inputs)
             elapsed = time.perf_counter() - t0
@@ -621,6 +631,9 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of each class's count")
     parser.add_argument("--no-full", action="store_true",
                         help="the incremental engine alone (no baseline timing or check)")
+    parser.add_argument("--explain-every", type=float, default=2.0,
+                        help="simulated seconds between passes that explain the queue (the "
+                             "admission loop's TRAINYARD_EXPLAIN_SECONDS; 0: every pass)")
     parser.add_argument("--scaling", action="store_true",
                         help="only print decide() latency against the number of jobs")
     parser.add_argument("--backend", choices=("trainyard", "kueue"), default="trainyard",
@@ -650,11 +663,21 @@ def main() -> None:
           "and no watermark eviction (Kueue has neither); a preempted job re-runs from the "
           "start; large = 5 replicas x 4 GPUs under one switch.")
     wall = time.perf_counter()
-    records, stats = run_engine(scenario, workload, full=not args.no_full)
+    records, stats = run_engine(scenario, workload, full=not args.no_full,
+                                explain_every=args.explain_every)
     wall = time.perf_counter() - wall
     s = summarise(records, scenario)
     lat = sorted(stats.latencies)
     p99 = lat[int(0.99 * (len(lat) - 1))]
+    split = []
+    for label, wanted in (("deciding only", False), ("also explaining", True)):
+        part = sorted(t for t, e in zip(stats.latencies, stats.explained, strict=True)
+                      if e == wanted)
+        if part:
+            split.append(f"{label} {len(part)} calls, mean "
+                         f"{statistics.fmean(part) * 1000:.1f} ms, p50 "
+                         f"{part[len(part) // 2] * 1000:.1f} ms, p99 "
+                         f"{part[int(0.99 * (len(part) - 1))] * 1000:.1f} ms")
     print()
     print_comparison(s, scenario)
     print()
@@ -668,6 +691,8 @@ def main() -> None:
           f"{statistics.fmean(lat) * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, "
           f"max {lat[-1] * 1000:.1f} ms; whole run {wall:.1f} s (incremental engine: "
           f"{stats.calls} passes, groups decided again {engine_share(stats)})")
+    print(f"  explaining the queue every {args.explain_every:g} s of simulated time: "
+          + "; ".join(split))
     if stats.full_latencies:
         full = sorted(stats.full_latencies)
         full_p99 = full[int(0.99 * (len(full) - 1))]

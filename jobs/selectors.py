@@ -327,23 +327,23 @@ def _admission_inputs(now):  # type: ignore[no-untyped-def]
                       shared=n.shared_allocatable, shared_used=n.shared_allocated,
                       **_node_cpu_memory(n))
              for n in report_nodes]
-    # Every active job, every pass: not the fields no decision reads (the container's
-    # command and environment, the stored texts).
-    active = list(TrainingJob.objects.filter(state__in=ACTIVE_STATES).select_related(
-        "tenant", "pool", "loan__lender__tenant").defer(*_NOT_DECIDED))
-    bound = _bound_nodes([j.pk for j in active if j.state != JobState.QUEUED])
+    # Every active job, every pass: the columns a decision reads, as tuples (no model
+    # instances: on a long queue building them was most of the pass's reading).
+    active = list(TrainingJob.objects.filter(state__in=ACTIVE_STATES).values_list(
+        *_VIEW_FIELDS, named=True))
+    bound = _bound_nodes([j.id for j in active if j.state != JobState.QUEUED])
     shapes: dict[tuple[Any, ...], dict[str, int]] = {}
 
-    def resources(job: TrainingJob) -> dict[str, int]:
+    def resources(job: Any) -> dict[str, int]:
         # jobs of one shape demand the same (many in a queue): computed once a pass
         shape = tuple(getattr(job, name) for name in _SHAPE)
         found = shapes.get(shape)
         if found is None:
-            found = shapes[shape] = job_resources(job, facts)
+            found = shapes[shape] = job_resources(dict(zip(_SHAPE, shape, strict=True)), facts)
         return found
 
     jobs = [JobView(
-        id=j.pk, tenant=j.tenant.slug, pool=j.pool.kind, tier=j.tier, gpu_model=j.gpu_model,
+        id=j.id, tenant=j.tenant__slug, pool=j.pool__kind, tier=j.tier, gpu_model=j.gpu_model,
         mig_profile=j.mig_profile, replicas=j.workers, gpus_per_replica=j.gpus_per_worker,
         state=j.state, submitted_at=j.submitted_at, admitted_at=j.admitted_at,
         started_at=j.started_at,
@@ -352,7 +352,7 @@ def _admission_inputs(now):  # type: ignore[no-untyped-def]
         template=j.template,
         priority=j.priority, held=j.held, borrowing=j.borrowing,
         **_loan_fields(j),
-        placement=_placement(j, bound.get(str(j.pk), [])),
+        placement=_placement(j.state, j.placement, bound.get(str(j.id), [])),
         preempt_deadline=j.preempt_deadline, gpu_shared=j.gpu_shared,
         resources=resources(j)) for j in active]
     # The pools' quotas change rarely: kept while the snapshot's marker (one query) says
@@ -368,12 +368,15 @@ def _admission_inputs(now):  # type: ignore[no-untyped-def]
             "physical": {k: u.use for k, u in physical_use_now(report).items()}}, facts
 
 
-_NOT_DECIDED = ("command", "args", "env", "annotations", "hold_reason", "preempt_reason",
-                "wait_reason", "last_error")
-"""TrainingJob fields the admission pass never reads."""
 _SHAPE = ("workers", "cpu_per_worker", "memory_gib_per_worker", "gpus_per_worker", "gpu_model",
           "mig_profile", "gpu_shared", "gpu_memory_gib_per_card")
 """What :func:`job_demand_of` reads of a TrainingJob."""
+_VIEW_FIELDS = tuple(dict.fromkeys((
+    "id", "tenant__slug", "pool__kind", "tier", "state", "submitted_at", "admitted_at",
+    "started_at", "expected_seconds", "max_run_seconds", "template", "priority", "held",
+    "borrowing", "placement", "preempt_deadline", "loan_id", "loan__lender__tenant__slug",
+    "loan__lender__kind", "loan__status", *_SHAPE)))
+"""The columns of an active job the admission pass reads (``JobView``)."""
 
 
 def _pool_quotas(policy: Policy, report) -> list:  # type: ignore[no-untyped-def]
@@ -423,14 +426,15 @@ def _loans_in() -> dict[int, dict[str, tuple[tuple[int, int], ...]]]:
     return {pk: {k: tuple(v) for k, v in keys.items()} for pk, keys in out.items()}
 
 
-def _loan_fields(job: TrainingJob) -> dict[str, Any]:
-    """A quota-holding job's loan for its JobView: id, lender, whether it has ended. A
-    queued job's stale mark is left out (admission marks it anew)."""
-    loan = job.loan
-    if loan is None or job.state not in HOLDING_STATES:
+def _loan_fields(job: Any) -> dict[str, Any]:
+    """A quota-holding job's loan for its JobView (from a row of :data:`_VIEW_FIELDS`): id,
+    lender, whether it has ended. A queued job's stale mark is left out (admission marks
+    it anew)."""
+    if job.loan_id is None or job.state not in HOLDING_STATES:
         return {}
-    return {"loan": loan.pk, "loan_lender": f"{loan.lender.tenant.slug}/{loan.lender.kind}",
-            "loan_ended": loan.status != LoanStatus.ACTIVE}
+    return {"loan": job.loan_id,
+            "loan_lender": f"{job.loan__lender__tenant__slug}/{job.loan__lender__kind}",
+            "loan_ended": job.loan__status != LoanStatus.ACTIVE}
 
 
 def _with_guarantees(quotas: list, report=None) -> list:  # type: ignore[no-untyped-def]
@@ -544,14 +548,14 @@ def _bound_nodes(job_ids: list[int]) -> dict[str, list[str]]:
     return out
 
 
-def _placement(job: TrainingJob, bound: list[str]) -> tuple[str, ...]:
+def _placement(state: str, planned: list[str] | None, bound: list[str]) -> tuple[str, ...]:
     """What the engine needs per state (see jobs.admission.types.JobView): running and
     preempting jobs, the nodes their pods are on; admitted jobs, the planned nodes of the
     replicas whose pods are not bound yet (bound ones are already in the node's use)."""
-    if job.state in (JobState.RUNNING, JobState.PREEMPTING):
+    if state in (JobState.RUNNING, JobState.PREEMPTING):
         return tuple(sorted(bound))
-    if job.state == JobState.ADMITTED:
-        pending = list(job.placement or ())
+    if state == JobState.ADMITTED:
+        pending = list(planned or ())
         for node in bound:
             if node in pending:
                 pending.remove(node)
