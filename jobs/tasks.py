@@ -91,8 +91,14 @@ def sync_jobs(job_ids: list[int]) -> dict[str, int]:
     if workers <= 1 or connection.in_atomic_block:
         outcomes = [_sync_one(job_id) for job_id in ids]
     else:
+        # Each thread takes every workers-th job, on one database connection of its own
+        # for its whole share (a connection per job cost more than the job's queries).
+        shares = [ids[i::workers] for i in range(workers)]
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sync-job") as pool:
-            outcomes = list(pool.map(_sync_in_thread, ids))
+            done: dict[int, tuple[str, K8sError | None]] = {}
+            for share, results in zip(shares, pool.map(_sync_share, shares), strict=True):
+                done.update(zip(share, results, strict=True))
+        outcomes = [done[job_id] for job_id in ids]
     counts: dict[str, int] = {}
     for job_id, (result, exc) in zip(ids, outcomes, strict=True):
         if exc is not None:
@@ -102,9 +108,9 @@ def sync_jobs(job_ids: list[int]) -> dict[str, int]:
     return counts
 
 
-def _sync_in_thread(job_id: int) -> tuple[str, K8sError | None]:
+def _sync_share(job_ids: list[int]) -> list[tuple[str, K8sError | None]]:
     try:
-        return _sync_one(job_id)
+        return [_sync_one(job_id) for job_id in job_ids]
     finally:
         connection.close()  # this thread's own connection
 
@@ -142,7 +148,13 @@ def _sync_one(job_id: int) -> tuple[str, K8sError | None]:
             return _unbuildable(job, exc), None
         if pvc is not None:
             client.create_if_absent(pvc)
-        obj, created = client.create_if_absent(workload)
+        # A job created before (admitted or preempted now) is read, not created again: a
+        # create of an existing object is refused (409) and then read anyway.
+        obj = (client.read(api_version, kind, job.k8s_name, job.pool.namespace)
+               if job.in_cluster else None)
+        created = False
+        if obj is None:
+            obj, created = client.create_if_absent(workload)
         if manifests.workload_suspended(spec.kind, obj) != spec.suspend:
             # Un-suspending also refreshes the pod templates (TRAINYARD_RESUME, the restart
             # count), so a preempted job resumes from its checkpoint.

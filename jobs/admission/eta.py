@@ -59,6 +59,7 @@ class RunTimes:
         self.history = history
         self.default = default_seconds
         self._samples: dict[tuple[str, ...], tuple[float, ...]] = {}
+        self._totals: dict[tuple[object, ...], tuple[float, float]] = {}
 
     def samples(self, job: JobView) -> tuple[float, ...]:
         keys: list[tuple[str, ...]] = []
@@ -79,7 +80,16 @@ class RunTimes:
         return found
 
     def total(self, job: JobView) -> tuple[float, float]:
-        """(p50, p90) of the whole run in seconds."""
+        """(p50, p90) of the whole run in seconds (memoised per pass by what it reads: a
+        queue holds many jobs of one tenant, tier and shape)."""
+        memo = (job.tenant, job.tier, job.template, job.gpu_model, job.expected_seconds,
+                job.max_run_seconds)
+        found = self._totals.get(memo)
+        if found is None:
+            found = self._totals[memo] = self._total(job)
+        return found
+
+    def _total(self, job: JobView) -> tuple[float, float]:
         samples = self.samples(job)
         estimate = job.expected_seconds
         if estimate is not None and estimate > 0:

@@ -536,6 +536,7 @@ DYNAMIC_CALL_SITES = {
     ("jobs/tasks.py", "_sync_one", "create_if_absent"): lambda: [
         *_kinds_of([manifests.build_checkpoint_pvc(_sample_job())]), *_job_kinds()],
     ("jobs/tasks.py", "_sync_one", "ensure_absent"): _job_kinds,
+    ("jobs/tasks.py", "_sync_one", "read"): _job_kinds,
     ("jobs/tasks.py", "_sync_one", "patch"): _job_kinds,
     ("jobs/backends/kueue.py", "sync_job", "create_if_absent"): lambda: [
         *_kinds_of([manifests.build_checkpoint_pvc(_sample_job())]), *_job_kinds()],
