@@ -135,3 +135,32 @@ def test_the_loop_reads_the_history_again_once_it_is_older_than_its_interval(
     selectors.recent_history(now)
     selectors.recent_history(now)
     assert len(reads) == 5
+
+
+# -- what a pass costs does not grow with the queue ------------------------------------------
+
+
+def test_a_pass_takes_the_same_statements_whatever_the_number_of_queued_jobs(
+        quota, bob, settings, django_capture_on_commit_callbacks):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    settings.TRAINYARD_EXPLAIN_SECONDS = 0   # every pass explains: the most a pass writes
+    capture = django_capture_on_commit_callbacks
+
+    def statements() -> int:
+        with CaptureQueriesContext(connection) as ctx:
+            _pass(capture)
+        return len(ctx.captured_queries)
+
+    for i in range(3):
+        _submit(bob, quota, capture, f"a-{i}")
+    _pass(capture)          # admits what fits; the snapshot of quotas is read
+    small = statements()
+    for i in range(40):     # forty more wait: positions and reasons written for each
+        _submit(bob, quota, capture, f"b-{i}")
+    large = statements()
+    assert TrainingJob.objects.filter(state="queued").count() == 41
+    # at most the one statement that writes the waiting jobs' positions, if the small
+    # pass had nothing new to write: never a statement per job, per pool or per tenant
+    assert small <= large <= small + 1, (small, large)
