@@ -244,8 +244,8 @@ def observe_jobs(now: dt.datetime) -> dict[str, int]:
                              "restart_count",
                              "in_cluster", "admitted_at", "pool__kind", "pool__tenant__slug"))
     # the recorded workloads of these jobs only, not of every job that ever ran
-    objs = {kind: workload_statuses(*types, names=[j.k8s_name for j in active
-                                                   if j.kind == kind])
+    objs = {kind: workload_statuses(*types, keys=[(j.pool.namespace, j.k8s_name)
+                                                  for j in active if j.kind == kind])
             for kind, types in WORKLOAD_KINDS.items()}
     # What each job's recorded workload says, then every move of the pass in one
     # transaction, by kind of move (services.job_transitions: conditional, one

@@ -69,7 +69,9 @@ class ObservedNode(Observed):
 class ObservedPod(Observed):
     """A Pod: where it runs, what it asked for, and whose it is (Trainyard labels)."""
 
-    phase = models.CharField(max_length=20, blank=True)
+    # Indexed: every admission pass reads the live pods (LIVE_PHASES) among every pod of
+    # every finished job the cluster still keeps.
+    phase = models.CharField(max_length=20, blank=True, db_index=True)
     node_name = models.CharField(max_length=253, blank=True, db_index=True)
     requests = models.JSONField(default=dict)  # effective pod requests: resource -> str
     priority = models.IntegerField(null=True, blank=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -52,6 +52,10 @@ HAMI_MEMORY = "nvidia.com/gpumem"  # MiB per card, a pod limit HAMi's scheduler 
 HAMI_CARDS_LIMITED = "trainyard.io/hami-vgpus-with-gpumem"
 _MIG_NAME = re.compile(r"^(\d+)g\.(\d+)gb$")
 TERMINAL_PHASES = ("Succeeded", "Failed")
+LIVE_PHASES = ("", "Pending", "Running", "Unknown")
+"""Every other phase a pod can have (the API's enum, and "" before its first status):
+filtering on these uses the index on ``ObservedPod.phase``, where excluding the terminal
+ones reads every pod of every finished job the cluster keeps."""
 
 
 def mig_profile_memory_mib(profile: str) -> int | None:
@@ -238,7 +242,7 @@ def _count(values: Mapping[str, Any], resource: str) -> int:
 def _allocated_by_node() -> dict[str, dict[str, Decimal]]:
     """GPU-ish, CPU and memory requests of non-terminal pods bound to each node."""
     out: dict[str, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
-    pods = (ObservedPod.objects.exclude(node_name="").exclude(phase__in=TERMINAL_PHASES)
+    pods = (ObservedPod.objects.filter(phase__in=LIVE_PHASES).exclude(node_name="")
             .values_list("node_name", "requests"))
     for node_name, requests in pods:
         requests = requests or {}
@@ -482,22 +486,26 @@ def _workloads(api_version: str, kind: str) -> QuerySet[ObservedWorkload]:
 
 
 def workload_statuses(api_version: str = PYTORCHJOB[0],
-                      kind: str = PYTORCHJOB[1], *, names: Sequence[str] | None = None,
+                      kind: str = PYTORCHJOB[1], *,
+                      keys: Iterable[tuple[str, str]] | None = None,
                       ) -> dict[tuple[str, str], WorkloadStatus]:
     """Every recorded workload of one kind (by default the PyTorchJobs Trainyard manages),
     by (namespace, name); one query, never the API server. An object the watcher has not
-    recorded yet is simply absent. ``names``: only the workloads of these names (in any
-    namespace; a query per 2,000 names), not every one ever recorded."""
+    recorded yet is simply absent. ``keys``: only these (namespace, name) (a query per
+    2,000 names, by the table's unique index), not every one ever recorded."""
     fields = ("namespace", "name", "uid", "resource_version", "suspended", "conditions",
               "replica_statuses", "active")
     rows: Iterable[dict[str, Any]]
-    if names is None:
+    if keys is None:
         rows = _workloads(api_version, kind).values(*fields)
     else:
-        wanted = sorted(set(names))
-        rows = [row for start in range(0, len(wanted), 2000)
+        wanted = set(keys)
+        names = sorted({name for _ns, name in wanted})
+        namespaces = sorted({ns for ns, _name in wanted})
+        rows = [row for start in range(0, len(names), 2000)
                 for row in _workloads(api_version, kind).filter(
-                    name__in=wanted[start:start + 2000]).values(*fields)]
+                    namespace__in=namespaces, name__in=names[start:start + 2000]).values(*fields)
+                if (row["namespace"], row["name"]) in wanted]
     return {(row["namespace"], row["name"]): WorkloadStatus(
                 namespace=row["namespace"], name=row["name"], uid=row["uid"],
                 resource_version=row["resource_version"], suspended=row["suspended"],

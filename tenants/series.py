@@ -33,6 +33,7 @@ from django.utils import timezone
 from k8s_sync.client import K8sError
 from k8s_sync.metrics import GpuSample, MetricsSource
 from k8s_sync.models import ObservedNode, ObservedPod
+from k8s_sync.selectors import LIVE_PHASES
 from tenants.choices import LoanStatus, TenantStatus
 from tenants.models import JobUtilisation, Pool, QuotaGrant, QuotaLoan, UsageDaily, UsageSeries
 from tenants.usage import allocation_by_namespace
@@ -162,7 +163,7 @@ def usage_sample(*, now: dt.datetime | None = None, source: MetricsSource | None
         node_models = {n: (m or "", r or 0) for n, m, r in ObservedNode.objects.values_list(
             "name", "gpu_model", "gpu_replicas")}
         pod_jobs = {(ns, name): job for ns, name, job in ObservedPod.objects.exclude(job="")
-                    .exclude(phase__in=["Succeeded", "Failed"])
+                    .filter(phase__in=LIVE_PHASES)
                     .values_list("namespace", "name", "job")}
         measured = measure(samples, node_models=node_models, pod_jobs=pod_jobs)
     rows = []

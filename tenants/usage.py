@@ -27,7 +27,12 @@ from django.dispatch import Signal
 
 from k8s_sync.models import ObservedNode, ObservedPod, ObservedPVC
 from k8s_sync.quantity import parse_quantity
-from k8s_sync.selectors import HAMI_MEMORY, mig_profile_memory_mib, share_memory_mib
+from k8s_sync.selectors import (
+    HAMI_MEMORY,
+    LIVE_PHASES,
+    mig_profile_memory_mib,
+    share_memory_mib,
+)
 
 GIB = Decimal(1024**3)
 MIG_PREFIX = "nvidia.com/mig-"
@@ -77,7 +82,7 @@ def allocation_by_namespace(namespaces: list[str] | None = None
     """namespace -> resource key -> allocated amount (three queries)."""
     nodes = {n.name: n for n in ObservedNode.objects.only(
         "name", "gpu_model", "gpu_memory_mib", "gpu_replicas", "labels")}
-    pods = ObservedPod.objects.exclude(node_name="").exclude(phase__in=["Succeeded", "Failed"])
+    pods = ObservedPod.objects.filter(phase__in=LIVE_PHASES).exclude(node_name="")
     pvcs = ObservedPVC.objects.all()
     if namespaces is not None:
         pods = pods.filter(namespace__in=namespaces)

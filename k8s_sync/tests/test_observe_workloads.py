@@ -181,3 +181,18 @@ def test_parse_keeps_the_condition_fields_as_the_api_said_them():
         {"type": "Running", "status": "False"}]
     assert parse_pytorchjob({"metadata": {"name": "new"}}) == {
         "suspended": False, "conditions": [], "replica_statuses": {}, "active": 0}
+
+
+def test_workload_statuses_of_some_keys_read_only_those(db):
+    """What the admission pass reads: the workloads of the jobs it can move, by
+    (namespace, name), not every workload ever recorded nor a namesake elsewhere."""
+    for ns, name in (("team-a-dev", "j1"), ("team-a-dev", "j2"), ("team-b-dev", "j1"),
+                     ("team-b-dev", "j3")):
+        ObservedWorkload.objects.create(
+            api_version="kubeflow.org/v1", kind="PyTorchJob", namespace=ns, name=name,
+            uid=f"{ns}-{name}", resource_version="1", observed_at=timezone.now())
+    got = workload_statuses(keys=[("team-a-dev", "j1"), ("team-b-dev", "j3"),
+                                  ("team-b-dev", "absent")])
+    assert set(got) == {("team-a-dev", "j1"), ("team-b-dev", "j3")}
+    assert workload_statuses(keys=[]) == {}
+    assert len(workload_statuses()) == 4
