@@ -164,3 +164,24 @@ def test_a_pass_takes_the_same_statements_whatever_the_number_of_queued_jobs(
     # at most the one statement that writes the waiting jobs' positions, if the small
     # pass had nothing new to write: never a statement per job, per pool or per tenant
     assert small <= large <= small + 1, (small, large)
+
+
+# -- the pools' quotas the pass keeps ---------------------------------------------------------
+
+
+def test_the_pass_keeps_the_pools_quotas_until_a_grant_changes(quota, platform_admin):
+    from jobs import selectors
+    from jobs.tests.conftest import H800
+    from tenants import services as tenant_services
+
+    now = timezone.now()
+    first = selectors.admission_inputs(now)["quotas"]
+    assert selectors.admission_inputs(now)["quotas"] is first   # nothing changed: kept
+    dev = quota.pools.get(kind="dev")
+    tenant_services.quota_set(actor=platform_admin, pool=dev, reason="less",
+                              amounts={f"gpu:{H800}": 4, "cpu": 256, "memory": 2048,
+                                       "mig:1g.10gb": 4})
+    after = selectors.admission_inputs(now)["quotas"]
+    assert after is not first
+    mine = {q.pool: q for q in after if q.tenant == quota.slug}
+    assert mine["dev"].nominal[f"gpu:{H800}"] == 4 and mine["prod"].nominal[f"gpu:{H800}"] == 8
