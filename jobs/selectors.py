@@ -342,19 +342,34 @@ def _admission_inputs(now):  # type: ignore[no-untyped-def]
             found = shapes[shape] = job_resources(dict(zip(_SHAPE, shape, strict=True)), facts)
         return found
 
-    jobs = [JobView(
-        id=j.id, tenant=j.tenant__slug, pool=j.pool__kind, tier=j.tier, gpu_model=j.gpu_model,
-        mig_profile=j.mig_profile, replicas=j.workers, gpus_per_replica=j.gpus_per_worker,
-        state=j.state, submitted_at=j.submitted_at, admitted_at=j.admitted_at,
-        started_at=j.started_at,
-        expected_seconds=float(j.expected_seconds) if j.expected_seconds else None,
-        max_run_seconds=float(j.max_run_seconds) if j.max_run_seconds else None,
-        template=j.template,
-        priority=j.priority, held=j.held, borrowing=j.borrowing,
-        **_loan_fields(j),
-        placement=_placement(j.state, j.placement, bound.get(str(j.id), [])),
-        preempt_deadline=j.preempt_deadline, gpu_shared=j.gpu_shared,
-        resources=resources(j)) for j in active]
+    # A job whose columns and placement are as the last pass of this process read them
+    # keeps its JobView (most of a long queue, pass after pass): the same object, so
+    # nothing derived from it is computed again. Card facts that changed rebuild all.
+    last = _VIEWS.get("last")
+    previous = last[1] if last is not None and last[0] == facts else {}
+    views: dict[int, tuple[Any, tuple[str, ...], JobView]] = {}
+    jobs = []
+    for j in active:
+        placement = _placement(j.state, j.placement, bound.get(str(j.id), []))
+        hit = previous.get(j.id)
+        if hit is not None and hit[0] == j and hit[1] == placement:
+            view = hit[2]
+        else:
+            view = JobView(
+                id=j.id, tenant=j.tenant__slug, pool=j.pool__kind, tier=j.tier,
+                gpu_model=j.gpu_model, mig_profile=j.mig_profile, replicas=j.workers,
+                gpus_per_replica=j.gpus_per_worker, state=j.state,
+                submitted_at=j.submitted_at, admitted_at=j.admitted_at,
+                started_at=j.started_at,
+                expected_seconds=float(j.expected_seconds) if j.expected_seconds else None,
+                max_run_seconds=float(j.max_run_seconds) if j.max_run_seconds else None,
+                template=j.template, priority=j.priority, held=j.held, borrowing=j.borrowing,
+                **_loan_fields(j), placement=placement,
+                preempt_deadline=j.preempt_deadline, gpu_shared=j.gpu_shared,
+                resources=resources(j))
+        views[j.id] = (j, placement, view)
+        jobs.append(view)
+    _VIEWS["last"] = (facts, views)
     # The pools' quotas change rarely: kept while the snapshot's marker (one query) says
     # that nothing they are computed from changed (jobs.submitcache).
     quotas = submitcache.snapshot().memo(
@@ -368,6 +383,8 @@ def _admission_inputs(now):  # type: ignore[no-untyped-def]
             "physical": {k: u.use for k, u in physical_use_now(report).items()}}, facts
 
 
+_VIEWS: dict[str, tuple[Any, dict[int, tuple[Any, tuple[str, ...], JobView]]]] = {}
+"""The last pass's JobViews in this process, with the columns they were built from."""
 _SHAPE = ("workers", "cpu_per_worker", "memory_gib_per_worker", "gpus_per_worker", "gpu_model",
           "mig_profile", "gpu_shared", "gpu_memory_gib_per_card")
 """What :func:`job_demand_of` reads of a TrainingJob."""

@@ -185,3 +185,20 @@ def test_the_pass_keeps_the_pools_quotas_until_a_grant_changes(quota, platform_a
     assert after is not first
     mine = {q.pool: q for q in after if q.tenant == quota.slug}
     assert mine["dev"].nominal[f"gpu:{H800}"] == 4 and mine["prod"].nominal[f"gpu:{H800}"] == 8
+
+
+def test_the_pass_reuses_the_view_of_a_job_whose_row_did_not_change(
+        quota, bob, django_capture_on_commit_callbacks):
+    from jobs import selectors
+
+    capture = django_capture_on_commit_callbacks
+    a, b = _submit(bob, quota, capture, "same"), _submit(bob, quota, capture, "changed")
+    now = timezone.now()
+    first = {j.id: j for j in selectors.admission_inputs(now)["jobs"]}
+    TrainingJob.objects.filter(pk=b.pk).update(priority=7, held=True)
+    second = {j.id: j for j in selectors.admission_inputs(now)["jobs"]}
+    assert second[a.pk] is first[a.pk]
+    assert second[b.pk] is not first[b.pk]
+    assert (second[b.pk].priority, second[b.pk].held) == (7, True)
+    TrainingJob.objects.filter(pk=a.pk).update(state="cancelled")
+    assert a.pk not in {j.id for j in selectors.admission_inputs(now)["jobs"]}
