@@ -110,20 +110,16 @@ def sync_jobs(job_ids: list[int]) -> dict[str, int]:
 
 def _sync_share(job_ids: list[int]) -> list[tuple[str, K8sError | None]]:
     try:
-        # the share's rows in one query; each job is then converged as it was read (a
-        # change after this read schedules a sync of its own)
-        rows = TrainingJob.objects.select_related("tenant", "pool").in_bulk(job_ids)
-        return [_sync_one(job_id, rows.get(job_id)) if job_id in rows else ("gone", None)
-                for job_id in job_ids]
+        # Each job read just before it is converged (not the share at once): a job the
+        # loop moved meanwhile (admitted, then preempted) is never resumed from an old read.
+        return [_sync_one(job_id) for job_id in job_ids]
     finally:
         connection.close()  # this thread's own connection
 
 
-def _sync_one(job_id: int, job: TrainingJob | None = None) -> tuple[str, K8sError | None]:
-    """The work of :func:`sync_job`: (result, a transient error to retry, else None).
-    ``job``: the job's row as just read, else it is read here."""
-    if job is None:
-        job = TrainingJob.objects.select_related("tenant", "pool").filter(pk=job_id).first()
+def _sync_one(job_id: int) -> tuple[str, K8sError | None]:
+    """The work of :func:`sync_job`: (result, a transient error to retry, else None)."""
+    job = TrainingJob.objects.select_related("tenant", "pool").filter(pk=job_id).first()
     if job is None:
         return "gone", None
     client = get_client()
