@@ -62,10 +62,11 @@ from tenants.demand import (
     pool_batch_ceiling,
     pool_limits,
 )
-from tenants.models import JobUtilisation, NodeDedication, Pool, QuotaGrant, QuotaLoan, Tenant
+from tenants.models import JobUtilisation, NodeDedication, Pool, QuotaLoan, Tenant
 from tenants.quota import guaranteed_amount, overcommit_factor
 from tenants.selectors import (
     effective_grants,
+    effective_grants_by_pool,
     guaranteed_shares,
     node_dedications,
     pools_not_in_cluster,
@@ -400,7 +401,7 @@ def _pool_quotas(policy: Policy, report) -> list:  # type: ignore[no-untyped-def
     """Every live pool's ``PoolQuota``: grants and loans, the tenant's ceiling factor, the
     policy's overcommit factors for batch, guarantees from the capacity of ``report``."""
     loans_in = _loans_in()
-    grants_of = _effective_grants_all()
+    grants_of = effective_grants_by_pool()
     quotas = []
     for pool in Pool.objects.select_related("tenant").exclude(
             tenant__status__in=[TenantStatus.DELETING, TenantStatus.DELETED]):
@@ -413,21 +414,6 @@ def _pool_quotas(policy: Policy, report) -> list:  # type: ignore[no-untyped-def
                 grants, tenant_factor=pool.tenant.ceiling_factor,
                 overcommit=lambda key: overcommit_factor(key, policy.overcommit_factors))))
     return _with_guarantees(quotas, report)
-
-
-def _effective_grants_all() -> dict[int, dict[str, Decimal]]:
-    """``tenants.selectors.effective_grants`` of every pool, in two queries."""
-    amounts: dict[int, dict[str, Decimal]] = defaultdict(dict)
-    for pool_id, resource, amount in QuotaGrant.objects.filter(
-            superseded_at__isnull=True).values_list("pool_id", "resource", "amount"):
-        amounts[pool_id][resource] = amount
-    for lender_id, borrower_id, resource, amount in QuotaLoan.objects.filter(
-            status=LoanStatus.ACTIVE).values_list("lender_id", "borrower_id", "resource",
-                                                  "amount"):
-        for pool_id, sign in ((lender_id, -1), (borrower_id, 1)):
-            grants = amounts[pool_id]
-            grants[resource] = max(Decimal(0), grants.get(resource, Decimal(0)) + sign * amount)
-    return amounts
 
 
 def _loans_in() -> dict[int, dict[str, tuple[tuple[int, int], ...]]]:

@@ -422,17 +422,19 @@ def clone_initial(job: TrainingJob) -> dict[str, Any]:
 
 def record_waiting(waiting: dict) -> None:  # dict[int, WaitInfo]
     """Store each waiting job's position, ETA and reason (from the engine); only the
-    jobs whose values changed are written."""
+    jobs whose values changed are written. The queued jobs are read by their state, not
+    by an ``IN`` list of every waiting id (which SQLite refuses past 32,766 of them)."""
     names = ["position_in_pool", "position_in_model", "eta_p50", "eta_p90", "wait_reason"]
-    jobs = list(TrainingJob.objects.filter(pk__in=list(waiting), state=JobState.QUEUED).only(
-        "id", *names))
     changed = []
-    for job in jobs:
-        info = waiting[job.pk]
+    for pk, *stored in TrainingJob.objects.filter(state=JobState.QUEUED).values_list(
+            "id", *names):
+        info = waiting.get(pk)
+        if info is None:
+            continue
         new = (info.position_in_pool, info.position_in_model, info.eta_p50, info.eta_p90,
                info.reason)
-        if tuple(getattr(job, name) for name in names) != new:
-            changed.append((job.pk, *new))
+        if tuple(stored) != new:
+            changed.append((pk, *new))
     update_rows(TrainingJob, names, changed)
 
 

@@ -163,13 +163,34 @@ def current_grants(pool: Pool) -> dict[str, Decimal]:
 
 def effective_grants(pool: Pool) -> dict[str, Decimal]:
     """Current grants, minus what the pool lends and plus what it borrows (active loans)."""
-    amounts = current_grants(pool)
-    loans = QuotaLoan.objects.filter(status=LoanStatus.ACTIVE).filter(
-        Q(lender=pool) | Q(borrower=pool)).values_list("lender_id", "resource", "amount")
-    for lender_id, resource, amount in loans:
-        sign = -1 if lender_id == pool.pk else 1
-        amounts[resource] = max(Decimal(0), amounts.get(resource, Decimal(0)) + sign * amount)
+    amounts = {pool.pk: current_grants(pool)}
+    _apply_loans(amounts, QuotaLoan.objects.filter(status=LoanStatus.ACTIVE).filter(
+        Q(lender=pool) | Q(borrower=pool)), only={pool.pk})
+    return amounts[pool.pk]
+
+
+def effective_grants_by_pool() -> dict[int, dict[str, Decimal]]:
+    """:func:`effective_grants` of every pool, by pool id, in two queries (the admission
+    pass reads them all)."""
+    amounts: dict[int, dict[str, Decimal]] = {}
+    for pool_id, resource, amount in QuotaGrant.objects.filter(
+            superseded_at__isnull=True).values_list("pool_id", "resource", "amount"):
+        amounts.setdefault(pool_id, {})[resource] = amount
+    _apply_loans(amounts, QuotaLoan.objects.filter(status=LoanStatus.ACTIVE))
     return amounts
+
+
+def _apply_loans(amounts: dict[int, dict[str, Decimal]], loans: QuerySet[QuotaLoan], *,
+                 only: set[int] | None = None) -> None:
+    """Take each active loan off its lender's amounts and add it to its borrower's (never
+    below zero), for the pools in ``only`` (every pool when None)."""
+    for lender_id, borrower_id, resource, amount in loans.values_list(
+            "lender_id", "borrower_id", "resource", "amount"):
+        for pool_id, sign in ((lender_id, -1), (borrower_id, 1)):
+            if only is not None and pool_id not in only:
+                continue
+            grants = amounts.setdefault(pool_id, {})
+            grants[resource] = max(Decimal(0), grants.get(resource, Decimal(0)) + sign * amount)
 
 
 def grant_history(pool: Pool) -> QuerySet[QuotaGrant]:
