@@ -411,7 +411,7 @@ def main() -> None:
             tenant = Tenant.objects.create(slug=slug, name=slug, cost_center="b",
                                            contact_email="b@example.org",
                                            quota_mode="overcommitted",
-                                           elastic_factor=Decimal(scenario.ceiling)
+                                           borrowing_cap=Decimal(scenario.ceiling)
                                            / scenario.nominal)
             Membership.objects.create(user=user, tenant=tenant, role="member")
             pool = Pool.objects.create(tenant=tenant, kind="dev")

@@ -62,7 +62,7 @@ def setup(tenants: int):  # type: ignore[no-untyped-def]
         model = MODELS[t % len(MODELS)]
         tenant = Tenant.objects.create(slug=f"t{t}", name=f"t{t}", cost_center="b",
                                        contact_email="b@example.org",
-                                       quota_mode="overcommitted", elastic_factor=Decimal(5))
+                                       quota_mode="overcommitted", borrowing_cap=Decimal(5))
         Membership.objects.create(user=user, tenant=tenant, role="member")
         pool = Pool.objects.create(tenant=tenant, kind="dev")
         QuotaGrant.objects.bulk_create([

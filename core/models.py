@@ -39,6 +39,7 @@ class UserPreference(models.Model):
 POLICY_BOUNDS: dict[str, tuple[Decimal, Decimal]] = {
     "overcommit_factor": (Decimal(1), Decimal(10)),
     "eviction_watermark": (Decimal("0.5"), Decimal(1)),
+    "borrowing_cap": (Decimal(1), Decimal(100)),
     "development_grace_seconds": (Decimal(0), Decimal(86400)),
     "batch_grace_seconds": (Decimal(0), Decimal(86400)),
     "dev_pvc_reclaim_days": (Decimal(1), Decimal(3650)),
@@ -57,6 +58,10 @@ class Policy(models.Model):
 
     overcommit_factors = models.JSONField(default=dict, blank=True)
     eviction_watermark = models.DecimalField(max_digits=4, decimal_places=3, default=0.85)
+    # What development and batch work may borrow of idle capacity, as a factor of each
+    # pool's grants, for every tenant without a cap of its own (``Tenant.borrowing_cap``);
+    # null: no cap (any idle capacity, reclaimed when its owner needs it).
+    borrowing_cap = models.DecimalField(max_digits=5, decimal_places=2, null=True, blank=True)
     production_grace_seconds = models.PositiveIntegerField(
         default=DEFAULT_GRACE_SECONDS[Tier.PRODUCTION])  # never preempted
     development_grace_seconds = models.PositiveIntegerField(

@@ -59,11 +59,10 @@ from tenants.demand import (
     engine_demand,
     from_engine,
     job_demand,
-    pool_batch_ceiling,
     pool_limits,
 )
 from tenants.models import JobUtilisation, NodeDedication, Pool, QuotaLoan, Tenant
-from tenants.quota import guaranteed_amount, overcommit_factor
+from tenants.quota import guaranteed_amount
 from tenants.selectors import (
     effective_grants,
     effective_grants_by_pool,
@@ -398,21 +397,20 @@ _VIEW_FIELDS = tuple(dict.fromkeys((
 
 
 def _pool_quotas(policy: Policy, report) -> list:  # type: ignore[no-untyped-def]
-    """Every live pool's ``PoolQuota``: grants and loans, the tenant's ceiling factor, the
-    policy's overcommit factors for batch, guarantees from the capacity of ``report``."""
+    """Every live pool's ``PoolQuota``: grants and loans, the borrowing cap (the tenant's,
+    else the policy's, else none: ``tenants.demand.pool_limits``), guarantees from the
+    capacity of ``report``."""
     loans_in = _loans_in()
     grants_of = effective_grants_by_pool()
     quotas = []
     for pool in Pool.objects.select_related("tenant").exclude(
             tenant__status__in=[TenantStatus.DELETING, TenantStatus.DELETED]):
         grants = grants_of.get(pool.pk, {})
-        nominal, ceiling = pool_limits(grants, elastic_factor=pool.tenant.ceiling_factor)
+        nominal, ceiling, default = pool_limits(
+            grants, factor=pool.tenant.borrowing_factor(policy))
         quotas.append(PoolQuota(
             tenant=pool.tenant.slug, pool=pool.kind, nominal=nominal, ceiling=ceiling,
-            loans_in=loans_in.get(pool.pk),
-            batch_ceiling=pool_batch_ceiling(
-                grants, tenant_factor=pool.tenant.ceiling_factor,
-                overcommit=lambda key: overcommit_factor(key, policy.overcommit_factors))))
+            ceiling_default=default, loans_in=loans_in.get(pool.pk)))
     return _with_guarantees(quotas, report)
 
 
@@ -744,15 +742,20 @@ def _preview_dimensions(inputs: dict, tenant: str, pool_kind: str, job: Any) -> 
         if not granted and dimension_only_when_granted(key):
             continue
         nominal = quota.nominal.get(key, 0) if quota is not None else 0
-        ceiling = max(nominal, quota.ceiling.get(key, nominal)) if quota is not None else 0
+        ceiling = nominal
+        if quota is not None and job.tier != Tier.PRODUCTION:   # production never borrows
+            default = nominal if quota.ceiling_default is None else quota.ceiling_default
+            ceiling = max(nominal, quota.ceiling.get(key, default))
+        unlimited = ceiling >= demand.UNLIMITED
         resource = Resource.parse(key)
         out.append({"key": key, "label": resource.label(),
-                    "unit": resource.unit_for(from_engine(key, ceiling)),
+                    "unit": resource.unit_for(from_engine(key, max(nominal, wanted)
+                                                          if unlimited else ceiling)),
                     "wanted": from_engine(key, wanted),
                     "in_use": from_engine(key, used[key]), "quota": from_engine(key, nominal),
-                    "ceiling": from_engine(key, ceiling),
+                    "ceiling": None if unlimited else from_engine(key, ceiling),
                     "fits_quota": used[key] + wanted <= nominal,
-                    "fits_ceiling": used[key] + wanted <= ceiling})
+                    "fits_ceiling": unlimited or used[key] + wanted <= ceiling})
     return out
 
 

@@ -11,6 +11,7 @@ import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass
 from dataclasses import field as dc_field
+from decimal import Decimal
 from typing import Any
 
 from django.db import DatabaseError, IntegrityError, transaction
@@ -37,12 +38,10 @@ from tenants.audit import record_audit
 from tenants.catalog import Resource, ResourceKind, fmt_amount
 from tenants.demand import (
     CardFacts,
-    batch_ceiling,
     dimension_only_when_granted,
-    elastic_ceiling,
+    pool_ceiling,
 )
 from tenants.models import Pool
-from tenants.quota import overcommit_factor
 from tenants.services.notify import notify
 
 
@@ -176,12 +175,14 @@ def _check_ceiling(pool: Pool, clean: dict[str, Any],
     """Refuse a job that could never start: more of any dimension (GPUs, MIG instances,
     shared GPUs, CPU, memory, GPU memory) than the pool may ever hold, counted as
     admission counts it (``tenants.demand``: the whole job, the pods' requests), naming
-    the form field that makes it too large."""
+    the form field that makes it too large. A production job may hold its pool's grant
+    (production never borrows); development and batch work its ceiling
+    (``tenants.demand.pool_ceiling``: without a borrowing cap, any idle capacity, which
+    the engine's node checks bound)."""
     snap = snap or submitcache.snapshot()
     grants = snap.effective_grants(pool)
-    factor = pool.tenant.ceiling_factor
-    batch = clean.get("tier") == Tier.BATCH
-    overcommit = snap.policy.overcommit_factors if batch else {}
+    production = clean.get("tier") == Tier.PRODUCTION
+    factor = None if production else pool.tenant.borrowing_factor(snap.policy)
     facts = snap.card_facts() if "gpu-memory" in grants else CardFacts()
     demand = selectors.job_demand_of(clean, facts)
     gpu_fields = {ResourceKind.GPU, ResourceKind.MIG, ResourceKind.GPU_SHARED}
@@ -190,20 +191,19 @@ def _check_ceiling(pool: Pool, clean: dict[str, Any],
         if key not in grants and dimension_only_when_granted(key):
             continue
         resource = Resource.parse(key)
-        ceiling = elastic_ceiling(key, grants.get(key, 0), factor)
-        if batch:   # a batch job may reach the pool's batch ceiling, on idle capacity
-            ceiling = max(ceiling, batch_ceiling(
-                key, grants.get(key, 0), tenant_factor=factor,
-                overcommit_factor=overcommit_factor(key, overcommit)))
-        if wanted <= ceiling:
+        granted = grants.get(key, Decimal(0))
+        ceiling = granted if production else pool_ceiling(key, granted, factor)
+        if ceiling is None or wanted <= ceiling:
             continue
+        why = (_("production jobs never borrow: ask for more quota first")
+               if production else _("that is the borrowing cap a platform admin set: ask "
+                                    "for more quota first"))
         if resource.kind in gpu_fields and resource.kind != ResourceKind.GPU_SHARED:
             raise ApplicationError(
                 _("This job asks for %(w)s %(r)s but the %(p)s pool may hold at most %(c)s, "
-                  "so it could never start: ask for more quota first, or use fewer workers "
-                  "or GPUs.")
+                  "so it could never start (%(why)s), or use fewer workers or GPUs.")
                 % {"w": int(wanted), "r": resource.qualifier, "p": pool.kind,
-                   "c": int(ceiling)}, field="gpus_per_worker")
+                   "c": int(ceiling), "why": why}, field="gpus_per_worker")
         field = {ResourceKind.CPU: "cpu_per_worker", ResourceKind.MEMORY: "memory_gib_per_worker"
                  }.get(resource.kind, "gpus_per_worker")
         if resource.kind == ResourceKind.GPU_MEMORY and clean.get("gpu_memory_gib_per_card"):
@@ -211,9 +211,9 @@ def _check_ceiling(pool: Pool, clean: dict[str, Any],
         raise ApplicationError(
             _("This job needs %(w)s %(u)s of %(r)s (all its workers together, as the pool's "
               "quota counts it) but the %(p)s pool may hold at most %(c)s, so it could never "
-              "start: ask for more quota first, or make the job smaller.")
+              "start (%(why)s), or make the job smaller.")
             % {"w": fmt_amount(wanted), "u": resource.unit_for(wanted), "r": resource.label(),
-               "p": pool.kind, "c": fmt_amount(ceiling)}, field=field)
+               "p": pool.kind, "c": fmt_amount(ceiling), "why": why}, field=field)
 
 
 _DIM_ORDER = {"gpu": 0, "mig": 0, "gpu-shared": 0, "cpu": 1, "memory": 2, "gpu-memory": 3}

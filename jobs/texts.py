@@ -105,6 +105,13 @@ register("jobs.wait.over_batch_ceiling", _(
 register("jobs.wait.over_ceiling", _(
     "above your %(pool)s borrowing ceiling of %(ceiling)s (%(used)s in use): waits for your "
     "jobs to finish, or ask for more quota"))
+register("jobs.wait.borrow_cap", _(
+    "above your %(pool)s quota of %(quota)s and the borrowing cap of %(ceiling)s a platform "
+    "admin set (%(used)s in use): waits for your jobs to finish, or ask for more quota"))
+register("jobs.wait.borrow_cap_dim", _(
+    "%(resource)s: needs %(wanted)s, %(used)s in use, above the borrowing cap of "
+    "%(quota)s a platform admin set for your %(pool)s pool: waits for your jobs to finish, "
+    "or ask for more quota"))
 register("jobs.wait.over_quota", _(
     "above your %(pool)s quota of %(quota)s (%(used)s in use): ask for more quota or use the "
     "batch tier"))
@@ -162,6 +169,12 @@ register("jobs.never.no_quota", _(
 register("jobs.never.above_quota", _(
     "asks for %(amount)s, more than your %(pool)s quota of %(limit)s: ask for more quota or "
     "make the job smaller"))
+register("jobs.never.above_cap", _(
+    "asks for %(amount)s, more than the borrowing cap of %(limit)s a platform admin set for "
+    "your %(pool)s pool: ask for more quota or make the job smaller"))
+register("jobs.never.no_quota_capped", _(
+    "your tenant has no %(pool)s quota for %(resource)s and a platform admin capped "
+    "borrowing: ask for quota"))
 register("jobs.never.above_ceiling", _(
     "asks for %(amount)s, more than your %(pool)s ceiling of %(limit)s: ask for more quota "
     "or make the job smaller"))

@@ -51,6 +51,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from core.choices import Tier
 from k8s_sync import naming
 from k8s_sync.placement import NODE_NAME_FIELD
 from k8s_sync.specs import (
@@ -254,9 +255,25 @@ def build_limit_range(spec: PoolSpec) -> Manifest:
 
 
 def build_resource_quota(spec: PoolSpec) -> Manifest:
-    """The pool's single, unscoped ResourceQuota (the backstop, never the queue)."""
+    """The pool's unscoped ResourceQuota (the backstop, never the queue)."""
     obj = _pool_object(spec, "v1", "ResourceQuota", naming.RESOURCE_QUOTA_NAME)
     obj["spec"] = {"hard": spec.quota.to_hard(suspended=spec.suspended)}
+    return obj
+
+
+def build_production_quota(spec: PoolSpec) -> Manifest | None:
+    """A prod pool's ResourceQuota for its production pods alone (scoped to the production
+    PriorityClass): production never borrows, so they are held to the grant, while the
+    unscoped quota lets the pool's batch pods borrow idle capacity."""
+    if spec.production_quota is None:
+        return None
+    obj = _pool_object(spec, "v1", "ResourceQuota", naming.PRODUCTION_QUOTA_NAME)
+    obj["spec"] = {
+        "hard": spec.production_quota.to_hard(suspended=spec.suspended),
+        "scopeSelector": {"matchExpressions": [{
+            "scopeName": "PriorityClass", "operator": "In",
+            "values": [naming.priority_class_name(Tier.PRODUCTION)]}]},
+    }
     return obj
 
 
@@ -292,6 +309,7 @@ def desired_pool_objects(spec: PoolSpec) -> list[Manifest]:
         build_network_policy(spec),
         build_limit_range(spec),
         build_resource_quota(spec),
+        *filter(None, [build_production_quota(spec)]),
     ]
 
 

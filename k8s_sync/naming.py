@@ -39,6 +39,7 @@ __all__ = [
     "NAMESPACE_PREFIX",
     "NETWORK_POLICY_NAME",
     "POOLS",
+    "PRODUCTION_QUOTA_NAME",
     "RESOURCE_QUOTA_NAME",
     "ROLE_BINDING_NAME",
     "ROLE_NAME",
@@ -97,6 +98,9 @@ ROLE_BINDING_NAME = ROLE_NAME
 NETWORK_POLICY_NAME = "trainyard-isolation"
 LIMIT_RANGE_NAME = "trainyard-defaults"
 RESOURCE_QUOTA_NAME = "trainyard-quota"
+PRODUCTION_QUOTA_NAME = "trainyard-production-quota"
+"""A prod pool's second ResourceQuota, scoped to the production PriorityClass: production
+never borrows, so its pods are held to the grant while the pool's batch pods may borrow."""
 
 PRIORITY_CLASS_PREFIX = "trainyard-"
 JOB_NAME_PREFIX = "tj-"

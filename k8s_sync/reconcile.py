@@ -122,14 +122,37 @@ def is_subset(desired: Any, observed: Any) -> bool:
     return False
 
 
+#: Maps whose keys Trainyard alone decides, compared by their key sets too: a key that is
+#: no longer declared (a ResourceQuota limit lifted, e.g. when a pool may borrow any idle
+#: capacity, or when a suspension ends) must be written away, which server-side apply does.
+EXACT_MAPS: Mapping[Kind, tuple[tuple[str, ...], ...]] = {
+    ("v1", "ResourceQuota"): (("spec", "hard"),),
+}
+
+
+def _at(obj: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+    for part in path:
+        if not isinstance(obj, Mapping):
+            return None
+        obj = obj.get(part)  # type: ignore[assignment]
+    return obj
+
+
 def needs_apply(desired: Mapping[str, Any], observed: Mapping[str, Any] | None) -> bool:
-    """Whether ``desired`` must be written: missing, or any desired field differs."""
+    """Whether ``desired`` must be written: missing, any desired field differs, or a map of
+    :data:`EXACT_MAPS` holds a key ``desired`` no longer declares."""
     if observed is None:
         return True
     if _terminating(observed):
         return True  # being deleted: applying again is how it comes back once gone
     wanted = {k: v for k, v in desired.items() if k not in ("apiVersion", "kind", "status")}
-    return not is_subset(wanted, observed)
+    if not is_subset(wanted, observed):
+        return True
+    for path in EXACT_MAPS.get((desired.get("apiVersion", ""), desired.get("kind", "")), ()):
+        mine, theirs = _at(desired, path), _at(observed, path)
+        if isinstance(mine, Mapping) and isinstance(theirs, Mapping) and set(theirs) - set(mine):
+            return True
+    return False
 
 
 def _terminating(obj: Mapping[str, Any]) -> bool:

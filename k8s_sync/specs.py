@@ -340,6 +340,9 @@ class PoolSpec:
     pool: Literal["prod", "dev"]
     tenant_group: str
     quota: QuotaSpec = field(default_factory=QuotaSpec)
+    production_quota: QuotaSpec | None = None
+    """What the pool's production pods may hold (a ResourceQuota scoped to the production
+    PriorityClass): production never borrows. None: no such quota (dev pools)."""
     limits: LimitSpec = field(default_factory=LimitSpec)
     network: NetworkSpec = field(default_factory=NetworkSpec)
     suspended: bool = False

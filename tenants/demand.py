@@ -32,16 +32,16 @@ Pure: no database, no Django (the admission engine imports :data:`MILLI`).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from types import MappingProxyType
 
 __all__ = [
-    "JOB_KINDS", "MILLI", "CardFacts", "batch_ceiling", "card_facts", "cpu_request",
-    "dimension_only_when_granted", "elastic_ceiling", "engine_amount", "engine_demand",
-    "from_engine", "job_demand", "memory_request_gib", "mig_profile_memory_gib",
-    "pool_batch_ceiling", "pool_limits",
+    "JOB_KINDS", "MILLI", "UNLIMITED", "CardFacts", "borrowing_factor", "card_facts",
+    "cpu_request", "dimension_only_when_granted", "elastic_ceiling", "engine_amount",
+    "engine_demand", "from_engine", "job_demand", "memory_request_gib",
+    "mig_profile_memory_gib", "pool_ceiling", "pool_limits",
 ]
 
 MILLI: frozenset[str] = frozenset({"cpu", "memory", "gpu-memory"})
@@ -160,17 +160,34 @@ JOB_KINDS: frozenset[str] = frozenset({"cpu", "memory", "gpu", "mig", "gpu-memor
 """The catalog kinds a job consumes (storage, IOPS and claims are the volumes')."""
 
 
+UNLIMITED: int = 1 << 62
+"""A ceiling that does not bind, in engine units: development and batch work of a pool
+with no borrowing cap may hold any idle capacity (as a Kueue ClusterQueue without a
+``borrowingLimit``)."""
+
+
+def borrowing_factor(tenant_factor: Decimal | float | None,
+                     policy_factor: Decimal | float | None) -> Decimal | None:
+    """The borrowing cap of a tenant's pools, as a factor of its grants: the tenant's own
+    cap (``Tenant.borrowing_cap``) where a platform admin set one, else the policy's
+    (``Policy.borrowing_cap``), else None: no cap, development and batch work may borrow
+    any idle capacity of the cluster. A factor below 1 is 1 (the grant itself)."""
+    for factor in (tenant_factor, policy_factor):
+        if factor not in (None, ""):
+            return max(Decimal(str(factor)), Decimal(1))
+    return None
+
+
 def elastic_ceiling(key: str, amount: Decimal | int | float,
                     factor: Decimal | float | None) -> Decimal:
-    """The elastic ceiling of one granted ``amount`` of ``key``, in catalog units: what a
-    pool may use of it, borrowing. The one rule (admission, the submission check, the
-    ResourceQuota backstop and the quota page all call it):
+    """``amount x factor`` of one granted ``amount`` of ``key``, in catalog units: what a
+    pool's development and batch work may hold of it under a borrowing cap of ``factor``
+    (see :func:`pool_ceiling`, which also knows "no cap"):
 
     * a job dimension (:data:`JOB_KINDS`) reaches ``amount x factor``, rounded down to
       the unit the engine counts (whole cards, instances and shares; 0.001 of a core or
       GiB), so the ceiling never lets a job past ``factor x`` its grant;
-    * ``factor`` is the tenant's (``Tenant.ceiling_factor``: its elastic factor in
-      overcommitted mode, else 1); none, or below 1, is 1 (the ceiling is the grant);
+    * none, or a factor below 1, is 1 (the ceiling is the grant);
     * storage, IOPS and volume claims are not elastic: their ceiling is the grant.
     """
     value = Decimal(str(amount))
@@ -182,11 +199,35 @@ def elastic_ceiling(key: str, amount: Decimal | int | float,
     return (value * scale).quantize(step, rounding=ROUND_FLOOR)
 
 
-def pool_limits(grants: Mapping[str, Decimal], *, elastic_factor: Decimal | float | None = None
-                ) -> tuple[dict[str, int], dict[str, int]]:
-    """A pool's (nominal, ceiling) per job dimension in engine units, from its effective
-    grants. ``elastic_factor``: the tenant's ``ceiling_factor`` (see
-    :func:`elastic_ceiling`)."""
+def pool_ceiling(key: str, amount: Decimal | int | float,
+                 factor: Decimal | float | None) -> Decimal | None:
+    """What a pool's development and batch work may hold of ``key`` (granted ``amount``),
+    in catalog units; None: no limit (any idle capacity). The one rule of borrowing
+    (admission, the submission check, the ResourceQuota backstop, Kueue's
+    ``borrowingLimit`` and the quota page all call it):
+
+    * **production never borrows**: its limit is the grant (callers apply this);
+    * development and batch borrow idle capacity beyond the grant, reclaimed with their
+      tier's grace when an owner needs its quota back: up to ``amount x factor`` under a
+      borrowing cap (``factor`` from :func:`borrowing_factor`), without limit when there
+      is none (``factor`` None);
+    * storage, IOPS and volume claims never borrow: their ceiling is the grant.
+    """
+    if key.partition(":")[0] not in JOB_KINDS:
+        return Decimal(str(amount))
+    if factor is None:
+        return None
+    return elastic_ceiling(key, amount, factor)
+
+
+def pool_limits(grants: Mapping[str, Decimal], *, factor: Decimal | float | None
+                ) -> tuple[dict[str, int], dict[str, int], int | None]:
+    """A pool's (nominal, ceiling, default ceiling) per job dimension in engine units,
+    from its effective grants and its borrowing ``factor`` (:func:`borrowing_factor`;
+    None: no cap). The ceiling is what development and batch work may hold
+    (:func:`pool_ceiling`; :data:`UNLIMITED` without a cap); the default ceiling is that
+    of a key the pool was not granted (``PoolQuota.ceiling_default``): :data:`UNLIMITED`
+    without a cap, None (0, its nominal) under one."""
     nominal: dict[str, int] = {}
     ceiling: dict[str, int] = {}
     for key, amount in grants.items():
@@ -194,36 +235,10 @@ def pool_limits(grants: Mapping[str, Decimal], *, elastic_factor: Decimal | floa
             continue
         value = Decimal(str(amount))
         nominal[key] = engine_amount(key, value, demand=False)
-        ceiling[key] = max(nominal[key], engine_amount(
-            key, elastic_ceiling(key, value, elastic_factor), demand=False))
-    return nominal, ceiling
-
-
-def batch_ceiling(key: str, amount: Decimal | int | float, *,
-                  tenant_factor: Decimal | float | None,
-                  overcommit_factor: Decimal | float | None) -> Decimal:
-    """What a pool's jobs, batch ones included, may hold of a granted ``amount`` when batch
-    jobs run on idle capacity: the elastic ceiling (:func:`elastic_ceiling`) at the larger
-    of the tenant's factor and the Policy's overcommit factor for ``key``
-    (``tenants.quota.overcommit_factor``). Batch work beyond the pool's own ceiling is
-    admitted only on idle capacity and is the first to be preempted, with its tier's
-    grace, when a job within its quota needs the room."""
-    factors = [Decimal(str(f)) for f in (tenant_factor, overcommit_factor) if f]
-    return elastic_ceiling(key, amount, max(factors, default=Decimal(1)))
-
-
-def pool_batch_ceiling(grants: Mapping[str, Decimal], *, tenant_factor: Decimal | float | None,
-                       overcommit: Callable[[str], Decimal]) -> dict[str, int]:
-    """:func:`batch_ceiling` of every job dimension of a pool, in engine units
-    (``overcommit``: the Policy's factor of a key)."""
-    out: dict[str, int] = {}
-    for key, amount in grants.items():
-        if key.partition(":")[0] not in JOB_KINDS:
-            continue
-        out[key] = engine_amount(key, batch_ceiling(
-            key, Decimal(str(amount)), tenant_factor=tenant_factor,
-            overcommit_factor=overcommit(key)), demand=False)
-    return out
+        limit = pool_ceiling(key, value, factor)
+        ceiling[key] = UNLIMITED if limit is None else max(
+            nominal[key], engine_amount(key, limit, demand=False))
+    return nominal, ceiling, (UNLIMITED if factor is None else None)
 
 
 def card_facts(nodes: object) -> CardFacts:

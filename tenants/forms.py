@@ -321,8 +321,11 @@ TOPOLOGY_ERROR = _("Topology levels are node-label keys, widest first: %(error)s
 
 class TenantSettingsForm(forms.Form):
     quota_mode = forms.ChoiceField(label=_("Quota mode"), choices=[])
-    elastic_factor = DecimalField(label=_("Elastic ceiling (x quota)"), min_value=1,
-                                        max_value=10, decimal_places=2)
+    borrowing_cap = DecimalField(
+        label=_("Borrowing cap (x quota)"), min_value=1, max_value=100, decimal_places=2,
+        required=False,
+        help_text=_("Blank: the platform's cap, or none (development and batch jobs may "
+                    "borrow any idle capacity)."))
     members_may_request_quota = forms.BooleanField(label=_("Members may request quota"),
                                                    required=False)
 

@@ -8,6 +8,7 @@ dev, each of which becomes a namespace in Kubernetes. Writes go through
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 from django.core.validators import RegexValidator
@@ -16,6 +17,7 @@ from django.utils.functional import cached_property
 from django.utils.translation import gettext_lazy as _
 
 from core.choices import PoolKind
+from core.models import Policy
 from core.texts import StoredText
 from k8s_sync.naming import namespace_name
 from k8s_sync.selectors import pool_namespaces_observed
@@ -29,6 +31,7 @@ from tenants.choices import (
     SyncState,
     TenantStatus,
 )
+from tenants.demand import borrowing_factor
 
 SLUG_RE = r"^[a-z]([a-z0-9-]{0,38}[a-z0-9])?$"
 slug_validator = RegexValidator(
@@ -53,10 +56,13 @@ class Tenant(models.Model):
     suspended_reason = models.TextField(_("reason for suspension"), blank=True)
     quota_mode = models.CharField(_("quota mode"), max_length=16, choices=QuotaMode.choices,
                                   default=QuotaMode.STATIC)
-    # Overcommitted mode: the tenant may use up to quota x elastic factor when capacity
-    # is idle; the part above its quota is borrowed and reclaimed first.
-    elastic_factor = models.DecimalField(_("elastic ceiling factor"), max_digits=5,
-                                         decimal_places=2, default=1)
+    # A cap on what the tenant's development and batch work may borrow of idle capacity,
+    # as a factor of its grants (``tenants.demand.borrowing_factor``); blank: the policy's
+    # cap, and without one, any idle capacity (reclaimed when its owner needs it).
+    borrowing_cap = models.DecimalField(
+        _("borrowing cap (x quota)"), max_digits=5, decimal_places=2, null=True, blank=True,
+        help_text=_("Development and batch jobs may borrow idle capacity up to this many "
+                    "times the quota; blank: the platform's cap, or none."))
     members_may_request_quota = models.BooleanField(
         _("members may request quota"), default=False,
         help_text=_("When off, only tenant admins ask for quota changes."))
@@ -78,12 +84,12 @@ class Tenant(models.Model):
     def is_active(self) -> bool:
         return self.status == TenantStatus.ACTIVE
 
-    @property
-    def ceiling_factor(self) -> Decimal:
-        """The factor of this tenant's elastic ceiling (``tenants.demand.elastic_ceiling``):
-        its ``elastic_factor`` in overcommitted mode, 1 (no borrowing) in any other mode."""
-        return (Decimal(str(self.elastic_factor)) if self.quota_mode == QuotaMode.OVERCOMMITTED
-                else Decimal(1))
+    def borrowing_factor(self, policy: Any = None) -> Decimal | None:
+        """The factor that caps what this tenant's development and batch work may hold
+        (``tenants.demand.borrowing_factor``: its own cap, else the policy's, else None,
+        no cap). ``policy``: the Policy row when the caller has it."""
+        cap = (policy if policy is not None else Policy.current()).borrowing_cap
+        return borrowing_factor(self.borrowing_cap, cap)
 
 
 class Pool(models.Model):

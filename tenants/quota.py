@@ -17,8 +17,14 @@ __all__ = ["quota_spec_for"]
 
 def quota_spec_for(grants: Mapping[str, Decimal], *, storage_classes: Iterable[str] = (),
                    mig_profiles: Iterable[str] = (),
-                   class_remap: Mapping[str, str] | None = None) -> QuotaSpec:
+                   class_remap: Mapping[str, str] | None = None,
+                   compute_unlimited: bool = False) -> QuotaSpec:
     """The ResourceQuota limits for one pool's current grants.
+
+    ``compute_unlimited``: the pool's development and batch work may borrow any idle
+    capacity (no borrowing cap, ``tenants.demand.pool_ceiling``), so CPU, memory, whole,
+    shared and MIG GPUs get no hard limit (admission and the nodes bound them); storage
+    and volume claims keep their grants.
 
     What is not granted is zero, never unlimited: CPU, memory, whole and shared GPUs,
     every known MIG profile and every known StorageClass (so a namespace can create PVCs
@@ -35,8 +41,10 @@ def quota_spec_for(grants: Mapping[str, Decimal], *, storage_classes: Iterable[s
     def by_qualifier(kind: ResourceKind) -> dict[str, Decimal]:
         return {r.qualifier: a for r, a in parsed.items() if r.kind == kind}
 
-    mig = dict.fromkeys(mig_profiles, 0)
-    mig.update({profile: int(amount) for profile, amount in by_qualifier(ResourceKind.MIG).items()})
+    mig = {} if compute_unlimited else dict.fromkeys(mig_profiles, 0)
+    if not compute_unlimited:
+        mig.update({profile: int(amount)
+                    for profile, amount in by_qualifier(ResourceKind.MIG).items()})
     storage = dict.fromkeys(storage_classes, Decimal(0))
     for name, amount in by_qualifier(ResourceKind.STORAGE).items():
         target = (class_remap or {}).get(name, name)
@@ -46,10 +54,10 @@ def quota_spec_for(grants: Mapping[str, Decimal], *, storage_classes: Iterable[s
     pvcs = int(total(ResourceKind.PVCS)) if any(r.kind == ResourceKind.PVCS for r in parsed) \
         else None
     return QuotaSpec(
-        cpu_cores=_plain(total(ResourceKind.CPU)),
-        memory_gib=_plain(total(ResourceKind.MEMORY)),
-        gpus=int(total(ResourceKind.GPU)),
-        shared_gpus=int(total(ResourceKind.GPU_SHARED)),
+        cpu_cores=None if compute_unlimited else _plain(total(ResourceKind.CPU)),
+        memory_gib=None if compute_unlimited else _plain(total(ResourceKind.MEMORY)),
+        gpus=None if compute_unlimited else int(total(ResourceKind.GPU)),
+        shared_gpus=None if compute_unlimited else int(total(ResourceKind.GPU_SHARED)),
         mig=mig,
         storage_gib=_plain(sum(storage.values(), Decimal(0))),
         pvc_count=pvcs,

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
+from dataclasses import replace
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -12,6 +14,7 @@ from django.db.models import Count, Prefetch, Q, QuerySet, Sum
 from django.http import Http404
 from django.utils import timezone
 
+from core.choices import PoolKind
 from core.models import Policy, UserPreference
 from k8s_sync import manifests, naming
 from k8s_sync.placement import set_topology_source
@@ -23,7 +26,7 @@ from tenants.access import AnyUser, TenantAccess, access_for, sees_all_tenants
 from tenants.capacity import capacity_by_resource, cluster_observed, offered_resources
 from tenants.catalog import Resource
 from tenants.choices import LoanStatus, MembershipRole, QuotaMode, RequestStatus, TenantStatus
-from tenants.demand import batch_ceiling, elastic_ceiling
+from tenants.demand import JOB_KINDS, elastic_ceiling, pool_ceiling
 from tenants.models import (
     AuditEvent,
     Membership,
@@ -212,28 +215,47 @@ def pool_spec(pool: Pool, *, storage_classes: set[str] | None = None,
     """The plain spec of the pool's namespace objects."""
     tenant = pool.tenant
     classes = known_storage_classes() if storage_classes is None else storage_classes
+    grants = effective_grants(pool)
     return PoolSpec(
         tenant_slug=tenant.slug,
         pool=pool.kind,  # type: ignore[arg-type]
         tenant_group=settings.TRAINYARD_TENANT_GROUP_FORMAT.format(tenant=tenant.slug),
-        quota=quota_spec_for(_backstop(tenant, effective_grants(pool)), storage_classes=classes,
-                             mig_profiles=settings.TRAINYARD_MIG_PROFILES,
-                             class_remap=class_remap),
+        quota=_quota_spec(tenant, grants, classes, class_remap),
+        production_quota=_production_quota(grants) if pool.kind == PoolKind.PROD else None,
         suspended=tenant.status != TenantStatus.ACTIVE,
         network=NetworkSpec(egress_cidrs=egress_cidrs_for(tenant)),  # policy's + tenant's
     )
 
 
-def _backstop(tenant: Tenant, amounts: dict[str, Decimal]) -> dict[str, Decimal]:
-    """The amounts the ResourceQuota must allow: each grant's batch ceiling
-    (``tenants.demand.batch_ceiling``: the elastic ceiling at the larger of the tenant's
-    factor and the Policy's overcommit factor; above the grant only for compute
-    resources). Admission keeps what is beyond the grant reclaimable: borrowed quota and
-    batch work on idle capacity."""
-    factors = Policy.current().overcommit_factors
-    return {key: batch_ceiling(key, amount, tenant_factor=tenant.ceiling_factor,
-                               overcommit_factor=overcommit_factor(key, factors))
-            for key, amount in amounts.items()}
+def _quota_spec(tenant: Tenant, grants: dict[str, Decimal], classes: set[str],
+                class_remap: dict[str, str] | None):  # -> QuotaSpec
+    capped = _backstop(tenant, grants)
+    return quota_spec_for(grants if capped is None else capped, storage_classes=classes,
+                          mig_profiles=settings.TRAINYARD_MIG_PROFILES,
+                          class_remap=class_remap, compute_unlimited=capped is None)
+
+
+def _production_quota(grants: dict[str, Decimal]):  # -> QuotaSpec
+    """What a prod pool's production pods may hold: the grant of every job dimension
+    (production never borrows), for a ResourceQuota scoped to the production
+    PriorityClass (pod resources only: storage is the unscoped quota's)."""
+    spec = quota_spec_for({k: v for k, v in grants.items() if k.partition(":")[0] in JOB_KINDS
+                           and k != "gpu-memory"},
+                          mig_profiles=settings.TRAINYARD_MIG_PROFILES)
+    return replace(spec, storage_gib=None, pvc_count=None, storage_classes=())
+
+
+def _backstop(tenant: Tenant, amounts: dict[str, Decimal]) -> dict[str, Decimal] | None:
+    """The amounts the ResourceQuota must allow: what admission may admit in the pool
+    (its development or batch work may borrow, so each job dimension's ceiling,
+    ``tenants.demand.pool_ceiling``, under the tenant's borrowing cap). None when the pool's
+    borrowing is not capped: then the compute and GPU keys have no hard limit (any idle
+    capacity, which the nodes bound) and only storage keeps its grant. Production, which
+    never borrows, is held to its grant by admission."""
+    factor = tenant.borrowing_factor()
+    if factor is None:
+        return None
+    return {key: elastic_ceiling(key, amount, factor) for key, amount in amounts.items()}
 
 
 def pool_objects(pool: Pool, *, cluster_storage_classes: dict[str, dict]) -> list[dict]:
@@ -355,11 +377,23 @@ def idle_rate(pool: Pool, resource: str, *, days: int = 30) -> float | None:
 # --- quota pages ----------------------------------------------------------------------------
 
 
+def borrowing_terms(tenant: Tenant) -> dict[str, Any]:
+    """What the tenant's pools may borrow and on what terms, for its pages: the borrowing
+    cap in force (``factor``, None: any idle capacity) and the graces of reclaimed work."""
+    policy = Policy.current()
+    return {"factor": tenant.borrowing_factor(policy),
+            "dev_grace": int(policy.development_grace_seconds),
+            "batch_grace": int(policy.batch_grace_seconds)}
+
+
 def quota_overview(tenant: Tenant) -> list[dict]:
     """Per pool: each resource's grant, effective amount (loans), in use now
-    (``tenants.usage.in_use_by_pool``, the one definition), and for
-    overcommitted-mode tenants the guaranteed part and the reclaim risk."""
+    (``tenants.usage.in_use_by_pool``, the one definition), what development and batch
+    work may hold borrowing idle capacity (``ceiling``, ``tenants.demand.pool_ceiling``;
+    None: any idle capacity), and for overcommitted-mode tenants the guaranteed part and
+    the reclaim risk."""
     pools = list(pools_of(tenant))
+    factor = tenant.borrowing_factor()
     usage = in_use_by_pool(pools)
     guarantees = guaranteed_shares() if tenant.quota_mode == QuotaMode.OVERCOMMITTED else {}
     out = []
@@ -377,8 +411,7 @@ def quota_overview(tenant: Tenant) -> list[dict]:
                 "guaranteed": guaranteed_amount(key, amount, share) if share is not None
                 else None,
                 "reclaim_risk": (1 - share) if share is not None else None,
-                "ceiling": elastic_ceiling(key, amount, tenant.ceiling_factor)
-                if tenant.quota_mode == QuotaMode.OVERCOMMITTED else None,
+                "ceiling": pool_ceiling(key, amount, factor),
             })
         out.append({"pool": pool, "rows": rows})
     return out

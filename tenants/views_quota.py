@@ -65,6 +65,7 @@ def quota_page(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "tenants/quota.html", {
         "access": access, "tenant": tenant, "form": form, "may_request": may_request,
         "overview": selectors.quota_overview(tenant),
+        "borrowing": selectors.borrowing_terms(tenant),
         "requests": selectors.quota_requests_of(tenant)[:50],
         "loans": selectors.loans_of(tenant)[:50], "loan_form": _loan_form(tenant, keys),
         "quota_modes": QuotaMode.choices,
@@ -143,7 +144,10 @@ def tenant_settings(request: HttpRequest, slug: str) -> HttpResponse:
         except ApplicationError as exc:
             messages.error(request, exc.message)
     else:
-        messages.error(request, _("Check the quota settings."))
+        messages.error(request, _("Check the quota settings: %(errors)s") % {"errors": " ".join(
+            f"{form.fields[name].label}: {' '.join(str(e) for e in errs)}"
+            if name in form.fields else " ".join(str(e) for e in errs)
+            for name, errs in form.errors.items())})
     return redirect("tenants:quota", slug=slug)
 
 

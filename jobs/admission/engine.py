@@ -221,19 +221,8 @@ class _Pass(Reclaim):
         nominal, ceiling = self.limits(job, key)
         tpk = (tenant, job.pool, key)
         batch = job.tier == Tier.BATCH
-        limit = ceiling if batch or ceiling > nominal else nominal
-        if units > limit:
-            if limit == 0:
-                self.block(job, {"code": "jobs.never.no_quota",
-                                 "args": {"pool": text.pool(job.pool),
-                                          "resource": text.resource_name(key)}}, never=True)
-            else:
-                code = ("jobs.never.above_ceiling" if limit == ceiling and ceiling > nominal
-                        else "jobs.never.above_quota")
-                self.block(job, {"code": code,
-                                 "args": {"amount": text.amount(units, key),
-                                          "pool": text.pool(job.pool), "limit": limit}},
-                           never=True)
+        if units > ceiling:   # production: its quota; development, batch: the cap
+            self.block(job, self.never_text(job, key, units, ceiling), never=True)
             return
         never = self.dims_never(job) if job.dims else None
         if never is not None:

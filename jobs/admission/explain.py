@@ -87,13 +87,10 @@ class Explainer:
         units = job.demand
         pool = text.pool(job.pool)
         if mode == _OVER:
-            if job.tier == Tier.BATCH:
-                return {"code": "jobs.wait.over_batch_ceiling",
+            if job.tier != Tier.PRODUCTION:   # it borrows: held by the cap an admin set
+                return {"code": "jobs.wait.borrow_cap",
                         "args": {"pool": pool, "ceiling": text.amount(ceiling, key),
-                                 "used": self.use_all[tpk]}}
-            if ceiling > nominal:
-                return {"code": "jobs.wait.over_ceiling",
-                        "args": {"pool": pool, "ceiling": text.amount(ceiling, key),
+                                 "quota": text.amount(nominal, key),
                                  "used": self.use_all[tpk]}}
             # "in use" is the pool's one number (jobs.selectors.holding_use: every
             # admitted, running and preempting job, batch included), as its pages show

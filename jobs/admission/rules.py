@@ -95,7 +95,7 @@ class QuotaRules(PassState):
     def dim_limits(self, job: JobView, dim: str) -> tuple[int, int]:
         """(nominal, ceiling) of the job's pool for a dimension: what is not granted is
         zero, except the dimensions that bind only where granted (gpu-memory)."""
-        tpk = (job.tenant, job.pool, dim, job.tier == Tier.BATCH)
+        tpk = (job.tenant, job.pool, dim, job.tier)
         cached = self._dim_limits.get(tpk)
         if cached is None:
             quota = self.quota.get((job.tenant, job.pool))
@@ -138,30 +138,36 @@ class QuotaRules(PassState):
     def dims_never(self, job: JobView) -> Text | None:
         """Why the job could never start as it is: a dimension above what its pool may
         ever hold (None when every dimension could fit an idle pool)."""
-        batch = job.tier == Tier.BATCH
         for dim, amount in job.dims:
-            nominal, ceiling = self.dim_limits(job, dim)
-            limit = ceiling if batch or ceiling > nominal else nominal
-            if amount <= limit:
-                continue
-            if limit == 0:
-                return {"code": "jobs.never.no_quota",
-                        "args": {"pool": text.pool(job.pool),
-                                 "resource": text.resource_name(dim)}}
-            code = ("jobs.never.above_ceiling" if limit == ceiling and ceiling > nominal
-                    else "jobs.never.above_quota")
-            return {"code": code, "args": {"amount": text.amount(amount, dim),
-                                           "pool": text.pool(job.pool),
-                                           "limit": text.amount(limit, dim)}}
+            _nominal, ceiling = self.dim_limits(job, dim)
+            if amount > ceiling:
+                return self.never_text(job, dim, amount, ceiling)
         return None
 
+    @staticmethod
+    def never_text(job: JobView, key: str, amount: int, limit: int) -> Text:
+        """Why a job asking for ``amount`` of ``key`` can never start under ``limit``, what
+        its pool may ever hold: a production job its quota (production never borrows), a
+        development or batch job the borrowing cap a platform admin set."""
+        pool = text.pool(job.pool)
+        capped = job.tier != Tier.PRODUCTION
+        if limit == 0:
+            return {"code": "jobs.never.no_quota_capped" if capped else "jobs.never.no_quota",
+                    "args": {"pool": pool, "resource": text.resource_name(key)}}
+        if capped:
+            return {"code": "jobs.never.above_cap",
+                    "args": {"amount": text.amount(amount, key), "pool": pool,
+                             "limit": text.amount(limit, key)}}
+        return {"code": "jobs.never.above_quota",
+                "args": {"amount": text.amount(amount, key), "pool": pool,
+                         "limit": text.amount(limit, key)}}
+
     def why_dim(self, job: JobView, short: _DimShort) -> Text:
-        """"CPU: needs 12 cores, 8 of your dev quota of 16 in use"."""
+        """"CPU: needs 12 cores, 8 of your dev quota of 16 in use"; for development and
+        batch work, which borrow, the cap a platform admin set on borrowing."""
         dim, wanted, used, nominal, ceiling = short
-        batch = job.tier == Tier.BATCH
-        over_ceiling = batch or ceiling > nominal
-        return {"code": "jobs.wait.over_ceiling_dim" if over_ceiling
-                else "jobs.wait.over_quota_dim",
+        capped = job.tier != Tier.PRODUCTION
+        return {"code": "jobs.wait.borrow_cap_dim" if capped else "jobs.wait.over_quota_dim",
                 "args": {"resource": text.resource_name(dim), "pool": text.pool(job.pool),
                          "wanted": text.amount(wanted, dim), "used": text.amount(used, dim),
-                         "quota": text.amount(ceiling if over_ceiling else nominal, dim)}}
+                         "quota": text.amount(ceiling if capped else nominal, dim)}}

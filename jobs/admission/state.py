@@ -79,7 +79,7 @@ class PassState(Explainer):
         self._outcomes: dict[tuple[object, ...], _Outcome] = {}
         self._holders: dict[tuple[str, int], Text] = {}
         self._holder_cache: dict[str, tuple[list[float], list[int], list[str]]] = {}
-        self._limits: dict[tuple[str, str, str, bool], tuple[int, int]] = {}
+        self._limits: dict[tuple[str, str, str, str], tuple[int, int]] = {}
 
         ordered = sorted(jobs, key=lambda j: j.id)
         self.active = [j for j in ordered if j.state in ACTIVE_STATES]
@@ -183,19 +183,29 @@ class PassState(Explainer):
         return self.durations(job)
 
     def limits(self, job: JobView, key: str) -> tuple[int, int]:
-        """(nominal, ceiling) of the job's pool for ``key``; (0, 0) without a quota. A batch
-        job's ceiling is the pool's batch ceiling (``PoolQuota.batch_ceiling``) when higher."""
+        """(nominal, ceiling) of the job's pool for ``key``; (0, 0) without a quota.
+
+        Production never borrows: its ceiling is its nominal quota (its pool's effective
+        grant, loans included). Development and batch work may hold up to the pool's
+        ceiling (``PoolQuota.ceiling``; a key not granted: ``ceiling_default``), idle
+        capacity beyond the grant that is reclaimed when its owner needs it; a batch job
+        the pool's ``batch_ceiling`` where one is given."""
         batch = job.tier == Tier.BATCH
-        memo = (job.tenant, job.pool, key, batch)
+        production = job.tier == Tier.PRODUCTION
+        memo = (job.tenant, job.pool, key, job.tier)
         cached = self._limits.get(memo)
         if cached is None and key.startswith("shared:"):   # counted as "gpu-shared"
             cached = self._limits[memo] = (_UNBOUNDED, _UNBOUNDED)
         if cached is None:
             quota = self.quota.get((job.tenant, job.pool))
             nominal = quota.nominal.get(key, 0) if quota is not None else 0
-            ceiling = quota.ceiling.get(key, nominal) if quota is not None else 0
-            if batch and quota is not None and quota.batch_ceiling:
-                ceiling = max(ceiling, quota.batch_ceiling.get(key, 0))
+            ceiling = nominal
+            if quota is not None and not production:
+                default = quota.ceiling_default if quota.ceiling_default is not None \
+                    else nominal
+                ceiling = quota.ceiling.get(key, default)
+                if batch and quota.batch_ceiling is not None:
+                    ceiling = quota.batch_ceiling.get(key, ceiling)
             cached = self._limits[memo] = (nominal, max(nominal, ceiling))
         return cached
 

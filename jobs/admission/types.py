@@ -163,17 +163,21 @@ class PoolQuota:
     pool: str
     nominal: Mapping[str, int]
     ceiling: Mapping[str, int]
-    """The elastic ceiling (>= nominal) when the tenant may borrow; == nominal otherwise."""
+    """What the pool's development and batch work may hold per key (>= nominal): the
+    grant plus what it may borrow of idle capacity (``tenants.demand.pool_limits``; no cap:
+    ``tenants.demand.UNLIMITED``). Production never borrows: its limit is ``nominal``."""
+    ceiling_default: int | None = None
+    """The ceiling of a key the pool was not granted: ``UNLIMITED`` when the pool's
+    borrowing is not capped (development and batch work may borrow any idle capacity, as
+    a Kueue ClusterQueue without a ``borrowingLimit``); None: its nominal quota (0)."""
     guaranteed: Mapping[str, int] | None = None
     """The part of ``nominal`` backed by physical capacity (<= nominal), per key; None or a
     missing key: all of ``nominal``. For an overcommitted-mode tenant it is its grant times
     the guaranteed share (``tenants.quota.guaranteed_amount``, the number its quota pages
     show); the rest of its quota is reclaimable by pools within their own guarantee."""
     batch_ceiling: Mapping[str, int] | None = None
-    """What the pool's jobs, batch ones included, may hold per key when batch jobs take
-    idle capacity beyond ``ceiling`` (``tenants.demand.batch_ceiling``); None or a missing
-    key: ``ceiling``. Non-batch jobs never count batch use against their quota: batch
-    beyond the ceiling yields (is preempted first) to anyone within quota."""
+    """What the pool's batch jobs may hold per key when it differs from ``ceiling`` (the
+    benchmarks replay older policies with it); None or a missing key: ``ceiling``."""
     loans_in: Mapping[str, tuple[tuple[int, int], ...]] | None = None
     """Per key, the active loans the pool borrows, as (loan id, units), in the order they
     stack on top of the pool's own grant (included in ``nominal``): a job admitted with

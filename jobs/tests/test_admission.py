@@ -187,18 +187,23 @@ def test_nominal_quota_per_gpu_model():
             job(1, gpus=2), job(2, model=A100, gpus=2)]
     d = run(nodes, jobs, [quota(nominal=4, **{f"gpu__{A100}": (4, 4)})])
     assert admitted(d) == {2: ("a1",)}
-    # as a batch job it would be above the pool's ceiling too: batch is not suggested
-    assert english(d.waiting[1].reason) == ("above your dev quota of 4 NVIDIA-H800 (4 in use): "
-                                   "waits for your jobs to finish, or ask for more quota")
+    # a ceiling equal to the quota: a platform admin capped borrowing (the cap is named)
+    assert english(d.waiting[1].reason) == (
+        "above your dev quota of 4 NVIDIA-H800 and the borrowing cap of 4 NVIDIA-H800 a "
+        "platform admin set (4 in use): waits for your jobs to finish, or ask for more quota")
     assert d.waiting[1].eta_p50 is not None   # starts when its own job ends
 
 
 def test_the_batch_tier_is_suggested_only_when_it_would_start_the_job_now():
+    """Production never borrows; the same job as a batch job would run on idle capacity,
+    so the reason says so (only when it would start now)."""
     nodes = [node("h1")]
-    jobs = [job(10, state="running", gpus=4, on="h1"), job(1, gpus=2)]
-    roomy = replace(quota(nominal=4), batch_ceiling={f"gpu:{H800}": 8})
+    jobs = [job(10, state="running", gpus=4, on="h1", tier="production", pool="prod"),
+            job(1, gpus=2, tier="production", pool="prod")]
+    roomy = quota(pool="prod", nominal=4, ceiling=8)   # batch may borrow, production never
     d = run(nodes, jobs, [roomy])
-    assert english(d.waiting[1].reason) == ("above your dev quota of 4 NVIDIA-H800 (4 in use): "
+    assert admitted(d) == {}
+    assert english(d.waiting[1].reason) == ("above your prod quota of 4 NVIDIA-H800 (4 in use): "
                                    "ask for more quota or use the batch tier")
     # the same job, but the idle GPUs are taken by another tenant: batch would not help
     d = run(nodes, [*jobs, job(11, tenant="globex", state="running", gpus=4, on="h1")],
@@ -239,7 +244,7 @@ def test_quota_counts_admitted_and_preempting_jobs_of_the_pool():
     assert english(d.waiting[1].reason).startswith("waiting for 1 preempted job to checkpoint")
     d = run(nodes, [j for j in jobs if j.id != 11], [quota(nominal=2)])
     reason = english(d.waiting[1].reason)
-    assert reason.startswith("above your dev quota of 2 NVIDIA-H800 (2 in use)")
+    assert reason.startswith("above your dev quota of 2 NVIDIA-H800 and the borrowing cap")
 
 
 def test_quota_is_per_pool():
@@ -252,15 +257,20 @@ def test_quota_is_per_pool():
 def test_no_quota_at_all_is_explained_and_never_admitted():
     d = run([node("n1")], [job(1)], [])
     assert admitted(d) == {}
-    assert english(d.waiting[1].reason) == ("your tenant has no dev quota for NVIDIA-H800: "
-                                   "ask for quota")
+    assert english(d.waiting[1].reason) == (
+        "your tenant has no dev quota for NVIDIA-H800 and a platform admin capped borrowing: "
+        "ask for quota")
     assert d.waiting[1].eta_p50 is None
 
 
 def test_job_larger_than_quota_is_told_so():
     d = run([node("n1"), node("n2")], [job(1, gpus=8, replicas=2)], [quota(nominal=8)])
     reason = english(d.waiting[1].reason)
-    assert reason.startswith("asks for 16 NVIDIA-H800, more than your dev quota")
+    assert reason.startswith("asks for 16 NVIDIA-H800, more than the borrowing cap of 8")
+    d = run([node("n1"), node("n2")], [job(1, gpus=8, replicas=2, tier="production",
+                                          pool="prod")], [quota(pool="prod", nominal=8)])
+    assert english(d.waiting[1].reason).startswith(
+        "asks for 16 NVIDIA-H800, more than your prod quota")
 
 
 # -- borrowing -----------------------------------------------------------------------------
@@ -272,7 +282,8 @@ def test_borrowing_up_to_the_ceiling_on_idle_capacity():
             job(3, gpus=1)]
     d = run(nodes, jobs, [quota(nominal=4, ceiling=12)])
     assert {a.job_id: a.borrowing for a in d.admit} == {1: True, 2: True}
-    assert "borrowing ceiling of 12" in english(d.waiting[3].reason)
+    assert "the borrowing cap of 12 NVIDIA-H800 a platform admin set" in english(
+        d.waiting[3].reason)
 
 
 def test_no_borrowing_when_ceiling_equals_nominal():
@@ -329,7 +340,7 @@ def test_batch_stays_within_the_ceiling():
     d = run([node("n1"), node("n2")], jobs, [quota(nominal=4, ceiling=8)])
     assert admitted(d) == {}
     reason = english(d.waiting[1].reason)
-    assert reason.startswith("above your dev ceiling of 8 NVIDIA-H800 for batch")
+    assert reason.startswith("above your dev quota of 4 NVIDIA-H800 and the borrowing cap of 8")
 
 
 def test_batch_never_displaces_anyone():

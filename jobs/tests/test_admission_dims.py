@@ -57,10 +57,12 @@ def test_within_gpu_quota_but_over_cpu_quota_waits_with_a_cpu_reason():
             job(1, gpus=2, resources=need(gpus=2, cpu=16))]   # 8 cores requested each
     d = run([node("n1")], jobs, [pool_quota(gpu=8, cpu=12, memory=1000)])
     assert admitted(d) == {}
-    assert text_code(d.waiting[1].reason) == "jobs.wait.over_quota_dim"
+    # a ceiling equal to the quota: a platform admin capped borrowing, and it says so
+    assert text_code(d.waiting[1].reason) == "jobs.wait.borrow_cap_dim"
     assert english(d.waiting[1].reason) == (
-        "CPU: needs 8 CPU cores, 8 CPU cores of your dev quota of 12 CPU cores in use: waits "
-        "for your jobs to finish, or ask for more quota")
+        "CPU: needs 8 CPU cores, 8 CPU cores in use, above the borrowing cap of 12 CPU cores a "
+        "platform admin set for your dev pool: waits for your jobs to finish, or ask for more "
+        "quota")
     assert d.waiting[1].eta_p50 is not None   # it starts when the running job ends
 
 
@@ -70,7 +72,8 @@ def test_memory_quota_binds_too():
     d = run([node("n1")], jobs, [pool_quota(gpu=8, cpu=64, memory=150)])
     assert admitted(d) == {1: ("n1",)}
     assert english(d.waiting[2].reason).startswith(
-        "memory: needs 90 GiB of memory, 90 GiB of memory of your dev quota of 150 GiB")
+        "memory: needs 90 GiB of memory, 90 GiB of memory in use, above the borrowing cap of "
+        "150 GiB")
 
 
 def test_gpu_memory_quota_binds_whole_cards_by_their_memory():
@@ -78,8 +81,8 @@ def test_gpu_memory_quota_binds_whole_cards_by_their_memory():
     d = run([node("n1")], jobs, [pool_quota(gpu=8, cpu=64, memory=1000, gpu_memory=200)])
     assert admitted(d) == {1: ("n1",)}   # 160 GiB of the 200: the second would be 320
     assert english(d.waiting[2].reason).startswith(
-        "GPU memory: needs 160 GiB of GPU memory, 160 GiB of GPU memory of your dev quota of "
-        "200 GiB of GPU memory in use")
+        "GPU memory: needs 160 GiB of GPU memory, 160 GiB of GPU memory in use, above the "
+        "borrowing cap of 200 GiB of GPU memory")
 
 
 def test_gpu_memory_binds_only_pools_granted_it():
@@ -96,7 +99,7 @@ def test_cpu_only_jobs_queue_for_cpu_quota():
     quotas = [pool_quota(cpu=12, memory=100)]
     d = run(nodes, jobs, quotas)
     assert admitted(d) == {}
-    assert text_code(d.waiting[1].reason) == "jobs.wait.over_quota_dim"
+    assert text_code(d.waiting[1].reason) == "jobs.wait.borrow_cap_dim"
     d = run(nodes, jobs[1:], quotas)
     assert admitted(d) == {1: ("c1",)}
 
@@ -104,8 +107,9 @@ def test_cpu_only_jobs_queue_for_cpu_quota():
 def test_a_cpu_only_job_without_cpu_quota_never_starts_and_says_so():
     d = run([node("c1", model="", gpus=0)],
             [job(1, gpus=0, model="", resources=need(gpus=0, cpu=2, memory=1))], [])
-    assert english(d.waiting[1].reason) == ("your tenant has no dev quota for CPU: ask for "
-                                            "quota")
+    assert english(d.waiting[1].reason) == (
+        "your tenant has no dev quota for CPU and a platform admin capped borrowing: ask for "
+        "quota")
     assert d.waiting[1].eta_p50 is None
 
 
@@ -113,8 +117,8 @@ def test_a_job_above_a_dimension_it_may_ever_hold_never_starts():
     d = run([node("n1")], [job(1, gpus=1, resources=need(gpus=1, cpu=64))],
             [pool_quota(gpu=8, cpu=16, memory=1000)])
     assert english(d.waiting[1].reason) == (
-        "asks for 32 CPU cores, more than your dev quota of 16 CPU cores: ask for more quota "
-        "or make the job smaller")
+        "asks for 32 CPU cores, more than the borrowing cap of 16 CPU cores a platform admin "
+        "set for your dev pool: ask for more quota or make the job smaller")
 
 
 def test_borrowing_on_cpu_up_to_the_ceiling():
@@ -129,7 +133,7 @@ def test_batch_jobs_count_against_the_ceiling_of_every_dimension():
     d = run([node("n1")], jobs, [pool_quota(gpu=8, cpu=(8, 16), memory=1000)],
             policy=Policy(watermark=1.0))
     assert admitted(d) == {1: ("n1",)}
-    assert text_code(d.waiting[2].reason) == "jobs.wait.over_ceiling_dim"
+    assert text_code(d.waiting[2].reason) == "jobs.wait.borrow_cap_dim"
 
 
 def test_preemption_frees_the_dimension_that_is_short():
@@ -170,7 +174,8 @@ def test_shared_gpus_are_placed_on_shares_and_count_against_gpu_shared():
     d = run([shared_node], jobs, [pool_quota(gpu_shared=4, cpu=64, memory=1000)])
     assert admitted(d) == {1: ("s1",)}
     assert english(d.waiting[2].reason).startswith(
-        "shared GPUs: needs 4 shared GPUs, 2 shared GPUs of your dev quota of 4 shared GPUs")
+        "shared GPUs: needs 4 shared GPUs, 2 shared GPUs in use, above the borrowing cap of 4 "
+        "shared GPUs")
 
 
 def test_cpu_only_replicas_need_a_node_with_room():
@@ -252,15 +257,21 @@ def test_the_preview_reports_fit_per_dimension(login, bob, quota):
             "memory_gib_per_worker": "64", "max_run_hours": "10", "checkpoint_path": "/c"}
     preview = login(bob).post("/t/acme/jobs/preview/", form).json()["preview"]
     rows = {row["key"]: row for row in preview["dimensions"]}
+    # no borrowing cap: development work may borrow any idle capacity (ceiling None)
     assert rows["cpu"] == {"key": "cpu", "label": "CPU", "unit": "cores", "wanted": 8,
-                           "in_use": 0, "quota": 256, "ceiling": 256, "fits_quota": True,
+                           "in_use": 0, "quota": 256, "ceiling": None, "fits_quota": True,
                            "fits_ceiling": True}
     assert rows[f"gpu:{H800}"]["label"] == f"GPUs · {H800}"
     assert rows["memory"]["wanted"] == 115.2 and rows[f"gpu:{H800}"]["wanted"] == 4
     assert "gpu-memory" not in rows   # not granted: it does not bind this pool
     assert preview["starts_now"]
-    # Over the pool's CPU ceiling (a static pool: its quota) the job could never start:
-    # the preview refuses it with the words a submit answers (one check, issue 15).
+    # Over the pool's CPU ceiling (a borrowing cap of 1: its quota) the job could never
+    # start: the preview refuses it with the words a submit answers (one check, issue 15).
+    quota.borrowing_cap = 1
+    quota.save(update_fields=["borrowing_cap", "updated_at"])
+    capped = {row["key"]: row for row in login(bob).post(
+        "/t/acme/jobs/preview/", form).json()["preview"]["dimensions"]}
+    assert capped["cpu"]["ceiling"] == 256
     client = login(bob)
     big = {**form, "cpu_per_worker": "192", "workers": "3"}
     refused = client.post("/t/acme/jobs/preview/", big).json()

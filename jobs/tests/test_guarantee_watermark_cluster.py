@@ -47,8 +47,8 @@ def world(cluster, platform_admin, tenant_a, tenant_b, django_capture_on_commit_
     tenant_services.policy_update(actor=platform_admin,
                                   overcommit_factors={"gpu": 1.5, "cpu": 4, "memory": 4})
     tenant_b.quota_mode = "overcommitted"
-    tenant_b.elastic_factor = Decimal("1.5")
-    tenant_b.save(update_fields=["quota_mode", "elastic_factor"])
+    tenant_b.borrowing_cap = Decimal("1.5")
+    tenant_b.save(update_fields=["quota_mode", "borrowing_cap"])
     h800 = _h800(cluster)
     for tenant, gpus in ((tenant_a, 4), (tenant_b, 8)):
         pool = tenant.pools.get(kind="dev")

@@ -42,8 +42,8 @@ def test_the_guaranteed_part_shown_is_the_one_admission_protects(
     tenant_services.policy_update(actor=platform_admin,
                                   overcommit_factors={"gpu": 1.5, "cpu": 4, "memory": 4})
     tenant_b.quota_mode = "overcommitted"
-    tenant_b.elastic_factor = Decimal("1.5")
-    tenant_b.save(update_fields=["quota_mode", "elastic_factor"])
+    tenant_b.borrowing_cap = Decimal("1.5")
+    tenant_b.save(update_fields=["quota_mode", "borrowing_cap"])
     for tenant, gpus in ((tenant_a, 8), (tenant_b, 12)):
         tenant_services.quota_set(actor=platform_admin, pool=tenant.pools.get(kind="dev"),
                                   reason="test", amounts={f"gpu:{H800}": gpus})

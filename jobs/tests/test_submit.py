@@ -1,5 +1,7 @@
 """Submitting, validating, cancelling jobs; transitions are conditional."""
 
+from decimal import Decimal
+
 import pytest
 
 from core.exceptions import ApplicationError, Conflict, NotAllowed
@@ -126,22 +128,41 @@ def test_running_time_counts_only_running_stretches():
     assert running_seconds(transitions, t0 + 8 * h) == 4 * 3600
 
 
-def test_a_job_that_could_never_start_is_refused(bob, quota):
+def test_a_job_that_could_never_start_is_refused(alice, bob, quota):
+    """Production never borrows: above its pool's grant it could never start. Development
+    and batch work may borrow any idle capacity unless a platform admin capped it."""
+    prod = {"pool": "prod", "tier": "production"}
     with pytest.raises(ApplicationError, match="could never start") as err:
-        _submit(bob, quota, workers=2, gpus_per_worker=8)  # 16 > the dev quota of 8
+        _submit(alice, quota, workers=2, gpus_per_worker=8, **prod)  # 16 > the prod quota of 8
     assert err.value.field == "gpus_per_worker"
+    assert "production jobs never borrow" in err.value.message
     with pytest.raises(ApplicationError, match="at most 0"):
-        _submit(bob, quota, name="x", gpu_model="NVIDIA-A100-SXM4-80GB", gpus_per_worker=1)
+        _submit(alice, quota, name="x", gpu_model="NVIDIA-A100-SXM4-80GB", gpus_per_worker=1,
+                **prod)
     assert not TrainingJob.objects.exists()
+    # development: no cap, so 16 cards (8 borrowed) and a model it was not granted may wait
+    # for idle capacity
+    assert _submit(bob, quota, workers=2, gpus_per_worker=8).state == JobState.QUEUED
+    assert _submit(bob, quota, name="a100", gpu_model="NVIDIA-A100-SXM4-80GB",
+                   gpus_per_worker=1).state == JobState.QUEUED
 
 
-def test_a_batch_job_may_be_as_large_as_the_pools_batch_ceiling(bob, quota):
-    with pytest.raises(ApplicationError, match="could never start"):
-        _submit(bob, quota, tier="batch", workers=2, gpus_per_worker=8)  # 16 > 8, factor 1
-    policy = Policy.current()
-    policy.overcommit_factors = {"gpu": 2}
-    policy.save()
+def test_a_borrowing_cap_bounds_development_and_batch_jobs(bob, quota):
+    quota.borrowing_cap = Decimal(2)
+    quota.save(update_fields=["borrowing_cap", "updated_at"])
     job = _submit(bob, quota, tier="batch", workers=2, gpus_per_worker=8)   # 16 = 8 x 2
     assert job.state == JobState.QUEUED
-    with pytest.raises(ApplicationError, match="could never start"):   # not for development
-        _submit(bob, quota, name="dev", workers=2, gpus_per_worker=8)
+    with pytest.raises(ApplicationError, match="borrowing cap a platform admin set") as err:
+        _submit(bob, quota, name="big", workers=3, gpus_per_worker=8)   # 24 > 16
+    assert err.value.field == "gpus_per_worker"
+    with pytest.raises(ApplicationError, match="at most 0"):   # not granted: 0 x 2
+        _submit(bob, quota, name="x", gpu_model="NVIDIA-A100-SXM4-80GB", gpus_per_worker=1)
+    # the policy's cap applies to tenants without their own
+    quota.borrowing_cap = None
+    quota.save(update_fields=["borrowing_cap", "updated_at"])
+    policy = Policy.current()
+    policy.borrowing_cap = Decimal("1.5")
+    policy.save()
+    with pytest.raises(ApplicationError, match="could never start"):
+        _submit(bob, quota, name="dev", workers=2, gpus_per_worker=8)   # 16 > 12
+    assert _submit(bob, quota, name="dev12", workers=2, gpus_per_worker=6).state == "queued"

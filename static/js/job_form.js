@@ -82,6 +82,8 @@
       var line;
       if (d.fits_quota) {
         line = box.appendChild(text("p", interpolate(gettext("%(label)s: %(after)s of %(quota)s %(unit)s with this job"), args, true), "ok"));
+      } else if (d.fits_ceiling && d.ceiling === null) {
+        line = box.appendChild(text("p", interpolate(gettext("%(label)s: %(after)s of %(quota)s %(unit)s with this job: above your quota, borrowing idle capacity (reclaimed when its owner needs it)"), args, true), "note-warn"));
       } else if (d.fits_ceiling) {
         line = box.appendChild(text("p", interpolate(gettext("%(label)s: %(after)s of %(quota)s %(unit)s with this job: above your quota, borrowing idle capacity up to %(ceiling)s"), args, true), "note-warn"));
       } else {

@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 
 from core.api import validated
 from core.models import Policy
+from core.numbers import api_decimal
 from tenants import selectors, services
 from tenants.access import is_platform_admin, require_platform_admin
 from tenants.api import serializers as s
@@ -180,16 +181,26 @@ class NotificationViewSet(viewsets.GenericViewSet, mixins.ListModelMixin):
 
 
 class QuotaOverviewView(APIView):
-    """The tenant's quota per pool: granted, with loans, in use, guaranteed part."""
+    """The tenant's quota per pool: granted, with loans, in use, what development and
+    batch jobs may hold borrowing idle capacity (``ceiling``; null: any idle capacity),
+    guaranteed part."""
 
     @extend_schema(responses=inline_serializer("QuotaOverview", {
-        "quota_mode": serializers.CharField(), "elastic_factor": serializers.CharField(),
+        "quota_mode": serializers.CharField(),
+        "borrowing_cap": serializers.CharField(allow_null=True, help_text=(
+            "The tenant's own cap on borrowing, x its quota; null: none of its own.")),
+        "borrowing_factor": serializers.CharField(allow_null=True, help_text=(
+            "The cap in force (the tenant's, else the platform's); null: development and "
+            "batch jobs may borrow any idle capacity.")),
         "pools": serializers.ListField(child=serializers.DictField())}))
     def get(self, request: Request, tenant_slug: str) -> Response:
         access = selectors.tenant_access_or_404(request.user, tenant_slug)
+        cap, factor = access.tenant.borrowing_cap, selectors.borrowing_terms(
+            access.tenant)["factor"]
         return Response({
             "quota_mode": access.tenant.quota_mode,
-            "elastic_factor": str(access.tenant.elastic_factor),
+            "borrowing_cap": None if cap is None else api_decimal(cap),
+            "borrowing_factor": None if factor is None else api_decimal(factor),
             "pools": [{"pool": block["pool"].kind, "namespace": block["pool"].namespace,
                        "resources": [{k: v if k == "key" else fmt_amount(v)
                                       for k, v in row.items() if k != "resource"}

@@ -86,7 +86,7 @@ def tenant_update(*, access: TenantAccess, actor: AnyUser, **fields: Any) -> Ten
     changes (it names namespaces)."""
     access.require_platform_admin()
     allowed = {"name", "cost_center", "contact_email", "contact_name", "quota_mode",
-               "elastic_factor", "members_may_request_quota", "egress_cidrs"}
+               "borrowing_cap", "members_may_request_quota", "egress_cidrs"}
     unknown = set(fields) - allowed
     if unknown:
         raise ApplicationError(_("These fields cannot be changed: %(f)s")
@@ -107,7 +107,7 @@ def tenant_update(*, access: TenantAccess, actor: AnyUser, **fields: Any) -> Ten
                      text=message(texts.AUDIT_TENANT_UPDATE, fields=", ".join(sorted(changed)),
                                   tenant=tenant.slug),
                      changes={k: str(v) for k, v in changed.items()})
-        if "quota_mode" in changed or "elastic_factor" in changed or "egress_cidrs" in changed:
+        if "quota_mode" in changed or "borrowing_cap" in changed or "egress_cidrs" in changed:
             _schedule_sync(tenant)
     return tenant
 

@@ -44,10 +44,17 @@ def test_grants_loans_and_ceilings_become_each_pools_queues(platform_admin, tena
                            "ty-acme-dev-batch", "ty-globex-prod", "ty-globex-prod-batch",
                            "ty-globex-dev", "ty-globex-dev-batch"}
     assert queues["ty-acme-dev"].nominal == {H800: Decimal(4), "cpu": Decimal(64)}  # no storage
-    # static quota: the ceiling is the grant
-    assert queues["ty-acme-dev"].borrowing == {H800: 0, "cpu": 0}
+    # no borrowing cap: development and batch borrow any idle capacity (no borrowingLimit)
+    assert queues["ty-acme-dev"].borrowing is None
     assert queues["ty-acme-dev-batch"].nominal == {}
+    assert queues["ty-acme-dev-batch"].borrowing is None
+    tenant_a.borrowing_cap = Decimal(1)   # capped at the grant
+    tenant_a.save()
+    queues = _queues()
+    assert queues["ty-acme-dev"].borrowing == {H800: 0, "cpu": 0}
     assert queues["ty-acme-dev-batch"].borrowing[H800] == 4
+    tenant_a.borrowing_cap = None
+    tenant_a.save()
 
     # a loan moves nominal quota from the lender's queue to the borrower's
     QuotaLoan.objects.create(lender=tenant_a.pools.get(kind="dev"),
@@ -72,7 +79,7 @@ def test_grants_loans_and_ceilings_become_each_pools_queues(platform_admin, tena
 def test_an_elastic_tenant_borrows_to_its_ceiling_in_dev_but_production_never(
         platform_admin, tenant_a):
     tenant_a.quota_mode = QuotaMode.OVERCOMMITTED
-    tenant_a.elastic_factor = Decimal("1.5")
+    tenant_a.borrowing_cap = Decimal("1.5")
     tenant_a.save()
     _grant(platform_admin, tenant_a, {H800: 4})
     queues = _queues()

@@ -41,7 +41,7 @@ def test_a_loan_moves_quota_while_active_and_ends_on_its_date(alice, charlie, te
     assert selectors.effective_grants(lender)[H800] == 5
     assert selectors.effective_grants(borrower_pool)[H800] == 3
     spec = selectors.pool_spec(borrower_pool, storage_classes=set())
-    assert spec.quota.to_hard()["requests.nvidia.com/gpu"] == "3"
+    assert spec.production_quota.to_hard()["requests.nvidia.com/gpu"] == "3"
     assert QuotaGrant.objects.get(pool=lender, superseded_at__isnull=True).amount == 8
     assert services.loans_expire(now=loan.ends_at - dt.timedelta(minutes=1)) == 0
     assert services.loans_expire(now=loan.ends_at) == 1
@@ -101,32 +101,37 @@ def test_new_tenants_get_the_default_quota(platform_admin):
     assert selectors.current_grants(tenant.pools.get(kind="prod")) == {}
 
 
-def test_the_backstop_lets_batch_work_reach_the_batch_ceiling(platform_admin, tenant_a):
-    """A static tenant's GPU grant may be used by batch work up to the Policy's overcommit
-    factor (tenants.demand.batch_ceiling): the ResourceQuota must not refuse those pods."""
+def test_the_backstop_lets_borrowing_work_hold_any_idle_capacity(platform_admin, tenant_a):
+    """Without a borrowing cap (the default), development and batch pods may borrow any
+    idle capacity: the ResourceQuota must not refuse them, so it has no compute or GPU
+    limit; production pods are held to the grant by the prod pool's scoped quota."""
+    pool = tenant_a.pools.get(kind="prod")
+    services.quota_set(actor=platform_admin, pool=pool, reason="t",
+                       amounts={H800: 5, "cpu": 10, "storage:fast": 100})
+    spec = selectors.pool_spec(pool, storage_classes=set())
+    hard = spec.quota.to_hard()
+    assert "requests.nvidia.com/gpu" not in hard and "requests.cpu" not in hard
+    assert hard["fast.storageclass.storage.k8s.io/requests.storage"] == "100Gi"
+    production = spec.production_quota.to_hard()
+    assert production["requests.nvidia.com/gpu"] == "5" and production["requests.cpu"] == "10"
+    assert selectors.pool_spec(tenant_a.pools.get(kind="dev"),
+                               storage_classes=set()).production_quota is None
+
+
+def test_a_capped_tenants_backstop_is_its_grant_times_the_cap(platform_admin, tenant_a):
     pool = tenant_a.pools.get(kind="prod")
     services.quota_set(actor=platform_admin, pool=pool, reason="t",
                        amounts={H800: 5, "cpu": 10, "storage:fast": 100})
     policy = Policy.current()
-    policy.overcommit_factors = {"gpu": 2}
+    policy.borrowing_cap = Decimal(1)   # the platform's cap: the grant itself
     policy.save()
-    hard = selectors.pool_spec(pool, storage_classes=set()).quota.to_hard()
-    assert hard["requests.nvidia.com/gpu"] == "10"   # 5 x 2
-    assert hard["requests.cpu"] == "10"              # no overcommit factor for CPU
-    assert hard["fast.storageclass.storage.k8s.io/requests.storage"] == "100Gi"
-
-
-def test_an_overcommitted_tenants_backstop_is_its_elastic_ceiling(platform_admin, tenant_a):
-    pool = tenant_a.pools.get(kind="prod")
-    services.quota_set(actor=platform_admin, pool=pool, reason="t",
-                       amounts={H800: 5, "cpu": 10, "storage:fast": 100})
     hard = selectors.pool_spec(pool, storage_classes=set()).quota.to_hard()
     assert hard["requests.nvidia.com/gpu"] == "5"
     services.tenant_update(access=access_for(platform_admin, tenant_a), actor=platform_admin,
-                           quota_mode="overcommitted", elastic_factor=Decimal("1.5"))
+                           quota_mode="overcommitted", borrowing_cap=Decimal("1.5"))
     tenant_a.refresh_from_db()
     pool.refresh_from_db()
     hard = selectors.pool_spec(pool, storage_classes=set()).quota.to_hard()
-    assert hard["requests.nvidia.com/gpu"] == "7"  # floor(5 x 1.5)
+    assert hard["requests.nvidia.com/gpu"] == "7"  # floor(5 x 1.5): the tenant's cap wins
     assert hard["requests.cpu"] == "15"
     assert hard["fast.storageclass.storage.k8s.io/requests.storage"] == "100Gi"  # not elastic

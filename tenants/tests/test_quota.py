@@ -24,23 +24,35 @@ def test_quota_spec_zeroes_what_is_not_granted():
     assert hard["slow.storageclass.storage.k8s.io/persistentvolumeclaims"] == "0"
 
 
-def test_the_elastic_ceiling_is_one_rule():
-    """Grant x factor rounded down to the engine's unit, for job dimensions only; the
-    factor is the tenant's in overcommitted mode, 1 otherwise; pool_limits agrees."""
-    from tenants.demand import elastic_ceiling, pool_limits
-    from tenants.models import Tenant
+def test_the_borrowing_ceiling_is_one_rule():
+    """Grant x factor rounded down to the engine's unit, for job dimensions only; no cap
+    (None) is no limit; the factor is the tenant's cap, else the policy's; pool_limits
+    agrees."""
+    from tenants.demand import (
+        UNLIMITED,
+        borrowing_factor,
+        elastic_ceiling,
+        pool_ceiling,
+        pool_limits,
+    )
 
     assert elastic_ceiling("gpu:H800", Decimal(3), Decimal("1.5")) == 4
     assert elastic_ceiling("cpu", Decimal("10.001"), Decimal("1.5")) == Decimal("15.001")
     assert elastic_ceiling("storage:fast", Decimal(100), Decimal(2)) == 100  # not elastic
     assert elastic_ceiling("memory", Decimal(8), Decimal("0.5")) == 8  # never below the grant
-    assert elastic_ceiling("memory", Decimal(8), None) == 8
-    assert Tenant(quota_mode="static", elastic_factor=Decimal(2)).ceiling_factor == 1
-    assert Tenant(quota_mode="overcommitted", elastic_factor=Decimal(2)).ceiling_factor == 2
-    nominal, ceiling = pool_limits({"gpu:H800": Decimal(3), "cpu": Decimal("10.001"),
-                                    "storage:fast": Decimal(100)}, elastic_factor=Decimal("1.5"))
+    assert pool_ceiling("gpu:H800", Decimal(3), None) is None   # no cap: any idle capacity
+    assert pool_ceiling("storage:fast", Decimal(100), None) == 100   # storage never borrows
+    assert pool_ceiling("gpu:H800", Decimal(3), Decimal(1)) == 3
+    assert borrowing_factor(None, None) is None
+    assert borrowing_factor(None, Decimal(2)) == 2
+    assert borrowing_factor(Decimal("1.5"), Decimal(2)) == Decimal("1.5")   # the tenant's
+    assert borrowing_factor(Decimal("0.5"), None) == 1
+    grants = {"gpu:H800": Decimal(3), "cpu": Decimal("10.001"), "storage:fast": Decimal(100)}
+    nominal, ceiling, default = pool_limits(grants, factor=Decimal("1.5"))
     assert nominal == {"gpu:H800": 3, "cpu": 10001}
-    assert ceiling == {"gpu:H800": 4, "cpu": 15001}
+    assert ceiling == {"gpu:H800": 4, "cpu": 15001} and default is None
+    nominal, ceiling, default = pool_limits(grants, factor=None)
+    assert ceiling == {"gpu:H800": UNLIMITED, "cpu": UNLIMITED} and default == UNLIMITED
 
 
 def test_quota_set_keeps_history_and_is_idempotent(platform_admin, tenant_a):

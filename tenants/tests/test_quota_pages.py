@@ -45,8 +45,8 @@ def test_request_approve_amended_cluster_changes_member_sees_it(
             "decision": "approve", f"amount_{item.pk}": "6", "note": "6 for now"})
     assert response.status_code == 302
     hard = k8s.CoreV1Api(cluster.api_client).read_namespaced_resource_quota(
-        "trainyard-quota", "ty-acme-prod").spec.hard
-    assert hard["requests.nvidia.com/gpu"] == "6"
+        "trainyard-production-quota", "ty-acme-prod").spec.hard
+    assert hard["requests.nvidia.com/gpu"] == "6"   # production never borrows
     client.force_login(bob)
     page = client.get("/t/acme/quota/").content.decode()
     assert "gpu:NVIDIA-H800" in page and "6 for now" in page
@@ -135,15 +135,15 @@ def test_the_policy_page_saves_and_validates(login, platform_admin):
 
 def test_the_tenant_settings_form(login, platform_admin, alice, tenant_a):
     login(platform_admin).post("/t/acme/quota/settings/", {
-        "quota_mode": "overcommitted", "elastic_factor": "1.5",
+        "quota_mode": "overcommitted", "borrowing_cap": "1.5",
         "members_may_request_quota": "on"})
     tenant_a.refresh_from_db()
-    assert (tenant_a.quota_mode, str(tenant_a.elastic_factor),
+    assert (tenant_a.quota_mode, str(tenant_a.borrowing_cap),
             tenant_a.members_may_request_quota) == ("overcommitted", "1.50", True)
     page = login(alice).get("/t/acme/quota/").content.decode()
     assert "Guaranteed" in page and "Reclaim risk" in page
     assert login(alice).post("/t/acme/quota/settings/", {
-        "quota_mode": "static", "elastic_factor": "1"}).status_code == 404
+        "quota_mode": "static", "borrowing_cap": "1"}).status_code == 404
 
 
 def test_the_policy_page_saves_its_own_values_unchanged(login, platform_admin):

@@ -12,7 +12,7 @@ from k8s_sync.observe import relist_all
 from tenants import services
 from tenants.access import access_for
 from tenants.models import Pool, Tenant
-from tenants.tasks import reconcile_pool, resync_pools
+from tenants.tasks import reconcile_cluster, reconcile_pool, resync_pools
 
 EXPECTED = {
     ("Namespace", None), ("ServiceAccount", "trainyard-workload"),
@@ -20,6 +20,8 @@ EXPECTED = {
     ("NetworkPolicy", "trainyard-isolation"), ("LimitRange", "trainyard-defaults"),
     ("ResourceQuota", "trainyard-quota"),
 }
+EXPECTED_PROD = EXPECTED | {("ResourceQuota", "trainyard-production-quota")}
+"""A prod pool also has a ResourceQuota for its production pods: production never borrows."""
 
 
 @pytest.fixture
@@ -41,8 +43,17 @@ def _core(cluster):
     return k8s.CoreV1Api(cluster.api_client)
 
 
-def _quota(cluster, ns):
-    return _core(cluster).read_namespaced_resource_quota("trainyard-quota", ns)
+def _quota(cluster, ns, name="trainyard-quota"):
+    return _core(cluster).read_namespaced_resource_quota(name, ns)
+
+
+def _cap(tenant, factor) -> None:
+    """A platform admin caps the tenant's borrowing (development and batch jobs may hold
+    ``factor`` x the grant; factor 1: the grant itself), and the pools are synced."""
+    tenant.borrowing_cap = factor
+    tenant.save(update_fields=["borrowing_cap", "updated_at"])
+    for pool in tenant.pools.all():
+        reconcile_pool.apply(args=[pool.pk]).get()
 
 
 def _objects(cluster, ns):
@@ -65,14 +76,41 @@ def _objects(cluster, ns):
 
 
 def test_creating_a_tenant_with_quotas_produces_exactly_the_expected_objects(team, cluster):
+    """Without a borrowing cap, development and batch pods may borrow any idle capacity:
+    the unscoped quota bounds storage only; the prod pool's production pods are held to
+    the grant by a quota scoped to the production PriorityClass."""
     for ns in ("ty-a-prod", "ty-a-dev"):
-        assert _objects(cluster, ns) == EXPECTED
+        assert _objects(cluster, ns) == (EXPECTED_PROD if ns.endswith("prod") else EXPECTED)
+        hard = _quota(cluster, ns).spec.hard
+        assert not {"requests.cpu", "requests.memory", "requests.nvidia.com/gpu",
+                    "requests.nvidia.com/mig-1g.10gb"} & set(hard)
+        assert hard["fast-ssd.storageclass.storage.k8s.io/requests.storage"] == "500Gi"
+    production = _quota(cluster, "ty-a-prod", "trainyard-production-quota")
+    hard = production.spec.hard
+    assert hard["requests.cpu"] == "64" and hard["requests.memory"] == "256Gi"
+    assert hard["requests.nvidia.com/gpu"] == "8"
+    assert hard["requests.nvidia.com/mig-1g.10gb"] == "7"
+    assert hard["requests.nvidia.com/mig-3g.40gb"] == "0"  # not granted: zero
+    assert not any("storage" in key for key in hard)   # pod resources only
+    assert production.spec.scope_selector.match_expressions[0].values == [
+        "trainyard-production"]
+
+
+def test_a_borrowing_cap_bounds_every_pool_in_the_cluster(team, cluster):
+    _cap(team, 1)   # the grant itself
+    for ns in ("ty-a-prod", "ty-a-dev"):
         hard = _quota(cluster, ns).spec.hard
         assert hard["requests.cpu"] == "64" and hard["requests.memory"] == "256Gi"
         assert hard["requests.nvidia.com/gpu"] == "8"
         assert hard["requests.nvidia.com/mig-1g.10gb"] == "7"
         assert hard["requests.nvidia.com/mig-3g.40gb"] == "0"  # not granted: zero
         assert hard["fast-ssd.storageclass.storage.k8s.io/requests.storage"] == "500Gi"
+    _cap(team, 2)
+    assert _quota(cluster, "ty-a-dev").spec.hard["requests.nvidia.com/gpu"] == "16"
+    assert _quota(cluster, "ty-a-prod", "trainyard-production-quota").spec.hard[
+        "requests.nvidia.com/gpu"] == "8"   # production never borrows
+
+
     # Applied, but the pool's state comes from what the cluster shows (the watcher's
     # records), not from the writes having returned: until observed it is not "in sync".
     for pool in team.pools.all():
@@ -92,18 +130,33 @@ def test_changing_a_quota_updates_the_resource_quota(team, platform_admin, clust
     with django_capture_on_commit_callbacks(execute=True):
         services.quota_set(actor=platform_admin, pool=prod, reason="more",
                            amounts={"gpu:NVIDIA-H800": 8, "cpu": 96})
-    hard = _quota(cluster, "ty-a-prod").spec.hard
+    hard = _quota(cluster, "ty-a-prod", "trainyard-production-quota").spec.hard
     assert hard["requests.nvidia.com/gpu"] == "12" and hard["requests.cpu"] == "96"
+    _cap(team, 1)
+    assert _quota(cluster, "ty-a-prod").spec.hard["requests.nvidia.com/gpu"] == "12"
     assert _quota(cluster, "ty-a-dev").spec.hard["requests.nvidia.com/gpu"] == "8"
 
 
-def test_a_pod_above_the_quota_is_refused_by_the_api_server(team, cluster):
-    pod = k8s.V1Pod(metadata=k8s.V1ObjectMeta(name="greedy"), spec=k8s.V1PodSpec(
+def _gpu_pod(name, gpus, priority_class=None):
+    return k8s.V1Pod(metadata=k8s.V1ObjectMeta(name=name), spec=k8s.V1PodSpec(
+        priority_class_name=priority_class,
         containers=[k8s.V1Container(name="c", image="pytorch", resources=k8s.V1ResourceRequirements(
-            requests={"nvidia.com/gpu": "9", "cpu": "1", "memory": "1Gi"},
-            limits={"nvidia.com/gpu": "9"}))]))
+            requests={"nvidia.com/gpu": str(gpus), "cpu": "1", "memory": "1Gi"},
+            limits={"nvidia.com/gpu": str(gpus)}))]))
+
+
+def test_a_pod_above_the_quota_is_refused_by_the_api_server(team, cluster):
+    reconcile_cluster.apply().get()   # the tiers' PriorityClasses
+    # a production pod above the prod pool's grant: production never borrows
     with pytest.raises(ApiException) as err:
-        _core(cluster).create_namespaced_pod("ty-a-prod", pod)
+        _core(cluster).create_namespaced_pod(
+            "ty-a-prod", _gpu_pod("greedy", 9, "trainyard-production"))
+    assert err.value.status == 403
+    assert "exceeded quota: trainyard-production-quota" in err.value.body
+    # under a borrowing cap, any pod above grant x cap
+    _cap(team, 1)
+    with pytest.raises(ApiException) as err:
+        _core(cluster).create_namespaced_pod("ty-a-dev", _gpu_pod("greedy", 9))
     assert err.value.status == 403
     assert "exceeded quota: trainyard-quota" in err.value.body
 
@@ -112,12 +165,13 @@ def test_an_object_deleted_or_edited_by_hand_is_restored_by_the_resync(team, clu
     core = _core(cluster)
     k8s.NetworkingV1Api(cluster.api_client).delete_namespaced_network_policy(
         "trainyard-isolation", "ty-a-dev")
-    core.patch_namespaced_resource_quota("trainyard-quota", "ty-a-prod",
+    core.patch_namespaced_resource_quota("trainyard-production-quota", "ty-a-prod",
                                          {"spec": {"hard": {"requests.nvidia.com/gpu": "100"}}})
     outcome = resync_pools.apply().get()
     assert outcome == {"drifted": 2, "in_sync": 0}
     assert _objects(cluster, "ty-a-dev") == EXPECTED
-    assert _quota(cluster, "ty-a-prod").spec.hard["requests.nvidia.com/gpu"] == "8"
+    assert _quota(cluster, "ty-a-prod", "trainyard-production-quota").spec.hard[
+        "requests.nvidia.com/gpu"] == "8"
 
 
 def _resource_version(cluster) -> int:
@@ -172,7 +226,7 @@ def test_transient_failures_are_retried_with_backoff_until_the_state_converges(
     assert len(countdowns) == 2 and 0 < countdowns[0] <= 2 and countdowns[1] <= 4
     for pool in tenant.pools.all():
         assert pool.write_state == "in_sync", pool.sync_error
-    assert _objects(cluster, "ty-flaky-prod") == EXPECTED
+    assert _objects(cluster, "ty-flaky-prod") == EXPECTED_PROD
 
 
 def test_the_pool_shows_the_error_while_the_api_fails(platform_admin, cluster, tenant_a,
@@ -216,7 +270,7 @@ def test_suspending_stops_new_work_without_deleting_anything(team, platform_admi
                                 reason="budget")
     hard = _quota(cluster, "ty-a-prod").spec.hard
     assert hard["pods"] == "0" and hard["requests.nvidia.com/gpu"] == "0"
-    assert _objects(cluster, "ty-a-prod") == EXPECTED
+    assert _objects(cluster, "ty-a-prod") == EXPECTED_PROD
     with django_capture_on_commit_callbacks(execute=True):
         services.tenant_reactivate(access=access_for(platform_admin, team), actor=platform_admin)
     assert "pods" not in _quota(cluster, "ty-a-prod").spec.hard
@@ -268,4 +322,5 @@ def test_kubectl_shows_what_the_portal_created(team, cluster):
                           "--request-timeout", "10s", "get", "resourcequota", "-n", "ty-a-prod",
                           "-o", "name"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "resourcequota/trainyard-quota"
+    assert out.stdout.split() == ["resourcequota/trainyard-production-quota",
+                                  "resourcequota/trainyard-quota"]

@@ -45,14 +45,16 @@ DEMO_QUOTA = {
 }
 # slug, name, cost center, contact, {user: role}, quota mode, elastic factor: one tenant
 # in every quota mode
-DEMO_TENANTS: list[tuple[str, str, str, str, dict[str, str], str, str]] = [
+# The last column is the tenant's borrowing cap (x quota): None in the demo, so development
+# and batch jobs borrow any idle capacity and are reclaimed when its owner needs it.
+DEMO_TENANTS: list[tuple[str, str, str, str, dict[str, str], str, str | None]] = [
     ("vision", "Computer Vision", "CC-4100", "alice@example.org",
-     {"alice": MembershipRole.ADMIN, "bob": MembershipRole.MEMBER}, QuotaMode.STATIC, "1"),
+     {"alice": MembershipRole.ADMIN, "bob": MembershipRole.MEMBER}, QuotaMode.STATIC, None),
     ("nlp", "Language Models", "CC-4200", "dave@example.org",
      {"dave": MembershipRole.ADMIN, "carol": MembershipRole.MEMBER},
-     QuotaMode.OVERCOMMITTED, "1.5"),
+     QuotaMode.OVERCOMMITTED, None),
     ("speech", "Speech", "CC-4300", "dave@example.org", {"dave": MembershipRole.ADMIN},
-     QuotaMode.DYNAMIC, "1"),
+     QuotaMode.DYNAMIC, None),
 ]
 # The demo policy: GPU grants may add up to 1.5 x the cards (the overcommitted tenant's
 # guaranteed share is below its quota), set once when the policy is still the default.
@@ -97,7 +99,7 @@ class Command(BaseCommand):
                 tenant, _ = Tenant.objects.get_or_create(
                     slug=slug, defaults={"name": name, "cost_center": cost_center,
                                          "contact_email": contact, "quota_mode": mode,
-                                         "elastic_factor": Decimal(factor)})
+                                         "borrowing_cap": factor and Decimal(factor)})
                 for kind in PoolKind.values:
                     pool = Pool.objects.get_or_create(tenant=tenant, kind=kind)[0]
                     if not QuotaGrant.objects.filter(pool=pool).exists():
