@@ -23,6 +23,7 @@ from typing import Any
 
 from django.db import connection
 from django.db.models import Sum
+from django.utils.translation import gettext_lazy as _
 
 from jobs.admission import Decisions, JobView, NodeView
 from jobs.admission.waste import CAUSES, KeyIdle, idle_while_waiting
@@ -30,6 +31,16 @@ from jobs.models import IdleWhileWaiting
 
 MAX_INTERVAL_SECONDS = 60.0
 """The longest interval one pass's figure stands for."""
+
+CAUSE_LABELS = {
+    "soft_limit": _("Soft limits (development and batch quota)"),
+    "own_quota": _("Production above its own quota"),
+    "reservation": _("Reserved for a larger job"),
+    "cap": _("Caps set by an admin"),
+    "watermark": _("Eviction watermark"),
+    "other": _("Other"),
+}
+"""Each cause's name on the pages (``jobs.admission.waste.CAUSES``)."""
 
 _UPSERT = (
     "INSERT INTO {table} (minute, key, cause, waiting_seconds, idle_seconds, "
@@ -85,7 +96,8 @@ def record_pass(*, nodes: Sequence[NodeView], jobs: Sequence[JobView], decisions
 def window_totals(start: dt.datetime, end: dt.datetime) -> dict[str, Any]:
     """Between ``start`` and ``end`` (minutes): idle-while-waiting unit-hours by cause
     (every cause, 0 included), their total, the capacity and idle unit-hours recorded,
-    the shares of capacity (None without capacity), and the same per key."""
+    the shares of capacity (0..1; ``percent`` the same x 100, 2 decimals; None without
+    capacity), and the same per key."""
     rows = (IdleWhileWaiting.objects.filter(minute__gte=start, minute__lt=end)
             .values("key", "cause")
             .annotate(w=Sum("waiting_seconds"), i=Sum("idle_seconds"),
@@ -110,12 +122,17 @@ def window_totals(start: dt.datetime, end: dt.datetime) -> dict[str, Any]:
     def share(value: float, of: float) -> float | None:
         return value / of if of > 0 else None
 
+    def percent(value: float, of: float) -> float | None:
+        return round(100 * value / of, 2) if of > 0 else None
+
     for entry in keys.values():
         entry["share"] = share(entry["waiting"], entry["capacity"])
+        entry["percent"] = percent(entry["waiting"], entry["capacity"])
     return {
-        "causes": [{"cause": c, "hours": h, "share": share(h, capacity)}
+        "causes": [{"cause": c, "label": CAUSE_LABELS.get(c, c), "hours": h,
+                    "share": share(h, capacity), "percent": percent(h, capacity)}
                    for c, h in by_cause.items()],
-        "hours": total, "share": share(total, capacity),
+        "hours": total, "share": share(total, capacity), "percent": percent(total, capacity),
         "capacity_hours": capacity, "idle_hours": idle, "idle_share": share(idle, capacity),
         "keys": sorted(keys.values(), key=lambda e: (-e["waiting"], e["key"])),
     }
