@@ -39,6 +39,7 @@ from core.choices import EgressClass
 from core.db import epoch_seconds_sql
 from core.exceptions import ApplicationError
 from core.texts import StoredText, english, message
+from jobs import idle_waiting
 from jobs.choices import JobState
 from jobs.models import JobTransition
 from k8s_sync.models import ObservedNode, ObservedStorageClass
@@ -1001,6 +1002,7 @@ def month_summary(period: dt.date) -> dict[str, Any]:
             for t in month_tenants(first, with_invoices=set(by_tenant),
                                    with_usage={k for k, v in idle.items() if v.billed_hours})]
     late = late_lines(first) if not MonthClose.objects.filter(period=first).exists() else {}
+    month_start, month_end = ledger.month_bounds(first, dt.UTC)
     names = dict(Tenant.objects.filter(pk__in=list(late)).values_list("pk", "slug"))
     return {
         "rows": rows,
@@ -1010,6 +1012,9 @@ def month_summary(period: dt.date) -> dict[str, Any]:
         "invoices": invoices,
         "idle": idle,
         "idle_quarter": quarter,
+        # GPU-hours idle while work that fits them waited, by cause (jobs.idle_waiting;
+        # UTC minutes, as recorded)
+        "idle_waiting": idle_waiting.window_totals(month_start, month_end),
         "total": sum((i.total for i in invoices), Decimal(0)),
         "issued_total": issued,
         "closed": MonthClose.objects.filter(period=first).first(),

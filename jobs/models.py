@@ -238,3 +238,26 @@ class MaintenanceWindow(models.Model):
 
     def __str__(self) -> str:
         return f"defrag {self.gpu_model} x{self.nodes_wanted} at {self.starts_at:%Y-%m-%d %H:%M}"
+
+
+class IdleWhileWaiting(models.Model):
+    """Units of a resource key idle while a job that fits them waited, per minute and
+    cause (``jobs.admission.waste``), in unit-seconds: GPU-seconds for ``gpu:`` keys,
+    instance-seconds for ``mig:``, share-seconds for ``shared:``. Written by the admission
+    loop on every pass that explains (``jobs.idle_waiting.idle_waiting_record``, an upsert
+    that adds). The row of ``cause`` "" carries the key's idle and capacity unit-seconds of
+    the minute (its ``waiting_seconds`` is 0), so a share of capacity can be shown."""
+
+    minute = models.DateTimeField()
+    key = models.CharField(max_length=200)
+    cause = models.CharField(max_length=16, blank=True)
+    waiting_seconds = models.FloatField(default=0)
+    idle_seconds = models.FloatField(default=0)
+    capacity_seconds = models.FloatField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["minute", "key", "cause"],
+                                               name="jobs_idle_waiting_minute_key_cause")]
+
+    def __str__(self) -> str:
+        return f"{self.minute:%Y-%m-%d %H:%M} {self.key} {self.cause or 'total'}"

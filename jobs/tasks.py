@@ -33,7 +33,7 @@ from django.utils import timezone
 
 from core.models import Policy
 from core.texts import message as stored_text
-from jobs import health, podstart, selectors, services
+from jobs import health, idle_waiting, podstart, selectors, services
 from jobs.admission.cadence import explain_due
 from jobs.backends import get_backend
 from jobs.choices import JobState
@@ -409,12 +409,18 @@ def admission_cycle() -> dict[str, Any]:
         # decisions are the same either way (jobs.admission.cadence).
         explain = explain_due(now, state.explained_at, state.explain_ms,
                               settings.TRAINYARD_EXPLAIN_SECONDS)
-        decisions, waiting_for_pool = _decide(now, explain=explain)
+        inputs = selectors.admission_inputs(now)
+        decisions, waiting_for_pool = _decide(now, explain=explain, inputs=inputs)
         with transaction.atomic():
             if not AdmissionState.objects.filter(pk=1, last_cycle_at=seen).update(
                     last_cycle_at=now):
                 return {"skipped": "another cycle applied first", **observed}
             result = _apply(decisions, waiting_for_pool, now, explained=explain)
+            if explain:   # GPU-seconds idle while work that fits waits (jobs.idle_waiting)
+                idle_waiting.record_pass(
+                    nodes=inputs["nodes"], jobs=inputs["jobs"], decisions=decisions,
+                    skip=waiting_for_pool, now=now, previous=state.explained_at,
+                    default_seconds=settings.TRAINYARD_EXPLAIN_SECONDS)
             elapsed_ms = (time.monotonic() - started) * 1000
             AdmissionState.objects.filter(pk=1).update(
                 last_cycle_ms=elapsed_ms, last_decisions={**result, **observed},
@@ -429,13 +435,15 @@ def _decide_and_apply(now: dt.datetime) -> dict[str, Any]:
     return _apply(*_decide(now), now)
 
 
-def _decide(now: dt.datetime, *, explain: bool = True) -> tuple[Any, dict[int, Pool]]:
+def _decide(now: dt.datetime, *, explain: bool = True, inputs: dict | None = None,
+            ) -> tuple[Any, dict[int, Pool]]:
     """The engine's decisions on the jobs as stored now (reads only); with ``explain``,
-    every waiting job's position, ETA and reason too."""
+    every waiting job's position, ETA and reason too. ``inputs``: the engine's inputs
+    already read (``selectors.admission_inputs(now)``)."""
     # A job whose pool the cluster does not show waits, held out of this pass, with that
     # reason; its pool is asked to sync again.
     return selectors.decide_with_pools_absent(
-        selectors.admission_inputs(now),
+        inputs if inputs is not None else selectors.admission_inputs(now),
         incremental=settings.TRAINYARD_INCREMENTAL_ADMISSION, explain=explain)
 
 

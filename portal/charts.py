@@ -129,3 +129,24 @@ def heatmap(title: str, *, z: Sequence[Sequence[float | None]], x: Sequence[str]
                               xaxis={"title": {"text": _("hour (UTC)")}, "type": "category"},
                               yaxis={"type": "category", "autorange": "reversed"},
                               margin={"l": 90, "r": 16, "t": 40, "b": 40})}
+
+
+CAUSE_COLORS = {"soft_limit": "#f59e0b", "own_quota": "#2563eb", "reservation": "#7c3aed",
+                "cap": "#dc2626", "watermark": "#0891b2", "other": "#6b7280"}
+"""The colour of each cause of idle-while-waiting (``jobs.admission.waste.CAUSES``)."""
+
+
+def stacked_hours(title: str, *, x: Sequence[dt.datetime], series: dict[str, Sequence[float]],
+                  names: dict[str, str], unit: str = "") -> Figure:
+    """Per hour, stacked areas, one per series (step-shaped: an hour's value holds for
+    the hour); series all zero are left out of the legend but kept in the order."""
+    xs = [t.isoformat() for t in x]
+    data = [{"type": "scatter", "mode": "lines", "name": names.get(k, k), "x": xs,
+             "y": [_r(v) for v in values], "stackgroup": "one",
+             "line": {"shape": "hv", "width": 0.5, "color": CAUSE_COLORS.get(k, "#6b7280")},
+             "showlegend": any(values)}
+            for k, values in series.items()]
+    return {"data": data, "layout": _layout(
+        title, height=260, yaxis={"title": {"text": unit}, "rangemode": "tozero"},
+        xaxis={"type": "date"}, legend={"orientation": "h", "y": -0.25},
+        margin={"l": 48, "r": 16, "t": 40, "b": 56})}

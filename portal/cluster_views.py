@@ -21,7 +21,7 @@ from rest_framework.response import Response
 from k8s_sync.api.serializers import HealthSerializer
 from k8s_sync.health import cluster_health
 from k8s_sync.selectors import capacity_report
-from portal import dashboards, watchdog
+from portal import dashboards, waste, watchdog
 from tenants.access import is_platform_admin, platform_admin_or_404
 
 
@@ -39,10 +39,13 @@ def capacity(request: HttpRequest) -> HttpResponse:
 @login_required
 def cluster(request: HttpRequest) -> HttpResponse:
     """Is the API reachable, its version, the training operator, what the watcher saw,
-    and what the progress watchdog retried or flagged."""
+    what the progress watchdog retried or flagged, and GPU-hours idle while work that
+    fits them waited (the last 24 hours)."""
     platform_admin_or_404(request.user)
-    return render(request, "portal/cluster.html", {"health": cluster_health(),
-                                                   "watchdog": watchdog.report()})
+    idle = waste.idle_while_waiting_day()
+    return render(request, "portal/cluster.html", {
+        "health": cluster_health(), "watchdog": watchdog.report(), "idle": idle,
+        "figures": {"idle": idle["figure"]}})
 
 
 @extend_schema(responses=HealthSerializer)

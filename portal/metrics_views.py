@@ -24,6 +24,11 @@ registry, a constant number of queries):
   close the progress watchdog (``portal.watchdog``) retried without effect;
   ``trainyard_watchdog_overdue{kind,status}`` and
   ``trainyard_watchdog_last_run_timestamp_seconds``.
+
+And one counter: ``trainyard_gpu_idle_while_waiting_seconds_total{key,cause}`` - unit-seconds
+(GPU-seconds of ``gpu:<model>``, instance-seconds of ``mig:<profile>``, share-seconds of
+``shared:<model>``) idle while a waiting job that fits them waited, by cause
+(``jobs.admission.waste``; recorded by the admission loop, ``jobs.idle_waiting``).
 """
 
 from __future__ import annotations
@@ -41,9 +46,10 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from jobs import idle_waiting
 from jobs.choices import ACTIVE_STATES, JobState
 from jobs.models import TrainingJob
 from k8s_sync.selectors import capacity_report, observer_status
@@ -66,6 +72,16 @@ class TrainyardCollector(Collector):
         yield from self._errors()
         yield from self._capacity()
         yield from self._watchdog()
+        yield from self._idle_waiting()
+
+    def _idle_waiting(self) -> Iterator[Metric]:
+        counter = CounterMetricFamily(
+            "trainyard_gpu_idle_while_waiting_seconds",
+            "Unit-seconds of a resource key (GPUs, MIG instances, GPU shares) idle while a "
+            "waiting job that fits them waited, by cause", labels=["key", "cause"])
+        for (key, cause), seconds in sorted(idle_waiting.counter_totals().items()):
+            counter.add_metric([key, cause], seconds)
+        yield counter
 
     def _quota(self) -> Iterator[Metric]:
         hard = GaugeMetricFamily("trainyard_quota_hard", "Effective quota of a tenant pool",

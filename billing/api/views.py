@@ -181,6 +181,10 @@ class RateCardViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
         return Response(s.RateCardSerializer(card).data, status=status.HTTP_201_CREATED)
 
 
+def _rounded(value: float | None, digits: int = 6) -> float | None:
+    return None if value is None else round(value, digits)
+
+
 @extend_schema(responses={200: dict})
 @api_view(["GET"])
 def month_detail(request: Request, month: str) -> Response:
@@ -196,6 +200,13 @@ def month_detail(request: Request, month: str) -> Response:
                        for k, v in summary["idle"].items()},
         "idle_rates_quarter": {str(k): None if v.rate is None else format(v.rate, "f")
                                for k, v in summary["idle_quarter"].items()},
+        # unit-hours idle while a job that fits them waited (jobs.admission.waste), by cause
+        "idle_while_waiting": {
+            "gpu_hours": round(summary["idle_waiting"]["hours"], 3),
+            "share_of_capacity": _rounded(summary["idle_waiting"]["share"]),
+            "causes": {c["cause"]: {"gpu_hours": round(c["hours"], 3),
+                                    "share_of_capacity": _rounded(c["share"])}
+                       for c in summary["idle_waiting"]["causes"]}},
         "tenants": [{"tenant": row["tenant"].slug,
                      "invoices": [i.pk for i in row["invoices"]],
                      "billed_gpu_hours": format(row["billed_hours"], "f"),

@@ -58,7 +58,8 @@ def test_the_capacity_page_shows_models_and_nodes(login, platform_admin, observe
 def test_the_cluster_page_shows_reachability_version_and_observers(
         login, platform_admin, observed, django_assert_max_num_queries):
     browser = login(platform_admin)
-    with django_assert_max_num_queries(16):
+    # 16 + the idle-while-waiting figure (the 24 h totals, the hours of its chart)
+    with django_assert_max_num_queries(18):
         response = browser.get(reverse("platform_cluster"))
     assert response.status_code == 200
     body = response.content.decode()
@@ -114,3 +115,44 @@ def test_the_health_api_is_for_platform_admins(api, cast, bob, finance_user, pla
     assert data["reachable"] is True and data["training_operator"] is True and data["ok"]
     assert data["counts"]["nodes"] == 6
     assert {k["kind"] for k in data["kinds"]} >= {"nodes", "pods", "events"}
+
+
+def test_the_cluster_page_shows_gpu_hours_idle_while_work_waited(login, platform_admin, db):
+    import datetime as dt
+    import json
+
+    from django.utils import timezone
+
+    from jobs.admission.waste import KeyIdle
+    from jobs.idle_waiting import idle_waiting_record
+
+    now = timezone.now()
+    # 30 minutes of 16 GPUs, 8 idle of which 4 while a dev job above its quota waited
+    for minutes in range(30):
+        idle_waiting_record(figures={"gpu:NVIDIA-H800": KeyIdle(
+            "gpu:NVIDIA-H800", 16, 8, {"soft_limit": 4, "reservation": 2})},
+            seconds=60, now=now - dt.timedelta(minutes=minutes))
+    # older than a day: not in the figure
+    idle_waiting_record(figures={"gpu:NVIDIA-H800": KeyIdle(
+        "gpu:NVIDIA-H800", 16, 8, {"soft_limit": 16})}, seconds=60,
+        now=now - dt.timedelta(hours=25))
+    browser = login(platform_admin)
+    response = browser.get(reverse("platform_cluster"))
+    body = response.content.decode()
+    assert "GPU-hours idle while a job that fits them waited" in body
+    # 3 GPU-hours idle while work waited, of 8 capacity-hours: 37.5%
+    assert '<strong data-idle-hours>3</strong>' in body
+    assert '<strong data-idle-percent>37.5%</strong>' in body
+    assert "Soft limits (development and batch quota)" in body
+    figure = response.context["figures"]["idle"]
+    stacked = {t["name"]: sum(t["y"]) for t in figure["data"]}
+    assert stacked["Soft limits (development and batch quota)"] == pytest.approx(2.0, abs=0.002)
+    assert stacked["Reserved for a larger job"] == pytest.approx(1.0, abs=0.002)
+    assert "plotly-trainyard.min.js" in body and 'data-figure="idle"' in body
+    browser.cookies["django_language"] = "zh-hans"
+    body = browser.get(reverse("platform_cluster")).content.decode()
+    assert "等待期间闲置" in body and "软限制" in body
+    assert "Soft limits (development and batch quota)" not in body
+    figure = json.loads(body.split('id="dashboard-figures" type="application/json">')[1]
+                        .split("</script>")[0])
+    assert "软限制（开发和批处理配额）" in {t["name"] for t in figure["idle"]["data"]}

@@ -96,3 +96,25 @@ def test_grafana_dashboard_has_a_tenant_variable_and_uses_exposed_metrics(client
     assert any("$tenant" in e and "DCGM_FI_DEV_GPU_UTIL" in e for e in exprs)
     used = {m for e in exprs for m in re.findall(r"\btrainyard_[a-z_]+", e)}
     assert used and used <= exposed, used - exposed
+
+
+def test_idle_while_waiting_counter(client, settings):
+    from jobs.admission.waste import KeyIdle
+    from jobs.idle_waiting import idle_waiting_record
+
+    settings.TRAINYARD_METRICS_TOKEN = "t"
+    now = timezone.now()
+    figures = {"gpu:NVIDIA-H800": KeyIdle("gpu:NVIDIA-H800", 16, 8,
+                                          {"soft_limit": 4, "reservation": 2}),
+               "mig:1g.10gb": KeyIdle("mig:1g.10gb", 12, 3, {"own_quota": 1})}
+    idle_waiting_record(figures=figures, seconds=10, now=now)
+    idle_waiting_record(figures=figures, seconds=5, now=now)   # the same minute: added
+    idle_waiting_record(figures=figures, seconds=5, now=now - dt.timedelta(hours=2))
+    body = client.get("/metrics", HTTP_AUTHORIZATION="Bearer t").content
+    families = {f.name: f for f in text_string_to_metric_families(body.decode())}
+    assert families["trainyard_gpu_idle_while_waiting_seconds"].type == "counter"
+    samples = _samples(body)["trainyard_gpu_idle_while_waiting_seconds_total"]
+    values = {(lab["key"], lab["cause"]): v for lab, v in samples}
+    assert values == {("gpu:NVIDIA-H800", "soft_limit"): 80.0,
+                      ("gpu:NVIDIA-H800", "reservation"): 40.0,
+                      ("mig:1g.10gb", "own_quota"): 20.0}
