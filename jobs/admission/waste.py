@@ -50,7 +50,6 @@ reason with its queue position, is read by its first element):
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -72,7 +71,11 @@ QUOTA_CODES: frozenset[str] = frozenset({
 })
 """Reasons of a job held back by its pool's quota (soft limit, or production's own quota)."""
 
-_CAP_WORD = re.compile(r"(^|[._])cap($|[._])")
+CAP_CODES: frozenset[str] = frozenset({
+    "jobs.wait.borrow_cap", "jobs.wait.borrow_cap_dim", "jobs.never.above_cap",
+    "jobs.never.no_quota_capped",
+})
+"""Reasons of development or batch work held by the borrowing cap a platform admin set."""
 
 
 def reason_code(reason: Text | None) -> str:
@@ -93,8 +96,7 @@ def cause_of(reason: Text | None, tier: str) -> str:
         return "reservation"
     if code == "jobs.wait.watermark":
         return "watermark"
-    if code == "jobs.wait.borrow_cap" or (code.startswith("jobs.never.")
-                                          and _CAP_WORD.search(code)):
+    if code in CAP_CODES:
         return "cap"
     return "other"
 

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from jobs.admission import Decisions, NodeView, WaitInfo
 from jobs.admission.waste import cause_of, idle_while_waiting
+from tenants.demand import UNLIMITED
 
 from .test_admission_helpers import A100, H800, job, node, quota, run, with_usage
 
@@ -17,15 +18,25 @@ def figure(nodes, jobs, quotas, **kw):  # type: ignore[no-untyped-def]
     return d, idle_while_waiting(nodes=with_usage(nodes, jobs), jobs=jobs, decisions=d)
 
 
-def test_idle_capacity_with_a_fitting_job_above_its_quota_counts_as_soft_limit():
-    # 8 GPUs, the dev pool's quota is 2 (no borrowing): one job runs, another of 2 waits
+def test_idle_capacity_with_a_fitting_job_above_a_capped_quota_counts_as_the_cap():
+    # 8 GPUs, the dev pool's quota is 2 and a platform admin capped borrowing at the quota:
+    # one job runs, another of 2 waits
     nodes = [node("n1")]
     jobs = [job(1, gpus=2, state="running", on="n1"), job(2, gpus=2)]
     d, fig = figure(nodes, jobs, [quota(nominal=2)])
-    assert d.waiting[2].reason["code"].startswith("jobs.wait.over_quota")
+    assert d.waiting[2].reason["code"] == "jobs.wait.borrow_cap"
     assert fig[GPU].capacity == 8 and fig[GPU].free == 6
-    assert fig[GPU].waiting == {"soft_limit": 2}
+    assert fig[GPU].waiting == {"cap": 2}
     assert fig[GPU].idle_waiting == 2
+
+
+def test_without_a_cap_the_same_job_borrows_and_nothing_idles_behind_a_soft_limit():
+    nodes = [node("n1")]
+    jobs = [job(1, gpus=2, state="running", on="n1"), job(2, gpus=2)]
+    uncapped = replace(quota(nominal=2, ceiling=UNLIMITED), ceiling_default=UNLIMITED)
+    d, fig = figure(nodes, jobs, [uncapped])
+    assert [(a.job_id, a.borrowing) for a in d.admit] == [(2, True)]
+    assert fig[GPU].free == 4 and fig[GPU].waiting == {}
 
 
 def test_production_above_its_own_quota_is_own_quota():
@@ -59,7 +70,7 @@ def test_no_double_counting_jobs_take_the_free_units_in_queue_order():
             job(4, gpus=2)]
     d, fig = figure(nodes, jobs, [quota(nominal=4)])
     assert set(d.waiting) == {2, 3, 4}
-    assert fig[GPU].free == 4 and fig[GPU].waiting == {"soft_limit": 4}
+    assert fig[GPU].free == 4 and fig[GPU].waiting == {"cap": 4}
 
 
 def test_the_pass_admissions_are_not_free():
@@ -67,7 +78,7 @@ def test_the_pass_admissions_are_not_free():
     jobs = [job(1, gpus=4), job(2, gpus=4)]   # quota 4: one is admitted, one waits
     d, fig = figure(nodes, jobs, [quota(nominal=4)])
     assert len(d.admit) == 1
-    assert fig[GPU].free == 4 and fig[GPU].waiting == {"soft_limit": 4}
+    assert fig[GPU].free == 4 and fig[GPU].waiting == {"cap": 4}
 
 
 def test_admitted_jobs_unbound_placements_are_not_free():
@@ -86,7 +97,7 @@ def test_a_node_dedicated_to_another_tenant_is_idle_but_not_for_this_job():
     # the dedicated tenant's own job fits it
     jobs = [job(1, tenant="globex", gpus=2)]
     _d, fig = figure(nodes, jobs, [quota("globex", nominal=0)])
-    assert fig[GPU].waiting == {"soft_limit": 2}
+    assert fig[GPU].waiting == {"cap": 2}
 
 
 def test_unschedulable_nodes_count_as_capacity_not_as_free():
@@ -106,12 +117,12 @@ def test_mig_and_shared_keys():
     quotas = [quota(nominal=3, key=f"mig:{mig}", gpu_shared=(0, 0))]
     d, fig = figure(nodes, jobs, quotas)
     assert fig[f"mig:{mig}"].capacity == 7 and fig[f"mig:{mig}"].free == 4
-    assert fig[f"mig:{mig}"].waiting == {"soft_limit": 2}
+    assert fig[f"mig:{mig}"].waiting == {"cap": 2}
     shared = fig["shared:NVIDIA-L40S"]
     assert shared.capacity == 16 and shared.free == 12
     # the share's quota (gpu-shared) is 0: it waits on 12 free shares
-    assert d.waiting[3].reason["code"] == "jobs.never.no_quota"
-    assert shared.waiting == {"soft_limit": 2}
+    assert d.waiting[3].reason["code"] == "jobs.never.no_quota_capped"
+    assert shared.waiting == {"cap": 2}
 
 
 def test_held_jobs_and_jobs_without_a_reason_are_not_counted():
@@ -174,6 +185,8 @@ def test_the_loop_records_idle_gpu_seconds_while_a_fitting_job_waits(
     from tenants.access import access_for
 
     settings.TRAINYARD_EXPLAIN_SECONDS = 0   # every pass explains
+    quota.borrowing_cap = 1   # a platform admin capped borrowing at the grant
+    quota.save(update_fields=["borrowing_cap", "updated_at"])
     capture = django_capture_on_commit_callbacks
 
     def cycle():  # type: ignore[no-untyped-def]
@@ -190,12 +203,12 @@ def test_the_loop_records_idle_gpu_seconds_while_a_fitting_job_waits(
                                 data=submission(name=f"w-{i}", gpus_per_worker=4))
     assert cycle()["admitted"] == 2
     # the next pass stands for the 30 s since the last explaining pass: the third job
-    # (4 GPUs, above the pool's quota) could have run on the 8 idle H800s
+    # (4 GPUs, above the pool's cap) could have run on the 8 idle H800s
     AdmissionState.objects.filter(pk=1).update(
         explained_at=timezone.now() - dt.timedelta(seconds=30))
-    before = stored("soft_limit")
+    before = stored("cap")
     cycle()
-    added = stored("soft_limit") - before
+    added = stored("cap") - before
     assert 4 * 30 <= added < 4 * 32
     total = IdleWhileWaiting.objects.filter(key=GPU, cause="")
     assert sum(r.capacity_seconds for r in total) >= 16 * 30   # two H800 nodes of 8
@@ -203,12 +216,12 @@ def test_the_loop_records_idle_gpu_seconds_while_a_fitting_job_waits(
     # a loop that stopped for an hour does not invent an hour of waste: 60 s at most
     AdmissionState.objects.filter(pk=1).update(
         explained_at=timezone.now() - dt.timedelta(hours=1))
-    before = stored("soft_limit")
+    before = stored("cap")
     cycle()
-    assert stored("soft_limit") - before == 4 * idle_waiting.MAX_INTERVAL_SECONDS
+    assert stored("cap") - before == 4 * idle_waiting.MAX_INTERVAL_SECONDS
     # what the page and /metrics read
     day = idle_waiting.window_totals(timezone.now() - dt.timedelta(days=1),
                                      timezone.now() + dt.timedelta(minutes=1))
-    soft = next(c for c in day["causes"] if c["cause"] == "soft_limit")
-    assert soft["hours"] == stored("soft_limit") / 3600 and 0 < soft["share"] < 1
-    assert idle_waiting.counter_totals()[(GPU, "soft_limit")] == stored("soft_limit")
+    soft = next(c for c in day["causes"] if c["cause"] == "cap")
+    assert soft["hours"] == stored("cap") / 3600 and 0 < soft["share"] < 1
+    assert idle_waiting.counter_totals()[(GPU, "cap")] == stored("cap")
