@@ -70,7 +70,7 @@ from tenants.selectors import (
     node_dedications,
     pools_not_in_cluster,
 )
-from tenants.tiers import tier_rules
+from tenants.tiers import reclaim_grace_seconds, tier_rules
 
 GIB = Decimal(1024**3)
 
@@ -684,6 +684,15 @@ def decide_with_pools_absent(inputs: dict, *, incremental: bool = False, explain
                 decisions.waiting[job_id], eta_p50=None, eta_p90=None,
                 reason=stored_text("jobs.wait.pool_absent", namespace=pool.namespace))
     return decisions, waiting_for_pool
+
+
+def reclaim_grace(job: TrainingJob) -> int | None:
+    """The seconds an admitted or running job on borrowed idle capacity gets to checkpoint
+    when the owner needs its quota back (``tenants.tiers.reclaim_grace_seconds``); None
+    for a job on its own quota, or not holding anything."""
+    if job.state not in (JobState.ADMITTED, JobState.RUNNING):
+        return None
+    return reclaim_grace_seconds(job.tier, job.borrowing, Policy.current())
 
 
 def preview(tenant, pool_kind: str, clean: dict, now):  # type: ignore[no-untyped-def]

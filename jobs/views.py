@@ -130,6 +130,7 @@ def job_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         "gpu_kind": selectors.gpu_kind_label(job) if job.gpu_kind in ("shared", "hami") else "",
         "platform_admin": is_platform_admin(request.user),
         "health": selectors.job_health(job),
+        "reclaim_grace": selectors.reclaim_grace(job),
     })
 
 

@@ -48,3 +48,13 @@ def tier_rules(policy: Any) -> dict[Tier, TierRules]:
         if tier == Tier.PRODUCTION else grace,
         checkpoint_interval_seconds=CHECKPOINT_INTERVAL_SECONDS[tier])
         for tier, grace in graces.items()}
+
+
+def reclaim_grace_seconds(tier: str, borrowing: bool, policy: Any) -> int | None:
+    """How long a job may run on to checkpoint when the capacity it uses is reclaimed, or
+    None when it runs on its own quota (it is not reclaimed as borrowed work): a batch
+    job always runs on idle capacity, a development job when it was admitted borrowing
+    (above its pool's quota). Production never borrows. The job page and the API say it."""
+    if tier == Tier.BATCH or (tier == Tier.DEVELOPMENT and borrowing):
+        return tier_rules(policy)[Tier(tier)].preemption_grace_seconds
+    return None

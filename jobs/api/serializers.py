@@ -11,6 +11,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from core.choices import PoolKind, Tier
+from core.models import Policy
 from core.texts import render, text_code
 from core.when import eta_text
 from jobs import validation as v
@@ -18,6 +19,7 @@ from jobs.choices import JobKind
 from jobs.models import JobTransition, TrainingJob
 from jobs.texts import transition_reason_label
 from k8s_sync.specs import MAX_RUN_SECONDS
+from tenants.tiers import reclaim_grace_seconds
 
 
 @extend_schema_field(OpenApiTypes.STR)
@@ -83,6 +85,17 @@ class JobSerializer(serializers.ModelSerializer):
         help_text='eta_p50 for people: its day and time in the active time zone, e.g. '
                   '"tomorrow 03:10 UTC" ("" for none)')
     eta_p90_text = serializers.SerializerMethodField(help_text="eta_p90 likewise")
+    reclaim_grace_seconds = serializers.SerializerMethodField(
+        help_text="When the job runs on borrowed idle capacity (a batch job, or a "
+                  "development job admitted above its pool's quota): the seconds it gets to "
+                  "checkpoint when the owner needs its quota back; null when it runs on its "
+                  "own quota. Production never borrows.")
+
+    def get_reclaim_grace_seconds(self, job: TrainingJob) -> int | None:
+        policy = self.context.get("policy")
+        if policy is None:
+            policy = self.context["policy"] = Policy.current()
+        return reclaim_grace_seconds(job.tier, job.borrowing, policy)
 
     def get_eta_p50_text(self, job: TrainingJob) -> str:
         return eta_text(job.eta_p50)
@@ -98,7 +111,8 @@ class JobSerializer(serializers.ModelSerializer):
                   "mig_profile", "cpu_per_worker", "memory_gib_per_worker", "max_run_seconds",
                   "checkpoint_claim", "checkpoint_storage_class", "checkpoint_size_gib",
                   "checkpoint_path", "priority", "held", "hold_reason",
-                  "hold_reason_code", "borrowing", "restart_count", "submitted_by",
+                  "hold_reason_code", "borrowing", "reclaim_grace_seconds", "restart_count",
+                  "submitted_by",
                   "submitted_at", "admitted_at",
                   "started_at", "finished_at", "position_in_pool", "position_in_model",
                   "eta_p50", "eta_p90", "eta_p50_text", "eta_p90_text", "wait_reason",
