@@ -7,4 +7,6 @@ class BillingConfig(AppConfig):
     verbose_name = _("Billing")
 
     def ready(self) -> None:
-        from billing import texts  # noqa: F401  (registers the codes)
+        # texts registers the codes; receivers answers the utilisation figures the
+        # tenants pages need (tenants.usage.pools_utilisation)
+        from billing import receivers, texts  # noqa: F401

@@ -1,7 +1,8 @@
 """The quarterly quota recommendation (pure): lower a GPU grant when it sat idle.
 
-The idle rate given is the idle KPI's rate against quota (``billing.selectors.IdleRate.
-idle_of_quota``: 1 - used / quota held GPU-hours), for tenants in every quota mode.
+The idle rate given is the share of the quota held that was not busy (``tenants.utilisation.
+idle_against_quota``: 1 - quota use x (1 - idle rate)), for every GPU kind (whole cards,
+MIG profiles, shared GPUs) of tenants in every quota mode.
 
 Rule (configurable through settings, see ``IdleRule``): when the quarter's idle rate is
 above ``threshold``, propose the busy share of the grant plus ``headroom``, never

@@ -8,7 +8,7 @@ import re
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from decimal import Decimal
 from itertools import pairwise
 from typing import Any
@@ -35,7 +35,7 @@ from billing.models import (
     StoragePrice,
     StorageSnapshot,
 )
-from core.choices import EgressClass
+from core.choices import EgressClass, Tier
 from core.db import epoch_seconds_sql
 from core.exceptions import ApplicationError
 from core.texts import StoredText, english, message
@@ -44,8 +44,10 @@ from jobs.choices import JobState
 from jobs.models import JobTransition
 from k8s_sync.models import ObservedNode, ObservedStorageClass
 from k8s_sync.selectors import mig_profile_memory_mib
+from tenants import utilisation
 from tenants.choices import TenantStatus
-from tenants.models import QuotaGrant, QuotaLoan, Tenant, UsageDaily
+from tenants.models import JobUtilisation, Pool, QuotaGrant, QuotaLoan, Tenant
+from tenants.utilisation import Utilisation
 
 MIB = 1024**2
 #: egress destination classes in the order lines and drill-downs list them
@@ -707,229 +709,134 @@ def estimate_job_cost(gpu_model: str, mig_profile: str, gpus: int, seconds: int
     return pricing.hourly_amount(Decimal(gpus) * seconds, price)
 
 
-# --- idle rate ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class IdleRate:
-    """The idle KPI of one tenant (or pool), one GPU model or all of them, over a period,
-    in whole-card GPU-hours (issue 17). Three quantities:
-
-    * ``quota_hours``, **quota held**: the GPU quota the tenant held over the period
-      (each grant times the hours it was current, plus what it borrowed and minus what
-      it lent through active loans), up to now for a running period;
-    * ``billed_hours``, **allocated**: the ledger's (``GpuUsage``: the cards of each job
-      times the seconds it ran, what the invoice's GPU lines bill and finance shows);
-    * **used**: the allocated GPU-hours weighted by the DCGM utilisation the usage
-      sampler measured. ``measured_hours`` is the part of the allocated hours on days
-      whose utilisation was sampled, ``utilised_hours`` the busy GPU-hours sampled on
-      them (at most ``measured_hours``); ``used_hours`` extends that busy share to all the
-      allocated hours. They reconcile: utilised <= measured <= billed.
-
-    The rates (shares, 4 decimals): ``quota_idle`` = 1 - allocated / quota (quota held
-    but not allocated), ``rate`` = 1 - utilised / measured (allocated but idle, of the
-    allocated), ``used_of_quota`` = used / quota = (1 - rate) x allocated / quota, and
-    ``idle_of_quota`` = 1 - used / quota, what the quarterly recommendation lowers."""
-
-    billed_hours: Decimal
-    utilised_hours: Decimal
-    measured_hours: Decimal
-    quota_hours: Decimal = Decimal(0)
-    gpu_model: str = ""
-
-    @property
-    def allocated_hours(self) -> Decimal:
-        """The GPU-hours the period held: the billed ones (one quantity, two names)."""
-        return self.billed_hours
-
-    @property
-    def rate(self) -> Decimal | None:
-        """Allocated but idle: 1 - utilised / billed GPU-hours, over the days utilisation
-        was measured."""
-        if not self.measured_hours:
-            return None
-        return _share(max(Decimal(0), 1 - self.utilised_hours / self.measured_hours))
-
-    @property
-    def used_hours(self) -> Decimal | None:
-        """Utilisation-weighted GPU-hours: billed x (utilised / measured); 0 when nothing
-        was allocated, None when allocated hours were never measured."""
-        if not self.billed_hours:
-            return Decimal(0)
-        if not self.measured_hours:
-            return None
-        return (self.billed_hours * min(Decimal(1), self.utilised_hours / self.measured_hours)
-                ).quantize(Decimal("0.01"))
-
-    @property
-    def quota_idle(self) -> Decimal | None:
-        """Quota held but not allocated: 1 - allocated / quota (0 when above quota)."""
-        if not self.quota_hours:
-            return None
-        return _share(max(Decimal(0), 1 - self.billed_hours / self.quota_hours))
-
-    @property
-    def used_of_quota(self) -> Decimal | None:
-        """Used GPU-hours against quota held: (1 - rate) x allocated / quota."""
-        used = self.used_hours
-        if not self.quota_hours or used is None:
-            return None
-        return _share(min(Decimal(1), used / self.quota_hours))
-
-    @property
-    def idle_of_quota(self) -> Decimal | None:
-        """The overall idle rate against quota: 1 - used / quota."""
-        used = self.used_of_quota
-        return None if used is None else _share(1 - used)
-
-    def __add__(self, other: IdleRate) -> IdleRate:
-        return IdleRate(self.billed_hours + other.billed_hours,
-                        self.utilised_hours + other.utilised_hours,
-                        self.measured_hours + other.measured_hours,
-                        self.quota_hours + other.quota_hours,
-                        self.gpu_model if self.gpu_model == other.gpu_model else "")
-
-
-def _share(value: Decimal) -> Decimal:
-    return value.quantize(Decimal("0.0001"))
+# --- utilisation figures ---------------------------------------------------------------
+# The figures are defined once in ``tenants.utilisation`` (pure); these read their inputs.
 
 
 def quarter_start(day: dt.date) -> dt.date:
     return day.replace(month=(day.month - 1) // 3 * 3 + 1, day=1)
 
 
-def billed_gpu_hours(start: dt.date, end: dt.date, tenant_ids: Iterable[int] | None = None
-                     ) -> dict[int, dict[dt.date, Decimal]]:
-    """Tenant id -> day -> whole-card GPU-hours billed over the days [start, end): the
-    ledger's rows (``GpuUsage``, cards x seconds run), MIG slices left out."""
-    out: dict[int, dict[dt.date, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
-    for (tenant_id, _pool, _model), days in _billed_by_pool(start, end, tenant_ids).items():
-        for day, hours in days.items():
-            out[tenant_id][day] += hours
-    return out
+_PoolKind = tuple[int, int, str]   # (tenant id, pool id, GPU kind)
 
 
-_PoolModel = tuple[int, int, str]   # (tenant id, pool id, GPU model)
-
-
-def _billed_by_pool(start: dt.date, end: dt.date, tenant_ids: Iterable[int] | None
-                    ) -> dict[_PoolModel, dict[dt.date, Decimal]]:
-    rows = GpuUsage.objects.filter(day__gte=start, day__lt=end, mig_profile="",
-                                   devices__gt=0).exclude(gpu_model="")
-    if tenant_ids is not None:
-        rows = rows.filter(tenant_id__in=list(tenant_ids))
-    out: dict[_PoolModel, dict[dt.date, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
-    for tenant_id, pool_id, model, day, device_seconds in (
-            rows.values("tenant_id", "pool_id", "gpu_model", "day")
-            .annotate(ds=Sum(F("devices") * F("seconds")))
-            .values_list("tenant_id", "pool_id", "gpu_model", "day", "ds")):
-        out[(tenant_id, pool_id, model)][day] += Decimal(device_seconds or 0) / 3600
-    return out
-
-
-def _quota_held_hours(start: dt.date, end: dt.date, tenant_ids: list[int] | None,
-                      now: dt.datetime) -> dict[_PoolModel, Decimal]:
-    """GPU-hours of quota each pool held per model over [start, end) (up to ``now``):
-    every grant row times the hours it was current (the table is the history), plus the
-    hours of the loans it borrowed, minus the ones it lent."""
-    zone = tz()
-    lo = ledger.local_midnight(start, zone)
-    hi = min(ledger.local_midnight(end, zone), now)
-    out: dict[_PoolModel, Decimal] = defaultdict(Decimal)
-    if hi <= lo:
-        return out
-
-    def hours(since: dt.datetime | None, until: dt.datetime | None) -> Decimal:
-        a, b = max(since or lo, lo), min(until or hi, hi)
-        return Decimal(max(0, int((b - a).total_seconds()))) / 3600
-
-    grants = QuotaGrant.objects.filter(resource__startswith="gpu:", created_at__lt=hi).filter(
+def _quota_held_hours(lo: dt.datetime, hi: dt.datetime, tenant_ids: list[int] | None
+                      ) -> dict[_PoolKind, Decimal]:
+    """Device-hours of quota each pool held per GPU kind over [lo, hi): every grant row
+    times the hours it was in force (the table is the history), plus the hours of the
+    loans it borrowed, minus the ones it lent."""
+    out: dict[_PoolKind, Decimal] = defaultdict(Decimal)
+    gpu = Q(resource__startswith="gpu:") | Q(resource__startswith="mig:") | Q(
+        resource=utilisation.GPU_SHARED)
+    grants = QuotaGrant.objects.filter(gpu, created_at__lt=hi).filter(
         Q(superseded_at__isnull=True) | Q(superseded_at__gt=lo))
     if tenant_ids is not None:
         grants = grants.filter(pool__tenant_id__in=tenant_ids)
     for tenant_id, pool_id, resource, amount, since, until in grants.values_list(
             "pool__tenant_id", "pool_id", "resource", "amount", "created_at", "superseded_at"):
-        out[(tenant_id, pool_id, resource.removeprefix("gpu:"))] += amount * hours(since, until)
-    loans = QuotaLoan.objects.filter(resource__startswith="gpu:", started_at__isnull=False,
-                                     started_at__lt=hi).filter(
+        out[(tenant_id, pool_id, resource)] += utilisation.held_hours(amount, since, until,
+                                                                      lo, hi)
+    loans = QuotaLoan.objects.filter(gpu, started_at__isnull=False, started_at__lt=hi).filter(
         Q(ended_at__isnull=True) | Q(ended_at__gt=lo))
     for l_tenant, l_pool, b_tenant, b_pool, resource, amount, began, ended in loans.values_list(
             "lender__tenant_id", "lender_id", "borrower__tenant_id", "borrower_id", "resource",
             "amount", "started_at", "ended_at"):
-        model, held = resource.removeprefix("gpu:"), amount * hours(began, ended)
+        held = utilisation.held_hours(amount, began, ended, lo, hi)
         if tenant_ids is None or l_tenant in tenant_ids:
-            out[(l_tenant, l_pool, model)] -= held
+            out[(l_tenant, l_pool, resource)] -= held
         if tenant_ids is None or b_tenant in tenant_ids:
-            out[(b_tenant, b_pool, model)] += held
+            out[(b_tenant, b_pool, resource)] += held
     return out
 
 
-def idle_kpi(start: dt.date, end: dt.date, tenant_ids: Iterable[int] | None = None, *,
-             by_pool: bool = False, now: dt.datetime | None = None
-             ) -> dict[int, dict[str, IdleRate]]:
-    """**The idle KPI** (see :class:`IdleRate`), the one computation behind the tenant
-    dashboard, the invoice, finance's month, the API and the quarterly recommendation:
-    tenant id (pool id with ``by_pool``) -> GPU model -> quota held, allocated (billed)
-    and used GPU-hours over the days [start, end). A day's busy GPU-hours are its sampled
-    mean utilisation of ``gpu:<model>`` x 24 (``UsageDaily``), at most that day's billed
-    hours of the same pool and model."""
+def _allocated_hours(start: dt.date, end: dt.date, tenant_ids: list[int] | None
+                     ) -> dict[_PoolKind, dict[int, tuple[Decimal, bool]]]:
+    """(tenant, pool, GPU kind) -> job id -> (device-hours billed over the days [start,
+    end), beyond quota): the ledger's rows (``GpuUsage``), a job beyond quota when the
+    engine admitted it borrowing or in the batch tier."""
+    rows = GpuUsage.objects.filter(day__gte=start, day__lt=end, devices__gt=0).exclude(
+        gpu_model="", mig_profile="")
+    if tenant_ids is not None:
+        rows = rows.filter(tenant_id__in=tenant_ids)
+    out: dict[_PoolKind, dict[int, tuple[Decimal, bool]]] = defaultdict(dict)
+    for tenant_id, pool_id, job_id, model, profile, shared, borrowing, tier, ds in (
+            rows.values("tenant_id", "pool_id", "job_id", "gpu_model", "mig_profile",
+                        "job__gpu_shared", "job__borrowing", "job__tier")
+            .annotate(ds=Sum(F("devices") * F("seconds")))
+            .values_list("tenant_id", "pool_id", "job_id", "gpu_model", "mig_profile",
+                         "job__gpu_shared", "job__borrowing", "job__tier", "ds")):
+        key = (tenant_id, pool_id, utilisation.job_kind(model, profile, shared))
+        hours = out[key].get(job_id, (Decimal(0), False))[0] + Decimal(ds or 0) / 3600
+        out[key][job_id] = (hours, bool(borrowing) or tier == Tier.BATCH)
+    return out
+
+
+def _job_utilisation(job_ids: set[int], lo: dt.datetime, hi: dt.datetime,
+                     tenant_ids: list[int] | None) -> dict[int, float]:
+    """Job id -> its mean GPU utilisation (0..100) as the minute sampler measured it
+    (``JobUtilisation``), for the jobs sampled around [lo, hi)."""
+    out: dict[int, float] = {}
+    rows = JobUtilisation.objects.filter(gpu_samples__gt=0, last_sampled_at__gte=lo,
+                                         first_sampled_at__lt=hi)
+    if tenant_ids is not None:
+        rows = rows.filter(namespace__in=[p.namespace for p in Pool.objects.filter(
+            tenant_id__in=tenant_ids).select_related("tenant")])
+    for job, total, samples in rows.values_list("job", "util_sum", "gpu_samples").iterator():
+        if job.isdigit() and int(job) in job_ids:
+            out[int(job)] = total / samples
+    return out
+
+
+def utilisation_figures(start: dt.date, end: dt.date, tenant_ids: Iterable[int] | None = None,
+                        *, by_pool: bool = False, now: dt.datetime | None = None
+                        ) -> dict[int, dict[str, Utilisation]]:
+    """**The utilisation figures** (``tenants.utilisation``) over the days [start, end),
+    up to ``now``: tenant id (pool id with ``by_pool``) -> GPU kind (``gpu:<model>``,
+    ``mig:<profile>``, ``gpu-shared``) -> quota held, allocated (within quota, borrowed),
+    busy, quota use and idle rate. The one computation behind the tenant dashboard, the
+    request facts, the invoice, finance's month, the API, ``/metrics`` and the quarterly
+    review. Keys with quota held or allocated hours."""
     ids = list(tenant_ids) if tenant_ids is not None else None
-    billed = _billed_by_pool(start, end, ids)
-    quota = _quota_held_hours(start, end, ids, now or timezone.now())
-    rows = UsageDaily.objects.filter(day__gte=start, day__lt=end, resource__startswith="gpu:",
-                                     utilised_samples__gt=0)
-    if ids is not None:
-        rows = rows.filter(pool__tenant_id__in=ids)
-    utilised: dict[_PoolModel, dict[dt.date, Decimal]] = defaultdict(dict)
-    for tenant_id, pool_id, resource, day, u_total, u_samples in rows.values_list(
-            "pool__tenant_id", "pool_id", "resource", "day", "utilised_total",
-            "utilised_samples"):
-        utilised[(tenant_id, pool_id, resource.removeprefix("gpu:"))][day] = (
-            u_total / u_samples * 24)
-    q = Decimal("0.01")
-    out: dict[int, dict[str, IdleRate]] = defaultdict(dict)
-    for key in set(billed) | {k for k, v in quota.items() if v > 0}:
-        tenant_id, pool_id, model = key
-        days = billed.get(key, {})
-        sampled = utilised.get(key, {})
-        measured = sum((h for d, h in days.items() if d in sampled), Decimal(0))
-        busy = sum((min(sampled[d], h) for d, h in days.items() if d in sampled), Decimal(0))
-        rate = IdleRate(sum(days.values(), Decimal(0)).quantize(q), busy.quantize(q),
-                        measured.quantize(q), max(Decimal(0), quota.get(key, Decimal(0))
-                                                  ).quantize(q), model)
+    zone = tz()
+    lo = ledger.local_midnight(start, zone)
+    hi = min(ledger.local_midnight(end, zone), now or timezone.now())
+    quota = _quota_held_hours(lo, hi, ids) if hi > lo else {}
+    allocated = _allocated_hours(start, end, ids)
+    util = _job_utilisation({j for jobs in allocated.values() for j in jobs}, lo,
+                            ledger.local_midnight(end, zone), ids) if allocated else {}
+    out: dict[int, dict[str, Utilisation]] = defaultdict(dict)
+    for key in set(allocated) | {k for k, v in quota.items() if v > 0}:
+        tenant_id, pool_id, kind = key
+        jobs = [utilisation.JobHours(hours, beyond, util.get(job_id))
+                for job_id, (hours, beyond) in allocated.get(key, {}).items()]
+        figure = utilisation.figures(kind, quota_held=quota.get(key, Decimal(0)), jobs=jobs)
         group = out[pool_id if by_pool else tenant_id]
-        group[model] = group[model] + rate if model in group else rate
+        group[kind] = group[kind] + figure if kind in group else figure
     return dict(out)
 
 
-def idle_rates(start: dt.date, end: dt.date, tenant_ids: Iterable[int] | None = None
-               ) -> dict[int, IdleRate]:
-    """The idle KPI per tenant over the days [start, end), all GPU models together
-    (:func:`idle_kpi` summed): tenants with billed GPU-hours or GPU quota."""
-    return {tenant_id: _total(models)
-            for tenant_id, models in idle_kpi(start, end, tenant_ids).items()}
+def utilisation_totals(start: dt.date, end: dt.date, tenant_ids: Iterable[int] | None = None
+                       ) -> dict[int, Utilisation]:
+    """Tenant id -> the figures of all its GPU kinds together over the days [start, end)."""
+    return {tenant_id: utilisation.total(kinds.values())
+            for tenant_id, kinds in utilisation_figures(start, end, tenant_ids).items()}
 
 
-def _total(models: Mapping[str, IdleRate]) -> IdleRate:
-    total = IdleRate(Decimal(0), Decimal(0), Decimal(0))
-    for rate in models.values():
-        total = total + rate
-    return replace(total, gpu_model="")
-
-
-def tenant_idle(tenant: Tenant, today: dt.date | None = None) -> dict[str, IdleRate | None]:
-    """This month's and this quarter's idle rate of one tenant."""
+def tenant_utilisation(tenant: Tenant, today: dt.date | None = None
+                       ) -> dict[str, Utilisation | None]:
+    """One tenant's figures, all GPU kinds, this month and this quarter so far."""
     today = today or timezone.localdate()
     tomorrow = today + dt.timedelta(days=1)
-    month = idle_rates(ledger.month_start(today), tomorrow, [tenant.pk]).get(tenant.pk)
-    quarter = idle_rates(quarter_start(today), tomorrow, [tenant.pk]).get(tenant.pk)
+    month = utilisation_totals(ledger.month_start(today), tomorrow, [tenant.pk]).get(tenant.pk)
+    quarter = utilisation_totals(quarter_start(today), tomorrow, [tenant.pk]).get(tenant.pk)
     return {"month": month, "quarter": quarter}
 
 
-def tenant_idle_by_model(tenant: Tenant, start: dt.date, end: dt.date) -> list[IdleRate]:
-    """One tenant's idle KPI per GPU model over the days [start, end), by model name."""
-    models = idle_kpi(start, end, [tenant.pk]).get(tenant.pk, {})
-    return [models[m] for m in sorted(models)]
+def tenant_utilisation_by_kind(tenant: Tenant, start: dt.date, end: dt.date
+                               ) -> list[Utilisation]:
+    """One tenant's figures per GPU kind over the days [start, end), by kind."""
+    kinds = utilisation_figures(start, end, [tenant.pk]).get(tenant.pk, {})
+    return [kinds[k] for k in sorted(kinds)]
 
 
 # --- budgets ------------------------------------------------------------------------------
@@ -987,8 +894,8 @@ def month_summary(period: dt.date) -> dict[str, Any]:
     yet: an empty list) and its billed GPU-hours and idle rates."""
     invoices = list(invoices_for_month(period))
     first = ledger.month_start(period)
-    idle = idle_rates(first, ledger.next_month(first))
-    quarter = idle_rates(quarter_start(first), ledger.next_month(first))
+    idle = utilisation_totals(first, ledger.next_month(first))
+    quarter = utilisation_totals(quarter_start(first), ledger.next_month(first))
     issued = sum((i.total for i in invoices if i.is_issued), Decimal(0))
     for invoice in invoices:  # for the template: each row's idle rates without a lookup
         invoice.idle = idle.get(invoice.tenant_id)  # type: ignore[attr-defined]
@@ -998,9 +905,9 @@ def month_summary(period: dt.date) -> dict[str, Any]:
         by_tenant[invoice.tenant_id].append(invoice)
     rows = [{"tenant": t, "invoices": by_tenant.get(t.pk, []),
              "idle": idle.get(t.pk), "idle_quarter": quarter.get(t.pk),
-             "billed_hours": idle[t.pk].billed_hours if t.pk in idle else Decimal(0)}
+             "billed_hours": idle[t.pk].allocated_hours if t.pk in idle else Decimal(0)}
             for t in month_tenants(first, with_invoices=set(by_tenant),
-                                   with_usage={k for k, v in idle.items() if v.billed_hours})]
+                                   with_usage={k for k, v in idle.items() if v.allocated_hours})]
     late = late_lines(first) if not MonthClose.objects.filter(period=first).exists() else {}
     month_start, month_end = ledger.month_bounds(first, dt.UTC)
     names = dict(Tenant.objects.filter(pk__in=list(late)).values_list("pk", "slug"))

@@ -64,6 +64,7 @@ from tenants.models import Membership, Pool, Tenant
 from tenants.selectors import current_grants
 from tenants.services import quota_request_propose
 from tenants.services.notify import notify
+from tenants.utilisation import Utilisation, idle_against_quota, is_gpu_kind
 
 CHUNK = 2000
 
@@ -731,33 +732,34 @@ def budget_alerts_check(*, now: dt.datetime | None = None) -> int:
 def quota_recommend_quarterly(*, today: dt.date | None = None,
                               rule: IdleRule | None = None) -> int:
     """For every tenant, whatever its quota mode (static, overcommitted, dynamic), lower
-    the GPU grants that sat idle last quarter against the quota held: one proposal per
-    pool (a QuotaRequest through ``tenants.services.quota_request_propose``), applied
-    only when a platform admin approves it. The idle rate is the idle KPI's
-    ``idle_of_quota`` (``billing.selectors.idle_kpi`` per pool and GPU model: 1 - used
-    / quota held GPU-hours). Returns the number of proposals filed."""
+    the GPU grants that sat idle last quarter against the quota held, of every GPU kind
+    (whole cards ``gpu:<model>``, MIG profiles ``mig:<profile>``, shared GPUs
+    ``gpu-shared``): one proposal per pool (a QuotaRequest through
+    ``tenants.services.quota_request_propose``), applied only when a platform admin
+    approves it. The measure is ``tenants.utilisation.idle_against_quota``, from the
+    utilisation figures (``billing.selectors.utilisation_figures`` per pool and kind):
+    1 - quota use x (1 - idle rate). Returns the number of proposals filed."""
     today = today or timezone.localdate()
     rule = rule or IdleRule.from_settings()
     end = selectors.quarter_start(today)
     start = selectors.quarter_start(end - dt.timedelta(days=1))
     pools = list(Pool.objects.select_related("tenant").filter(
         tenant__status=TenantStatus.ACTIVE))
-    kpi = selectors.idle_kpi(start, end, {p.tenant_id for p in pools}, by_pool=True,
-                             now=ledger.local_midnight(end, selectors.tz()))
+    figures = selectors.utilisation_figures(start, end, {p.tenant_id for p in pools},
+                                            by_pool=True,
+                                            now=ledger.local_midnight(end, selectors.tz()))
     filed = 0
     for pool in pools:
         amounts, formulas = {}, []
-        for key, current in current_grants(pool).items():
-            if not key.startswith("gpu:"):
+        for key, current in sorted(current_grants(pool).items()):
+            figure = figures.get(pool.pk, {}).get(key)
+            if not is_gpu_kind(key) or figure is None:
                 continue
-            rate = kpi.get(pool.pk, {}).get(key.removeprefix("gpu:"))
-            if rate is None:
-                continue
-            result = recommend_gpu_quota(current=Decimal(current), idle_rate=rate.idle_of_quota,
-                                         rule=rule)
+            result = recommend_gpu_quota(current=Decimal(current),
+                                         idle_rate=idle_against_quota(figure), rule=rule)
             if result is not None:
                 amounts[key], formula = result
-                formulas.append(f"{key}: {idle_kpi_formula(rate)}; {formula}")
+                formulas.append(f"{key}: {utilisation_formula(figure)}; {formula}")
         if amounts:
             quota_request_propose(pool=pool, amounts=amounts, formula="\n".join(
                 [f"quarterly recommendation for {start:%Y-%m}..{end:%Y-%m} "
@@ -766,14 +768,14 @@ def quota_recommend_quarterly(*, today: dt.date | None = None,
     return filed
 
 
-def idle_kpi_formula(rate: selectors.IdleRate) -> str:
-    """The idle KPI behind a proposal, spelled out (English, like the rule's formula)."""
-    used = "not measured" if rate.used_hours is None else _n(rate.used_hours)
-    return (f"quota held {_n(rate.quota_hours)} GPU-h, allocated {_n(rate.billed_hours)}, "
-            f"used {used} (allocated x busy {_n(rate.utilised_hours)} / measured "
-            f"{_n(rate.measured_hours)}); quota idle {_pct(rate.quota_idle)}, allocated idle "
-            f"{_pct(rate.rate)}, used {_pct(rate.used_of_quota)} of quota, so idle against "
-            f"quota {_pct(rate.idle_of_quota)}")
+def utilisation_formula(figure: Utilisation) -> str:
+    """The figures behind a proposal, spelled out (English, like the rule's formula)."""
+    return (f"quota held {_n(figure.quota_held_hours)} GPU-h, allocated "
+            f"{_n(figure.allocated_hours)} (within quota {_n(figure.within_quota_hours)}, "
+            f"borrowed {_n(figure.borrowed_hours)}), busy {_n(figure.busy_hours)} of "
+            f"{_n(figure.measured_hours)} measured; quota use {_pct(figure.quota_use)}, "
+            f"idle rate {_pct(figure.idle_rate)}, so idle against quota "
+            f"1 - quota use x (1 - idle rate) = {_pct(idle_against_quota(figure))}")
 
 
 def _n(value: Decimal) -> str:

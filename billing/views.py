@@ -59,7 +59,7 @@ def _invoices_page(request: HttpRequest, access: TenantAccess,
     return render(request, "billing/tenant_invoices.html", {
         "access": access, "tenant": tenant, "tab": "invoices", "draft": draft,
         "invoices": selectors.invoices_for_tenant(tenant).exclude(pk=draft.pk if draft else 0),
-        "budget": selectors.budget_status(tenant), "idle": selectors.tenant_idle(tenant),
+        "budget": selectors.budget_status(tenant), "idle": selectors.tenant_utilisation(tenant),
         "budget_form": budget_form or forms.BudgetForm(), "budget_max": BUDGET_MAX,
         "currency": selectors.currency(),
     }, status=400 if budget_form is not None else 200)
@@ -79,7 +79,7 @@ def invoice_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         "credit_notes": invoice.credit_notes.all(),
         "credited": selectors.credited_total(invoice),
         "finance": is_finance(request.user), "credit_form": forms.CreditNoteForm(),
-        "idle_kpi": (selectors.tenant_idle_by_model(
+        "utilisation": (selectors.tenant_utilisation_by_kind(
             access.tenant, invoice.period, ledger.next_month(invoice.period))
             if invoice.kind == InvoiceKind.INVOICE else None),
     })

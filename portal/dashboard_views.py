@@ -80,7 +80,7 @@ def tenant_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
         "access": access, "tenant": tenant, "gauges": gauges, "jobs": jobs,
         "has_cost": has_cost, "waiting": dashboards.waiting_jobs(tenant, request.user),
         "busyness": busy, "trends": trends, "trend_days": TREND_DAYS,
-        "wait_count": len(waits), "idle_kpi": dashboards.tenant_idle_kpi(tenant),
+        "wait_count": len(waits), "utilisation": dashboards.tenant_utilisation(tenant),
         "wait_median": dashboards.humanize_minutes(sorted(waits)[len(waits) // 2])
         if waits else None,
         "figures": {

@@ -33,7 +33,7 @@ from django.db.models import Count, F, Max, Min, Q
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
-from billing.selectors import IdleRate, job_costs, quarter_start, tenant_idle_by_model
+from billing.selectors import job_costs, quarter_start, tenant_utilisation_by_kind
 from core.models import Policy
 from core.texts import message
 from core.texts import render as render_text
@@ -60,6 +60,7 @@ from tenants.series import (
     tracked,
 )
 from tenants.usage import in_use_by_pool
+from tenants.utilisation import Utilisation
 
 BUSYNESS_CACHE_KEY = "portal:busyness:v1"
 BUSYNESS_TTL = 60
@@ -160,11 +161,12 @@ class Gauge:
                 "figure": self.figure()}
 
 
-def tenant_idle_kpi(tenant: Tenant, today: dt.date | None = None) -> list[IdleRate]:
-    """The tenant's idle KPI this quarter so far, per GPU model (``billing.selectors.
-    idle_kpi``, the one computation the invoice, finance and the recommendation use)."""
+def tenant_utilisation(tenant: Tenant, today: dt.date | None = None) -> list[Utilisation]:
+    """The tenant's utilisation figures this quarter so far, per GPU kind
+    (``billing.selectors.utilisation_figures``, the one computation every page uses)."""
     today = today or timezone.localdate()
-    return tenant_idle_by_model(tenant, quarter_start(today), today + dt.timedelta(days=1))
+    return tenant_utilisation_by_kind(tenant, quarter_start(today),
+                                      today + dt.timedelta(days=1))
 
 
 def tenant_gauges(tenant: Tenant) -> list[Gauge]:

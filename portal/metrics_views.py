@@ -23,7 +23,14 @@ registry, a constant number of queries):
 * ``trainyard_watchdog_flagged{kind,subject,reason}`` - 1 per job, pool sync or month
   close the progress watchdog (``portal.watchdog``) retried without effect;
   ``trainyard_watchdog_overdue{kind,status}`` and
-  ``trainyard_watchdog_last_run_timestamp_seconds``.
+  ``trainyard_watchdog_last_run_timestamp_seconds``;
+* the utilisation figures (``tenants.utilisation``, ``billing.selectors.
+  utilisation_figures``) of this month so far, per tenant and GPU kind:
+  ``trainyard_gpu_quota_held_hours{tenant,kind}``,
+  ``trainyard_gpu_allocated_hours{tenant,kind,quota}`` (``quota`` "within" or
+  "borrowed"), ``trainyard_gpu_busy_hours{tenant,kind}``,
+  ``trainyard_gpu_quota_use{tenant,kind}`` and ``trainyard_gpu_idle_rate{tenant,kind}``
+  (shares; absent when undefined).
 
 And one counter: ``trainyard_gpu_idle_while_waiting_seconds_total{key,cause}`` - unit-seconds
 (GPU-seconds of ``gpu:<model>``, instance-seconds of ``mig:<profile>``, share-seconds of
@@ -49,6 +56,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from billing.selectors import utilisation_figures
 from jobs import idle_waiting
 from jobs.choices import ACTIVE_STATES, JobState
 from jobs.models import TrainingJob
@@ -57,9 +65,10 @@ from portal import watchdog
 from portal.dashboards import wait_times
 from tenants.capacity import capacity_by_resource
 from tenants.choices import TenantStatus
-from tenants.models import Pool, UsageSeries
+from tenants.models import Pool, Tenant, UsageSeries
 from tenants.series import effective_quota_all, tracked
 from tenants.usage import in_use_by_pool
+from tenants.utilisation import FIGURES
 
 
 class TrainyardCollector(Collector):
@@ -73,6 +82,7 @@ class TrainyardCollector(Collector):
         yield from self._capacity()
         yield from self._watchdog()
         yield from self._idle_waiting()
+        yield from self._utilisation()
 
     def _idle_waiting(self) -> Iterator[Metric]:
         counter = CounterMetricFamily(
@@ -82,6 +92,35 @@ class TrainyardCollector(Collector):
         for (key, cause), seconds in sorted(idle_waiting.counter_totals().items()):
             counter.add_metric([key, cause], seconds)
         yield counter
+
+    def _utilisation(self) -> Iterator[Metric]:
+        labels = ["tenant", "kind"]
+        held = GaugeMetricFamily("trainyard_gpu_quota_held_hours", str(
+            FIGURES["quota_held"].definition) + " This month so far.", labels=labels)
+        allocated = GaugeMetricFamily("trainyard_gpu_allocated_hours", str(
+            FIGURES["allocated"].definition) + " This month so far.",
+            labels=[*labels, "quota"])
+        busy = GaugeMetricFamily("trainyard_gpu_busy_hours", str(
+            FIGURES["busy"].definition) + " This month so far.", labels=labels)
+        use = GaugeMetricFamily("trainyard_gpu_quota_use", str(
+            FIGURES["quota_use"].definition) + " This month so far.", labels=labels)
+        idle = GaugeMetricFamily("trainyard_gpu_idle_rate", str(
+            FIGURES["idle_rate"].definition) + " This month so far.", labels=labels)
+        today = timezone.localdate()
+        figures = utilisation_figures(today.replace(day=1), today + dt.timedelta(days=1))
+        slugs = dict(Tenant.objects.filter(pk__in=list(figures)).values_list("pk", "slug"))
+        for tenant_id, kinds in sorted(figures.items(), key=lambda t: slugs.get(t[0], "")):
+            for kind, f in sorted(kinds.items()):
+                slug = slugs.get(tenant_id, str(tenant_id))
+                held.add_metric([slug, kind], float(f.quota_held_hours))
+                allocated.add_metric([slug, kind, "within"], float(f.within_quota_hours))
+                allocated.add_metric([slug, kind, "borrowed"], float(f.borrowed_hours))
+                busy.add_metric([slug, kind], float(f.busy_hours))
+                if f.quota_use is not None:
+                    use.add_metric([slug, kind], float(f.quota_use))
+                if f.idle_rate is not None:
+                    idle.add_metric([slug, kind], float(f.idle_rate))
+        yield from (held, allocated, busy, use, idle)
 
     def _quota(self) -> Iterator[Metric]:
         hard = GaugeMetricFamily("trainyard_quota_hard", "Effective quota of a tenant pool",

@@ -41,7 +41,8 @@ from tenants.models import (
 )
 from tenants.network import egress_cidrs_for
 from tenants.quota import guaranteed_amount, guaranteed_share, overcommit_factor, quota_spec_for
-from tenants.usage import in_use_by_pool
+from tenants.usage import in_use_by_pool, utilisation_by_pool
+from tenants.utilisation import Utilisation, is_gpu_kind
 
 User = get_user_model()
 
@@ -363,15 +364,12 @@ def daily_peaks(pool: Pool, resource: str, *, days: int = 30) -> list[Decimal]:
                 .values_list("peak", flat=True))
 
 
-def idle_rate(pool: Pool, resource: str, *, days: int = 30) -> float | None:
-    """1 - utilised / allocated over the period, when utilisation was measured."""
-    since = timezone.now().date() - dt.timedelta(days=days)
-    sums = UsageDaily.objects.filter(pool=pool, resource=resource, day__gt=since,
-                                     utilised_samples__gt=0).aggregate(
-        allocated=Sum("total"), utilised=Sum("utilised_total"))
-    if not sums["allocated"]:
-        return None
-    return max(0.0, 1 - float(sums["utilised"] or 0) / float(sums["allocated"]))
+def pool_utilisation(pool: Pool, *, days: int = 30) -> dict[str, Utilisation]:
+    """GPU kind -> the pool's utilisation figures (``tenants.utilisation``) over the last
+    ``days`` days, today included, as billing computes them for every page."""
+    today = timezone.localdate()
+    start = today - dt.timedelta(days=days - 1)
+    return utilisation_by_pool([pool], start, today + dt.timedelta(days=1)).get(pool.pk, {})
 
 
 # --- quota pages ----------------------------------------------------------------------------
@@ -455,11 +453,13 @@ def pending_quota_requests(status: str = RequestStatus.PENDING) -> QuerySet:
 
 
 def request_facts(request) -> list[dict]:  # type: ignore[no-untyped-def]
-    """What an admin needs to decide each item: quota and use now, 30-day peak, idle
-    rate, capacity, total granted, and the overcommit ratio before and after."""
+    """What an admin needs to decide each item: quota and use now, 30-day peak, the
+    utilisation figures of the last 30 days (quota held, allocated, busy, quota use, idle
+    rate), capacity, total granted, and the overcommit ratio before and after."""
     capacity = capacity_by_resource()
     usage = pool_usage_now(request.pool)
     factors = Policy.current().overcommit_factors
+    figures = pool_utilisation(request.pool)
     facts = []
     for item in request.items.all():
         key = item.resource
@@ -472,7 +472,10 @@ def request_facts(request) -> list[dict]:  # type: ignore[no-untyped-def]
         peaks = daily_peaks(request.pool, key)
         facts.append({
             "item": item, "current": current, "used": usage.get(key, Decimal(0)),
-            "peak_30d": max(peaks) if peaks else None, "idle_rate": idle_rate(request.pool, key),
+            "peak_30d": max(peaks) if peaks else None,
+            # the utilisation figures of this GPU kind over the same 30 days (None: not a
+            # GPU kind, or nothing held nor allocated)
+            "utilisation": figures.get(key) if is_gpu_kind(key) else None,
             "capacity": cap, "total_granted": total, "total_after": after,
             "ratio_now": (total / cap) if cap else None,
             "ratio_after": (after / cap) if cap else None,

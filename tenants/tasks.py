@@ -270,10 +270,13 @@ def propose_dynamic_quotas() -> int:
         if pool.pk in recent:
             continue
         amounts, formulas = {}, []
+        # the idle rate of each GPU kind over the last 30 days (tenants.utilisation)
+        figures = selectors.pool_utilisation(pool)
         for key, current in selectors.current_grants(pool).items():
+            idle = figures[key].idle_rate if key in figures else None
             result = propose_amount(
                 daily_peaks=selectors.daily_peaks(pool, key), current=Decimal(current),
-                idle_rate=selectors.idle_rate(pool, key),
+                idle_rate=None if idle is None else float(idle),
                 headroom=policy.dynamic_headroom, idle_threshold=policy.dynamic_idle_threshold)
             if result is not None:
                 amounts[key], formula = result

@@ -18,6 +18,7 @@ k8s_sync's observed tables; never calls the cluster.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections import defaultdict
 from contextlib import suppress
 from decimal import Decimal
@@ -62,6 +63,25 @@ def in_use_by_pool(pools: list[Any]) -> dict[int, dict[str, Decimal]]:
         for key, amount in volumes.get(pool.namespace, {}).items():
             out[pool.pk][key] += amount
     return {pk: {k: v for k, v in used.items() if v} for pk, used in out.items()}
+
+
+# Sent by :func:`utilisation_by_pool` with ``pools``, ``start``, ``end`` and ``now``; a
+# receiver returns ``{pool pk: {GPU kind: tenants.utilisation.Utilisation}}`` (billing:
+# ``billing.selectors.utilisation``, which reads the ledger). A signal, because tenants
+# ranks below billing.
+pools_utilisation = Signal()
+
+
+def utilisation_by_pool(pools: list[Any], start: dt.date, end: dt.date,
+                        now: dt.datetime | None = None) -> dict[int, dict[str, Any]]:
+    """Pool pk -> GPU kind -> the utilisation figures (``tenants.utilisation``) over the
+    days [start, end), as billing computes them for every page."""
+    out: dict[int, dict[str, Any]] = {}
+    for _receiver, result in pools_utilisation.send(sender=utilisation_by_pool, pools=pools,
+                                                    start=start, end=end, now=now):
+        if isinstance(result, dict):
+            out.update(result)
+    return out
 
 
 def volumes_by_namespace(namespaces: list[str]) -> dict[str, dict[str, Decimal]]:

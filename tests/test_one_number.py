@@ -10,18 +10,27 @@ competing definitions would each give another number: the admitted job has no po
 is cordoned (schedulable only: 12), a MIG node carries 8 physical A100 of which 4 are
 whole (physical cards: 24; whole + MIG instances: 36), and a node without a GPU model
 label runs a GPU pod (the old ``gpu:unknown``).
+
+The utilisation figures (``tenants.utilisation``: quota held, allocated within quota and
+borrowed, busy, quota use, idle rate) are one computation too
+(``billing.selectors.utilisation_figures``): for one seeded month the dashboard, the quota
+request's facts (page and API), the invoice, finance's month, the ``idle`` API and
+``/metrics`` show the same values.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from decimal import Decimal
 
 import pytest
+import time_machine
 from django.core.cache import cache
 from django.urls import reverse
 from django.utils import timezone
 
+from billing import services as billing_services
 from core.exceptions import ApplicationError
 from core.texts import render
 from jobs import services as job_services
@@ -30,7 +39,14 @@ from jobs.models import TrainingJob
 from jobs.selectors import admission_inputs
 from k8s_sync.models import ObservedNode, ObservedPod
 from tenants import services as tenant_services
-from tenants.models import QuotaGrant, UsageSeries
+from tenants.models import (
+    JobUtilisation,
+    QuotaGrant,
+    QuotaLoan,
+    QuotaRequest,
+    QuotaRequestItem,
+    UsageSeries,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -250,3 +266,168 @@ def test_resources_on_no_node_are_neither_offered_nor_accepted(state, login, api
                               amounts={"gpu:NVIDIA-V100": 0})
     assert not QuotaGrant.objects.filter(pool=prod, resource="gpu:NVIDIA-V100",
                                          superseded_at__isnull=True).exists()
+
+
+# --- the utilisation figures -------------------------------------------------------------
+
+UTC = dt.UTC
+#: mid-October 2026: the month, the quarter so far and the last 30 days all begin with the
+#: grant on October 1st, so every page's period holds the same hours
+NOW = dt.datetime(2026, 10, 20, 12, 0, tzinfo=UTC)
+
+
+def _ran(tenant, pool, start, hours, gpus, *, mean=None, **extra) -> TrainingJob:
+    """A finished job that ran ``hours`` from ``start`` (its transitions: the ledger's
+    source), measured at ``mean`` % GPU utilisation by the minute sampler."""
+    from jobs.models import JobTransition
+
+    end = start + dt.timedelta(hours=hours)
+    job = _job(tenant, pool, f"ran-{start:%d%H}-{gpus}", "succeeded", gpus, **extra)
+    for before, after, when in (("", "queued", start - dt.timedelta(minutes=5)),
+                                ("queued", "admitted", start), ("admitted", "running", start),
+                                ("running", "succeeded", end)):
+        JobTransition.objects.create(job=job, from_state=before, to_state=after,
+                                     reason="test", at=when)
+    if mean is not None:
+        JobUtilisation.objects.create(
+            namespace=pool.namespace, job=str(job.pk), gpu_samples=gpus * 60 * hours,
+            util_sum=mean * gpus * 60 * hours, last_util=mean, first_sampled_at=start,
+            last_sampled_at=end)
+    return job
+
+
+def _figure_cells(html: str, row: str) -> dict[str, str]:
+    """The figures of the table row ``<tr {row}...>`` by their ``data-field``."""
+    match = re.search(rf"<tr [^>]*{re.escape(row)}[^>]*>(.*?)</tr>", html, re.S)
+    assert match, f"no row {row}"
+    return {field: re.sub(r"<[^>]+>", "", text).strip() for field, text in re.findall(
+        r'data-field="(\w+)">(.*?)</t[dh]>', match.group(1), re.S)}
+
+
+def _hours(text: str) -> Decimal:
+    return Decimal(text.replace(",", ""))
+
+
+def _percent(text: str) -> int:
+    return int(re.search(r"(\d+)%", text).group(1))
+
+
+def _api_percent(share: str | None) -> int:
+    return int((Decimal(share) * 100).quantize(Decimal(1), rounding="ROUND_HALF_UP"))
+
+
+@pytest.fixture
+def used_month(tenant_a, tenant_b, platform_admin):
+    """acme's prod pool held 4 A100 from October 1st, and 2 more lent by globex for five
+    days; it ran 2 cards for 48 h at 80% within quota, 1 card for 12 h at 20% borrowing,
+    and 1 card for 6 h never measured."""
+    cache.clear()
+    with time_machine.travel(NOW, tick=False):
+        _node("a100-0")
+        prod = tenant_a.pools.get(kind="prod")
+        tenant_services.quota_set(actor=platform_admin, pool=prod, reason="test",
+                                  amounts={KEY: QUOTA})
+        QuotaGrant.objects.filter(pool=prod).update(
+            created_at=dt.datetime(2026, 10, 1, tzinfo=UTC))
+        QuotaLoan.objects.create(
+            lender=tenant_b.pools.get(kind="prod"), borrower=prod, resource=KEY, amount=2,
+            ends_at=dt.datetime(2026, 10, 15, tzinfo=UTC), status="ended",
+            started_at=dt.datetime(2026, 10, 10, tzinfo=UTC),
+            ended_at=dt.datetime(2026, 10, 15, tzinfo=UTC))
+        _ran(tenant_a, prod, dt.datetime(2026, 10, 5, tzinfo=UTC), 48, 2, mean=80)
+        _ran(tenant_a, prod, dt.datetime(2026, 10, 12, 6, tzinfo=UTC), 12, 1, mean=20,
+             borrowing=True)
+        _ran(tenant_a, prod, dt.datetime(2026, 10, 16, tzinfo=UTC), 6, 1)
+        billing_services.ledger_ingest_gpu(now=NOW)
+        invoice = billing_services.invoice_draft_refresh(tenant=tenant_a,
+                                                         period=dt.date(2026, 10, 1))
+        request = QuotaRequest.objects.create(tenant=tenant_a, pool=prod,
+                                              requested_by=tenant_a.memberships.first().user,
+                                              justification="more")
+        QuotaRequestItem.objects.create(request=request, resource=KEY, current_amount=QUOTA,
+                                        requested_amount=QUOTA + 2)
+    return {"prod": prod, "invoice": invoice, "request": request}
+
+
+def test_utilisation_figures_agree_on_every_page_and_endpoint(
+        used_month, login, api, bob, platform_admin, finance_user, settings):
+    """Quota held: 4 x 468 h (October 1st to the 20th, noon) + 2 x 120 h lent = 2,112
+    GPU-hours. Allocated 114: 102 within quota (96 + 6 never measured), 12 borrowed.
+    Busy: 96 x 0.8 + 12 x 0.2 = 79.2 of the 108 measured. Quota use 102 / 2,112 = 5%,
+    idle rate 1 - 79.2 / 108 = 27%."""
+    expected = {"quota_held": Decimal("2112"), "allocated": Decimal("114"),
+                "within_quota": Decimal("102"), "borrowed": Decimal("12"),
+                "busy": Decimal("79.2"), "quota_use": 5, "idle_rate": 27}
+    settings.TRAINYARD_METRICS_TOKEN = "t"
+    seen: dict[str, dict] = {}
+    with time_machine.travel(NOW, tick=False):
+        def page(cells: dict[str, str]) -> dict:
+            return {k: _percent(v) if k in ("quota_use", "idle_rate") else _hours(v)
+                    for k, v in cells.items() if k in expected}
+
+        member = login(bob)
+        dashboard = member.get(reverse("tenant_dashboard", kwargs={"slug": "acme"}))
+        seen["dashboard"] = page(_figure_cells(dashboard.content.decode(),
+                                               f'data-kind="{KEY}"'))
+        invoice = member.get(reverse("billing:invoice", kwargs={
+            "slug": "acme", "pk": used_month["invoice"].pk}))
+        seen["invoice"] = page(_figure_cells(invoice.content.decode(), f'data-kind="{KEY}"'))
+        admin = login(platform_admin)
+        request = admin.get(reverse("tenants:request_detail",
+                                    kwargs={"pk": used_month["request"].pk}))
+        seen["quota request page"] = page(_figure_cells(request.content.decode(),
+                                                        f'data-key="{KEY}"'))
+        finance = login(finance_user).get(reverse("billing:month") + "?month=2026-10")
+        row = re.search(r'<tr data-tenant="acme">.*?</tr>', finance.content.decode(),
+                        re.S).group(0)
+        month_cell = re.search(r'<td data-period="month">(.*?)</td>', row, re.S).group(1)
+        seen["finance month page"] = page(dict(re.findall(
+            r'<span data-field="(\w+)">([^<]*)</span>', month_cell)))
+
+        def from_api(body: dict) -> dict:
+            return {"quota_held": Decimal(body["quota_held_gpu_hours"]),
+                    "allocated": Decimal(body["allocated_gpu_hours"]),
+                    "within_quota": Decimal(body["within_quota_gpu_hours"]),
+                    "borrowed": Decimal(body["borrowed_gpu_hours"]),
+                    "busy": Decimal(body["busy_gpu_hours"]),
+                    "quota_use": _api_percent(body["quota_use"]),
+                    "idle_rate": _api_percent(body["idle_rate"])}
+
+        idle = api(bob).get("/api/v1/tenants/acme/invoices/idle/").json()
+        seen["API idle (month)"] = from_api(idle["month"])
+        seen["API idle (quarter)"] = from_api(idle["quarter"])
+        seen["API idle (by kind)"] = from_api(idle["by_kind"][KEY])
+        seen["API idle (by kind, month)"] = from_api(idle["by_kind_month"][KEY])
+        facts = api(platform_admin).get(
+            f"/api/v1/quota-requests/{used_month['request'].pk}/").json()["facts"]
+        seen["API quota request facts"] = from_api(
+            next(f for f in facts if f["resource"] == KEY)["utilisation"])
+        month = api(finance_user).get("/api/v1/billing/months/2026-10/").json()
+        seen["API finance month"] = from_api(next(
+            t for t in month["tenants"] if t["tenant"] == "acme")["utilisation"])
+        metrics = admin.get("/metrics", HTTP_AUTHORIZATION="Bearer t").content.decode()
+
+        def metric(name: str, extra: str = "") -> Decimal:
+            labels = f'kind="{KEY}",{extra}tenant="acme"'
+            found = re.search(rf"{name}\{{{re.escape(labels)}\}} (\S+)", metrics)
+            assert found, name
+            return Decimal(found.group(1))
+
+        seen["/metrics"] = {
+            "quota_held": metric("trainyard_gpu_quota_held_hours"),
+            "allocated": metric("trainyard_gpu_allocated_hours", 'quota="within",')
+            + metric("trainyard_gpu_allocated_hours", 'quota="borrowed",'),
+            "within_quota": metric("trainyard_gpu_allocated_hours", 'quota="within",'),
+            "borrowed": metric("trainyard_gpu_allocated_hours", 'quota="borrowed",'),
+            "busy": metric("trainyard_gpu_busy_hours"),
+            "quota_use": _api_percent(str(metric("trainyard_gpu_quota_use"))),
+            "idle_rate": _api_percent(str(metric("trainyard_gpu_idle_rate")))}
+    for where, figures in seen.items():
+        assert figures == {k: v for k, v in expected.items() if k in figures}, where
+        assert {"quota_held", "quota_use", "idle_rate"} <= set(figures), where
+    # one name and one definition each, wherever the figure is shown
+    for body in (dashboard, invoice, request, finance):
+        html = body.content.decode()
+        assert 'title="Allocated within quota ÷ quota held." data-figure="quota_use">Quota ' \
+               "use<" in html
+        assert ">Idle rate<" in html and "GPU idle rate" not in html

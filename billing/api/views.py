@@ -10,7 +10,6 @@ only by a credit note.
 from __future__ import annotations
 
 import datetime as dt
-from decimal import Decimal
 from typing import Any
 
 from django.db.models import QuerySet
@@ -30,6 +29,7 @@ from core.api import validated
 from core.texts import render
 from tenants.access import require_platform_admin, sees_all_tenants
 from tenants.api.base import TenantScopedViewSet
+from tenants.utilisation import Utilisation
 
 
 def _file(content: bytes | str, name: str, content_type: str) -> HttpResponse:
@@ -86,31 +86,26 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
     @extend_schema(responses={200: dict})
     @action(detail=False, methods=["get"])
     def idle(self, request: Request, tenant_slug: str) -> Response:
-        """The GPU idle KPI this month and this quarter (``billing.selectors.idle_kpi``):
-        quota held, billed (whole-card, from the ledger; ``allocated_gpu_hours`` is the
-        same number), utilised and used GPU-hours; ``idle_rate`` is allocated but idle,
-        ``quota_idle_rate`` quota held but not allocated, ``used_of_quota`` used against
-        quota held. ``by_model`` has the same per GPU model for the quarter."""
-        def rate_or_none(value: Decimal | None) -> str | None:
-            return None if value is None else format(value, "f")
-
-        def out(rate: selectors.IdleRate | None) -> dict | None:
-            if rate is None:
-                return None
-            return {"billed_gpu_hours": format(rate.billed_hours, "f"),
-                    "allocated_gpu_hours": format(rate.allocated_hours, "f"),
-                    "utilised_gpu_hours": format(rate.utilised_hours, "f"),
-                    "measured_gpu_hours": format(rate.measured_hours, "f"),
-                    "quota_gpu_hours": format(rate.quota_hours, "f"),
-                    "used_gpu_hours": rate_or_none(rate.used_hours),
-                    "idle_rate": rate_or_none(rate.rate),
-                    "quota_idle_rate": rate_or_none(rate.quota_idle),
-                    "used_of_quota": rate_or_none(rate.used_of_quota)}
+        """The GPU utilisation figures (``tenants.utilisation``, read by
+        ``billing.selectors.utilisation_figures``), this month and this quarter so far, all
+        GPU kinds together: ``quota_held_gpu_hours``, ``allocated_gpu_hours`` (=
+        ``within_quota_gpu_hours`` + ``borrowed_gpu_hours``), ``busy_gpu_hours`` (of
+        ``measured_gpu_hours``), ``quota_use`` (within quota / quota held) and
+        ``idle_rate`` (1 - busy / measured). ``by_kind`` has the same per GPU kind
+        (``gpu:<model>``, ``mig:<profile>``, ``gpu-shared``) for the quarter,
+        ``by_kind_month`` for the month."""
         tenant = self.access.tenant
         today = timezone.localdate()
-        answer: dict[str, Any] = {k: out(v) for k, v in selectors.tenant_idle(tenant).items()}
-        answer["by_model"] = {r.gpu_model: out(r) for r in selectors.tenant_idle_by_model(
-            tenant, selectors.quarter_start(today), today + dt.timedelta(days=1))}
+        tomorrow = today + dt.timedelta(days=1)
+
+        def out(figure: Utilisation | None) -> dict | None:
+            return None if figure is None else figure.as_api()
+        answer: dict[str, Any] = {k: out(v)
+                                  for k, v in selectors.tenant_utilisation(tenant).items()}
+        answer["by_kind"] = {f.kind: out(f) for f in selectors.tenant_utilisation_by_kind(
+            tenant, selectors.quarter_start(today), tomorrow)}
+        answer["by_kind_month"] = {f.kind: out(f) for f in selectors.tenant_utilisation_by_kind(
+            tenant, today.replace(day=1), tomorrow)}
         return Response(answer)
 
     @extend_schema(request=s.BudgetSerializer, responses={200: s.BudgetSerializer})
@@ -196,9 +191,8 @@ def month_detail(request: Request, month: str) -> Response:
         "month": f"{period:%Y-%m}", "closed": summary["closed"] is not None,
         "currency": selectors.currency(), "total": format(summary["total"], "f"),
         "invoices": s.InvoiceSerializer(summary["invoices"], many=True).data,
-        "idle_rates": {str(k): None if v.rate is None else format(v.rate, "f")
-                       for k, v in summary["idle"].items()},
-        "idle_rates_quarter": {str(k): None if v.rate is None else format(v.rate, "f")
+        "idle_rates": {str(k): v.as_api()["idle_rate"] for k, v in summary["idle"].items()},
+        "idle_rates_quarter": {str(k): v.as_api()["idle_rate"]
                                for k, v in summary["idle_quarter"].items()},
         # unit-hours idle while a job that fits them waited (jobs.admission.waste), by cause
         "idle_while_waiting": {
@@ -210,8 +204,12 @@ def month_detail(request: Request, month: str) -> Response:
         "tenants": [{"tenant": row["tenant"].slug,
                      "invoices": [i.pk for i in row["invoices"]],
                      "billed_gpu_hours": format(row["billed_hours"], "f"),
-                     "idle_rate": None if row["idle"] is None or row["idle"].rate is None
-                     else format(row["idle"].rate, "f")} for row in summary["rows"]],
+                     "idle_rate": None if row["idle"] is None else row["idle"].as_api()[
+                         "idle_rate"],
+                     # the utilisation figures, all GPU kinds (tenants.utilisation)
+                     "utilisation": None if row["idle"] is None else row["idle"].as_api(),
+                     "utilisation_quarter": None if row["idle_quarter"] is None
+                     else row["idle_quarter"].as_api()} for row in summary["rows"]],
         # usage of closed months this month bills (before it is closed): the late lines
         "late_lines": [{"tenant": late["tenant"], "kind": late["line"].kind,
                         "description": render(late["line"].text),

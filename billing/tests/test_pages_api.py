@@ -324,45 +324,47 @@ def test_query_budgets(login, api, issued, finance_user, bob, django_assert_max_
         assert api(bob).get("/api/v1/tenants/acme/invoices/").status_code == 200
 
 
-def test_idle_rate_in_finance_view_and_on_the_tenant_page(login, issued, finance_user, bob,
-                                                          tenant_a):
-    from tenants.models import UsageDaily
+def _measured(job, mean):
+    from tenants.models import JobUtilisation
 
-    # acme ran 8 cards x 3 h on Oct 5 (24 GPU-hours billed); the sampler saw half a card
-    # busy on average that day: 12 busy GPU-hours of the 24 billed, 50% idle
-    UsageDaily.objects.create(pool=tenant_a.pools.get(kind="prod"),
-                              resource="gpu:NVIDIA-A100-SXM4-80GB", day=dt.date(2026, 10, 5),
-                              peak=8, total=8 * 288, samples=288,
-                              utilised_total=Decimal("0.5") * 288, utilised_samples=288)
+    JobUtilisation.objects.create(namespace=job.pool.namespace, job=str(job.pk),
+                                  gpu_samples=100, util_sum=100 * mean, last_util=mean,
+                                  first_sampled_at=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+                                  last_sampled_at=dt.datetime(2026, 12, 1, tzinfo=dt.UTC))
+
+
+def test_utilisation_in_finance_view_and_on_the_tenant_page(login, issued, finance_user, bob,
+                                                            tenant_a):
+    from jobs.models import TrainingJob
+
+    # acme ran 8 cards x 3 h on Oct 5 (24 GPU-hours billed); the sampler measured its job
+    # at 50% utilisation: 12 busy GPU-hours of the 24, an idle rate of 50%
+    for job in TrainingJob.objects.filter(tenant=tenant_a):
+        _measured(job, 50)
     page = login(finance_user).get(reverse("billing:month") + "?month=2026-10")
-    assert b"50%" in page.content and b"12 of 24 billed GPU-hours busy" in page.content
+    row = re.search(r'<tr data-tenant="acme">.*?</tr>', page.content.decode(), re.S).group(0)
+    assert re.search(r'Idle rate</span> <span data-field="idle_rate">50%</span>', row)
+    assert re.search(r'data-field="busy">12</span>', row)
     page = login(bob).get(reverse("billing:tenant_invoices", kwargs={"slug": "acme"}))
-    assert b"GPU idle rate" in page.content
+    assert b"GPU utilisation" in page.content
 
 
-def test_idle_rate_api(api, tenant_a, bob, charlie):
+def test_utilisation_api(api, tenant_a, bob, charlie):
     from django.utils import timezone
 
-    from tenants.models import UsageDaily
-
     now = timezone.now()   # the frozen clock: 12:00
-    make_job(tenant_a, run(now - dt.timedelta(hours=4), now), gpus=4)  # 16 GPU-hours billed
+    job = make_job(tenant_a, run(now - dt.timedelta(hours=4), now), gpus=4)  # 16 GPU-hours
     services.ledger_ingest_gpu(now=now)
-    # the utilisation is matched per pool and GPU model: another model's does not count
-    UsageDaily.objects.create(pool=tenant_a.pools.get(kind="dev"), resource="gpu:L40S",
-                              day=timezone.localdate(), peak=4, total=4 * 10, samples=10,
-                              utilised_total=Decimal("3.5") * 10, utilised_samples=10)
-    UsageDaily.objects.create(pool=tenant_a.pools.get(kind="prod"), resource=f"gpu:{A100}",
-                              day=timezone.localdate(), peak=4, total=4 * 10, samples=10,
-                              utilised_total=Decimal("0.5") * 10, utilised_samples=10)
+    _measured(job, 75)
     body = api(bob).get("/api/v1/tenants/acme/invoices/idle/").json()
-    assert body["month"] == {"billed_gpu_hours": "16.00", "allocated_gpu_hours": "16.00",
-                             "utilised_gpu_hours": "12.00", "measured_gpu_hours": "16.00",
-                             "quota_gpu_hours": "0.00", "used_gpu_hours": "12.00",
-                             "idle_rate": "0.2500", "quota_idle_rate": None,
-                             "used_of_quota": None}
+    assert body["month"] == {"kind": "", "quota_held_gpu_hours": "0.00",
+                             "allocated_gpu_hours": "16.00", "within_quota_gpu_hours": "16.00",
+                             "borrowed_gpu_hours": "0.00", "busy_gpu_hours": "12.00",
+                             "measured_gpu_hours": "16.00", "quota_use": None,
+                             "idle_rate": "0.2500"}
     assert body["quarter"]["idle_rate"] == "0.2500"
-    assert body["by_model"][A100]["idle_rate"] == "0.2500"
+    assert body["by_kind"][f"gpu:{A100}"]["idle_rate"] == "0.2500"
+    assert body["by_kind_month"][f"gpu:{A100}"]["busy_gpu_hours"] == "12.00"
     assert api(charlie).get("/api/v1/tenants/acme/invoices/idle/").status_code == 404
     assert api().get("/api/v1/tenants/acme/invoices/idle/").status_code == 401
 

@@ -25,6 +25,7 @@ from tenants.api.base import TenantScopedViewSet
 from tenants.catalog import fmt_amount
 from tenants.choices import RequestStatus
 from tenants.models import Notification, Pool, QuotaLoan, QuotaRequest
+from tenants.utilisation import Utilisation
 
 
 class QuotaRequestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
@@ -80,8 +81,8 @@ class PlatformQuotaRequestViewSet(viewsets.GenericViewSet, mixins.ListModelMixin
             raise NotFound
         obj = get_object_or_404(selectors.pending_quota_requests(""), pk=kwargs["pk"])
         body = s.QuotaRequestSerializer(obj).data
-        body["facts"] = [{k: fmt_amount(v) if isinstance(v, Decimal) else v
-                          for k, v in f.items() if k != "item"} | {"resource": f["item"].resource}
+        body["facts"] = [{k: _fact(v) for k, v in f.items() if k != "item"}
+                         | {"resource": f["item"].resource}
                          for f in selectors.request_facts(obj)]
         return Response(body)
 
@@ -220,3 +221,13 @@ class CatalogView(APIView):
     def get(self, request: Request) -> Response:
         return Response([{k: fmt_amount(v) if k in ("capacity", "granted") else v
                           for k, v in row.items()} for row in selectors.catalog()])
+
+
+def _fact(value: object) -> object:
+    """A request fact as JSON: amounts as decimal strings, the utilisation figures as
+    every API names them (``tenants.utilisation.Utilisation.as_api``)."""
+    if isinstance(value, Decimal):
+        return fmt_amount(value)
+    if isinstance(value, Utilisation):
+        return value.as_api()
+    return value

@@ -51,13 +51,28 @@ class Command(BaseCommand):
         if TrainingJob.objects.filter(submitted_at__lt=now - dt.timedelta(days=1)).exists():
             self.stdout.write("Demo history exists already.")
             return
-        rng = random.Random(options["seed"])
-        days = options["days"]
-        with transaction.atomic():
-            jobs = self._jobs(rng, now, days)
-            series = self._series(rng, now, days)
+        jobs, series = self.history(now=now, days=options["days"], seed=options["seed"])
         self.stdout.write(f"Demo history: {jobs} finished jobs, {series} usage rows.")
         self._invoices(now)
+
+    def history(self, *, now: dt.datetime, days: int, seed: int) -> tuple[int, int]:
+        """The history itself (no invoices): the grants made to cover it, the finished
+        jobs with their transitions and measured utilisation, the usage series."""
+        rng = random.Random(seed)
+        with transaction.atomic():
+            self._grants_since(now - dt.timedelta(days=days + 1))
+            jobs = self._jobs(rng, now, days)
+            series = self._series(rng, now, days)
+        return jobs, series
+
+    def _grants_since(self, start: dt.datetime) -> None:
+        """The demo's grants were made a moment ago, but the history's jobs ran under
+        them: date them from before the history, so the quota held over the seeded days
+        (``tenants.utilisation``: grants x the hours they were in force) is the grant,
+        not the minutes since ``seed_demo``. Only pools whose grants never changed."""
+        changed = QuotaGrant.objects.filter(superseded_at__isnull=False).values("pool_id")
+        QuotaGrant.objects.filter(superseded_at__isnull=True, created_at__gt=start).exclude(
+            pool_id__in=changed).update(created_at=start)
 
     def _pools(self) -> list[tuple[Pool, dict[str, Decimal]]]:
         out = []
