@@ -282,10 +282,16 @@ def pool_objects(pool: Pool, *, cluster_storage_classes: dict[str, dict]) -> lis
             labels=naming.pool_labels(pool.tenant.slug, pool.kind),
             parameters={**DEFAULT_IOPS_PARAMETERS, **settings.TRAINYARD_IOPS_PARAMETERS}))
         remap[base_name] = name
-    classes = known_storage_classes() | set(cluster_storage_classes) | set(remap.values())
+    # a pool's own IOPS classes (another pool's, or this pool's old ones being pruned) are
+    # nobody else's business: the quota names only the cluster's shared classes and its own
+    shared = {name for name, obj in cluster_storage_classes.items()
+              if naming.LABEL_TENANT not in ((obj.get("metadata") or {}).get("labels") or {})}
+    classes = known_storage_classes() | shared | set(remap.values())
     spec = pool_spec(pool, storage_classes=classes, class_remap=remap)
     objects = manifests.desired_pool_objects(spec)
-    return [*objects[:-1], *iops_classes, objects[-1]]  # classes before the quota naming them
+    first_quota = next(i for i, o in enumerate(objects) if o["kind"] == "ResourceQuota")
+    # the classes before the quotas naming them
+    return [*objects[:first_quota], *iops_classes, *objects[first_quota:]]
 
 
 def pools_to_sync() -> QuerySet[Pool]:

@@ -125,8 +125,8 @@ def test_the_periodic_pass_removes_a_stale_iops_storage_class(sync, tenant_a, cl
         labels=naming.pool_labels("acme", "prod"))
     get_client().apply(stale)  # as an older grant's reconcile left it
 
-    # Every pool's quota names every class (a class not granted is zero), so both drift;
-    # prod's reconcile deletes the class.
-    assert resync_pools.apply().get() == {"drifted": 2, "in_sync": 0}
+    # A pool's quota names the cluster's shared classes and its own IOPS classes only
+    # (another pool's are not its business), so only prod drifts; its reconcile deletes it.
+    assert resync_pools.apply().get() == {"drifted": 1, "in_sync": 1}
     assert _pool_classes(cluster, "acme", "prod") == ["ty-acme-prod-fast-ssd-3000iops"]
     assert resync_pools.apply().get() == {"drifted": 0, "in_sync": 2}
