@@ -28,6 +28,13 @@ from tenants.models import Membership, QuotaGrant
 from tenants.selectors import pools_not_in_cluster
 
 
+def production_cards(tenant: Any, pool: str, model: str) -> int:
+    """Whole cards of ``model`` the pool's production jobs hold or wait for."""
+    return sum(w * g for w, g in TrainingJob.objects.filter(
+        tenant=tenant, pool__kind=pool, tier=Tier.PRODUCTION, gpu_model=model,
+        state__in=ACTIVE_STATES).values_list("workers", "gpus_per_worker"))
+
+
 class Command(BaseCommand):
     help = "Submit demo training jobs every few seconds until stopped."
 
@@ -79,31 +86,43 @@ class Command(BaseCommand):
         self.stdout.write(f"demo load: {submitted} jobs submitted")
 
     def _submit_one(self, rng: random.Random) -> bool:
-        """One job for a random member, on a GPU model its pool was granted."""
+        """One job for a random member. Production stays within what its pool's grant has
+        left (production never borrows: a researcher who sees the gauge full sends batch
+        work instead); development and batch jobs are sized as the template says and may
+        ask for more than the grant, or for a model the pool was not granted, so they
+        visibly borrow idle capacity and are reclaimed when the owners' work arrives."""
         members = list(Membership.objects.select_related("user", "tenant").filter(
             tenant__status=TenantStatus.ACTIVE))
         if not members:
             return False
         membership = rng.choice(members)
         pool = rng.choice([PoolKind.DEV, PoolKind.DEV, PoolKind.PROD])
-        grants = list(QuotaGrant.objects.filter(
+        grants = {g.resource[4:]: int(g.amount) for g in QuotaGrant.objects.filter(
             pool__tenant=membership.tenant, pool__kind=pool, superseded_at__isnull=True,
-            resource__startswith="gpu:"))
+            resource__startswith="gpu:")}
         models = inventory().gpus_per_node
-        choices = [g for g in grants if g.resource[4:] in models]
-        if not choices:
+        granted = [m for m in grants if m in models]
+        if not models:
             return False
-        grant = rng.choice(choices)
-        model = grant.resource[4:]
         key = rng.choice(list(TEMPLATES))
         template = TEMPLATES[key]
-        per_node = models[model]
-        gpus = min(int(template["gpus_per_worker"]), per_node)
-        workers = int(template["workers"]) if gpus == per_node else 1
-        workers = max(1, min(workers, int(grant.amount) // max(1, gpus)))  # within quota
         tier = Tier.PRODUCTION if pool == PoolKind.PROD and rng.random() < 0.7 else (
             Tier.BATCH if rng.random() < 0.25
             else (Tier.DEVELOPMENT if pool == PoolKind.DEV else Tier.BATCH))
+        if tier == Tier.PRODUCTION and not granted:
+            tier = Tier.BATCH
+        # mostly a model the pool was granted; sometimes any model (borrowed idle capacity)
+        model = rng.choice(granted) if granted and (tier == Tier.PRODUCTION or rng.random() < 0.8) \
+            else rng.choice(sorted(models))
+        per_node = models[model]
+        gpus = min(int(template["gpus_per_worker"]), per_node)
+        workers = int(template["workers"]) if gpus == per_node else 1
+        if tier == Tier.PRODUCTION:   # within what the pool's grant has left
+            left = grants.get(model, 0) - production_cards(membership.tenant, pool, model)
+            if left < gpus:
+                tier = Tier.BATCH
+            else:
+                workers = max(1, min(workers, left // max(1, gpus)))
         run_seconds = int(rng.lognormvariate(7.3, 0.8))  # median ~25 min of simulated time
         data = {
             "name": f"{key.split('-')[0]}-{rng.randrange(16**6):06x}",
