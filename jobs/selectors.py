@@ -374,13 +374,16 @@ def _admission_inputs(now):  # type: ignore[no-untyped-def]
     # that nothing they are computed from changed (jobs.submitcache).
     quotas = submitcache.snapshot().memo(
         "admission_quotas", lambda: _pool_quotas(policy, report))
+    physical = physical_use_now(report)
     engine_policy = EnginePolicy(
         watermark=float(policy.eviction_watermark),
+        exclusive_keys=frozenset({k for k, u in physical.items() if u.exclusive} | {
+            k for k in report.resources if k.startswith("mig:")}),
         grace_seconds={str(tier): rules.preemption_grace_seconds
                        for tier, rules in tier_rules(policy).items()})
     return {"nodes": nodes, "jobs": jobs, "quotas": quotas, "policy": engine_policy,
             "history": recent_history(now), "now": now,
-            "physical": {k: u.use for k, u in physical_use_now(report).items()}}, facts
+            "physical": {k: u.use for k, u in physical.items()}}, facts
 
 
 _VIEWS: dict[str, tuple[Any, dict[int, tuple[Any, tuple[str, ...], JobView]]]] = {}

@@ -5,11 +5,12 @@ Per *node group* (the nodes that carry one engine resource key: ``gpu:<model>`` 
 model's cards, ``shared:<model>`` for its time-sliced/MPS shares), physical use is the
 largest of:
 
-* **cards**: the allocated share of the group's cards (whole cards, or shares; HAMi
-  vGPUs by the GPU memory their pods hold); on shared cards (time-slicing, MPS) and
-  overcommitted ones (HAMi), where DCGM reports it, the framebuffer actually used
-  (``DCGM_FI_DEV_FB_USED``) when it is more than what the pods' requests account for
-  (``framebuffer``);
+* **cards**, on shared (time-slicing, MPS) and overcommitted (HAMi) cards only: the
+  allocated share of the group's shares (HAMi vGPUs by the GPU memory their pods hold),
+  and, where DCGM reports it, the framebuffer actually used (``DCGM_FI_DEV_FB_USED``) when
+  it is more than what the pods' requests account for (``framebuffer``). Exclusive whole
+  cards cannot be overloaded: how many are allocated is no pressure (``exclusive``), so
+  work-conserving admission may fill every idle card;
 * **cpu** and **memory**: what non-terminal pods bound to those nodes request over the
   nodes' allocatable.
 
@@ -50,10 +51,17 @@ class PhysicalUse:
     framebuffer: float | None
     cpu: float
     memory: float
+    exclusive: bool = False
+    """Whole cards no job can overload (no sharing, no HAMi): their allocation is not
+    physical pressure, so :attr:`use` leaves it out and preemptible work may fill every
+    idle card (it is reclaimed with its grace when an owner needs its quota back)."""
 
     @property
     def use(self) -> float:
-        return max(self.cards, self.framebuffer or 0.0, self.cpu, self.memory)
+        """What the eviction watermark holds: the largest of the measured pressures, and on
+        shared or overcommitted (HAMi) cards the share of them allocated."""
+        cards = 0.0 if self.exclusive else self.cards
+        return max(cards, self.framebuffer or 0.0, self.cpu, self.memory)
 
     @property
     def percent(self) -> int:
@@ -129,8 +137,10 @@ def physical_use(report: CapacityReport,
         shared_group = key.startswith("shared:")
         held = measured = total = 0.0
         measured_any = False
+        exclusive = not shared_group
         for node in nodes:
             hami = bool(getattr(node, "hami", False))
+            exclusive = exclusive and not hami
             if shared_group:
                 unit = float(node.share_memory_mib or 0) or 1.0
                 part_total = node.shared_allocatable * unit
@@ -156,5 +166,6 @@ def physical_use(report: CapacityReport,
         out[key] = PhysicalUse(
             key=key, gpu_model=nodes[0].gpu_model, nodes=len(nodes), cards=cards,
             framebuffer=_share(measured, total) if measured_any else None,
-            cpu=_share(cpu_used, cpu_total), memory=_share(mem_used, mem_total))
+            cpu=_share(cpu_used, cpu_total), memory=_share(mem_used, mem_total),
+            exclusive=exclusive)
     return out

@@ -57,14 +57,20 @@ class QuotaRules(PassState):
         return self.policy.watermark * self.wm_capacity(key)
 
     def wm_use(self, key: str) -> float:
-        """Projected physical use of ``key`` in units (step 4 of the module docstring)."""
+        """Projected physical use of ``key`` in units (step 4 of the module docstring). On
+        devices no job can overload (``Policy.exclusive_keys``) only the measured pressure
+        counts, not what is allocated, this pass's admissions included."""
+        exclusive = key in self.policy.exclusive_keys
         base = self._wm_base.get(key)
         if base is None:
             capacity = self.wm_capacity(key)
             measured = min(max(float(self.physical.get(key, 0.0)), 0.0), 1.0) * capacity
-            base = self._wm_base[key] = max(float(self.alloc_start.get(key, 0)), measured)
-        return (base + self.new_alloc.get(key, 0) + self.promised_units.get(key, 0)
-                - self.preempting_units.get(key, 0) - self.evicted_units.get(key, 0))
+            allocated = 0.0 if exclusive else float(self.alloc_start.get(key, 0))
+            base = self._wm_base[key] = max(allocated, measured)
+        taken = 0 if exclusive else (self.new_alloc.get(key, 0)
+                                     + self.promised_units.get(key, 0))
+        return (base + taken - self.preempting_units.get(key, 0)
+                - self.evicted_units.get(key, 0))
 
     def gated(self, job: JobView, key: str, freed: int = 0) -> bool:
         """Whether the watermark keeps the job out: preemptible work beyond its pool's
@@ -74,6 +80,8 @@ class QuotaRules(PassState):
             return False
         if self.policy.watermark >= 1.0 and not self.physical:
             return False   # allocation alone never exceeds the capacity
+        if key in self.policy.exclusive_keys and not self.physical.get(key):
+            return False   # no measured pressure on devices no job can overload
         if self.within_guarantee(job, key):
             return False
         return self.wm_use(key) - freed + job.demand > self.wm_limit(key) + 1e-9

@@ -205,6 +205,12 @@ class Policy:
     fair_share_half_life_seconds: float = 7 * 86400
     preempt_lower_priority_within_tenant: bool = False
     default_duration_seconds: float = 3600.0
+    exclusive_keys: frozenset[str] = frozenset()
+    """Resource keys of devices no job can overload (exclusive whole cards, MIG instances):
+    their allocation is not physical use, so the watermark holds them to the measured
+    pressure alone (``physical``: CPU and memory requested on their nodes) and borrowing or
+    batch work may fill every idle one. The admission loop passes them
+    (``k8s_sync.physical.PhysicalUse.exclusive``); empty: allocation counts everywhere."""
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,12 @@ from django.core.management.base import BaseCommand
 from core.choices import PoolKind, Tier
 from core.exceptions import ApplicationError
 from jobs import services
-from jobs.choices import ACTIVE_STATES
+from jobs.choices import ACTIVE_STATES, JobState
 from jobs.models import TrainingJob
 from jobs.selectors import inventory
 from jobs.templates import TEMPLATES
 from tenants.access import access_for
+from tenants.capacity import capacity_by_resource
 from tenants.choices import TenantStatus
 from tenants.models import Membership, QuotaGrant
 from tenants.selectors import pools_not_in_cluster
@@ -39,8 +40,11 @@ class Command(BaseCommand):
     help = "Submit demo training jobs every few seconds until stopped."
 
     def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("--every", type=float, default=8.0,
+        parser.add_argument("--every", type=float, default=4.0,
                             help="mean seconds between submissions")
+        parser.add_argument("--max-queued", type=int, default=12,
+                            help="submit only while fewer jobs than this wait, so the load keeps "
+                                 "the cluster busy without an endless queue")
         parser.add_argument("--seed", type=int, default=None)
         parser.add_argument("--count", type=int, default=0, help="stop after N (0: never)")
         parser.add_argument("--burst", type=int, default=6,
@@ -72,7 +76,9 @@ class Command(BaseCommand):
             else options["burst"]
         tries = 3 * burst
         while not stop and (not options["count"] or submitted < options["count"]):
-            ok = self._submit_one(rng)
+            full = options["max_queued"] and not burst and TrainingJob.objects.filter(
+                state=JobState.QUEUED).count() >= options["max_queued"]
+            ok = False if full else self._submit_one(rng)
             submitted += int(ok)
             if burst and tries:
                 tries -= 1
@@ -117,13 +123,16 @@ class Command(BaseCommand):
         per_node = models[model]
         gpus = min(int(template["gpus_per_worker"]), per_node)
         workers = int(template["workers"]) if gpus == per_node else 1
+        # at most half the model's cards, so a gang fits the cluster beside other work
+        cards = int(capacity_by_resource().get(f"gpu:{model}", 0))
+        workers = max(1, min(workers, cards // max(1, 2 * gpus)))
         if tier == Tier.PRODUCTION:   # within what the pool's grant has left
             left = grants.get(model, 0) - production_cards(membership.tenant, pool, model)
             if left < gpus:
                 tier = Tier.BATCH
             else:
                 workers = max(1, min(workers, left // max(1, gpus)))
-        run_seconds = int(rng.lognormvariate(7.3, 0.8))  # median ~25 min of simulated time
+        run_seconds = int(rng.lognormvariate(8.2, 0.8))  # median ~1 h of simulated time
         data = {
             "name": f"{key.split('-')[0]}-{rng.randrange(16**6):06x}",
             "image": "registry.example.org/research/trainer:2.4", "tier": tier,
