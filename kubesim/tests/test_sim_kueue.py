@@ -579,3 +579,20 @@ def test_a_cohorts_own_quota_is_lent_to_borrowers_and_reclaimed_from_them(kubesi
     assert cond(workload(co, "dev-big", NS2), "Preempted")["reason"] == "InCohortReclamation"
     kubesim.advance(40)
     assert status_of(co, "prod-job")["Admitted"][0] == "True"
+
+
+def test_a_flavor_not_matching_does_not_hide_the_quota_reason(kubesim, api):
+    """The pending reason is the nominated flavor's (KEP-10852's tiers): a workload whose
+    first flavor does not match its node selector and whose second lacks unused quota
+    waits ``WaitingForQuota``, not ``NoMatchingFlavor``."""
+    _, co = api
+    cq(co, "cq-a", 4, extra_flavors=(("h800", 2),))
+    lq(co, NS, "lq", "cq-a")
+    submit(co, "first", "lq", gpus=2, product=H800)
+    kubesim.advance(2)
+    submit(co, "second", "lq", gpus=2, product=H800)
+    kubesim.advance(2)
+    assert status_of(co, "first")["Admitted"][0] == "True"
+    qr = cond(workload(co, "second"), "QuotaReserved")
+    assert qr["reason"] == "WaitingForQuota", qr
+    assert "flavor a100 doesn't match node affinity" in qr["message"]
