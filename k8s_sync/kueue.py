@@ -15,23 +15,37 @@ The mapping (docs/architecture.md, "Kueue mode"):
   (``nvidia.com/gpu.shared``, any model: the grant ``gpu-shared`` is not per model) and
   one for CPU and memory. GPU flavors carry ``topologyName`` when the policy names
   topology levels.
-* **One cohort for the cluster** (``trainyard``): a pool's elastic ceiling borrows any
-  other pool's idle quota of the same resource, and flavors already keep GPU models
-  apart (quota is per flavor and resource), so cohorts per model would add nothing but
-  one ClusterQueue per pool and model.
+* **One cohort for the cluster** (``trainyard``): a pool borrows any other pool's idle
+  quota of the same resource, and flavors already keep GPU models apart (quota is per
+  flavor and resource), so cohorts per model would add nothing but one ClusterQueue per
+  pool and model. The cohort has **its own nominal quota**: the physical capacity no
+  queue was granted (``KueueSpec.capacity`` per catalog key minus the sum of every
+  queue's nominal quota, never below 0; :func:`cohort_quota`). Kueue lends only what the
+  nominal quotas in a cohort add up to (``resource_node.go``: a cohort's
+  ``SubtreeQuota`` is its own quota plus its children's), while Trainyard's engine lends
+  any idle card, granted or not (grants often add up to less than the cluster): the
+  cohort's own quota is that ungranted capacity, which only borrowers use and which no
+  queue ever reclaims (nobody is within a nominal quota on it).
 * **ClusterQueue** per pool (named as its namespace): ``nominalQuota`` is the pool's
   effective grant (grants with active loans: a loan moves nominal quota from the
   lender's queue to the borrower's, and no queue has a ``lendingLimit``: a loan is a
   guaranteed transfer, which Kueue expresses with nominal quota only; README, "Loans in
-  Kueue mode"). Production (the ``prod`` pool) never borrows
+  Kueue mode"). Every queue covers every flavor the cluster has (nominal 0 where not
+  granted), so a pool without a borrowing cap may borrow a GPU model it was not granted,
+  as the engine allows. Production (the ``prod`` pool) never borrows
   (``borrowingLimit: 0``) and never preempts within its queue, so no reclaim can ever
-  reach it (Kueue reclaims only from queues that borrow); development (``dev``) borrows
-  up to its elastic ceiling (``borrowingLimit`` = ceiling - grant) and, borrowing, may
-  preempt batch. Both reclaim their nominal quota from borrowers (``reclaimWithinCohort:
-  Any``).
+  reach it (Kueue reclaims only from queues above their nominal quota); development
+  (``dev``) borrows up to the pool's borrowing limit (``tenants.demand.pool_ceiling``
+  under a cap an admin set: ``borrowingLimit`` = ceiling - grant; no cap,
+  ``QueueSpec.borrowing`` None: no ``borrowingLimit``, any idle capacity) and, borrowing,
+  may preempt batch (``borrowWithinCohort``). Both reclaim their nominal quota from
+  borrowers (``reclaimWithinCohort: Any``): Kueue takes candidates lowest priority first
+  (batch, then development), most recently admitted first, each evicted with its tier's
+  grace (the pods' termination grace), as the engine does.
 * **Batch**: a second ClusterQueue per pool, ``<namespace>-batch``, with no nominal
-  quota: it only borrows (up to the pool's batch ceiling), so batch runs on idle
-  capacity only and is reclaimed first.
+  quota: it only borrows (no ``borrowingLimit`` without a cap; under one, up to the
+  pool's ceiling), so batch runs on idle capacity only, never preempts and is reclaimed
+  first.
 * **LocalQueue** ``trainyard`` (and ``trainyard-batch``) in each pool namespace.
 * **WorkloadPriorityClass** per tier, the tiers' PriorityClass values and names.
 * **Topology** ``trainyard`` from the policy's levels (widest first) and the hostname.
@@ -41,9 +55,9 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import ROUND_FLOOR, Decimal
 from typing import Any, Literal
 
 from k8s_sync import naming
@@ -61,7 +75,8 @@ from k8s_sync.specs import (
 __all__ = [
     "BATCH_LOCAL_QUEUE", "COHORT", "KINDS", "KUEUE_API", "LABEL_PRIORITY_CLASS",
     "LABEL_QUEUE_NAME", "LOCAL_QUEUE", "QUEUE_ROLES", "KueueSpec", "QueueSpec",
-    "WorkloadView", "cluster_queue_name", "counted", "desired_kueue_objects", "kueue_job",
+    "WorkloadView", "cluster_queue_name", "cohort_quota", "counted", "desired_kueue_objects",
+    "kueue_job",
     "owner_labels", "workload_view",
 ]
 
@@ -152,19 +167,27 @@ class QueueSpec:
 
 @dataclass(frozen=True)
 class KueueSpec:
-    """Everything Kueue needs of Trainyard: the queues (three per tenant: a prod and a
-    dev queue and a batch queue per pool), the tiers and the topology levels."""
+    """Everything Kueue needs of Trainyard: the queues (two per pool: the pool's queue
+    and its batch queue), the tiers, the topology levels and the cluster's physical
+    ``capacity`` per catalog key (``k8s_sync.selectors.resource_capacity``: what the
+    observed nodes advertise; keys Kueue does not count are ignored). Capacity no queue
+    was granted becomes the cohort's own nominal quota (:func:`cohort_quota`)."""
 
     queues: tuple[QueueSpec, ...] = ()
     tiers: tuple[TierSpec, ...] = field(default_factory=default_tiers)
     topology_levels: tuple[str, ...] = ()
     batch_threshold: int | None = None
+    capacity: Amounts = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "capacity", {k: Decimal(v) for k, v in sorted(
+            self.capacity.items()) if counted(k)})
 
     def resource_keys(self) -> list[str]:
-        """Every counted catalog key any queue names, plus cpu and memory (every pod
-        requests them, and Kueue refuses a workload asking for a resource its queue does
-        not cover)."""
-        found = {"cpu", "memory"}
+        """Every counted catalog key the cluster has capacity of or any queue names, plus
+        cpu and memory (every pod requests them, and Kueue refuses a workload asking for
+        a resource its queue does not cover)."""
+        found = {"cpu", "memory"} | set(self.capacity)
         for queue in self.queues:
             found |= {k for k in queue.nominal if counted(k)}
             found |= {k for k in (queue.borrowing or {}) if counted(k)}
@@ -268,11 +291,63 @@ def build_priority_class(tier: TierSpec) -> dict[str, Any]:
             "description": tier.description}
 
 
-def build_cohort() -> dict[str, Any]:
-    return {"apiVersion": KUEUE_API, "kind": "Cohort", "metadata": _meta(COHORT), "spec": {}}
+def _floored(key: str, amount: Decimal) -> Decimal:
+    """``amount`` rounded down to what a quantity of ``key`` can say: whole cards,
+    instances and shares, a millicore, a MiB (capacity is observed, not granted: memory
+    allocatable is rarely a whole MiB in GiB)."""
+    kind = key.partition(":")[0]
+    step = {"cpu": Decimal("0.001"), "memory": Decimal(1) / 1024}.get(kind, Decimal(1))
+    return (amount / step).to_integral_value(rounding=ROUND_FLOOR) * step
+
+
+def cohort_quota(spec: KueueSpec) -> dict[str, Decimal]:
+    """The cohort's own nominal quota per catalog key: the physical capacity no queue was
+    granted, ``capacity - sum of every queue's nominal quota``, never below 0 (grants
+    may add up to more than the cluster: overcommitted tenants), rounded down to what a
+    quantity can say. Empty without capacity (the nodes not observed yet)."""
+    if not spec.capacity:
+        return {}
+    granted: dict[str, Decimal] = {}
+    for queue in spec.queues:
+        for key, amount in queue.nominal.items():
+            if counted(key):
+                granted[key] = granted.get(key, Decimal(0)) + Decimal(amount)
+    return {key: _floored(key, max(Decimal(0), spec.capacity.get(key, Decimal(0))
+                                   - granted.get(key, Decimal(0))))
+            for key in spec.resource_keys()}
+
+
+def _resource_groups(spec: KueueSpec, quota: Callable[[str], dict[str, Any]]
+                     ) -> list[dict[str, Any]]:
+    """``resourceGroups`` covering every counted resource of the cluster, each flavor
+    listing its group's resources in order; ``quota(key)``: the item's limits."""
+    groups = []
+    for covered, flavors in _groups(spec.resource_keys()):
+        rendered = [{"name": flavor, "resources": [
+            {"name": _resource_of(key)[1], **quota(key)} for key in keys]}
+            for flavor, keys in flavors]
+        groups.append({"coveredResources": list(covered), "flavors": rendered})
+    return groups
+
+
+def build_cohort(spec: KueueSpec) -> dict[str, Any]:
+    """The cohort ``trainyard``, with the ungranted capacity as its own nominal quota
+    (:func:`cohort_quota`; none before the nodes were observed)."""
+    own = cohort_quota(spec)
+    body: dict[str, Any] = {}
+    if own:
+        body["resourceGroups"] = _resource_groups(spec, lambda key: {
+            "nominalQuota": _quantity(key, own[key])})
+    return {"apiVersion": KUEUE_API, "kind": "Cohort", "metadata": _meta(COHORT),
+            "spec": body}
 
 
 def _preemption(queue: QueueSpec, spec: KueueSpec) -> dict[str, Any]:
+    """Batch preempts nothing. Production and development reclaim their nominal quota
+    from borrowers of any queue (``Any``: Kueue takes only workloads of queues above
+    their nominal quota, lowest priority and most recent first; production, which never
+    borrows, is never one) and never preempt within their own queue (the engine never
+    preempts a pool's work for its own work of the same tier)."""
     if queue.role == "batch":
         return {"reclaimWithinCohort": "Never", "withinClusterQueue": "Never"}
     preemption: dict[str, Any] = {"reclaimWithinCohort": "Any", "withinClusterQueue": "Never"}
@@ -290,23 +365,18 @@ def _preemption(queue: QueueSpec, spec: KueueSpec) -> dict[str, Any]:
 
 
 def build_cluster_queue(queue: QueueSpec, spec: KueueSpec) -> dict[str, Any]:
-    groups = []
-    for covered, flavors in _groups(spec.resource_keys()):
-        rendered = []
-        for flavor, keys in flavors:
-            resources = []
-            for key in keys:
-                nominal = Decimal(queue.nominal.get(key, 0))
-                item: dict[str, Any] = {"name": _resource_of(key)[1],
-                                        "nominalQuota": _quantity(key, nominal)}
-                if queue.role == "prod":
-                    item["borrowingLimit"] = _quantity(key, Decimal(0))
-                elif queue.borrowing is not None:
-                    item["borrowingLimit"] = _quantity(
-                        key, Decimal(queue.borrowing.get(key, 0)))
-                resources.append(item)
-            rendered.append({"name": flavor, "resources": resources})
-        groups.append({"coveredResources": list(covered), "flavors": rendered})
+    """A pool's queue: every flavor of the cluster, ``nominalQuota`` its grant (0 where
+    not granted); production ``borrowingLimit: 0``; development and batch the pool's
+    borrowing limit (0 for a key missing from it), or none at all without a cap."""
+    def quota(key: str) -> dict[str, Any]:
+        item = {"nominalQuota": _quantity(key, Decimal(queue.nominal.get(key, 0)))}
+        if queue.role == "prod":
+            item["borrowingLimit"] = _quantity(key, Decimal(0))
+        elif queue.borrowing is not None:
+            item["borrowingLimit"] = _quantity(key, Decimal(queue.borrowing.get(key, 0)))
+        return item
+
+    groups = _resource_groups(spec, quota)
     return {
         "apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": _meta(queue.name),
         "spec": {
@@ -333,7 +403,7 @@ def desired_kueue_objects(spec: KueueSpec) -> list[dict[str, Any]]:
     objects: list[dict[str, Any]] = [topology] if topology else []
     objects += build_flavors(spec)
     objects += [build_priority_class(tier) for tier in spec.tiers]
-    objects.append(build_cohort())
+    objects.append(build_cohort(spec))
     queues = sorted(spec.queues, key=lambda q: q.name)
     objects += [build_cluster_queue(queue, spec) for queue in queues]
     for queue in queues:

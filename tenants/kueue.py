@@ -5,9 +5,13 @@ pool of every tenant that has namespaces, its effective grants (a loan moves nom
 from the lender's pool to the borrower's, ``selectors.effective_grants``) and what its
 development and batch work may borrow above them (``tenants.demand.pool_ceiling`` under
 the tenant's borrowing cap; no cap: no ``borrowingLimit``, as the engine's "any idle
-capacity"), the tiers and the policy's topology levels.
-A suspended tenant's queues have no quota at all; a pool never reconciled yet (no
-namespace) has no queues yet. Read by ``tenants.tasks.reconcile_kueue``.
+capacity"; production never borrows: ``k8s_sync.kueue`` gives it ``borrowingLimit: 0``),
+the tiers, the policy's topology levels and the cluster's physical capacity per catalog
+key (``tenants.capacity.capacity_by_resource``, from the observed nodes): what no queue
+was granted becomes the cohort's own quota, so borrowers may use any idle card, granted or
+not, as in the engine (``k8s_sync.kueue.cohort_quota``).
+A suspended tenant's queues have no quota at all and borrow nothing; a pool never
+reconciled yet (no namespace) has no queues yet. Read by ``tenants.tasks.reconcile_kueue``.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from core.choices import PoolKind
 from core.models import Policy
 from k8s_sync.kueue import KueueSpec, QueueSpec, counted
 from k8s_sync.specs import default_tiers
+from tenants.capacity import capacity_by_resource
 from tenants.choices import TenantStatus
 from tenants.demand import pool_ceiling
 from tenants.selectors import effective_grants, pools_to_sync, topology_levels
@@ -54,5 +59,6 @@ def kueue_spec() -> KueueSpec:
                                 role="batch", nominal={}, borrowing=None if borrow is None
                                 else {key: amount + borrow.get(key, Decimal(0))
                                       for key, amount in grants.items()}))
+    capacity = {key: amount for key, amount in capacity_by_resource().items() if counted(key)}
     return KueueSpec(queues=tuple(queues), tiers=default_tiers(),
-                     topology_levels=tuple(topology_levels()))
+                     topology_levels=tuple(topology_levels()), capacity=capacity)

@@ -117,8 +117,11 @@ def test_the_queues_follow_the_quotas_and_a_resync_writes_nothing(kworld, platfo
     tenant_services.quota_set(actor=platform_admin, pool=dev, reason="more", amounts={
         f"gpu:{kworld['h800']}": 3, "cpu": 128, "memory": 1024})
     changed = converge(client, kueue.desired_kueue_objects(kueue_spec()), owner=kueue_owner())
-    assert sorted(ref.name for ref in changed.applied) == ["ty-acme-dev", "ty-acme-dev-batch"]
+    # (and the cohort, whose own quota holds the card nobody is granted now; the batch
+    # queue, with no borrowing limit without a cap, does not change)
+    assert sorted(ref.name for ref in changed.applied) == ["trainyard", "ty-acme-dev"]
     assert _gpu_quota(_cq("ty-acme-dev"))["nominalQuota"] == "3"
+    assert _gpu_quota(client.read(KUEUE, "Cohort", "trainyard"))["nominalQuota"] == "1"
 
 
 def test_a_job_is_submitted_suspended_with_kueues_labels_and_admitted_by_kueue(

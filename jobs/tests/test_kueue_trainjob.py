@@ -49,6 +49,17 @@ def _until(world, cluster, jobs, wanted, rounds=40, seconds=20):
 
 def test_a_trainjob_shares_the_quota_is_admitted_preempted_and_resumes_in_kueue_mode(
         kworld, cluster, bob, platform_admin, tenant_a):  # noqa: F811
+    # exact quota: capped at its grant, else the PyTorchJob would borrow the production
+    # pool's idle cards (no borrowingLimit) instead of waiting for the TrainJob's quota
+    from decimal import Decimal
+
+    from k8s_sync.observe import relist_all
+    from tenants import services as tenant_services
+
+    with kworld["capture"](execute=True):
+        tenant_services.tenant_update(access=access_for(platform_admin, tenant_a),
+                                      actor=platform_admin, borrowing_cap=Decimal(1))
+    relist_all(get_client(), kinds=["quotas"])
     v2 = _submit_trainjob(kworld, bob, tenant_a, "v2-long", "development", "dev",
                           run_seconds=3600)
     obj = get_client().read(TRAINER, "TrainJob", v2.k8s_name, "ty-acme-dev")

@@ -118,6 +118,65 @@ def test_batch_has_no_nominal_quota_and_only_borrows():
                                            "withinClusterQueue": "Never"}
 
 
+def test_without_a_borrowing_cap_development_and_batch_have_no_borrowing_limit():
+    """No cap (``QueueSpec.borrowing`` None): Kueue's default, no ``borrowingLimit``, as
+    the engine's "any idle capacity"; production still never borrows."""
+    spec = _spec(queues=(
+        QueueSpec("acme", "prod", "prod", nominal={f"gpu:{H800}": Decimal(4)}, borrowing=None),
+        QueueSpec("acme", "dev", "dev", nominal={f"gpu:{H800}": Decimal(4)}, borrowing=None),
+        QueueSpec("acme", "dev", "batch", nominal={}, borrowing=None)))
+    objects = _objects(spec)
+    for name in ("ty-acme-dev", "ty-acme-dev-batch"):
+        cq = _one(objects, "ClusterQueue", name)
+        assert not [r for g in cq["spec"]["resourceGroups"] for f in g["flavors"]
+                    for r in f["resources"] if "borrowingLimit" in r], name
+    prod = _one(objects, "ClusterQueue", "ty-acme-prod")
+    assert {r["borrowingLimit"] for g in prod["spec"]["resourceGroups"]
+            for f in g["flavors"] for r in f["resources"]} == {"0"}
+
+
+CAPACITY = {f"gpu:{H800}": Decimal(16), f"gpu:{A100}": Decimal(16), "cpu": Decimal("832.5"),
+            "memory": Decimal("4096.7"), "mig:1g.10gb": Decimal(12),
+            "mig:3g.40gb": Decimal(4), "gpu-shared": Decimal(16),
+            "gpu-memory": Decimal(2560), "storage:standard": Decimal(1000)}
+
+
+def test_the_cohort_holds_the_capacity_no_queue_was_granted():
+    """Kueue lends only the nominal quota a cohort adds up to, the engine any idle card:
+    the capacity nobody was granted is the cohort's own nominal quota."""
+    spec = _spec(capacity=CAPACITY)
+    assert kueue.cohort_quota(spec) == {
+        f"gpu:{A100}": 8, f"gpu:{H800}": 4,        # 16 - (8 prod + 4 dev); 16 - 8
+        "cpu": Decimal("704"), "memory": Decimal(3072) + Decimal(716) / 1024,  # a MiB down
+        "gpu-shared": 10, "mig:1g.10gb": 8, "mig:3g.40gb": 4}   # nobody has 3g.40gb
+    cohort = _one(_objects(spec), "Cohort", "trainyard")
+    assert _quota(cohort, kueue.gpu_flavor_name(H800), "nvidia.com/gpu") == {
+        "name": "nvidia.com/gpu", "nominalQuota": "4"}
+    memory = _quota(cohort, "trainyard-default", "memory")["nominalQuota"]
+    assert memory == "3146444Mi"   # 3072 x 1024 + 716
+    assert _quota(cohort, "trainyard-default", "cpu")["nominalQuota"] == "704"
+    assert _quota(cohort, "mig-3g-40gb", "nvidia.com/mig-3g.40gb")["nominalQuota"] == "4"
+    assert "borrowingLimit" not in _quota(cohort, "trainyard-default", "cpu")
+    # grants adding up to more than the cluster (overcommitted tenants): nothing of its own
+    small = _spec(capacity={f"gpu:{H800}": Decimal(8)})
+    assert kueue.cohort_quota(small)[f"gpu:{H800}"] == 0
+    # the nodes not observed yet: no quota of its own
+    assert _one(_objects(_spec()), "Cohort", "trainyard")["spec"] == {}
+
+
+def test_every_queue_covers_every_flavor_of_the_cluster():
+    """A pool may borrow a model it was not granted (no cap): its queue names the flavor
+    with nominal 0, as every queue names every counted resource the nodes have."""
+    objects = _objects(_spec(capacity=CAPACITY))
+    dev = _one(objects, "ClusterQueue", "ty-acme-dev")
+    assert _quota(dev, "mig-3g-40gb", "nvidia.com/mig-3g.40gb") == {
+        "name": "nvidia.com/mig-3g.40gb", "nominalQuota": "0", "borrowingLimit": "0"}
+    assert _one(objects, "ResourceFlavor", "mig-3g-40gb")
+    groups = {tuple(tuple(g["coveredResources"]) for g in o["spec"]["resourceGroups"])
+              for o in objects if o["kind"] in ("ClusterQueue", "Cohort")}
+    assert len(groups) == 1
+
+
 def test_every_queue_covers_the_same_resources_each_in_one_group():
     queues = [o for o in _objects() if o["kind"] == "ClusterQueue"]
     groups = {tuple(tuple(g["coveredResources"]) for g in q["spec"]["resourceGroups"])

@@ -132,6 +132,21 @@ class TrainJobAdapter:
                if k in (REQUIRED_TOPOLOGY, PREFERRED_TOPOLOGY)}
         if ann:
             tmpl["metadata"] = {"annotations": ann}
+        # the runtime patches of other managers apply to the pods (Kueue builds the podsets
+        # from the JobSet with them applied): their node selector and tolerations count
+        # for flavor assignment; Kueue's own entry is its admission, not the job's
+        for patch in (job.get("spec") or {}).get("runtimePatches") or []:
+            if patch.get("manager") == MANAGER:
+                continue
+            for rj in ((((patch.get("trainingRuntimeSpec") or {}).get("template") or {})
+                        .get("spec") or {}).get("replicatedJobs") or []):
+                if rj.get("name") != "node":
+                    continue
+                pod = ((((rj.get("template") or {}).get("spec") or {}).get("template") or {})
+                       .get("spec") or {})
+                for key in ("nodeSelector", "tolerations"):
+                    if pod.get(key):
+                        tmpl["spec"][key] = copy.deepcopy(pod[key])
         return [{"name": "node", "count": int(tr.get("numNodes") or 1), "template": tmpl}]
 
     @staticmethod
@@ -939,6 +954,7 @@ class KueueController:
                     if not want:
                         continue
                     best = None
+                    tried: list[str] = []
                     for fl in flavors:
                         fmode, freasons, freason, borrow, place = self._try_flavor(
                             fl, want, per_pod, count, tmpl, node, usage, overlay)
@@ -946,10 +962,20 @@ class KueueController:
                             best = (fmode, fl, borrow, place)
                             break  # whenCanBorrow: MayStopSearch stops at borrowing too
                         reasons.extend(freasons)
-                        if freason and (not reason or freason == "TopologyPlacementFailed"):
-                            reason = freason
+                        tried.append(freason)
                         if fmode == "Preempt" and best is None:
                             best = (fmode, fl, borrow, place)  # whenCanPreempt: TryNextFlavor
+                    # the group's reason (KEP-10852 tiers): the nominated flavor's;
+                    # NoMatchingFlavor only when every flavor failed to match
+                    further = [r for r in tried if r and r != "NoMatchingFlavor"]
+                    greason = ("WaitingForQuota" if best is not None and best[0] == "Preempt"
+                               and "TopologyPlacementFailed" not in further
+                               else "TopologyPlacementFailed"
+                               if "TopologyPlacementFailed" in further
+                               else further[0] if further
+                               else "NoMatchingFlavor" if tried else "")
+                    if greason and (not reason or greason == "TopologyPlacementFailed"):
+                        reason = greason
                     if best is None:
                         mode = "NoFit"
                         break

@@ -544,3 +544,55 @@ def test_the_preempted_reason_follows_whether_the_preemptor_borrows(kubesim, api
     assert (preempted["status"], preempted["reason"]) == ("True", reason)
     kubesim.advance(40)
     assert status_of(co, "dev-run")["Admitted"][0] == "True"
+
+
+def test_a_cohorts_own_quota_is_lent_to_borrowers_and_reclaimed_from_them(kubesim, api):
+    """A Cohort's own ``resourceGroups`` add to its ``SubtreeQuota``
+    (pkg/cache/scheduler/resource_node.go ``updateCohortResourceNode``): borrowers may use
+    it beyond what the queues' nominal quotas add up to, and a queue within its nominal
+    quota reclaims from a borrower above its own."""
+    _, co = api
+    co.create_cluster_custom_object(K, V, "cohorts", {
+        "apiVersion": f"{K}/{V}", "kind": "Cohort", "metadata": {"name": "all"},
+        "spec": {"resourceGroups": [{
+            "coveredResources": ["nvidia.com/gpu", "cpu", "memory"],
+            "flavors": [{"name": "a100", "resources": [
+                {"name": "nvidia.com/gpu", "nominalQuota": 4},
+                {"name": "cpu", "nominalQuota": 0}, {"name": "memory", "nominalQuota": 0}]}],
+        }]}})
+    cq(co, "prod", 2, cohort="all", borrowing=0,
+       preemption={"reclaimWithinCohort": "Any", "withinClusterQueue": "Never"})
+    cq(co, "dev", 2, cohort="all")   # no borrowingLimit
+    lq(co, NS, "prod-q", "prod")
+    lq(co, NS2, "dev-q", "dev")
+    submit(co, "too-big", "dev-q", ns=NS2, gpus=9)
+    submit(co, "dev-big", "dev-q", ns=NS2, gpus=8)   # 2 its own, 2 of prod's, 4 the cohort's
+    kubesim.advance(3)
+    qr = cond(workload(co, "too-big", NS2), "QuotaReserved")
+    assert qr["reason"] == "ExceedsMaxQuota" and "maximum capacity (8)" in qr["message"]
+    assert status_of(co, "dev-big", NS2)["Admitted"][0] == "True"
+    assert co.get_cluster_custom_object(K, V, "clusterqueues", "dev")["status"][
+        "flavorsUsage"][0]["resources"][0] == {"name": "nvidia.com/gpu", "total": "8",
+                                               "borrowed": "6"}
+    submit(co, "prod-job", "prod-q", gpus=2)   # within its nominal quota: reclaims
+    kubesim.advance(3)
+    assert cond(workload(co, "dev-big", NS2), "Preempted")["reason"] == "InCohortReclamation"
+    kubesim.advance(40)
+    assert status_of(co, "prod-job")["Admitted"][0] == "True"
+
+
+def test_a_flavor_not_matching_does_not_hide_the_quota_reason(kubesim, api):
+    """The pending reason is the nominated flavor's (KEP-10852's tiers): a workload whose
+    first flavor does not match its node selector and whose second lacks unused quota
+    waits ``WaitingForQuota``, not ``NoMatchingFlavor``."""
+    _, co = api
+    cq(co, "cq-a", 4, extra_flavors=(("h800", 2),))
+    lq(co, NS, "lq", "cq-a")
+    submit(co, "first", "lq", gpus=2, product=H800)
+    kubesim.advance(2)
+    submit(co, "second", "lq", gpus=2, product=H800)
+    kubesim.advance(2)
+    assert status_of(co, "first")["Admitted"][0] == "True"
+    qr = cond(workload(co, "second"), "QuotaReserved")
+    assert qr["reason"] == "WaitingForQuota", qr
+    assert "flavor a100 doesn't match node affinity" in qr["message"]

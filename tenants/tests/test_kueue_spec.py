@@ -1,7 +1,8 @@
 """Kueue mode's input read from tenants' state (tenants.kueue.kueue_spec): grants as
-nominal quota, loans moving nominal quota from lender to borrower, the elastic ceiling as
-the development borrowing limit, the batch ceiling, suspended tenants and pools not yet
-in the cluster."""
+nominal quota, loans moving nominal quota from lender to borrower, no borrowing limit for
+development and batch unless a platform admin set a borrowing cap, production never
+borrowing, the observed capacity (what nobody was granted is the cohort's own quota),
+suspended tenants and pools not yet in the cluster."""
 
 from datetime import timedelta
 from decimal import Decimal
@@ -9,6 +10,7 @@ from decimal import Decimal
 from django.utils import timezone
 
 from k8s_sync import kueue
+from k8s_sync.models import ObservedNode
 from tenants import services
 from tenants.choices import LoanStatus, QuotaMode, TenantStatus
 from tenants.kueue import kueue_spec
@@ -100,3 +102,64 @@ def test_a_suspended_tenant_has_no_quota_and_a_pool_not_in_the_cluster_no_queue(
     queues = _queues()
     assert queues["ty-acme-dev"].nominal == {} and queues["ty-acme-dev-batch"].borrowing == {}
     assert "ty-globex-prod" not in queues and queues["ty-globex-dev"].nominal[H800] == 4
+
+
+def _nodes(count=2):
+    """``count`` observed H800 nodes of 8 cards, 64 cores and 512 GiB each."""
+    for i in range(count):
+        ObservedNode.objects.create(
+            name=f"h800-{i}", uid=f"u{i}", resource_version="1", observed_at=timezone.now(),
+            gpu_product="NVIDIA-H800", gpu_model="NVIDIA-H800", gpu_count=8,
+            gpu_memory_mib=81559, ready=True,
+            allocatable={"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8"})
+
+
+def _built():
+    return kueue.desired_kueue_objects(kueue_spec())
+
+
+def test_the_capacity_nobody_was_granted_is_the_cohorts_own_quota(platform_admin, tenant_a):
+    """Kueue lends only the nominal quota its cohort adds up to; the engine lends any idle
+    card: 16 cards observed, 8 granted (4 + 4), so the cohort holds 8 of its own."""
+    assert kueue_spec().capacity == {}   # no node observed yet: the cohort has nothing
+    _nodes()
+    _grant(platform_admin, tenant_a, {H800: 4, "cpu": 16})
+    spec = kueue_spec()
+    assert spec.capacity == {H800: 16, "cpu": 128, "memory": 1024}  # no gpu-memory
+    cohort = next(o for o in _built() if o["kind"] == "Cohort")
+    assert _gpu(cohort) == {"name": "nvidia.com/gpu", "nominalQuota": "8"}
+    assert kueue.cohort_quota(spec) == {H800: 8, "cpu": 96, "memory": 1024}
+    # a grant raised takes its cards from the cohort's own quota
+    services.quota_set(actor=platform_admin, pool=tenant_a.pools.get(kind="prod"),
+                       reason="more", amounts={H800: 10, "cpu": 16})
+    assert kueue.cohort_quota(kueue_spec())[H800] == 2
+
+
+def test_a_queue_covers_a_model_it_was_not_granted_and_borrows_it_without_a_cap(
+        platform_admin, tenant_a):
+    _nodes()
+    ObservedNode.objects.create(
+        name="a100-0", uid="a", resource_version="1", observed_at=timezone.now(),
+        gpu_product="NVIDIA-A100-SXM4-80GB", gpu_model="NVIDIA-A100-SXM4-80GB", gpu_count=8,
+        gpu_memory_mib=81920, ready=True,
+        allocatable={"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8"})
+    _grant(platform_admin, tenant_a, {H800: 4})
+    queues = {o["metadata"]["name"]: o for o in _built() if o["kind"] == "ClusterQueue"}
+    a100 = kueue.gpu_flavor_name("NVIDIA-A100-SXM4-80GB")
+
+    def quota(cq, flavor):
+        return next(r for g in cq["spec"]["resourceGroups"] for f in g["flavors"]
+                    if f["name"] == flavor for r in f["resources"])
+
+    assert quota(queues["ty-acme-dev"], a100) == {"name": "nvidia.com/gpu",
+                                                  "nominalQuota": "0"}   # no limit
+    assert quota(queues["ty-acme-dev-batch"], a100) == {"name": "nvidia.com/gpu",
+                                                        "nominalQuota": "0"}
+    assert quota(queues["ty-acme-prod"], a100)["borrowingLimit"] == "0"
+    tenant_a.borrowing_cap = Decimal(2)   # capped: x2 of what it has, 0 x 2 of the rest
+    tenant_a.save()
+    queues = {o["metadata"]["name"]: o for o in _built() if o["kind"] == "ClusterQueue"}
+    assert quota(queues["ty-acme-dev"], a100)["borrowingLimit"] == "0"
+    h800 = kueue.gpu_flavor_name("NVIDIA-H800")
+    assert quota(queues["ty-acme-dev"], h800)["borrowingLimit"] == "4"
+    assert quota(queues["ty-acme-dev-batch"], h800)["borrowingLimit"] == "8"
