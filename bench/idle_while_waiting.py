@@ -6,9 +6,12 @@ the policies differ only in the PoolQuota values the engine receives:
 
 * OLD: static tenants (today): every pool's ceiling and batch ceiling equal its grant
   (no borrowing; batch capped at the grant);
-* NEW: development and batch borrow any idle capacity: a development pool's ceiling and
-  batch ceiling unbounded (``1 << 62``) for every GPU key the cluster has (nominal 0 where
-  not granted). Production never borrows in either (its ceilings equal its grant).
+* NEW (issue 27, as ``jobs.selectors`` builds it): development and batch borrow any idle
+  capacity: every pool's ceiling unbounded (``tenants.demand.UNLIMITED``), a key not
+  granted too (``ceiling_default``); the engine holds production to its grant; and the
+  watermark counts measured pressure, not allocation, on exclusive whole cards and MIG
+  instances (``Policy.exclusive_keys``), so borrowed and batch work may fill every idle
+  card. OLD keeps the watermark on allocation.
 
 The cluster: 64 whole A100s (8 nodes of 8, two switches), 32 H800s (4 nodes of 8, one
 switch), a MIG node (28 ``1g.10gb`` instances) and a time-sliced L40S node (16 shares).
@@ -62,11 +65,12 @@ from jobs.admission import (  # noqa: E402  (after the sys.path line, as a scrip
     decide,
 )
 from jobs.admission.waste import CAUSES, idle_while_waiting  # noqa: E402
+from tenants.demand import UNLIMITED  # noqa: E402
 
 EPOCH = datetime(2026, 3, 2, tzinfo=UTC)
 A100, H800, L40S = "NVIDIA-A100-SXM4-80GB", "NVIDIA-H800", "NVIDIA-L40S"
 MIG = "1g.10gb"
-UNBOUNDED = 1 << 62
+UNBOUNDED = UNLIMITED
 PASS_SECONDS = 5.0
 QUIET_PASS_SECONDS = 60.0
 MAX_RUN = 6 * 3600.0
@@ -101,11 +105,12 @@ def quotas(policy: str) -> list[PoolQuota]:
     for tenant, pools in GRANTS.items():
         for pool, grants in pools.items():
             nominal = {key: grants.get(key, 0) for key in KEYS}
-            if policy == "NEW" and pool == "dev":
-                ceiling = dict.fromkeys(KEYS, UNBOUNDED)
+            if policy == "NEW":
+                out.append(PoolQuota(tenant, pool, nominal, dict.fromkeys(KEYS, UNBOUNDED),
+                                     ceiling_default=UNBOUNDED))
             else:
-                ceiling = dict(nominal)
-            out.append(PoolQuota(tenant, pool, nominal, ceiling, batch_ceiling=dict(ceiling)))
+                out.append(PoolQuota(tenant, pool, nominal, dict(nominal),
+                                     batch_ceiling=dict(nominal)))
     return out
 
 
@@ -182,7 +187,8 @@ def replay(workload: list[Arrival], policy_name: str, hours: float) -> Result:
     result = Result(policy_name)
     cpu0, wall0 = time.process_time(), time.perf_counter()
     pool_quotas = quotas(policy_name)
-    policy = Policy(grace_seconds=GRACE)
+    policy = Policy(grace_seconds=GRACE, exclusive_keys=frozenset(
+        {f"gpu:{A100}", f"gpu:{H800}", f"mig:{MIG}"} if policy_name == "NEW" else ()))
     base = cluster()
     views: dict[int, JobView] = {}
     by_id = {a.id: a for a in workload}

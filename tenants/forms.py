@@ -212,6 +212,12 @@ class PolicyForm(forms.Form):
     eviction_watermark = DecimalField(
         label=_("Eviction watermark (%)"), decimal_places=1,
         min_value=_percent("eviction_watermark", 0), max_value=_percent("eviction_watermark", 1))
+    borrowing_cap = DecimalField(
+        label=_("Borrowing cap (x quota)"), required=False, decimal_places=2, max_digits=5,
+        min_value=POLICY_BOUNDS["borrowing_cap"][0], max_value=POLICY_BOUNDS["borrowing_cap"][1],
+        help_text=_("What development and batch jobs of a tenant without a cap of its own may "
+                    "hold, as a multiple of its quota. Blank: no cap, they borrow any idle "
+                    "capacity and give it back, after their grace, when its owner needs it."))
     development_grace_seconds = forms.IntegerField(
         label=_("Development grace (seconds)"),
         min_value=_whole("development_grace_seconds", 0),

@@ -198,6 +198,7 @@ def policy_page(request: HttpRequest) -> HttpResponse:
     policy = Policy.current()
     initial = {
         "eviction_watermark": policy.eviction_watermark * 100,
+        "borrowing_cap": policy.borrowing_cap,
         "development_grace_seconds": policy.development_grace_seconds,
         "batch_grace_seconds": policy.batch_grace_seconds,
         "default_quota": "\n".join(f"{pool} {k} = {v}" for pool, amounts in

@@ -74,3 +74,12 @@ def states(*jobs):
     from jobs.models import TrainingJob
 
     return [TrainingJob.objects.get(pk=j.pk).state for j in jobs]
+
+
+def cap_borrowing(*tenants, factor=1) -> None:
+    """A platform admin caps these tenants' borrowing (development and batch jobs may hold
+    ``factor`` x the grant; 1: the grant itself): for tests whose point is that a quota
+    binds exactly, as it did before work-conserving admission (issue 27)."""
+    for tenant in tenants:
+        tenant.borrowing_cap = factor
+        tenant.save(update_fields=["borrowing_cap", "updated_at"])

@@ -30,7 +30,8 @@ def test_fifty_parallel_submissions_never_admit_beyond_the_quota(django_user_mod
                                     ready=True, allocatable={"nvidia.com/gpu": "8",
                                                              "cpu": "96", "memory": "1Ti"})
     tenant = Tenant.objects.create(slug="busy", name="Busy", cost_center="c",
-                                   contact_email="b@x.org")
+                                   contact_email="b@x.org",
+                                   borrowing_cap=1)   # the grant binds: no borrowing
     pool = Pool.objects.create(tenant=tenant, kind="dev")
     # the pool is set up in the cluster: the watcher has recorded its ResourceQuota
     ObservedQuota.objects.create(namespace=pool.namespace, name=RESOURCE_QUOTA_NAME, uid="q",

@@ -14,7 +14,7 @@ from jobs.admission.cadence import explain_due
 from jobs.admission.incremental import Engine
 from jobs.models import AdmissionState, TrainingJob
 from jobs.tasks import admission_cycle
-from jobs.tests.conftest import submission
+from jobs.tests.conftest import cap_borrowing, submission
 from tenants.access import access_for
 
 from .test_admission_helpers import NOW, job, node, quota, with_usage
@@ -78,6 +78,7 @@ def _pass(capture):
 
 def test_passes_between_explanations_admit_but_leave_positions_as_last_explained(
         quota, bob, settings, django_capture_on_commit_callbacks):
+    cap_borrowing(quota)   # quota 8: the rest waits
     settings.TRAINYARD_EXPLAIN_SECONDS = 60
     capture = django_capture_on_commit_callbacks
     first = [_submit(bob, quota, capture, f"q-{i}") for i in range(3)]  # quota 8: two fit
@@ -142,6 +143,7 @@ def test_the_loop_reads_the_history_again_once_it_is_older_than_its_interval(
 
 def test_a_pass_takes_the_same_statements_whatever_the_number_of_queued_jobs(
         quota, bob, settings, django_capture_on_commit_callbacks):
+    cap_borrowing(quota)   # quota 8: the rest waits
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 

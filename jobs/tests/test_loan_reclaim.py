@@ -14,7 +14,7 @@ from core.exceptions import ApplicationError, Conflict
 from core.texts import english
 from jobs import services
 from jobs.models import TrainingJob
-from jobs.tests.conftest import cycle, states
+from jobs.tests.conftest import cap_borrowing, cycle, states
 from jobs.tests.test_lifecycle import _model
 from k8s_sync.client import get_client
 from k8s_sync.observe import relist_all
@@ -32,6 +32,7 @@ def world(cluster, platform_admin, tenant_a, tenant_b, charlie,
     """acme's dev pool holds the 8 H800 cards of the profile, globex's dev pool none. (Half
     of them on loan keeps use below the eviction watermark, so only the reclaim moves.)"""
     Membership.objects.filter(user=charlie, tenant=tenant_b).update(role="admin")
+    cap_borrowing(tenant_a, tenant_b)   # the loan, not idle capacity, is what globex runs on
     reconcile_cluster.apply().get()
     relist_all(get_client())
     h800 = _model(cluster, "H800")

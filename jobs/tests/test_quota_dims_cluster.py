@@ -13,6 +13,7 @@ from core.exceptions import ApplicationError
 from core.texts import english, text_code
 from jobs import services
 from jobs.models import TrainingJob
+from jobs.tests.conftest import cap_borrowing
 from jobs.tests.conftest import cycle as _cycle
 from k8s_sync.client import get_client
 from k8s_sync.models import ObservedNode
@@ -27,6 +28,7 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture
 def world(cluster, platform_admin, tenant_a, django_capture_on_commit_callbacks):
+    cap_borrowing(tenant_a)   # every dimension binds at the grant here
     reconcile_cluster.apply().get()
     relist_all(get_client())
     tenant_services.policy_update(actor=platform_admin,
@@ -79,9 +81,9 @@ def test_within_gpu_quota_but_over_cpu_quota_waits_with_a_cpu_reason(world, clus
     assert _job(first).state == "running"
     waiting = _job(second)
     assert waiting.state == "queued" and not _ever_admitted(second)
-    assert text_code(waiting.wait_reason) == "jobs.wait.over_quota_dim"
+    assert text_code(waiting.wait_reason) == "jobs.wait.borrow_cap_dim"
     assert english(waiting.wait_reason).startswith(
-        "CPU: needs 8 CPU cores, 8 CPU cores of your dev quota of 8 CPU cores in use")
+        "CPU: needs 8 CPU cores, 8 CPU cores in use, above the borrowing cap of 8 CPU cores")
     # the ResourceQuota counts the same requests: the cluster agrees the pool is full
     quota = k8s.CoreV1Api(cluster.api_client).list_namespaced_resource_quota("ty-acme-dev")
     used = {k: v for q in quota.items for k, v in (q.status.used or {}).items()}
@@ -107,8 +109,8 @@ def test_gpu_memory_quota_binds(world, cluster, bob, tenant_a):
     assert waiting.state == "queued" and not _ever_admitted(second)
     two = fmt_amount((2 * world["card_gib"]).quantize(Decimal("0.001")))
     assert english(waiting.wait_reason).startswith(
-        f"GPU memory: needs {two} GiB of GPU memory, {two} GiB of GPU memory of your dev "
-        f"quota of {three} GiB of GPU memory in use")
+        f"GPU memory: needs {two} GiB of GPU memory, {two} GiB of GPU memory in use, above "
+        f"the borrowing cap of {three} GiB of GPU memory")
 
 
 def test_a_cpu_only_job_waits_in_the_queue_when_cpu_quota_is_used_up(world, cluster, bob,
@@ -121,7 +123,7 @@ def test_a_cpu_only_job_waits_in_the_queue_when_cpu_quota_is_used_up(world, clus
     assert _job(first).state == "running"
     waiting = _job(second)
     assert waiting.state == "queued" and not _ever_admitted(second)
-    assert text_code(waiting.wait_reason) == "jobs.wait.over_quota_dim"
+    assert text_code(waiting.wait_reason) == "jobs.wait.borrow_cap_dim"
 
 
 def test_a_job_above_a_dimensions_ceiling_is_refused_naming_the_field(world, cluster, bob,

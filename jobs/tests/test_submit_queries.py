@@ -11,7 +11,7 @@ from core.exceptions import ApplicationError, Conflict
 from jobs import services, submitcache
 from jobs.choices import JobState
 from jobs.models import JobTransition, TrainingJob
-from jobs.tests.conftest import H800, submission
+from jobs.tests.conftest import H800, cap_borrowing, submission
 from k8s_sync.models import ObservedNode, ObservedStorageClass
 from tenants import services as tenant_services
 from tenants.access import access_for
@@ -72,6 +72,7 @@ def test_a_duplicate_name_is_still_a_conflict_after_the_other_checks(bob, quota)
 
 
 def test_a_lowered_quota_is_seen_by_the_next_submission(bob, platform_admin, quota):
+    cap_borrowing(quota)   # development may not borrow: the grant is its limit
     _submit(bob, quota, name="before", gpus_per_worker=4)
     tenant_services.quota_set(actor=platform_admin, pool=quota.pools.get(kind="dev"),
                               reason="test", amounts={f"gpu:{H800}": 2})
@@ -81,6 +82,7 @@ def test_a_lowered_quota_is_seen_by_the_next_submission(bob, platform_admin, quo
 
 
 def test_a_removed_quota_key_is_seen_by_the_next_submission(bob, quota):
+    cap_borrowing(quota)   # development may not borrow: the grant is its limit
     _submit(bob, quota, name="before", mig_profile="1g.10gb", gpu_model="", gpus_per_worker=1)
     # as quota_set removes a key no node offers any more: the grant superseded, no new row
     QuotaGrant.objects.filter(pool__tenant=quota, resource="mig:1g.10gb").update(

@@ -26,9 +26,9 @@ from .test_admission_helpers import A100, job, node, quota, run
 
 ADMISSION = Path(__file__).resolve().parents[1] / "admission"
 CJK = re.compile(r"[\u4e00-\u9fff]")
-QUOTA_EN = ("above your dev quota of 8 NVIDIA-H800 (8 in use): ask for more quota or use the "
+QUOTA_EN = ("above your prod quota of 8 NVIDIA-H800 (8 in use): ask for more quota or use the "
             "batch tier")
-QUOTA_ZH = "超出您开发池的配额 8 块 NVIDIA-H800 GPU（已用 8）：请申请更多配额，或改用批处理级别"
+QUOTA_ZH = "超出您生产池的配额 8 块 NVIDIA-H800 GPU（已用 8）：请申请更多配额，或改用批处理级别"
 
 
 def engine_codes() -> set[str]:
@@ -110,19 +110,19 @@ def test_an_ordinal_position_reads_naturally_in_both_languages():
 
 @pytest.fixture
 def waiting(bob, quota):
-    """Two 8-GPU dev jobs against a dev quota of 8: one is admitted, the other waits; the
-    real engine decides and its reasons are stored as the admission cycle stores them.
-    GPU grants may be overcommitted twice and no watermark applies, so as a batch job it
-    would start on the idle GPUs, and the reason says so."""
+    """Two 8-GPU production jobs against a prod quota of 8: one is admitted, the other
+    waits (production never borrows); the real engine decides and its reasons are stored
+    as the admission cycle stores them. No watermark applies, so as a batch job it would
+    start on the idle GPUs, and the reason says so."""
     policy = Policy.current()
     policy.overcommit_factors = {"gpu": 2}
     policy.eviction_watermark = 1
     policy.save()
     access = access_for(bob, quota)
-    first = services.job_submit(access=access, actor=bob, pool="dev",
-                                data=submission(name="first", gpus_per_worker=8))
-    second = services.job_submit(access=access, actor=bob, pool="dev",
-                                 data=submission(name="second", gpus_per_worker=8))
+    first = services.job_submit(access=access, actor=bob, pool="prod", data=submission(
+        name="first", gpus_per_worker=8, tier="production"))
+    second = services.job_submit(access=access, actor=bob, pool="prod", data=submission(
+        name="second", gpus_per_worker=8, tier="production"))
     decisions = decide(**selectors.admission_inputs(timezone.now()))
     assert [a.job_id for a in decisions.admit] == [first.pk]
     services.record_waiting(decisions.waiting)

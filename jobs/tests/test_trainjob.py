@@ -11,7 +11,7 @@ from core.texts import english
 from jobs import services
 from jobs.models import TrainingJob
 from jobs.tests import test_lifecycle
-from jobs.tests.conftest import cycle, states, submission
+from jobs.tests.conftest import cap_borrowing, cycle, states, submission
 from jobs.tests.test_contract import FORM
 from tenants.access import access_for
 
@@ -118,6 +118,7 @@ def test_a_trainjob_and_a_pytorchjob_share_the_tenants_quota(
     8; the second (the other kind) waits for quota, not for capacity, and runs once the
     first has finished."""
     second = "pytorchjob" if first == "trainjob" else "trainjob"
+    cap_borrowing(tenant_a)   # the quota binds: the second may not borrow the idle A100s
     one = _submit(world, bob, tenant_a, "first", "development", "dev", world["a100"],
                   kind=first, run_seconds=120)
     two = _submit(world, bob, tenant_a, "second", "development", "dev", world["a100"],

@@ -270,13 +270,18 @@ class PolicySerializer(serializers.ModelSerializer):
         fields = ["overcommit_factors", "eviction_watermark", "production_grace_seconds",
                   "development_grace_seconds", "batch_grace_seconds", "default_quota",
                   "dev_pvc_reclaim_days", "dynamic_headroom", "dynamic_idle_threshold",
-                  "egress_cidrs", "topology_levels", "updated_at"]
+                  "egress_cidrs", "topology_levels", "borrowing_cap", "updated_at"]
         read_only_fields = ["production_grace_seconds", "updated_at"]
         extra_kwargs = {
             **{key: {"min_value": POLICY_BOUNDS[key][0], "max_value": POLICY_BOUNDS[key][1]}
                for key in ("eviction_watermark", "development_grace_seconds",
                            "batch_grace_seconds", "dev_pvc_reclaim_days", "dynamic_headroom",
                            "dynamic_idle_threshold")},
+        "borrowing_cap": {"min_value": POLICY_BOUNDS["borrowing_cap"][0],
+                          "max_value": POLICY_BOUNDS["borrowing_cap"][1], "allow_null": True,
+                          "help_text": "What development and batch jobs of a tenant without a "
+                                       "cap of its own may hold, x its quota; null: no cap "
+                                       "(any idle capacity)."},
         }
 
 

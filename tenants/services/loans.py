@@ -182,7 +182,7 @@ def loans_expire(*, now: dt.datetime | None = None) -> int:
 _POLICY_FIELDS = {"overcommit_factors", "eviction_watermark", "development_grace_seconds",
                   "batch_grace_seconds", "default_quota", "dev_pvc_reclaim_days",
                   "dynamic_headroom", "dynamic_idle_threshold", "egress_cidrs"}
-_POLICY_FIELDS |= {"topology_levels"}
+_POLICY_FIELDS |= {"topology_levels", "borrowing_cap"}
 
 
 def _within(value: Any, key: str) -> bool:
@@ -224,7 +224,7 @@ def policy_update(*, actor: AnyUser, **fields: Any) -> Policy:
         raise ApplicationError(_("The eviction watermark is between 50% and 100%."),
                                field="eviction_watermark")
     for key in ("development_grace_seconds", "batch_grace_seconds", "dev_pvc_reclaim_days",
-                "dynamic_headroom", "dynamic_idle_threshold"):
+                "dynamic_headroom", "dynamic_idle_threshold", "borrowing_cap"):
         if fields.get(key) is not None and not _within(fields[key], key):
             low, high = POLICY_BOUNDS[key]
             raise ApplicationError(_("Use a value from %(low)s to %(high)s.") % {
@@ -251,7 +251,9 @@ def policy_update(*, actor: AnyUser, **fields: Any) -> Policy:
             record_audit(actor=actor, action="policy.update",
                          text=message(texts.AUDIT_POLICY_UPDATE, fields=", ".join(sorted(changes))),
                          changes={k: str(v) for k, v in changes.items()})
-        if "egress_cidrs" in changes:  # every pool's NetworkPolicy allows the policy's list
+        # every pool's NetworkPolicy allows the policy's list; the borrowing cap moves every
+        # uncapped tenant's ResourceQuota backstop and Kueue queues
+        if "egress_cidrs" in changes or "borrowing_cap" in changes:
             _schedule_pools(list(Pool.objects.exclude(
                 tenant__status__in=[TenantStatus.DELETING, TenantStatus.DELETED])
                 .values_list("pk", flat=True)))

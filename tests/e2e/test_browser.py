@@ -890,3 +890,64 @@ def test_gauge_quota_page_and_preview_show_the_same_in_use(lang, new_page, tenan
     expect(gauge.locator("[data-field=used]")).to_have_text("2")
     expect(gauge.locator("[data-field=quota]")).to_have_text("8")
     expect(gauge).to_have_attribute("data-state", "ok")
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_a_borrowed_job_says_it_may_be_reclaimed_and_the_cluster_page_measures_idle_cards(
+        lang, new_page, world, cluster, platform_admin, tenant_a, bob):
+    """Issue 27. Bob's development job is larger than his pool's grant: it runs on idle
+    cards and its page says it may be reclaimed, and with what grace. Then a platform admin
+    caps the team's borrowing: a job that fits the idle cards waits with the cap named,
+    and the cluster page shows the GPU-hours idle while it waited, under that cause."""
+    from django.utils import timezone
+
+    from jobs import services as job_services
+    from jobs.models import AdmissionState
+    from jobs.tests.conftest import submission
+    from tenants import services as tenant_services
+    from tenants.access import access_for
+
+    dev = tenant_a.pools.get(kind="dev")
+    tenant_services.quota_set(actor=platform_admin, pool=dev, reason="e2e", amounts={
+        f"gpu:{world['h800']}": 2, "cpu": 128, "memory": 1024})
+    access = access_for(bob, tenant_a)
+    borrowed = job_services.job_submit(access=access, actor=bob, pool="dev", data=submission(
+        name="e2e-borrows", gpu_model=world["h800"], gpus_per_worker=4,
+        annotations={"kubesim.trainyard.io/run-seconds": "7200"}))
+    _cycle(cluster)
+    _cycle(cluster, 10)
+    borrowed.refresh_from_db()
+    assert borrowed.borrowing and borrowed.state in ("admitted", "running")
+
+    page = new_page(lang)
+    log_in(page, "bob", f"/t/acme/jobs/{borrowed.pk}/", switch_to=lang)
+    expect(page.locator("#job-reclaim")).to_have_text(tr(
+        lang, "This job borrows idle capacity beyond your %(p)s pool's quota: when the owner "
+              "needs its quota back, it gets %(g)s s to checkpoint, then stops and goes back "
+              "to the queue, and resumes from its checkpoint.", p="dev", g=300))
+    assert page.evaluate(OVERFLOW_JS) == []
+    shot(page, lang, "researcher-borrowed-job", top=page.locator("#job-reclaim"))
+
+    tenant_a.borrowing_cap = 1   # a platform admin caps the team's borrowing at its grant
+    tenant_a.save(update_fields=["borrowing_cap", "updated_at"])
+    capped = job_services.job_submit(access=access, actor=bob, pool="dev", data=submission(
+        name="e2e-capped", gpu_model=world["h800"], gpus_per_worker=4))
+    _cycle(cluster)
+    capped.refresh_from_db()
+    assert capped.state == "queued" and capped.wait_reason["code"] == "jobs.wait.borrow_cap"
+    # the next explaining pass stands for the minute since the last one: 4 cards idle
+    AdmissionState.objects.filter(pk=1).update(
+        explained_at=timezone.now() - dt.timedelta(seconds=60))
+    _cycle(cluster)
+
+    admin = new_page(lang)
+    log_in(admin, "pat", "/platform/cluster/", switch_to=lang)
+    section = admin.locator("[data-idle-waiting]")
+    expect(section.locator("h2")).to_contain_text(tr(lang, "Idle while work waited"))
+    expect(section.locator("[data-idle-hours]")).to_have_text("0.1")   # 4 cards x 60 s
+    row = section.locator("tr[data-cause=cap]")
+    expect(row.locator("td").first).to_have_text(tr(lang, "Caps set by an admin"))
+    expect(row.locator("td").nth(1)).to_have_text("0.1")
+    expect(section.locator("[data-figure=idle] .plot-container")).to_be_visible()
+    assert admin.evaluate(OVERFLOW_JS) == []
+    shot(admin, lang, "platform-idle-while-waiting", top=section)
