@@ -80,7 +80,7 @@ from . import text
 from .capacity import Plan, plan_nodes
 from .eta import Release, reserve
 from .explain import _BORROW, _NOMINAL, _OVER, _ts
-from .order import fair_order
+from .order import borrow_predicate, fair_order
 from .reclaim import Reclaim
 from .rules import _mode, _worst
 from .types import (
@@ -138,7 +138,8 @@ class _Pass(Reclaim):
     def order(self, queued: list[JobView]) -> list[JobView]:
         """Tier, then fair share (:func:`jobs.admission.order.fair_order`)."""
         return fair_order(queued, self.tenant_use, self.nominal_total, self.history,
-                          self.policy)
+                          self.policy, borrows=borrow_predicate(self.active,
+                                                                self.quota.values()))
 
     # -- the pass ------------------------------------------------------------------------
 

@@ -55,7 +55,7 @@ from jobs.choices import JobState
 from . import text
 from .engine import _Pass
 from .explain import _CAPACITY
-from .order import Entry, fair_order
+from .order import Entry, borrow_predicate, fair_order
 from .types import (
     ACTIVE_STATES,
     TIER_RANK,
@@ -94,7 +94,8 @@ class _GroupPass(_Pass):
 
     def order(self, queued: list[JobView]) -> list[JobView]:
         self.ordered = fair_order(queued, self.tenant_use, self.nominal_total, self.history,
-                                  self.policy, self.entries)
+                                  self.policy, self.entries,
+                                  borrow_predicate(self.active, self.quota.values()))
         return self.ordered
 
     def explain(self, waiting: list[JobView]) -> None:
@@ -349,7 +350,8 @@ class Engine:
                 or k == "gpu-shared")
         entries: dict[int, Entry] = {}
         order = fair_order([j for j in jobs if j.state == JobState.QUEUED and not j.held],
-                           tenant_use, nominal_total, history, policy, entries)
+                           tenant_use, nominal_total, history, policy, entries,
+                           borrow_predicate(jobs, quotas))
         if len(order) != len(group.ordered) or any(
                 job.id != item[1].id for job, item in zip(order, group.ordered, strict=True)):
             return None

@@ -308,8 +308,9 @@ def test_production_never_borrows(mode, cluster, alice, tenant_a):
     second.refresh_from_db()
     reason = english(second.wait_reason)
     if mode["backend"] == "trainyard":
-        assert text_code(second.wait_reason) == "jobs.wait.over_quota_wait", reason
-        assert "quota of 4" in reason, reason
+        # as a batch job it would run on the 4 idle cards, so the reason says so
+        assert text_code(second.wait_reason) == "jobs.wait.over_quota", reason
+        assert "quota of 4" in reason and "batch tier" in reason, reason
     else:   # Kueue: the production queue has no borrowing limit left (borrowingLimit 0)
         assert "ty-acme-prod" in reason and "insufficient unused quota" in reason, reason
 

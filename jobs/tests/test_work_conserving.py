@@ -48,8 +48,21 @@ def test_development_borrows_idle_cards_beyond_its_grant_without_a_factor():
     """No overcommitted mode, no elastic factor: a static tenant's dev job larger than its
     grant runs on idle cards, marked borrowing."""
     d = run([node("n1"), node("n2")], [job(1, gpus=8), job(2, gpus=4)], [pool(H800=4)])
-    assert admitted(d) == {1: ("n1",), 2: ("n2",)}
-    assert {a.job_id: a.borrowing for a in d.admit} == {1: True, 2: True}
+    # job 2 fits the grant, so it goes first (work within quota before borrowing work);
+    # job 1, 8 cards on a grant of 4, borrows the other node
+    assert admitted(d) == {1: ("n2",), 2: ("n1",)}
+    assert {a.job_id: a.borrowing for a in d.admit} == {1: True, 2: False}
+
+
+def test_work_within_quota_goes_before_borrowing_work_of_the_same_tier():
+    """A tenant with no quota (its fair share always the smallest) cannot take back the
+    cards an owner has just reclaimed from it: the owner's job within its quota goes
+    first (as Kueue orders the workloads that do not borrow first)."""
+    jobs = [job(1, tenant="globex", gpus=4, minutes_ago=90),   # older, no quota: borrows
+            job(2, tenant="acme", gpus=4, minutes_ago=5)]
+    d = run([node("n1", gpus=4)], jobs, [pool("acme", H800=4), pool("globex", H800=0)])
+    assert admitted(d) == {2: ("n1",)}
+    assert d.waiting[1].position_in_pool == 1
 
 
 def test_development_borrows_a_model_it_was_not_granted():
