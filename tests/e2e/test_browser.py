@@ -351,13 +351,14 @@ def test_researcher_submits_a_job_and_watches_it_queue_run_and_finish(
     expect(state).to_have_text(state_label(lang, "running"))
     shot(page, lang, "researcher-job-running", doc=True)
 
-    # A second job asks for all 8 H800s of the pool while one is busy: it waits for quota,
-    # and its page says where it stands and why.
+    # A second job asks for all 8 H800s of the pool while one is busy: above the quota it
+    # borrows idle cards (issue 27), but only 7 are idle: it waits, and its page says
+    # where it stands and why.
     _fill_job_form(page, lang, name="e2e-big", gpus=8, h800=h800)
     expect(preview).to_contain_text(tr_js(
-        lang, "%(label)s: %(in_use)s in use + %(wanted)s > %(ceiling)s %(unit)s: it waits "
-        "until your pool's jobs free enough", label=label, in_use=1, wanted=8, ceiling=8,
-        unit=unit))
+        lang, "%(label)s: %(after)s of %(quota)s %(unit)s with this job: above your quota, "
+        "borrowing idle capacity (reclaimed when its owner needs it)", label=label, after=9,
+        quota=8, unit=unit))
     expect(preview).not_to_have_attribute("aria-busy", "true")
     page.locator("#job-form button[type=submit].primary").click()
     page.wait_for_url(re.compile(r"/t/acme/jobs/\d+/$"))
@@ -409,7 +410,10 @@ def test_a_refused_submit_shows_its_reason_and_a_template_keeps_what_was_typed(
     never start is refused, and the reason stays at its field and at the top after the
     live preview has run."""
     from jobs.models import TrainingJob
+    from tenants.models import Tenant
 
+    # a platform admin capped the team's borrowing at its quota: 16 cards could never start
+    Tenant.objects.filter(slug="acme").update(borrowing_cap=1)
     page = new_page(lang)
     log_in(page, "bob", "/t/acme/jobs/new/")
     preview = page.locator("#preview")
@@ -575,12 +579,13 @@ def test_finance_closes_a_month_and_downloads_the_invoice(lang, new_page, settin
     row.locator("a", has_text=invoice.number).click()
     page.wait_for_url(f"**/t/acme/invoices/{invoice.pk}/")
     expect(page.locator("section.card h2").first).to_contain_text(invoice.number)
-    # the idle KPI of the invoice's month (issue 17): 24 billed GPU-hours of A100, no
-    # quota held and no utilisation measured, with its formula; nothing overflows the card
-    idle = page.locator("section#idle")
-    a100 = idle.locator(f'tr[data-model="{A100_PRICE["gpu_model"]}"]')
-    expect(a100.locator('[data-field="allocated_hours"]')).to_have_text("24")
-    expect(a100.locator('[data-field="quota_hours"]')).to_have_text("0")
+    # the utilisation figures of the invoice's month (issue 27): 24 allocated GPU-hours of
+    # A100, no quota held and no utilisation measured, with their definitions; nothing
+    # overflows the card
+    idle = page.locator("section#utilisation")
+    a100 = idle.locator(f'tr[data-kind="gpu:{A100_PRICE["gpu_model"]}"]')
+    expect(a100.locator('[data-field="allocated"]')).to_have_text("24")
+    expect(a100.locator('[data-field="quota_held"]')).to_have_text("0")
     expect(idle.locator("p.formula")).to_be_visible()
     assert idle.evaluate("e => e.scrollWidth <= e.clientWidth + 1")
     shot(page, lang, "finance-invoice", doc=True, zh_doc=True)
@@ -928,7 +933,7 @@ def test_a_borrowed_job_says_it_may_be_reclaimed_and_the_cluster_page_measures_i
     assert page.evaluate(OVERFLOW_JS) == []
     shot(page, lang, "researcher-borrowed-job", top=page.locator("#job-reclaim"))
 
-    tenant_a.borrowing_cap = 1   # a platform admin caps the team's borrowing at its grant
+    tenant_a.borrowing_cap = 3   # a platform admin caps the team's borrowing: 3 x 2 cards
     tenant_a.save(update_fields=["borrowing_cap", "updated_at"])
     capped = job_services.job_submit(access=access, actor=bob, pool="dev", data=submission(
         name="e2e-capped", gpu_model=world["h800"], gpus_per_worker=4))
