@@ -162,3 +162,48 @@ def test_the_policy_page_saves_its_own_values_unchanged(login, platform_admin):
             after.development_grace_seconds) == (
         before.eviction_watermark, before.dynamic_headroom, before.dynamic_idle_threshold,
         before.development_grace_seconds)
+
+
+def test_borrowing_caps_on_the_policy_and_tenant_pages_and_the_quota_page(
+        login, api, platform_admin, alice, tenant_a):
+    """Issue 27: no cap by default (development and batch borrow any idle capacity, and
+    the quota page says so); a platform admin caps it for everyone on the policy page or
+    the API, or per tenant (which wins); a bad value is refused at its field, changing
+    nothing."""
+    from decimal import Decimal
+
+    services.quota_set(actor=platform_admin, pool=tenant_a.pools.get(kind="dev"),
+                       reason="t", amounts={"gpu:NVIDIA-H800": 4})
+    page = login(alice).get("/t/acme/quota/").content.decode()
+    assert "development and batch jobs may borrow any idle capacity" in page
+    assert "any idle capacity</td>" in page.replace("\n", "")
+    assert api(alice).get("/api/v1/tenants/acme/quota/").json()["borrowing_factor"] is None
+    client = login(platform_admin)
+    form = {"eviction_watermark": "85", "development_grace_seconds": "300",
+            "batch_grace_seconds": "30", "dynamic_headroom": "20",
+            "dynamic_idle_threshold": "50"}
+    bad = client.post("/platform/policy/", {**form, "borrowing_cap": "0.5"})
+    assert bad.status_code == 400 and 'id="id_borrowing_cap_error"' in bad.content.decode()
+    assert Policy.current().borrowing_cap is None
+    assert client.post("/platform/policy/", {**form, "borrowing_cap": "2"}).status_code == 302
+    assert Policy.current().borrowing_cap == Decimal(2)
+    overview = api(alice).get("/api/v1/tenants/acme/quota/").json()
+    assert overview["borrowing_factor"] == "2" and overview["borrowing_cap"] is None
+    dev = next(p for p in overview["pools"] if p["pool"] == "dev")
+    assert {r["key"]: r["ceiling"] for r in dev["resources"]}["gpu:NVIDIA-H800"] == "8"
+    page = login(alice).get("/t/acme/quota/").content.decode()
+    assert "may borrow idle capacity up to 2 × the quota" in page
+    # the tenant's own cap wins; blank goes back to the policy's
+    client = login(platform_admin)
+    client.post("/t/acme/quota/settings/", {"quota_mode": "static", "borrowing_cap": "1"})
+    tenant_a.refresh_from_db()
+    assert tenant_a.borrowing_cap == 1 and tenant_a.borrowing_factor() == 1
+    client.post("/t/acme/quota/settings/", {"quota_mode": "static", "borrowing_cap": ""})
+    tenant_a.refresh_from_db()
+    assert tenant_a.borrowing_cap is None and tenant_a.borrowing_factor() == 2
+    # the API: null lifts the platform's cap; out of range is a 400 naming the field
+    assert api(platform_admin).patch("/api/v1/policy/", {"borrowing_cap": "0"},
+                                     format="json").status_code == 400
+    lifted = api(platform_admin).patch("/api/v1/policy/", {"borrowing_cap": None},
+                                       format="json")
+    assert lifted.status_code == 200 and lifted.json()["borrowing_cap"] is None
