@@ -233,7 +233,9 @@ class _Pass(Reclaim):
         key_mode = _mode(batch, units, nb, al, nominal, ceiling)
         mode = _worst(key_mode, self.dims_mode(job)[0]) if job.dims else key_mode
         gated = mode != _OVER and self.gated(job, key)   # above the watermark (step 4)
-        if not gated and mode != _OVER and al + units <= ceiling:   # pool's batch jobs count
+        # everything the pool's pods hold, its batch jobs' included, within what the pool's
+        # unscoped ResourceQuota allows (production: its own is its grant, checked above)
+        if not gated and mode != _OVER and al + units <= self.pool_ceiling(job, key):
             plan = self.place(key, tenant, replicas, per)
             if plan is not None:
                 res = self.reservations.get(key)

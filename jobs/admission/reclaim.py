@@ -144,8 +144,10 @@ class Reclaim(QuotaRules):
                 return False
             if job.dims and self.dims_mode(job, releasing=True, victims=victims)[0] == _OVER:
                 return False   # a victim of its pool frees its whole demand, every dimension
-            if job.tier != Tier.BATCH:   # the pool's batch work does not count (it yields)
-                return eff_nb - own_nb + units <= ceiling
+            if job.tier != Tier.BATCH:   # the pool's batch work does not count (it yields),
+                # except against what the pool's pods together may hold (the backstop)
+                return (eff_nb - own_nb + units <= ceiling
+                        and eff_all - own_all + units <= self.pool_ceiling(job, key))
             return eff_all - own_all + units <= ceiling
 
         extra: dict[Slot, int] = dict(pend)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from core.choices import Tier
@@ -208,6 +209,14 @@ class PassState(Explainer):
                     ceiling = quota.batch_ceiling.get(key, ceiling)
             cached = self._limits[memo] = (nominal, max(nominal, ceiling))
         return cached
+
+    def pool_ceiling(self, job: JobView, key: str) -> int:
+        """What all the pool's jobs together may hold of ``key`` (the unscoped ResourceQuota
+        backstop): the larger ceiling of its borrowing work (development, batch), whatever
+        the job's tier. Production is held to its grant by :meth:`limits` (and a quota
+        scoped to it) apart."""
+        return max(self.limits(job if job.tier == tier else replace(job, tier=tier), key)[1]
+                   for tier in (Tier.DEVELOPMENT, Tier.BATCH))
 
     def grace(self, tier: str) -> int:
         return int(self.policy.grace_seconds.get(tier, 0))

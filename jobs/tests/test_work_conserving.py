@@ -255,3 +255,17 @@ def test_a_job_within_its_quota_waits_for_borrowers_no_longer_than_their_grace()
         for waited, grace in _simulate(seed):
             # the grace, and one pass to notice the room is free
             assert waited <= grace + 20, (seed, waited, grace)
+
+
+def test_production_starts_on_idle_cards_beside_its_pools_borrowing_batch_work():
+    """The prod pool's batch work borrows beyond the grant; production within its grant
+    starts on the idle cards at once (its pods are held to the grant by their own scoped
+    quota), without waiting for the batch work to be preempted. Under a cap of 1, the
+    pool's pods together may hold the grant alone: then the batch work yields."""
+    nodes = [node("n1"), node("n2")]
+    jobs = [job(10, pool="prod", tier="batch", state="running", gpus=8, on="n1"),
+            job(1, pool="prod", gpus=4)]
+    d = run(nodes, jobs, [pool(kind="prod", H800=8)], policy=Policy(watermark=1.0))
+    assert admitted(d) == {1: ("n2",)} and preempted(d) == []
+    d = run(nodes, jobs, [pool(kind="prod", cap=1, H800=8)], policy=Policy(watermark=1.0))
+    assert admitted(d) == {} and preempted(d) == [10]
