@@ -242,12 +242,12 @@ def test_a_loan_is_guaranteed_until_it_ends_then_the_lender_reclaims(
 
 
 def test_idle_capacity_is_lent_to_development_and_batch(mode, cluster, bob, tenant_a):
-    """A development job above its pool's grant runs on the production pool's idle cards;
-    a batch job runs on A100 cards nobody was granted (Kueue: the cohort's own quota).
-    6 of the 8 H800 cards: the engine's eviction watermark (85% of physical capacity,
-    Trainyard's own; Kueue has none) holds borrowed work below it."""
+    """A development job above its pool's grant takes every H800 card, the production
+    pool's idle ones included (the engine's eviction watermark counts no allocation on
+    exclusive cards, so both backends lend all of them); a batch job runs on A100 cards
+    nobody was granted (Kueue: the cohort's own quota)."""
     a100 = _model(cluster, "A100")
-    big = _submit(mode, bob, tenant_a, "dev-big", "development", "dev", gpus=6,
+    big = _submit(mode, bob, tenant_a, "dev-big", "development", "dev", gpus=8,
                   run_seconds=3600)
     sweep = _submit_model(mode, bob, tenant_a, "sweep", "batch", "dev", a100, gpus=8)
     assert _until(mode, cluster, [big, sweep], ["running", "running"], rounds=10) == [
