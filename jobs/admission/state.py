@@ -107,7 +107,7 @@ class PassState(Explainer):
         self.dim_rel_nb: dict[TPK, int] = defaultdict(int)
         self.dim_rel_all: dict[TPK, int] = defaultdict(int)
         self.dim_version: dict[tuple[str, str], int] = defaultdict(int)
-        self._dim_limits: dict[tuple[str, str, str, bool], tuple[int, int]] = {}
+        self._dim_limits: dict[tuple[str, str, str, str], tuple[int, int]] = {}
         self.cpu_free: dict[str, list[int]] = {
             n.name: [n.cpu - n.cpu_used, n.memory - n.memory_used]
             for n in self.cap.cpu_nodes if n.cpu > 0}

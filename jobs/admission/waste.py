@@ -138,9 +138,9 @@ def idle_while_waiting(*, nodes: Sequence[NodeView], jobs: Sequence[JobView],
     admitted = set()
     for admission in decisions.admit:
         admitted.add(admission.job_id)
-        job = by_id.get(admission.job_id)
-        if job is not None and job.resource_key and job.state == JobState.QUEUED:
-            cap.take(job.resource_key, admission.placement, job.gpus_per_replica)
+        taken = by_id.get(admission.job_id)
+        if taken is not None and taken.resource_key and taken.state == JobState.QUEUED:
+            cap.take(taken.resource_key, admission.placement, taken.gpus_per_replica)
     capacity: dict[str, int] = defaultdict(int)
     for (key, _name), slot in cap.index.items():
         capacity[key] += slot.cap
