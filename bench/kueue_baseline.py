@@ -402,7 +402,10 @@ def kueue_objects(scenario: Scenario) -> list[dict]:
                  "memory": Decimal(5000)},
         borrowing={f"gpu:{product(m)}": Decimal(scenario.ceiling - scenario.nominal)})
         for m in scenario.models for tenant in scenario.tenants(m))
-    objects = desired_kueue_objects(KueueSpec(queues=queues))
+    # the cohort's own quota: the physical cards no queue was granted (none when the
+    # tenants' quotas add up to the cluster, as in Kueue's scenario)
+    capacity = {f"gpu:{product(m)}": Decimal(scenario.gpus_per_model) for m in scenario.models}
+    objects = desired_kueue_objects(KueueSpec(queues=queues, capacity=capacity))
     for obj in objects:
         if obj["kind"] == "ClusterQueue":
             obj["spec"]["preemption"] = bench_preemption()
