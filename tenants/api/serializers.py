@@ -15,7 +15,7 @@ from core.schema import documented
 from core.texts import render
 from k8s_sync.placement import MAX_TOPOLOGY_LEVELS
 from tenants.catalog import MAX_AMOUNT
-from tenants.choices import MembershipRole
+from tenants.choices import MembershipRole, QuotaMode
 from tenants.models import (
     Membership,
     NodeDedication,
@@ -88,8 +88,10 @@ class TenantSerializer(serializers.ModelSerializer):
         model = Tenant
         fields = ["slug", "name", "cost_center", "contact_name", "contact_email", "status",
                   "suspended_reason", "suspended_at", "created_at", "updated_at", "pools",
-                  "my_role", "egress_cidrs"]
-        read_only_fields = ["egress_cidrs"]
+                  "my_role", "egress_cidrs", "quota_mode", "borrowing_cap",
+                  "members_may_request_quota"]
+        read_only_fields = ["egress_cidrs", "quota_mode", "borrowing_cap",
+                            "members_may_request_quota"]
 
     def get_my_role(self, tenant: Tenant) -> str | None:
         roles = self.context.get("my_roles", {})
@@ -114,6 +116,13 @@ class TenantUpdateInput(serializers.Serializer):
         child=serializers.CharField(max_length=64), required=False, allow_empty=True,
         max_length=MAX_CIDRS,
         help_text="The tenant's own egress destinations (CIDRs), beside the policy's")
+    quota_mode = serializers.ChoiceField(choices=QuotaMode.choices, required=False)
+    borrowing_cap = serializers.DecimalField(
+        max_digits=5, decimal_places=2, required=False, allow_null=True,
+        min_value=POLICY_BOUNDS["borrowing_cap"][0], max_value=POLICY_BOUNDS["borrowing_cap"][1],
+        help_text="What the tenant's development and batch jobs may hold, x its quota; null: "
+                  "the platform's cap, or none (any idle capacity)")
+    members_may_request_quota = serializers.BooleanField(required=False)
 
 
 class DeleteInput(serializers.Serializer):

@@ -207,3 +207,21 @@ def test_borrowing_caps_on_the_policy_and_tenant_pages_and_the_quota_page(
     lifted = api(platform_admin).patch("/api/v1/policy/", {"borrowing_cap": None},
                                        format="json")
     assert lifted.status_code == 200 and lifted.json()["borrowing_cap"] is None
+
+
+def test_a_platform_admin_sets_a_tenants_borrowing_cap_through_the_api(api, platform_admin,
+                                                                       alice, tenant_a):
+    url = "/api/v1/tenants/acme/"
+    assert api(alice).patch(url, {"borrowing_cap": "2"}, format="json").status_code in (403,
+                                                                                        404)
+    bad = api(platform_admin).patch(url, {"borrowing_cap": "0.5"}, format="json")
+    assert bad.status_code == 400 and "borrowing_cap" in bad.content.decode()
+    tenant_a.refresh_from_db()
+    assert tenant_a.borrowing_cap is None
+    done = api(platform_admin).patch(url, {"borrowing_cap": "2", "quota_mode": "dynamic"},
+                                     format="json")
+    assert done.status_code == 200, done.content
+    assert (done.json()["borrowing_cap"], done.json()["quota_mode"]) == ("2.00", "dynamic")
+    lifted = api(platform_admin).patch(url, {"borrowing_cap": None}, format="json")
+    assert lifted.json()["borrowing_cap"] is None
+    assert AuditEvent.objects.filter(action="tenant.update").count() == 2
