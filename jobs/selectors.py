@@ -378,7 +378,7 @@ def _admission_inputs(now):  # type: ignore[no-untyped-def]
     engine_policy = EnginePolicy(
         watermark=float(policy.eviction_watermark),
         exclusive_keys=frozenset({k for k, u in physical.items() if u.exclusive} | {
-            k for k in report.resources if k.startswith("mig:")}),
+            f"mig:{m.profile}" for n in report.nodes for m in n.mig}),
         grace_seconds={str(tier): rules.preemption_grace_seconds
                        for tier, rules in tier_rules(policy).items()})
     return {"nodes": nodes, "jobs": jobs, "quotas": quotas, "policy": engine_policy,
@@ -753,11 +753,7 @@ def _preview_dimensions(inputs: dict, tenant: str, pool_kind: str, job: Any) -> 
         granted = quota is not None and key in quota.nominal
         if not granted and dimension_only_when_granted(key):
             continue
-        nominal = quota.nominal.get(key, 0) if quota is not None else 0
-        ceiling = nominal
-        if quota is not None and job.tier != Tier.PRODUCTION:   # production never borrows
-            default = nominal if quota.ceiling_default is None else quota.ceiling_default
-            ceiling = max(nominal, quota.ceiling.get(key, default))
+        nominal, ceiling = quota.limits(key, job.tier) if quota is not None else (0, 0)
         unlimited = ceiling >= demand.UNLIMITED
         resource = Resource.parse(key)
         out.append({"key": key, "label": resource.label(),

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from datetime import datetime
 
 from core.choices import Tier
@@ -184,30 +183,20 @@ class PassState(Explainer):
         return self.durations(job)
 
     def limits(self, job: JobView, key: str) -> tuple[int, int]:
-        """(nominal, ceiling) of the job's pool for ``key``; (0, 0) without a quota.
+        """(nominal, ceiling) of the job's pool for ``key`` (``PoolQuota.limits``: production
+        never borrows); (0, 0) without a quota."""
+        return self.tier_limits(job.tenant, job.pool, key, job.tier)
 
-        Production never borrows: its ceiling is its nominal quota (its pool's effective
-        grant, loans included). Development and batch work may hold up to the pool's
-        ceiling (``PoolQuota.ceiling``; a key not granted: ``ceiling_default``), idle
-        capacity beyond the grant that is reclaimed when its owner needs it; a batch job
-        the pool's ``batch_ceiling`` where one is given."""
-        batch = job.tier == Tier.BATCH
-        production = job.tier == Tier.PRODUCTION
-        memo = (job.tenant, job.pool, key, job.tier)
+    def tier_limits(self, tenant: str, pool: str, key: str, tier: str) -> tuple[int, int]:
+        memo = (tenant, pool, key, tier)
         cached = self._limits.get(memo)
-        if cached is None and key.startswith("shared:"):   # counted as "gpu-shared"
-            cached = self._limits[memo] = (_UNBOUNDED, _UNBOUNDED)
         if cached is None:
-            quota = self.quota.get((job.tenant, job.pool))
-            nominal = quota.nominal.get(key, 0) if quota is not None else 0
-            ceiling = nominal
-            if quota is not None and not production:
-                default = quota.ceiling_default if quota.ceiling_default is not None \
-                    else nominal
-                ceiling = quota.ceiling.get(key, default)
-                if batch and quota.batch_ceiling is not None:
-                    ceiling = quota.batch_ceiling.get(key, ceiling)
-            cached = self._limits[memo] = (nominal, max(nominal, ceiling))
+            quota = self.quota.get((tenant, pool))
+            if key.startswith("shared:"):   # counted as "gpu-shared"
+                cached = (_UNBOUNDED, _UNBOUNDED)
+            else:
+                cached = quota.limits(key, tier) if quota is not None else (0, 0)
+            self._limits[memo] = cached
         return cached
 
     def pool_ceiling(self, job: JobView, key: str) -> int:
@@ -215,7 +204,7 @@ class PassState(Explainer):
         backstop): the larger ceiling of its borrowing work (development, batch), whatever
         the job's tier. Production is held to its grant by :meth:`limits` (and a quota
         scoped to it) apart."""
-        return max(self.limits(job if job.tier == tier else replace(job, tier=tier), key)[1]
+        return max(self.tier_limits(job.tenant, job.pool, key, tier)[1]
                    for tier in (Tier.DEVELOPMENT, Tier.BATCH))
 
     def grace(self, tier: str) -> int:

@@ -184,6 +184,21 @@ class PoolQuota:
     the pool's use above ``nominal`` minus all of them runs on the loan its top unit falls
     in (:attr:`Admission.loan`)."""
 
+    def limits(self, key: str, tier: str) -> tuple[int, int]:
+        """(nominal, ceiling) of ``key`` for a job of ``tier``, the one rule: production
+        never borrows (its ceiling is its nominal quota, the pool's effective grant, loans
+        included); development and batch work may hold up to :attr:`ceiling` (a key not
+        granted: :attr:`ceiling_default`), a batch job the :attr:`batch_ceiling` where one
+        is given. The engine (``PassState.limits``) and the job form's preview call it."""
+        nominal = self.nominal.get(key, 0)
+        if tier == Tier.PRODUCTION:
+            return nominal, nominal
+        ceiling = self.ceiling.get(
+            key, nominal if self.ceiling_default is None else self.ceiling_default)
+        if tier == Tier.BATCH and self.batch_ceiling is not None:
+            ceiling = self.batch_ceiling.get(key, ceiling)
+        return nominal, max(nominal, ceiling)
+
 
 @dataclass(frozen=True)
 class Policy:
