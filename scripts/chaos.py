@@ -286,8 +286,9 @@ def db_steps() -> list[Step]:
 
 
 def db_demand_and_limits(now: dt.datetime) -> tuple[dict, dict]:
-    """job -> (pool, engine units) and pool -> ceilings (the larger of the elastic and the
-    batch ceiling, with the grants as they are now: approvals only raised them)."""
+    """job -> (pool, engine units) and pool -> ceilings (``PoolQuota.limits``: the larger of
+    the development and the batch ceiling, with the grants as they are now: approvals only
+    raised them)."""
     from jobs.models import TrainingJob
     from jobs.selectors import admission_inputs, job_resources, observed_card_facts
 
@@ -295,11 +296,10 @@ def db_demand_and_limits(now: dt.datetime) -> tuple[dict, dict]:
     demand = {j.pk: (f"{j.tenant.slug}/{j.pool.kind}", job_resources(j, facts))
               for j in TrainingJob.objects.select_related("tenant", "pool")}
     limits: dict[str, dict[str, int]] = {}
-    for q in admission_inputs(now)["quotas"]:
+    for q in admission_inputs(now)["quotas"]:   # a key not listed: the pool's default
         keys = set(q.nominal) | set(q.ceiling) | set(q.batch_ceiling or {})
-        limits[f"{q.tenant}/{q.pool}"] = {
-            k: max(q.nominal.get(k, 0), q.ceiling.get(k, 0), (q.batch_ceiling or {}).get(k, 0))
-            for k in keys}
+        limits[f"{q.tenant}/{q.pool}"] = {   # what the pool's jobs together may hold
+            k: max(q.limits(k, tier)[1] for tier in ("development", "batch")) for k in keys}
     return demand, limits
 
 
