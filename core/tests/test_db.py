@@ -1,4 +1,5 @@
-"""``core.db.update_rows``: many rows, each to its own values, by one prepared UPDATE."""
+"""``core.db.update_rows`` and ``insert_rows``: many rows, each with its own values, by one
+prepared statement."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from core.db import update_rows
+from core.db import insert_rows, update_rows
 from jobs.models import AdmissionState
 
 
@@ -41,3 +42,19 @@ def test_update_rows_prepares_json_as_save_does_and_does_nothing_for_no_rows():
     with CaptureQueriesContext(connection) as ctx:
         assert update_rows(AdmissionState, ["explain_ms"], []) == 0
     assert ctx.captured_queries == []
+
+
+@pytest.mark.django_db
+def test_insert_rows_writes_each_row_as_save_would_in_one_statement():
+    from tenants.models import AuditEvent
+
+    when = timezone.now().replace(microsecond=654321) - dt.timedelta(hours=5)
+    text = {"code": "jobs.audit.hold", "args": {"job": "二", "n": [1, 2]}}
+    with CaptureQueriesContext(connection) as ctx:
+        assert insert_rows(AuditEvent, ["at", "action", "summary", "text", "data"], [
+            (when, "job.hold", "held", text, {"job": 7}),
+            (when, "job.priority", "moved", "plain", {})]) == 2
+    assert len(ctx.captured_queries) == 1
+    rows = list(AuditEvent.objects.order_by("id").values_list("at", "action", "text", "data"))
+    assert rows == [(when, "job.hold", text, {"job": 7}), (when, "job.priority", "plain", {})]
+    assert insert_rows(AuditEvent, ["action"], []) == 0
