@@ -446,7 +446,11 @@ def main() -> None:
     jobs.selectors.admission_inputs = inputs
     # Passes run on their own every --interval (as beat would, more often); a submission
     # does not also run one synchronously (eager Celery would).
-    job_services.kick_admission = lambda: None  # type: ignore[attr-defined]
+    try:  # jobs.enqueue: every caller enqueues through it (older checkouts: the services)
+        from jobs import enqueue as job_enqueue
+    except ImportError:
+        job_enqueue = job_services
+    job_enqueue.kick_admission = lambda: None  # type: ignore[attr-defined]
 
     # The k8s worker: what sync_job / sync_jobs tasks would do in a Celery worker of the
     # "k8s" queue, fed by the on-commit enqueues of submissions and passes.

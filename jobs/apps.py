@@ -11,5 +11,7 @@ class JobsConfig(AppConfig):
         # checkpoint volumes from the dev-volume reclaim (tenants.signals.volumes_held);
         # receivers kicks an admission cycle when the watcher records a change of jobs'
         # PyTorchJobs or pods (k8s_sync.signals.observed_changed); usage answers the
-        # quota pages' "in use" (tenants.usage.pools_in_use).
-        from jobs import receivers, texts, usage, volumes  # noqa: F401
+        # quota pages' "in use" (tenants.usage.pools_in_use); tasks registers the jobs
+        # app's Celery tasks in every process, so jobs.enqueue finds them by name (with
+        # their queues) wherever it runs.
+        from jobs import receivers, tasks, texts, usage, volumes  # noqa: F401

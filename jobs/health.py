@@ -17,7 +17,7 @@ system takes by itself (:class:`Next`), with its time where it has one:
   (:data:`NOT_STARTED_AFTER`) -> back in the queue at the pod-start deadline, or failed
   there when that was its last attempt (``jobs.podstart``);
 * preempting past its grace -> released to the queue :data:`PREEMPT_RELEASE_AFTER` after
-  its deadline, whether or not its pods have gone (``jobs.tasks.observe_jobs``);
+  its deadline, whether or not its pods have gone (``jobs.observation.observe_jobs``);
 * running or preempting with a cluster error -> nothing automatic for a running job.
 """
 
@@ -37,7 +37,7 @@ NOT_CREATED_AFTER = dt.timedelta(minutes=1)
 #: deadline, ``Policy.pod_start_deadline_seconds``, acts later).
 NOT_STARTED_AFTER = dt.timedelta(minutes=5)
 #: A preempting job is put back in the queue this long after its grace ended even when
-#: its pods have not gone (``jobs.tasks.observe_jobs``).
+#: its pods have not gone (``jobs.observation.observe_jobs``).
 PREEMPT_RELEASE_AFTER = dt.timedelta(minutes=5)
 REASON_MAX = 500
 #: The admission loop's period (``portal/schedules.py`` runs it this often, and on every

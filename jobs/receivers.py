@@ -24,7 +24,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.dispatch import receiver
 
-from jobs.tasks import admission_cycle
+from jobs import enqueue
 from k8s_sync.naming import NAMESPACE_PREFIX
 from k8s_sync.signals import observed_changed
 
@@ -57,8 +57,8 @@ def admission_on_observed_change(sender: Any, kind: str = "", keys: list[str] | 
         if not cache.add(KICK_KEY, "1", timeout=KICK_DEBOUNCE_SECONDS):
             return False  # a cycle is already due within the window
         # expires, as the beat's entry: a backlog never runs stale copies
-        admission_cycle.apply_async(countdown=KICK_DEBOUNCE_SECONDS,
-                                    expires=KICK_DEBOUNCE_SECONDS + 8)
+        enqueue.send(enqueue.ADMISSION_CYCLE, countdown=KICK_DEBOUNCE_SECONDS,
+                     expires=KICK_DEBOUNCE_SECONDS + 8)
         return True
     except Exception:  # a broker or cache outage: the beat's next cycle covers it
         log.warning("cannot enqueue an admission cycle after observing %s", kind,

@@ -1,36 +1,40 @@
-"""Writes of the jobs app: submit, cancel, hold, re-prioritise, and state transitions.
+"""Writes of the jobs app: submit, cancel, hold, preempt, re-prioritise, maintenance windows.
 
-Every state change goes through :func:`job_transition`, a conditional update (it happens
-only from the expected states, so two workers racing cannot both apply it) that writes a
-JobTransition row in the same transaction.
+Every state change goes through :func:`job_transition` (``jobs.transitions``, re-exported
+here with :func:`job_transitions`, :class:`Move`, :func:`record_waiting` and
+:func:`job_notify_owner`), a conditional update (it happens only from the expected states,
+so two workers racing cannot both apply it) that writes a JobTransition row in the same
+transaction. What a verb asks of the cluster is enqueued after its commit
+(``jobs.enqueue``); what differs by admission backend is asked of it (``jobs.backends``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
-from dataclasses import dataclass
-from dataclasses import field as dc_field
 from decimal import Decimal
 from typing import Any
 
-from django.db import DatabaseError, IntegrityError, transaction
-from django.db.models import Max
-from django.urls import reverse
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from core.choices import Tier
-from core.db import update_rows
 from core.exceptions import ApplicationError, Conflict, NotAllowed
 from core.texts import StoredText
 from core.texts import message as stored_text
 from core.validation import typed_text
-from jobs import selectors, submitcache
+from jobs import enqueue, selectors, submitcache
+from jobs.backends import get_backend
 from jobs.choices import ACTIVE_STATES, JobState
 from jobs.contract import NON_FIELD, check_buildable
 from jobs.defrag import plan_defrag
-from jobs.models import JobTransition, MaintenanceWindow, TrainingJob
+from jobs.models import MaintenanceWindow, TrainingJob
+from jobs.transitions import Move as Move
+from jobs.transitions import job_notify_owner as job_notify_owner
+from jobs.transitions import job_transition, record
+from jobs.transitions import job_transitions as job_transitions
+from jobs.transitions import record_waiting as record_waiting
 from jobs.validation import Inventory, SubmissionError, validate_submission
 from k8s_sync.naming import job_name
 from tenants.access import AnyUser, TenantAccess, require_platform_admin
@@ -42,49 +46,6 @@ from tenants.demand import (
     pool_ceiling,
 )
 from tenants.models import Pool
-from tenants.services.notify import notify
-
-
-def _backend():  # type: ignore[no-untyped-def]
-    from jobs.backends import get_backend  # deferred: the backends import the services
-    return get_backend()
-
-
-def kick_admission() -> None:
-    """An admission pass once the current transaction commits (none for a rollback)."""
-    from jobs.tasks import admission_cycle  # deferred: jobs.tasks imports the services
-
-    def enqueue() -> None:
-        admission_cycle.delay()
-    transaction.on_commit(enqueue, robust=True)
-
-
-def schedule_sync(job_id: int) -> None:
-    """Converge the job's PyTorchJob once the current transaction commits."""
-    from jobs.tasks import sync_job  # deferred: jobs.tasks imports the services
-
-    def enqueue() -> None:
-        sync_job.delay(job_id)
-    transaction.on_commit(enqueue, robust=True)
-
-
-def schedule_syncs(job_ids: Iterable[int]) -> None:
-    """Converge many jobs' PyTorchJobs once the current transaction commits: one
-    ``jobs.sync_jobs`` task per :data:`SYNC_BATCH` jobs (their API calls run
-    concurrently, ``jobs.tasks.sync_jobs``) rather than a task per job."""
-    from jobs.tasks import sync_jobs  # deferred: jobs.tasks imports the services
-
-    ids = list(dict.fromkeys(job_ids))
-    for start in range(0, len(ids), SYNC_BATCH):
-        chunk = ids[start:start + SYNC_BATCH]
-
-        def enqueue(chunk: list[int] = chunk) -> None:
-            sync_jobs.delay(chunk)
-        transaction.on_commit(enqueue, robust=True)
-
-
-SYNC_BATCH = 200
-"""Jobs per ``jobs.sync_jobs`` task."""
 
 
 def job_submit(*, access: TenantAccess, actor: AnyUser, pool: str, data: dict[str, Any],
@@ -103,8 +64,8 @@ def job_submit(*, access: TenantAccess, actor: AnyUser, pool: str, data: dict[st
                 **clean)
             job.k8s_name = job_name(job.pk, job.name)
             job.save(update_fields=["k8s_name"])
-            _record(job, "", JobState.QUEUED, "Submitted", actor=actor)
-            _backend().submit(job.pk)  # its PyTorchJob, suspended; then an admission pass
+            record(job, "", JobState.QUEUED, "Submitted", actor=actor)
+            get_backend().submit(job.pk)  # its PyTorchJob, suspended; then an admission pass
     except IntegrityError:
         raise Conflict(_("A job named “%(n)s” exists already in this tenant; choose another "
                          "name.") % {"n": clean["name"]}, field="name") from None
@@ -220,107 +181,6 @@ _DIM_ORDER = {"gpu": 0, "mig": 0, "gpu-shared": 0, "cpu": 1, "memory": 2, "gpu-m
 """The order in which :func:`_check_ceiling` names a job's dimensions."""
 
 
-def _record(job: TrainingJob, from_state: str, to_state: str, reason: str, *,
-            message: StoredText = "", actor: AnyUser | None = None,
-            at: dt.datetime | None = None) -> JobTransition:
-    now = timezone.now()
-    return JobTransition.objects.create(
-        job=job, from_state=from_state, to_state=to_state, reason=reason, message=message,
-        actor=actor if actor is not None and getattr(actor, "is_authenticated", False) else None,
-        at=at or now, observed_at=now)
-
-
-def job_transition(*, job_id: int, from_states: Iterable[str], to_state: str, reason: str,
-                   message: StoredText = "", actor: AnyUser | None = None,
-                   at: dt.datetime | None = None, stamp: Iterable[str] = (),
-                   **fields: Any) -> bool:
-    """Move a job to ``to_state`` if it is in one of ``from_states``; True when it moved.
-
-    A conditional update: when another worker moved the job first, this does nothing
-    (returns False), so a decision is never applied twice. ``fields`` are set with it.
-    ``at`` is when it happened (the cluster's time for what the cluster reports; now by
-    default); it is kept between the job's previous transition and now, so a skewed
-    clock never reorders the history nor dates a change in the future. The fields named
-    in ``stamp`` (``started_at``, ``finished_at``) are set to that same time.
-    """
-    now = timezone.now()
-    at = min(at or now, now)
-    with transaction.atomic():
-        job = TrainingJob.objects.select_for_update().filter(pk=job_id,
-                                                             state__in=list(from_states)).first()
-        if job is None:
-            return False
-        last = JobTransition.objects.filter(job_id=job_id).order_by("-at", "-id").values_list(
-            "at", flat=True).first()
-        if last is not None and at < last:
-            at = last
-        previous = job.state
-        fields.update(dict.fromkeys(stamp, at))
-        TrainingJob.objects.filter(pk=job_id).update(state=to_state, **fields)
-        _record(job, previous, to_state, reason, message=message, actor=actor, at=at)
-    return True
-
-
-@dataclass(frozen=True)
-class Move:
-    """One job's part of :func:`job_transitions`: its own fields and message."""
-
-    job_id: int
-    fields: dict[str, Any] = dc_field(default_factory=dict)
-    message: StoredText = ""
-    at: dt.datetime | None = None  # when it happened, if not the call's ``at``
-
-
-def job_transitions(*, moves: Iterable[Move], from_states: Iterable[str], to_state: str,
-                    reason: str, at: dt.datetime | None = None, stamp: Iterable[str] = (),
-                    **common: Any) -> list[int]:
-    """:func:`job_transition` for many jobs at once (the admission loop's decisions of a
-    pass): the ids of the jobs that moved, in the order of ``moves``.
-
-    One transaction and a fixed number of statements whatever the number of jobs: the
-    jobs still in one of ``from_states`` are locked and read, moved by one conditional
-    UPDATE (``state IN from_states``; a job another pass moved first is left alone, so a
-    decision is never applied twice), given their own ``fields`` by one bulk update, and
-    get exactly one JobTransition each, in one bulk insert. ``common`` fields are set on
-    every moved job. ``at`` (or a move's own) and ``stamp`` as in :func:`job_transition`:
-    kept after each job's previous transition and never in the future."""
-    moves = list(moves)
-    from_states = list(from_states)
-    if not moves:
-        return []
-    now = timezone.now()
-    at = min(at or now, now)
-    by_id = {m.job_id: m for m in moves}
-    with transaction.atomic():
-        previous = dict(TrainingJob.objects.select_for_update().filter(
-            pk__in=list(by_id), state__in=from_states).values_list("pk", "state"))
-        if not previous:
-            return []
-        moved = TrainingJob.objects.filter(pk__in=list(previous), state__in=from_states
-                                           ).update(state=to_state, **common)
-        if moved != len(previous):
-            # Cannot happen under the row locks (Postgres) or the write lock (SQLite's
-            # IMMEDIATE transactions); if a database lets it, apply nothing this time.
-            raise DatabaseError(f"{len(previous) - moved} jobs changed state under a lock")
-        last = dict(JobTransition.objects.filter(job_id__in=list(previous)).values(
-            "job_id").annotate(last=Max("at")).values_list("job_id", "last"))
-        when = {}
-        for job_id in previous:
-            own = min(by_id[job_id].at or at, now)
-            when[job_id] = max(own, last[job_id]) if last.get(job_id) else own
-        stamp = list(stamp)
-        names = sorted({name for m in moves for name in m.fields} | set(stamp))
-        if any(set(m.fields) != set(names) - set(stamp) for m in moves):
-            raise ValueError("every move of one job_transitions call sets the same fields")
-        if names:
-            update_rows(TrainingJob, names, [
-                (job_id, *(when[job_id] if name in stamp else by_id[job_id].fields.get(name)
-                           for name in names)) for job_id in previous])
-        JobTransition.objects.bulk_create([JobTransition(
-            job_id=job_id, from_state=previous[job_id], to_state=to_state, reason=reason,
-            message=by_id[job_id].message, at=when[job_id], observed_at=now)
-            for job_id in previous], batch_size=500)
-    return [m.job_id for m in moves if m.job_id in previous]
 
 
 def job_cancel(*, access: TenantAccess, actor: AnyUser, job: TrainingJob) -> TrainingJob:
@@ -334,8 +194,8 @@ def job_cancel(*, access: TenantAccess, actor: AnyUser, job: TrainingJob) -> Tra
                            message=stored_text("jobs.transition.cancelled_by",
                                            u=actor.get_username()))
     if moved:
-        schedule_sync(job.pk)
-        kick_admission()
+        enqueue.schedule_sync(job.pk)
+        enqueue.kick_admission()
     job.refresh_from_db()
     return job
 
@@ -358,7 +218,7 @@ def job_hold(*, actor: AnyUser, job: TrainingJob, held: bool,
         record_audit(actor=actor, tenant=job.tenant, action="job.hold" if held else "job.release",
                      text=stored_text("jobs.audit.hold" if held else "jobs.audit.release",
                                       job=job.name, reason=reason), job=job.pk)
-        kick_admission()
+        enqueue.kick_admission()
     job.refresh_from_db()
     return job
 
@@ -374,7 +234,7 @@ def job_preempt(*, actor: AnyUser, job: TrainingJob, reason: str) -> TrainingJob
                                field="reason")
     text = stored_text("jobs.preempt.admin", u=actor.get_username(), reason=reason)
     with transaction.atomic():
-        if _backend().preempt(job_id=job.pk, reason=text, actor=actor):
+        if get_backend().preempt(job_id=job.pk, reason=text, actor=actor):
             record_audit(actor=actor, tenant=job.tenant, action="job.preempt",
                          text=stored_text("jobs.audit.preempt", job=job.name, reason=reason),
                          job=job.pk)
@@ -396,7 +256,7 @@ def job_set_priority(*, actor: AnyUser, job: TrainingJob, priority: int,
         record_audit(actor=actor, tenant=job.tenant, action="job.priority",
                      text=stored_text("jobs.audit.priority", job=job.name, priority=int(priority),
                                       reason=reason), job=job.pk)
-        kick_admission()
+        enqueue.kick_admission()
     job.refresh_from_db()
     return job
 
@@ -420,22 +280,6 @@ def clone_initial(job: TrainingJob) -> dict[str, Any]:
 
 
 
-def record_waiting(waiting: dict) -> None:  # dict[int, WaitInfo]
-    """Store each waiting job's position, ETA and reason (from the engine); only the
-    jobs whose values changed are written. The queued jobs are read by their state, not
-    by an ``IN`` list of every waiting id (which SQLite refuses past 32,766 of them)."""
-    names = ["position_in_pool", "position_in_model", "eta_p50", "eta_p90", "wait_reason"]
-    changed = []
-    for pk, *stored in TrainingJob.objects.filter(state=JobState.QUEUED).values_list(
-            "id", *names):
-        info = waiting.get(pk)
-        if info is None:
-            continue
-        new = (info.position_in_pool, info.position_in_model, info.eta_p50, info.eta_p90,
-               info.reason)
-        if tuple(stored) != new:
-            changed.append((pk, *new))
-    update_rows(TrainingJob, names, changed)
 
 
 # --- maintenance windows (defragmentation) ------------------------------------------------
@@ -496,7 +340,7 @@ def window_apply(*, window_id: int, now: dt.datetime | None = None) -> int:
                                               window=window.pk, model=window.gpu_model),
                               preempt_reason=stored_text("jobs.preempt.maintenance"),
                               preempt_deadline=now + dt.timedelta(seconds=300)):
-                schedule_sync(job_id)
+                enqueue.schedule_sync(job_id)
                 moved += 1
         window.status = MaintenanceWindow.Status.APPLIED
         window.applied_at = now
@@ -544,15 +388,13 @@ def window_released(*, window_id: int, now: dt.datetime | None = None) -> bool:
                      text=stored_text("jobs.audit.defrag_release", model=window.gpu_model,
                                       nodes=", ".join(window.nodes or []) or "—"),
                      window=window.pk)
-    kick_admission()  # the released nodes take work again
+    enqueue.kick_admission()  # the released nodes take work again
     return True
 
 
 def window_cancel(*, actor: AnyUser, window_id: int):  # type: ignore[no-untyped-def]
     """Cancel a window (platform admins): a scheduled one never opens; an open one gives
     its cordoned nodes back now (the release runs once this commits). Idempotent."""
-    from jobs.tasks import apply_maintenance_windows  # deferred: jobs.tasks imports services
-
     require_platform_admin(actor)
     with transaction.atomic():
         window = MaintenanceWindow.objects.select_for_update().filter(pk=window_id).first()
@@ -567,17 +409,5 @@ def window_cancel(*, actor: AnyUser, window_id: int):  # type: ignore[no-untyped
                      text=stored_text("jobs.audit.defrag_cancel", model=window.gpu_model,
                                       window=window.pk), window=window.pk)
         if was_open:
-            def enqueue() -> None:
-                apply_maintenance_windows.delay()
-            transaction.on_commit(enqueue, robust=True)
+            enqueue.schedule_windows()
     return window
-
-
-def job_notify_owner(*, job: TrainingJob, text: StoredText, email: bool = False) -> None:
-    """Tell the job's submitter what the system did to it (``text``: a stored text), in
-    the portal and, when ``email``, by mail; linked to the job's page."""
-    if job.submitted_by is None:
-        return
-    notify(users=[job.submitted_by], tenant=job.tenant, email=email,
-           text=stored_text("jobs.notify.job", job=job.name, text=text),
-           link=reverse("jobs:detail", kwargs={"slug": job.tenant.slug, "pk": job.pk}))

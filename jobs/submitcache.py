@@ -48,6 +48,7 @@ from django.db import connection
 
 from core.models import Policy
 from jobs.models import TrainingJob
+from jobs.selectors.inventory import _node_shapes, observed_card_facts
 from jobs.validation import Inventory
 from k8s_sync.models import ObservedNode, ObservedStorageClass
 from tenants.choices import LoanStatus
@@ -177,17 +178,13 @@ class Snapshot:
 
     def card_facts(self) -> Any:
         """``jobs.selectors.observed_card_facts()``."""
-        from jobs import selectors
-
         if not self._facts:
-            self._facts.append(selectors.observed_card_facts())
+            self._facts.append(observed_card_facts())
         return self._facts[0]
 
 
 def _read(mark: tuple[Any, ...]) -> Snapshot:
-    from jobs import selectors
-
-    inventory = selectors._node_shapes()
+    inventory = _node_shapes()
     classes = dict(ObservedStorageClass.objects.values_list("name", "is_default"))
     return Snapshot(marker=mark, inventory=replace(inventory, storage_classes=classes),
                     policy=Policy.current(),

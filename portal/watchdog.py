@@ -41,8 +41,8 @@ from billing import ledger
 from billing.models import GpuUsage, MonthClose
 from billing.selectors import tz
 from billing.tasks import ingest_ledger
+from jobs.enqueue import kick_admission, schedule_sync
 from jobs.selectors import stuck_jobs
-from jobs.services import kick_admission, schedule_sync
 from tenants.choices import SyncState
 from tenants.selectors import live_pools, mark_in_cluster
 from tenants.tasks import reconcile_pool

@@ -7,7 +7,9 @@ class TenantsConfig(AppConfig):
     verbose_name = _("Tenants")
 
     def ready(self) -> None:
-        from tenants import signals, texts  # noqa: F401  (registers codes and receivers)
+        # texts and signals register codes and receivers; tasks registers the Celery tasks
+        # in every process, so the services find them by name (tenants.services._common).
+        from tenants import signals, tasks, texts  # noqa: F401
         from tenants.selectors import register_topology_source
 
         register_topology_source()

@@ -10,7 +10,7 @@ into its own job states, so pages, the API, billing and notifications work uncha
   when it admits it; Trainyard never touches ``suspend`` again.
 * **Observe** (:meth:`KueueBackend.cycle`): the PyTorchJobs' conditions move jobs to
   running, succeeded, failed and, after a preemption, back to queued once their pods are
-  gone (``jobs.tasks.observe_jobs``, shared with the trainyard engine). One list of the
+  gone (``jobs.observation.observe_jobs``, shared with the trainyard engine). One list of the
   Workloads moves a queued job whose Workload is ``Admitted`` to admitted, and an
   admitted or running job whose Workload lost its admission to preempting, with Kueue's
   reason (the ``Preempted`` condition's ``InClusterQueue``/``InCohortReclamation``/...
@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -52,11 +51,14 @@ from core.choices import Tier
 from core.models import Policy
 from core.texts import message as stored_text
 from core.texts import text_code
-from jobs import selectors, services
+from jobs import enqueue, selectors, transitions
 from jobs.admission.text import position as ordinal_text
 from jobs.admission.types import WaitInfo
+from jobs.backends.base import BaseBackend
 from jobs.choices import ACTIVE_STATES, JobState
-from jobs.models import AdmissionState, TrainingJob
+from jobs.converge import refused, unbuildable
+from jobs.models import TrainingJob
+from jobs.observation import observe_jobs
 from k8s_sync import kueue, manifests
 from k8s_sync.client import K8sError, get_client, is_transient
 from k8s_sync.specs import WORKLOAD_KINDS, default_tiers
@@ -94,14 +96,10 @@ def _grace(tier: str) -> int:
     return tier_rules(Policy.current())[Tier(tier)].termination_grace_seconds
 
 
-class KueueBackend:
+class KueueBackend(BaseBackend):
     name = "kueue"
 
     # -- submit ------------------------------------------------------------------------
-
-    def submit(self, job_id: int) -> None:
-        services.schedule_sync(job_id)
-        services.kick_admission()
 
     def sync_queues(self) -> None:
         from tenants.tasks import reconcile_kueue
@@ -111,8 +109,6 @@ class KueueBackend:
     def sync_job(self, task: Any, job_id: int) -> str:
         """Create the job's PyTorchJob or TrainJob for Kueue (once; suspended, labelled);
         delete a cancelled job's. Kueue owns ``suspend`` from then on. Idempotent."""
-        from jobs.tasks import _refused, _unbuildable
-
         job = TrainingJob.objects.select_related("tenant", "pool").filter(pk=job_id).first()
         if job is None:
             return "gone"
@@ -135,7 +131,7 @@ class KueueBackend:
             except DatabaseError:
                 raise
             except Exception as exc:  # a ValueError of JobSpec, mostly
-                return _unbuildable(job, exc)
+                return unbuildable(job, exc)
             if pvc is not None:
                 client.create_if_absent(pvc)
             _obj, created = client.create_if_absent(workload)
@@ -147,8 +143,8 @@ class KueueBackend:
                 return "waiting: no namespace"
             if is_transient(exc) and task.request.retries < MAX_RETRIES:
                 raise task.retry(exc=exc, countdown=backoff_seconds(task.request.retries)) from exc
-            if _refused(exc) and not job.in_cluster:
-                services.job_transition(
+            if refused(exc) and not job.in_cluster:
+                transitions.job_transition(
                     job_id=job.pk, from_states=[JobState.QUEUED], to_state=JobState.FAILED,
                     reason="Rejected", finished_at=timezone.now(),
                     message=stored_text("jobs.transition.rejected", status=exc.status,
@@ -167,47 +163,36 @@ class KueueBackend:
         job = TrainingJob.objects.filter(pk=job_id).only("tier").first()
         if job is None:
             return False
-        moved = services.job_transition(
+        moved = transitions.job_transition(
             job_id=job_id, from_states=[JobState.RUNNING, JobState.ADMITTED],
             to_state=JobState.PREEMPTING, reason="Preempted", message=reason, actor=actor,
             preempt_reason=reason,
             preempt_deadline=timezone.now() + dt.timedelta(seconds=_grace(job.tier)))
         if moved:
-            services.kick_admission()  # the cycle deactivates its Workload
+            enqueue.kick_admission()  # the cycle deactivates its Workload
         return moved
 
     # -- the loop --------------------------------------------------------------------------
 
-    def cycle(self) -> dict[str, Any]:
-        from jobs.tasks import CYCLE_LOCK, observe_jobs
-
-        if not cache.add(CYCLE_LOCK, "1", timeout=120):
-            return {"skipped": "another cycle is running"}
-        started = time.monotonic()
+    def run_pass(self, now: dt.datetime, started: float) -> dict[str, Any]:
+        """Observe, then read Kueue's decisions into job states (the cycle lock, the
+        timing and the pass's record: :class:`~jobs.backends.base.BaseBackend`)."""
+        result: dict[str, Any] = dict(observe_jobs(now))
+        client = get_client()
         try:
-            now = timezone.now()
-            result: dict[str, Any] = dict(observe_jobs(now))
-            client = get_client()
-            try:
-                views = kueue.workloads_by_job(
-                    client.list_objects("kueue.x-k8s.io/v1beta2", "Workload"))
-            except K8sError as exc:
-                log.warning("Kueue mode: cannot list Workloads: %s", exc)
-                result["error"] = str(exc)[:300]
-                return result
-            result.update(apply_workloads(client, views, now))
-            waiting = waiting_info(client, views, now)
-            services.record_waiting(waiting)
-            result["waiting"] = len(waiting)
-            with transaction.atomic():
-                state = AdmissionState.objects.select_for_update().get_or_create(pk=1)[0]
-                state.last_cycle_at = now
-                state.last_cycle_ms = (time.monotonic() - started) * 1000
-                state.last_decisions = {**result, "backend": self.name}
-                state.save()
+            views = kueue.workloads_by_job(
+                client.list_objects("kueue.x-k8s.io/v1beta2", "Workload"))
+        except K8sError as exc:
+            log.warning("Kueue mode: cannot list Workloads: %s", exc)
+            result["error"] = str(exc)[:300]
             return result
-        finally:
-            cache.delete(CYCLE_LOCK)
+        result.update(apply_workloads(client, views, now))
+        waiting = waiting_info(client, views, now)
+        transitions.record_waiting(waiting)
+        result["waiting"] = len(waiting)
+        with transaction.atomic():
+            self.record_pass(started, {**result, "backend": self.name}, at=now)
+        return result
 
 
 def apply_workloads(client: Any, views: Mapping[tuple[str, str], kueue.WorkloadView],
@@ -226,7 +211,7 @@ def apply_workloads(client: Any, views: Mapping[tuple[str, str], kueue.WorkloadV
             # (admitted, or admitted and already finished between two passes: its
             # running and end are read from the job by the next observe_jobs)
             admitted = view.conditions["Admitted"].at or now
-            counts["admitted"] += services.job_transition(
+            counts["admitted"] += transitions.job_transition(
                 job_id=job.pk, from_states=[JobState.QUEUED], to_state=JobState.ADMITTED,
                 reason="Admitted", at=admitted, admitted_at=min(admitted, now),
                 borrowing=False, placement=[], switch="",
@@ -289,7 +274,7 @@ def _evicted(job: TrainingJob, view: kueue.WorkloadView, now: dt.datetime) -> in
     code = "Preempted" if (preempted is not None and preempted.status) or (
         evicted is not None and evicted.reason == "Preempted") else "Evicted"
     text = stored_text(KUEUE_PREEMPT, reason=why, message=detail or "-")
-    return int(services.job_transition(
+    return int(transitions.job_transition(
         job_id=job.pk, from_states=[JobState.ADMITTED, JobState.RUNNING],
         to_state=JobState.PREEMPTING, reason=code, message=text, preempt_reason=text,
         preempt_deadline=now + dt.timedelta(seconds=_grace(job.tier))))

@@ -5,9 +5,11 @@ pass) moves nothing, writes no transition and asks for no cluster write."""
 import datetime as dt
 
 import pytest
+from django.core.cache import cache
 from django.utils import timezone
 
 from jobs import selectors, services, tasks
+from jobs.backends import trainyard
 from jobs.models import JobTransition, TrainingJob
 from jobs.tests.conftest import submission
 from tenants.access import access_for
@@ -32,9 +34,9 @@ def test_two_passes_deciding_on_one_snapshot_admit_each_job_once(
     # the second pass decided before the first one's writes: it holds the same decisions
     monkeypatch.setattr(selectors, "decide_with_pools_absent", lambda inputs, **_: decisions)
     with django_capture_on_commit_callbacks(execute=False) as first:
-        assert tasks._decide_and_apply(now)["admitted"] == 3
+        assert trainyard._decide_and_apply(now)["admitted"] == 3
     with django_capture_on_commit_callbacks(execute=False) as second:
-        assert tasks._decide_and_apply(now)["admitted"] == 0
+        assert trainyard._decide_and_apply(now)["admitted"] == 0
     assert [TrainingJob.objects.get(pk=j.pk).state for j in jobs] == ["admitted"] * 3
     assert JobTransition.objects.filter(to_state="admitted").count() == 3
     assert len(first) == 1  # one batched sync task for the three admissions
@@ -86,13 +88,13 @@ def test_a_pass_applies_nothing_when_another_pass_applied_after_it_read(
     """Pass A decides to admit job 1 (the pool's whole quota); before A applies, job 1
     is held, job 2 arrives and pass B admits job 2. A must not admit job 1 on top."""
     (first,) = _submit(bob, quota, django_capture_on_commit_callbacks, 1, gpus=8)
-    monkeypatch.setattr(tasks.cache, "add", lambda *a, **k: True)  # passes overlap
-    real = tasks._decide
+    monkeypatch.setattr(cache, "add", lambda *a, **k: True)  # passes overlap
+    real = trainyard._decide
 
     def decide_then_race(now, **kwargs):
         decided = real(now, **kwargs)
         assert [a.job_id for a in decided[0].admit] == [first.pk]
-        monkeypatch.setattr(tasks, "_decide", real)
+        monkeypatch.setattr(trainyard, "_decide", real)
         TrainingJob.objects.filter(pk=first.pk).update(held=True)
         with django_capture_on_commit_callbacks(execute=False):
             second = services.job_submit(access=access_for(bob, quota), actor=bob, pool="dev",
@@ -102,7 +104,7 @@ def test_a_pass_applies_nothing_when_another_pass_applied_after_it_read(
         assert TrainingJob.objects.get(pk=second.pk).state == "admitted"
         return decided
 
-    monkeypatch.setattr(tasks, "_decide", decide_then_race)
+    monkeypatch.setattr(trainyard, "_decide", decide_then_race)
     with django_capture_on_commit_callbacks(execute=False):
         result = tasks.admission_cycle.apply().get()
     assert result["skipped"] == "another cycle applied first"
@@ -123,11 +125,11 @@ def test_the_loop_admits_the_same_with_the_incremental_engine(
     engine = loop_engine()
     before = dict(engine.stats)
     with django_capture_on_commit_callbacks(execute=False):
-        counts = tasks._decide_and_apply(timezone.now())
+        counts = trainyard._decide_and_apply(timezone.now())
     states = sorted(TrainingJob.objects.get(pk=j.pk).state for j in jobs)
     for _ in range(2):  # the first changes nothing, the second sees nothing changed
         with django_capture_on_commit_callbacks(execute=False):
-            assert tasks._decide_and_apply(timezone.now())["admitted"] == 0
+            assert trainyard._decide_and_apply(timezone.now())["admitted"] == 0
     assert counts["admitted"] == states.count("admitted") > 0
     assert engine.stats["passes"] - before.get("passes", 0) == (3 if incremental else 0)
     if incremental:

@@ -117,7 +117,7 @@ def test_passes_between_explanations_admit_but_leave_positions_as_last_explained
 
 def test_the_loop_reads_the_history_again_once_it_is_older_than_its_interval(
         db, settings, monkeypatch):
-    from jobs import selectors
+    from jobs.selectors import history as selectors
 
     settings.TRAINYARD_HISTORY_SECONDS = 60
     monkeypatch.setattr(selectors, "_HISTORY", {})

@@ -5,7 +5,7 @@ import pytest
 from kubernetes import client as k8s
 
 from core.texts import english
-from jobs import services
+from jobs import enqueue, services
 from jobs.models import TrainingJob
 from jobs.tests.conftest import cycle as _cycle
 from jobs.tests.conftest import states as _states
@@ -207,7 +207,7 @@ def test_a_pass_syncs_its_admissions_together_and_a_write_failing_mid_way_is_ret
     """One pass admits three jobs; their PyTorchJobs are un-suspended by one batch
     (``jobs.sync_jobs``); the second one's PATCH fails once (503) in the middle of the
     batch: the others are done, and its retry converges it as well."""
-    monkeypatch.setattr(services, "kick_admission", lambda: None)  # one pass for all three
+    monkeypatch.setattr(enqueue, "kick_admission", lambda: None)  # one pass for all three
     jobs = [_submit(world, bob, tenant_a, f"batch-{i}", "development", "dev", world["h800"],
                     gpus=2) for i in range(3)]
     fault = cluster.faults.add(method="PATCH", path_regex=rf"/pytorchjobs/{jobs[1].k8s_name}",

@@ -533,11 +533,11 @@ DYNAMIC_CALL_SITES = {
     ("k8s_sync/observe.py", "relist", "list_with_resource_version"): _observed_kinds,
     ("k8s_sync/observe.py", "relist_all", "list_with_resource_version"): _observed_kinds,
     ("k8s_sync/observe.py", "_watch", "watch"): _observed_kinds,
-    ("jobs/tasks.py", "_sync_one", "create_if_absent"): lambda: [
+    ("jobs/converge.py", "sync_one", "create_if_absent"): lambda: [
         *_kinds_of([manifests.build_checkpoint_pvc(_sample_job())]), *_job_kinds()],
-    ("jobs/tasks.py", "_sync_one", "ensure_absent"): _job_kinds,
-    ("jobs/tasks.py", "_sync_one", "read"): _job_kinds,
-    ("jobs/tasks.py", "_sync_one", "patch"): _job_kinds,
+    ("jobs/converge.py", "sync_one", "ensure_absent"): _job_kinds,
+    ("jobs/converge.py", "sync_one", "read"): _job_kinds,
+    ("jobs/converge.py", "sync_one", "patch"): _job_kinds,
     ("jobs/backends/kueue.py", "sync_job", "create_if_absent"): lambda: [
         *_kinds_of([manifests.build_checkpoint_pvc(_sample_job())]), *_job_kinds()],
     ("jobs/backends/kueue.py", "sync_job", "ensure_absent"): _job_kinds,
@@ -660,7 +660,7 @@ def _granted() -> dict[Perm, frozenset[str] | None]:
 def test_the_code_scan_sees_the_known_call_sites():
     sites = {(rel, func, method, kind) for rel, func, method, kind in _call_sites()}
     assert ("tenants/tasks.py", "reconcile_nodes", "patch", ("v1", "Node")) in sites
-    assert ("jobs/tasks.py", "_sync_one", "ensure_absent", None) in sites
+    assert ("jobs/converge.py", "sync_one", "ensure_absent", None) in sites
     assert ("k8s_sync/health.py", "_live_check", "read",
             ("apiextensions.k8s.io/v1", "CustomResourceDefinition")) in sites
 

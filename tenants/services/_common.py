@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from celery import current_app
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import F
@@ -27,13 +28,17 @@ def _schedule_sync(tenant: Tenant) -> None:
     _schedule_pools(list(Pool.objects.filter(tenant=tenant).values_list("pk", flat=True)))
 
 
-def _schedule_pools(pool_ids: list[int]) -> None:
-    from tenants.tasks import reconcile_pool  # deferred: tenants.tasks imports the services
+def _task(name: str) -> Any:
+    """A tenants task by its stable name (``tenants.tasks`` imports the services, so they
+    enqueue by name; ``tenants.apps`` imports the tasks in every process)."""
+    return current_app.tasks[name]
 
+
+def _schedule_pools(pool_ids: list[int]) -> None:
     Pool.objects.filter(pk__in=pool_ids).update(desired_version=F("desired_version") + 1)
     for pool_id in pool_ids:
         def enqueue(pool_id: int = pool_id) -> None:
-            reconcile_pool.delay(pool_id)
+            _task("tenants.reconcile_pool").delay(pool_id)
         transaction.on_commit(enqueue, robust=True)
 
 
@@ -48,10 +53,8 @@ def _clean(instance: Any, *, exclude: list[str] | None = None) -> None:
 
 
 def _schedule_nodes_sync() -> None:
-    from tenants.tasks import reconcile_nodes  # deferred: tenants.tasks imports the services
-
     def enqueue() -> None:
-        reconcile_nodes.delay()
+        _task("tenants.reconcile_nodes").delay()
     transaction.on_commit(enqueue, robust=True)
 
 

@@ -1,0 +1,189 @@
+"""Converge jobs to the cluster: make each job's PyTorchJob or TrainJob match its row.
+
+* :func:`sync_one`: one job: its PyTorchJob exists (suspended unless admitted or
+  running); a cancelled job's is deleted; a job failed before its pods started is
+  suspended. Returns (result, a transient API error to retry, else None): the caller
+  (``jobs.backends.trainyard``, for the ``jobs.sync_job`` task) retries with backoff.
+* :func:`sync_many`: a pass's admissions and preemptions (``jobs.sync_jobs``), in a
+  bounded pool of threads (``TRAINYARD_SYNC_CONCURRENCY``); a job that failed
+  transiently gets its own ``jobs.sync_job`` task, enqueued by name.
+* What the cluster refuses for good fails the job (:func:`refused`, :func:`unbuildable`);
+  a missing namespace sends an admitted job back to the queue (:func:`pool_absent`).
+
+Plain functions: they enqueue through ``jobs.enqueue`` and write through
+``jobs.transitions``, and import no task and no backend.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+
+from django.conf import settings
+from django.db import DatabaseError, connection
+from django.utils import timezone
+
+from core.texts import message as stored_text
+from jobs import enqueue, selectors, transitions
+from jobs.choices import JobState
+from jobs.models import TrainingJob
+from k8s_sync import manifests
+from k8s_sync.client import K8sError, get_client, is_transient
+from k8s_sync.specs import WORKLOAD_KINDS
+from tenants.services import pool_sync_request
+from tenants.tasks import backoff_seconds
+
+log = logging.getLogger(__name__)
+
+
+def sync_many(job_ids: list[int]) -> dict[str, int]:
+    """Converge many jobs (a pass's admissions and preemptions, ``enqueue.schedule_syncs``) as
+    :func:`sync_one` does each, at most ``settings.TRAINYARD_SYNC_CONCURRENCY`` at once,
+    each in its own thread and database connection. A job whose call failed transiently gets
+    its own ``jobs.sync_job`` with the usual backoff; one that still fails is left to the
+    level-triggered paths (the next pass's sync of what it moves, the watchdog), as a lost
+    task would be. Inside a transaction (the tests' eager tasks) the jobs run one by one in
+    this thread, which alone sees that transaction's rows."""
+    ids = list(dict.fromkeys(int(i) for i in job_ids))
+    workers = min(settings.TRAINYARD_SYNC_CONCURRENCY, len(ids))
+    if workers <= 1 or connection.in_atomic_block:
+        outcomes = [sync_one(job_id) for job_id in ids]
+    else:
+        # Each thread takes every workers-th job, on one database connection of its own
+        # for its whole share (a connection per job cost more than the job's queries).
+        shares = [ids[i::workers] for i in range(workers)]
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sync-job") as pool:
+            done: dict[int, tuple[str, K8sError | None]] = {}
+            for share, results in zip(shares, pool.map(_sync_share, shares), strict=True):
+                done.update(zip(share, results, strict=True))
+        outcomes = [done[job_id] for job_id in ids]
+    counts: dict[str, int] = {}
+    for job_id, (result, exc) in zip(ids, outcomes, strict=True):
+        if exc is not None:
+            result = "retrying"
+            enqueue.send(enqueue.SYNC_JOB, job_id, countdown=backoff_seconds(0))
+        counts[result] = counts.get(result, 0) + 1
+    return counts
+
+
+def _sync_share(job_ids: list[int]) -> list[tuple[str, K8sError | None]]:
+    try:
+        # Each job read just before it is converged (not the share at once): a job the
+        # loop moved meanwhile (admitted, then preempted) is never resumed from an old read.
+        return [sync_one(job_id) for job_id in job_ids]
+    finally:
+        connection.close()  # this thread's own connection
+
+
+def sync_one(job_id: int) -> tuple[str, K8sError | None]:
+    """Converge one job's PyTorchJob or TrainJob (and checkpoint volume) with its row:
+    (result, a transient error to retry, else None). Idempotent."""
+    job = TrainingJob.objects.select_related("tenant", "pool").filter(pk=job_id).first()
+    if job is None:
+        return "gone", None
+    client = get_client()
+    api_version, kind = WORKLOAD_KINDS[job.kind]  # a PyTorchJob or a TrainJob
+    try:
+        if job.state == JobState.CANCELLED:
+            client.ensure_absent(api_version, kind, job.k8s_name,
+                                 job.pool.namespace, propagation_policy="Foreground")
+            return "absent", None
+        if job.state in (JobState.SUCCEEDED, JobState.FAILED):
+            if (job.state == JobState.FAILED and job.in_cluster and not job.cluster_suspended
+                    and job.started_at is None):
+                # Failed before its pods ever started (the pod-start deadline): suspend it,
+                # so its pending pods go and their nodes' GPUs are free again.
+                client.patch(api_version, kind, job.k8s_name,
+                             manifests.workload_suspend_patch(job.kind, True),
+                             job.pool.namespace)
+                TrainingJob.objects.filter(pk=job.pk).update(cluster_suspended=True)
+                return "suspended", None
+            return "finished", None
+        try:
+            spec = selectors.job_spec(job)
+            pvc = manifests.build_checkpoint_pvc(spec)
+            workload = manifests.build_workload(spec)
+        except DatabaseError:
+            raise
+        except Exception as exc:  # any build failure (a ValueError of JobSpec, mostly)
+            return unbuildable(job, exc), None
+        if pvc is not None:
+            client.create_if_absent(pvc)
+        # A job created before (admitted or preempted now) is read, not created again: a
+        # create of an existing object is refused (409) and then read anyway.
+        obj = (client.read(api_version, kind, job.k8s_name, job.pool.namespace)
+               if job.in_cluster else None)
+        created = False
+        if obj is None:
+            obj, created = client.create_if_absent(workload)
+        if manifests.workload_suspended(spec.kind, obj) != spec.suspend:
+            # Un-suspending also refreshes the pod templates (TRAINYARD_RESUME, the restart
+            # count), so a preempted job resumes from its checkpoint.
+            patch = (manifests.workload_suspend_patch(spec.kind, True) if spec.suspend
+                     else manifests.workload_resume_patch(spec, obj))
+            client.patch(api_version, kind, spec.name, patch, job.pool.namespace)
+        TrainingJob.objects.filter(pk=job.pk).update(in_cluster=True,
+                                                     cluster_suspended=spec.suspend,
+                                                     last_error="")
+    except K8sError as exc:
+        TrainingJob.objects.filter(pk=job.pk).update(last_error=str(exc)[:2000])
+        if exc.namespace_missing and not job.in_cluster:
+            return pool_absent(job, exc), None
+        if is_transient(exc):
+            return "error", exc
+        if refused(exc) and not job.in_cluster:
+            # The cluster will never take this job as it is (invalid, forbidden, over a
+            # storage quota): fail it with the cluster's words rather than leave it queued
+            # or admitted, holding quota, forever.
+            transitions.job_transition(
+                job_id=job.pk, from_states=[JobState.QUEUED, JobState.ADMITTED],
+                to_state=JobState.FAILED, reason="Rejected", finished_at=timezone.now(),
+                message=stored_text("jobs.transition.rejected", status=exc.status,
+                                    reason=exc.reason, error=exc.message[:1000]))
+            enqueue.kick_admission()  # its quota is free again
+            return "rejected", None
+        return "error", None
+    return ("created" if created else ("suspended" if spec.suspend else "running")), None
+
+
+def pool_absent(job: TrainingJob, exc: K8sError) -> str:
+    """The job's namespace is not in the cluster (its pool is not set up yet, or was
+    lost): an admitted job goes back to the queue with that reason rather than hold
+    quota it cannot use, and its pool is asked to sync. Admission admits it again once
+    the cluster shows the pool (``jobs.backends.trainyard``), which creates it then."""
+    pool_sync_request(pool=job.pool)
+    if transitions.job_transition(
+            job_id=job.pk, from_states=[JobState.ADMITTED], to_state=JobState.QUEUED,
+            reason="PoolAbsent", admitted_at=None, borrowing=False, placement=[], switch="",
+            message=stored_text("jobs.transition.pool_absent", namespace=job.pool.namespace,
+                                error=exc.message[:500]),
+            wait_reason=stored_text("jobs.wait.pool_absent", namespace=job.pool.namespace)):
+        # No kick: the next pass (within seconds) comes after the pool's reconcile has
+        # had its chance, rather than admitting it again into the same missing namespace.
+        return "requeued: no namespace"
+    return "waiting: no namespace"
+
+
+def unbuildable(job: TrainingJob, exc: Exception) -> str:
+    """The job's spec or manifests cannot be built (submission checks the same code, so
+    this is a job from before a rule or a policy changed): fail a job that is not running
+    yet, with the reason on its page, and free its reservation; never an exception that
+    leaves it admitted, holding quota, with no PyTorchJob."""
+    error = (str(exc) or type(exc).__name__)[:1000]
+    log.error("job %s cannot be built for the cluster: %s", job.pk, error, exc_info=exc)
+    TrainingJob.objects.filter(pk=job.pk).update(last_error=error)
+    text = stored_text("jobs.transition.unbuildable", error=error)
+    if transitions.job_transition(
+            job_id=job.pk, from_states=[JobState.QUEUED, JobState.ADMITTED],
+            to_state=JobState.FAILED, reason="Unbuildable", finished_at=timezone.now(),
+            message=text):
+        enqueue.kick_admission()  # its quota is free again
+        transitions.job_notify_owner(job=job, text=text, email=True)
+        return "unbuildable"
+    return "error"  # running or preempting: its PyTorchJob exists; the error is on its page
+
+
+def refused(exc: K8sError) -> bool:
+    """A refusal no retry changes: a bad request, forbidden, or an invalid object. Not
+    a missing namespace (the pool is still being created) nor a conflict."""
+    return not exc.transient and exc.status in (400, 403, 422)

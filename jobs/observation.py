@@ -1,0 +1,187 @@
+"""Observe the cluster: move jobs by what it reports, as the ``k8s_watch`` reflector recorded it.
+
+* :func:`observe_jobs`: jobs to running, succeeded, failed, and (a preempted job whose
+  pods are gone) back to the queue, each dated by the cluster's clock
+  (:func:`_cluster_times`); no API call.
+* :func:`enforce_pod_start`: an admitted job whose pods have not started within the
+  policy's deadline goes back to the queue, or fails (``jobs.podstart``).
+
+Both admission backends run them at the start of a pass (``jobs.backends``). Plain
+functions: they write through ``jobs.transitions`` and enqueue through ``jobs.enqueue``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+from django.db import transaction
+from django.db.models import Max
+
+from core.models import Policy
+from core.texts import message as stored_text
+from jobs import enqueue, health, podstart, selectors, transitions
+from jobs.choices import JobState
+from jobs.models import JobTransition, TrainingJob
+from k8s_sync.models import ObservedPod
+from k8s_sync.selectors import WorkloadStatus, pod_run_times, workload_statuses
+from k8s_sync.specs import WORKLOAD_KINDS
+
+log = logging.getLogger(__name__)
+
+
+def observe_jobs(now: dt.datetime) -> dict[str, int]:
+    """Record what happened to jobs, from their PyTorchJobs as the ``k8s_watch`` reflector
+    last recorded them (``k8s_sync.selectors.workload_statuses``: one query, no API call).
+
+    Each change is dated by the cluster's clock, not by this pass (:func:`_cluster_times`),
+    so a slow or stopped loop bills the same: a job seen running is running from its
+    ``Running`` condition's time; one seen finished ends at its ``Succeeded``/``Failed``
+    condition's time, and one that ran and finished between two passes gets both
+    transitions. A PyTorchJob not recorded (yet) moves nothing, as one missing from a
+    list did."""
+    counts = {"running": 0, "succeeded": 0, "failed": 0, "requeued": 0}
+    active = list(TrainingJob.objects.filter(state__in=[
+        JobState.ADMITTED, JobState.RUNNING, JobState.PREEMPTING]).select_related(
+        "pool__tenant").only("id", "state", "kind", "k8s_name", "preempt_deadline",
+                             "restart_count",
+                             "in_cluster", "admitted_at", "pool__kind", "pool__tenant__slug"))
+    # the recorded workloads of these jobs only, not of every job that ever ran
+    objs = {kind: workload_statuses(*types, keys=[(j.pool.namespace, j.k8s_name)
+                                                  for j in active if j.kind == kind])
+            for kind, types in WORKLOAD_KINDS.items()}
+    # What each job's recorded workload says, then every move of the pass in one
+    # transaction, by kind of move (transitions.job_transitions: conditional, one
+    # JobTransition each); a job that ran and finished between two passes is moved
+    # twice, running first.
+    running: list[transitions.Move] = []
+    finished: dict[str, list[tuple[TrainingJob, dt.datetime | None, dt.datetime, str]]] = {
+        "Succeeded": [], "Failed": []}
+    requeued: list[transitions.Move] = []
+    for job in active:
+        obj = objs[job.kind].get((job.pool.namespace, job.k8s_name))
+        if obj is None:
+            continue
+        conditions = obj.true_conditions()
+        active_pods = obj.active
+        finish = ("Succeeded" if "Succeeded" in conditions
+                  else "Failed" if "Failed" in conditions else "")
+        if finish and job.state != JobState.PREEMPTING:
+            started, ended = _cluster_times(job, obj, finish, now)
+            if job.state == JobState.ADMITTED and started is not None:
+                # it ran and finished between two passes: its run is billed all the same
+                running.append(transitions.Move(job.pk, fields={"placement": []}, at=started))
+            finished[finish].append((job, started, ended,
+                                     conditions[finish].get("message", "")))
+        elif job.state == JobState.ADMITTED and "Running" in conditions:
+            started, _ended = _cluster_times(job, obj, "", now)
+            running.append(transitions.Move(job.pk, fields={"placement": []},
+                                            at=started or now))
+        elif job.state == JobState.PREEMPTING and (
+                (active_pods == 0 and not _pods_remain(job))
+                or (job.preempt_deadline
+                    and now >= job.preempt_deadline + health.PREEMPT_RELEASE_AFTER)):
+            requeued.append(transitions.Move(job.pk, fields={
+                "restart_count": job.restart_count + 1},
+                message=stored_text("jobs.transition.requeued")))
+    with transaction.atomic():
+        counts["running"] = len(transitions.job_transitions(
+            moves=running, from_states=[JobState.ADMITTED], to_state=JobState.RUNNING,
+            reason="Running", stamp=["started_at"]))
+        ran = [job.pk for done in finished.values() for job, started, _, _ in done
+               if started is not None]
+        recorded = dict(JobTransition.objects.filter(
+            job_id__in=ran, to_state=JobState.RUNNING).values("job_id").annotate(
+            last=Max("at")).values_list("job_id", "last")) if ran else {}
+        for finish, done in finished.items():
+            moves = []
+            for job, started, ended, message in done:
+                if started is not None and ended >= started and job.pk in recorded:
+                    # the run lasts as long as the cluster says, from its recorded start
+                    # (the same time unless the cluster's clock is off Trainyard's)
+                    ended = recorded[job.pk] + (ended - started)
+                moves.append(transitions.Move(job.pk, message=message, at=ended))
+            counts[finish.lower()] = len(transitions.job_transitions(
+                moves=moves, from_states=[JobState.ADMITTED, JobState.RUNNING],
+                to_state=JobState(finish.lower()), reason=finish, stamp=["finished_at"]))
+        counts["requeued"] = len(transitions.job_transitions(
+            moves=requeued, from_states=[JobState.PREEMPTING], to_state=JobState.QUEUED,
+            reason="Requeued", preempt_deadline=None,
+            started_at=None, admitted_at=None, borrowing=False, placement=[]))
+    return counts
+
+
+def _cluster_times(job: TrainingJob, obj: WorkloadStatus, finished: str, now: dt.datetime
+                   ) -> tuple[dt.datetime | None, dt.datetime]:
+    """(when the job's last run started, when it finished) by the cluster's clock.
+
+    The start is the ``Running`` condition's ``lastTransitionTime``
+    (:meth:`~k8s_sync.selectors.WorkloadStatus.running_since`), else the earliest
+    container start of its observed pods; None when neither shows it ran. The end (for
+    ``finished``, "Succeeded" or "Failed") is that condition's time, else the latest
+    container end, else ``now``. ``transitions.job_transition`` keeps both between the
+    job's previous transition and now."""
+    started = obj.running_since()
+    pod_start: dt.datetime | None = None
+    pod_end: dt.datetime | None = None
+    if started is None or (finished and obj.condition_time(finished) is None):
+        pod_start, pod_end = pod_run_times(job.pool.namespace, str(job.pk))
+    started = started or pod_start
+    ended = (obj.condition_time(finished) or pod_end or now) if finished else now
+    return started, ended
+
+
+def enforce_pod_start(now: dt.datetime) -> dict[str, int]:
+    """No job holds quota without pods: an admitted job whose pods have not all started
+    within ``Policy.pod_start_deadline_seconds`` of its admission goes back to the queue
+    (its PyTorchJob suspended, its GPUs free for this pass) with the cluster's reason on
+    its page and in a notification, or fails after ``Policy.pod_start_attempts`` such
+    admissions (see :mod:`jobs.podstart`)."""
+    policy = Policy.current()
+    deadline = int(policy.pod_start_deadline_seconds or 0)
+    attempts = max(1, int(policy.pod_start_attempts or 1))
+    counts = {"start_requeued": 0, "start_failed": 0}
+    if deadline <= 0:
+        return counts
+    stuck = TrainingJob.objects.filter(
+        state=JobState.ADMITTED, admitted_at__lte=now - dt.timedelta(seconds=deadline)
+    ).select_related("tenant", "pool", "submitted_by")
+    for job in stuck:
+        returns = job.transitions.filter(reason="NotStarted", to_state=JobState.QUEUED).count()
+        decision = podstart.verdict(admitted_at=job.admitted_at, now=now,
+                                    deadline_seconds=deadline, returns=returns,
+                                    attempts=attempts)
+        if decision == "wait":
+            continue
+        pods, events = selectors.start_observations(job)
+        why = podstart.cause(pods=pods, events=events, image=job.image,
+                             in_cluster=job.in_cluster, last_error=job.last_error)
+        minutes = max(1, round(deadline / 60))
+        if decision == "requeue":
+            text = stored_text("jobs.transition.start_requeued", minutes=minutes, cause=why,
+                               n=returns + 1, max=attempts)
+            moved = transitions.job_transition(
+                job_id=job.pk, from_states=[JobState.ADMITTED], to_state=JobState.QUEUED,
+                reason="NotStarted", message=text, at=now, admitted_at=None, borrowing=False,
+                placement=[], switch="")
+        else:
+            text = stored_text("jobs.transition.start_failed", minutes=minutes, cause=why,
+                               max=attempts)
+            moved = transitions.job_transition(
+                job_id=job.pk, from_states=[JobState.ADMITTED], to_state=JobState.FAILED,
+                reason="NotStarted", message=text, at=now, finished_at=now, placement=[])
+        if not moved:
+            continue
+        log.warning("job %s: pods not started within %ss (%s): %s", job.pk, deadline,
+                    decision, why)
+        counts["start_requeued" if decision == "requeue" else "start_failed"] += 1
+        enqueue.schedule_sync(job.pk)  # suspend its PyTorchJob: the pending pods go
+        transitions.job_notify_owner(job=job, text=text, email=decision == "fail")
+    return counts
+
+
+def _pods_remain(job: TrainingJob) -> bool:
+    """Whether any pod of the job is still observed, terminating ones included: until
+    they are gone their GPUs are held, so the job is not back in the queue yet."""
+    return ObservedPod.objects.filter(job=str(job.pk)).exclude(
+        phase__in=["Succeeded", "Failed"]).filter(namespace=job.pool.namespace).exists()

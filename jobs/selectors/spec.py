@@ -1,0 +1,63 @@
+"""A job's frozen spec for the cluster (``k8s_sync.specs.JobSpec``), from its row and the
+policy in force."""
+
+from __future__ import annotations
+
+from core.choices import Tier
+from core.models import Policy
+from jobs.choices import JobKind, JobState
+from jobs.models import TrainingJob
+from k8s_sync.placement import dedicated_placement, switch_label
+from k8s_sync.specs import JobSpec
+from tenants import demand
+from tenants.models import NodeDedication
+from tenants.tiers import tier_rules
+
+
+def job_spec(job: TrainingJob, *, policy: Policy | None = None,  # type: ignore[no-untyped-def]
+             dedicated: bool | None = None):
+    """The plain spec of the job's PyTorchJob or TrainJob (k8s_sync builds the manifest);
+    also of an unsaved job, which is how submission proves it can be built
+    (``jobs.contract``). ``policy`` and ``dedicated`` (whether the tenant has a dedicated
+    node) when the caller has them already (a submission: ``jobs.submitcache``)."""
+    policy = policy if policy is not None else Policy.current()
+    rules = tier_rules(policy)[Tier(job.tier)]
+    if dedicated is None:
+        dedicated = NodeDedication.objects.filter(tenant=job.tenant).exists()
+    placement = dedicated_placement(job.tenant.slug) if dedicated else {}
+    return JobSpec(
+        # An unsaved job (submission checks it with this same code: jobs.contract) has no
+        # id yet; 0 stands in for it.
+        job_id=job.pk if job.pk is not None else 0, tenant_slug=job.tenant.slug,
+        pool=job.pool.kind,  # type: ignore[arg-type]
+        tier=Tier(job.tier), name_hint=job.name, image=job.image,
+        command=tuple(job.command), args=tuple(job.args), env=dict(job.env),
+        worker_replicas=job.workers - 1, gpus_per_replica=job.gpus_per_worker,
+        gpu_product=job.gpu_model if not job.mig_profile else "",
+        mig_profile=job.mig_profile,
+        gpu_shared=bool(job.gpu_shared and job.gpus_per_worker and not job.mig_profile),
+        gpu_memory_mib_per_card=(int(job.gpu_memory_gib_per_card * 1024)
+                                 if job.gpu_memory_gib_per_card else None),
+        # requests as tenants.demand defines them: what quota, admission and gauges count
+        cpu_request=demand.cpu_request(job.cpu_per_worker),
+        cpu_limit=job.cpu_per_worker,
+        memory_request_gib=demand.memory_request_gib(job.memory_gib_per_worker),
+        memory_limit_gib=job.memory_gib_per_worker,
+        grace_seconds=rules.termination_grace_seconds, max_run_seconds=job.max_run_seconds,
+        checkpoint_claim=job.checkpoint_claim,
+        checkpoint_path=job.checkpoint_path,
+        checkpoint_storage_class=job.checkpoint_storage_class if not job.checkpoint_claim
+        else "",
+        checkpoint_size_gib=job.checkpoint_size_gib if not job.checkpoint_claim else None,
+        checkpoint_interval_seconds=rules.checkpoint_interval_seconds,
+        resume=job.restart_count > 0, restart_count=job.restart_count,
+        switch=job.switch if job.workers > 1 else "",
+        switch_label=switch_label(policy.topology_levels),
+        # Admitted: the nodes the engine counted the replicas on (pinned by node name, so
+        # kube-scheduler cannot put them elsewhere); a resume re-renders the new ones.
+        nodes=tuple(job.placement or ()) if job.state == JobState.ADMITTED else (),
+        placement=placement, annotations=dict(job.annotations),
+        suspend=job.state not in (JobState.ADMITTED, JobState.RUNNING),
+        kind=job.kind or JobKind.PYTORCHJOB,
+        runtime=job.runtime if job.kind == JobKind.TRAINJOB else "",
+    )
