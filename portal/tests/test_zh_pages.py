@@ -154,7 +154,8 @@ def json_strings(value: object, key: str = "") -> list[tuple[str, str]]:
 @pytest.fixture
 def world(cluster, settings, django_capture_on_commit_callbacks):
     """The demo, with live jobs on kubesim, a pending request, a loan and notifications."""
-    from jobs.tasks import admission_cycle, observe_jobs
+    from jobs.observation import observe_jobs
+    from jobs.tasks import admission_cycle
     from k8s_sync.client import get_client
     from k8s_sync.observe import relist_all
     from tenants.access import access_for
