@@ -65,10 +65,31 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 
-def _profile(scenario):  # type: ignore[no-untyped-def]
+PROBE_MODEL = "PROBE"
+PROBE_EVERY = 5.0
+"""A probe job (1 GPU, production, its own tenant and node) is submitted every
+``PROBE_EVERY`` seconds of the run: nobody else may use its node (every bench tenant's
+borrowing is capped, and a cap bounds a model not granted at 0), so its capacity is
+always free, and its time from submission to admission is the loop's own latency."""
+
+
+def _profile(scenario, probe: bool = False):  # type: ignore[no-untyped-def]
     from kueue_baseline import kubesim_profile
 
-    return kubesim_profile(scenario)
+    profile = kubesim_profile(scenario)
+    if probe:
+        base = next(iter(profile["gpu_models"].values()))
+        profile["gpu_models"][PROBE_MODEL] = {**base, "product": f"NVIDIA-{PROBE_MODEL}",
+                                              "name": f"NVIDIA {PROBE_MODEL}"}
+        profile["pools"].append({
+            "name": "probe", "count": 1, "prefix": "probe-", "zone": "zone-a",
+            "racks": ["rack-probe"], "switches": ["switch-probe"], "cpu": "64",
+            "memory": "512Gi", "instance_type": "bench",
+            "gpu": {"model": PROBE_MODEL, "count": 8}})
+        from kubesim.sim import load_profile
+
+        profile = load_profile(profile)
+    return profile
 
 
 KUBESIM = """
@@ -354,6 +375,11 @@ def main() -> None:
     parser.add_argument("--history-every", type=float, default=60.0,
                         help="TRAINYARD_HISTORY_SECONDS: seconds the loop keeps the jobs' "
                              "history (production's default; 0: read every pass)")
+    parser.add_argument("--loop", choices=("service", "celery"), default="service",
+                        help="who runs the trainyard engine's passes in the worker process: "
+                             "the admission service (manage.py admission_service, its queue "
+                             "in memory, passes on changes) or the Celery pass "
+                             "(jobs.admission_cycle every --interval s)")
     parser.add_argument("--backend", choices=("trainyard", "kueue"), default="trainyard",
                         help="TRAINYARD_ADMISSION_BACKEND: Trainyard's engine admits, or "
                              "Kueue (kubesim's Kueue controller)")
@@ -364,6 +390,17 @@ def main() -> None:
     scratch_django(url, prefix="trainyard-kueue-", TRAINYARD_ADMISSION_BACKEND=args.backend)
     _sqlite_for_threads()
     import tempfile
+
+    if not os.environ.get("REDIS_URL"):
+        # The processes share one cache, as make run's file cache (or Redis) is shared: the
+        # nudges of submissions and of the watcher reach the admission service.
+        from django.conf import settings as django_settings
+        from django.core.cache import caches
+
+        django_settings.CACHES = {"default": {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": tempfile.mkdtemp(prefix="trainyard-bench-cache-")}}
+        caches.__dict__.pop("settings", None)
     from decimal import Decimal
 
     from django.conf import settings
@@ -391,7 +428,8 @@ def main() -> None:
     kueue_mode = args.backend == "kueue"
     if kueue_mode:
         _kueue_mappings(scenario)
-    kubesim, cluster_url = _start_kubesim(_profile(scenario),
+    probing = not kueue_mode
+    kubesim, cluster_url = _start_kubesim(_profile(scenario, probe=probing),
                                           Path(tempfile.mkdtemp(prefix="trainyard-kubesim-")))
     settings.TRAINYARD_CLUSTER = {"mode": "url", "url": cluster_url, "request_timeout": 30}
     settings.TRAINYARD_SYNC_CONCURRENCY = args.concurrency
@@ -424,6 +462,18 @@ def main() -> None:
             pool = Pool.objects.select_related("tenant").get(pk=pool.pk)
             ceilings[pool.namespace] = int(elastic_ceiling(key, scenario.nominal,
                                                            pool.tenant.borrowing_cap))
+    probe_tenant = None
+    if probing:
+        probe_tenant = Tenant.objects.create(slug="probe", name="probe", cost_center="b",
+                                             contact_email="b@example.org")
+        Membership.objects.create(user=user, tenant=probe_tenant, role="member")
+        pool = Pool.objects.create(tenant=probe_tenant, kind="prod")
+        QuotaGrant.objects.bulk_create([
+            QuotaGrant(pool=pool, resource=f"gpu:{product[PROBE_MODEL]}", amount=8),
+            QuotaGrant(pool=pool, resource="cpu", amount=64),
+            QuotaGrant(pool=pool, resource="memory", amount=512)])
+        reconcile_pool.apply(args=[pool.pk])
+        ceilings[pool.namespace] = 8
     reconcile_cluster.apply()
     if kueue_mode:
         from kueue_baseline import bench_priority_classes
@@ -437,10 +487,10 @@ def main() -> None:
     # Kueue's within-ClusterQueue preemption of lower priorities (see kueue_baseline.py).
     original_inputs = jobs.selectors.admission_inputs
 
-    def inputs(now):  # type: ignore[no-untyped-def]
+    def inputs(now, **kwargs):  # type: ignore[no-untyped-def]
         from dataclasses import replace
 
-        data = original_inputs(now)
+        data = original_inputs(now, **kwargs)
         data["policy"] = replace(data["policy"], preempt_lower_priority_within_tenant=True)
         return data
     jobs.selectors.admission_inputs = inputs
@@ -451,6 +501,12 @@ def main() -> None:
     except ImportError:
         job_enqueue = job_services
     job_enqueue.kick_admission = lambda: None  # type: ignore[attr-defined]
+    if args.loop == "service" and not kueue_mode:
+        # The admission service passes on its own: a submission only nudges it.
+        from django.db import transaction
+
+        job_enqueue.kick_admission = (  # type: ignore[attr-defined]
+            lambda: transaction.on_commit(job_enqueue.nudge))
 
     # The k8s worker: what sync_job / sync_jobs tasks would do in a Celery worker of the
     # "k8s" queue, fed by the on-commit enqueues of submissions and passes.
@@ -484,6 +540,40 @@ def main() -> None:
             finally:
                 connections.close_all()
         return ctx.Process(target=run, name=name, daemon=True)
+
+    def service_body() -> dict[str, Any]:
+        from jobs.service import AdmissionService, Timing
+
+        service = AdmissionService(identity="bench", timing=Timing(
+            poll_seconds=0.02, min_pass_seconds=args.interval, idle_seconds=0.5,
+            verify_seconds=60.0, lease_seconds=30.0))
+        stop = threading.Event()
+
+        def until_done() -> None:  # in a thread: the loop runs in this process's main one
+            try:
+                while not (submitted.is_set() and not TrainingJob.objects.exclude(
+                        state__in=["succeeded", "failed", "cancelled"]).exists()):
+                    time.sleep(0.2)
+            finally:
+                connection.close()
+                stop.set()
+        threading.Thread(target=until_done, name="until-done", daemon=True).start()
+        profiler = None
+        if os.environ.get("BENCH_PROFILE") == "worker":  # the loop's thread (its CPU)
+            import cProfile
+
+            profiler = cProfile.Profile(time.thread_time)
+            profiler.enable()
+        service.run(stop)
+        if profiler is not None:
+            import pstats
+
+            profiler.disable()
+            pstats.Stats(profiler).sort_stats("cumulative").print_stats(60)
+        f = service.figures
+        return {"pass_ms": f.pass_ms, "pass_cpu_ms": f.pass_cpu_ms, "batches": [],
+                "explained": [False] * len(f.pass_ms), "explain_ms": f.explain_ms,
+                "drift": service.live.drift, "reads": service.live.reads}
 
     def worker_body() -> dict[str, Any]:
         work, batches, worker = _k8s_worker()
@@ -533,7 +623,9 @@ def main() -> None:
             t.join(10)
         return {"events": {r.spec.name: r.events for r in reflectors}}
 
-    processes = [child("worker", worker_body), child("watch", watch_body)]
+    service_loop = args.loop == "service" and not kueue_mode
+    processes = [child("worker", service_body if service_loop else worker_body),
+                 child("watch", watch_body)]
     for proc in processes:
         proc.start()
     client = k8s_client.get_client()
@@ -552,6 +644,26 @@ def main() -> None:
         profiler = (cProfile.Profile(time.thread_time)  # its CPU, not its waits
                     if os.environ["BENCH_PROFILE"] == "submit" else cProfile.Profile())
         profiler.enable()
+    probes_done = threading.Event()
+
+    def probe() -> None:
+        n = 0
+        try:
+            while not probes_done.wait(PROBE_EVERY):
+                n += 1
+                job_services.job_submit(
+                    access=access_for(user, probe_tenant), actor=user, pool="prod", data={
+                        "name": f"probe-{n}", "image": "bench/trainer:1",
+                        "tier": "production", "workers": 1, "gpus_per_worker": 1,
+                        "gpu_model": product[PROBE_MODEL], "cpu_per_worker": 1,
+                        "memory_gib_per_worker": 1, "max_run_seconds": 3600,
+                        "expected_seconds": 1,
+                        "annotations": {"kubesim.trainyard.io/run-seconds": "1"}})
+        finally:
+            connection.close()
+    prober = threading.Thread(target=probe, name="probe", daemon=True)
+    if probing:
+        prober.start()
     for w in workload:
         wait = w.arrival_ms / 1000 - (time.monotonic() - start)
         if wait > 0:
@@ -578,6 +690,9 @@ def main() -> None:
 
         profiler.disable()
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(45)
+    probes_done.set()
+    if probing:
+        prober.join(30)
     submitted.set()
     report: dict[str, Any] = {}
     name, out = results.get()  # the worker: every job finished
@@ -600,7 +715,14 @@ def main() -> None:
 
     records = []
     admissions_at: list[float] = []
+    probe_ms: list[float] = []
     for job in TrainingJob.objects.prefetch_related("transitions"):
+        if job.name not in by_name:  # a probe: its submission to its first admission
+            first = next((t for t in job.transitions.all() if t.to_state == "admitted"), None)
+            if first is not None:
+                probe_ms.append(((first.observed_at or first.at) - job.submitted_at)
+                                .total_seconds() * 1000)
+            continue
         w = by_name[job.name]
         rec = Record(job=w)  # type: ignore[arg-type]
         running_since = None
@@ -642,9 +764,19 @@ def main() -> None:
               f"p99 {_percentile(took, 0.99):.0f} ms, max {max(took):.0f} ms; CPU of a pass "
               f"(its thread, whatever the machine's load) p50 {_percentile(cpu, 0.5):.0f} ms, "
               f"p99 {_percentile(cpu, 0.99):.0f} ms")
+    if service_loop:
+        explain_ms = report["worker"]["explain_ms"]
+        print(f"admission service: {len(pass_ms)} deciding passes; {len(explain_ms)} "
+              f"explanations beside them, p50 {_percentile(explain_ms or [0], 0.5):.0f} ms; "
+              f"rows read again after a change {report['worker']['reads']}; drift found "
+              f"{report['worker']['drift']}")
     print(f"all passes: {len(pass_ms)}, p50 {_percentile(pass_ms, 0.5):.0f} ms, "
           f"p99 {_percentile(pass_ms, 0.99):.0f} ms (explaining every "
           f"{settings.TRAINYARD_EXPLAIN_SECONDS:g} s at most)")
+    if probe_ms:
+        print(f"submission to admission with free capacity (a probe every {PROBE_EVERY:g} s, "
+              f"{len(probe_ms)} probes): p50 {_percentile(probe_ms, 0.5):.0f} ms, p99 "
+              f"{_percentile(probe_ms, 0.99):.0f} ms, max {max(probe_ms):.0f} ms")
     print(f"CPU of a submission (service layer, its thread): mean "
           f"{statistics.fmean(submit_cpu_ms):.1f} ms, p99 {_percentile(submit_cpu_ms, 0.99):.1f}"
           f" ms: at most {1000 / statistics.fmean(submit_cpu_ms):.0f} submissions/s per core")

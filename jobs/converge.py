@@ -24,12 +24,12 @@ from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from core.texts import message as stored_text
-from jobs import enqueue, selectors, transitions
+from jobs import enqueue, selectors, submitcache, transitions
 from jobs.choices import JobState
 from jobs.models import TrainingJob
 from k8s_sync import manifests
-from k8s_sync.client import K8sError, get_client, is_transient
-from k8s_sync.specs import WORKLOAD_KINDS
+from k8s_sync.client import K8sError, K8sNotFoundError, get_client, is_transient
+from k8s_sync.specs import JOB_KIND_TRAINJOB, WORKLOAD_KINDS
 from tenants.services import pool_sync_request
 from tenants.tasks import backoff_seconds
 
@@ -70,17 +70,28 @@ def _sync_share(job_ids: list[int]) -> list[tuple[str, K8sError | None]]:
     try:
         # Each job read just before it is converged (not the share at once): a job the
         # loop moved meanwhile (admitted, then preempted) is never resumed from an old read.
-        return [sync_one(job_id) for job_id in job_ids]
+        # What rarely changes (the policy, who has dedicated nodes) is read once a share.
+        facts = submitcache.snapshot()
+        return [sync_one(job_id, facts=facts) for job_id in job_ids]
     finally:
         connection.close()  # this thread's own connection
 
 
-def sync_one(job_id: int) -> tuple[str, K8sError | None]:
+def sync_one(job_id: int, *, facts: submitcache.Snapshot | None = None
+             ) -> tuple[str, K8sError | None]:
     """Converge one job's PyTorchJob or TrainJob (and checkpoint volume) with its row:
-    (result, a transient error to retry, else None). Idempotent."""
+    (result, a transient error to retry, else None). Idempotent. ``facts``: the policy and
+    the tenants with dedicated nodes as the caller read them (``jobs.submitcache``), else
+    read here.
+
+    A PyTorchJob created before is patched without being read first (the merge patch
+    sets everything a suspend or a resume changes, whatever the object holds); one whose
+    row says it is already as wanted is left alone. A TrainJob is read: its resume patch
+    merges with the runtime patches it holds."""
     job = TrainingJob.objects.select_related("tenant", "pool").filter(pk=job_id).first()
     if job is None:
         return "gone", None
+    facts = facts if facts is not None else submitcache.snapshot()
     client = get_client()
     api_version, kind = WORKLOAD_KINDS[job.kind]  # a PyTorchJob or a TrainJob
     try:
@@ -100,7 +111,26 @@ def sync_one(job_id: int) -> tuple[str, K8sError | None]:
                 return "suspended", None
             return "finished", None
         try:
-            spec = selectors.job_spec(job)
+            spec = selectors.job_spec(job, policy=facts.policy,
+                                      dedicated=job.tenant_id in facts.dedicated)
+        except DatabaseError:
+            raise
+        except Exception as exc:  # any build failure (a ValueError of JobSpec, mostly)
+            return unbuildable(job, exc), None
+        if job.in_cluster and spec.kind != JOB_KIND_TRAINJOB:
+            if job.cluster_suspended == spec.suspend:
+                return "unchanged", None
+            patch = (manifests.workload_suspend_patch(spec.kind, True) if spec.suspend
+                     else manifests.workload_resume_patch(spec))
+            try:
+                client.patch(api_version, kind, spec.name, patch, job.pool.namespace)
+            except K8sNotFoundError:
+                pass  # gone from the cluster (deleted by hand): created again below
+            else:
+                TrainingJob.objects.filter(pk=job.pk).update(
+                    cluster_suspended=spec.suspend, last_error="")
+                return ("suspended" if spec.suspend else "running"), None
+        try:
             pvc = manifests.build_checkpoint_pvc(spec)
             workload = manifests.build_workload(spec)
         except DatabaseError:

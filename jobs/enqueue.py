@@ -13,11 +13,16 @@ commit are ``robust``: a broker outage loses the message, and the level-triggere
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Iterable
 from typing import Any
 
 from celery import current_app
+from django.core.cache import cache
 from django.db import transaction
+
+log = logging.getLogger(__name__)
 
 SYNC_JOB = "jobs.sync_job"
 SYNC_JOBS = "jobs.sync_jobs"
@@ -49,9 +54,29 @@ def on_commit(name: str, *args: Any) -> None:
     transaction.on_commit(enqueue, robust=True)
 
 
+NUDGE_KEY = "jobs:admission-nudge"
+"""A cache key whose value changes whenever something a pass should see happened: the
+admission service (``jobs.service``) looks at it every ``poll_seconds``."""
+
+
+def nudge() -> None:
+    """Tell the admission service to pass now (a new value under :data:`NUDGE_KEY`; the
+    cache is shared by the processes: Redis, or the file cache of ``make run``). Never
+    raises: without it the service passes on its journals and its idle period."""
+    try:
+        cache.set(NUDGE_KEY, time.time_ns(), timeout=3600)
+    except Exception:  # a cache outage: the service still reads its journals
+        log.warning("cannot nudge the admission service", exc_info=True)
+
+
 def kick_admission() -> None:
-    """An admission pass once the current transaction commits (none for a rollback)."""
-    on_commit(ADMISSION_CYCLE)
+    """An admission pass once the current transaction commits (none for a rollback): the
+    admission service is nudged, and a Celery pass enqueued (which leaves the deciding to
+    the service while one holds the lease: ``jobs.backends.base``)."""
+    def kick() -> None:
+        nudge()
+        send(ADMISSION_CYCLE)
+    transaction.on_commit(kick, robust=True)
 
 
 def schedule_sync(job_id: int) -> None:

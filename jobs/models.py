@@ -205,6 +205,12 @@ class AdmissionState(models.Model):
     # pass cost: passes explain every TRAINYARD_EXPLAIN_SECONDS at most (jobs.tasks).
     explained_at = models.DateTimeField(null=True, blank=True)
     explain_ms = models.FloatField(default=0)
+    # The admission service (jobs.service) that decides while its lease lasts: one per
+    # cluster; the Celery cycle leaves the deciding to it then. ``drift``: the active jobs
+    # its memory held differently from the database, found by its full reads and healed.
+    leader = models.CharField(max_length=200, blank=True)
+    lease_until = models.DateTimeField(null=True, blank=True)
+    drift = models.PositiveBigIntegerField(default=0)
 
     def __str__(self) -> str:
         return f"admission cycle at {self.last_cycle_at}"

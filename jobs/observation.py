@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from django.db import transaction
 from django.db.models import Max
@@ -30,7 +33,17 @@ from k8s_sync.specs import WORKLOAD_KINDS
 log = logging.getLogger(__name__)
 
 
-def observe_jobs(now: dt.datetime) -> dict[str, int]:
+@dataclass(frozen=True)
+class ClusterView:
+    """What the caller keeps of the cluster itself (the admission service's informers,
+    ``k8s_sync.informer``), instead of the watcher's recorded rows: each job kind's
+    workloads' statuses by (namespace, name), and the pods' rows."""
+
+    workloads: Mapping[str, Mapping[tuple[str, str], WorkloadStatus]]
+    pods: Sequence[Any]
+
+
+def observe_jobs(now: dt.datetime, *, cluster: ClusterView | None = None) -> dict[str, int]:
     """Record what happened to jobs, from their PyTorchJobs as the ``k8s_watch`` reflector
     last recorded them (``k8s_sync.selectors.workload_statuses``: one query, no API call).
 
@@ -47,9 +60,14 @@ def observe_jobs(now: dt.datetime) -> dict[str, int]:
                              "restart_count",
                              "in_cluster", "admitted_at", "pool__kind", "pool__tenant__slug"))
     # the recorded workloads of these jobs only, not of every job that ever ran
-    objs = {kind: workload_statuses(*types, keys=[(j.pool.namespace, j.k8s_name)
-                                                  for j in active if j.kind == kind])
-            for kind, types in WORKLOAD_KINDS.items()}
+    objs = cluster.workloads if cluster is not None else {
+        kind: workload_statuses(*types, keys=[(j.pool.namespace, j.k8s_name)
+                                              for j in active if j.kind == kind])
+        for kind, types in WORKLOAD_KINDS.items()}
+    # the preempting jobs whose pods are still observed (terminating ones included): one
+    # query for all of them, not one a job
+    remaining = _pods_remaining([j for j in active if j.state == JobState.PREEMPTING],
+                                pods=cluster.pods if cluster is not None else None)
     # What each job's recorded workload says, then every move of the pass in one
     # transaction, by kind of move (transitions.job_transitions: conditional, one
     # JobTransition each); a job that ran and finished between two passes is moved
@@ -59,7 +77,7 @@ def observe_jobs(now: dt.datetime) -> dict[str, int]:
         "Succeeded": [], "Failed": []}
     requeued: list[transitions.Move] = []
     for job in active:
-        obj = objs[job.kind].get((job.pool.namespace, job.k8s_name))
+        obj = objs.get(job.kind, {}).get((job.pool.namespace, job.k8s_name))
         if obj is None:
             continue
         conditions = obj.true_conditions()
@@ -78,7 +96,7 @@ def observe_jobs(now: dt.datetime) -> dict[str, int]:
             running.append(transitions.Move(job.pk, fields={"placement": []},
                                             at=started or now))
         elif job.state == JobState.PREEMPTING and (
-                (active_pods == 0 and not _pods_remain(job))
+                (active_pods == 0 and job.pk not in remaining)
                 or (job.preempt_deadline
                     and now >= job.preempt_deadline + health.PREEMPT_RELEASE_AFTER)):
             requeued.append(transitions.Move(job.pk, fields={
@@ -180,8 +198,18 @@ def enforce_pod_start(now: dt.datetime) -> dict[str, int]:
     return counts
 
 
-def _pods_remain(job: TrainingJob) -> bool:
-    """Whether any pod of the job is still observed, terminating ones included: until
-    they are gone their GPUs are held, so the job is not back in the queue yet."""
-    return ObservedPod.objects.filter(job=str(job.pk)).exclude(
-        phase__in=["Succeeded", "Failed"]).filter(namespace=job.pool.namespace).exists()
+def _pods_remaining(jobs: list[TrainingJob], *, pods: Sequence[Any] | None = None
+                    ) -> set[int]:
+    """The jobs of ``jobs`` of which a pod is still observed, terminating ones included:
+    until they are gone their GPUs are held, so the job is not back in the queue yet.
+    ``pods``: the pods' rows the caller keeps (else read)."""
+    if not jobs:
+        return set()
+    wanted = {(j.pool.namespace, str(j.pk)): j.pk for j in jobs}
+    if pods is not None:
+        return {wanted[key] for p in pods if p.phase not in ("Succeeded", "Failed")
+                and (key := (p.namespace, p.job)) in wanted}
+    rows = (ObservedPod.objects.filter(job__in=[key[1] for key in wanted])
+            .exclude(phase__in=["Succeeded", "Failed"]).order_by()
+            .values_list("namespace", "job").distinct())
+    return {wanted[row] for row in rows if row in wanted}

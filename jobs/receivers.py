@@ -1,5 +1,6 @@
-"""The jobs app's answer to ``k8s_sync.signals.observed_changed``: an admission cycle
-soon after the watcher records a change a job waits for.
+"""The jobs app's answer to ``k8s_sync.signals.observed_changed``: an admission pass
+soon after the watcher records a change a job waits for (the admission service is
+nudged at once, ``jobs.enqueue.nudge``; a Celery cycle is enqueued, debounced).
 
 A PyTorchJob's conditions (running, succeeded, failed) and the pods of tenant namespaces
 (a preempted job's pods gone, capacity freed) are what move jobs, and the admission loop
@@ -51,6 +52,7 @@ def admission_on_observed_change(sender: Any, kind: str = "", keys: list[str] | 
     returns whether it enqueued. Never raises (the observer must keep observing)."""
     if not _concerns_jobs(kind, list(keys or [])):
         return False
+    enqueue.nudge()  # the admission service, when one runs, passes at once
     if getattr(settings, "CELERY_TASK_ALWAYS_EAGER", False):
         return False
     try:

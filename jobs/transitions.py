@@ -24,13 +24,16 @@ from django.db.models import Max
 from django.urls import reverse
 from django.utils import timezone
 
-from core.db import update_rows
+from core.db import insert_rows, update_rows
 from core.texts import StoredText
 from core.texts import message as stored_text
 from jobs.choices import JobState
 from jobs.models import JobTransition, TrainingJob
 from tenants.access import AnyUser
 from tenants.services.notify import notify
+
+TRANSITION_FIELDS = ("job", "from_state", "to_state", "reason", "message", "at", "observed_at")
+"""The columns :func:`job_transitions` writes of each JobTransition (one prepared INSERT)."""
 
 
 def record(job: TrainingJob, from_state: str, to_state: str, reason: str, *,
@@ -129,10 +132,9 @@ def job_transitions(*, moves: Iterable[Move], from_states: Iterable[str], to_sta
             update_rows(TrainingJob, names, [
                 (job_id, *(when[job_id] if name in stamp else by_id[job_id].fields.get(name)
                            for name in names)) for job_id in previous])
-        JobTransition.objects.bulk_create([JobTransition(
-            job_id=job_id, from_state=previous[job_id], to_state=to_state, reason=reason,
-            message=by_id[job_id].message, at=when[job_id], observed_at=now)
-            for job_id in previous], batch_size=500)
+        insert_rows(JobTransition, TRANSITION_FIELDS, [
+            (job_id, previous[job_id], to_state, reason, by_id[job_id].message,
+             when[job_id], now) for job_id in previous])
     return [m.job_id for m in moves if m.job_id in previous]
 
 

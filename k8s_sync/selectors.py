@@ -239,12 +239,18 @@ def _count(values: Mapping[str, Any], resource: str) -> int:
         return 0
 
 
-def _allocated_by_node() -> dict[str, dict[str, Decimal]]:
-    """GPU-ish, CPU and memory requests of non-terminal pods bound to each node."""
+def _allocated_by_node(pods: Iterable[Any] | None = None) -> dict[str, dict[str, Decimal]]:
+    """GPU-ish, CPU and memory requests of non-terminal pods bound to each node (``pods``:
+    the pods' rows as an informer keeps them, ``k8s_sync.informer``; else read)."""
     out: dict[str, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
-    pods = (ObservedPod.objects.filter(phase__in=LIVE_PHASES).exclude(node_name="")
-            .values_list("node_name", "requests"))
-    for node_name, requests in pods:
+    bound: Iterable[tuple[str, Any]]
+    if pods is None:
+        bound = (ObservedPod.objects.filter(phase__in=LIVE_PHASES).exclude(node_name="")
+                 .values_list("node_name", "requests"))
+    else:
+        bound = [(p.node_name, p.requests) for p in pods
+                 if p.node_name and p.phase in LIVE_PHASES]
+    for node_name, requests in bound:
         requests = requests or {}
         for resource, qty in requests.items():
             if resource.startswith("nvidia.com/") or resource in ("cpu", "memory"):
@@ -346,24 +352,29 @@ def _model_totals(model: str, nodes: Iterable[NodeCapacity]) -> ModelCapacity:
     )
 
 
-def capacity_report(topology_levels: Iterable[str] | None = None) -> CapacityReport:
+def capacity_report(topology_levels: Iterable[str] | None = None, *,
+                    nodes: Iterable[Any] | None = None,
+                    pods: Iterable[Any] | None = None) -> CapacityReport:
     """The GPU inventory from the observed nodes and pods (three queries). Nodes'
     ``switch``/``topology`` follow ``topology_levels``, by default the configured ones
-    (``placement.configured_topology_levels``)."""
+    (``placement.configured_topology_levels``). ``nodes`` and ``pods``: their rows as an
+    informer keeps them (``k8s_sync.informer``), instead of the recorded ones."""
     levels = (placement.topology_levels(topology_levels) if topology_levels is not None
               else placement.configured_topology_levels())
-    allocated = _allocated_by_node()
-    nodes = [node_capacity(n, allocated.get(n.name, {}), levels)
-             for n in ObservedNode.objects.defer("raw", "capacity", "taints").order_by("name")]
-    nodes.sort(key=lambda n: (not n.gpu_model, n.gpu_model, n.name))
+    allocated = _allocated_by_node(pods)
+    rows = (sorted(nodes, key=lambda n: n.name) if nodes is not None
+            else ObservedNode.objects.defer("raw", "capacity", "taints").order_by("name"))
+    report_nodes = [node_capacity(n, allocated.get(n.name, {}), levels) for n in rows]
+    report_nodes.sort(key=lambda n: (not n.gpu_model, n.gpu_model, n.name))
     by_model: dict[str, list[NodeCapacity]] = defaultdict(list)
-    for node in nodes:
+    for node in report_nodes:
         if node.gpu_model:
             by_model[node.gpu_model].append(node)
     models = tuple(_model_totals(m, ns) for m, ns in sorted(by_model.items()))
-    bookkeeping = ObservedKind.objects.filter(kind="nodes").first()
+    bookkeeping = (ObservedKind.objects.filter(kind="nodes").first() if nodes is None
+                   else None)
     totals = {
-        "nodes": len(nodes), "gpu_nodes": sum(m.nodes for m in models),
+        "nodes": len(report_nodes), "gpu_nodes": sum(m.nodes for m in models),
         "cards": sum(m.cards for m in models),
         "whole_allocatable": sum(m.whole_allocatable for m in models),
         "whole_allocated": sum(m.whole_allocated for m in models),
@@ -374,7 +385,7 @@ def capacity_report(topology_levels: Iterable[str] | None = None) -> CapacityRep
         "memory_mib": sum(m.memory_mib for m in models),
         "memory_allocated_mib": sum(m.memory_allocated_mib for m in models),
     }
-    return CapacityReport(models=models, nodes=tuple(nodes),
+    return CapacityReport(models=models, nodes=tuple(report_nodes),
                           observed_at=bookkeeping.last_list_at if bookkeeping else None,
                           totals=totals, topology_levels=levels)
 
@@ -511,6 +522,17 @@ def workload_statuses(api_version: str = PYTORCHJOB[0],
                 resource_version=row["resource_version"], suspended=row["suspended"],
                 conditions=tuple(c for c in row["conditions"] or [] if isinstance(c, Mapping)),
                 replica_statuses=dict(row["replica_statuses"] or {}), active=row["active"])
+            for row in rows}
+
+
+def statuses_of(rows: Iterable[Any]) -> dict[tuple[str, str], WorkloadStatus]:
+    """:func:`workload_statuses` of workloads' rows as an informer keeps them
+    (``k8s_sync.informer``), by (namespace, name)."""
+    return {(row.namespace, row.name): WorkloadStatus(
+                namespace=row.namespace, name=row.name, uid=row.uid,
+                resource_version=row.resource_version, suspended=row.suspended,
+                conditions=tuple(c for c in row.conditions or [] if isinstance(c, Mapping)),
+                replica_statuses=dict(row.replica_statuses or {}), active=row.active)
             for row in rows}
 
 

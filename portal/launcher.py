@@ -296,6 +296,8 @@ def main() -> int:
             print(f"\nTrainyard is running at http://{host}:{port}/  (Ctrl-C stops it)\n",
                   flush=True)
         start("watch", [PY, str(ROOT / "manage.py"), "k8s_watch"])
+        # The admission service decides (jobs.service); the worker's passes defer to it.
+        start("admission", [PY, str(ROOT / "manage.py"), "admission_service"])
         # One worker, no peers: no mingle or gossip (a faster start, no broadcast files).
         start("worker", [PY, "-m", "celery", "-A", "portal", "worker", "-P", "solo",
                          "-Q", "default,k8s,billing", "--loglevel", "WARNING",

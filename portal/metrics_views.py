@@ -36,6 +36,13 @@ And one counter: ``trainyard_gpu_idle_while_waiting_seconds_total{key,cause}`` -
 (GPU-seconds of ``gpu:<model>``, instance-seconds of ``mig:<profile>``, share-seconds of
 ``shared:<model>``) idle while a waiting job that fits them waited, by cause
 (``jobs.admission.waste``; recorded by the admission loop, ``jobs.idle_waiting``).
+
+And the admission loop's own state (``jobs.models.AdmissionState``):
+``trainyard_admission_drift_total`` (counter: active jobs the admission service's memory
+held differently from the database, found by its full reads and healed: ``jobs.live``),
+``trainyard_admission_service_leading`` (1 while an admission service holds the lease,
+with its ``identity``), ``trainyard_admission_last_pass_timestamp_seconds`` and
+``trainyard_admission_last_pass_seconds`` (the last pass's time and duration).
 """
 
 from __future__ import annotations
@@ -59,7 +66,7 @@ from prometheus_client.registry import Collector
 from billing.selectors import utilisation_figures
 from jobs import idle_waiting
 from jobs.choices import ACTIVE_STATES, JobState
-from jobs.models import TrainingJob
+from jobs.models import AdmissionState, TrainingJob
 from k8s_sync.selectors import capacity_report, observer_status
 from portal import watchdog
 from portal.dashboards import wait_times
@@ -83,6 +90,32 @@ class TrainyardCollector(Collector):
         yield from self._watchdog()
         yield from self._idle_waiting()
         yield from self._utilisation()
+        yield from self._admission()
+
+    def _admission(self) -> Iterator[Metric]:
+        state = AdmissionState.objects.filter(pk=1).first()
+        drift = CounterMetricFamily(
+            "trainyard_admission_drift",
+            "Active jobs the admission service held differently from the database, found "
+            "by its full reads and healed")
+        drift.add_metric([], float(state.drift if state else 0))
+        yield drift
+        leading = GaugeMetricFamily(
+            "trainyard_admission_service_leading",
+            "1 while an admission service holds the lease and decides", labels=["identity"])
+        now = timezone.now()
+        if state and state.lease_until and state.lease_until > now:
+            leading.add_metric([state.leader], 1.0)
+        yield leading
+        last = GaugeMetricFamily("trainyard_admission_last_pass_timestamp_seconds",
+                                 "When the last admission pass applied (0: never)")
+        last.add_metric([], state.last_cycle_at.timestamp()
+                        if state and state.last_cycle_at else 0.0)
+        yield last
+        took = GaugeMetricFamily("trainyard_admission_last_pass_seconds",
+                                 "How long the last admission pass took")
+        took.add_metric([], (state.last_cycle_ms if state else 0.0) / 1000)
+        yield took
 
     def _idle_waiting(self) -> Iterator[Metric]:
         counter = CounterMetricFamily(

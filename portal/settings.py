@@ -345,6 +345,16 @@ TRAINYARD_EXPLAIN_SECONDS = env_float("TRAINYARD_EXPLAIN_SECONDS", 2.0, minimum=
 # Seconds the admission loop keeps the jobs' history (fair-share usage, run times of
 # the last 30 days; jobs.selectors.recent_history) before reading it again. 0: every pass.
 TRAINYARD_HISTORY_SECONDS = env_float("TRAINYARD_HISTORY_SECONDS", 60.0, minimum=0.0)
+# The admission service (manage.py admission_service, jobs.service): how often it looks
+# for changes, passes at most and at least, compares its memory with the database, and
+# how long its lease lasts (seconds).
+TRAINYARD_ADMISSION_SERVICE = {
+    "poll_seconds": env_float("TRAINYARD_SERVICE_POLL_SECONDS", 0.05, minimum=0.001),
+    "min_pass_seconds": env_float("TRAINYARD_SERVICE_MIN_PASS_SECONDS", 0.1, minimum=0.001),
+    "idle_seconds": env_float("TRAINYARD_SERVICE_IDLE_SECONDS", 1.0, minimum=0.01),
+    "verify_seconds": env_float("TRAINYARD_SERVICE_VERIFY_SECONDS", 60.0, minimum=1.0),
+    "lease_seconds": env_float("TRAINYARD_SERVICE_LEASE_SECONDS", 15.0, minimum=1.0),
+}
 # Cluster writes in flight at once when the loop syncs a pass's jobs (jobs.sync_jobs)
 TRAINYARD_SYNC_CONCURRENCY = env_int("TRAINYARD_SYNC_CONCURRENCY", 8, minimum=1)
 # The RBAC group a tenant's people authenticate with (as the API server sees it, with

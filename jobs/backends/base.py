@@ -83,6 +83,8 @@ class BaseBackend:
         """One admission pass under the cycle lock: what the cluster reports moves jobs;
         admissions and preemptions are made or read; every waiting job's position,
         estimated start and reason are recorded. Returns counts."""
+        if self.service_decides(timezone.now()):
+            return {"skipped": "the admission service decides"}
         if not cache.add(CYCLE_LOCK, "1", timeout=CYCLE_LOCK_SECONDS):
             return {"skipped": "another cycle is running"}
         started = time.monotonic()
@@ -90,6 +92,14 @@ class BaseBackend:
             return self.run_pass(timezone.now(), started)
         finally:
             cache.delete(CYCLE_LOCK)
+
+    def service_decides(self, now: dt.datetime) -> bool:
+        """Whether an admission service (``jobs.service``, the trainyard engine's) holds
+        its lease: then it decides, and the Celery pass does nothing (its beat entry and
+        kicks stay as the fallback for when no service runs)."""
+        if self.name != "trainyard":
+            return False
+        return AdmissionState.objects.filter(pk=1, lease_until__gt=now).exists()
 
     @staticmethod
     def pass_state() -> AdmissionState:

@@ -21,6 +21,7 @@ with backoff after a transient API error.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -65,7 +66,7 @@ class TrainyardBackend(BaseBackend):
         with transaction.atomic():
             if not self.take_pass(seen, now):
                 return {"skipped": "another cycle applied first", **observed}
-            result = _apply(decisions, waiting_for_pool, now, explained=explain)
+            result = apply_decisions(decisions, waiting_for_pool, now, explained=explain)
             if explain:   # GPU-seconds idle while work that fits waits (jobs.idle_waiting)
                 idle_waiting.record_pass(
                     nodes=inputs["nodes"], jobs=inputs["jobs"], decisions=decisions,
@@ -107,7 +108,7 @@ class TrainyardBackend(BaseBackend):
 def _decide_and_apply(now: dt.datetime) -> dict[str, Any]:
     """Decide and apply at once (the caller holds the pass: see
     :meth:`TrainyardBackend.run_pass`)."""
-    return _apply(*_decide(now), now)
+    return apply_decisions(*_decide(now), now)
 
 
 def _decide(now: dt.datetime, *, explain: bool = True, inputs: dict | None = None,
@@ -122,10 +123,13 @@ def _decide(now: dt.datetime, *, explain: bool = True, inputs: dict | None = Non
         incremental=settings.TRAINYARD_INCREMENTAL_ADMISSION, explain=explain)
 
 
-def _apply(decisions: Any, waiting_for_pool: dict[int, Pool], now: dt.datetime, *,
-           explained: bool = True) -> dict[str, Any]:
+def apply_decisions(decisions: Any, waiting_for_pool: dict[int, Pool], now: dt.datetime, *,
+                    explained: bool = True,
+                    sync: Callable[[list[int]], Any] | None = None) -> dict[str, Any]:
     """Carry out a pass's decisions (inside the pass's transaction); ``explained``: the
-    decisions carry the waiting jobs' positions, ETAs and reasons, which are stored."""
+    decisions carry the waiting jobs' positions, ETAs and reasons, which are stored.
+    ``sync``: given the ids of the jobs moved, to converge them (the admission service
+    does it in its own process); by default ``jobs.sync_jobs`` tasks after the commit."""
     for pool in {p.pk: p for p in waiting_for_pool.values()}.values():
         _request_pool_sync(pool)
     levels = topology_levels() if decisions.admit else ()
@@ -150,7 +154,10 @@ def _apply(decisions: Any, waiting_for_pool: dict[int, Pool], now: dt.datetime, 
             message=p.reason) for p in decisions.preempt],
         from_states=[JobState.RUNNING, JobState.ADMITTED], to_state=JobState.PREEMPTING,
         reason="Preempted")
-    enqueue.schedule_syncs([*admitted, *preempted])
+    if sync is None:
+        enqueue.schedule_syncs([*admitted, *preempted])
+    else:
+        sync([*admitted, *preempted])
     if explained:
         transitions.record_waiting(decisions.waiting)
     return {"admitted": len(admitted), "preempted": len(preempted),

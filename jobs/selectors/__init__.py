@@ -20,6 +20,8 @@ own calls: patch the submodule for those.
 """
 
 from jobs.selectors.admission import (
+    VIEW_FIELDS,
+    active_rows,
     admission_inputs,
     decide_with_pools_absent,
     reclaim_grace,
@@ -93,8 +95,10 @@ __all__ = [
     "POD_UTIL_CACHE_SECONDS",
     "QUEUE_FILTERS",
     "QUEUE_SORTS",
+    "VIEW_FIELDS",
     "PlatformQueue",
     "PodLog",
+    "active_rows",
     "admission_inputs",
     "decide_with_pools_absent",
     "events_of",

@@ -44,13 +44,27 @@ from tenants.tiers import reclaim_grace_seconds, tier_rules
 # --- admission inputs -------------------------------------------------------------------
 
 
-def admission_inputs(now):  # type: ignore[no-untyped-def]
+def admission_inputs(now, *, rows=None):  # type: ignore[no-untyped-def]
     """Everything ``jobs.admission.decide`` needs, from the database and the observed
-    cluster (no cluster calls): nodes, active jobs, pool quotas, policy, history."""
-    return _admission_inputs(now)[0]
+    cluster (no cluster calls): nodes, active jobs, pool quotas, policy, history.
+    ``rows``: the active jobs' rows (:func:`active_rows`) as the caller keeps them (the
+    admission service's memory, ``jobs.live``), instead of reading them all."""
+    return _admission_inputs(now, rows=rows)[0]
 
 
-def _admission_inputs(now):  # type: ignore[no-untyped-def]
+def active_rows(ids=None) -> list[Any]:  # type: ignore[no-untyped-def]
+    """The active jobs' rows as a pass reads them (the columns of :data:`VIEW_FIELDS`,
+    as named tuples): all of them, or only those of ``ids`` that are active."""
+    found = TrainingJob.objects.filter(state__in=ACTIVE_STATES)
+    if ids is None:
+        return list(found.values_list(*VIEW_FIELDS, named=True))
+    ids = list(ids)
+    return [row for start in range(0, len(ids), 2000)
+            for row in found.filter(pk__in=ids[start:start + 2000]).values_list(
+                *VIEW_FIELDS, named=True)]
+
+
+def _admission_inputs(now, *, rows=None):  # type: ignore[no-untyped-def]
     """:func:`admission_inputs` and the card facts they were counted with (the preview
     counts its hypothetical job with the same ones, from the same capacity report)."""
     dedicated = node_dedications()
@@ -69,10 +83,9 @@ def _admission_inputs(now):  # type: ignore[no-untyped-def]
                       shared=n.shared_allocatable, shared_used=n.shared_allocated,
                       **_node_cpu_memory(n))
              for n in report_nodes]
-    # Every active job, every pass: the columns a decision reads, as tuples (no model
-    # instances: on a long queue building them was most of the pass's reading).
-    active = list(TrainingJob.objects.filter(state__in=ACTIVE_STATES).values_list(
-        *_VIEW_FIELDS, named=True))
+    # Every active job: the columns a decision reads, as tuples (no model instances: on a
+    # long queue building them was most of the pass's reading), read now or kept.
+    active = active_rows() if rows is None else rows
     bound = _bound_nodes([j.id for j in active if j.state != JobState.QUEUED])
     shapes: dict[tuple[Any, ...], dict[str, int]] = {}
 
@@ -133,7 +146,7 @@ _VIEWS: dict[str, tuple[Any, dict[int, tuple[Any, tuple[str, ...], JobView]]]] =
 _SHAPE = ("workers", "cpu_per_worker", "memory_gib_per_worker", "gpus_per_worker", "gpu_model",
           "mig_profile", "gpu_shared", "gpu_memory_gib_per_card")
 """What :func:`job_demand_of` reads of a TrainingJob."""
-_VIEW_FIELDS = tuple(dict.fromkeys((
+VIEW_FIELDS = tuple(dict.fromkeys((
     "id", "tenant__slug", "pool__kind", "tier", "state", "submitted_at", "admitted_at",
     "started_at", "expected_seconds", "max_run_seconds", "template", "priority", "held",
     "borrowing", "placement", "preempt_deadline", "loan_id", "loan__lender__tenant__slug",
@@ -173,7 +186,7 @@ def _loans_in() -> dict[int, dict[str, tuple[tuple[int, int], ...]]]:
 
 
 def _loan_fields(job: Any) -> dict[str, Any]:
-    """A quota-holding job's loan for its JobView (from a row of :data:`_VIEW_FIELDS`): id,
+    """A quota-holding job's loan for its JobView (from a row of :data:`VIEW_FIELDS`): id,
     lender, whether it has ended. A queued job's stale mark is left out (admission marks
     it anew)."""
     if job.loan_id is None or job.state not in HOLDING_STATES:

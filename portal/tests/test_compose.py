@@ -13,8 +13,9 @@ def _compose() -> dict:
 
 def test_it_has_every_service_with_a_healthcheck():
     services = _compose()["services"]
-    assert {"postgres", "redis", "web", "worker", "beat", "migrate"} <= set(services)
-    for name in ("postgres", "redis", "web", "worker", "beat"):
+    assert {"postgres", "redis", "web", "worker", "beat", "migrate", "watch",
+            "admission"} <= set(services)
+    for name in ("postgres", "redis", "web", "worker", "beat", "watch", "admission"):
         assert services[name]["healthcheck"]["test"], name
 
 
@@ -25,11 +26,13 @@ def test_processes_run_the_right_commands():
     assert "default,k8s,billing" in services["worker"]["command"]
     assert services["beat"]["command"][:4] == ["celery", "-A", "portal", "beat"]
     assert services["migrate"]["command"][-2:] == ["migrate", "--noinput"]
+    assert services["watch"]["command"][:3] == ["python", "manage.py", "k8s_watch"]
+    assert services["admission"]["command"][:3] == ["python", "manage.py", "admission_service"]
 
 
 def test_app_services_get_production_configuration():
     services = _compose()["services"]
-    for name in ("web", "worker", "beat", "migrate"):
+    for name in ("web", "worker", "beat", "migrate", "watch", "admission"):
         env = services[name]["environment"]
         assert env["DEBUG"] == "false"
         assert env["DATABASE_URL"].startswith("postgres://")
@@ -38,7 +41,7 @@ def test_app_services_get_production_configuration():
         assert env["REDIS_URL"].startswith("redis://redis:6379/")
         assert "SECRET_KEY:?" in env["SECRET_KEY"]  # compose refuses to start without it
         assert services[name]["depends_on"]["postgres"]["condition"] == "service_healthy"
-    for name in ("web", "worker", "beat"):
+    for name in ("web", "worker", "beat", "watch", "admission"):
         assert services[name]["depends_on"]["migrate"]["condition"] == \
             "service_completed_successfully"
 

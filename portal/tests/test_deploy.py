@@ -150,7 +150,7 @@ def test_the_base_has_every_piece(base):
         ("Service", "trainyard-web"), ("PodDisruptionBudget", "trainyard-web"),
         ("Deployment", "trainyard-web"), ("Deployment", "trainyard-worker"),
         ("Deployment", "trainyard-beat"), ("Deployment", "trainyard-watch"),
-        ("Job", "trainyard-migrate"),
+        ("Deployment", "trainyard-admission"), ("Job", "trainyard-migrate"),
     ])
     # The ConfigMap's name carries a content hash, so a config change rolls the pods.
     assert _one(base, "ConfigMap")["metadata"]["name"].startswith("trainyard-config-")
@@ -207,11 +207,20 @@ def test_processes_run_the_right_commands(base):
     beat = main("trainyard-beat")["spec"]["template"]["spec"]["containers"][0]
     schedule = beat["command"][beat["command"].index("-s") + 1]
     assert beat["livenessProbe"]["exec"]["command"] == ["test", "-f", schedule]
-    watch = main("trainyard-watch")["spec"]["template"]["spec"]["containers"][0]
-    heartbeat = watch["command"][watch["command"].index("--heartbeat-file") + 1]
-    assert heartbeat.startswith("/tmp/")
-    assert watch["startupProbe"]["exec"]["command"] == ["test", "-f", heartbeat]
-    assert heartbeat in watch["livenessProbe"]["exec"]["command"][-1]
+    for name in ("trainyard-watch", "trainyard-admission"):
+        watch = main(name)["spec"]["template"]["spec"]["containers"][0]
+        heartbeat = watch["command"][watch["command"].index("--heartbeat-file") + 1]
+        assert heartbeat.startswith("/tmp/")
+        assert watch["startupProbe"]["exec"]["command"] == ["test", "-f", heartbeat]
+        assert heartbeat in watch["livenessProbe"]["exec"]["command"][-1]
+    # The admission service: a standby takes over from the leader (the lease decides who
+    # decides), so two replicas, never both down in a rollout.
+    admission = main("trainyard-admission")
+    assert admission["spec"]["replicas"] == 2
+    assert admission["spec"]["strategy"]["rollingUpdate"] == {"maxUnavailable": 1,
+                                                              "maxSurge": 0}
+    assert admission["spec"]["template"]["spec"]["containers"][0]["command"][:3] == [
+        "python", "manage.py", "admission_service"]
     web_container = web["spec"]["template"]["spec"]["containers"][0]
     bind = gunicorn[gunicorn.index("--bind") + 1]
     assert int(bind.rpartition(":")[2]) == web_container["ports"][0]["containerPort"]
@@ -255,7 +264,8 @@ def test_every_container_is_locked_down(base):
 def test_only_pods_that_call_the_api_get_a_token(base):
     for name, pod in _pod_specs(base):
         assert pod["serviceAccountName"] == "trainyard"
-        calls_api = name in ("trainyard-web", "trainyard-worker", "trainyard-watch")
+        calls_api = name in ("trainyard-web", "trainyard-worker", "trainyard-watch",
+                             "trainyard-admission")
         assert pod["automountServiceAccountToken"] is calls_api, name
     binding = _one(base, "ClusterRoleBinding", "trainyard")
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io",
