@@ -5,6 +5,7 @@ a layer of the pass.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import timedelta
 
 from core.choices import Tier
@@ -13,9 +14,10 @@ from jobs.choices import JobState
 from . import text
 from .capacity import Plan, Slot
 from .eta import TPK
-from .explain import _BATCH, _BORROW, _NOMINAL, _OVER, _ts
+from .explain import _BATCH, _BORROW, _NOMINAL, _OVER
 from .rules import QuotaRules
 from .types import TIER_RANK, JobView, Preemption, Text
+from .victims import victim_order
 
 _MAX_VICTIMS = 256
 """Victims considered for one reclaim attempt (the most preferred ones)."""
@@ -45,6 +47,35 @@ class Reclaim(QuotaRules):
         # the guarantee rule (step 3), for pools given a guarantee below their nominal
         # quota (above nominal, the borrowing rule above already applies)
         return within_g and self.above_explicit_guarantee(victim)
+
+    def eligible_victims(self, job: JobView, key: str, mode: str, within_g: bool, *,
+                         own_first: bool = False) -> Iterator[JobView]:
+        """The victims ``job`` may take on ``key``, the most preferred first
+        (:func:`jobs.admission.victims.victim_order`; with ``own_first``, those of its own
+        pool before the others), at most ``_MAX_VICTIMS``; read lazily from the key's
+        :class:`VictimIndex`, so a reclaim that needs a few reads a few."""
+        index = self.victim_index.get(key)
+        if index is None:
+            return
+        lower = self.policy.preempt_lower_priority_within_tenant
+        stream = index.stream(job, lower_priority=lower,
+                              protected=mode in (_BORROW, _BATCH), within_g=within_g)
+        taken = 0
+        if own_first:
+            pair = (job.tenant, job.pool)
+            for _pos, victim in index.own(job):
+                if self.eligible_victim(victim, job, mode, within_g):
+                    yield victim
+                    taken += 1
+                    if taken == _MAX_VICTIMS:
+                        return
+            stream = (v for v in stream if (v.tenant, v.pool) != pair)
+        for victim in stream:
+            if self.eligible_victim(victim, job, mode, within_g):
+                yield victim
+                taken += 1
+                if taken == _MAX_VICTIMS:
+                    return
 
     def only_by_guarantee(self, victim: JobView, job: JobView) -> bool:
         """Whether the victim is eligible only because its pool is above its guarantee."""
@@ -111,17 +142,11 @@ class Reclaim(QuotaRules):
             """The victim's units count against the same pool's quota as the job's."""
             return victim.tenant == tenant and victim.pool == job.pool
 
-        cands = [v for v in self.candidates.get(key, ())
-                 if self.eligible_victim(v, job, mode, within_g)]
+        cands = self.eligible_victims(job, key, mode, within_g,
+                                      own_first=mode == _OVER or not within_ceiling)
         # victims eligible only as pools above their guarantee: taken while still above it
-        by_guarantee = {v.id for v in cands if within_g and self.only_by_guarantee(v, job)}
+        by_guarantee: set[int] = set()
         over_g: dict[TPK, int] = {}
-        if mode == _OVER or not within_ceiling:
-            cands.sort(key=lambda v: 0 if own(v) else 1)  # stable: keeps victim order
-        cands = cands[:_MAX_VICTIMS]
-        if not cands:
-            self.reclaim_fail.add(memo)
-            return False
         base = free + sum(v for s, v in pend.items() if id(s) in usable) + loose
 
         def freed_by(victim: JobView) -> list[Slot]:
@@ -156,7 +181,8 @@ class Reclaim(QuotaRules):
         unplaced = loose   # units freed on nodes the engine does not know
         plan: Plan | None = None
         for victim in cands:
-            if victim.id in by_guarantee:
+            if within_g and self.only_by_guarantee(victim, job):
+                by_guarantee.add(victim.id)
                 vtpk = (victim.tenant, victim.pool, key)
                 left = over_g.get(vtpk)
                 if left is None:
@@ -314,8 +340,7 @@ class Reclaim(QuotaRules):
                     if j.resource_key == key and j.state in (JobState.RUNNING, JobState.ADMITTED)
                     and j.id not in self.victims and j.tier != Tier.PRODUCTION
                     and (j.tier == Tier.BATCH or self.above_guarantee(j))]
-            pool.sort(key=lambda j: (rank(j), -_ts(j.admitted_at or j.started_at, self.now_ts),
-                                     -j.id))
+            pool.sort(key=lambda j: victim_order(j, rank(j), self.now_ts))
             for victim in pool:
                 if self.wm_use(key) <= limit + 1e-9:
                     break
