@@ -98,6 +98,9 @@ from .types import (
 
 _HELD: Text = {"code": "jobs.wait.held", "args": {}}
 _NO_CPU_NODE: Text = {"code": "jobs.never.no_cpu_node", "args": {}}
+_UNEXPLAINED: Text = {"code": "jobs.wait.capacity", "args": {}}
+"""The reason recorded for a job that waits for room in a pass that does not explain:
+nothing reads it (``decide(explain=False)`` returns no WaitInfo)."""
 
 
 def decide(*, nodes: Sequence[NodeView], jobs: Sequence[JobView], quotas: Sequence[PoolQuota],
@@ -121,17 +124,13 @@ def decide(*, nodes: Sequence[NodeView], jobs: Sequence[JobView], quotas: Sequen
     long queue. The admission loop explains every few seconds, not on every pass
     (``jobs.tasks.admission_cycle``).
     """
-    pass_ = _Pass(nodes, jobs, quotas, policy, history, now, physical)
-    pass_.explaining = explain
+    pass_ = _Pass(nodes, jobs, quotas, policy, history, now, physical, explaining=explain)
     return pass_.run()
 
 
 class _Pass(Reclaim):
     """One ``decide()`` call: the steps, in order (the state, rules and reclaim are the
     layers below it: :mod:`.state`, :mod:`.rules`, :mod:`.reclaim`)."""
-
-    explaining = True
-    """Step 5 (positions, ETAs, final reasons) runs: ``decide(explain=...)``."""
 
     # -- ordering ------------------------------------------------------------------------
 
@@ -271,8 +270,9 @@ class _Pass(Reclaim):
         if key_mode != _OVER and short is not None:   # over the quota of another dimension
             self.block(job, self.why_dim(job, self.dims_mode(job)[1] or short))
             return
-        self.block(job, self.why(job, key, key_mode, nominal, ceiling),
-                   capacity=mode != _OVER)
+        # the wording only when it is shown (a pass that does not explain returns none)
+        self.block(job, self.why(job, key, key_mode, nominal, ceiling) if self.explaining
+                   else _UNEXPLAINED, capacity=mode != _OVER)
         if key_mode == _OVER and not batch:
             self.over_quota.append(job)
         if mode != _OVER and not gated and key not in self.reservations:

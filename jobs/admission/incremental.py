@@ -86,8 +86,8 @@ class _GroupPass(_Pass):
     """A pass over one group that keeps what the whole-cluster assembly needs: each job's
     merge entry, reason, capacity-bound flag and ETA (it builds no WaitInfo)."""
 
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.entries: dict[int, Entry] = {}
         self.ordered: list[JobView] = []
         self.eta_of: dict[int, _Eta] = {}
@@ -161,6 +161,9 @@ class Engine:
         self._physical: dict[str, float] = {}
         self._tenant_keys: dict[str, set[str]] = {}
         self._groups: dict[frozenset[str], _Group] = {}
+        self._durations: dict[int, tuple[float, float]] = {}
+        """Per-job facts kept between passes: (p50, p90) run time by job id (a job that
+        changed is forgotten; all of them when the policy or the run-time history did)."""
 
     # -- the pass ------------------------------------------------------------------------
 
@@ -194,12 +197,14 @@ class Engine:
 
         if self._policy is None or (policy is not self._policy and policy != self._policy):
             every = True
+            self._durations.clear()
         old_history = self._history
         if old_history is None:
             every = True
         elif history is not old_history:
             old_durations = old_history.durations
             if history.durations is not old_durations and history.durations != old_durations:
+                self._durations.clear()
                 # run times are keyed (tenant, tier, ...): a job reads its own tenant's
                 for found in set(old_durations) | set(history.durations):
                     if old_durations.get(found) != history.durations.get(found):
@@ -260,11 +265,13 @@ class Engine:
                 cpu_takers.append(job)
             old_job = old_jobs.get(job.id)
             if old_job is None or (old_job is not job and old_job != job):
+                self._durations.pop(job.id, None)
                 dirty_keys.add(key)
                 if old_job is not None:
                     dirty_keys.add(old_job.resource_key)
         for job_id, old_job in old_jobs.items():
             if job_id not in job_by_id:
+                self._durations.pop(job_id, None)
                 dirty_keys.add(old_job.resource_key)
         for tenant in dirty_tenants:
             dirty_keys.update(tenant_keys.get(tenant, ()))
@@ -394,8 +401,8 @@ class Engine:
                       jobs: list[JobView], quotas: list[PoolQuota], policy: Policy,
                       history: History, now: datetime,
                       physical: Mapping[str, float], explain: bool = True) -> _Group:
-        group = _GroupPass(list(nodes), jobs, quotas, policy, history, now, physical)
-        group.explaining = explain
+        group = _GroupPass(list(nodes), jobs, quotas, policy, history, now, physical,
+                           explaining=explain, durations=self._durations)
         decisions = group.run()
         entries, reasons, bound = group.entries, group.reasons, group.capacity_bound
         eta_of, admitted = group.eta_of, group.admitted

@@ -157,14 +157,14 @@ class Reclaim(QuotaRules):
                     slots.append(slot)
             return slots
 
-        def own_units(victims: list[JobView]) -> tuple[int, int]:
-            """(non-batch, all) units of the job's own pool among ``victims``."""
-            mine = [v for v in victims if own(v)]
-            return (sum(v.demand for v in mine if v.tier != Tier.BATCH),
-                    sum(v.demand for v in mine))
+        def own_units(victim: JobView) -> tuple[int, int]:
+            """(non-batch, all) units a victim frees of the job's own pool."""
+            if not own(victim):
+                return 0, 0
+            return (0 if victim.tier == Tier.BATCH else victim.demand), victim.demand
 
-        def quota_ok(victims: list[JobView]) -> bool:
-            own_nb, own_all = own_units(victims)
+        def quota_ok(victims: list[JobView], own_nb: int, own_all: int) -> bool:
+            """``own_nb``, ``own_all``: the sums of ``own_units`` over ``victims``."""
             if mode == _OVER and eff_nb - own_nb + units > nominal:
                 return False
             if job.dims and self.dims_mode(job, releasing=True, victims=victims)[0] == _OVER:
@@ -180,6 +180,7 @@ class Reclaim(QuotaRules):
         freed = 0
         unplaced = loose   # units freed on nodes the engine does not know
         plan: Plan | None = None
+        own_nb = own_all = taken = 0   # own_units and demand summed over the chosen
         for victim in cands:
             if within_g and self.only_by_guarantee(victim, job):
                 by_guarantee.add(victim.id)
@@ -192,6 +193,10 @@ class Reclaim(QuotaRules):
                     continue
                 over_g[vtpk] = left - victim.demand
             chosen.append(victim)
+            v_nb, v_all = own_units(victim)
+            own_nb += v_nb
+            own_all += v_all
+            taken += victim.demand
             if victim.placement:
                 for slot in freed_by(victim):
                     extra[slot] = extra.get(slot, 0) + victim.gpus_per_replica
@@ -199,8 +204,8 @@ class Reclaim(QuotaRules):
             else:
                 unplaced += victim.demand
                 freed += victim.demand
-            if base + freed < units or not quota_ok(chosen) or self.gated(
-                    job, key, sum(v.demand for v in chosen)):
+            if base + freed < units or not quota_ok(chosen, own_nb, own_all) or self.gated(
+                    job, key, taken):
                 continue
             plan = fits(extra, unplaced)
             if plan is not None:
@@ -217,11 +222,14 @@ class Reclaim(QuotaRules):
             else:
                 trial_unplaced -= victim.demand
             rest = [v for v in chosen if v is not victim]
-            if not quota_ok(rest) or self.gated(job, key, sum(v.demand for v in rest)):
+            v_nb, v_all = own_units(victim)
+            if not quota_ok(rest, own_nb - v_nb, own_all - v_all) or self.gated(
+                    job, key, taken - victim.demand):
                 continue
             trial_plan = fits(trial, trial_unplaced)
             if trial_plan is not None:
                 chosen, extra, unplaced, plan = rest, trial, trial_unplaced, trial_plan
+                own_nb, own_all, taken = own_nb - v_nb, own_all - v_all, taken - victim.demand
         if not chosen:   # what preempting jobs release is enough after all
             self.await_preempting(job, key, plan, pend)
             return True

@@ -47,7 +47,10 @@ class PassState(Explainer):
 
     def __init__(self, nodes: Sequence[NodeView], jobs: Sequence[JobView],
                  quotas: Sequence[PoolQuota], policy: Policy, history: History,
-                 now: datetime, physical: Mapping[str, float] | None = None) -> None:
+                 now: datetime, physical: Mapping[str, float] | None = None, *,
+                 explaining: bool = True,
+                 durations: dict[int, tuple[float, float]] | None = None) -> None:
+        self.explaining = explaining   # step 5 runs (``decide(explain=...)``): reasons worded
         self.policy = policy
         self.physical = dict(physical or {})
         self._wm_base: dict[str, float] = {}
@@ -70,7 +73,9 @@ class PassState(Explainer):
         self.new_alloc: dict[str, int] = defaultdict(int)
         self.place_fail: dict[tuple[str, str, int], int] = {}
         self.reclaim_fail: set[tuple[object, ...]] = set()
-        self._durations: dict[int, tuple[float, float]] = {}
+        # (p50, p90) run time by job id; the incremental engine passes what it kept of
+        # its last passes (it forgets a job that changed, and all when the history did)
+        self._durations: dict[int, tuple[float, float]] = {} if durations is None else durations
         self.runtimes = RunTimes(history, policy.default_duration_seconds)
         self.over_quota: list[JobView] = []   # non-batch jobs above quota (suggest_batch)
         self.reservations: dict[str, Reservation] = {}   # key -> its head's reservation
