@@ -173,6 +173,10 @@ class _Pass(Reclaim):
         if not key:
             self.admit_cpu(job)
             return
+        verdict = self.never_reason(job, key)
+        if verdict is not None:   # parked: nothing of this pass can change that
+            self.block(job, verdict, never=True)
+            return
         tpk = (job.tenant, job.pool, key)
         kind = (tpk, job.tier, job.priority, job.replicas, job.gpus_per_replica, job.dims,
                 self.durations(job)[1])
@@ -200,34 +204,50 @@ class _Pass(Reclaim):
                                     self.nominal_waiting[key] != waiting_before,
                                     len(self.over_quota) != over_before)
 
-    def decide_one(self, job: JobView, key: str) -> None:
+    def never_reason(self, job: JobView, key: str) -> Text | None:
+        """Why the job can never start as the cluster and its pool's quota are (no node of
+        its kind, a gang no node or switch holds, above what its pool may ever hold); None
+        when it could some day. It reads no use, so it holds for every job of the same
+        pool, tier and shape until the nodes of ``key`` or the quotas change: memoised in
+        :attr:`verdicts` (the incremental engine keeps them between passes)."""
+        kind = (job.tenant, job.pool, job.tier, job.replicas, job.gpus_per_replica, job.dims)
+        memo = self.verdicts.get(key)
+        if memo is None:
+            memo = self.verdicts[key] = {}
+        if kind in memo:
+            return memo[kind]
+        found = memo[kind] = self._never_reason(job, key)
+        return found
+
+    def _never_reason(self, job: JobView, key: str) -> Text | None:
         units = job.demand
         tenant, replicas, per = job.tenant, job.replicas, job.gpus_per_replica
         if not self.cap.eligible(key, tenant):
-            self.block(job, {"code": "jobs.never.no_node_has",
-                             "args": {"resource": text.resource_name(key)}}, never=True)
-            return
+            return {"code": "jobs.never.no_node_has",
+                    "args": {"resource": text.resource_name(key)}}
         if not self.cap.fits_empty(key, tenant, replicas, per):
             node_max, switch_max = self.cap.largest(key, tenant)
             if per > node_max:
-                self.block(job, {"code": "jobs.never.replica_too_large",
-                                 "args": {"per": text.amount(per, key), "largest": node_max}},
-                           never=True)
-            else:
-                self.block(job, {"code": "jobs.never.gang_too_large",
-                                 "args": {"replicas": replicas, "per": text.amount(per, key),
-                                          "largest": switch_max}}, never=True)
+                return {"code": "jobs.never.replica_too_large",
+                        "args": {"per": text.amount(per, key), "largest": node_max}}
+            return {"code": "jobs.never.gang_too_large",
+                    "args": {"replicas": replicas, "per": text.amount(per, key),
+                             "largest": switch_max}}
+        _nominal, ceiling = self.limits(job, key)
+        if units > ceiling:   # production: its quota; development, batch: the cap
+            return self.never_text(job, key, units, ceiling)
+        return self.dims_never(job) if job.dims else None
+
+    def decide_one(self, job: JobView, key: str) -> None:
+        units = job.demand
+        tenant, replicas, per = job.tenant, job.replicas, job.gpus_per_replica
+        never = self.never_reason(job, key)
+        if never is not None:
+            self.block(job, never, never=True)
             return
         nominal, ceiling = self.limits(job, key)
         tpk = (tenant, job.pool, key)
         batch = job.tier == Tier.BATCH
-        if units > ceiling:   # production: its quota; development, batch: the cap
-            self.block(job, self.never_text(job, key, units, ceiling), never=True)
-            return
-        never = self.dims_never(job) if job.dims else None
-        if never is not None:
-            self.block(job, never, never=True)
-            return
         nb, al = self.use_nb[tpk], self.use_all[tpk]
         key_mode = _mode(batch, units, nb, al, nominal, ceiling)
         mode = _worst(key_mode, self.dims_mode(job)[0]) if job.dims else key_mode

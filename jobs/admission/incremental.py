@@ -127,6 +127,12 @@ def _node_keys(node: NodeView) -> tuple[str, ...]:
     return tuple(keys)
 
 
+def _shape(node: NodeView) -> tuple[object, ...]:
+    """What of a node decides which gangs could ever run on it (not what is in use)."""
+    return (node.gpu_model, node.switch, node.gpus, tuple(sorted(node.mig.items())),
+            node.schedulable, node.dedicated_to, node.shared)
+
+
 def _takes_cpu(job: JobView) -> bool:
     return any(dim in ("cpu", "memory") for dim, _ in job.dims)
 
@@ -162,6 +168,10 @@ class Engine:
         self._tenant_keys: dict[str, set[str]] = {}
         self._groups: dict[frozenset[str], _Group] = {}
         self._durations: dict[int, tuple[float, float]] = {}
+        self._verdicts: dict[str, dict[tuple[object, ...], Text | None]] = {}
+        """Per key, whether jobs of a pool, tier and shape can never start
+        (``_Pass.never_reason``): forgotten for a key when a node of it is added, removed
+        or changes shape, all of them when a quota or the policy changes."""
         """Per-job facts kept between passes: (p50, p90) run time by job id (a job that
         changed is forgotten; all of them when the policy or the run-time history did)."""
 
@@ -198,6 +208,7 @@ class Engine:
         if self._policy is None or (policy is not self._policy and policy != self._policy):
             every = True
             self._durations.clear()
+            self._verdicts.clear()
         old_history = self._history
         if old_history is None:
             every = True
@@ -233,10 +244,15 @@ class Engine:
                 dirty_keys.add(_CPU)
                 if old is not None:
                     dirty_keys.update(_node_keys(old))
+                if old is None or _shape(old) != _shape(node):
+                    self._forget_verdicts(node_keys)
+                    if old is not None:
+                        self._forget_verdicts(_node_keys(old))
         for name, old in old_nodes.items():
             if name not in node_by_name:
                 dirty_keys.update(_node_keys(old))
                 dirty_keys.add(_CPU)
+                self._forget_verdicts(_node_keys(old))
 
         quota_by: dict[tuple[str, str], PoolQuota] = {}
         tenant_quotas: dict[str, list[PoolQuota]] = defaultdict(list)
@@ -247,9 +263,11 @@ class Engine:
             old_q = old_quotas.get((q.tenant, q.pool))
             if old_q is None or (old_q is not q and old_q != q):
                 dirty_tenants.add(q.tenant)
+                self._verdicts.clear()
         for pair in old_quotas:
             if pair not in quota_by:
                 dirty_tenants.add(pair[0])
+                self._verdicts.clear()
 
         job_by_id: dict[int, JobView] = {}
         tenant_keys: dict[str, set[str]] = defaultdict(set)
@@ -341,6 +359,10 @@ class Engine:
         self._groups = kept
         return self._assemble(results, explain)
 
+    def _forget_verdicts(self, keys: Iterable[str]) -> None:
+        for key in keys:
+            self._verdicts.pop(key, None)
+
     @staticmethod
     def _reorder(group: _Group, jobs: list[JobView], quotas: list[PoolQuota],
                  history: History, policy: Policy) -> _Group | None:
@@ -402,7 +424,8 @@ class Engine:
                       history: History, now: datetime,
                       physical: Mapping[str, float], explain: bool = True) -> _Group:
         group = _GroupPass(list(nodes), jobs, quotas, policy, history, now, physical,
-                           explaining=explain, durations=self._durations)
+                           explaining=explain, durations=self._durations,
+                           verdicts=self._verdicts)
         decisions = group.run()
         entries, reasons, bound = group.entries, group.reasons, group.capacity_bound
         eta_of, admitted = group.eta_of, group.admitted

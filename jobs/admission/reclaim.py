@@ -181,17 +181,52 @@ class Reclaim(QuotaRules):
         unplaced = loose   # units freed on nodes the engine does not know
         plan: Plan | None = None
         own_nb = own_all = taken = 0   # own_units and demand summed over the chosen
-        for victim in cands:
+
+        def guarantee_skips(victim: JobView, over: dict[TPK, int]) -> bool:
+            """A victim eligible only as its pool is above its guarantee, when the victims
+            chosen before it have brought that pool down to it (``over``: what each such
+            pool still holds above it, updated)."""
+            vtpk = (victim.tenant, victim.pool, key)
+            left = over.get(vtpk)
+            if left is None:
+                left = (self.use_nb[vtpk] - self.releasing_nb[vtpk]
+                        - self.guaranteed(victim.tenant, victim.pool, key))
+            if left <= 0:
+                return True
+            over[vtpk] = left - victim.demand
+            return False
+
+        def could_fit(remaining: list[JobView]) -> bool:
+            """Whether taking every remaining candidate as well would make room. Each
+            condition only gets easier with more victims (more units freed, of its own pool
+            too, more room per node), so when all of them are not enough, no fewer are."""
+            m_extra, m_over, m_chosen = dict(extra), dict(over_g), list(chosen)
+            m_nb, m_all, m_taken, m_freed, m_unplaced = own_nb, own_all, taken, freed, unplaced
+            for victim in remaining:
+                if within_g and self.only_by_guarantee(victim, job) and guarantee_skips(
+                        victim, m_over):
+                    continue
+                m_chosen.append(victim)
+                v_nb, v_all = own_units(victim)
+                m_nb, m_all, m_taken = m_nb + v_nb, m_all + v_all, m_taken + victim.demand
+                if victim.placement:
+                    for slot in freed_by(victim):
+                        m_extra[slot] = m_extra.get(slot, 0) + victim.gpus_per_replica
+                        m_freed += victim.gpus_per_replica
+                else:
+                    m_unplaced += victim.demand
+                    m_freed += victim.demand
+            return (base + m_freed >= units and quota_ok(m_chosen, m_nb, m_all)
+                    and not self.gated(job, key, m_taken)
+                    and fits(m_extra, m_unplaced) is not None)
+
+        pending_victims: Iterator[JobView] = iter(cands)
+        checked = False   # could_fit asked once: after the first placement that failed
+        while (victim := next(pending_victims, None)) is not None:
             if within_g and self.only_by_guarantee(victim, job):
                 by_guarantee.add(victim.id)
-                vtpk = (victim.tenant, victim.pool, key)
-                left = over_g.get(vtpk)
-                if left is None:
-                    left = (self.use_nb[vtpk] - self.releasing_nb[vtpk]
-                            - self.guaranteed(victim.tenant, victim.pool, key))
-                if left <= 0:
+                if guarantee_skips(victim, over_g):
                     continue
-                over_g[vtpk] = left - victim.demand
             chosen.append(victim)
             v_nb, v_all = own_units(victim)
             own_nb += v_nb
@@ -210,6 +245,12 @@ class Reclaim(QuotaRules):
             plan = fits(extra, unplaced)
             if plan is not None:
                 break
+            if not checked:
+                checked = True
+                remaining = list(pending_victims)
+                if not could_fit(remaining):
+                    break
+                pending_victims = iter(remaining)
         if plan is None:
             self.reclaim_fail.add(memo)
             return False

@@ -49,7 +49,9 @@ class PassState(Explainer):
                  quotas: Sequence[PoolQuota], policy: Policy, history: History,
                  now: datetime, physical: Mapping[str, float] | None = None, *,
                  explaining: bool = True,
-                 durations: dict[int, tuple[float, float]] | None = None) -> None:
+                 durations: dict[int, tuple[float, float]] | None = None,
+                 verdicts: dict[str, dict[tuple[object, ...], Text | None]] | None = None
+                 ) -> None:
         self.explaining = explaining   # step 5 runs (``decide(explain=...)``): reasons worded
         self.policy = policy
         self.physical = dict(physical or {})
@@ -76,6 +78,10 @@ class PassState(Explainer):
         # (p50, p90) run time by job id; the incremental engine passes what it kept of
         # its last passes (it forgets a job that changed, and all when the history did)
         self._durations: dict[int, tuple[float, float]] = {} if durations is None else durations
+        # per key, (tenant, pool, tier, shape) -> why such a job can never start, or None
+        # (``_Pass.never_reason``; the incremental engine keeps them while nodes and quotas stay)
+        self.verdicts: dict[str, dict[tuple[object, ...], Text | None]] = (
+            {} if verdicts is None else verdicts)
         self.runtimes = RunTimes(history, policy.default_duration_seconds)
         self.over_quota: list[JobView] = []   # non-batch jobs above quota (suggest_batch)
         self.reservations: dict[str, Reservation] = {}   # key -> its head's reservation
