@@ -26,6 +26,10 @@ _MAX_VICTIMS = 256
 class Reclaim(QuotaRules):
     """Reclaim and watermark eviction."""
 
+    stop_early = True
+    """A reclaim gives up once even every remaining candidate would not make room
+    (``could_fit``); False reads them one by one to the end (the tests compare both)."""
+
     # -- reclaim -------------------------------------------------------------------------
 
     def eligible_victim(self, victim: JobView, job: JobView, mode: str,
@@ -245,7 +249,7 @@ class Reclaim(QuotaRules):
             plan = fits(extra, unplaced)
             if plan is not None:
                 break
-            if not checked:
+            if not checked and self.stop_early:
                 checked = True
                 remaining = list(pending_victims)
                 if not could_fit(remaining):
