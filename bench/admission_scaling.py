@@ -15,10 +15,12 @@ engines decide the same inputs; the decisions are checked equal on every pass (t
 incremental engine must not be faster by being wrong).
 
 Prints, per size, median and p99 pass time of each engine and the share of groups the
-incremental one decided again; and the full engine deciding without explaining the queue
-(``decide(explain=False)``, "no-ETA": what the admission loop runs on the passes between
-two explanations, ``jobs.admission.cadence``), same decisions. Figures depend on the
-machine's load (2 shared cores here): compare the columns of one run, not runs.
+incremental one decided again; and both engines deciding without explaining the queue
+(``explain=False``, "no-ETA": what the admission loop runs on the passes between two
+explanations, ``jobs.admission.cadence``; the incremental one on its own copy of the
+cluster, same decisions checked), with its CPU time (``time.process_time``) beside the
+wall time. Figures depend on the machine's load (2 shared cores here): compare the columns
+of one run, not runs.
 
     .venv/bin/python bench/admission_scaling.py [--quick] [--passes 20] [--changes 4]
         [--models 10] [--spread 0.1] [--max-jobs 50000] [--jobs-only|--tenants-only]
@@ -166,6 +168,10 @@ def measure(jobs: int, tenants: int, models: int, passes: int, changes: int,
     cluster = Cluster(jobs, tenants, models, spread=spread)
     engine = Engine()
     engine.decide(**cluster.inputs())   # the first pass decides everything (a restart)
+    quiet = Engine()   # the same passes, deciding only (its decisions are the same)
+    quiet.decide(**cluster.inputs(), explain=False)
+    quiet_t: list[float] = []
+    quiet_cpu: list[float] = []
     full_t: list[float] = []
     bare_t: list[float] = []   # the full engine deciding without explaining (most passes)
     inc_t: list[float] = []
@@ -179,6 +185,12 @@ def measure(jobs: int, tenants: int, models: int, passes: int, changes: int,
         got = engine.decide(**inputs)
         inc_t.append(time.perf_counter() - t0)
         decided += engine.stats["groups_decided"] - before.get("groups_decided", 0)
+        t0, c0 = time.perf_counter(), time.process_time()
+        only = quiet.decide(**inputs, explain=False)
+        quiet_t.append(time.perf_counter() - t0)
+        quiet_cpu.append(time.process_time() - c0)
+        if (only.admit, only.preempt) != (got.admit, got.preempt):
+            raise SystemExit(f"the deciding-only engine differs at {jobs} jobs, pass {n}")
         reused += engine.stats["groups_reused"] - before.get("groups_reused", 0)
         if n < full_passes:
             t0 = time.perf_counter()
@@ -194,20 +206,25 @@ def measure(jobs: int, tenants: int, models: int, passes: int, changes: int,
     return {"in_view": in_view, "full_med": statistics.median(full_t), "full_p99": p99(full_t),
             "bare_med": statistics.median(bare_t), "bare_p99": p99(bare_t),
             "inc_med": statistics.median(inc_t), "inc_p99": p99(inc_t),
-            "redecided": decided / max(decided + reused, 1)}
+            "redecided": decided / max(decided + reused, 1),
+            "quiet_med": statistics.median(quiet_t), "quiet_p99": p99(quiet_t),
+            "quiet_cpu_med": statistics.median(quiet_cpu), "quiet_cpu_p99": p99(quiet_cpu)}
 
 
 def table(title: str, label: str, rows: list[tuple[int, dict[str, float]]]) -> None:
     print(f"\n{title}")
     print(f"{label:>9} {'in view':>8} | {'full med':>9} {'full p99':>9} | "
           f"{'no-ETA med':>10} {'no-ETA p99':>10} | "
-          f"{'incr med':>9} {'incr p99':>9} | {'groups redecided':>16} {'speed-up':>8}")
+          f"{'incr med':>9} {'incr p99':>9} | {'groups redecided':>16} {'speed-up':>8} | "
+          f"incr no-ETA med/p99 wall, CPU")
     for value, r in rows:
         print(f"{value:>9} {r['in_view']:>8.0f} | {r['full_med'] * 1000:>7.1f}ms "
               f"{r['full_p99'] * 1000:>7.1f}ms | {r['bare_med'] * 1000:>8.1f}ms "
               f"{r['bare_p99'] * 1000:>8.1f}ms | {r['inc_med'] * 1000:>7.1f}ms "
               f"{r['inc_p99'] * 1000:>7.1f}ms | {r['redecided']:>15.0%} "
-              f"{r['full_med'] / max(r['inc_med'], 1e-9):>7.1f}x", flush=True)
+              f"{r['full_med'] / max(r['inc_med'], 1e-9):>7.1f}x | "
+              f"{r['quiet_med'] * 1000:.1f}/{r['quiet_p99'] * 1000:.1f}ms, "
+              f"{r['quiet_cpu_med'] * 1000:.1f}/{r['quiet_cpu_p99'] * 1000:.1f}ms", flush=True)
 
 
 def main() -> None:

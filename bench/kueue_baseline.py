@@ -203,6 +203,8 @@ class EngineStats:
     preempt_reasons: dict[str, int] = field(default_factory=dict)
     full_seconds: float = 0.0
     full_latencies: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)        # process time per call
+    full_cpu: list[float] = field(default_factory=list)
     groups: dict[str, int] = field(default_factory=dict)
     explained: list[bool] = field(default_factory=list)   # per call: it also explained
 
@@ -284,13 +286,15 @@ def run_engine(scenario: Scenario, workload: Sequence[WorkloadJob], full: bool =
             inputs = {"nodes": nodes(), "jobs": jobs, "quotas": quotas, "policy": policy,
                       "history": history, "now": at(now_ms), "explain": explain}
             stats.explained.append(explain)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             decisions = engine.decide(**inputs)
             elapsed = time.perf_counter() - t0
+            stats.cpu.append(time.process_time() - c0)
             if full:
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 baseline = decide(**inputs)
                 stats.full_latencies.append(time.perf_counter() - t0)
+                stats.full_cpu.append(time.process_time() - c0)
                 stats.full_seconds += stats.full_latencies[-1]
                 if (baseline.admit, baseline.preempt) != (decisions.admit, decisions.preempt):
                     raise SystemExit(f"the engines decided differently at {now_ms} ms")
@@ -672,15 +676,7 @@ def main() -> None:
     s = summarise(records, scenario)
     lat = sorted(stats.latencies)
     p99 = lat[int(0.99 * (len(lat) - 1))]
-    split = []
-    for label, wanted in (("deciding only", False), ("also explaining", True)):
-        part = sorted(t for t, e in zip(stats.latencies, stats.explained, strict=True)
-                      if e == wanted)
-        if part:
-            split.append(f"{label} {len(part)} calls, mean "
-                         f"{statistics.fmean(part) * 1000:.1f} ms, p50 "
-                         f"{part[len(part) // 2] * 1000:.1f} ms, p99 "
-                         f"{part[int(0.99 * (len(part) - 1))] * 1000:.1f} ms")
+    split = split_by_explain(stats.latencies, stats.cpu, stats.explained)
     print()
     print_comparison(s, scenario)
     print()
@@ -703,6 +699,27 @@ def main() -> None:
               f"{stats.full_seconds:.1f} s, latency mean "
               f"{statistics.fmean(full) * 1000:.1f} ms, p99 {full_p99 * 1000:.1f} ms, max "
               f"{full[-1] * 1000:.1f} ms (same decisions on every pass)")
+        print("  full recomputation, "
+              + "; ".join(split_by_explain(stats.full_latencies, stats.full_cpu,
+                                           stats.explained)))
+
+
+def split_by_explain(latencies: Sequence[float], cpu: Sequence[float],
+                     explained: Sequence[bool]) -> list[str]:
+    """Pass times of the calls that decide only and of those that also explain: wall
+    (mean, p50, p99) and CPU (process time, p50 and p99)."""
+    split = []
+    for label, wanted in (("deciding only", False), ("also explaining", True)):
+        part = sorted(t for t, e in zip(latencies, explained, strict=True) if e == wanted)
+        part_cpu = sorted(t for t, e in zip(cpu, explained, strict=True) if e == wanted)
+        if part:
+            split.append(f"{label} {len(part)} calls, mean "
+                         f"{statistics.fmean(part) * 1000:.1f} ms, p50 "
+                         f"{part[len(part) // 2] * 1000:.1f} ms, p99 "
+                         f"{part[int(0.99 * (len(part) - 1))] * 1000:.1f} ms wall, CPU p50 "
+                         f"{part_cpu[len(part_cpu) // 2] * 1000:.1f} ms, p99 "
+                         f"{part_cpu[int(0.99 * (len(part_cpu) - 1))] * 1000:.1f} ms")
+    return split
 
 
 def main_kueue(scenario: Scenario, workload: Sequence[WorkloadJob], scale: float,

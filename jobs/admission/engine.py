@@ -98,6 +98,9 @@ from .types import (
 
 _HELD: Text = {"code": "jobs.wait.held", "args": {}}
 _NO_CPU_NODE: Text = {"code": "jobs.never.no_cpu_node", "args": {}}
+_UNEXPLAINED: Text = {"code": "jobs.wait.capacity", "args": {}}
+"""The reason recorded for a job that waits for room in a pass that does not explain:
+nothing reads it (``decide(explain=False)`` returns no WaitInfo)."""
 
 
 def decide(*, nodes: Sequence[NodeView], jobs: Sequence[JobView], quotas: Sequence[PoolQuota],
@@ -121,17 +124,13 @@ def decide(*, nodes: Sequence[NodeView], jobs: Sequence[JobView], quotas: Sequen
     long queue. The admission loop explains every few seconds, not on every pass
     (``jobs.tasks.admission_cycle``).
     """
-    pass_ = _Pass(nodes, jobs, quotas, policy, history, now, physical)
-    pass_.explaining = explain
+    pass_ = _Pass(nodes, jobs, quotas, policy, history, now, physical, explaining=explain)
     return pass_.run()
 
 
 class _Pass(Reclaim):
     """One ``decide()`` call: the steps, in order (the state, rules and reclaim are the
     layers below it: :mod:`.state`, :mod:`.rules`, :mod:`.reclaim`)."""
-
-    explaining = True
-    """Step 5 (positions, ETAs, final reasons) runs: ``decide(explain=...)``."""
 
     # -- ordering ------------------------------------------------------------------------
 
@@ -174,6 +173,10 @@ class _Pass(Reclaim):
         if not key:
             self.admit_cpu(job)
             return
+        verdict = self.never_reason(job, key)
+        if verdict is not None:   # parked: nothing of this pass can change that
+            self.block(job, verdict, never=True)
+            return
         tpk = (job.tenant, job.pool, key)
         kind = (tpk, job.tier, job.priority, job.replicas, job.gpus_per_replica, job.dims,
                 self.durations(job)[1])
@@ -201,34 +204,50 @@ class _Pass(Reclaim):
                                     self.nominal_waiting[key] != waiting_before,
                                     len(self.over_quota) != over_before)
 
-    def decide_one(self, job: JobView, key: str) -> None:
+    def never_reason(self, job: JobView, key: str) -> Text | None:
+        """Why the job can never start as the cluster and its pool's quota are (no node of
+        its kind, a gang no node or switch holds, above what its pool may ever hold); None
+        when it could some day. It reads no use, so it holds for every job of the same
+        pool, tier and shape until the nodes of ``key`` or the quotas change: memoised in
+        :attr:`verdicts` (the incremental engine keeps them between passes)."""
+        kind = (job.tenant, job.pool, job.tier, job.replicas, job.gpus_per_replica, job.dims)
+        memo = self.verdicts.get(key)
+        if memo is None:
+            memo = self.verdicts[key] = {}
+        if kind in memo:
+            return memo[kind]
+        found = memo[kind] = self._never_reason(job, key)
+        return found
+
+    def _never_reason(self, job: JobView, key: str) -> Text | None:
         units = job.demand
         tenant, replicas, per = job.tenant, job.replicas, job.gpus_per_replica
         if not self.cap.eligible(key, tenant):
-            self.block(job, {"code": "jobs.never.no_node_has",
-                             "args": {"resource": text.resource_name(key)}}, never=True)
-            return
+            return {"code": "jobs.never.no_node_has",
+                    "args": {"resource": text.resource_name(key)}}
         if not self.cap.fits_empty(key, tenant, replicas, per):
             node_max, switch_max = self.cap.largest(key, tenant)
             if per > node_max:
-                self.block(job, {"code": "jobs.never.replica_too_large",
-                                 "args": {"per": text.amount(per, key), "largest": node_max}},
-                           never=True)
-            else:
-                self.block(job, {"code": "jobs.never.gang_too_large",
-                                 "args": {"replicas": replicas, "per": text.amount(per, key),
-                                          "largest": switch_max}}, never=True)
+                return {"code": "jobs.never.replica_too_large",
+                        "args": {"per": text.amount(per, key), "largest": node_max}}
+            return {"code": "jobs.never.gang_too_large",
+                    "args": {"replicas": replicas, "per": text.amount(per, key),
+                             "largest": switch_max}}
+        _nominal, ceiling = self.limits(job, key)
+        if units > ceiling:   # production: its quota; development, batch: the cap
+            return self.never_text(job, key, units, ceiling)
+        return self.dims_never(job) if job.dims else None
+
+    def decide_one(self, job: JobView, key: str) -> None:
+        units = job.demand
+        tenant, replicas, per = job.tenant, job.replicas, job.gpus_per_replica
+        never = self.never_reason(job, key)
+        if never is not None:
+            self.block(job, never, never=True)
             return
         nominal, ceiling = self.limits(job, key)
         tpk = (tenant, job.pool, key)
         batch = job.tier == Tier.BATCH
-        if units > ceiling:   # production: its quota; development, batch: the cap
-            self.block(job, self.never_text(job, key, units, ceiling), never=True)
-            return
-        never = self.dims_never(job) if job.dims else None
-        if never is not None:
-            self.block(job, never, never=True)
-            return
         nb, al = self.use_nb[tpk], self.use_all[tpk]
         key_mode = _mode(batch, units, nb, al, nominal, ceiling)
         mode = _worst(key_mode, self.dims_mode(job)[0]) if job.dims else key_mode
@@ -271,8 +290,9 @@ class _Pass(Reclaim):
         if key_mode != _OVER and short is not None:   # over the quota of another dimension
             self.block(job, self.why_dim(job, self.dims_mode(job)[1] or short))
             return
-        self.block(job, self.why(job, key, key_mode, nominal, ceiling),
-                   capacity=mode != _OVER)
+        # the wording only when it is shown (a pass that does not explain returns none)
+        self.block(job, self.why(job, key, key_mode, nominal, ceiling) if self.explaining
+                   else _UNEXPLAINED, capacity=mode != _OVER)
         if key_mode == _OVER and not batch:
             self.over_quota.append(job)
         if mode != _OVER and not gated and key not in self.reservations:

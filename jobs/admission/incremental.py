@@ -86,8 +86,8 @@ class _GroupPass(_Pass):
     """A pass over one group that keeps what the whole-cluster assembly needs: each job's
     merge entry, reason, capacity-bound flag and ETA (it builds no WaitInfo)."""
 
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.entries: dict[int, Entry] = {}
         self.ordered: list[JobView] = []
         self.eta_of: dict[int, _Eta] = {}
@@ -127,6 +127,12 @@ def _node_keys(node: NodeView) -> tuple[str, ...]:
     return tuple(keys)
 
 
+def _shape(node: NodeView) -> tuple[object, ...]:
+    """What of a node decides which gangs could ever run on it (not what is in use)."""
+    return (node.gpu_model, node.switch, node.gpus, tuple(sorted(node.mig.items())),
+            node.schedulable, node.dedicated_to, node.shared)
+
+
 def _takes_cpu(job: JobView) -> bool:
     return any(dim in ("cpu", "memory") for dim, _ in job.dims)
 
@@ -161,6 +167,13 @@ class Engine:
         self._physical: dict[str, float] = {}
         self._tenant_keys: dict[str, set[str]] = {}
         self._groups: dict[frozenset[str], _Group] = {}
+        self._durations: dict[int, tuple[float, float]] = {}
+        self._verdicts: dict[str, dict[tuple[object, ...], Text | None]] = {}
+        """Per key, whether jobs of a pool, tier and shape can never start
+        (``_Pass.never_reason``): forgotten for a key when a node of it is added, removed
+        or changes shape, all of them when a quota or the policy changes."""
+        """Per-job facts kept between passes: (p50, p90) run time by job id (a job that
+        changed is forgotten; all of them when the policy or the run-time history did)."""
 
     # -- the pass ------------------------------------------------------------------------
 
@@ -194,12 +207,15 @@ class Engine:
 
         if self._policy is None or (policy is not self._policy and policy != self._policy):
             every = True
+            self._durations.clear()
+            self._verdicts.clear()
         old_history = self._history
         if old_history is None:
             every = True
         elif history is not old_history:
             old_durations = old_history.durations
             if history.durations is not old_durations and history.durations != old_durations:
+                self._durations.clear()
                 # run times are keyed (tenant, tier, ...): a job reads its own tenant's
                 for found in set(old_durations) | set(history.durations):
                     if old_durations.get(found) != history.durations.get(found):
@@ -228,10 +244,15 @@ class Engine:
                 dirty_keys.add(_CPU)
                 if old is not None:
                     dirty_keys.update(_node_keys(old))
+                if old is None or _shape(old) != _shape(node):
+                    self._forget_verdicts(node_keys)
+                    if old is not None:
+                        self._forget_verdicts(_node_keys(old))
         for name, old in old_nodes.items():
             if name not in node_by_name:
                 dirty_keys.update(_node_keys(old))
                 dirty_keys.add(_CPU)
+                self._forget_verdicts(_node_keys(old))
 
         quota_by: dict[tuple[str, str], PoolQuota] = {}
         tenant_quotas: dict[str, list[PoolQuota]] = defaultdict(list)
@@ -242,9 +263,11 @@ class Engine:
             old_q = old_quotas.get((q.tenant, q.pool))
             if old_q is None or (old_q is not q and old_q != q):
                 dirty_tenants.add(q.tenant)
+                self._verdicts.clear()
         for pair in old_quotas:
             if pair not in quota_by:
                 dirty_tenants.add(pair[0])
+                self._verdicts.clear()
 
         job_by_id: dict[int, JobView] = {}
         tenant_keys: dict[str, set[str]] = defaultdict(set)
@@ -260,11 +283,13 @@ class Engine:
                 cpu_takers.append(job)
             old_job = old_jobs.get(job.id)
             if old_job is None or (old_job is not job and old_job != job):
+                self._durations.pop(job.id, None)
                 dirty_keys.add(key)
                 if old_job is not None:
                     dirty_keys.add(old_job.resource_key)
         for job_id, old_job in old_jobs.items():
             if job_id not in job_by_id:
+                self._durations.pop(job_id, None)
                 dirty_keys.add(old_job.resource_key)
         for tenant in dirty_tenants:
             dirty_keys.update(tenant_keys.get(tenant, ()))
@@ -334,6 +359,10 @@ class Engine:
         self._groups = kept
         return self._assemble(results, explain)
 
+    def _forget_verdicts(self, keys: Iterable[str]) -> None:
+        for key in keys:
+            self._verdicts.pop(key, None)
+
     @staticmethod
     def _reorder(group: _Group, jobs: list[JobView], quotas: list[PoolQuota],
                  history: History, policy: Policy) -> _Group | None:
@@ -394,8 +423,9 @@ class Engine:
                       jobs: list[JobView], quotas: list[PoolQuota], policy: Policy,
                       history: History, now: datetime,
                       physical: Mapping[str, float], explain: bool = True) -> _Group:
-        group = _GroupPass(list(nodes), jobs, quotas, policy, history, now, physical)
-        group.explaining = explain
+        group = _GroupPass(list(nodes), jobs, quotas, policy, history, now, physical,
+                           explaining=explain, durations=self._durations,
+                           verdicts=self._verdicts)
         decisions = group.run()
         entries, reasons, bound = group.entries, group.reasons, group.capacity_bound
         eta_of, admitted = group.eta_of, group.admitted

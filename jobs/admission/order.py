@@ -21,11 +21,14 @@ import heapq
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
+from operator import attrgetter
 
 from core.choices import Tier
 from jobs.choices import JobState
 
 from .types import ACTIVE_STATES, TIER_RANK, TIERS, History, JobView, Policy, PoolQuota
+
+_QUEUE_KEY = attrgetter("queue_key")
 
 Entry = tuple[int, float, int, float, int, str]
 """Where a job stands in the merge: (rank, share, -priority, submitted, id, tenant); the
@@ -73,21 +76,26 @@ def fair_order(queued: list[JobView], tenant_use: Mapping[str, int],
         groups[rank][job.tenant].append(job)
     use = dict(tenant_use)
     half_life = max(policy.fair_share_half_life_seconds, 1.0) / math.log(2)
+    past = history.usage
+    # share(tenant) = use / nominal + past / (nominal x half-life): the tenant's part, fixed
+    # for the pass, once; the units it takes are added to ``use`` as it goes
+    scale: dict[str, tuple[float, float]] = {}
 
     def share(tenant: str) -> float:
-        nominal = max(nominal_total.get(tenant, 0), 1)
-        past = history.usage.get(tenant, 0.0)
-        return use.get(tenant, 0) / nominal + past / (nominal * half_life)
+        found = scale.get(tenant)
+        if found is None:
+            nominal = max(nominal_total.get(tenant, 0), 1)
+            found = scale[tenant] = (nominal, past.get(tenant, 0.0) / (nominal * half_life))
+        return use.get(tenant, 0) / found[0] + found[1]
 
     result: list[JobView] = []
+    append = result.append
     for rank in sorted(groups):
         per_tenant = groups[rank]
         heap: list[tuple[float, int, float, int, str]] = []
         for tenant, lst in per_tenant.items():
-            lst.sort(key=lambda j: (-j.priority, j.submitted_at, j.id))
-            head = lst[0]
-            heap.append((share(tenant), -head.priority, head.submitted_at.timestamp(),
-                         head.id, tenant))
+            lst.sort(key=_QUEUE_KEY)
+            heap.append((share(tenant), *lst[0].queue_key, tenant))
         heapq.heapify(heap)
         pointer = dict.fromkeys(per_tenant, 0)
         while heap:
@@ -95,18 +103,17 @@ def fair_order(queued: list[JobView], tenant_use: Mapping[str, int],
             tenant = entry[4]
             lst = per_tenant[tenant]
             at = pointer[tenant]
+            end = len(lst)
             while True:   # keep taking while this tenant stays ahead of the next one
                 job = lst[at]
                 at += 1
-                result.append(job)
+                append(job)
                 if entries is not None:
                     entries[job.id] = (rank, *entry)
                 use[tenant] = use.get(tenant, 0) + job.demand
-                if at == len(lst):
+                if at == end:
                     break
-                head = lst[at]
-                entry = (share(tenant), -head.priority, head.submitted_at.timestamp(),
-                         head.id, tenant)
+                entry = (share(tenant), *lst[at].queue_key, tenant)
                 if heap and heap[0] < entry:
                     heapq.heappush(heap, entry)
                     break

@@ -5,6 +5,7 @@ a layer of the pass.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import timedelta
 
 from core.choices import Tier
@@ -13,9 +14,10 @@ from jobs.choices import JobState
 from . import text
 from .capacity import Plan, Slot
 from .eta import TPK
-from .explain import _BATCH, _BORROW, _NOMINAL, _OVER, _ts
+from .explain import _BATCH, _BORROW, _NOMINAL, _OVER
 from .rules import QuotaRules
 from .types import TIER_RANK, JobView, Preemption, Text
+from .victims import victim_order
 
 _MAX_VICTIMS = 256
 """Victims considered for one reclaim attempt (the most preferred ones)."""
@@ -23,6 +25,10 @@ _MAX_VICTIMS = 256
 
 class Reclaim(QuotaRules):
     """Reclaim and watermark eviction."""
+
+    stop_early = True
+    """A reclaim gives up once even every remaining candidate would not make room
+    (``could_fit``); False reads them one by one to the end (the tests compare both)."""
 
     # -- reclaim -------------------------------------------------------------------------
 
@@ -45,6 +51,35 @@ class Reclaim(QuotaRules):
         # the guarantee rule (step 3), for pools given a guarantee below their nominal
         # quota (above nominal, the borrowing rule above already applies)
         return within_g and self.above_explicit_guarantee(victim)
+
+    def eligible_victims(self, job: JobView, key: str, mode: str, within_g: bool, *,
+                         own_first: bool = False) -> Iterator[JobView]:
+        """The victims ``job`` may take on ``key``, the most preferred first
+        (:func:`jobs.admission.victims.victim_order`; with ``own_first``, those of its own
+        pool before the others), at most ``_MAX_VICTIMS``; read lazily from the key's
+        :class:`VictimIndex`, so a reclaim that needs a few reads a few."""
+        index = self.victim_index.get(key)
+        if index is None:
+            return
+        lower = self.policy.preempt_lower_priority_within_tenant
+        stream = index.stream(job, lower_priority=lower,
+                              protected=mode in (_BORROW, _BATCH), within_g=within_g)
+        taken = 0
+        if own_first:
+            pair = (job.tenant, job.pool)
+            for _pos, victim in index.own(job):
+                if self.eligible_victim(victim, job, mode, within_g):
+                    yield victim
+                    taken += 1
+                    if taken == _MAX_VICTIMS:
+                        return
+            stream = (v for v in stream if (v.tenant, v.pool) != pair)
+        for victim in stream:
+            if self.eligible_victim(victim, job, mode, within_g):
+                yield victim
+                taken += 1
+                if taken == _MAX_VICTIMS:
+                    return
 
     def only_by_guarantee(self, victim: JobView, job: JobView) -> bool:
         """Whether the victim is eligible only because its pool is above its guarantee."""
@@ -111,17 +146,11 @@ class Reclaim(QuotaRules):
             """The victim's units count against the same pool's quota as the job's."""
             return victim.tenant == tenant and victim.pool == job.pool
 
-        cands = [v for v in self.candidates.get(key, ())
-                 if self.eligible_victim(v, job, mode, within_g)]
+        cands = self.eligible_victims(job, key, mode, within_g,
+                                      own_first=mode == _OVER or not within_ceiling)
         # victims eligible only as pools above their guarantee: taken while still above it
-        by_guarantee = {v.id for v in cands if within_g and self.only_by_guarantee(v, job)}
+        by_guarantee: set[int] = set()
         over_g: dict[TPK, int] = {}
-        if mode == _OVER or not within_ceiling:
-            cands.sort(key=lambda v: 0 if own(v) else 1)  # stable: keeps victim order
-        cands = cands[:_MAX_VICTIMS]
-        if not cands:
-            self.reclaim_fail.add(memo)
-            return False
         base = free + sum(v for s, v in pend.items() if id(s) in usable) + loose
 
         def freed_by(victim: JobView) -> list[Slot]:
@@ -132,14 +161,14 @@ class Reclaim(QuotaRules):
                     slots.append(slot)
             return slots
 
-        def own_units(victims: list[JobView]) -> tuple[int, int]:
-            """(non-batch, all) units of the job's own pool among ``victims``."""
-            mine = [v for v in victims if own(v)]
-            return (sum(v.demand for v in mine if v.tier != Tier.BATCH),
-                    sum(v.demand for v in mine))
+        def own_units(victim: JobView) -> tuple[int, int]:
+            """(non-batch, all) units a victim frees of the job's own pool."""
+            if not own(victim):
+                return 0, 0
+            return (0 if victim.tier == Tier.BATCH else victim.demand), victim.demand
 
-        def quota_ok(victims: list[JobView]) -> bool:
-            own_nb, own_all = own_units(victims)
+        def quota_ok(victims: list[JobView], own_nb: int, own_all: int) -> bool:
+            """``own_nb``, ``own_all``: the sums of ``own_units`` over ``victims``."""
             if mode == _OVER and eff_nb - own_nb + units > nominal:
                 return False
             if job.dims and self.dims_mode(job, releasing=True, victims=victims)[0] == _OVER:
@@ -155,17 +184,58 @@ class Reclaim(QuotaRules):
         freed = 0
         unplaced = loose   # units freed on nodes the engine does not know
         plan: Plan | None = None
-        for victim in cands:
-            if victim.id in by_guarantee:
-                vtpk = (victim.tenant, victim.pool, key)
-                left = over_g.get(vtpk)
-                if left is None:
-                    left = (self.use_nb[vtpk] - self.releasing_nb[vtpk]
-                            - self.guaranteed(victim.tenant, victim.pool, key))
-                if left <= 0:
+        own_nb = own_all = taken = 0   # own_units and demand summed over the chosen
+
+        def guarantee_skips(victim: JobView, over: dict[TPK, int]) -> bool:
+            """A victim eligible only as its pool is above its guarantee, when the victims
+            chosen before it have brought that pool down to it (``over``: what each such
+            pool still holds above it, updated)."""
+            vtpk = (victim.tenant, victim.pool, key)
+            left = over.get(vtpk)
+            if left is None:
+                left = (self.use_nb[vtpk] - self.releasing_nb[vtpk]
+                        - self.guaranteed(victim.tenant, victim.pool, key))
+            if left <= 0:
+                return True
+            over[vtpk] = left - victim.demand
+            return False
+
+        def could_fit(remaining: list[JobView]) -> bool:
+            """Whether taking every remaining candidate as well would make room. Each
+            condition only gets easier with more victims (more units freed, of its own pool
+            too, more room per node), so when all of them are not enough, no fewer are."""
+            m_extra, m_over, m_chosen = dict(extra), dict(over_g), list(chosen)
+            m_nb, m_all, m_taken, m_freed, m_unplaced = own_nb, own_all, taken, freed, unplaced
+            for victim in remaining:
+                if within_g and self.only_by_guarantee(victim, job) and guarantee_skips(
+                        victim, m_over):
                     continue
-                over_g[vtpk] = left - victim.demand
+                m_chosen.append(victim)
+                v_nb, v_all = own_units(victim)
+                m_nb, m_all, m_taken = m_nb + v_nb, m_all + v_all, m_taken + victim.demand
+                if victim.placement:
+                    for slot in freed_by(victim):
+                        m_extra[slot] = m_extra.get(slot, 0) + victim.gpus_per_replica
+                        m_freed += victim.gpus_per_replica
+                else:
+                    m_unplaced += victim.demand
+                    m_freed += victim.demand
+            return (base + m_freed >= units and quota_ok(m_chosen, m_nb, m_all)
+                    and not self.gated(job, key, m_taken)
+                    and fits(m_extra, m_unplaced) is not None)
+
+        pending_victims: Iterator[JobView] = iter(cands)
+        checked = False   # could_fit asked once: after the first placement that failed
+        while (victim := next(pending_victims, None)) is not None:
+            if within_g and self.only_by_guarantee(victim, job):
+                by_guarantee.add(victim.id)
+                if guarantee_skips(victim, over_g):
+                    continue
             chosen.append(victim)
+            v_nb, v_all = own_units(victim)
+            own_nb += v_nb
+            own_all += v_all
+            taken += victim.demand
             if victim.placement:
                 for slot in freed_by(victim):
                     extra[slot] = extra.get(slot, 0) + victim.gpus_per_replica
@@ -173,12 +243,18 @@ class Reclaim(QuotaRules):
             else:
                 unplaced += victim.demand
                 freed += victim.demand
-            if base + freed < units or not quota_ok(chosen) or self.gated(
-                    job, key, sum(v.demand for v in chosen)):
+            if base + freed < units or not quota_ok(chosen, own_nb, own_all) or self.gated(
+                    job, key, taken):
                 continue
             plan = fits(extra, unplaced)
             if plan is not None:
                 break
+            if not checked and self.stop_early:
+                checked = True
+                remaining = list(pending_victims)
+                if not could_fit(remaining):
+                    break
+                pending_victims = iter(remaining)
         if plan is None:
             self.reclaim_fail.add(memo)
             return False
@@ -191,11 +267,14 @@ class Reclaim(QuotaRules):
             else:
                 trial_unplaced -= victim.demand
             rest = [v for v in chosen if v is not victim]
-            if not quota_ok(rest) or self.gated(job, key, sum(v.demand for v in rest)):
+            v_nb, v_all = own_units(victim)
+            if not quota_ok(rest, own_nb - v_nb, own_all - v_all) or self.gated(
+                    job, key, taken - victim.demand):
                 continue
             trial_plan = fits(trial, trial_unplaced)
             if trial_plan is not None:
                 chosen, extra, unplaced, plan = rest, trial, trial_unplaced, trial_plan
+                own_nb, own_all, taken = own_nb - v_nb, own_all - v_all, taken - victim.demand
         if not chosen:   # what preempting jobs release is enough after all
             self.await_preempting(job, key, plan, pend)
             return True
@@ -314,8 +393,7 @@ class Reclaim(QuotaRules):
                     if j.resource_key == key and j.state in (JobState.RUNNING, JobState.ADMITTED)
                     and j.id not in self.victims and j.tier != Tier.PRODUCTION
                     and (j.tier == Tier.BATCH or self.above_guarantee(j))]
-            pool.sort(key=lambda j: (rank(j), -_ts(j.admitted_at or j.started_at, self.now_ts),
-                                     -j.id))
+            pool.sort(key=lambda j: victim_order(j, rank(j), self.now_ts))
             for victim in pool:
                 if self.wm_use(key) <= limit + 1e-9:
                     break

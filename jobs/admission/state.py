@@ -21,8 +21,6 @@ from .eta import TPK, Reservation, RunTimes, spread_loose
 from .explain import Explainer, _ts
 from .types import (
     ACTIVE_STATES,
-    TIER_RANK,
-    TIERS,
     Admission,
     Decisions,
     History,
@@ -33,6 +31,7 @@ from .types import (
     Preemption,
     Text,
 )
+from .victims import VictimIndex, victim_order
 
 _UNBOUNDED = 1 << 62
 """The quota of a key that does not bind (the placement key of shares, whose quota is the
@@ -48,7 +47,12 @@ class PassState(Explainer):
 
     def __init__(self, nodes: Sequence[NodeView], jobs: Sequence[JobView],
                  quotas: Sequence[PoolQuota], policy: Policy, history: History,
-                 now: datetime, physical: Mapping[str, float] | None = None) -> None:
+                 now: datetime, physical: Mapping[str, float] | None = None, *,
+                 explaining: bool = True,
+                 durations: dict[int, tuple[float, float]] | None = None,
+                 verdicts: dict[str, dict[tuple[object, ...], Text | None]] | None = None
+                 ) -> None:
+        self.explaining = explaining   # step 5 runs (``decide(explain=...)``): reasons worded
         self.policy = policy
         self.physical = dict(physical or {})
         self._wm_base: dict[str, float] = {}
@@ -71,7 +75,13 @@ class PassState(Explainer):
         self.new_alloc: dict[str, int] = defaultdict(int)
         self.place_fail: dict[tuple[str, str, int], int] = {}
         self.reclaim_fail: set[tuple[object, ...]] = set()
-        self._durations: dict[int, tuple[float, float]] = {}
+        # (p50, p90) run time by job id; the incremental engine passes what it kept of
+        # its last passes (it forgets a job that changed, and all when the history did)
+        self._durations: dict[int, tuple[float, float]] = {} if durations is None else durations
+        # per key, (tenant, pool, tier, shape) -> why such a job can never start, or None
+        # (``_Pass.never_reason``; the incremental engine keeps them while nodes and quotas stay)
+        self.verdicts: dict[str, dict[tuple[object, ...], Text | None]] = (
+            {} if verdicts is None else verdicts)
         self.runtimes = RunTimes(history, policy.default_duration_seconds)
         self.over_quota: list[JobView] = []   # non-batch jobs above quota (suggest_batch)
         self.reservations: dict[str, Reservation] = {}   # key -> its head's reservation
@@ -144,6 +154,9 @@ class PassState(Explainer):
                 self.candidates[key].append(job)
         for cands in self.candidates.values():
             cands.sort(key=self._victim_order)
+        guaranteed_pools = {pair for pair, q in self.quota.items() if q.guaranteed}
+        self.victim_index: dict[str, VictimIndex] = {
+            key: VictimIndex(cands, guaranteed_pools) for key, cands in self.candidates.items()}
         self.alloc_start = {key: sum(s.cap - s.free for s in slots)
                             for key, slots in self.cap.slots.items()}
         self.free_start = {key: {s.name: s.free for s in slots}
@@ -158,11 +171,10 @@ class PassState(Explainer):
 
     def _victim_order(self, job: JobView) -> tuple[int, int, float, int]:
         """Batch and borrowers (above nominal, or above an explicit guarantee) first,
-        lowest tier first, most recently admitted first."""
+        then :func:`jobs.admission.victims.victim_order`."""
         preferred = 0 if (job.tier == Tier.BATCH or job.borrowing or job.loan_ended
                           or self.above_explicit_guarantee(job)) else 1
-        return (preferred, -TIER_RANK.get(job.tier, len(TIERS)),
-                -_ts(job.admitted_at or job.started_at, self.now_ts), -job.id)
+        return victim_order(job, preferred, self.now_ts)
 
     def durations(self, job: JobView) -> tuple[float, float]:
         """(p50, p90) run time in seconds (:class:`jobs.admission.eta.RunTimes`)."""

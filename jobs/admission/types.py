@@ -151,6 +151,12 @@ class JobView:
         """Whole GPUs or MIG instances the whole gang needs."""
         return max(self.replicas, 0) * max(self.gpus_per_replica, 0)
 
+    @cached_property
+    def queue_key(self) -> tuple[int, float, int]:
+        """Where the job stands in its tenant's queue: (-priority, submission time as a
+        timestamp, id); computed once per view (``jobs.admission.order``)."""
+        return (-self.priority, self.submitted_at.timestamp(), self.id)
+
 
 @dataclass(frozen=True)
 class PoolQuota:
