@@ -9,9 +9,9 @@ runs it with two replicas, one deciding). What it does that the Celery pass
   hold/priority audit row names (submissions, cancels, holds, its own transitions, what
   the watcher's observations moved); what changes rarely (pools, grants, policy, nodes'
   facts) is the submission snapshot's (``jobs.submitcache``, one marker query); the
-  30-day history is read once a minute. What holds quota (admitted, running, preempting)
-  is still read every pass from what the watcher recorded: it is bounded by the
-  cluster's size, not by the queue;
+  30-day history is read once a minute. The cluster (nodes, pods, the jobs' PyTorchJobs
+  and TrainJobs) is its informers' (``jobs.informers``: a list, then a watch; an event
+  wakes the loop), not the watcher's tables;
 * **safety:** a full read on start and every ``verify_seconds`` is compared with memory;
   a difference is logged, counted (``AdmissionState.drift``, ``/metrics``
   ``trainyard_admission_drift_total``) and healed. The pass token and conditional
@@ -21,8 +21,9 @@ runs it with two replicas, one deciding). What it does that the Celery pass
   every pass and at least every ``lease_seconds / 3``; while it holds, the Celery pass
   leaves the deciding to it (``jobs.backends.base.service_decides``); a standby replica
   takes over when it lapses;
-* **decisions at once, explanations beside them:** it passes within ``poll_seconds`` of a
-  nudge (``jobs.enqueue.kick_admission``, the watcher's receiver) or of a new journal row,
+* **decisions at once, explanations beside them:** it passes at once on an informer's
+  event, within ``poll_seconds`` of a nudge (``jobs.enqueue.kick_admission``, the
+  watcher's receiver) or of a new journal row,
   at most every ``min_pass_seconds`` and at least every ``idle_seconds``; its passes only
   decide (``decide(explain=False)``). Positions, ETAs and
   reasons are computed in a thread of their own on the last pass's inputs, at the
@@ -54,8 +55,10 @@ from jobs import converge, enqueue, idle_waiting, observation, selectors, transi
 from jobs.admission.cadence import explain_due
 from jobs.backends.base import BaseBackend
 from jobs.backends.trainyard import apply_decisions
+from jobs.informers import ClusterCache
 from jobs.live import LiveJobs
 from jobs.models import AdmissionState
+from k8s_sync.client import get_client
 
 log = logging.getLogger(__name__)
 
@@ -98,10 +101,13 @@ class AdmissionService:
     turn of it and :meth:`run_pass` one pass (the tests drive these directly)."""
 
     def __init__(self, *, identity: str | None = None, timing: Timing | None = None,
-                 threads: bool = True) -> None:
+                 threads: bool = True, informers: bool = True) -> None:
         self.identity = identity or default_identity()
         self.timing = timing or Timing.from_settings()
-        self.threads = threads  # False: explain and write inline (the tests)
+        self.threads = threads  # False: explain, write and list inline (the tests)
+        self.use_informers = informers  # False: the watcher's rows, as the Celery pass
+        self.cluster: ClusterCache | None = None
+        self._wake = threading.Event()
         self.live = LiveJobs(read_rows=selectors.active_rows)
         self.figures = Figures()
         self.leading = False
@@ -126,6 +132,10 @@ class AdmissionService:
         if held and not self.leading:
             log.info("admission service %s decides", self.identity)
             self.live.loaded = False  # a new leader reads everything first
+            if self.use_informers and self.cluster is None:
+                self.cluster = ClusterCache(get_client(), on_change=self._wake.set)
+                if self.threads:
+                    self.cluster.start()
         elif not held and self.leading:
             log.warning("admission service %s lost its lease", self.identity)
         self.leading = bool(held)
@@ -149,9 +159,17 @@ class AdmissionService:
                     close_old_connections()
                     stop.wait(min(5.0, self.timing.idle_seconds * 2))
                     continue
-                stop.wait(self.timing.poll_seconds if self.leading
-                          else self.timing.lease_seconds / 3)
+                if not self.leading:
+                    stop.wait(self.timing.lease_seconds / 3)
+                    continue
+                allowed_in = self.timing.min_pass_seconds - (time.monotonic() - self._last_pass)
+                if allowed_in > 0:
+                    stop.wait(min(allowed_in, self.timing.idle_seconds))
+                else:  # an informer's event wakes it at once
+                    self._wake.wait(self.timing.poll_seconds)
         finally:
+            if self.cluster is not None:
+                self.cluster.stop()
             self._writer.shutdown(wait=True)
             if self._explaining is not None:
                 self._explaining.join(30)
@@ -168,11 +186,16 @@ class AdmissionService:
         since = mono - self._last_pass
         if since < self.timing.min_pass_seconds:
             return None
+        if self.cluster is not None and self.threads and not self.cluster.synced:
+            return None  # the informers' first lists are not in yet
         if since < self.timing.idle_seconds and not self._changed():
             return None
         return self.run_pass(now)
 
     def _changed(self) -> bool:
+        if self._wake.is_set():  # an informer saw the cluster change
+            self._wake.clear()
+            return True
         nudge = cache.get(enqueue.NUDGE_KEY)
         if nudge != self._nudge:
             self._nudge = nudge
@@ -183,14 +206,21 @@ class AdmissionService:
         """One deciding pass (see the module docstring); the caller holds the lease."""
         started, cpu = time.monotonic(), time.thread_time()
         self._last_pass = started
-        observed = observation.observe_jobs(now)
+        view = nodes = pods = None
+        if self.cluster is not None:
+            if not self.threads:
+                self.cluster.refresh()
+            view = self.cluster.view()
+            nodes, pods = self.cluster.nodes(), view.pods
+        observed = observation.observe_jobs(now, cluster=view)
         observed.update(observation.enforce_pod_start(now))
         self.live.refresh()
         if self.live.needs_verify or started - self._verified >= self.timing.verify_seconds:
             self._verify()
         state = BaseBackend.pass_state()
         seen = state.last_cycle_at
-        inputs = selectors.admission_inputs(now, rows=self.live.active())
+        inputs = selectors.admission_inputs(now, rows=self.live.active(), nodes=nodes,
+                                            pods=pods)
         decisions, waiting_for_pool = selectors.decide_with_pools_absent(
             inputs, incremental=settings.TRAINYARD_INCREMENTAL_ADMISSION, explain=False)
         written: list[int] = []

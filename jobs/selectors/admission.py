@@ -44,12 +44,14 @@ from tenants.tiers import reclaim_grace_seconds, tier_rules
 # --- admission inputs -------------------------------------------------------------------
 
 
-def admission_inputs(now, *, rows=None):  # type: ignore[no-untyped-def]
+def admission_inputs(now, *, rows=None, nodes=None, pods=None):  # type: ignore[no-untyped-def]
     """Everything ``jobs.admission.decide`` needs, from the database and the observed
     cluster (no cluster calls): nodes, active jobs, pool quotas, policy, history.
     ``rows``: the active jobs' rows (:func:`active_rows`) as the caller keeps them (the
-    admission service's memory, ``jobs.live``), instead of reading them all."""
-    return _admission_inputs(now, rows=rows)[0]
+    admission service's memory, ``jobs.live``), instead of reading them all; ``nodes`` and
+    ``pods``: the nodes' and pods' rows as its informers keep them (``jobs.informers``),
+    instead of the watcher's."""
+    return _admission_inputs(now, rows=rows, nodes=nodes, pods=pods)[0]
 
 
 def active_rows(ids=None) -> list[Any]:  # type: ignore[no-untyped-def]
@@ -64,14 +66,15 @@ def active_rows(ids=None) -> list[Any]:  # type: ignore[no-untyped-def]
                 *VIEW_FIELDS, named=True)]
 
 
-def _admission_inputs(now, *, rows=None):  # type: ignore[no-untyped-def]
+def _admission_inputs(now, *, rows=None, nodes=None, pods=None):  # type: ignore[no-untyped-def]
     """:func:`admission_inputs` and the card facts they were counted with (the preview
     counts its hypothetical job with the same ones, from the same capacity report)."""
     dedicated = node_dedications()
     held = maintenance_held_nodes(now)  # cordoned for a window, even before it is observed
     policy = Policy.current()
     # NodeView.switch: the node's value of the policy's last topology level.
-    report = capacity_report(topology_levels_in_force(policy.topology_levels))
+    report = capacity_report(topology_levels_in_force(policy.topology_levels), nodes=nodes,
+                             pods=pods)
     report_nodes = report.nodes
     facts = card_facts(report_nodes)
     nodes = [NodeView(name=n.name, gpu_model=n.gpu_model, switch=n.switch,
@@ -86,7 +89,7 @@ def _admission_inputs(now, *, rows=None):  # type: ignore[no-untyped-def]
     # Every active job: the columns a decision reads, as tuples (no model instances: on a
     # long queue building them was most of the pass's reading), read now or kept.
     active = active_rows() if rows is None else rows
-    bound = _bound_nodes([j.id for j in active if j.state != JobState.QUEUED])
+    bound = _bound_nodes([j.id for j in active if j.state != JobState.QUEUED], pods=pods)
     shapes: dict[tuple[Any, ...], dict[str, int]] = {}
 
     def resources(job: Any) -> dict[str, int]:
@@ -216,12 +219,19 @@ def _with_guarantees(quotas: list, report=None) -> list:  # type: ignore[no-unty
     return out
 
 
-def _bound_nodes(job_ids: list[int]) -> dict[str, list[str]]:
-    """Job id (as labelled) -> the node of each of its observed, bound, unfinished pods."""
+def _bound_nodes(job_ids: list[int], *, pods=None) -> dict[str, list[str]]:  # type: ignore[no-untyped-def]
+    """Job id (as labelled) -> the node of each of its observed, bound, unfinished pods
+    (``pods``: the pods' rows an informer keeps, else read)."""
     out: dict[str, list[str]] = defaultdict(list)
-    rows = (ObservedPod.objects.filter(job__in=[str(i) for i in job_ids])
-            .exclude(node_name="").exclude(phase__in=["Succeeded", "Failed"])
-            .values_list("job", "node_name"))
+    rows: Any
+    if pods is not None:
+        wanted = {str(i) for i in job_ids}
+        rows = [(p.job, p.node_name) for p in pods if p.job in wanted and p.node_name
+                and p.phase not in ("Succeeded", "Failed")]
+    else:
+        rows = (ObservedPod.objects.filter(job__in=[str(i) for i in job_ids])
+                .exclude(node_name="").exclude(phase__in=["Succeeded", "Failed"])
+                .values_list("job", "node_name"))
     for job, node in rows:
         out[job].append(node)
     return out

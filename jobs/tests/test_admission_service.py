@@ -58,10 +58,14 @@ def _truth():
 
 
 def _same_decisions(service):
-    """The decisions on the service's memory equal those on a full read."""
+    """The decisions on the service's memory (its queue, its informers' cluster) equal
+    those on a full read of the database (the watcher's rows, relisted just before)."""
     now = timezone.now()
+    service.cluster.refresh()
     live = selectors.decide_with_pools_absent(
-        selectors.admission_inputs(now, rows=service.live.active()), explain=True)[0]
+        selectors.admission_inputs(now, rows=service.live.active(),
+                                   nodes=service.cluster.nodes(),
+                                   pods=service.cluster.pods()), explain=True)[0]
     full = selectors.decide_with_pools_absent(selectors.admission_inputs(now), explain=True)[0]
     assert live.admit == full.admit and live.preempt == full.preempt
     assert live.waiting == full.waiting
