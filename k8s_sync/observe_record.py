@@ -240,15 +240,34 @@ def _upsert_rows(model: type[Observed], rows: list[tuple[Key, dict[str, Any]]]) 
     through the field's ``get_db_prep_save`` as in a save. A field the columns omit gets
     its default on insert and is left alone on update, as before.
     """
+    conn = connections[DEFAULT_DB_ALIAS]  # the connection itself, not the per-thread proxy
+    names = ("namespace", "name", *rows[0][1])
+    plan = _plans.get((model, names, id(conn)))
+    if plan is None:
+        plan = _plans[(model, names, id(conn))] = _plan(model, names, conn)
+    sql, adapters, defaults = plan
+    params = []
+    for key, values in rows:
+        given = [key[0], key[1], *(values[n] for n in names[2:])]
+        params.append([adapt(v) for adapt, v in zip(adapters, given + defaults, strict=True)])
+    with conn.cursor() as cursor:
+        cursor.executemany(sql, params)
+
+
+Plan = tuple[str, list[Callable[[Any], Any]], list[Any]]
+#: (model, columns given, connection) -> the statement, each column's adapter, the defaults
+#: of the columns not given: built once, not at each batch.
+_plans: dict[tuple[type[Observed], tuple[str, ...], int], Plan] = {}
+
+
+def _plan(model: type[Observed], names: tuple[str, ...], conn: BaseDatabaseWrapper) -> Plan:
     meta = model._meta
     unique = _unique_columns(model)
-    names = ["namespace", "name", *rows[0][1]]
     by_name = {f.name: f for f in meta.concrete_fields}
     fields: list[Field[Any, Any]] = [
         *(by_name[n] for n in names),
         *(f for f in meta.concrete_fields if f.name not in names and not f.primary_key),
     ]
-    conn = connections[DEFAULT_DB_ALIAS]  # the connection itself, not the per-thread proxy
     quote = conn.ops.quote_name
     columns = [str(f.column) for f in fields]
     assign = ", ".join(f"{quote(c)} = EXCLUDED.{quote(c)}"
@@ -257,14 +276,7 @@ def _upsert_rows(model: type[Observed], rows: list[tuple[Key, dict[str, Any]]]) 
     sql = (f"INSERT INTO {quote(meta.db_table)} ({', '.join(map(quote, columns))}) "  # noqa: S608
            f"VALUES ({', '.join(['%s'] * len(columns))}) "
            f"ON CONFLICT ({', '.join(map(quote, unique))}) DO UPDATE SET {assign}")
-    adapters = [_adapter(f, conn) for f in fields]
-    defaults = [f.get_default() for f in fields[len(names):]]
-    params = []
-    for key, values in rows:
-        given = [key[0], key[1], *(values[n] for n in names[2:])]
-        params.append([adapt(v) for adapt, v in zip(adapters, given + defaults, strict=True)])
-    with conn.cursor() as cursor:
-        cursor.executemany(sql, params)
+    return sql, [_adapter(f, conn) for f in fields], [f.get_default() for f in fields[len(names):]]
 
 
 def _delete_rows(spec: KindSpec, keys: list[Key]) -> None:
@@ -309,9 +321,12 @@ def _adapter(f: Field[Any, Any], conn: BaseDatabaseWrapper) -> Callable[[Any], A
         seen: dict[Any, Any] = {}
 
         def adapt(v: Any) -> Any:
-            if v not in seen:
-                seen[v] = prep(v, conn)
-            return seen[v]
+            found = seen.get(v, seen)
+            if found is seen:
+                if len(seen) > 1024:
+                    seen.clear()
+                found = seen[v] = prep(v, conn)
+            return found
         return adapt
     return lambda v: prep(v, conn)
 
