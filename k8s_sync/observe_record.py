@@ -244,6 +244,8 @@ def _upsert_rows(model: type[Observed], rows: list[tuple[Key, dict[str, Any]]]) 
     names = ("namespace", "name", *rows[0][1])
     plan = _plans.get((model, names, id(conn)))
     if plan is None:
+        if len(_plans) > 256:  # threads come and go (each has its connection): stay small
+            _plans.clear()
         plan = _plans[(model, names, id(conn))] = _plan(model, names, conn)
     sql, adapters, defaults = plan
     params = []
