@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import codecs
 import contextlib
-import json
 import re
 import threading
 from collections.abc import Iterable, Iterator, Mapping
@@ -46,6 +45,7 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.config.config_exception import ConfigException
 
+from k8s_sync import fastjson
 from k8s_sync.maintenance import cordon_patch
 
 __all__ = [
@@ -251,7 +251,7 @@ def _error_from_response(status: int, http_reason: str, headers: Mapping[str, st
     message = body.decode("utf-8", "replace")[:2000]
     details: dict[str, Any] = {}
     try:
-        payload = json.loads(body)
+        payload = fastjson.loads(body)
     except ValueError:
         payload = None
     if isinstance(payload, dict):
@@ -351,7 +351,11 @@ class KubeClient:
 
     def _request(self, method: str, path: str, *, query: Iterable[tuple[str, Any]] = (),
                  body: Any = None, content_type: str | None = None) -> Any:
-        """One HTTP call; returns the decoded JSON body or raises a classified K8sError."""
+        """One HTTP call; returns the decoded JSON body or raises a classified K8sError.
+
+        The body is read as bytes (the REST layer never preloads nor deserialises into
+        the official client's models) and decoded with orjson (:mod:`k8s_sync.fastjson`).
+        """
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = content_type or "application/json"
@@ -384,7 +388,7 @@ class KubeClient:
         if not raw:
             return None
         try:
-            return json.loads(raw)
+            return fastjson.loads(raw)
         except ValueError as exc:
             raise K8sPermanentError(resp.status, "BadResponse",
                                     f"response is not JSON: {raw[:200]!r}") from exc
@@ -503,8 +507,9 @@ class KubeClient:
               subresource: str | None = None, field_manager: str = "trainyard") -> dict[str, Any]:
         """Patch one object (merge, strategic-merge or JSON patch); returns the result.
 
-        A missing object raises :class:`K8sNotFoundError`. Use ``subresource="status"``
-        to patch status.
+        One PATCH request, no GET before it: the server applies the patch to what it
+        stores. A missing object raises :class:`K8sNotFoundError`. Use
+        ``subresource="status"`` to patch status.
         """
         if patch_type not in _PATCH_CONTENT_TYPES:
             raise ValueError(f"unknown patch_type {patch_type!r}")
@@ -721,14 +726,14 @@ class WatchStream(_OpenResponse):
 
     def _event(self, line: bytes) -> tuple[str, dict[str, Any]]:
         try:
-            event = json.loads(line)
+            event = fastjson.loads(line)
             etype, obj = str(event["type"]), event["object"]
         except (ValueError, KeyError, TypeError) as exc:
             raise K8sTransientError(None, "BadWatchEvent", f"{line[:200]!r}") from exc
         if etype == "ERROR":
             obj = obj if isinstance(obj, dict) else {}
             raise _error_from_response(int(obj.get("code") or 500), str(obj.get("reason") or ""),
-                                       {}, json.dumps(obj).encode())
+                                       {}, fastjson.dumps_bytes(obj))
         obj.setdefault("apiVersion", self._api_version)
         obj.setdefault("kind", self._kind)
         return etype, obj
@@ -773,7 +778,7 @@ def _base_path(api_version: str) -> str:
 
 def _apply_body(obj: Mapping[str, Any]) -> dict[str, Any]:
     """A deep copy of ``obj`` without server-owned fields that would break an apply."""
-    body = json.loads(json.dumps(obj))
+    body = fastjson.loads(fastjson.dumps_bytes(obj))
     body.pop("status", None)
     meta = body.get("metadata") or {}
     for key in ("managedFields", "resourceVersion", "uid", "creationTimestamp", "generation"):

@@ -1,6 +1,6 @@
 """What the cluster says, recorded by the observers (``observe.py``) in k8s_sync's own tables.
 
-These rows are *observations*, never decisions: only ``observe.py`` writes them, and a
+These rows are *observations*, never decisions: only the observers write them, and a
 relist replaces them with what the API server returns. Each row is keyed by namespace
 ("" for cluster-scoped kinds) and name (and, in the one table shared by several kinds,
 :class:`ObservedWorkload`, by apiVersion and kind too), keeps the object's ``uid`` and

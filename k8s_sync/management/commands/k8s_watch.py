@@ -20,7 +20,15 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
 from k8s_sync.client import K8sError, KubeClient, get_client
-from k8s_sync.observe import KINDS, Backoff, Reflector, TooManyFailures, record_error, relist_all
+from k8s_sync.observe import (
+    KINDS,
+    Backoff,
+    Reflector,
+    TooManyFailures,
+    freeze_heap,
+    record_error,
+    relist_all,
+)
 
 HEARTBEAT_SECONDS = 10.0
 
@@ -126,6 +134,7 @@ class Command(BaseCommand):
 
         threads = [threading.Thread(target=loop, args=(r,), name=f"k8s_watch-{r.spec.name}",
                                     daemon=True) for r in reflectors]
+        freeze_heap()  # what is alive now needs no more garbage collection
         for thread in threads:
             thread.start()
         self.stdout.write(f"watching {', '.join(r.spec.name for r in reflectors)}", ending="\n")
