@@ -22,7 +22,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from k8s_sync.client import K8sError, KubeClient
-from k8s_sync.observe import Backoff, KindSpec, _key, _time
+from k8s_sync.observe import Backoff
+from k8s_sync.observe_kinds import KindSpec, _time
+from k8s_sync.observe_record import _key
 
 log = logging.getLogger(__name__)
 
