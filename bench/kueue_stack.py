@@ -405,7 +405,7 @@ def main() -> None:
 
     from django.conf import settings
     from django.contrib.auth import get_user_model
-    from django.db import connection, connections
+    from django.db import connection, connections, transaction
     from django.utils import timezone
     from kueue_baseline import Record, Scenario, make_workload, print_comparison, summarise
 
@@ -503,8 +503,6 @@ def main() -> None:
     job_enqueue.kick_admission = lambda: None  # type: ignore[attr-defined]
     if args.loop == "service" and not kueue_mode:
         # The admission service passes on its own: a submission only nudges it.
-        from django.db import transaction
-
         job_enqueue.kick_admission = (  # type: ignore[attr-defined]
             lambda: transaction.on_commit(job_enqueue.nudge))
 
@@ -610,6 +608,12 @@ def main() -> None:
 
     def watch_body() -> dict[str, Any]:
         watch_client = k8s_client.get_client()
+        try:  # as k8s_watch runs them (older checkouts: no such step)
+            from k8s_sync.observe import freeze_heap
+
+            freeze_heap()
+        except ImportError:
+            pass
         reflectors = [Reflector(client=watch_client, spec=KINDS[kind], manage_connections=True,
                                 watch_timeout=60, relist_interval=3600.0)
                       for kind in ("pytorchjobs", "pods")]
@@ -670,14 +674,15 @@ def main() -> None:
             time.sleep(wait)
         tenant = tenants[w.tenant]
         cpu = time.thread_time()
-        job = job_services.job_submit(access=access_for(user, tenant), actor=user, pool="dev",
-                                      data={
-            "name": f"{w.klass}-{w.id}", "image": "bench/trainer:1", "tier": "development",
-            "workers": w.replicas, "gpus_per_worker": w.gpus_per_replica,
-            "gpu_model": product[w.model], "cpu_per_worker": 1, "memory_gib_per_worker": 1,
-            "max_run_seconds": 3600, "expected_seconds": max(1, round(w.run_ms / 1000)),
-            "annotations": {"kubesim.trainyard.io/run-seconds": str(w.run_ms / 1000)}})
-        TrainingJob.objects.filter(pk=job.pk).update(priority=w.priority)
+        with transaction.atomic():  # the class's priority commits with the submission
+            job = job_services.job_submit(access=access_for(user, tenant), actor=user, pool="dev",
+                                          data={
+                "name": f"{w.klass}-{w.id}", "image": "bench/trainer:1", "tier": "development",
+                "workers": w.replicas, "gpus_per_worker": w.gpus_per_replica,
+                "gpu_model": product[w.model], "cpu_per_worker": 1, "memory_gib_per_worker": 1,
+                "max_run_seconds": 3600, "expected_seconds": max(1, round(w.run_ms / 1000)),
+                "annotations": {"kubesim.trainyard.io/run-seconds": str(w.run_ms / 1000)}})
+            TrainingJob.objects.filter(pk=job.pk).update(priority=w.priority)
         submit_cpu_ms.append((time.thread_time() - cpu) * 1000)
         lags.append((job.submitted_at.timestamp() - origin) * 1000 - w.arrival_ms)
         by_name[job.name] = w

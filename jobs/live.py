@@ -153,17 +153,27 @@ class LiveJobs:
         return self.transitions.overflowed or self.audits.overflowed
 
     def verify(self) -> int:
-        """Compare memory with a full read; log and count each difference, then take the
-        database's rows. Returns the number of differences (0 when memory was right)."""
+        """Compare memory with a full read; log and count each difference, and take the
+        database's row for it. Returns the number of differences (0 when memory was right).
+
+        Jobs go on changing while the full read runs: memory is brought up to date from the
+        journals before it, and again after it; a job the second time names changed after
+        the read (memory holds the newer row), so only the others are compared."""
         self.transitions.overflowed = self.audits.overflowed = False
+        self.refresh()
         truth = {row.id: row for row in self.read_rows(None)}
+        moved = self.refresh()
         differences = [job_id for job_id in set(truth) | set(self.rows)
-                       if truth.get(job_id) != self.rows.get(job_id)]
+                       if job_id not in moved and truth.get(job_id) != self.rows.get(job_id)]
         if differences:
             self.drift += len(differences)
             log.warning("admission service: %d jobs differed from the database (%s); healed",
                         len(differences), ", ".join(map(str, sorted(differences)[:20])))
-        self.rows = truth
+            for job_id in differences:
+                if job_id in truth:
+                    self.rows[job_id] = truth[job_id]
+                else:
+                    self.rows.pop(job_id, None)
         return len(differences)
 
     def active(self) -> list[Any]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,7 @@ from jobs import enqueue, health, podstart, selectors, transitions
 from jobs.choices import JobState
 from jobs.models import JobTransition, TrainingJob
 from k8s_sync.models import ObservedPod
+from k8s_sync.naming import namespace_name
 from k8s_sync.selectors import WorkloadStatus, pod_run_times, workload_statuses
 from k8s_sync.specs import WORKLOAD_KINDS
 
@@ -43,7 +44,43 @@ class ClusterView:
     pods: Sequence[Any]
 
 
-def observe_jobs(now: dt.datetime, *, cluster: ClusterView | None = None) -> dict[str, int]:
+@dataclass(frozen=True)
+class Held:
+    """What :func:`observe_jobs` reads of a job that holds quota."""
+
+    pk: int
+    state: str
+    kind: str
+    k8s_name: str
+    namespace: str
+    preempt_deadline: dt.datetime | None
+    restart_count: int
+
+
+HELD_STATES = (JobState.ADMITTED, JobState.RUNNING, JobState.PREEMPTING)
+
+
+def held_of(rows: Iterable[Any]) -> list[Held]:
+    """The jobs holding quota among active jobs' rows (``jobs.selectors.active_rows``, as
+    the admission service keeps them)."""
+    return [Held(pk=r.id, state=r.state, kind=r.kind, k8s_name=r.k8s_name,
+                 namespace=namespace_name(r.tenant__slug, r.pool__kind),
+                 preempt_deadline=r.preempt_deadline, restart_count=r.restart_count)
+            for r in rows if r.state in HELD_STATES]
+
+
+def _held() -> list[Held]:
+    return [Held(pk=pk, state=state, kind=kind, k8s_name=k8s_name,
+                 namespace=namespace_name(tenant, pool), preempt_deadline=deadline,
+                 restart_count=restarts)
+            for pk, state, kind, k8s_name, tenant, pool, deadline, restarts
+            in TrainingJob.objects.filter(state__in=HELD_STATES).values_list(
+                "id", "state", "kind", "k8s_name", "pool__tenant__slug", "pool__kind",
+                "preempt_deadline", "restart_count")]
+
+
+def observe_jobs(now: dt.datetime, *, cluster: ClusterView | None = None,
+                 held: list[Held] | None = None) -> dict[str, int]:
     """Record what happened to jobs, from their PyTorchJobs as the ``k8s_watch`` reflector
     last recorded them (``k8s_sync.selectors.workload_statuses``: one query, no API call).
 
@@ -52,16 +89,13 @@ def observe_jobs(now: dt.datetime, *, cluster: ClusterView | None = None) -> dic
     ``Running`` condition's time; one seen finished ends at its ``Succeeded``/``Failed``
     condition's time, and one that ran and finished between two passes gets both
     transitions. A PyTorchJob not recorded (yet) moves nothing, as one missing from a
-    list did."""
+    list did. ``cluster``: the workloads and pods as the caller keeps them; ``held``: the
+    jobs holding quota as it keeps them (:func:`held_of`); else both are read."""
     counts = {"running": 0, "succeeded": 0, "failed": 0, "requeued": 0}
-    active = list(TrainingJob.objects.filter(state__in=[
-        JobState.ADMITTED, JobState.RUNNING, JobState.PREEMPTING]).select_related(
-        "pool__tenant").only("id", "state", "kind", "k8s_name", "preempt_deadline",
-                             "restart_count",
-                             "in_cluster", "admitted_at", "pool__kind", "pool__tenant__slug"))
+    active = held if held is not None else _held()
     # the recorded workloads of these jobs only, not of every job that ever ran
     objs = cluster.workloads if cluster is not None else {
-        kind: workload_statuses(*types, keys=[(j.pool.namespace, j.k8s_name)
+        kind: workload_statuses(*types, keys=[(j.namespace, j.k8s_name)
                                               for j in active if j.kind == kind])
         for kind, types in WORKLOAD_KINDS.items()}
     # the preempting jobs whose pods are still observed (terminating ones included): one
@@ -73,11 +107,11 @@ def observe_jobs(now: dt.datetime, *, cluster: ClusterView | None = None) -> dic
     # JobTransition each); a job that ran and finished between two passes is moved
     # twice, running first.
     running: list[transitions.Move] = []
-    finished: dict[str, list[tuple[TrainingJob, dt.datetime | None, dt.datetime, str]]] = {
+    finished: dict[str, list[tuple[Held, dt.datetime | None, dt.datetime, str]]] = {
         "Succeeded": [], "Failed": []}
     requeued: list[transitions.Move] = []
     for job in active:
-        obj = objs.get(job.kind, {}).get((job.pool.namespace, job.k8s_name))
+        obj = objs.get(job.kind, {}).get((job.namespace, job.k8s_name))
         if obj is None:
             continue
         conditions = obj.true_conditions()
@@ -129,7 +163,7 @@ def observe_jobs(now: dt.datetime, *, cluster: ClusterView | None = None) -> dic
     return counts
 
 
-def _cluster_times(job: TrainingJob, obj: WorkloadStatus, finished: str, now: dt.datetime
+def _cluster_times(job: Held, obj: WorkloadStatus, finished: str, now: dt.datetime
                    ) -> tuple[dt.datetime | None, dt.datetime]:
     """(when the job's last run started, when it finished) by the cluster's clock.
 
@@ -143,23 +177,30 @@ def _cluster_times(job: TrainingJob, obj: WorkloadStatus, finished: str, now: dt
     pod_start: dt.datetime | None = None
     pod_end: dt.datetime | None = None
     if started is None or (finished and obj.condition_time(finished) is None):
-        pod_start, pod_end = pod_run_times(job.pool.namespace, str(job.pk))
+        pod_start, pod_end = pod_run_times(job.namespace, str(job.pk))
     started = started or pod_start
     ended = (obj.condition_time(finished) or pod_end or now) if finished else now
     return started, ended
 
 
-def enforce_pod_start(now: dt.datetime) -> dict[str, int]:
+def enforce_pod_start(now: dt.datetime, *, policy: Policy | None = None,
+                      rows: Iterable[Any] | None = None) -> dict[str, int]:
     """No job holds quota without pods: an admitted job whose pods have not all started
     within ``Policy.pod_start_deadline_seconds`` of its admission goes back to the queue
     (its PyTorchJob suspended, its GPUs free for this pass) with the cluster's reason on
     its page and in a notification, or fails after ``Policy.pod_start_attempts`` such
-    admissions (see :mod:`jobs.podstart`)."""
-    policy = Policy.current()
+    admissions (see :mod:`jobs.podstart`). ``policy`` and ``rows`` (the active jobs'
+    rows) as the caller keeps them: then the database is read only when a kept job is
+    past the deadline."""
+    policy = policy if policy is not None else Policy.current()
     deadline = int(policy.pod_start_deadline_seconds or 0)
     attempts = max(1, int(policy.pod_start_attempts or 1))
     counts = {"start_requeued": 0, "start_failed": 0}
     if deadline <= 0:
+        return counts
+    due = now - dt.timedelta(seconds=deadline)
+    if rows is not None and not any(r.state == JobState.ADMITTED and r.admitted_at is not None
+                                    and r.admitted_at <= due for r in rows):
         return counts
     stuck = TrainingJob.objects.filter(
         state=JobState.ADMITTED, admitted_at__lte=now - dt.timedelta(seconds=deadline)
@@ -198,14 +239,14 @@ def enforce_pod_start(now: dt.datetime) -> dict[str, int]:
     return counts
 
 
-def _pods_remaining(jobs: list[TrainingJob], *, pods: Sequence[Any] | None = None
+def _pods_remaining(jobs: list[Held], *, pods: Sequence[Any] | None = None
                     ) -> set[int]:
     """The jobs of ``jobs`` of which a pod is still observed, terminating ones included:
     until they are gone their GPUs are held, so the job is not back in the queue yet.
     ``pods``: the pods' rows the caller keeps (else read)."""
     if not jobs:
         return set()
-    wanted = {(j.pool.namespace, str(j.pk)): j.pk for j in jobs}
+    wanted = {(j.namespace, str(j.pk)): j.pk for j in jobs}
     if pods is not None:
         return {wanted[key] for p in pods if p.phase not in ("Succeeded", "Failed")
                 and (key := (p.namespace, p.job)) in wanted}

@@ -51,7 +51,7 @@ from django.db import close_old_connections, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from jobs import converge, enqueue, idle_waiting, observation, selectors, transitions
+from jobs import converge, enqueue, idle_waiting, observation, selectors, submitcache, transitions
 from jobs.admission.cadence import explain_due
 from jobs.backends.base import BaseBackend
 from jobs.backends.trainyard import apply_decisions
@@ -59,6 +59,7 @@ from jobs.informers import ClusterCache
 from jobs.live import LiveJobs
 from jobs.models import AdmissionState
 from k8s_sync.client import get_client
+from k8s_sync.observe import freeze_heap
 
 log = logging.getLogger(__name__)
 
@@ -212,9 +213,13 @@ class AdmissionService:
                 self.cluster.refresh()
             view = self.cluster.view()
             nodes, pods = self.cluster.nodes(), view.pods
-        observed = observation.observe_jobs(now, cluster=view)
-        observed.update(observation.enforce_pod_start(now))
         self.live.refresh()
+        rows = self.live.active()
+        observed = observation.observe_jobs(now, cluster=view,
+                                            held=observation.held_of(rows))
+        observed.update(observation.enforce_pod_start(
+            now, policy=submitcache.snapshot().policy, rows=rows))
+        self.live.refresh()  # what observing moved
         if self.live.needs_verify or started - self._verified >= self.timing.verify_seconds:
             self._verify()
         state = BaseBackend.pass_state()
@@ -246,6 +251,11 @@ class AdmissionService:
     def _verify(self) -> None:
         self._verified = time.monotonic()
         differences = self.live.verify()
+        if self.threads:
+            # What the process holds now (the queue, the informers' rows) out of the
+            # collector's sight: a full collection would otherwise rescan it all, often
+            # (k8s_sync.observe.freeze_heap; reference counting still frees it).
+            freeze_heap()
         if differences:
             AdmissionState.objects.filter(pk=1).update(drift=F("drift") + differences)
 

@@ -319,6 +319,23 @@ def node_capacity(node: ObservedNode, allocated: Mapping[str, Decimal],
     )
 
 
+_KEPT: dict[tuple[Any, ...], NodeCapacity] = {}
+""":func:`node_capacity` of informers' node rows, by the node's version and its use: most
+nodes are as they were at the last pass of a process that passes often."""
+
+
+def _kept_capacity(node: Any, allocated: Mapping[str, Decimal],
+                   levels: Iterable[str] | None) -> NodeCapacity:
+    key = (node.name, node.uid, node.resource_version, tuple(sorted(allocated.items())),
+           tuple(levels or ()))
+    found = _KEPT.get(key)
+    if found is None:
+        if len(_KEPT) > 20_000:
+            _KEPT.clear()
+        found = _KEPT[key] = node_capacity(node, allocated, levels)
+    return found
+
+
 def _quantity(values: Mapping[str, Any], resource: str) -> Decimal:
     try:
         return parse_quantity(values.get(resource) or 0)
@@ -364,7 +381,10 @@ def capacity_report(topology_levels: Iterable[str] | None = None, *,
     allocated = _allocated_by_node(pods)
     rows = (sorted(nodes, key=lambda n: n.name) if nodes is not None
             else ObservedNode.objects.defer("raw", "capacity", "taints").order_by("name"))
-    report_nodes = [node_capacity(n, allocated.get(n.name, {}), levels) for n in rows]
+    if nodes is None:
+        report_nodes = [node_capacity(n, allocated.get(n.name, {}), levels) for n in rows]
+    else:
+        report_nodes = [_kept_capacity(n, allocated.get(n.name, {}), levels) for n in rows]
     report_nodes.sort(key=lambda n: (not n.gpu_model, n.gpu_model, n.name))
     by_model: dict[str, list[NodeCapacity]] = defaultdict(list)
     for node in report_nodes:

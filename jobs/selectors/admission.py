@@ -153,7 +153,7 @@ VIEW_FIELDS = tuple(dict.fromkeys((
     "id", "tenant__slug", "pool__kind", "tier", "state", "submitted_at", "admitted_at",
     "started_at", "expected_seconds", "max_run_seconds", "template", "priority", "held",
     "borrowing", "placement", "preempt_deadline", "loan_id", "loan__lender__tenant__slug",
-    "loan__lender__kind", "loan__status", *_SHAPE)))
+    "loan__lender__kind", "loan__status", "kind", "k8s_name", "restart_count", *_SHAPE)))
 """The columns of an active job the admission pass reads (``JobView``)."""
 
 
