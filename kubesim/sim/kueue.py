@@ -498,6 +498,8 @@ class KueueController:
         self._wrote = False  # the current pass wrote, or its searches' cache moved
         self._in_pass = False
         self._deferred: dict[tuple, None] = {}  # workload events during a pass
+        self._podsets_cache: dict[str, tuple] = {}   # job uid -> (inputs, podsets, shape)
+        self._wl_shape_cache: dict[tuple, tuple] = {}  # workload key -> (inputs, shape)
 
     # ---- events -------------------------------------------------------------------------------
     @property
@@ -525,6 +527,7 @@ class KueueController:
             old = self.objs[resource].get(key)
             if etype == "DELETED":
                 self.objs[resource].pop(key, None)
+                self._wl_shape_cache.pop(key, None)
             else:
                 self.objs[resource][key] = obj
             if resource in (CLUSTERQUEUES, LOCALQUEUES) and old is not None and \
@@ -556,6 +559,7 @@ class KueueController:
                 self.job_dirty.add(jkey)
             elif self.jobs.pop(jkey, None) is not None:
                 self.sched_dirty = True
+                self._podsets_cache.pop(md.get("uid", ""), None)
 
     def tick(self) -> None:
         if not (self.sched_dirty or self.all_jobs_dirty or self.job_dirty):
@@ -653,7 +657,7 @@ class KueueController:
         wl: dict[str, Any] | None = self.objs[WORKLOADS].get(wl_key)
         if wl is None:
             return
-        status = copy.deepcopy(wl.get("status") or {})
+        status = dict(wl.get("status") or {})  # set_cond copies what it changes
         conds = list(status.get("conditions") or [])
         gen = wl["metadata"].get("generation")
         done, ok, msg = ad.finished(job)
@@ -693,7 +697,7 @@ class KueueController:
                                      "Not all pods are ready or succeeded", ts, gen)
                 status["admission"] = None
                 stats = status.get("schedulingStats") or {}
-                evs = list(stats.get("evictions") or [])
+                evs = [dict(e) for e in stats.get("evictions") or []]
                 for e in evs:
                     if e.get("reason") == ev.get("reason"):
                         e["count"] = int(e.get("count", 0)) + 1
@@ -737,13 +741,13 @@ class KueueController:
             # running without a reservation: suspend it (jobframework: stop the job)
             self._patch_job(resource, job, {"spec": {"runPolicy": {"suspend": True}}}
                             if resource == PYTORCHJOBS else {"spec": {"suspend": True}})
-        podsets = ad.podsets(job)
+        podsets, job_shape = self._job_podsets(ad, job)
         prio, ref = self._priority(job, podsets)
         spec_patch: dict = {}
-        if _shape(podsets) != _shape((wl.get("spec") or {}).get("podSets") or []):
+        if job_shape != self._wl_shape(wl_key, wl):
             # the job changed while it waits: the Workload follows it
             # (jobframework reconciler: updateWorkloadToMatchJob)
-            spec_patch["podSets"] = podsets
+            spec_patch["podSets"] = copy.deepcopy(podsets)
         if prio != int((wl.get("spec") or {}).get("priority") or 0):
             spec_patch["priority"] = prio
             if ref is not None:
@@ -755,6 +759,31 @@ class KueueController:
                 self.objs[WORKLOADS][wl_key] = out
             except Exception as exc:
                 log.debug("update workload %s: %s", wl_key, exc)
+
+    def _job_podsets(self, ad: Any, job: dict) -> tuple[list[dict], list]:
+        """The job's podsets and their ``_shape``, computed again only when its spec (its
+        generation) or its topology annotations changed, not on each pod event."""
+        md = job["metadata"]
+        ann = md.get("annotations") or {}
+        key = (md.get("uid", ""), md.get("generation"), ann.get(REQUIRED_TOPOLOGY),
+               ann.get(PREFERRED_TOPOLOGY))
+        got = self._podsets_cache.get(md.get("uid", ""))
+        if key[1] is not None and got is not None and got[0] == key:
+            return got[1], got[2]
+        podsets = ad.podsets(job)
+        out = (key, podsets, _shape(podsets))
+        self._podsets_cache[md.get("uid", "")] = out
+        return out[1], out[2]
+
+    def _wl_shape(self, key: tuple, wl: dict) -> list:
+        """``_shape`` of the Workload's podSets, again only when its spec changed."""
+        ck = (wl["metadata"].get("uid", ""), wl["metadata"].get("generation"))
+        got = self._wl_shape_cache.get(key)
+        if ck[1] is not None and got is not None and got[0] == ck:
+            return got[1]
+        shape = _shape((wl.get("spec") or {}).get("podSets") or [])
+        self._wl_shape_cache[key] = (ck, shape)
+        return shape
 
     def _podset_infos(self, wl: dict) -> dict[str, dict]:
         adm = (wl.get("status") or {}).get("admission") or {}
