@@ -451,10 +451,10 @@ def run_kueue(scenario: Scenario, workload: Sequence[WorkloadJob], step: float =
     writing (at most ``settle`` times). Each Workload's ``QuotaReserved`` (admission),
     its release without ``Finished`` (an eviction) and ``Finished`` are recorded at the
     simulated time the controller wrote them."""
+    from k8s_sync.naming import SERVICE_ACCOUNT_NAME
     from kubesim.clock import Clock
     from kubesim.sim import Simulation
     from kubesim.sim.kueue import WORKLOADS
-    from k8s_sync.naming import SERVICE_ACCOUNT_NAME
     from kubesim.store import Store
 
     plural = {"ResourceFlavor": "resourceflavors", "Cohort": "cohorts",

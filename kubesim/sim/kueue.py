@@ -1095,12 +1095,12 @@ class KueueController:
                     wrote.add(self._root_id(node))
                 if strict:
                     blocked.add(info.cq)
-        for n in sel:
-            self.pending[n] = pending[n]
-        for n in list(self.pending):
-            if n not in cqs:
-                del self.pending[n]
-        self._cq_status({n: cqs[n] for n in sel}, admitted, pending, ts)
+        for name in sel:
+            self.pending[name] = pending[name]
+        for name in list(self.pending):
+            if name not in cqs:
+                del self.pending[name]
+        self._cq_status({name: cqs[name] for name in sel}, admitted, pending, ts)
         return wrote
 
     def _inactive_reason(self, cq_name: str, groups: list) -> str:
