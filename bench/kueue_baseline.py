@@ -455,6 +455,7 @@ def run_kueue(scenario: Scenario, workload: Sequence[WorkloadJob], step: float =
     writing (at most ``settle`` times). Each Workload's ``QuotaReserved`` (admission),
     its release without ``Finished`` (an eviction) and ``Finished`` are recorded at the
     simulated time the controller wrote them."""
+    from k8s_sync.naming import SERVICE_ACCOUNT_NAME
     from kubesim.clock import Clock
     from kubesim.sim import Simulation
     from kubesim.sim.kueue import WORKLOADS
@@ -511,6 +512,13 @@ def run_kueue(scenario: Scenario, workload: Sequence[WorkloadJob], step: float =
     for ns in sorted(naming_ns(t) for m in scenario.models for t in scenario.tenants(m)):
         store.create("namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                     "metadata": {"name": ns}})
+        # the pods' identity (k8s_sync.manifests' pool ServiceAccount): kubesim refuses a
+        # pod whose ServiceAccount is missing, as a real API server does
+        store.create("serviceaccounts", {"apiVersion": "v1", "kind": "ServiceAccount",
+                                         "metadata": {"name": SERVICE_ACCOUNT_NAME,
+                                                      "namespace": ns},
+                                         "automountServiceAccountToken": False},
+                     namespace=ns)
     from k8s_sync.manifests import desired_cluster_objects
 
     for obj in desired_cluster_objects():  # the tiers' PriorityClasses the pods name

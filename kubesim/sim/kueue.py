@@ -357,8 +357,8 @@ def _quotas(resource_groups: list) -> tuple[dict, list]:
 # ---- workloads --------------------------------------------------------------------------------
 class WlInfo:
     """A Workload as the scheduler sees it."""
-    __slots__ = ("cq", "evicted", "key", "lq", "obj", "order_ts", "priority", "reserved",
-                 "reserved_at", "uid", "usage")
+    __slots__ = ("_shape", "cq", "evicted", "key", "lq", "obj", "order_ts", "priority",
+                 "reserved", "reserved_at", "uid", "usage")
 
     def __init__(self, key: tuple, obj: dict):
         self.key = key
@@ -379,6 +379,7 @@ class WlInfo:
         self.order_ts = (parse_time(ev.get("lastTransitionTime")) if ev else None) or \
             parse_time(obj["metadata"].get("creationTimestamp")) or 0.0
         self.usage: dict[FR, int] = {}
+        self._shape: tuple | None = None
         adm = (obj.get("status") or {}).get("admission") or {}
         if self.reserved:
             self.cq = adm.get("clusterQueue", "")
@@ -388,6 +389,23 @@ class WlInfo:
                     if fl:
                         fr = (fl, res)
                         self.usage[fr] = self.usage.get(fr, 0) + to_units(res, q)
+
+
+    @property
+    def shape(self) -> tuple:
+        """What flavor assignment reads of the podsets (``_shape``), hashable."""
+        if self._shape is None:
+            self._shape = tuple(tuple(tuple(x) if isinstance(x, list) else x for x in t)
+                                for t in _shape((self.obj.get("spec") or {}).get("podSets")
+                                                or []))
+        return self._shape
+
+    def facts(self, place: tuple) -> tuple:
+        """What the admission pass and the queues' status read of it."""
+        adm = cond_of(self.obj, "Admitted")
+        return (place, self.priority, self.order_ts, self.evicted, self.reserved_at, self.uid,
+                tuple(sorted(self.usage.items())), self.shape,
+                bool(adm and adm.get("status") == "True"))
 
 
 def _true(conds: dict, ctype: str) -> bool:
@@ -458,6 +476,30 @@ class KueueController:
         self._searched = False
         self._tas_next: dict[str, dict[str, int]] = {}
         self.reconciles = 0
+        # the incremental state, kept across passes (Kueue's cache and queue manager)
+        self.infos: dict[tuple, WlInfo] = {}      # workload key -> its facts
+        self.place: dict[tuple, tuple] = {}       # key -> ("fin",) | ("res", cq) | ("q", cq)
+        #                                           | ("pend", reason, message)
+        self.cqs: dict[str, QNode] = {}           # the quota tree, usage kept up to date
+        self.groups: dict[str, list] = {}
+        self.admitted: dict[str, dict[tuple, WlInfo]] = {}  # cq -> workloads holding quota
+        self.queued: dict[str, dict[tuple, WlInfo]] = {}    # cq -> pending workloads
+        self._order: dict[str, list[WlInfo]] = {}  # cq -> queued in queue order (a cache)
+        self.by_lq: dict[tuple, set[tuple]] = {}  # (ns, lq) -> workload keys
+        self._config_dirty = True   # a queue, cohort, flavor or topology changed: rebuild
+        self._dirty_roots: set[tuple] = set()  # quota trees whose pass is not a fixpoint
+        self._dirty_lqs: set[tuple] = set()
+        self._to_pend: set[tuple] = set()   # workloads with a fixed pending reason to write
+        self._rver: dict[tuple, int] = {}   # root -> version, moved by any usage change
+        self._sig: dict[str, tuple] = {}    # cq -> (root version, what its quota offers)
+        self._asg_memo: dict[tuple, tuple] = {}  # (cq, shape) -> (sig, Assignment)
+        self._pre_memo: dict[str, tuple] = {}    # uid -> inputs of a search that found none
+        self._phantom: list[tuple[QNode, FR, int]] = []  # usage kept for preemptors
+        self._wrote = False  # the current pass wrote, or its searches' cache moved
+        self._in_pass = False
+        self._deferred: dict[tuple, None] = {}  # workload events during a pass
+        self._podsets_cache: dict[str, tuple] = {}   # job uid -> (inputs, podsets, shape)
+        self._wl_shape_cache: dict[tuple, tuple] = {}  # workload key -> (inputs, shape)
 
     # ---- events -------------------------------------------------------------------------------
     @property
@@ -478,12 +520,14 @@ class KueueController:
             if self.objs[TOPOLOGIES] and (etype == "DELETED" or (obj.get("status") or {}).get(
                     "phase") in TERMINAL):
                 self.sched_dirty = True  # room under a topology domain freed
+                self._dirty_roots.update(self._roots())
             return
         if resource in KUEUE_RESOURCES:
             key = (md.get("namespace", ""), md["name"])
             old = self.objs[resource].get(key)
             if etype == "DELETED":
                 self.objs[resource].pop(key, None)
+                self._wl_shape_cache.pop(key, None)
             else:
                 self.objs[resource][key] = obj
             if resource in (CLUSTERQUEUES, LOCALQUEUES) and old is not None and \
@@ -491,6 +535,10 @@ class KueueController:
                 return  # only our status write
             self.sched_dirty = True
             if resource == WORKLOADS:
+                if self._in_pass:
+                    self._deferred[key] = None
+                elif not self._config_dirty:
+                    self._refresh(key, own=False)
                 for ref in md.get("ownerReferences") or []:
                     if ref.get("controller"):
                         if etype == "DELETED":
@@ -502,6 +550,8 @@ class KueueController:
                                 self.job_dirty.add((jres, key[0], ref.get("name")))
             elif resource == WPCS:
                 self.all_jobs_dirty = True
+            else:
+                self._config_dirty = True
         elif resource in JOB_RESOURCES:
             jkey = (resource, md.get("namespace", ""), md["name"])
             if etype != "DELETED" and (md.get("labels") or {}).get(QUEUE_LABEL):
@@ -509,6 +559,7 @@ class KueueController:
                 self.job_dirty.add(jkey)
             elif self.jobs.pop(jkey, None) is not None:
                 self.sched_dirty = True
+                self._podsets_cache.pop(md.get("uid", ""), None)
 
     def tick(self) -> None:
         if not (self.sched_dirty or self.all_jobs_dirty or self.job_dirty):
@@ -606,7 +657,7 @@ class KueueController:
         wl: dict[str, Any] | None = self.objs[WORKLOADS].get(wl_key)
         if wl is None:
             return
-        status = copy.deepcopy(wl.get("status") or {})
+        status = dict(wl.get("status") or {})  # set_cond copies what it changes
         conds = list(status.get("conditions") or [])
         gen = wl["metadata"].get("generation")
         done, ok, msg = ad.finished(job)
@@ -646,7 +697,7 @@ class KueueController:
                                      "Not all pods are ready or succeeded", ts, gen)
                 status["admission"] = None
                 stats = status.get("schedulingStats") or {}
-                evs = list(stats.get("evictions") or [])
+                evs = [dict(e) for e in stats.get("evictions") or []]
                 for e in evs:
                     if e.get("reason") == ev.get("reason"):
                         e["count"] = int(e.get("count", 0)) + 1
@@ -690,13 +741,13 @@ class KueueController:
             # running without a reservation: suspend it (jobframework: stop the job)
             self._patch_job(resource, job, {"spec": {"runPolicy": {"suspend": True}}}
                             if resource == PYTORCHJOBS else {"spec": {"suspend": True}})
-        podsets = ad.podsets(job)
+        podsets, job_shape = self._job_podsets(ad, job)
         prio, ref = self._priority(job, podsets)
         spec_patch: dict = {}
-        if _shape(podsets) != _shape((wl.get("spec") or {}).get("podSets") or []):
+        if job_shape != self._wl_shape(wl_key, wl):
             # the job changed while it waits: the Workload follows it
             # (jobframework reconciler: updateWorkloadToMatchJob)
-            spec_patch["podSets"] = podsets
+            spec_patch["podSets"] = copy.deepcopy(podsets)
         if prio != int((wl.get("spec") or {}).get("priority") or 0):
             spec_patch["priority"] = prio
             if ref is not None:
@@ -708,6 +759,31 @@ class KueueController:
                 self.objs[WORKLOADS][wl_key] = out
             except Exception as exc:
                 log.debug("update workload %s: %s", wl_key, exc)
+
+    def _job_podsets(self, ad: Any, job: dict) -> tuple[list[dict], list]:
+        """The job's podsets and their ``_shape``, computed again only when its spec (its
+        generation) or its topology annotations changed, not on each pod event."""
+        md = job["metadata"]
+        ann = md.get("annotations") or {}
+        key = (md.get("uid", ""), md.get("generation"), ann.get(REQUIRED_TOPOLOGY),
+               ann.get(PREFERRED_TOPOLOGY))
+        got = self._podsets_cache.get(md.get("uid", ""))
+        if key[1] is not None and got is not None and got[0] == key:
+            return got[1], got[2]
+        podsets = ad.podsets(job)
+        out = (key, podsets, _shape(podsets))
+        self._podsets_cache[md.get("uid", "")] = out
+        return out[1], out[2]
+
+    def _wl_shape(self, key: tuple, wl: dict) -> list:
+        """``_shape`` of the Workload's podSets, again only when its spec changed."""
+        ck = (wl["metadata"].get("uid", ""), wl["metadata"].get("generation"))
+        got = self._wl_shape_cache.get(key)
+        if ck[1] is not None and got is not None and got[0] == ck:
+            return got[1]
+        shape = _shape((wl.get("spec") or {}).get("podSets") or [])
+        self._wl_shape_cache[key] = (ck, shape)
+        return shape
 
     def _podset_infos(self, wl: dict) -> dict[str, dict]:
         adm = (wl.get("status") or {}).get("admission") or {}
@@ -729,11 +805,11 @@ class KueueController:
                                   "tolerations": tols}
         return infos
 
-    def _write_wl(self, key: tuple, wl: dict, status: dict) -> None:
+    def _write_wl(self, key: tuple, wl: dict, status: dict) -> bool:
         old = wl.get("status") or {}
         new = {k: v for k, v in status.items() if v is not None}
         if {k: v for k, v in old.items() if v is not None} == new:
-            return
+            return False
         patch = dict(status)
         for k in old:
             if k not in patch:
@@ -744,6 +820,7 @@ class KueueController:
             self.objs[WORKLOADS][key] = out
         except Exception as exc:
             log.debug("workload status %s: %s", key, exc)
+        return True
 
     # ---- the queues and the quota tree --------------------------------------------------------
     def _tree(self) -> tuple[dict[str, QNode], dict[str, list], dict[str, QNode]]:
@@ -778,58 +855,192 @@ class KueueController:
             node.subtree = {fr: q[0] for fr, q in node.quotas.items()}
         return cqs, groups, cohorts
 
-    def _schedule(self, now: float, ts: str) -> None:
-        cqs, groups, _cohorts = self._tree()
-        infos: dict[tuple, WlInfo] = {}
-        admitted: dict[str, list[WlInfo]] = {n: [] for n in cqs}
-        pending: dict[str, list[WlInfo]] = {n: [] for n in cqs}
-        lqs = self.objs[LOCALQUEUES]
+    # ---- the incremental state ----------------------------------------------------------------
+    def _roots(self) -> set[tuple]:
+        return {self._root_id(n) for n in self.cqs.values()}
+
+    @staticmethod
+    def _root_id(node: QNode) -> tuple:
+        r = node.root()
+        return (r.is_cq, r.name)
+
+    def _bump(self, cq: str) -> None:
+        node = self.cqs.get(cq)
+        if node is not None:
+            rid = self._root_id(node)
+            self._rver[rid] = self._rver.get(rid, 0) + 1
+
+    def _classify(self, info: WlInfo) -> tuple:
+        """Where a workload stands, as the old full scan sorted it at the start of a pass."""
+        wl, key = info.obj, info.key
+        fin = cond_of(wl, "Finished")
+        if fin and fin.get("status") == "True":
+            return ("fin",)
+        if info.reserved:
+            return ("res", info.cq)
+        if (wl.get("spec") or {}).get("active", True) is False:
+            return ("pend", "Deactivated", "The workload is deactivated")
+        lq = self.objs[LOCALQUEUES].get((key[0], info.lq))
+        if lq is None:
+            return ("pend", "Misconfigured", f"LocalQueue {info.lq} doesn't exist")
+        cq_name = (lq.get("spec") or {}).get("clusterQueue", "")
+        if cq_name not in self.cqs:
+            return ("pend", "Misconfigured", f"ClusterQueue {cq_name} doesn't exist")
+        if self._inactive_reason(cq_name, self.groups[cq_name]):
+            return ("pend", "Suspended", f"ClusterQueue {cq_name} is inactive")
+        if not self._ns_selected(cq_name, key[0]):
+            return ("pend", "Misconfigured",
+                    "Workload namespace doesn't match ClusterQueue selector")
+        info.cq = cq_name
+        return ("q", cq_name)
+
+    def _unplace(self, info: WlInfo, place: tuple) -> None:
+        if place[0] == "res" and place[1] in self.cqs:
+            self.admitted[place[1]].pop(info.key, None)
+            node = self.cqs[place[1]]
+            for fr, v in info.usage.items():
+                node.remove_usage(fr, v)
+            self._bump(place[1])
+        elif place[0] == "q" and place[1] in self.queued:
+            self.queued[place[1]].pop(info.key, None)
+            self._order.pop(place[1], None)
+            self._bump(place[1])
+        self.by_lq.get((info.key[0], info.lq), set()).discard(info.key)
+
+    def _put(self, info: WlInfo, place: tuple) -> None:
+        self.infos[info.key] = info
+        self.place[info.key] = place
+        self.by_lq.setdefault((info.key[0], info.lq), set()).add(info.key)
+        if place[0] == "res" and place[1] in self.cqs:
+            self.admitted[place[1]][info.key] = info
+            node = self.cqs[place[1]]
+            for fr, v in info.usage.items():
+                node.add_usage(fr, v)
+            self._bump(place[1])
+        elif place[0] == "q":
+            self.queued[place[1]][info.key] = info
+            self._order.pop(place[1], None)
+            self._bump(place[1])
+        elif place[0] == "pend":
+            self._to_pend.add(info.key)
+
+    def _refresh(self, key: tuple, own: bool) -> None:
+        """A Workload changed: move it between the queues and the usage. ``own``: the
+        admission pass wrote it, so only a change of what the pass reads makes its quota
+        tree worth another pass."""
+        old, old_place = self.infos.pop(key, None), self.place.pop(key, None)
+        obj = self.objs[WORKLOADS].get(key)
+        info = WlInfo(key, obj) if obj is not None else None
+        place = self._classify(info) if info is not None else None
+        same = own and old is not None and info is not None and place is not None and \
+            old_place is not None and old.facts(old_place) == info.facts(place)
+        if old is not None and old_place is not None:
+            self._unplace(old, old_place)
+            if not same:
+                self._dirty_lqs.add((key[0], old.lq))
+                if old_place[0] in ("res", "q") and old_place[1] in self.cqs:
+                    self._dirty_roots.add(self._root_id(self.cqs[old_place[1]]))
+        if info is not None and place is not None:
+            self._put(info, place)
+            if not same:
+                self._dirty_lqs.add((key[0], info.lq))
+                if place[0] in ("res", "q") and place[1] in self.cqs:
+                    self._dirty_roots.add(self._root_id(self.cqs[place[1]]))
+
+    def _rebuild(self) -> None:
+        """The queues, cohorts or flavors changed: the tree again, every workload placed
+        again, every tree and LocalQueue due for a pass (Kueue's cache rebuilt)."""
+        self._config_dirty = False
+        self.cqs, self.groups, _cohorts = self._tree()
+        for root in {n.root().name: n.root() for n in self.cqs.values()}.values():
+            _accumulate(root)
+        self.admitted = {n: {} for n in self.cqs}
+        self.queued = {n: {} for n in self.cqs}
+        self._order, self.by_lq, self.infos, self.place = {}, {}, {}, {}
+        self._asg_memo, self._pre_memo, self._sig = {}, {}, {}
+        self._to_pend = set()
         for key, wl in self.objs[WORKLOADS].items():
             info = WlInfo(key, wl)
-            infos[key] = info
-            fin = cond_of(wl, "Finished")
-            if fin and fin.get("status") == "True":
-                continue
-            if info.reserved:
-                if info.cq in cqs:
-                    admitted[info.cq].append(info)
-                    for fr, v in info.usage.items():
-                        cqs[info.cq].usage[fr] = cqs[info.cq].usage.get(fr, 0) + v
-                continue
-            if (wl.get("spec") or {}).get("active", True) is False:
-                self._pend(info, "Deactivated", "The workload is deactivated", ts)
-                continue
-            lq = lqs.get((key[0], info.lq))
-            if lq is None:
-                self._pend(info, "Misconfigured", f"LocalQueue {info.lq} doesn't exist", ts)
-                continue
-            cq_name = (lq.get("spec") or {}).get("clusterQueue", "")
-            if cq_name not in cqs:
-                self._pend(info, "Misconfigured", f"ClusterQueue {cq_name} doesn't exist", ts)
-                continue
-            if self._inactive_reason(cq_name, groups[cq_name]):
-                self._pend(info, "Suspended", f"ClusterQueue {cq_name} is inactive", ts)
-                continue
-            if not self._ns_selected(cq_name, key[0]):
-                self._pend(info, "Misconfigured",
-                           "Workload namespace doesn't match ClusterQueue selector", ts)
-                continue
-            info.cq = cq_name
-            pending[cq_name].append(info)
-        for root in {n.root().name: n.root() for n in cqs.values()}.values():
-            _accumulate(root)
-        for lst in pending.values():
-            lst.sort(key=lambda i: (-i.priority, i.order_ts, i.key))
-        self.pending = pending
-        self._tas_used = {}
-        if not any(pending.values()):
-            self._cq_status(cqs, admitted, pending, ts)
+            self._put(info, self._classify(info))
+        self._dirty_roots = self._roots()
+        self._dirty_lqs = set(self.objs[LOCALQUEUES])
+
+    def _queue_order(self, cq: str) -> list[WlInfo]:
+        lst = self._order.get(cq)
+        if lst is None:
+            lst = self._order[cq] = sorted(self.queued[cq].values(),
+                                           key=lambda i: (-i.priority, i.order_ts, i.key))
+        return lst
+
+    def _offer(self, cq: str) -> tuple:
+        """What the ClusterQueue's quota offers now: all that flavor assignment reads."""
+        node = self.cqs[cq]
+        ver = self._rver.get(self._root_id(node), 0)
+        got = self._sig.get(cq)
+        if got is not None and got[0] == ver:
+            return got[1]
+        sig = tuple((fr, node.available(fr), node.potential_available(fr),
+                     node.usage.get(fr, 0)) for fr in sorted(node.quotas))
+        self._sig[cq] = (ver, sig)
+        return sig
+
+    def _assign_memo(self, info: WlInfo, node: QNode, groups: list, dry: bool = False
+                     ) -> Assignment:
+        """``_assign``, reused for a workload of the same podsets in the same queue while
+        what the queue's quota offers is unchanged (identical blocked workloads decided
+        once; not with topologies, whose room is the nodes')."""
+        if self.objs[TOPOLOGIES]:
+            return self._assign(info, node, groups, dry=dry)
+        mkey = (info.cq, info.shape)
+        sig = self._offer(info.cq)
+        got = self._asg_memo.get(mkey)
+        if got is not None and got[0] == sig:
+            return got[1]
+        asg = self._assign(info, node, groups, dry=dry)
+        self._asg_memo[mkey] = (sig, asg)
+        return asg
+
+    def _schedule(self, now: float, ts: str) -> None:
+        if self._config_dirty:
+            self._rebuild()
+        cqs = self.cqs
+        for key in sorted(self._to_pend):
+            info, place = self.infos.get(key), self.place.get(key)
+            if info is not None and place is not None and place[0] == "pend":
+                self._pend(info, place[1], place[2], ts)
+        self._to_pend = set()
+        roots = self._roots() if self.objs[TOPOLOGIES] else self._dirty_roots & self._roots()
+        self._dirty_roots = set()
+        sel = [n for n, node in cqs.items() if self._root_id(node) in roots]
+        if not sel:
             return
-        # rounds of heads, one per ClusterQueue, in Kueue's cycle order
+        self._in_pass = True
+        try:
+            dirty_again = self._pass(sel, ts)
+        finally:
+            self._in_pass = False
+            for fr_node, fr, v in reversed(self._phantom):
+                fr_node.remove_usage(fr, v)
+                self._rver[self._root_id(fr_node)] = self._rver.get(
+                    self._root_id(fr_node), 0) + 1
+            self._phantom = []
+            deferred, self._deferred = self._deferred, {}
+            for key in deferred:
+                self._refresh(key, own=True)
+        self._dirty_roots |= dirty_again
+
+    def _pass(self, sel: list[str], ts: str) -> set[tuple]:
+        """The old full scan's pass over the ClusterQueues ``sel`` (whole quota trees):
+        returns the trees where it wrote (another pass may decide more there)."""
+        cqs, groups = self.cqs, self.groups
+        admitted: dict[str, list[WlInfo]] = {n: list(self.admitted[n].values()) for n in sel}
+        pending: dict[str, list[WlInfo]] = {n: list(self._queue_order(n)) for n in sel}
+        wrote: set[tuple] = set()
+        self._tas_used = {}
         blocked: set[str] = set()
         searched: set[str] = set()  # one preemption search per ClusterQueue and pass
         idx = dict.fromkeys(pending, 0)
-        while True:
+        while any(pending.values()):
             heads = []
             for cq_name, lst in pending.items():
                 if cq_name in blocked or idx[cq_name] >= len(lst):
@@ -838,12 +1049,14 @@ class KueueController:
                 idx[cq_name] += 1
             if not heads:
                 break
-            entries = [(h, self._assign(h, cqs[h.cq], groups[h.cq], dry=True)) for h in heads]
+            entries = [(h, self._assign_memo(h, cqs[h.cq], groups[h.cq], dry=True))
+                       for h in heads]
             entries.sort(key=lambda e: (e[1].borrows, -e[0].priority, e[0].order_ts))
             for info, asg in entries:
                 node = cqs[info.cq]
+                self._wrote = False
                 if asg.mode != "NoFit":  # recompute: earlier entries changed the usage
-                    asg = self._assign(info, node, groups[info.cq])
+                    asg = self._assign_memo(info, node, groups[info.cq])
                 strict = ((self.objs[CLUSTERQUEUES].get(("", info.cq)) or {}).get("spec") or {}
                           ).get("queueingStrategy") == "StrictFIFO"
                 if asg.mode == "Fit":
@@ -851,12 +1064,14 @@ class KueueController:
                     admitted[info.cq].append(info)
                     pending[info.cq] = [p for p in pending[info.cq] if p is not info]
                     idx[info.cq] -= 1
+                    wrote.add(self._root_id(node))
                     continue
                 if asg.mode == "Preempt" and info.cq not in searched:
                     self._searched = False
                     targets = self._preemption_targets(info, asg, node, cqs, admitted)
                     if self._searched:  # a full search ran (not a cached or quick no)
                         searched.add(info.cq)
+                        self._wrote = True  # its cache moved: the next pass differs
                     if targets:
                         fresh = [t for t in targets if not t[0].evicted]
                         for t, reason in fresh:
@@ -867,16 +1082,26 @@ class KueueController:
                                    ts)
                         for fr, v in asg.usage.items():  # keep it for the preemptor
                             node.add_usage(fr, v)
+                            self._phantom.append((node, fr, v))
+                        self._bump(info.cq)
                         if strict:
                             blocked.add(info.cq)
+                        wrote.add(self._root_id(node))
                         continue
                     self._pend(info, asg.reason or "WaitingForQuota", asg.message, ts)
                 else:
                     self._pend(info, asg.reason or "WaitingForQuota", asg.message, ts)
+                if self._wrote:
+                    wrote.add(self._root_id(node))
                 if strict:
                     blocked.add(info.cq)
-        self.pending = pending
-        self._cq_status(cqs, admitted, pending, ts)
+        for name in sel:
+            self.pending[name] = pending[name]
+        for name in list(self.pending):
+            if name not in cqs:
+                del self.pending[name]
+        self._cq_status({name: cqs[name] for name in sel}, admitted, pending, ts)
+        return wrote
 
     def _inactive_reason(self, cq_name: str, groups: list) -> str:
         missing = sorted({f for _, fls in groups for f in fls
@@ -913,12 +1138,18 @@ class KueueController:
         return True
 
     def _pend(self, info: WlInfo, reason: str, message: str, ts: str) -> None:
-        wl = info.obj
-        status = copy.deepcopy(wl.get("status") or {})
+        wl = self.objs[WORKLOADS].get(info.key, info.obj)
         gen = wl["metadata"].get("generation")
+        qr = cond_of(wl, "QuotaReserved")
+        if qr is not None and qr.get("status") == "False" and qr.get("reason") == reason and \
+                qr.get("message") == message[:32768] and (
+                    gen is None or qr.get("observedGeneration") == gen):
+            return  # already says so (set_cond would change nothing)
+        status = copy.deepcopy(wl.get("status") or {})
         status["conditions"] = set_cond(list(status.get("conditions") or []), "QuotaReserved",
                                         "False", reason, message, ts, gen)
-        self._write_wl(info.key, wl, status)
+        if self._write_wl(info.key, wl, status):
+            self._wrote = True
 
     # ---- flavor assignment (pkg/scheduler/flavorassigner/flavorassigner.go) -------------------
     def _assign(self, info: WlInfo, node: QNode, groups: list, dry: bool = False
@@ -1137,6 +1368,14 @@ class KueueController:
         status["admission"] = {"clusterQueue": info.cq, "podSetAssignments": psas}
         info.reserved = True
         info.usage = dict(asg.usage)
+        if self.place.get(info.key) == ("q", info.cq):  # the pass's own bookkeeping
+            self.queued[info.cq].pop(info.key, None)
+            self._order.pop(info.cq, None)
+            self.place[info.key] = ("res", info.cq)
+            self.admitted[info.cq][info.key] = info
+            # reserved_at stays as read at the start of the pass, as the full scan had it
+            # (a preemption search later in the pass orders candidates by it)
+        self._bump(info.cq)
         self._write_wl(info.key, wl, status)
         self.events.record(wl, "Normal", "QuotaReserved",
                            f"Quota reserved in ClusterQueue {info.cq}, wait time since queued "
@@ -1149,6 +1388,23 @@ class KueueController:
     def _preemption_targets(self, info: WlInfo, asg: Assignment, node: QNode,
                             cqs: dict[str, QNode], admitted: dict[str, list[WlInfo]]
                             ) -> list[tuple[WlInfo, str]]:
+        """``_search_targets``, not repeated while nothing moved in the quota tree since
+        it found none for this workload (the answer would be the same: none, and no full
+        search, as its cache then says)."""
+        inputs = (self._rver.get(self._root_id(node), 0), info.key, info.cq, info.priority,
+                  info.order_ts, tuple(sorted(asg.usage.items())))
+        if self._pre_memo.get(info.uid) == inputs:
+            return []
+        targets = self._search_targets(info, asg, node, cqs, admitted)
+        if targets:
+            self._pre_memo.pop(info.uid, None)
+        else:
+            self._pre_memo[info.uid] = inputs
+        return targets
+
+    def _search_targets(self, info: WlInfo, asg: Assignment, node: QNode,
+                        cqs: dict[str, QNode], admitted: dict[str, list[WlInfo]]
+                        ) -> list[tuple[WlInfo, str]]:
         """Classical preemption (pkg/scheduler/preemption/preemption.go
         ``classicalPreemptions`` and ``classical/hierarchical_preemption.go``,
         ``candidate_generator.go``): candidates in the preemptor's ClusterQueue by
@@ -1345,6 +1601,7 @@ class KueueController:
         conds = set_cond(conds, "Preempted", "True", reason, msg, ts, None)
         status["conditions"] = conds
         target.evicted = True
+        self._bump(target.cq)
         self._write_wl(target.key, wl, status)
         self.events.record(wl, "Normal", "Preempted", msg, component="kueue-admission")
         self._owner_dirty(wl)
@@ -1420,30 +1677,28 @@ class KueueController:
         return bool(c and c.get("status") == "True")
 
     def _queue_status(self, ts: str) -> None:
-        if not self.objs[LOCALQUEUES]:
-            return
-        counts: dict[tuple, list[int]] = {}
-        usage: dict[tuple, dict[FR, int]] = {}
-        for key, wl in self.objs[WORKLOADS].items():
-            info = WlInfo(key, wl)
-            lq_key = (key[0], info.lq)
-            c = counts.setdefault(lq_key, [0, 0, 0])
-            fin = cond_of(wl, "Finished")
-            if fin and fin.get("status") == "True":
+        """LocalQueue status, for the LocalQueues whose workloads changed since."""
+        dirty, self._dirty_lqs = self._dirty_lqs, set()
+        for key in sorted(dirty):
+            lq = self.objs[LOCALQUEUES].get(key)
+            if lq is None:
                 continue
-            if info.reserved:
-                c[1] += 1
-                if self._is_admitted(info):
-                    c[2] += 1
-                u = usage.setdefault(lq_key, {})
-                for fr, v in info.usage.items():
-                    u[fr] = u.get(fr, 0) + v
-            elif (wl.get("spec") or {}).get("active", True) is not False:
-                c[0] += 1
-        for key, lq in self.objs[LOCALQUEUES].items():
-            pend, resv, adm = counts.get(key, [0, 0, 0])
+            pend = resv = adm = 0
+            usage: dict[FR, int] = {}
+            for wkey in self.by_lq.get(key, ()):
+                info, place = self.infos[wkey], self.place[wkey]
+                if place[0] == "fin":
+                    continue
+                if info.reserved:
+                    resv += 1
+                    if self._is_admitted(info):
+                        adm += 1
+                    for fr, v in info.usage.items():
+                        usage[fr] = usage.get(fr, 0) + v
+                elif (info.obj.get("spec") or {}).get("active", True) is not False:
+                    pend += 1
             fl: dict[str, list] = {}
-            for (f, r), v in sorted(usage.get(key, {}).items()):
+            for (f, r), v in sorted(usage.items()):
                 fl.setdefault(f, []).append({"name": r, "total": fmt_units(r, v)})
             fu = [{"name": f, "resources": rs} for f, rs in fl.items()]
             cq = (lq.get("spec") or {}).get("clusterQueue", "")
