@@ -49,10 +49,13 @@ class _Statuses(Mapping[tuple[str, str], WorkloadStatus]):
 class ClusterCache:
     """Informers of the kinds a pass reads (see the module docstring)."""
 
+    KINDS = ("nodes", "pods", *WORKLOAD_KINDS.values())
+    """The observed kinds (``k8s_sync.observe.KINDS``) it keeps."""
+
     def __init__(self, client: KubeClient, *, on_change: Callable[[], None] | None = None
                  ) -> None:
         self.informers = {name: Informer(client, KINDS[name], on_change=on_change)
-                          for name in ("nodes", "pods", *WORKLOAD_KINDS.values())}
+                          for name in self.KINDS}
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:

@@ -77,7 +77,10 @@ class Journal:
             self.gaps.pop(row_id, None)
         top = max(seen, default=self.mark)
         if top > self.mark:
-            for missing in set(range(self.mark + 1, top)) - seen:
+            # An empty table's ids need not start at 1 (a Postgres sequence is not reset
+            # when rows go): below the first id ever read there is nothing to wait for.
+            base = self.mark if self.mark else min(seen) - 1
+            for missing in set(range(base + 1, top)) - seen:
                 self.gaps[missing] = now
             self.mark = top
         for row_id, since in list(self.gaps.items()):

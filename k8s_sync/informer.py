@@ -86,7 +86,7 @@ class Informer:
             self.rows = {}
         self.synced.set()
 
-    def apply(self, event_type: str, obj: Mapping[str, Any]) -> bool:
+    def take(self, event_type: str, obj: Mapping[str, Any]) -> bool:
         """One watch event; True when it changed the rows."""
         if event_type not in ("ADDED", "MODIFIED", "DELETED") or not self.spec.keep(obj):
             return False
@@ -135,7 +135,7 @@ class Informer:
                 found = (obj.get("metadata") or {}).get("resourceVersion")
                 if found:
                     version = str(found)
-                if self.apply(event_type, obj):
+                if self.take(event_type, obj):
                     self._changed()
                 if self.stopped.is_set():
                     break

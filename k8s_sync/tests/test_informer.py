@@ -76,7 +76,7 @@ def test_a_deleted_event_of_an_older_object_leaves_the_newer_one(cluster):
     created = client.create_if_absent(pod("same", gpus=1))[0]
     informer.relist()
     stale = {**created, "metadata": {**created["metadata"], "uid": "an-older-uid"}}
-    assert not informer.apply("DELETED", stale)
+    assert not informer.take("DELETED", stale)
     assert (NS, "same") in informer.rows
-    assert informer.apply("DELETED", created) and (NS, "same") not in informer.rows
+    assert informer.take("DELETED", created) and (NS, "same") not in informer.rows
     assert row_of(KINDS["pods"], created).name == "same"

@@ -530,6 +530,13 @@ def _observed_kinds() -> list[Kind]:
     return [(spec.api_version, spec.kind) for spec in observe.KINDS.values()]
 
 
+def _informed_kinds() -> list[Kind]:
+    from jobs.informers import ClusterCache
+
+    return [(spec.api_version, spec.kind) for spec in observe.KINDS.values()
+            if spec.name in ClusterCache.KINDS]
+
+
 #: Call sites whose (apiVersion, kind) is not a literal: where the kinds come from.
 DYNAMIC_CALL_SITES = {
     ("k8s_sync/reconcile.py", "converge", "read"): _converge_read_kinds,
@@ -543,6 +550,9 @@ DYNAMIC_CALL_SITES = {
     ("k8s_sync/observe.py", "relist", "list_with_resource_version"): _observed_kinds,
     ("k8s_sync/observe.py", "relist_all", "list_with_resource_version"): _observed_kinds,
     ("k8s_sync/observe.py", "_watch", "watch"): _observed_kinds,
+    # the admission service's informers (jobs.informers.ClusterCache): kinds of KINDS
+    ("k8s_sync/informer.py", "relist", "list_with_resource_version"): _informed_kinds,
+    ("k8s_sync/informer.py", "_watch", "watch"): _informed_kinds,
     ("jobs/converge.py", "sync_one", "create_if_absent"): lambda: [
         *_kinds_of([manifests.build_checkpoint_pvc(_sample_job())]), *_job_kinds()],
     ("jobs/converge.py", "sync_one", "ensure_absent"): _job_kinds,
