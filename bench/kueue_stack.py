@@ -423,7 +423,7 @@ def main() -> None:
             reconcile_pool.apply(args=[pool.pk])
             pool = Pool.objects.select_related("tenant").get(pk=pool.pk)
             ceilings[pool.namespace] = int(elastic_ceiling(key, scenario.nominal,
-                                                           pool.tenant.ceiling_factor))
+                                                           pool.tenant.borrowing_factor()))
     reconcile_cluster.apply()
     if kueue_mode:
         from kueue_baseline import bench_priority_classes
