@@ -122,15 +122,16 @@ def _zero(node: tuple):
 
 
 def complete(node: tuple, value: Any, qctx: bool = False, dropped: list | None = None,
-             chain: tuple | None = None) -> Any:
+             chain: tuple | None = None, only: tuple[str, ...] | None = None) -> Any:
     """Normalise `value` in place. With a `dropped` list, the paths of pruned unknown fields
-    are collected there (as (chain, key) links; see chain_path)."""
+    are collected there (as (chain, key) links; see chain_path). `only`: of an object,
+    normalise these keys alone (the rest is known to be normalised already)."""
     kind = node[0]
     if kind == "model":
         if not isinstance(value, dict):
             raise _FieldError([], f"expected an object, got {type(value).__name__}")
         fields = node[1]
-        for key in list(value):
+        for key in list(value) if only is None else [k for k in only if k in value]:
             spec = fields.get(key)
             if spec is None:
                 if dropped is not None and value[key] is not None:
@@ -209,16 +210,18 @@ def complete(node: tuple, value: Any, qctx: bool = False, dropped: list | None =
 
 
 def normalizer(model_name: str):
-    """A function obj -> obj (in place) for the client model `model_name`."""
+    """A function (obj, dropped=None, only=None) -> obj (in place) for the client model
+    `model_name`; `only`: normalise these top-level keys alone (a status write)."""
     # deferred: the client's ~700 model classes load when a registry is built, not
     # whenever a kubesim module is imported (the pytest plugin, the benchmarks)
     from kubernetes.client import models
 
     node = model_node(getattr(models, model_name))
 
-    def run(obj: dict, dropped: list | None = None) -> dict:
+    def run(obj: dict, dropped: list | None = None, only: tuple[str, ...] | None = None
+            ) -> dict:
         try:
-            return complete(node, obj, False, dropped)
+            return complete(node, obj, False, dropped, None, only)
         except _FieldError as e:
             path = "".join(reversed(e.path)).lstrip(".") or "body"
             raise ApiError(400, "BadRequest", f"{path}: {e.message}") from None

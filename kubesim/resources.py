@@ -32,8 +32,8 @@ class ResourceType:
     immutable: tuple[str, ...] = ()          # dotted paths that may not change on update
     schema: dict | None = None               # CRD openAPIV3Schema
     validator: CrdSchema | None = None       # compiled schema validators (CRDs)
-    # normalize(obj, dropped) -> obj, in place (built-ins); see normalize.normalizer
-    normalize: Callable[[dict, list | None], dict] | None = None
+    # normalize(obj, dropped, only) -> obj, in place (built-ins); see normalize.normalizer
+    normalize: Callable[..., dict] | None = None
     served_versions: tuple[str, ...] = ()    # CRDs may serve several versions
     crd_name: str | None = None
     printer_columns: list = field(default_factory=list)  # CRD additionalPrinterColumns
