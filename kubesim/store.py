@@ -578,7 +578,7 @@ class Store(DeletionMixin, ReadsMixin, ControllersMixin):
         elif patch_type == "merge":
             if not isinstance(body, dict):
                 raise bad_request("merge patch body must be a JSON object")
-            patched = merge_patch(old, body)
+            patched = merge_patch(old, body, copy_patch=False)   # copied below
         elif patch_type == "strategic":
             if rt.crd_name:
                 raise ApiError(415, "UnsupportedMediaType",
