@@ -42,8 +42,8 @@ def _time(value, micro: bool) -> str:
     t = t.astimezone(_dt.UTC)
     return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ" if micro else "%Y-%m-%dT%H:%M:%SZ")
 
-# Node kinds: ("model", {json: (node, required, quantity)}, [required names]); ("list", n);
-# ("map", n);
+# Node kinds: ("model", {json: (node, required, quantity, fast)}, [required names]);
+# ("list", n, fast); ("map", n, fast);
 # ("str",); ("int",); ("float",); ("bool",); ("any",)
 _cache: dict[type, tuple] = {}
 
@@ -70,9 +70,11 @@ def _node(ann) -> tuple:
         return ann
     origin = typing.get_origin(ann)
     if origin in (list, typing.List):  # noqa: UP006
-        return ("list", _node(typing.get_args(ann)[0]))
+        sub = _node(typing.get_args(ann)[0])
+        return ("list", sub, _fast(sub))
     if origin in (dict, typing.Dict):  # noqa: UP006
-        return ("map", _node(typing.get_args(ann)[1]))
+        sub = _node(typing.get_args(ann)[1])
+        return ("map", sub, _fast(sub))
     if ann is str:
         return ("str",)
     if ann is bool:
@@ -88,6 +90,15 @@ def _node(ann) -> tuple:
     return ("any",)
 
 
+def _fast(node: tuple) -> type | None:
+    """The Python type a value of `node` keeps as it is (outside a quantity context):
+    complete() skips it without a call."""
+    return _FAST.get(node[0])
+
+
+_FAST: dict[str, type] = {"str": str, "int": int, "bool": bool, "float": float}
+
+
 def model_node(cls) -> tuple:
     if cls in _cache:
         return _cache[cls]
@@ -97,10 +108,12 @@ def model_node(cls) -> tuple:
     _cache[cls] = node
     for name, f in cls.model_fields.items():
         json_name = f.serialization_alias or name
-        # the third slot is a flag for the child: a quantity map/scalar, or a MicroTime
-        fields[json_name] = (_node(f.annotation), f.is_required(),
-                             json_name in QUANTITY_MAPS or json_name in QUANTITY_SCALARS
-                             or json_name in MICRO_TIMES)
+        # the third slot is a flag for the child: a quantity map/scalar, or a MicroTime;
+        # the fourth the type kept as it is (_fast), None under the flag
+        child = _node(f.annotation)
+        flag = (json_name in QUANTITY_MAPS or json_name in QUANTITY_SCALARS
+                or json_name in MICRO_TIMES)
+        fields[json_name] = (child, f.is_required(), flag, None if flag else _fast(child))
         if f.is_required():
             required.append(json_name)
     return node
@@ -145,6 +158,8 @@ def complete(node: tuple, value: Any, qctx: bool = False, dropped: list | None =
                 else:
                     del value[key]
                 continue
+            if type(v) is spec[3]:
+                continue
             try:
                 value[key] = complete(spec[0], v, spec[2], dropped,
                                       None if dropped is None else (chain, key))
@@ -158,8 +173,10 @@ def complete(node: tuple, value: Any, qctx: bool = False, dropped: list | None =
     if kind == "list":
         if not isinstance(value, list):
             raise _FieldError([], "expected a list")
-        sub = node[1]
+        sub, fast = node[1], node[2]
         for i, v in enumerate(value):
+            if type(v) is fast:
+                continue
             try:
                 value[i] = complete(sub, v, False, dropped,
                                     None if dropped is None else (chain, i))
@@ -170,8 +187,10 @@ def complete(node: tuple, value: Any, qctx: bool = False, dropped: list | None =
     if kind == "map":
         if not isinstance(value, dict):
             raise _FieldError([], "expected a map")
-        sub = node[1]
+        sub, fast = node[1], None if qctx else node[2]
         for k, v in value.items():
+            if type(v) is fast:
+                continue
             try:
                 value[k] = complete(sub, v, qctx, dropped,
                                     None if dropped is None else (chain, k))
