@@ -65,6 +65,7 @@ def changed_fields(old: dict, new: dict) -> set:
     subtrees equal in both."""
     out: set = set()
     meta = new.get("metadata") or {}
+    path: tuple[str, ...]
     for k in TRACKED_META:
         if k in meta:
             path = ("f:metadata", f"f:{k}")
@@ -352,7 +353,7 @@ def record_update(old: dict | None, new: dict, *, manager: str, api_version: str
              "time": now, "fieldsType": "FieldsV1", "fieldsV1": fields}] if fields else []
         return
     if subresource:
-        changed = set()
+        changed: set = set()
         if "status" in new:
             path = ("f:status",)
             _changed(value_at(old or {}, path), value_at(new, path), new["status"], path,
