@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+from functools import lru_cache
 
 from .errors import ApiError
 from .patch import MERGE_KEYS, SERVICE_PORT_KEY
@@ -59,28 +60,80 @@ def field_set(obj: dict) -> set:
 
 
 def changed_fields(old: dict, new: dict) -> set:
-    """Paths whose value differs between old and new (set in new)."""
-    nf = field_set(new)
-    return {p for p in nf if value_at(old, p) != value_at(new, p)}
+    """Paths whose value differs between old and new (set in new): the paths of
+    field_set(new) where value_at(old, p) != value_at(new, p), found without visiting the
+    subtrees equal in both."""
+    out: set = set()
+    meta = new.get("metadata") or {}
+    path: tuple[str, ...]
+    for k in TRACKED_META:
+        if k in meta:
+            path = ("f:metadata", f"f:{k}")
+            _changed(value_at(old, path), value_at(new, path), meta[k], path, out, k)
+    for k, v in new.items():
+        if k not in SKIP_TOP:
+            path = (f"f:{k}",)
+            _changed(value_at(old, path), value_at(new, path), v, path, out, k)
+    return out
+
+
+def _changed(o, n, v, path: tuple, out: set, parent_name: str) -> None:
+    """_walk(v, path, ...) keeping the paths whose values differ; o and n are value_at(old,
+    path) and value_at(new, path) (n is v unless a duplicate list key led elsewhere). Below
+    equal values every path has equal values, so an equal subtree is skipped whole."""
+    if o == n:
+        return
+    if isinstance(v, dict) and v:
+        for k, x in v.items():
+            part = f"f:{k}"
+            _changed(_step(o, part), _step(n, part), x, (*path, part), out, k)
+        return
+    if isinstance(v, list) and v and parent_name:
+        key = _list_key(parent_name, path[:-1])
+        if key and all(isinstance(x, dict) and key in x for x in v):
+            for item in v:
+                part = _item_key(key, item)
+                ip = (*path, part)
+                oi, ni = _step(o, part), _step(n, part)
+                if oi != ni:
+                    out.add(ip)
+                for k, x in item.items():
+                    sub = f"f:{k}"
+                    _changed(_step(oi, sub), _step(ni, sub), x, (*ip, sub), out, k)
+            return
+    if o != n:
+        out.add(path)
 
 
 _MISSING = object()
 
 
+@lru_cache(maxsize=4096)
+def _item_of(part: str) -> tuple:
+    """The (merge key, value) of a ``k:{...}`` path element."""
+    (k, v), = json.loads(part[2:]).items()
+    return k, v
+
+
+def _step(cur, p: str):
+    if p.startswith("f:"):
+        if not isinstance(cur, dict) or p[2:] not in cur:
+            return _MISSING
+        return cur[p[2:]]
+    if p.startswith("k:"):
+        k, v = _item_of(p)
+        if not isinstance(cur, list):
+            return _MISSING
+        return next((x for x in cur if isinstance(x, dict) and x.get(k) == v), _MISSING)
+    return cur
+
+
 def value_at(obj, path: tuple):
     cur = obj
     for p in path:
-        if p.startswith("f:"):
-            if not isinstance(cur, dict) or p[2:] not in cur:
-                return _MISSING
-            cur = cur[p[2:]]
-        elif p.startswith("k:"):
-            (k, v), = json.loads(p[2:]).items()
-            if not isinstance(cur, list):
-                return _MISSING
-            cur = next((x for x in cur if isinstance(x, dict) and x.get(k) == v), _MISSING)
-            if cur is _MISSING:
-                return cur
+        cur = _step(cur, p)
+        if cur is _MISSING:
+            return cur
     return cur
 
 
@@ -300,7 +353,11 @@ def record_update(old: dict | None, new: dict, *, manager: str, api_version: str
              "time": now, "fieldsType": "FieldsV1", "fieldsV1": fields}] if fields else []
         return
     if subresource:
-        changed = {p for p in _status_fields(new) if value_at(old or {}, p) != value_at(new, p)}
+        changed: set = set()
+        if "status" in new:
+            path = ("f:status",)
+            _changed(value_at(old or {}, path), value_at(new, path), new["status"], path,
+                     changed, "status")
     else:
         changed = field_set(new) if old is None else changed_fields(old, new)
     entries = managers(old) if old is not None else []

@@ -205,7 +205,11 @@ class ControllersMixin:
         elif rt.key == "pods" and self._data.get(policy.PDB_KEY, {}).get(ns):
             policy.refresh(self, ns)  # type: ignore[arg-type]
         quotas = self._data.get("resourcequotas", {}).get(ns)
-        if quotas:
+        # what an object counts against quota depends on its spec and (pods) on whether it
+        # is terminal: a write that changes neither (status, events) moves no quota
+        if quotas and not (old is not None and new is not None
+                           and old.get("spec") == new.get("spec")
+                           and adm.is_terminal(old) == adm.is_terminal(new)):
             for quota in list(quotas.values()):
                 before = adm.quota_usage_for(quota, rt.key, old)
                 after = adm.quota_usage_for(quota, rt.key, new)

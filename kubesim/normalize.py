@@ -42,8 +42,8 @@ def _time(value, micro: bool) -> str:
     t = t.astimezone(_dt.UTC)
     return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ" if micro else "%Y-%m-%dT%H:%M:%SZ")
 
-# Node kinds: ("model", {json: (node, required, quantity)}, [required names]); ("list", n);
-# ("map", n);
+# Node kinds: ("model", {json: (node, required, quantity, fast)}, [required names]);
+# ("list", n, fast); ("map", n, fast);
 # ("str",); ("int",); ("float",); ("bool",); ("any",)
 _cache: dict[type, tuple] = {}
 
@@ -70,9 +70,11 @@ def _node(ann) -> tuple:
         return ann
     origin = typing.get_origin(ann)
     if origin in (list, typing.List):  # noqa: UP006
-        return ("list", _node(typing.get_args(ann)[0]))
+        sub = _node(typing.get_args(ann)[0])
+        return ("list", sub, _fast(sub))
     if origin in (dict, typing.Dict):  # noqa: UP006
-        return ("map", _node(typing.get_args(ann)[1]))
+        sub = _node(typing.get_args(ann)[1])
+        return ("map", sub, _fast(sub))
     if ann is str:
         return ("str",)
     if ann is bool:
@@ -88,6 +90,15 @@ def _node(ann) -> tuple:
     return ("any",)
 
 
+def _fast(node: tuple) -> type | None:
+    """The Python type a value of `node` keeps as it is (outside a quantity context):
+    complete() skips it without a call."""
+    return _FAST.get(node[0])
+
+
+_FAST: dict[str, type] = {"str": str, "int": int, "bool": bool, "float": float}
+
+
 def model_node(cls) -> tuple:
     if cls in _cache:
         return _cache[cls]
@@ -97,10 +108,12 @@ def model_node(cls) -> tuple:
     _cache[cls] = node
     for name, f in cls.model_fields.items():
         json_name = f.serialization_alias or name
-        # the third slot is a flag for the child: a quantity map/scalar, or a MicroTime
-        fields[json_name] = (_node(f.annotation), f.is_required(),
-                             json_name in QUANTITY_MAPS or json_name in QUANTITY_SCALARS
-                             or json_name in MICRO_TIMES)
+        # the third slot is a flag for the child: a quantity map/scalar, or a MicroTime;
+        # the fourth the type kept as it is (_fast), None under the flag
+        child = _node(f.annotation)
+        flag = (json_name in QUANTITY_MAPS or json_name in QUANTITY_SCALARS
+                or json_name in MICRO_TIMES)
+        fields[json_name] = (child, f.is_required(), flag, None if flag else _fast(child))
         if f.is_required():
             required.append(json_name)
     return node
@@ -122,15 +135,16 @@ def _zero(node: tuple):
 
 
 def complete(node: tuple, value: Any, qctx: bool = False, dropped: list | None = None,
-             chain: tuple | None = None) -> Any:
+             chain: tuple | None = None, only: tuple[str, ...] | None = None) -> Any:
     """Normalise `value` in place. With a `dropped` list, the paths of pruned unknown fields
-    are collected there (as (chain, key) links; see chain_path)."""
+    are collected there (as (chain, key) links; see chain_path). `only`: of an object,
+    normalise these keys alone (the rest is known to be normalised already)."""
     kind = node[0]
     if kind == "model":
         if not isinstance(value, dict):
             raise _FieldError([], f"expected an object, got {type(value).__name__}")
         fields = node[1]
-        for key in list(value):
+        for key in list(value) if only is None else [k for k in only if k in value]:
             spec = fields.get(key)
             if spec is None:
                 if dropped is not None and value[key] is not None:
@@ -143,6 +157,8 @@ def complete(node: tuple, value: Any, qctx: bool = False, dropped: list | None =
                     value[key] = _zero(spec[0])
                 else:
                     del value[key]
+                continue
+            if type(v) is spec[3]:
                 continue
             try:
                 value[key] = complete(spec[0], v, spec[2], dropped,
@@ -157,8 +173,10 @@ def complete(node: tuple, value: Any, qctx: bool = False, dropped: list | None =
     if kind == "list":
         if not isinstance(value, list):
             raise _FieldError([], "expected a list")
-        sub = node[1]
+        sub, fast = node[1], node[2]
         for i, v in enumerate(value):
+            if type(v) is fast:
+                continue
             try:
                 value[i] = complete(sub, v, False, dropped,
                                     None if dropped is None else (chain, i))
@@ -169,8 +187,10 @@ def complete(node: tuple, value: Any, qctx: bool = False, dropped: list | None =
     if kind == "map":
         if not isinstance(value, dict):
             raise _FieldError([], "expected a map")
-        sub = node[1]
+        sub, fast = node[1], None if qctx else node[2]
         for k, v in value.items():
+            if type(v) is fast:
+                continue
             try:
                 value[k] = complete(sub, v, qctx, dropped,
                                     None if dropped is None else (chain, k))
@@ -209,16 +229,18 @@ def complete(node: tuple, value: Any, qctx: bool = False, dropped: list | None =
 
 
 def normalizer(model_name: str):
-    """A function obj -> obj (in place) for the client model `model_name`."""
+    """A function (obj, dropped=None, only=None) -> obj (in place) for the client model
+    `model_name`; `only`: normalise these top-level keys alone (a status write)."""
     # deferred: the client's ~700 model classes load when a registry is built, not
     # whenever a kubesim module is imported (the pytest plugin, the benchmarks)
     from kubernetes.client import models
 
     node = model_node(getattr(models, model_name))
 
-    def run(obj: dict, dropped: list | None = None) -> dict:
+    def run(obj: dict, dropped: list | None = None, only: tuple[str, ...] | None = None
+            ) -> dict:
         try:
-            return complete(node, obj, False, dropped)
+            return complete(node, obj, False, dropped, None, only)
         except _FieldError as e:
             path = "".join(reversed(e.path)).lstrip(".") or "body"
             raise ApiError(400, "BadRequest", f"{path}: {e.message}") from None

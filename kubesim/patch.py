@@ -117,15 +117,17 @@ def _remove(doc, parts, path):
 
 
 # ---- merge patch -----------------------------------------------------------------------------
-def merge_patch(doc, patch):
+def merge_patch(doc, patch, copy_patch: bool = True):
+    """RFC 7386. The result shares what the patch does not touch with `doc`; with
+    copy_patch=False it also shares the patch's values (a caller that copies the result)."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return copy.deepcopy(patch) if copy_patch else patch
     out = dict(doc) if isinstance(doc, dict) else {}
     for k, v in patch.items():
         if v is None:
             out.pop(k, None)
         else:
-            out[k] = merge_patch(out.get(k), v)
+            out[k] = merge_patch(out.get(k), v, copy_patch)
     return out
 
 

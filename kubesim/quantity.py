@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
+from functools import lru_cache
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL: dict[str, Fraction | int] = {
@@ -24,6 +25,19 @@ class QuantityError(ValueError):
 
 def _parse(value) -> tuple[Fraction, str]:
     """Returns (value, format) where format is 'binary', 'decimal' or 'exponent'."""
+    if type(value) is str:
+        return _parse_str(value)
+    return _parse_any(value)
+
+
+@lru_cache(maxsize=8192)
+def _parse_str(value: str) -> tuple[Fraction, str]:
+    """_parse of a string, remembered: the same few quantities are parsed on every write
+    (Fractions are immutable, so the cached ones are shared safely)."""
+    return _parse_any(value)
+
+
+def _parse_any(value) -> tuple[Fraction, str]:
     if isinstance(value, bool):
         raise QuantityError(f"quantities must match the regular expression: {value!r}")
     if isinstance(value, int):
@@ -59,6 +73,7 @@ def _round_up(v: Fraction, unit: Fraction) -> Fraction:
     return q * unit
 
 
+@lru_cache(maxsize=8192, typed=True)
 def format_quantity(v: Fraction, fmt: str = "decimal") -> str:
     if v < 0:
         return "-" + format_quantity(-v, fmt)
@@ -94,5 +109,13 @@ def format_quantity(v: Fraction, fmt: str = "decimal") -> str:
 
 def canonical(value) -> str:
     """Canonical string of a quantity (as the API server stores it)."""
+    if type(value) is str:
+        return _canonical_str(value)
     v, fmt = _parse(value)
+    return format_quantity(v, fmt)
+
+
+@lru_cache(maxsize=8192)
+def _canonical_str(value: str) -> str:
+    v, fmt = _parse_str(value)
     return format_quantity(v, fmt)

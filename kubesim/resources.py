@@ -12,7 +12,7 @@ import yaml
 from .crd_rules import immutable_paths
 from .errors import ApiError
 from .normalize import normalizer
-from .validation import compile_crd_schema
+from .validation import CrdSchema, compile_crd_schema
 
 CRD_DIR = Path(__file__).parent / "crds"
 ALL_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
@@ -31,9 +31,9 @@ class ResourceType:
     categories: list[str] = field(default_factory=list)
     immutable: tuple[str, ...] = ()          # dotted paths that may not change on update
     schema: dict | None = None               # CRD openAPIV3Schema
-    validator: object = None                 # compiled jsonschema validator (CRDs)
-    # normalize(obj, dropped) -> obj, in place (built-ins); see normalize.normalizer
-    normalize: Callable[[dict, list | None], dict] | None = None
+    validator: CrdSchema | None = None       # compiled schema validators (CRDs)
+    # normalize(obj, dropped, only) -> obj, in place (built-ins); see normalize.normalizer
+    normalize: Callable[..., dict] | None = None
     served_versions: tuple[str, ...] = ()    # CRDs may serve several versions
     crd_name: str | None = None
     printer_columns: list = field(default_factory=list)  # CRD additionalPrinterColumns

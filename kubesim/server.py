@@ -497,7 +497,7 @@ class Server:
         obj = self.store.patch(t.rt.key, t.name, body, patch_type=ptype, namespace=t.ns,
                                subresource=t.sub, field_manager=manager,
                                force=_qp_bool(q, "force"), dry_run=_dry_run(q),
-                               field_validation=q.get("fieldValidation") or "Warn")
+                               field_validation=q.get("fieldValidation") or "Warn", copy=False)
         # an apply that creates answers 201 (endpoints/handlers/patch.go: wasCreated)
         return jresponse(obj, 201 if created else 200, self._warnings())
 

@@ -42,7 +42,7 @@ from .normalize import chain_path
 from .patch import json_patch, merge_patch, strategic_merge
 from .reads import ReadsMixin, StoreData
 from .resources import Registry, ResourceType, default_crds
-from .structural import prune_and_default
+from .structural import declares, prune_and_default, prune_and_default_key
 from .validation import raise_if
 from .watchcache import HistoryEntry, WatchCache
 
@@ -84,6 +84,10 @@ def _no_new_finalizers(old: dict, new: dict) -> list[dict]:
 
 _UUID4_MASK = ~((0xF000 << 64) | (0xC000 << 48)) & ((1 << 128) - 1)
 _UUID4_BITS = (0x4000 << 64) | (0x8000 << 48)
+
+
+def _same(obj: dict) -> dict:
+    return obj
 
 
 class _Owned:
@@ -317,14 +321,18 @@ class Store(DeletionMixin, ReadsMixin, ControllersMixin):
         kinds.prepare_create(rt, new)
         return new
 
-    def _shape(self, rt: ResourceType, obj: dict, field_validation: str | None) -> None:
+    def _shape(self, rt: ResourceType, obj: dict, field_validation: str | None,
+               status_only: bool = False) -> None:
         """Normalise a built-in object or prune/default a custom one; unknown fields are
-        dropped, reported (Warn) or rejected (Strict)."""
+        dropped, reported (Warn) or rejected (Strict). status_only: the rest of `obj` is
+        the stored object's (see _status_shares_old)."""
         # (`list` here would name Store.list)
         dropped: builtins.list[tuple] | None = (
             [] if field_validation in ("Strict", "Warn") else None)
         if rt.normalize is not None:
-            rt.normalize(obj, dropped)
+            rt.normalize(obj, dropped, ("status",) if status_only else None)
+        elif rt.crd_name and status_only:
+            prune_and_default_key(rt.schema or {}, obj, "status", dropped)
         elif rt.crd_name:
             prune_and_default(rt.schema, obj, dropped)
         if not dropped:
@@ -451,7 +459,9 @@ class Store(DeletionMixin, ReadsMixin, ControllersMixin):
     # ---- update -----------------------------------------------------------------------------
     def replace(self, resource: str, obj: dict, *, namespace: str | None = None,
                 subresource: str | None = None, dry_run: bool = False,
-                field_manager: str | None = None, field_validation: str | None = None) -> dict:
+                field_manager: str | None = None, field_validation: str | None = None,
+                copy: bool = True) -> dict:
+        """copy=False: the stored object is returned as is (the caller must not mutate it)."""
         rt = self.rt(resource)
         if not isinstance(obj, dict) or not isinstance(obj.get("metadata") or {}, dict):
             raise bad_request("the body of the request was in an unknown format")
@@ -461,11 +471,19 @@ class Store(DeletionMixin, ReadsMixin, ControllersMixin):
         ns = self._ns_of(rt, namespace, obj)
         old = self._get_or_404(rt, name, ns)
         return self._update(rt, old, jcopy(obj), subresource, dry_run, field_manager,
-                            field_validation=field_validation)
+                            field_validation=field_validation, copy=copy)
+
+    def _status_shares_old(self, rt: ResourceType, status) -> bool:
+        """Whether a status write may share the rest of the stored object instead of copying
+        it: only its status needs shaping, and nothing later mutates the rest in place."""
+        return type(status) is dict and rt.key != "namespaces" and (
+            rt.normalize is not None or not rt.crd_name or declares(rt.schema, "status"))
 
     def _update(self, rt: ResourceType, old: dict, new: dict, subresource: str | None,
                 dry_run: bool = False, field_manager: str | None = None,
-                managed: bool = False, field_validation: str | None = None) -> dict:
+                managed: bool = False, field_validation: str | None = None,
+                copy: bool = True) -> dict:
+        out = jcopy if copy else _same
         meta_in = new.get("metadata") or {}
         name = old["metadata"]["name"]
         rv = meta_in.get("resourceVersion")
@@ -473,9 +491,16 @@ class Store(DeletionMixin, ReadsMixin, ControllersMixin):
             raise conflict(rt.plural, rt.group, name, "the object has been modified; please "
                            "apply your changes to the latest version and try again")
         self._check_type(rt, new)
+        status_only = False
         if subresource == "status":
             status = new.get("status")
             applied = (new.get("metadata") or {}).get("managedFields") if managed else None
+            status_only = applied is None and self._status_shares_old(rt, status)
+        if status_only:
+            # stored objects are never mutated: the new one shares all but its status, and
+            # only the status is shaped (the strategy keeps the stored spec as it is)
+            new = {**old, "metadata": dict(old["metadata"]), "status": status}
+        elif subresource == "status":
             new = jcopy(old)
             if applied is not None:
                 new["metadata"]["managedFields"] = applied
@@ -503,8 +528,9 @@ class Store(DeletionMixin, ReadsMixin, ControllersMixin):
                     new["status"] = jcopy(old["status"])
                 else:
                     new.pop("status", None)
-        self._shape(rt, new, field_validation)
-        kinds.prepare_update(rt, old, new)
+        self._shape(rt, new, field_validation, status_only)
+        if not status_only:
+            kinds.prepare_update(rt, old, new)
         if rt.key == "namespaces" and subresource != "finalize":
             # namespaceStrategy.PrepareForUpdate: spec.finalizers change only via /finalize
             fins = (old.get("spec") or {}).get("finalizers")
@@ -524,19 +550,21 @@ class Store(DeletionMixin, ReadsMixin, ControllersMixin):
                           now=self.clock.timestamp(), subresource=subresource or None)
         new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
         if new == old:
-            return jcopy(old)
+            return out(old)
         if dry_run:
             return jcopy(new)
         if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers") \
                 and not self._awaits_kubelet(rt, new) and not (
                     rt.key == "namespaces" and (new.get("spec") or {}).get("finalizers")):
-            return jcopy(self._remove(rt, new))
-        return jcopy(self._commit(rt, "MODIFIED", new, old))
+            return out(self._remove(rt, new))
+        return out(self._commit(rt, "MODIFIED", new, old))
 
     def patch(self, resource: str, name: str, body, *, patch_type: str = "merge",
               namespace: str | None = None, subresource: str | None = None,
               field_manager: str | None = None, force: bool = False,
-              dry_run: bool = False, field_validation: str | None = None) -> dict:
+              dry_run: bool = False, field_validation: str | None = None,
+              copy: bool = True) -> dict:
+        """copy=False: the stored object is returned as is (the caller must not mutate it)."""
         rt = self.rt(resource)
         ns = self._ns_of(rt, namespace)
         old = self.raw(rt, name, ns)
@@ -550,7 +578,7 @@ class Store(DeletionMixin, ReadsMixin, ControllersMixin):
         elif patch_type == "merge":
             if not isinstance(body, dict):
                 raise bad_request("merge patch body must be a JSON object")
-            patched = merge_patch(old, body)
+            patched = merge_patch(old, body, copy_patch=False)   # copied below
         elif patch_type == "strategic":
             if rt.crd_name:
                 raise ApiError(415, "UnsupportedMediaType",
@@ -564,7 +592,10 @@ class Store(DeletionMixin, ReadsMixin, ControllersMixin):
             raise ApiError(415, "UnsupportedMediaType", f"unknown patch type {patch_type!r}")
         if not isinstance(patched, dict):
             raise bad_request("the patch produced something that is not an object")
-        patched = jcopy(patched)
+        # a status write reads only the patched status (and the metadata's name and
+        # resourceVersion): the rest may stay shared with the stored object
+        patched = {**patched, "status": jcopy(patched["status"])} if (
+            subresource == "status" and "status" in patched) else jcopy(patched)
         meta = patched.setdefault("metadata", {})
         if not isinstance(meta, dict):
             raise bad_request("metadata must be an object")
@@ -572,7 +603,7 @@ class Store(DeletionMixin, ReadsMixin, ControllersMixin):
             raise bad_request(f"the name of the object ({meta.get('name')}) does not match the "
                               f"name on the URL ({name})")
         return self._update(rt, old, patched, subresource, dry_run, field_manager,
-                            field_validation=field_validation)
+                            field_validation=field_validation, copy=copy)
 
     def _apply(self, rt, name, ns, old, body, subresource, field_manager, force, dry_run,
                field_validation=None):

@@ -16,6 +16,20 @@ def prune_and_default(schema: dict | None, obj: dict, dropped: list | None = Non
     return obj
 
 
+def declares(schema: dict | None, key: str) -> bool:
+    """Whether the schema declares the top-level field `key` (see prune_and_default_key)."""
+    return isinstance(((schema or {}).get("properties") or {}).get(key), dict)
+
+
+def prune_and_default_key(schema: dict, obj: dict, key: str,
+                          dropped: list | None = None) -> dict:
+    """prune_and_default of one declared top-level field present in `obj`, as the whole
+    object's walk does it (a status write: the rest of the object is the stored one, pruned
+    and defaulted already)."""
+    _walk(schema["properties"][key], obj[key], False, dropped, (None, key))
+    return obj
+
+
 def _walk(schema, value, root: bool, dropped: list | None, chain: tuple | None) -> None:
     if not isinstance(schema, dict):
         return

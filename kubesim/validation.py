@@ -8,6 +8,7 @@ import jsonschema
 
 from .errors import invalid
 from .quantity import QuantityError, parse_quantity
+from .schemacheck import compile_check
 
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -94,14 +95,31 @@ def label_errors(labels, field: str = "metadata.labels") -> list[dict]:
 
 
 # ---- CRDs ------------------------------------------------------------------------------------
-def compile_crd_schema(schema: dict):
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    return cls(schema)
+class CrdSchema:
+    """A CRD schema compiled twice: ``jsonschema``'s validator (built once), which words
+    the errors, and a fast check (kubesim/schemacheck.py) that proves most objects valid
+    without it."""
+    __slots__ = ("certainly_valid", "validator")
+
+    def __init__(self, schema: dict):
+        cls = jsonschema.validators.validator_for(schema,
+                                                  default=jsonschema.Draft202012Validator)
+        self.validator = cls(schema)
+        self.certainly_valid = compile_check(schema)
+
+    def iter_errors(self, instance):
+        return self.validator.iter_errors(instance)
 
 
-def crd_object_errors(validator, obj: dict) -> list[dict]:
-    errs = []
+def compile_crd_schema(schema: dict) -> CrdSchema:
+    return CrdSchema(schema)
+
+
+def crd_object_errors(validator: CrdSchema, obj: dict) -> list[dict]:
+    errs: list[dict] = []
     body = {k: v for k, v in obj.items() if k != "metadata"}
+    if validator.certainly_valid is not None and validator.certainly_valid(body):
+        return errs
     for e in sorted(validator.iter_errors(body), key=lambda e: list(e.absolute_path)):
         path = ".".join(str(p) for p in e.absolute_path)
         if e.validator == "required":

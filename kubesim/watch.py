@@ -20,8 +20,30 @@ DEFAULT_TIMEOUT = 1800
 DROP_POLL = 0.5
 
 
+#: events written per write (one chunk) when several are waiting
+BATCH = 512
+
+
 def _line(etype: str, obj: dict) -> bytes:
     return dumps({"type": etype, "object": obj}) + b"\n"
+
+
+_SHARED: dict[tuple[int, str], tuple[dict, bytes]] = {}
+_SHARED_SIZE = 1024
+
+
+def _shared_line(etype: str, obj: dict) -> bytes:
+    """_line of a stored object, serialised once for every watcher of the event: stored
+    objects are never mutated, and the entry keeps the object (so its id is not reused)."""
+    key = (id(obj), etype)
+    hit = _SHARED.get(key)
+    if hit is not None and hit[0] is obj:
+        return hit[1]
+    data = _line(etype, obj)
+    if len(_SHARED) >= _SHARED_SIZE:
+        del _SHARED[next(iter(_SHARED))]
+    _SHARED[key] = (obj, data)
+    return data
 
 
 def _table_line(etype: str, obj: dict, rt, store, include) -> bytes:
@@ -89,7 +111,7 @@ async def serve_watch(server: Server, request: web.Request, rt: ResourceType, ns
         def line(etype: str, obj: dict) -> bytes:
             return _table_line(etype, obj, rt, store, include)
     else:
-        line = _line
+        line = _shared_line
     backlog: list = []
     error: ApiError | None = None
     if rv_param not in ("", "0") and int(rv_param) > store.resource_version:
@@ -141,14 +163,14 @@ async def serve_watch(server: Server, request: web.Request, rt: ResourceType, ns
         if error is not None:
             await resp.write(_line("ERROR", error.status()))
             return resp
-        for obj in initial:
-            await resp.write(line("ADDED", obj))
+        for i in range(0, len(initial), BATCH):
+            await resp.write(b"".join(line("ADDED", obj) for obj in initial[i:i + BATCH]))
         if initial_end:
             await resp.write(_bookmark(shown, start_rv, initial_end=True))
-        for entry in backlog:
-            t = translate(entry)
-            if t:
-                await resp.write(line(*t))
+        for i in range(0, len(backlog), BATCH):
+            lines = [line(*t) for t in map(translate, backlog[i:i + BATCH]) if t]
+            if lines:
+                await resp.write(b"".join(lines))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         interval = server.cluster.bookmark_interval
@@ -173,9 +195,13 @@ async def serve_watch(server: Server, request: web.Request, rt: ResourceType, ns
                     next_bookmark = loop.time() + interval
                     await resp.write(_bookmark(shown, store.resource_version))
                 continue
-            t = translate(entry)
-            if t:
-                await resp.write(line(*t))
+            # the events already waiting go out in one chunk (one write, one send)
+            entries = [entry]
+            while len(entries) < BATCH and not queue.empty():
+                entries.append(queue.get_nowait())
+            lines = [line(*t) for t in map(translate, entries) if t]
+            if lines:
+                await resp.write(b"".join(lines))
         with contextlib.suppress(ConnectionError, RuntimeError):
             await resp.write_eof()
     except ConnectionError:

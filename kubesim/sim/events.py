@@ -56,6 +56,7 @@ class EventRecorder:
                     {"count": hit[2], "lastTimestamp": ts},
                     patch_type="merge",
                     namespace=hit[0],
+                    copy=False,
                 )
                 self.written += 1
                 return
@@ -94,7 +95,7 @@ class EventRecorder:
             "reportingInstance": host or f"{component}-kubesim",
         }
         try:
-            self.store.create("events", ev, namespace=ns)
+            self.store.create("events", ev, namespace=ns, copy=False)   # built here, handed over
         except Exception as exc:  # namespace gone, etc.: events are best effort
             log.debug("event not recorded: %s", exc)
             return

@@ -544,6 +544,7 @@ class Kubelet:
                 patch_type="merge",
                 namespace=ns,
                 subresource="status",
+                copy=False,
             )
         except Exception as exc:
             log.debug("status of %s/%s: %s", ns, name, exc)

@@ -606,6 +606,7 @@ class Operator:
                 patch_type="merge",
                 namespace=key[0],
                 subresource="status",
+                copy=False,
             )
         except Exception as exc:
             log.debug("status of job %s/%s: %s", key[0], key[1], exc)

@@ -315,7 +315,8 @@ class Scheduler:
         try:
             # spec.nodeName may be set once, as the pods/binding subresource does
             self.store.patch(
-                "pods", name, {"spec": {"nodeName": node.name}}, patch_type="merge", namespace=ns
+                "pods", name, {"spec": {"nodeName": node.name}}, patch_type="merge", namespace=ns,
+                copy=False,
             )
         except Exception as exc:
             log.info("bind %s/%s -> %s failed: %s", ns, name, node.name, exc)
@@ -346,7 +347,7 @@ class Scheduler:
         try:
             self.store.patch(
                 "pods", name, {"status": status}, patch_type="merge", namespace=ns,
-                subresource="status",
+                subresource="status", copy=False,
             )
         except Exception as exc:
             log.debug("status of %s/%s: %s", ns, name, exc)
