@@ -39,7 +39,7 @@ from django.db.models import Field, QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from k8s_sync import naming
+from k8s_sync import kueue_observe, naming
 from k8s_sync.client import K8sError, KubeClient, WatchStream
 from k8s_sync.models import (
     PYTORCHJOB,
@@ -47,6 +47,7 @@ from k8s_sync.models import (
     ClusterEvent,
     Observed,
     ObservedKind,
+    ObservedKueueWorkload,
     ObservedNode,
     ObservedPod,
     ObservedPVC,
@@ -373,6 +374,10 @@ KINDS: dict[str, KindSpec] = {spec.name: spec for spec in (
              label_selector=naming.label_selector(naming.managed_labels()), shared=True),
     KindSpec("trainjobs", *TRAINJOB, ObservedWorkload, parse_trainjob,
              label_selector=naming.label_selector(naming.managed_labels()), shared=True),
+    # Kueue's Workloads of Trainyard's jobs (Kueue mode reads them: jobs.backends.kueue);
+    # without Kueue's CRDs the kind fails and retries like trainjobs without Trainer's
+    KindSpec(kueue_observe.KIND_NAME, *kueue_observe.WORKLOAD, ObservedKueueWorkload,
+             kueue_observe.parse_workload, keep=kueue_observe.keeps_workload),
 )}
 _COMMON = ["uid", "resource_version", "labels", "raw", "created_at", "observed_at"]
 
