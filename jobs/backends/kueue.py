@@ -220,6 +220,7 @@ def apply_workloads(client: Any, views: Mapping[tuple[str, str], kueue.WorkloadV
     counts = {"admitted": 0, "preempted": 0, "activated": 0, "deactivated": 0}
     jobs = TrainingJob.objects.filter(state__in=list(ACTIVE_STATES), in_cluster=True
                                       ).select_related("pool__tenant")
+    admissions: list[transitions.Move] = []
     for job in jobs:
         view = views.get((job.pool.namespace, job.k8s_name))
         if view is None:
@@ -229,15 +230,11 @@ def apply_workloads(client: Any, views: Mapping[tuple[str, str], kueue.WorkloadV
             # (admitted, or admitted and already finished between two passes: its
             # running and end are read from the job by the next observe_jobs)
             admitted = view.conditions["Admitted"].at or now
-            counts["admitted"] += transitions.job_transition(
-                job_id=job.pk, from_states=[JobState.QUEUED], to_state=JobState.ADMITTED,
-                reason="Admitted", at=admitted, admitted_at=min(admitted, now),
-                borrowing=False, placement=[], switch="",
+            admissions.append(transitions.Move(
+                job_id=job.pk, at=admitted, fields={"admitted_at": min(admitted, now)},
                 message=stored_text("jobs.transition.kueue_admitted",
                                     queue=view.cluster_queue,
-                                    flavors=", ".join(view.flavors) or "-"),
-                wait_reason="", position_in_pool=None, position_in_model=None,
-                eta_p50=None, eta_p90=None)
+                                    flavors=", ".join(view.flavors) or "-")))
         elif (job.state in (JobState.ADMITTED, JobState.RUNNING) and not view.admitted
               and not view.is_true("Finished")):
             counts["preempted"] += _evicted(job, view, now)
@@ -248,6 +245,11 @@ def apply_workloads(client: Any, views: Mapping[tuple[str, str], kueue.WorkloadV
             client.patch("kueue.x-k8s.io/v1beta2", "Workload", view.name,
                          kueue.workload_active_patch(want), view.namespace)
             counts["activated" if want else "deactivated"] += 1
+    # every admission of the pass in one transaction (conditional, as one by one)
+    counts["admitted"] = len(transitions.job_transitions(
+        moves=admissions, from_states=[JobState.QUEUED], to_state=JobState.ADMITTED,
+        reason="Admitted", borrowing=False, placement=[], switch="", wait_reason="",
+        position_in_pool=None, position_in_model=None, eta_p50=None, eta_p90=None))
     return counts
 
 
