@@ -8,8 +8,9 @@ decides and applies in bulk; the cluster writes (``jobs.sync_job`` of a submissi
 ``jobs.sync_jobs`` of a pass) run in a k8s-worker thread, each batch in its bounded pool
 (``--concurrency``); kubesim runs in its own process over HTTP (the official client),
 its simulated operator, scheduler and kubelet running the pods for their run times in
-real time; the watch (``k8s_sync.observe.Reflector`` of pods and PyTorchJobs, as
-``manage.py k8s_watch`` runs them) records what the loop reads. As Kueue's own test
+real time; the watch (``k8s_sync.observe.Reflector`` of pods and PyTorchJobs, and in
+Kueue mode of Kueue's Workloads, as ``manage.py k8s_watch`` runs them) records what the
+loop reads. As Kueue's own test
 runs through its API server.
 
 Prints the figures of the engine-alone run beside Kueue's published averages, then
@@ -606,6 +607,9 @@ def main() -> None:
         return {"pass_ms": pass_ms, "pass_cpu_ms": pass_cpu_ms, "batches": batches,
                 "explained": explained}
 
+    # Kueue mode reads Kueue's decisions from the Workloads the watcher records
+    watched_kueue = ("kueueworkloads",) if kueue_mode and "kueueworkloads" in KINDS else ()
+
     def watch_body() -> dict[str, Any]:
         watch_client = k8s_client.get_client()
         try:  # as k8s_watch runs them (older checkouts: no such step)
@@ -616,7 +620,7 @@ def main() -> None:
             pass
         reflectors = [Reflector(client=watch_client, spec=KINDS[kind], manage_connections=True,
                                 watch_timeout=60, relist_interval=3600.0)
-                      for kind in ("pytorchjobs", "pods")]
+                      for kind in ("pytorchjobs", "pods", *watched_kueue)]
         threads = [threading.Thread(target=r.run, daemon=True) for r in reflectors]
         for t in threads:
             t.start()

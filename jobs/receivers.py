@@ -36,9 +36,10 @@ KICK_DEBOUNCE_SECONDS = 1  # whole seconds: Redis cache timeouts are integers
 
 
 def _concerns_jobs(kind: str, keys: list[str]) -> bool:
-    """A change the admission loop acts on: a managed PyTorchJob (the watcher records
-    only those), or a pod in a tenant namespace (``ty-...``)."""
-    if kind in ("pytorchjobs", "trainjobs"):
+    """A change the admission loop acts on: a managed PyTorchJob or TrainJob, a Kueue
+    Workload of a Trainyard job (the watcher records only those), or a pod in a tenant
+    namespace (``ty-...``)."""
+    if kind in ("pytorchjobs", "trainjobs", "kueueworkloads"):
         return bool(keys)
     if kind == "pods":
         return any(key.startswith(NAMESPACE_PREFIX) for key in keys)

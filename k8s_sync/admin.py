@@ -8,6 +8,7 @@ from core.admin import ReadOnlyAdmin
 from k8s_sync.models import (
     ClusterEvent,
     ObservedKind,
+    ObservedKueueWorkload,
     ObservedNode,
     ObservedPod,
     ObservedPVC,
@@ -63,6 +64,14 @@ class ObservedWorkloadAdmin(ReadOnlyAdmin):
     list_display = ["namespace", "name", "kind", "suspended", "active", "observed_at"]
     list_filter = ["kind", "suspended"]
     search_fields = ["namespace", "name"]
+
+
+@admin.register(ObservedKueueWorkload)
+class ObservedKueueWorkloadAdmin(ReadOnlyAdmin):
+    list_display = ["namespace", "name", "owner_kind", "owner_name", "active",
+                    "cluster_queue", "observed_at"]
+    list_filter = ["owner_kind", "active"]
+    search_fields = ["namespace", "name", "owner_name"]
 
 
 @admin.register(ObservedKind)

@@ -509,25 +509,36 @@ def _time(value: object) -> dt.datetime | None:
         return None
 
 
-def workload_view(obj: Mapping[str, Any]) -> WorkloadView:
-    meta = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
+def owner_of(meta: Mapping[str, Any]) -> tuple[str, str]:
+    """(kind, name) of an object's owner: its controller, else its first owner."""
     refs: list[dict[str, Any]] = list(meta.get("ownerReferences") or [])
     owner: dict[str, Any] = next((ref for ref in refs if ref.get("controller")),
                                  refs[0] if refs else {})
-    conditions = {
+    return str(owner.get("kind") or ""), str(owner.get("name") or "")
+
+
+def conditions_by_type(conditions: Iterable[Mapping[str, Any]]) -> dict[str, Condition]:
+    """A Workload's ``status.conditions`` by type (the last one of a type)."""
+    return {
         str(c.get("type")): Condition(status=c.get("status") == "True",
                                       reason=str(c.get("reason") or ""),
                                       message=str(c.get("message") or ""),
                                       at=_time(c.get("lastTransitionTime")))
-        for c in status.get("conditions") or [] if c.get("type")}
+        for c in conditions if c.get("type")}
+
+
+def workload_view(obj: Mapping[str, Any]) -> WorkloadView:
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    owner_kind, owner_name = owner_of(meta)
+    conditions = conditions_by_type(status.get("conditions") or [])
     admission = status.get("admission") or {}
     flavors = sorted({str(f) for psa in admission.get("podSetAssignments") or []
                       for f in (psa.get("flavors") or {}).values()})
     return WorkloadView(
         namespace=str(meta.get("namespace") or ""), name=str(meta.get("name") or ""),
-        owner_kind=str(owner.get("kind") or ""), owner_name=str(owner.get("name") or ""),
+        owner_kind=owner_kind, owner_name=owner_name,
         active=spec.get("active", True) is not False,
         queue_name=str(spec.get("queueName") or ""),
         cluster_queue=str(admission.get("clusterQueue") or ""),

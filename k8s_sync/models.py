@@ -210,6 +210,38 @@ class ObservedWorkload(Observed):
                                                name="k8s_obs_workload_key")]
 
 
+class ObservedKueueWorkload(Observed):
+    """A Kueue Workload of a Trainyard job (``observe.KINDS`` "kueueworkloads",
+    ``kueue.x-k8s.io/v1beta2``): what Kueue decided about it, which Kueue mode reads
+    (``jobs.backends.kueue``) instead of listing every Workload each pass.
+
+    Its own table, not :class:`ObservedWorkload`'s: a Workload is not a training job (no
+    suspend flag, no replicas) and Kueue mode finds it by its owner, the job. Only the
+    Workloads in Trainyard's tenant namespaces owned by a PyTorchJob or TrainJob are
+    recorded (Kueue copies none of the job's labels, so the watch cannot select them on
+    the server: ``k8s_sync.kueue_observe.keeps_workload``). The columns are
+    ``k8s_sync.kueue.WorkloadView``'s, so a pass never decodes ``raw``.
+    """
+
+    owner_kind = models.CharField(max_length=100, blank=True)  # PyTorchJob / TrainJob
+    owner_name = models.CharField(max_length=253, blank=True)  # the job's k8s_name
+    active = models.BooleanField(default=True)  # spec.active
+    queue_name = models.CharField(max_length=253, blank=True)  # spec.queueName (LocalQueue)
+    cluster_queue = models.CharField(max_length=253, blank=True)  # status.admission's
+    # status.conditions, each as the API said: type, status, reason, message,
+    # lastTransitionTime (the keys the object carries)
+    conditions = models.JSONField(default=list)
+    flavors = models.JSONField(default=list)  # the flavors of its admission, sorted
+    requeue_at = models.DateTimeField(null=True, blank=True)  # status.requeueState
+
+    class Meta(Observed.Meta):
+        verbose_name = _("observed Kueue workload")
+        constraints = [models.UniqueConstraint(fields=["namespace", "name"],
+                                               name="k8s_obs_kueue_wl_ns_name")]
+        indexes = [models.Index(fields=["namespace", "owner_name"],
+                                name="k8s_obs_kueue_wl_owner")]
+
+
 class ObservedKind(models.Model):
     """The watcher's bookkeeping per kind: last list, last event, last error, count."""
 

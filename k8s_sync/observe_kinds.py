@@ -25,12 +25,13 @@ from typing import Any
 from django.db.models import QuerySet
 from django.utils.dateparse import parse_datetime
 
-from k8s_sync import fastjson, naming
+from k8s_sync import fastjson, kueue_observe, naming
 from k8s_sync.models import (
     PYTORCHJOB,
     TRAINJOB,
     ClusterEvent,
     Observed,
+    ObservedKueueWorkload,
     ObservedNode,
     ObservedPod,
     ObservedPVC,
@@ -377,4 +378,8 @@ KINDS: dict[str, KindSpec] = {spec.name: spec for spec in (
              label_selector=naming.label_selector(naming.managed_labels()), shared=True),
     KindSpec("trainjobs", *TRAINJOB, ObservedWorkload, parse_trainjob,
              label_selector=naming.label_selector(naming.managed_labels()), shared=True),
+    # Kueue's Workloads of Trainyard's jobs (Kueue mode reads them: jobs.backends.kueue);
+    # without Kueue's CRDs the kind fails and retries like trainjobs without Trainer's
+    KindSpec(kueue_observe.KIND_NAME, *kueue_observe.WORKLOAD, ObservedKueueWorkload,
+             kueue_observe.parse_workload, keep=kueue_observe.keeps_workload),
 )}

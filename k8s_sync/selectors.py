@@ -28,6 +28,7 @@ from k8s_sync.models import (
     TRAINJOB,
     ClusterEvent,
     ObservedKind,
+    ObservedKueueWorkload,
     ObservedNode,
     ObservedPod,
     ObservedPVC,
@@ -416,6 +417,7 @@ _COUNTED: dict[str, Callable[[], QuerySet[Any]]] = {
     "storageclasses": ObservedStorageClass.objects.all, "events": ClusterEvent.objects.all,
     "pytorchjobs": lambda: _workloads(*PYTORCHJOB),
     "trainjobs": lambda: _workloads(*TRAINJOB),
+    "kueueworkloads": ObservedKueueWorkload.objects.all,
 }
 
 

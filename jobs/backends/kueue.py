@@ -39,8 +39,10 @@ no defragmentation windows.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import logging
-from collections.abc import Mapping
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.core.cache import cache
@@ -59,7 +61,7 @@ from jobs.choices import ACTIVE_STATES, JobState
 from jobs.converge import refused, unbuildable
 from jobs.models import TrainingJob
 from jobs.observation import observe_jobs
-from k8s_sync import kueue, manifests
+from k8s_sync import kueue, kueue_observe, manifests
 from k8s_sync.client import K8sError, get_client, is_transient
 from k8s_sync.specs import WORKLOAD_KINDS, default_tiers
 from tenants.selectors import topology_levels
@@ -71,6 +73,9 @@ log = logging.getLogger(__name__)
 
 MAX_RETRIES = 8
 KUEUE_PREEMPT = "jobs.preempt.kueue"
+#: What the last visibility reads found, per ClusterQueue (:func:`queue_positions`).
+POSITIONS_KEY = "jobs.kueue.positions"
+POSITIONS_SECONDS = 3600  # a queue not explained for this long is read again
 #: Kueue's QuotaReserved reasons by what they mean to the job's owner.
 _NEVER = {"NoMatchingFlavor", "ExceedsMaxQuota", "Misconfigured"}
 
@@ -176,22 +181,35 @@ class KueueBackend(BaseBackend):
 
     def run_pass(self, now: dt.datetime, started: float) -> dict[str, Any]:
         """Observe, then read Kueue's decisions into job states (the cycle lock, the
-        timing and the pass's record: :class:`~jobs.backends.base.BaseBackend`)."""
+        timing and the pass's record: :class:`~jobs.backends.base.BaseBackend`). The
+        Workloads are the watcher's rows (``k8s_sync.kueue_observe``): no API call reads
+        them. On the explanation cadence (:meth:`~BaseBackend.explain_due`) the pass
+        also explains the queue: positions (a visibility read per ClusterQueue whose
+        pending Workloads changed), reasons and the engine's forecast."""
         result: dict[str, Any] = dict(observe_jobs(now))
-        client = get_client()
-        try:
-            views = kueue.workloads_by_job(
-                client.list_objects("kueue.x-k8s.io/v1beta2", "Workload"))
-        except K8sError as exc:
-            log.warning("Kueue mode: cannot list Workloads: %s", exc)
-            result["error"] = str(exc)[:300]
+        if not kueue_observe.workloads_observed():
+            log.warning("Kueue mode: no Workloads observed yet (is k8s_watch running, "
+                        "and Kueue installed?)")
+            result["error"] = "Kueue's Workloads are not observed yet"
             return result
+        explain = self.explain_due(now, self.pass_state())
+        client = get_client()
+        active = list(TrainingJob.objects.filter(state__in=list(ACTIVE_STATES))
+                      .select_related("pool__tenant")
+                      .only("id", "state", "tier", "k8s_name", "pool__kind",
+                            "pool__tenant__slug"))
+        views = kueue_observe.workload_views(
+            (job.pool.namespace, job.k8s_name) for job in active)
         result.update(apply_workloads(client, views, now))
-        waiting = waiting_info(client, views, now)
-        transitions.record_waiting(waiting)
-        result["waiting"] = len(waiting)
+        result["waiting"] = None
+        if explain:
+            waiting, result["positions_read"] = waiting_info(client, views, now,
+                                                             active=active)
+            transitions.record_waiting(waiting)
+            result["waiting"] = len(waiting)
         with transaction.atomic():
-            self.record_pass(started, {**result, "backend": self.name}, at=now)
+            self.record_pass(started, {**result, "backend": self.name}, at=now,
+                             explained_at=now if explain else None)
         return result
 
 
@@ -202,6 +220,7 @@ def apply_workloads(client: Any, views: Mapping[tuple[str, str], kueue.WorkloadV
     counts = {"admitted": 0, "preempted": 0, "activated": 0, "deactivated": 0}
     jobs = TrainingJob.objects.filter(state__in=list(ACTIVE_STATES), in_cluster=True
                                       ).select_related("pool__tenant")
+    admissions: list[transitions.Move] = []
     for job in jobs:
         view = views.get((job.pool.namespace, job.k8s_name))
         if view is None:
@@ -211,15 +230,11 @@ def apply_workloads(client: Any, views: Mapping[tuple[str, str], kueue.WorkloadV
             # (admitted, or admitted and already finished between two passes: its
             # running and end are read from the job by the next observe_jobs)
             admitted = view.conditions["Admitted"].at or now
-            counts["admitted"] += transitions.job_transition(
-                job_id=job.pk, from_states=[JobState.QUEUED], to_state=JobState.ADMITTED,
-                reason="Admitted", at=admitted, admitted_at=min(admitted, now),
-                borrowing=False, placement=[], switch="",
+            admissions.append(transitions.Move(
+                job_id=job.pk, at=admitted, fields={"admitted_at": min(admitted, now)},
                 message=stored_text("jobs.transition.kueue_admitted",
                                     queue=view.cluster_queue,
-                                    flavors=", ".join(view.flavors) or "-"),
-                wait_reason="", position_in_pool=None, position_in_model=None,
-                eta_p50=None, eta_p90=None)
+                                    flavors=", ".join(view.flavors) or "-")))
         elif (job.state in (JobState.ADMITTED, JobState.RUNNING) and not view.admitted
               and not view.is_true("Finished")):
             counts["preempted"] += _evicted(job, view, now)
@@ -230,6 +245,11 @@ def apply_workloads(client: Any, views: Mapping[tuple[str, str], kueue.WorkloadV
             client.patch("kueue.x-k8s.io/v1beta2", "Workload", view.name,
                          kueue.workload_active_patch(want), view.namespace)
             counts["activated" if want else "deactivated"] += 1
+    # every admission of the pass in one transaction (conditional, as one by one)
+    counts["admitted"] = len(transitions.job_transitions(
+        moves=admissions, from_states=[JobState.QUEUED], to_state=JobState.ADMITTED,
+        reason="Admitted", borrowing=False, placement=[], switch="", wait_reason="",
+        position_in_pool=None, position_in_model=None, eta_p50=None, eta_p90=None))
     return counts
 
 
@@ -280,22 +300,85 @@ def _evicted(job: TrainingJob, view: kueue.WorkloadView, now: dt.datetime) -> in
         preempt_deadline=now + dt.timedelta(seconds=_grace(job.tier))))
 
 
-def _positions(client: Any, queues: set[str]) -> dict[tuple[str, str], tuple[int, int]]:
-    """(namespace, Workload name) -> (position in its ClusterQueue, in its LocalQueue),
-    1-based, from Kueue's visibility API; a queue the API cannot answer for is left out."""
-    found: dict[tuple[str, str], tuple[int, int]] = {}
+def _positions(client: Any, queues: Iterable[str]
+               ) -> dict[str, dict[tuple[str, str], tuple[int, int]]]:
+    """Per ClusterQueue read: (namespace, Workload name) -> (position in its
+    ClusterQueue, in its LocalQueue), 1-based, from Kueue's visibility API (one GET per
+    queue); a queue the API cannot answer for is left out."""
+    found: dict[str, dict[tuple[str, str], tuple[int, int]]] = {}
     for queue in sorted(queues):
         try:
             items = client.kueue_pending_workloads(queue)
         except K8sError as exc:
             log.info("Kueue visibility API: no positions for %s: %s", queue, exc)
             continue
+        found[queue] = {}
         for item in items:
             meta = item.get("metadata") or {}
-            found[(str(meta.get("namespace") or ""), str(meta.get("name") or ""))] = (
+            found[queue][(str(meta.get("namespace") or ""), str(meta.get("name") or ""))] = (
                 int(item.get("positionInClusterQueue") or 0) + 1,
                 int(item.get("positionInLocalQueue") or 0) + 1)
     return found
+
+
+def pending_in_kueue(view: kueue.WorkloadView) -> bool:
+    """The Workload waits in its ClusterQueue (what the visibility API lists): active,
+    no quota reserved, not finished."""
+    return view.active and not view.is_true("QuotaReserved") and not view.is_true("Finished")
+
+
+def queue_digests(active: Iterable[TrainingJob],
+                  views: Mapping[tuple[str, str], kueue.WorkloadView]
+                  ) -> dict[str, tuple[str, frozenset[tuple[str, str]]]]:
+    """Per ClusterQueue of an active job: a digest of its pending Workloads (which ones,
+    and when each last entered the queue: its ``QuotaReserved``, ``Evicted`` and
+    ``Requeued`` times), and their keys. Kueue orders a queue by priority (fixed per
+    tier) and by when each Workload entered it, so positions move only when this digest
+    does: a Workload new, admitted, finished, evicted, deactivated or requeued."""
+    pending: dict[str, list[tuple[str, ...]]] = defaultdict(list)
+    for job in active:
+        queue = cluster_queue_of(job)
+        pending.setdefault(queue, [])
+        view = views.get((job.pool.namespace, job.k8s_name))
+        if view is None or not pending_in_kueue(view):
+            continue
+        times = tuple(str(c.at) if (c := view.conditions.get(t)) is not None else ""
+                      for t in ("QuotaReserved", "Evicted", "Requeued"))
+        pending[queue].append((view.namespace, view.name, *times))
+    out = {}
+    for queue, items in pending.items():
+        digest = hashlib.blake2b(repr(sorted(items)).encode(), digest_size=16).hexdigest()
+        out[queue] = (digest, frozenset((ns, name) for ns, name, *_t in items))
+    return out
+
+
+def queue_positions(client: Any, digests: Mapping[str, tuple[str, frozenset[tuple[str, str]]]]
+                    ) -> tuple[dict[tuple[str, str], tuple[int, int]], int]:
+    """Positions of the pending Workloads of these ClusterQueues, and how many queues
+    were read: Kueue's visibility API is asked only for a queue whose digest
+    (:func:`queue_digests`) moved since its last read; the others keep what was read
+    then (in the cache, :data:`POSITIONS_KEY`). A read that misses a pending Workload
+    (Kueue had not queued it yet) is read again next time; a failed read too."""
+    kept: dict[str, tuple[str | None, dict[tuple[str, str], tuple[int, int]]]] = (
+        cache.get(POSITIONS_KEY) or {})
+    stale = {queue for queue, (digest, keys) in digests.items()
+             if keys and (queue not in kept or kept[queue][0] != digest)}
+    read = _positions(client, stale)
+    fresh: dict[str, tuple[str | None, dict[tuple[str, str], tuple[int, int]]]] = {}
+    found: dict[tuple[str, str], tuple[int, int]] = {}
+    for queue, (digest, keys) in digests.items():
+        if not keys:
+            continue  # nothing of ours waits there
+        if queue in read:
+            complete = keys <= read[queue].keys()
+            fresh[queue] = (digest if complete else None, read[queue])
+        elif queue in kept and queue not in stale:
+            fresh[queue] = kept[queue]
+        else:
+            continue  # the read failed: no positions, read again next time
+        found.update(fresh[queue][1])
+    cache.set(POSITIONS_KEY, fresh, timeout=POSITIONS_SECONDS)
+    return found, len(stale)
 
 
 def _forecast(now: dt.datetime) -> dict[int, WaitInfo]:
@@ -348,14 +431,18 @@ def model_positions(queued: list[TrainingJob]) -> dict[int, int]:
 
 
 def waiting_info(client: Any, views: Mapping[tuple[str, str], kueue.WorkloadView],
-                 now: dt.datetime) -> dict[int, WaitInfo]:
+                 now: dt.datetime, *, active: Iterable[TrainingJob] = ()
+                 ) -> tuple[dict[int, WaitInfo], int]:
     """Every queued job's position (Kueue's), reason (Kueue's, and Trainyard's
-    explanation of who holds the room) and estimated start (Trainyard's forecast)."""
+    explanation of who holds the room) and estimated start (Trainyard's forecast); and
+    how many ClusterQueues the visibility API was asked about (``active``: every active
+    job, whose pending Workloads tell which queues changed: :func:`queue_positions`)."""
     queued = list(TrainingJob.objects.filter(state=JobState.QUEUED).select_related(
         "pool__tenant").order_by("submitted_at", "id"))
     if not queued:
-        return {}
-    positions = _positions(client, {cluster_queue_of(job) for job in queued})
+        return {}, 0
+    every = {job.pk: job for job in (*queued, *active)}.values()
+    positions, reads = queue_positions(client, queue_digests(every, views))
     by_model = model_positions(queued)
     forecast = _forecast(now)
     out: dict[int, WaitInfo] = {}
@@ -378,4 +465,4 @@ def waiting_info(client: Any, views: Mapping[tuple[str, str], kueue.WorkloadView
             eta_p50=engine.eta_p50 if engine is not None else None,
             eta_p90=engine.eta_p90 if engine is not None else None,
             reason=reason)
-    return out
+    return out, reads

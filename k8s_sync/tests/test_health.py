@@ -29,7 +29,7 @@ def test_a_reachable_cluster_reports_version_operator_and_observations(cluster):
     assert health.counts["nodes"] == 6 and health.counts["storageclasses"] == 2
     kinds = {k.kind: k for k in health.kinds}
     assert set(kinds) == {"nodes", "pods", "quotas", "pvcs", "storageclasses", "events",
-                          "pytorchjobs", "trainjobs"}
+                          "pytorchjobs", "trainjobs", "kueueworkloads"}
     assert kinds["nodes"].last_list_at is not None and not kinds["nodes"].failing
 
 

@@ -29,7 +29,7 @@ def test_once_relists_every_kind_and_reports_counts(cluster):
     assert ObservedNode.objects.count() == 6
     assert set(ObservedKind.objects.values_list("kind", flat=True)) == {
         "nodes", "pods", "quotas", "pvcs", "storageclasses", "events", "pytorchjobs",
-        "trainjobs"}
+        "trainjobs", "kueueworkloads"}
 
 
 @pytest.mark.django_db

@@ -438,7 +438,8 @@ ALLOWED: dict[tuple[str, str], set[str]] = {
     ("kueue.x-k8s.io", "workloadpriorityclasses"): {"list", "create", "patch", "delete"},
     ("kueue.x-k8s.io", "cohorts"): {"list", "create", "patch", "delete"},
     ("kueue.x-k8s.io", "topologies"): {"list", "create", "patch", "delete"},
-    ("kueue.x-k8s.io", "workloads"): {"list", "patch"},
+    # watch: the watcher records Workloads (observe.KINDS "kueueworkloads")
+    ("kueue.x-k8s.io", "workloads"): {"list", "watch", "patch"},
     ("visibility.kueue.x-k8s.io", "clusterqueues/pendingworkloads"): {"get"},
 }
 #: Resources the role may grant only for these object names.
