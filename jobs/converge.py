@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import ThreadPoolExecutor
+from typing import Literal
 
 from django.conf import settings
 from django.db import DatabaseError, connection
 from django.utils import timezone
 
+from core.db import update_rows
 from core.texts import message as stored_text
 from jobs import enqueue, selectors, submitcache, transitions
 from jobs.choices import JobState
@@ -36,14 +38,19 @@ from tenants.tasks import backoff_seconds
 log = logging.getLogger(__name__)
 
 
-def sync_many(job_ids: list[int]) -> dict[str, int]:
+def sync_many(job_ids: list[int], *, ordered: bool = False) -> dict[str, int]:
     """Converge many jobs (a pass's admissions and preemptions, ``enqueue.schedule_syncs``) as
     :func:`sync_one` does each, at most ``settings.TRAINYARD_SYNC_CONCURRENCY`` at once,
     each in its own thread and database connection. A job whose call failed transiently gets
     its own ``jobs.sync_job`` with the usual backoff; one that still fails is left to the
     level-triggered paths (the next pass's sync of what it moves, the watchdog), as a lost
     task would be. Inside a transaction (the tests' eager tasks) the jobs run one by one in
-    this thread, which alone sees that transaction's rows."""
+    this thread, which alone sees that transaction's rows.
+
+    ``ordered``: the caller runs its batches one after the other, in the order the jobs
+    moved (the admission service's writer): each thread then reads its share's rows at
+    once, and writes back what a patch changed at once, rather than a query or two per
+    job (a job moved again after that read gets the next batch)."""
     ids = list(dict.fromkeys(int(i) for i in job_ids))
     workers = min(settings.TRAINYARD_SYNC_CONCURRENCY, len(ids))
     if workers <= 1 or connection.in_atomic_block:
@@ -54,7 +61,8 @@ def sync_many(job_ids: list[int]) -> dict[str, int]:
         shares = [ids[i::workers] for i in range(workers)]
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sync-job") as pool:
             done: dict[int, tuple[str, K8sError | None]] = {}
-            for share, results in zip(shares, pool.map(_sync_share, shares), strict=True):
+            converged = pool.map(_sync_share, shares, [ordered] * len(shares))
+            for share, results in zip(shares, converged, strict=True):
                 done.update(zip(share, results, strict=True))
         outcomes = [done[job_id] for job_id in ids]
     counts: dict[str, int] = {}
@@ -66,18 +74,30 @@ def sync_many(job_ids: list[int]) -> dict[str, int]:
     return counts
 
 
-def _sync_share(job_ids: list[int]) -> list[tuple[str, K8sError | None]]:
+def _sync_share(job_ids: list[int], ordered: bool = False
+                ) -> list[tuple[str, K8sError | None]]:
     try:
         # Each job read just before it is converged (not the share at once): a job the
-        # loop moved meanwhile (admitted, then preempted) is never resumed from an old read.
-        # What rarely changes (the policy, who has dedicated nodes) is read once a share.
+        # loop moved meanwhile (admitted, then preempted) is never resumed from an old read,
+        # unless the caller's batches are ordered. What rarely changes (the policy, who has
+        # dedicated nodes) is read once a share.
         facts = submitcache.snapshot()
-        return [sync_one(job_id, facts=facts) for job_id in job_ids]
+        if not ordered:
+            return [sync_one(job_id, facts=facts) for job_id in job_ids]
+        rows = {job.pk: job for job in TrainingJob.objects.select_related(
+            "tenant", "pool").filter(pk__in=job_ids)}
+        patched: list[tuple[int, bool, str]] = []
+        results = [sync_one(job_id, facts=facts, job=rows.get(job_id), patched=patched)
+                   for job_id in job_ids]
+        update_rows(TrainingJob, ["cluster_suspended", "last_error"], patched)
+        return results
     finally:
         connection.close()  # this thread's own connection
 
 
-def sync_one(job_id: int, *, facts: submitcache.Snapshot | None = None
+def sync_one(job_id: int, *, facts: submitcache.Snapshot | None = None,
+             job: TrainingJob | Literal[False] | None = False,
+             patched: list[tuple[int, bool, str]] | None = None
              ) -> tuple[str, K8sError | None]:
     """Converge one job's PyTorchJob or TrainJob (and checkpoint volume) with its row:
     (result, a transient error to retry, else None). Idempotent. ``facts``: the policy and
@@ -87,8 +107,11 @@ def sync_one(job_id: int, *, facts: submitcache.Snapshot | None = None
     A PyTorchJob created before is patched without being read first (the merge patch
     sets everything a suspend or a resume changes, whatever the object holds); one whose
     row says it is already as wanted is left alone. A TrainJob is read: its resume patch
-    merges with the runtime patches it holds."""
-    job = TrainingJob.objects.select_related("tenant", "pool").filter(pk=job_id).first()
+    merges with the runtime patches it holds. ``job``: its row as the caller read it (None:
+    gone); ``patched``: where the caller collects (id, suspended, "") to write back after a
+    patch, instead of an UPDATE here."""
+    if job is False:
+        job = TrainingJob.objects.select_related("tenant", "pool").filter(pk=job_id).first()
     if job is None:
         return "gone", None
     facts = facts if facts is not None else submitcache.snapshot()
@@ -127,8 +150,11 @@ def sync_one(job_id: int, *, facts: submitcache.Snapshot | None = None
             except K8sNotFoundError:
                 pass  # gone from the cluster (deleted by hand): created again below
             else:
-                TrainingJob.objects.filter(pk=job.pk).update(
-                    cluster_suspended=spec.suspend, last_error="")
+                if patched is not None:
+                    patched.append((job.pk, spec.suspend, ""))
+                else:
+                    TrainingJob.objects.filter(pk=job.pk).update(
+                        cluster_suspended=spec.suspend, last_error="")
                 return ("suspended" if spec.suspend else "running"), None
         try:
             pvc = manifests.build_checkpoint_pvc(spec)

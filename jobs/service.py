@@ -265,14 +265,14 @@ class AdmissionService:
         """Converge the pass's jobs in the writer thread (inline without threads)."""
         self.figures.writes += len(job_ids)
         if not self.threads or connection.in_atomic_block:
-            converge.sync_many(job_ids)
+            converge.sync_many(job_ids, ordered=True)
             return
         self._writer.submit(self._write_batch, list(job_ids))
 
     @staticmethod
     def _write_batch(job_ids: list[int]) -> None:
         try:
-            converge.sync_many(job_ids)
+            converge.sync_many(job_ids, ordered=True)  # one writer: batches in order
         except Exception:  # the watchdog and the next pass's syncs converge them later
             log.exception("admission service: cluster writes of %d jobs failed", len(job_ids))
         finally:

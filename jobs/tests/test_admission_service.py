@@ -242,3 +242,40 @@ def test_memory_reads_again_only_what_changed(quota, alice, platform_admin,
     assert live.refresh() == set() and live.rows[held.pk].priority == 0
     assert live.verify() == 1 and live.drift == 1
     assert live.rows[held.pk].priority == -3 and live.rows == _truth()
+
+
+@pytest.mark.slow
+def test_the_writers_ordered_batches_patch_without_reading_and_write_back_at_once(
+        stack, cluster, alice, tenant_a):
+    """The service's writer (converge.sync_many(ordered=True)): the share's rows read at
+    once, a created PyTorchJob patched without a GET, its row written back after."""
+    from core.db import update_rows
+    from jobs import converge, submitcache
+
+    service = _service()
+    _pass(stack, service, cluster)
+    job = _submit(stack, alice, tenant_a, "ordered", "development", "dev", stack["h800"])
+    with stack["capture"](execute=False):  # the pass's own writes are left undone
+        service._write = lambda ids: None
+        assert service.run_pass(timezone.now())["admitted"] == 1
+    row = TrainingJob.objects.select_related("tenant", "pool").get(pk=job.pk)
+    assert row.in_cluster and row.cluster_suspended  # created suspended at submission
+    patched: list = []
+    calls = []
+    client = get_client()
+    read = client.read
+    client.read = lambda *a, **k: calls.append(a) or read(*a, **k)
+    try:
+        assert converge.sync_one(job.pk, facts=submitcache.snapshot(), job=row,
+                                 patched=patched) == ("running", None)
+    finally:
+        client.read = read
+    assert calls == [] and patched == [(job.pk, False, "")]
+    update_rows(TrainingJob, ["cluster_suspended", "last_error"], patched)
+    assert not TrainingJob.objects.get(pk=job.pk).cluster_suspended
+    obj = read("kubeflow.org/v1", "PyTorchJob", job.k8s_name, job.pool.namespace)
+    assert not obj["spec"]["runPolicy"].get("suspend")
+    # a row that says the cluster is as wanted is left alone
+    row.refresh_from_db()
+    assert converge.sync_one(job.pk, job=row, patched=patched) == ("unchanged", None)
+    assert converge.sync_one(job.pk + 10_000, job=None) == ("gone", None)
