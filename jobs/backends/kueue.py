@@ -213,13 +213,18 @@ class KueueBackend(BaseBackend):
         return result
 
 
+#: What a pass reads of each active job (refresh_resume reads the rest of a requeued one).
+_READ = ("id", "state", "tier", "kind", "k8s_name", "restart_count", "held", "preempt_reason",
+         "pool__kind", "pool__tenant__slug")
+
+
 def apply_workloads(client: Any, views: Mapping[tuple[str, str], kueue.WorkloadView],
                     now: dt.datetime) -> dict[str, int]:
     """Kueue's decisions into job transitions, and each Workload's ``active`` as the job
     wants it (one patch per Workload that differs; none when nothing changed)."""
     counts = {"admitted": 0, "preempted": 0, "activated": 0, "deactivated": 0}
     jobs = TrainingJob.objects.filter(state__in=list(ACTIVE_STATES), in_cluster=True
-                                      ).select_related("pool__tenant")
+                                      ).select_related("pool__tenant").only(*_READ)
     admissions: list[transitions.Move] = []
     for job in jobs:
         view = views.get((job.pool.namespace, job.k8s_name))
@@ -271,6 +276,10 @@ def refresh_resume(client: Any, job: TrainingJob) -> int:
         obj = client.read(api_version, kind, job.k8s_name, job.pool.namespace)
         if obj is None or not manifests.workload_suspended(job.kind, obj):
             return 0
+        full = TrainingJob.objects.select_related("pool__tenant").filter(pk=job.pk).first()
+        if full is None:
+            return 0
+        job = full  # every field (the pass read only what it decides on)
         patch = manifests.workload_requeue_patch(selectors.job_spec(job), obj)
         client.patch(api_version, kind, job.k8s_name, patch, job.pool.namespace)
     except K8sError as exc:  # the next pass tries again; Kueue's decisions still recorded
