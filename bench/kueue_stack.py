@@ -570,8 +570,8 @@ def main() -> None:
             profiler.disable()
             pstats.Stats(profiler).sort_stats("cumulative").print_stats(60)
         f = service.figures
-        return {"pass_ms": f.pass_ms, "pass_cpu_ms": f.pass_cpu_ms, "batches": [],
-                "explained": [False] * len(f.pass_ms), "explain_ms": f.explain_ms,
+        return {"pass_ms": list(f.pass_ms), "pass_cpu_ms": list(f.pass_cpu_ms), "batches": [],
+                "explained": [False] * len(f.pass_ms), "explain_ms": list(f.explain_ms),
                 "drift": service.live.drift, "reads": service.live.reads}
 
     def worker_body() -> dict[str, Any]:

@@ -41,6 +41,7 @@ import os
 import socket
 import threading
 import time
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -84,6 +85,14 @@ class Timing:
                       getattr(settings, "TRAINYARD_ADMISSION_SERVICE", {}).items()})
 
 
+KEPT_FIGURES = 100_000
+"""Pass and explanation times kept (the latest; a service runs for months)."""
+
+
+def _kept() -> deque[float]:
+    return deque(maxlen=KEPT_FIGURES)
+
+
 @dataclass
 class Figures:
     """What the service did since it started (its log line and the bench read them)."""
@@ -91,9 +100,9 @@ class Figures:
     passes: int = 0
     skipped: int = 0
     explained: int = 0
-    pass_ms: list[float] = field(default_factory=list)
-    pass_cpu_ms: list[float] = field(default_factory=list)
-    explain_ms: list[float] = field(default_factory=list)
+    pass_ms: deque[float] = field(default_factory=_kept)
+    pass_cpu_ms: deque[float] = field(default_factory=_kept)
+    explain_ms: deque[float] = field(default_factory=_kept)
     writes: int = 0
 
 
