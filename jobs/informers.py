@@ -16,17 +16,19 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from jobs.choices import JobKind
 from jobs.observation import ClusterView
-from k8s_sync.client import K8sError, KubeClient
+from k8s_sync.client import KubeClient
 from k8s_sync.informer import Informer
 from k8s_sync.observe import KINDS
-from k8s_sync.selectors import WorkloadStatus, statuses_of
+from k8s_sync.selectors import WorkloadStatus, status_of
+from k8s_sync.specs import WORKLOAD_KINDS
 
 log = logging.getLogger(__name__)
 
-WORKLOAD_KINDS = {JobKind.PYTORCHJOB: "pytorchjobs", JobKind.TRAINJOB: "trainjobs"}
-"""A job's kind -> the informer of its workloads."""
+WORKLOADS = {job_kind: next(name for name, spec in KINDS.items()
+                            if (spec.api_version, spec.kind) == types)
+             for job_kind, types in WORKLOAD_KINDS.items()}
+"""A job's kind -> the observed kind (``KINDS``) of its workloads."""
 
 
 class _Statuses(Mapping[tuple[str, str], WorkloadStatus]):
@@ -37,7 +39,7 @@ class _Statuses(Mapping[tuple[str, str], WorkloadStatus]):
         self._rows = rows
 
     def __getitem__(self, key: tuple[str, str]) -> WorkloadStatus:
-        return next(iter(statuses_of([self._rows[key]]).values()))
+        return status_of(self._rows[key])
 
     def __iter__(self) -> Iterator[tuple[str, str]]:
         return iter(self._rows)
@@ -49,7 +51,7 @@ class _Statuses(Mapping[tuple[str, str], WorkloadStatus]):
 class ClusterCache:
     """Informers of the kinds a pass reads (see the module docstring)."""
 
-    KINDS = ("nodes", "pods", *WORKLOAD_KINDS.values())
+    KINDS = ("nodes", "pods", *WORKLOADS.values())
     """The observed kinds (``k8s_sync.observe.KINDS``) it keeps."""
 
     def __init__(self, client: KubeClient, *, on_change: Callable[[], None] | None = None
@@ -75,12 +77,7 @@ class ClusterCache:
         """List every kind now (no watch: the tests); a kind the cluster does not serve
         (TrainJobs without their CRD) is empty."""
         for informer in self.informers.values():
-            try:
-                informer.relist()
-            except K8sError as exc:
-                if exc.status != 404:
-                    raise
-                informer.absent()
+            informer.list_once()
 
     @property
     def synced(self) -> bool:
@@ -96,10 +93,7 @@ class ClusterCache:
     def view(self) -> ClusterView:
         """What ``jobs.observation.observe_jobs`` reads of the cluster."""
         workloads = {}
-        for kind, name in WORKLOAD_KINDS.items():
-            informer = self.informers[name]
-            with informer._lock:
-                rows = dict(informer.rows)
-            workloads[str(kind)] = _Statuses(rows)
+        for kind, name in WORKLOADS.items():
+            workloads[kind] = _Statuses(self.informers[name].by_key())
         return ClusterView(workloads=workloads, pods=self.pods())
 

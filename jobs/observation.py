@@ -24,6 +24,7 @@ from django.db.models import Max
 from core.models import Policy
 from core.texts import message as stored_text
 from jobs import enqueue, health, podstart, selectors, transitions
+from jobs.admission import ACTIVE_STATES as HOLDING_STATES
 from jobs.choices import JobState
 from jobs.models import JobTransition, TrainingJob
 from k8s_sync.models import ObservedPod
@@ -57,26 +58,19 @@ class Held:
     restart_count: int
 
 
-HELD_STATES = (JobState.ADMITTED, JobState.RUNNING, JobState.PREEMPTING)
-
-
 def held_of(rows: Iterable[Any]) -> list[Held]:
     """The jobs holding quota among active jobs' rows (``jobs.selectors.active_rows``, as
-    the admission service keeps them)."""
+    the admission service keeps them; or read by :func:`_held`)."""
     return [Held(pk=r.id, state=r.state, kind=r.kind, k8s_name=r.k8s_name,
                  namespace=namespace_name(r.tenant__slug, r.pool__kind),
                  preempt_deadline=r.preempt_deadline, restart_count=r.restart_count)
-            for r in rows if r.state in HELD_STATES]
+            for r in rows if r.state in HOLDING_STATES]
 
 
 def _held() -> list[Held]:
-    return [Held(pk=pk, state=state, kind=kind, k8s_name=k8s_name,
-                 namespace=namespace_name(tenant, pool), preempt_deadline=deadline,
-                 restart_count=restarts)
-            for pk, state, kind, k8s_name, tenant, pool, deadline, restarts
-            in TrainingJob.objects.filter(state__in=HELD_STATES).values_list(
-                "id", "state", "kind", "k8s_name", "pool__tenant__slug", "pool__kind",
-                "preempt_deadline", "restart_count")]
+    return held_of(TrainingJob.objects.filter(state__in=HOLDING_STATES).values_list(
+        "id", "state", "kind", "k8s_name", "tenant__slug", "pool__kind", "preempt_deadline",
+        "restart_count", named=True))
 
 
 def observe_jobs(now: dt.datetime, *, cluster: ClusterView | None = None,

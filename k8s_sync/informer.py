@@ -9,9 +9,6 @@ every pass: an :class:`Informer` per kind lists once, then follows a watch from 
 as an unsaved row of the kind's table (the columns of ``KindSpec.parse``, without ``raw``),
 so the code that reads rows (``k8s_sync.selectors.node_capacity``,
 ``WorkloadStatus``...) reads these the same way.
-
-``changes`` counts the events applied (a relist counts one); ``version()`` tells a reader
-whether anything changed since it last looked.
 """
 
 from __future__ import annotations
@@ -54,18 +51,21 @@ class Informer:
         self.watch_timeout = watch_timeout
         self.on_change = on_change
         self.rows: dict[tuple[str, str], Any] = {}
-        self.changes = 0
         self.synced = threading.Event()
         self.stopped = threading.Event()
         self.backoff = Backoff(base=0.5, cap=30.0)
         self._lock = threading.Lock()
         self._stream: Any = None
-        self._version = ""
 
     def snapshot(self) -> list[Any]:
         """The rows now (a copy: the watch goes on changing the mapping)."""
         with self._lock:
             return list(self.rows.values())
+
+    def by_key(self) -> dict[tuple[str, str], Any]:
+        """The rows now by (namespace, name) (a copy)."""
+        with self._lock:
+            return dict(self.rows)
 
     def relist(self) -> str:
         items, version = self.client.list_with_resource_version(
@@ -74,8 +74,6 @@ class Informer:
         rows = {_key(obj): row_of(self.spec, obj) for obj in items if self.spec.keep(obj)}
         with self._lock:
             self.rows = rows
-            self.changes += 1
-            self._version = version
         self.synced.set()
         self._changed()
         return version
@@ -85,6 +83,17 @@ class Informer:
         with self._lock:
             self.rows = {}
         self.synced.set()
+
+    def list_once(self) -> str:
+        """:meth:`relist`, a kind the cluster does not serve (404) being empty: the list's
+        version ("" for such a kind)."""
+        try:
+            return self.relist()
+        except K8sError as exc:
+            if exc.status != 404:
+                raise
+            self.absent()
+            return ""
 
     def take(self, event_type: str, obj: Mapping[str, Any]) -> bool:
         """One watch event; True when it changed the rows."""
@@ -99,31 +108,27 @@ class Informer:
                 del self.rows[key]
             else:
                 self.rows[key] = row_of(self.spec, obj)
-            self.changes += 1
         return True
 
     def run(self) -> None:
-        """List, then watch from the list's version; relist after a 410 or an error."""
-        version = ""
+        """List, then watch from the list's version; relist after an error, at once only
+        for the first 410 in a row (the version expired), as the watcher's Reflector."""
+        version, failures = "", 0
         while not self.stopped.is_set():
             try:
                 if not version:
-                    version = self.relist()
+                    version = self.list_once()
+                    if not version:  # a kind the cluster does not serve: look again later
+                        self.stopped.wait(ABSENT_RETRY_SECONDS)
+                        continue
                 version = self._watch(version)
+                failures = 0
                 self.backoff.reset()
-            except K8sError as exc:
-                version = ""
-                if exc.status == 404 and not self.rows:  # a kind the cluster does not serve
-                    self.absent()
-                    self.stopped.wait(ABSENT_RETRY_SECONDS)
-                    continue
+            except Exception as exc:  # never die: the decisions would go stale silently
+                version, failures = "", failures + 1
                 log.warning("informer %s: %s; relisting", self.spec.name, exc)
-                if exc.status != 410:
+                if not (isinstance(exc, K8sError) and exc.status == 410 and failures == 1):
                     self.stopped.wait(self.backoff.next())
-            except Exception:  # never die: the decisions would go stale silently
-                log.exception("informer %s failed; relisting", self.spec.name)
-                version = ""
-                self.stopped.wait(self.backoff.next())
 
     def _watch(self, version: str) -> str:
         stream = self._stream = self.client.watch(

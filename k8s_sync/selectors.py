@@ -526,8 +526,7 @@ def workload_statuses(api_version: str = PYTORCHJOB[0],
     by (namespace, name); one query, never the API server. An object the watcher has not
     recorded yet is simply absent. ``keys``: only these (namespace, name) (a query per
     2,000 names, by the table's unique index), not every one ever recorded."""
-    fields = ("namespace", "name", "uid", "resource_version", "suspended", "conditions",
-              "replica_statuses", "active")
+    fields = _STATUS_FIELDS
     rows: Iterable[dict[str, Any]]
     if keys is None:
         rows = _workloads(api_version, kind).values(*fields)
@@ -539,23 +538,26 @@ def workload_statuses(api_version: str = PYTORCHJOB[0],
                 for row in _workloads(api_version, kind).filter(
                     namespace__in=namespaces, name__in=names[start:start + 2000]).values(*fields)
                 if (row["namespace"], row["name"]) in wanted]
-    return {(row["namespace"], row["name"]): WorkloadStatus(
-                namespace=row["namespace"], name=row["name"], uid=row["uid"],
-                resource_version=row["resource_version"], suspended=row["suspended"],
-                conditions=tuple(c for c in row["conditions"] or [] if isinstance(c, Mapping)),
-                replica_statuses=dict(row["replica_statuses"] or {}), active=row["active"])
-            for row in rows}
+    return {(row["namespace"], row["name"]): _status(row) for row in rows}
 
 
-def statuses_of(rows: Iterable[Any]) -> dict[tuple[str, str], WorkloadStatus]:
-    """:func:`workload_statuses` of workloads' rows as an informer keeps them
-    (``k8s_sync.informer``), by (namespace, name)."""
-    return {(row.namespace, row.name): WorkloadStatus(
-                namespace=row.namespace, name=row.name, uid=row.uid,
-                resource_version=row.resource_version, suspended=row.suspended,
-                conditions=tuple(c for c in row.conditions or [] if isinstance(c, Mapping)),
-                replica_statuses=dict(row.replica_statuses or {}), active=row.active)
-            for row in rows}
+_STATUS_FIELDS = ("namespace", "name", "uid", "resource_version", "suspended", "conditions",
+                  "replica_statuses", "active")
+"""A workload's columns a :class:`WorkloadStatus` is built from."""
+
+
+def _status(row: Mapping[str, Any]) -> WorkloadStatus:
+    return WorkloadStatus(
+        namespace=row["namespace"], name=row["name"], uid=row["uid"],
+        resource_version=row["resource_version"], suspended=row["suspended"],
+        conditions=tuple(c for c in row["conditions"] or [] if isinstance(c, Mapping)),
+        replica_statuses=dict(row["replica_statuses"] or {}), active=row["active"])
+
+
+def status_of(row: Any) -> WorkloadStatus:
+    """The :class:`WorkloadStatus` of a workload's row as an informer keeps it
+    (``k8s_sync.informer``): what :func:`workload_statuses` gives of a recorded one."""
+    return _status({name: getattr(row, name) for name in _STATUS_FIELDS})
 
 
 def pod_run_times(namespace: str, job: str) -> tuple[datetime | None, datetime | None]:

@@ -101,8 +101,7 @@ def _changed(o, n, v, path: tuple, out: set, parent_name: str) -> None:
                     sub = f"f:{k}"
                     _changed(_step(oi, sub), _step(ni, sub), x, (*ip, sub), out, k)
             return
-    if o != n:
-        out.add(path)
+    out.add(path)  # a leaf whose value differs (equal ones returned above)
 
 
 _MISSING = object()

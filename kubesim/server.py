@@ -470,7 +470,8 @@ class Server:
                                  subresource=t.sub,
                                  dry_run=_dry_run(q), field_manager=q.get("fieldManager")
                                  or _user_agent_manager(request),
-                                 field_validation=q.get("fieldValidation") or "Warn")
+                                 field_validation=q.get("fieldValidation") or "Warn",
+                                 copy=False)  # serialised at once, never changed
         return jresponse(obj, 200, self._warnings())
 
     async def _patch(self, request: web.Request, t: Target):

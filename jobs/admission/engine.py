@@ -79,7 +79,7 @@ from jobs.choices import JobState
 from . import text
 from .capacity import Plan, plan_nodes
 from .eta import Release, reserve
-from .explain import _BORROW, _NOMINAL, _OVER, _ts
+from .explain import _BORROW, _CAPACITY, _NOMINAL, _OVER, _ts
 from .order import borrow_predicate, fair_order
 from .reclaim import Reclaim
 from .rules import _mode, _worst
@@ -98,9 +98,6 @@ from .types import (
 
 _HELD: Text = {"code": "jobs.wait.held", "args": {}}
 _NO_CPU_NODE: Text = {"code": "jobs.never.no_cpu_node", "args": {}}
-_UNEXPLAINED: Text = {"code": "jobs.wait.capacity", "args": {}}
-"""The reason recorded for a job that waits for room in a pass that does not explain:
-nothing reads it (``decide(explain=False)`` returns no WaitInfo)."""
 
 
 def decide(*, nodes: Sequence[NodeView], jobs: Sequence[JobView], quotas: Sequence[PoolQuota],
@@ -292,7 +289,7 @@ class _Pass(Reclaim):
             return
         # the wording only when it is shown (a pass that does not explain returns none)
         self.block(job, self.why(job, key, key_mode, nominal, ceiling) if self.explaining
-                   else _UNEXPLAINED, capacity=mode != _OVER)
+                   else _CAPACITY, capacity=mode != _OVER)
         if key_mode == _OVER and not batch:
             self.over_quota.append(job)
         if mode != _OVER and not gated and key not in self.reservations:

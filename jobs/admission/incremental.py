@@ -168,12 +168,12 @@ class Engine:
         self._tenant_keys: dict[str, set[str]] = {}
         self._groups: dict[frozenset[str], _Group] = {}
         self._durations: dict[int, tuple[float, float]] = {}
+        """Per-job facts kept between passes: (p50, p90) run time by job id (a job that
+        changed is forgotten; all of them when the policy or the run-time history did)."""
         self._verdicts: dict[str, dict[tuple[object, ...], Text | None]] = {}
         """Per key, whether jobs of a pool, tier and shape can never start
         (``_Pass.never_reason``): forgotten for a key when a node of it is added, removed
         or changes shape, all of them when a quota or the policy changes."""
-        """Per-job facts kept between passes: (p50, p90) run time by job id (a job that
-        changed is forgotten; all of them when the policy or the run-time history did)."""
 
     # -- the pass ------------------------------------------------------------------------
 

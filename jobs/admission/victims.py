@@ -21,20 +21,16 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Iterator
-from datetime import datetime
 from operator import itemgetter
 
 from core.choices import Tier
 
+from .explain import _ts
 from .types import TIER_RANK, TIERS, JobView
 
 _Ranked = tuple[int, JobView]
 """(position in the key's candidates, job): positions are unique, jobs never compared."""
 _POS = itemgetter(0)
-
-
-def _ts(value: datetime | None, default: float) -> float:
-    return value.timestamp() if value is not None else default
 
 
 def victim_order(job: JobView, preferred: int, now_ts: float) -> tuple[int, int, float, int]:
@@ -47,10 +43,9 @@ def victim_order(job: JobView, preferred: int, now_ts: float) -> tuple[int, int,
 class VictimIndex:
     """One key's victim candidates, sorted (:func:`victim_order`) and split by rule."""
 
-    __slots__ = ("batch", "by_pool", "by_tier", "flagged", "guaranteed", "jobs")
+    __slots__ = ("batch", "by_pool", "by_tier", "flagged", "guaranteed")
 
     def __init__(self, ordered: list[JobView], guaranteed_pools: set[tuple[str, str]]) -> None:
-        self.jobs = ordered
         self.batch: list[_Ranked] = []
         self.by_pool: dict[tuple[str, str], list[_Ranked]] = {}
         self.by_tier: dict[str, list[_Ranked]] = {}

@@ -94,12 +94,9 @@ class BaseBackend:
             cache.delete(CYCLE_LOCK)
 
     def service_decides(self, now: dt.datetime) -> bool:
-        """Whether an admission service (``jobs.service``, the trainyard engine's) holds
-        its lease: then it decides, and the Celery pass does nothing (its beat entry and
-        kicks stay as the fallback for when no service runs)."""
-        if self.name != "trainyard":
-            return False
-        return AdmissionState.objects.filter(pk=1, lease_until__gt=now).exists()
+        """Whether a long-running process decides for this backend now (then the Celery
+        pass does nothing); none by default."""
+        return False
 
     @staticmethod
     def pass_state() -> AdmissionState:

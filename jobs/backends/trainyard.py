@@ -35,7 +35,7 @@ from core.texts import message as stored_text
 from jobs import converge, enqueue, idle_waiting, observation, selectors, transitions
 from jobs.backends.base import MAX_RETRIES, BaseBackend
 from jobs.choices import JobState
-from jobs.models import TrainingJob
+from jobs.models import AdmissionState, TrainingJob
 from k8s_sync.models import ObservedNode
 from k8s_sync.placement import switch_of
 from tenants.models import Pool
@@ -75,6 +75,12 @@ class TrainyardBackend(BaseBackend):
             self.record_pass(started, {**result, **observed},
                              explained_at=now if explain else None)
         return {**result, **observed}
+
+    def service_decides(self, now: dt.datetime) -> bool:
+        """Whether the admission service (``jobs.service``) holds its lease: then it
+        decides, and the Celery pass does nothing (its beat entry and kicks stay as the
+        fallback for when no service runs)."""
+        return AdmissionState.objects.filter(pk=1, lease_until__gt=now).exists()
 
     def sync_job(self, task: Any, job_id: int) -> str:
         """Converge one job (``jobs.converge.sync_one``); a transient API error retries

@@ -519,8 +519,8 @@ class KueueController:
                     self.job_dirty.add((jres, ns, labels[lab]))
             if self.objs[TOPOLOGIES] and (etype == "DELETED" or (obj.get("status") or {}).get(
                     "phase") in TERMINAL):
-                self.sched_dirty = True  # room under a topology domain freed
-                self._dirty_roots.update(self._roots())
+                self.sched_dirty = True  # room under a topology domain freed (with a
+                # Topology every tree is passed: _schedule ignores the dirty roots then)
             return
         if resource in KUEUE_RESOURCES:
             key = (md.get("namespace", ""), md["name"])
