@@ -10,6 +10,7 @@ from django.core.cache import cache
 from django.http import Http404
 from django.utils.translation import gettext_lazy
 
+from jobs.choices import JobState
 from jobs.models import TrainingJob
 from k8s_sync.client import K8sError, get_client
 from k8s_sync.metrics import MetricsSource
@@ -121,6 +122,12 @@ LOG_PROBLEMS = {
     "no_previous": gettext_lazy("This pod's container has not restarted: there is no "
                                 "previous container."),
     "gone": gettext_lazy("This pod no longer exists; its log went with it."),
+    # the pod was never created: the job has not run yet (queued, or admitted and starting)
+    "job_not_started": gettext_lazy("The job has not started yet: logs appear when its "
+                                    "first pod runs."),
+    # the job ended without ever running a pod (cancelled or failed while waiting)
+    "job_never_ran": gettext_lazy("The job ended before any of its pods ran, so there are "
+                                  "no logs."),
     "unreachable": gettext_lazy("The cluster cannot be reached right now; try again in a "
                                 "moment."),
     "refused": gettext_lazy("The cluster did not give this log."),
@@ -167,7 +174,13 @@ def pod_log(job: TrainingJob, *, pod: str, previous: bool = False,
                                    tail_lines=tail, since_time=since_time,
                                    limit_bytes=limit_bytes, timestamps=True)
     except K8sError as exc:
-        return PodLog(pod, previous, [], _log_problem(exc), exc.message[:500])
+        problem = _log_problem(exc)
+        if problem == "gone" and not _ever_ran(job):
+            # a pod that never existed did not go: say where the job stands instead
+            # (the cluster's "not found" would only confuse)
+            return PodLog(pod, previous, [],
+                          "job_not_started" if job.is_active else "job_never_ran")
+        return PodLog(pod, previous, [], problem, exc.message[:500])
     assert isinstance(raw, str)  # not followed
     truncated = len(raw.encode()) >= limit_bytes
     lines = []
@@ -179,6 +192,14 @@ def pod_log(job: TrainingJob, *, pod: str, previous: bool = False,
             continue
         lines.append((stamp, text))
     return PodLog(pod, previous, lines, truncated=truncated)
+
+
+def _ever_ran(job: TrainingJob) -> bool:
+    """Whether any of the job's pods ever ran: it is running now, or its history has a
+    start (``started_at`` is cleared when a job goes back to the queue)."""
+    if job.started_at is not None or job.restart_count:
+        return True
+    return job.transitions.filter(to_state=JobState.RUNNING).exists()
 
 
 def _log_problem(exc: K8sError) -> str:
