@@ -185,10 +185,11 @@ def tenant_gauges(tenant: Tenant) -> list[Gauge]:
                 continue
             used[key] += row["used"]
             quota[key] += row["effective"]
-            if row["granted"] or row["effective"]:
+            if row["limited"]:   # the quota page's answer (tenants.demand.quota_limits)
                 limited.add(key)
-                # Use above a pool's quota is borrowed; a pool without quota for the
-                # resource cannot borrow it (its use is simply not limited).
+                # Use above a pool's quota is borrowed (not granted is 0); a pool whose
+                # quota does not limit the resource borrows nothing (its use is simply
+                # not limited).
                 borrowed[key] += max(Decimal(0), row["used"] - row["effective"])
             if row["guaranteed"] is not None:
                 guaranteed[key] = guaranteed.get(key, Decimal(0)) + row["guaranteed"]

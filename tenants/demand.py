@@ -41,7 +41,7 @@ __all__ = [
     "JOB_KINDS", "MILLI", "UNLIMITED", "CardFacts", "borrowing_factor", "card_facts",
     "cpu_request", "dimension_only_when_granted", "elastic_ceiling", "engine_amount",
     "engine_demand", "from_engine", "job_demand", "memory_request_gib",
-    "mig_profile_memory_gib", "pool_ceiling", "pool_limits",
+    "mig_profile_memory_gib", "pool_ceiling", "pool_limits", "quota_limits",
 ]
 
 MILLI: frozenset[str] = frozenset({"cpu", "memory", "gpu-memory"})
@@ -76,6 +76,15 @@ def mig_profile_memory_gib(profile: str) -> Decimal | None:
 def dimension_only_when_granted(key: str) -> bool:
     """Keys that bind only pools granted them (``gpu-memory``); the rest: not granted is 0."""
     return key in _OPTIONAL
+
+
+def quota_limits(key: str, granted: bool) -> bool:
+    """Whether a pool's quota limits ``key`` at all (``granted``: the pool holds a grant
+    or a loan of it). Every key is limited (not granted is 0, used above it is
+    borrowed) but those that bind only where granted, which a pool without a grant uses
+    without limit. The quota page, the dashboard's gauges and the API say "not limited"
+    from this one answer, as admission and the submission check act on it."""
+    return granted or not dimension_only_when_granted(key)
 
 
 @dataclass(frozen=True)
