@@ -5,7 +5,6 @@ from django.test import Client
 from django.urls import reverse
 
 from conftest import PASSWORD
-
 from tenants.models import AuditEvent, Membership, Tenant
 
 TENANT_PAGES = ["tenants:detail", "tenants:members", "tenants:edit"]

@@ -87,7 +87,7 @@ def _submit(user, tenant, name, pool, tier, gpus, model):
 
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_a_queued_jobs_page_uses_the_width_and_its_logs_say_not_started(
-        lang, new_page, world, cluster, bob, platform_admin, tenant_a):
+        lang, new_page, world, cluster, bob, platform_admin, tenant_a):  # noqa: F811
     from jobs import services
     from jobs.models import JobTransition
 
@@ -135,7 +135,7 @@ def test_a_queued_jobs_page_uses_the_width_and_its_logs_say_not_started(
 
 
 @pytest.mark.parametrize("lang", LANGUAGES)
-def test_a_member_of_one_tenant_lands_on_its_page(lang, new_page, world, bob):
+def test_a_member_of_one_tenant_lands_on_its_page(lang, new_page, world, bob):  # noqa: F811
     page = new_page(lang)
     log_in(page, "bob")
     page.wait_for_url(re.compile(r"/t/acme/$"))
@@ -162,7 +162,7 @@ BLUE, AMBER = (37, 99, 235), (245, 158, 11)
 
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_gauges_are_amber_only_above_the_quota_and_empty_trends_say_so(
-        lang, new_page, world, cluster, bob, platform_admin, tenant_a):
+        lang, new_page, world, cluster, bob, platform_admin, tenant_a):  # noqa: F811
     from k8s_sync.client import get_client
     from k8s_sync.observe import relist_all
     from tenants import services as tenant_services

@@ -27,10 +27,10 @@ from jobs.choices import ACTIVE_STATES, JobState
 from jobs.models import TrainingJob
 from jobs.selectors import inventory
 from jobs.templates import TEMPLATES
+from portal.management.commands.seed_demo import LOADGEN
 from tenants.access import access_for
 from tenants.capacity import capacity_by_resource
 from tenants.choices import TenantStatus
-from portal.management.commands.seed_demo import LOADGEN
 from tenants.models import Membership, QuotaGrant
 from tenants.selectors import pools_not_in_cluster
 
@@ -117,11 +117,12 @@ class Command(BaseCommand):
         self.stdout.write(f"demo load: {submitted} jobs submitted")
 
     def _submit_one(self, rng: random.Random) -> bool:
-        """One job, by the load generator, in a random tenant it belongs to. Production stays within what its pool's grant has
-        left (production never borrows: a researcher who sees the gauge full sends batch
-        work instead); development and batch jobs are sized as the template says and may
-        ask for more than the grant, or for a model the pool was not granted, so they
-        visibly borrow idle capacity and are reclaimed when the owners' work arrives."""
+        """One job, by the load generator, in a random tenant it belongs to. Production
+        stays within what its pool's grant has left (production never borrows: a
+        researcher who sees the gauge full sends batch work instead); development and
+        batch jobs are sized as the template says and may ask for more than the grant, or
+        for a model the pool was not granted, so they visibly borrow idle capacity and
+        are reclaimed when the owners' work arrives."""
         members = list(Membership.objects.select_related("user", "tenant").filter(
             tenant__status=TenantStatus.ACTIVE, user__username=LOADGEN).order_by("tenant_id"))
         if not members:
