@@ -475,12 +475,15 @@ def request_facts(request) -> list[dict]:  # type: ignore[no-untyped-def]
         total = (QuotaGrant.objects.filter(resource=key, superseded_at__isnull=True)
                  .exclude(pool__tenant__status=TenantStatus.DELETED)
                  .aggregate(t=Sum("amount"))["t"]) or Decimal(0)
-        current = current_grants(request.pool).get(key, Decimal(0))
+        grants = current_grants(request.pool)
+        current = grants.get(key, Decimal(0))
         cap = capacity.get(key)
         after = total - current + item.requested_amount
         peaks = daily_peaks(request.pool, key)
         facts.append({
             "item": item, "current": current, "used": usage.get(key, Decimal(0)),
+            # False: the pool's use of it is not limited now (GPU memory not granted)
+            "limited": quota_limits(key, key in grants),
             "peak_30d": max(peaks) if peaks else None,
             # the utilisation figures of this GPU kind over the same 30 days (None: not a
             # GPU kind, or nothing held nor allocated)

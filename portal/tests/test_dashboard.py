@@ -234,7 +234,7 @@ def test_borrowed_part_is_what_is_used_above_quota(observed, tenant_a):
 
 
 def test_a_resource_without_quota_shows_its_use_but_nothing_borrowed(observed, tenant_a, bob,
-                                                                     login, api):
+                                                                     login, api, platform_admin):
     """GPU memory binds only where it was granted (``tenants.demand.quota_limits``): not
     granted, its use is shown, not limited, in the same words on the dashboard, the quota
     page and the API. A GPU model not granted is a quota of 0: its use is borrowed."""
@@ -256,6 +256,21 @@ def test_a_resource_without_quota_shows_its_use_but_nothing_borrowed(observed, t
     prod = next(p for p in overview["pools"] if p["pool"] == "prod")
     entry = next(r for r in prod["resources"] if r["key"] == "gpu-memory")
     assert entry["limited"] is False and entry["ceiling"] is None
+    # a request for it: the platform admin's facts say it is not limited now, not "0"
+    from tenants.access import access_for
+    from tenants.models import QuotaRequest
+    from tenants.services.quota import quota_request_submit
+
+    alice = tenant_a.memberships.get(role="admin").user
+    quota_request_submit(access=access_for(alice, tenant_a), actor=alice, pool=observed,
+                         amounts={"gpu-memory": 800}, justification="bound it")
+    pk = QuotaRequest.objects.get().pk
+    facts = login(platform_admin).get(reverse("tenants:request_detail", kwargs={"pk": pk}))
+    fact = facts.content.decode()
+    fact = fact[fact.index('<tr data-key="gpu-memory">'):]
+    assert words in fact[:fact.index("</tr>")]
+    detail = api(platform_admin).get(f"/api/v1/quota-requests/{pk}/").json()
+    assert [f["limited"] for f in detail["facts"]] == [False]
 
     QuotaGrant.objects.filter(pool=observed, resource=f"gpu:{H800}").delete()
     cards = next(g for g in dashboards.tenant_gauges(tenant_a) if g.key == f"gpu:{H800}")
