@@ -3,8 +3,8 @@ Simplified Chinese (the fixtures and helpers are ``test_browser``'s):
 
 * a queued job's log pane says the job has not started yet (not "this pod no longer
   exists"), and the job page's cards use the page's width, a 300-character reason
-  wrapping inside its card, at 1280 and 1920 pixels (the tenant page and the dashboard
-  likewise);
+  wrapping inside its card, at 1280 and 1920 pixels (the tenant page, the dashboard, the
+  invoices and a pool's page likewise);
 * a member of exactly one tenant lands on its page, the list one click away;
 * a gauge at exactly its quota is full, in the in-use blue, and amber only above it, as
   its legend says; GPU memory not granted is "not limited" in the same words on the
@@ -124,9 +124,11 @@ def test_a_queued_jobs_page_uses_the_width_and_its_logs_say_not_started(
     page.set_viewport_size({"width": 1280, "height": 800})
     shot(page, lang, "small-job-page-queued")
 
-    # the tenant page and the dashboard: their cards fill the rows too
+    # the sibling pages: their cards fill the rows too
     for url, selectors in (("/t/acme/", ["main .grid"]),
-                           ("/t/acme/dashboard/", ["main .grid", ".gauges"])):
+                           ("/t/acme/dashboard/", ["main .grid", ".gauges"]),
+                           ("/t/acme/invoices/", ["main .grid"]),
+                           ("/t/acme/pools/prod/", ["main .grid"])):
         page.goto(url)
         for selector in selectors:
             measured = _layout(page, selector)
