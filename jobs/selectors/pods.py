@@ -231,7 +231,7 @@ def _log_problem(exc: K8sError) -> str:
 #: preempted; the operator says so with these events (on every reconcile of a suspended
 #: job, counted in one Event). The page explains them instead of showing the bare reason,
 #: which reads like a preemption.
-GATE_EVENTS = ("PyTorchJobSuspended", "PyTorchJobResumed")
+SUSPENDED_EVENT, RESUMED_EVENT = GATE_EVENTS = ("PyTorchJobSuspended", "PyTorchJobResumed")
 GATE_TEXTS = {
     "created": gettext_lazy("Created suspended, as every job is: the cluster starts its "
                             "pods only once the job is admitted. This is not a preemption."),
@@ -256,9 +256,9 @@ def events_of(job: TrainingJob) -> list[ClusterEvent]:
     preempted = None
     for event in events:
         gate = ""
-        if event.reason == "PyTorchJobResumed":
+        if event.reason == RESUMED_EVENT:
             gate = "resumed"
-        elif event.reason == "PyTorchJobSuspended":
+        elif event.reason == SUSPENDED_EVENT:
             if preempted is None:
                 preempted = job.transitions.filter(to_state=JobState.PREEMPTING).exists()
             gate = "suspended" if preempted else "created"
