@@ -149,16 +149,18 @@ def job_logs(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         if log.problem:
             return HttpResponse(f"{log.message}\n{log.detail}\n", status=409,
                                 content_type="text/plain; charset=utf-8")
-        response = HttpResponse(log.text, content_type="text/plain; charset=utf-8")
+        response = HttpResponse(log.stamped_text, content_type="text/plain; charset=utf-8")
         name = f"{pod}{'-previous' if previous else ''}.log"
         response["Content-Disposition"] = f'attachment; filename="{name}"'
         return response
     log = selectors.pod_log(job, pod=pod, previous=previous,
                             after=request.GET.get("after", "")[:40])
-    return JsonResponse({"pod": pod, "previous": previous, "lines": [t for _s, t in log.lines],
+    # "today": the reader's day, so the panel reads the log again when it changes (its
+    # lines say "today" and "yesterday")
+    return JsonResponse({"pod": pod, "previous": previous, "lines": log.shown(),
                          "last": log.last, "problem": log.problem, "message": log.message,
                          "detail": log.detail, "truncated": log.truncated,
-                         "active": job.is_active})
+                         "active": job.is_active, "today": timezone.localdate().isoformat()})
 
 
 @login_required

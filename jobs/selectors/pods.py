@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -10,6 +11,7 @@ from django.core.cache import cache
 from django.http import Http404
 from django.utils.translation import gettext_lazy
 
+from core.when import when_text
 from jobs.choices import JobState
 from jobs.models import TrainingJob
 from k8s_sync.client import K8sError, get_client
@@ -150,6 +152,24 @@ class PodLog:
         return "".join(text + "\n" for _stamp, text in self.lines)
 
     @property
+    def stamped_text(self) -> str:
+        """The lines with the kubelet's timestamps (RFC 3339, UTC), as ``kubectl logs
+        --timestamps`` prints them: a downloaded log keeps its dates."""
+        return "".join(f"{stamp} {text}\n" if stamp else text + "\n"
+                       for stamp, text in self.lines)
+
+    def shown(self) -> list[dict[str, str]]:
+        """The lines as the page shows them: each with its timestamp in the one format of
+        times (:func:`core.when.when_text`, the reader's language and time zone, to the
+        second), beside the exact instant; a line without one has no time."""
+        out = []
+        for stamp, text in self.lines:
+            at = _log_time(stamp)
+            out.append({"at": at.isoformat() if at else "",
+                        "when": when_text(at, seconds=True) if at else "", "text": text})
+        return out
+
+    @property
     def last(self) -> str:
         return self.lines[-1][0] if self.lines else ""
 
@@ -202,6 +222,14 @@ def _ever_ran(job: TrainingJob) -> bool:
     return job.transitions.filter(to_state=JobState.RUNNING).exists()
 
 
+def _log_time(stamp: str) -> dt.datetime | None:
+    """The instant of a kubelet log timestamp ("2026-12-07T12:24:55.123456789Z")."""
+    try:
+        return dt.datetime.fromisoformat(stamp[:19] + "+00:00") if stamp else None
+    except ValueError:
+        return None
+
+
 def _log_problem(exc: K8sError) -> str:
     if exc.status is None or exc.transient:
         return "unreachable"
@@ -218,10 +246,41 @@ def _log_problem(exc: K8sError) -> str:
     return "refused"
 
 
-def events_of(job: TrainingJob):  # type: ignore[no-untyped-def]
-    """Recent cluster events about the job and its pods."""
+#: The training operator's events of the admission gate. Trainyard (or Kueue) creates every
+#: job suspended and resumes it when it is admitted, and suspends it again when it is
+#: preempted; the operator says so with these events (on every reconcile of a suspended
+#: job, counted in one Event). The page explains them instead of showing the bare reason,
+#: which reads like a preemption.
+SUSPENDED_EVENT, RESUMED_EVENT = GATE_EVENTS = ("PyTorchJobSuspended", "PyTorchJobResumed")
+GATE_TEXTS = {
+    "created": gettext_lazy("Created suspended, as every job is: the cluster starts its "
+                            "pods only once the job is admitted. This is not a preemption."),
+    "suspended": gettext_lazy("Suspended: every job is created suspended until it is "
+                              "admitted, and suspended again when it is preempted; the "
+                              "cluster starts its pods once it is admitted."),
+    "resumed": gettext_lazy("Resumed on admission: the cluster creates its pods."),
+}
+EVENTS_SHOWN = 50
+
+
+def events_of(job: TrainingJob) -> list[ClusterEvent]:
+    """The job's and its pods' latest cluster events, oldest first (by their full time, as
+    the timeline and the log run). An admission-gate event (:data:`GATE_EVENTS`) carries
+    ``gate``: the plain words the page shows for it."""
     if not job.k8s_name:
-        return ClusterEvent.objects.none()
-    return ClusterEvent.objects.filter(involved_namespace=job.pool.namespace,
-                                       involved_name__startswith=job.k8s_name).order_by(
-        "-last_seen")[:50]
+        return []
+    events = list(ClusterEvent.objects.filter(
+        involved_namespace=job.pool.namespace, involved_name__startswith=job.k8s_name,
+    ).order_by("-last_seen", "-first_seen", "-pk")[:EVENTS_SHOWN])
+    events.reverse()
+    preempted = None
+    for event in events:
+        gate = ""
+        if event.reason == RESUMED_EVENT:
+            gate = "resumed"
+        elif event.reason == SUSPENDED_EVENT:
+            if preempted is None:
+                preempted = job.transitions.filter(to_state=JobState.PREEMPTING).exists()
+            gate = "suspended" if preempted else "created"
+        event.gate = str(GATE_TEXTS[gate]) if gate else ""  # type: ignore[attr-defined]
+    return events

@@ -1,7 +1,13 @@
 """Simulated container logs: the pod's ``kubesim.trainyard.io/log`` annotation, then what a
-torchrun training script prints, derived from the container's run on the simulated clock
-(deterministic for a seed): the rank banner, a resume line when it starts from a checkpoint,
-steps with a falling loss and a throughput, epoch ends, checkpoint saves, and how it ended.
+torchrun training script prints, derived from the container's run (deterministic for a
+seed): the rank banner, a resume line when it starts from a checkpoint, steps with a
+falling loss and a throughput, epoch ends, checkpoint saves, and how it ended.
+
+Each line is timed on the cluster's (wall) clock, as the kubelet stamps what a container
+writes (``timestamps=true``); the lines themselves carry no time of their own, as a script
+that prints with ``print()`` writes none. The script's progress is simulated time: a step
+line every 30 simulated seconds, a checkpoint every ``TRAINYARD_CHECKPOINT_INTERVAL_SECONDS``
+simulated seconds, so at the clock's ``speed`` 60 a line comes every half second.
 
 One container *instance* is one run of the container: the current one, or with
 ``previous`` the one before the kubelet's last in-place restart (which the current one
@@ -19,7 +25,7 @@ import math
 import random
 from dataclasses import dataclass
 
-from kubesim.sim.util import ann, fmt_time, parse_time, stable_hash
+from kubesim.sim.util import ann, parse_time, stable_hash
 
 STEP_SECONDS = 30.0  # one progress line per 30 s of simulated run time
 STEPS_PER_LINE = 50
@@ -53,9 +59,11 @@ def _float(value: str | None, default: float) -> float:
         return default
 
 
-def _checkpoint_step(base: int, start: float, end: float, every: float) -> int:
-    """The step of the last checkpoint an instance saved between ``start`` and ``end``."""
-    saves = int(max(0.0, end - start) // every)
+def _checkpoint_step(base: int, start: float, end: float, every: float,
+                     speed: float = 1.0) -> int:
+    """The step of the last checkpoint an instance saved between ``start`` and ``end``
+    (clock times; the script's ``every`` is simulated seconds)."""
+    saves = int(max(0.0, end - start) * speed // every)
     lines = int(saves * every // STEP_SECONDS)
     return base + lines * STEPS_PER_LINE if saves else base
 
@@ -99,6 +107,7 @@ def container_log(sim, namespace: str, name: str, container: str, *,
     pod_base = pod_restarts * rng0.randint(4, 40) * STEPS_PER_LINE if pod_restarts else 0
 
     now = sim.now()
+    speed = sim.kubelet.speed  # simulated seconds of the script per second of the clock
     assert run is not None  # not started raised above
     if previous:
         start = parse_time(prev.get("startedAt")) or run.started
@@ -122,8 +131,8 @@ def container_log(sim, namespace: str, name: str, container: str, *,
         p_end = parse_time(prev_term.get("finishedAt")) or p_start
         older = pod_base
         for _ in range(instance - 1):
-            older = _checkpoint_step(older, p_start, p_end, every)
-        base = older if previous else _checkpoint_step(older, p_start, p_end, every)
+            older = _checkpoint_step(older, p_start, p_end, every, speed)
+        base = older if previous else _checkpoint_step(older, p_start, p_end, every, speed)
 
     lines: list[tuple[float, str]] = []
     custom = ann(pod, "log")
@@ -132,61 +141,61 @@ def container_log(sim, namespace: str, name: str, container: str, *,
     node = (pod.get("spec") or {}).get("nodeName", "")
     gpus = sim.gpu_assignment(namespace, name)
     gpu_list = ",".join(str(d["gpu"]) for d in gpus)
-    lines.append((start, f"{fmt_time(start)} [kubesim] container {container} started on {node}"
+    lines.append((start, f"[kubesim] container {container} started on {node}"
                   + (f" (GPUs {gpu_list})" if gpu_list else "")))
     if not is_main:
         return ContainerLog(lines, running)
     tag = f"[rank {rank}]"
     if "WORLD_SIZE" in env:
-        lines.append((start, f"{fmt_time(start)} {tag} torchrun: MASTER_ADDR="
+        lines.append((start, f"{tag} torchrun: MASTER_ADDR="
                       f"{env.get('MASTER_ADDR')} MASTER_PORT={env.get('MASTER_PORT')} "
                       f"WORLD_SIZE={world} RANK={rank} LOCAL_WORLD_SIZE={max(1, len(gpus))}"))
-    lines.append((start, f"{fmt_time(start)} {tag} initialised process group "
+    lines.append((start, f"{tag} initialised process group "
                   f"(backend {'nccl' if gpus else 'gloo'}); checkpoints in {ckpt_dir}"))
     if base:
-        lines.append((start, f"{fmt_time(start)} {tag} resumed from step {base} "
+        lines.append((start, f"{tag} resumed from step {base} "
                       f"({ckpt_dir}/step-{base}.pt)"))
     else:
-        lines.append((start, f"{fmt_time(start)} {tag} no checkpoint found: starting at step 0"))
+        lines.append((start, f"{tag} no checkpoint found: starting at step 0"))
 
     rng = random.Random(stable_hash(sim.seed, info.uid, "loss", rank))
     loss0 = rng.uniform(2.5, 4.0)
     rate = rng.uniform(180.0, 260.0) * max(1, len(gpus))
     stop = deleting if deleting is not None and deleting < end else end
-    count = int(max(0.0, stop - start) // STEP_SECONDS)
+    count = int(max(0.0, stop - start) * speed // STEP_SECONDS)
     first = max(1, count - MAX_PROGRESS_LINES + 1)
     if first > 1:
-        lines.append((start, f"{fmt_time(start)} {tag} ... (earlier steps rotated out)"))
+        lines.append((start, f"{tag} ... (earlier steps rotated out)"))
     step = base
     for i in range(first, count + 1):
-        t = start + i * STEP_SECONDS
+        t = start + i * STEP_SECONDS / speed
         step = base + i * STEPS_PER_LINE
         noise = random.Random(stable_hash(sim.seed, info.uid, rank, step))
         loss = 0.35 + loss0 * math.exp(-step / 4000.0) + noise.uniform(-0.04, 0.04)
         lr = 3e-4 * 0.5 * (1 + math.cos(math.pi * min(1.0, step / 200000.0)))
         epoch = step // STEPS_PER_EPOCH + 1
-        lines.append((t, f"{fmt_time(t)} {tag} epoch {epoch} step {step} loss={loss:.4f} "
+        lines.append((t, f"{tag} epoch {epoch} step {step} loss={loss:.4f} "
                       f"lr={lr:.2e} throughput={rate * noise.uniform(0.93, 1.05):.0f} "
                       "samples/s"))
         if step % STEPS_PER_EPOCH == 0:
-            lines.append((t, f"{fmt_time(t)} {tag} epoch {epoch - 1} finished at step {step}"))
+            lines.append((t, f"{tag} epoch {epoch - 1} finished at step {step}"))
         if int((i * STEP_SECONDS) // every) > int(((i - 1) * STEP_SECONDS) // every):
-            lines.append((t, f"{fmt_time(t)} {tag} saved checkpoint step {step} to "
+            lines.append((t, f"{tag} saved checkpoint step {step} to "
                           f"{ckpt_dir}/step-{step}.pt"))
     if deleting is not None and deleting <= end:
-        lines.append((deleting, f"{fmt_time(deleting)} {tag} received SIGTERM: saving a "
+        lines.append((deleting, f"{tag} received SIGTERM: saving a "
                       f"checkpoint at step {step} before the grace period ends"))
-        lines.append((deleting, f"{fmt_time(deleting)} {tag} saved checkpoint step {step} to "
+        lines.append((deleting, f"{tag} saved checkpoint step {step} to "
                       f"{ckpt_dir}/step-{step}.pt"))
     elif not running:
         if exit_code == 0:
-            lines.append((end, f"{fmt_time(end)} {tag} training finished at step {step}"))
+            lines.append((end, f"{tag} training finished at step {step}"))
         else:
-            lines.append((end, f"{fmt_time(end)} {tag} Traceback (most recent call last):"))
-            lines.append((end, f"{fmt_time(end)} {tag} RuntimeError: CUDA error: an illegal "
+            lines.append((end, f"{tag} Traceback (most recent call last):"))
+            lines.append((end, f"{tag} RuntimeError: CUDA error: an illegal "
                           "memory access was encountered"))
         word = "Completed" if exit_code == 0 else "Error"
-        lines.append((end, f"{fmt_time(end)} [kubesim] container {container} exited "
+        lines.append((end, f"[kubesim] container {container} exited "
                       f"({word}, exit code {exit_code})"))
     return ContainerLog(lines, running)
 

@@ -18,6 +18,7 @@ import signal
 import time
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from core.choices import PoolKind, Tier
@@ -159,13 +160,16 @@ class Command(BaseCommand):
             else:
                 workers = max(1, min(workers, left // max(1, gpus)))
         run_seconds = int(rng.lognormvariate(8.2, 0.8))  # median ~1 h of simulated time
+        # kubesim runs it KUBESIM_SPEED times faster on the wall clock it stamps (its
+        # speed shortens run times, never the clock): the owner expects what will happen
+        expected = max(1, round(run_seconds / (float(settings.KUBESIM_SPEED) or 1.0)))
         data = {
             "name": f"{shape_name(workers, gpus)}-{rng.randrange(16**6):06x}",
             "image": "registry.example.org/research/trainer:2.4", "tier": tier,
             "workers": workers, "gpus_per_worker": gpus, "gpu_model": model,
             "cpu_per_worker": 8, "memory_gib_per_worker": 32, "max_run_seconds": 6 * 3600,
             "command": list(template["command"]), "args": list(template["args"]),
-            "expected_seconds": run_seconds,
+            "expected_seconds": expected,
             "annotations": {"kubesim.trainyard.io/run-seconds": str(run_seconds),
                             "kubesim.trainyard.io/gpu-util": str(rng.randint(35, 98))},
         }
