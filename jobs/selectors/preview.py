@@ -1,4 +1,9 @@
-"""The job form's live preview: what a submission would be admitted against now."""
+"""The job form's live preview: what a submission would be admitted against now.
+
+:func:`preview` runs the admission engine on the current state plus the job and answers
+with one verdict: ``fits`` (where it would run) or ``waits`` (the one limit that holds it,
+and the ETA). ``refused`` (what Submit would refuse) is decided before, by the same check
+Submit makes (``jobs.verdict.job_submit_verdict``)."""
 
 from __future__ import annotations
 
@@ -6,12 +11,15 @@ from collections import defaultdict
 from typing import Any
 
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from core.choices import Tier
 from core.texts import render, text_code
+from core.when import eta_text
 from jobs.admission import JobView
 from jobs.choices import JobState
 from jobs.selectors.admission import _admission_inputs, decide_with_pools_absent
+from jobs.selectors.spec import worker_resources, worker_resources_text
 from jobs.selectors.use import holding_use, job_resources
 from tenants import demand
 from tenants.catalog import Resource
@@ -26,6 +34,11 @@ def preview(tenant, pool_kind: str, clean: dict, now):  # type: ignore[no-untype
 
     Runs the admission engine on the current state plus this hypothetical job (id -1);
     nothing is written. ``reason`` is in the active language, ``reason_code`` its code.
+    ``verdict`` is ``fits`` (``nodes``, ``placement``, ``switch``) or ``waits``
+    (``reason``, ``eta_p50``/``eta_p90``, None when it cannot start as it is, and their
+    ``_text`` as every page writes a time: ``core.when.eta_text``); ``summary`` says it
+    in one sentence. ``worker``: one worker's CPU and memory request and limit, as its
+    pods carry them (the quota counts the requests, ``dimensions`` the whole job's).
     """
     inputs, facts = _admission_inputs(now)
     job = JobView(id=-1, tenant=tenant.slug, pool=pool_kind, tier=clean["tier"],
@@ -46,6 +59,21 @@ def preview(tenant, pool_kind: str, clean: dict, now):  # type: ignore[no-untype
     # The GPU summary (the API's older fields) is the accelerator's row of ``dimensions``.
     key = "gpu-shared" if job.gpu_shared and job.resource_key else job.resource_key
     gpu = next((d for d in dimensions if d["key"] == key), None)
+    worker = worker_resources(clean)
+    eta_p50 = waiting.eta_p50 if waiting else (now if admitted else None)
+    eta_p90 = waiting.eta_p90 if waiting else (now if admitted else None)
+    switches = {n.name: n.switch for n in inputs["nodes"]}
+    placement = list(admitted.placement) if admitted else []
+    under = sorted({switches.get(name, "") for name in placement} - {""})
+    verdict = {
+        "verdict": "fits" if admitted else "waits",
+        "placement": placement, "switch": under[0] if len(under) == 1 else "",
+        "eta_p50_text": eta_text(eta_p50, now=now) if waiting else "",
+        "eta_p90_text": eta_text(eta_p90, now=now) if waiting else "",
+        "worker": {k: float(v) for k, v in worker.items()},
+        "worker_text": worker_resources_text(worker),
+    }
+    verdict["summary"] = _summary(admitted, waiting, verdict, now)
     return {
         "resource": key, "gpus": job.demand,
         "quota": gpu["quota"] if gpu else None, "in_use": gpu["in_use"] if gpu else 0,
@@ -53,14 +81,51 @@ def preview(tenant, pool_kind: str, clean: dict, now):  # type: ignore[no-untype
         "nodes": len(set(admitted.placement)) if admitted else None,
         "starts_now": admitted is not None,
         "borrowing": bool(admitted and admitted.borrowing),
-        "eta_p50": waiting.eta_p50 if waiting else (now if admitted else None),
-        "eta_p90": waiting.eta_p90 if waiting else (now if admitted else None),
+        "eta_p50": eta_p50, "eta_p90": eta_p90,
         "reason": render(waiting.reason) if waiting else "",
         "reason_code": text_code(waiting.reason) if waiting else None,
         "position_in_pool": waiting.position_in_pool if waiting else None,
         "notes": _preview_notes(clean),
         "dimensions": dimensions,
+        **verdict,
     }
+
+
+def _summary(admitted: Any, waiting: Any, verdict: dict, now: Any) -> str:
+    """The verdict in one sentence, in the active language."""
+    if admitted is not None:
+        nodes = len(set(admitted.placement))
+        if not nodes:
+            return (_("Fits now: it would start at once, borrowing idle capacity.")
+                    if admitted.borrowing else _("Fits now: it would start at once."))
+        args = {"n": nodes, "nodes": ", ".join(dict.fromkeys(admitted.placement)),
+                "switch": verdict["switch"]}
+        if verdict["switch"]:
+            sentence = (ngettext("Fits now: it would start at once on %(n)s node (%(nodes)s, "
+                                 "switch %(switch)s), borrowing idle capacity.",
+                                 "Fits now: it would start at once on %(n)s nodes (%(nodes)s, "
+                                 "switch %(switch)s), borrowing idle capacity.", nodes)
+                        if admitted.borrowing else
+                        ngettext("Fits now: it would start at once on %(n)s node (%(nodes)s, "
+                                 "switch %(switch)s).",
+                                 "Fits now: it would start at once on %(n)s nodes (%(nodes)s, "
+                                 "switch %(switch)s).", nodes))
+        else:
+            sentence = (ngettext("Fits now: it would start at once on %(n)s node (%(nodes)s), "
+                                 "borrowing idle capacity.",
+                                 "Fits now: it would start at once on %(n)s nodes (%(nodes)s), "
+                                 "borrowing idle capacity.", nodes)
+                        if admitted.borrowing else
+                        ngettext("Fits now: it would start at once on %(n)s node (%(nodes)s).",
+                                 "Fits now: it would start at once on %(n)s nodes (%(nodes)s).",
+                                 nodes))
+        return sentence % args
+    reason = render(waiting.reason) if waiting else ""
+    if waiting is None or waiting.eta_p50 is None:
+        return _("Waits: %(reason)s. It cannot start as it is, so there is no estimated "
+                 "start.") % {"reason": reason}
+    return _("Waits: %(reason)s. Estimated start %(p50)s (90%% by %(p90)s).") % {
+        "reason": reason, "p50": verdict["eta_p50_text"], "p90": verdict["eta_p90_text"]}
 
 
 def _preview_dimensions(inputs: dict, tenant: str, pool_kind: str, job: Any) -> list[dict]:

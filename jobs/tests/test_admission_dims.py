@@ -275,7 +275,9 @@ def test_the_preview_reports_fit_per_dimension(login, bob, quota):
     client = login(bob)
     big = {**form, "cpu_per_worker": "192", "workers": "3"}
     refused = client.post("/t/acme/jobs/preview/", big).json()
-    assert "preview" not in refused and "could never start" in refused["errors"]["cpu_per_worker"]
+    assert refused["preview"]["verdict"] == "refused"
+    assert refused["preview"]["field"] == "cpu_per_worker"
+    assert "could never start" in refused["errors"]["cpu_per_worker"]
     submitted = client.post("/t/acme/jobs/new/", big)
     assert submitted.status_code == 400
     assert escape(refused["errors"]["cpu_per_worker"]) in submitted.content.decode()
