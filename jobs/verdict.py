@@ -34,11 +34,14 @@ from tenants.access import TenantAccess
 VERDICTS = ("fits", "waits", "refused")
 
 
-def refused(errors: dict[str, str], *, status: int = 400) -> dict[str, Any]:
-    """The ``refused`` verdict for ``{field: message}`` (the first is the one named)."""
+def refused(errors: dict[str, str], *, status: int = 400,
+            extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The ``refused`` verdict for ``{field: message}`` (the first is the one named);
+    ``extra`` as Submit's error body has it (default: the errors)."""
     field, message = next(iter(errors.items()))
     return {"verdict": "refused", "field": None if field == NON_FIELD else field,
             "message": message, "errors": dict(errors), "status": status,
+            "extra": {"errors": dict(errors)} if extra is None else extra,
             "summary": _("Submit would refuse it: %(message)s") % {"message": message}}
 
 
@@ -47,7 +50,7 @@ def refusal_of(exc: ApplicationError) -> dict[str, Any]:
     errors = exc.extra.get("errors") or {exc.field or NON_FIELD: exc.message}
     if exc.field and exc.field in errors:  # the field Submit names comes first
         errors = {exc.field: errors[exc.field], **errors}
-    return refused(errors, status=exc.status_code)
+    return refused(errors, status=exc.status_code, extra=exc.extra)
 
 
 def job_submit_verdict(*, access: TenantAccess, pool: str, data: dict[str, Any],

@@ -86,4 +86,4 @@ class PreviewRefused(serializers.Serializer):
     errors = serializers.DictField(child=serializers.CharField(),
                                    help_text="Every field's refusal (__all__: not a field's).")
     summary = serializers.CharField()
-    extra = serializers.DictField(help_text="As Submit's error body: {errors}.")
+    extra = serializers.DictField(help_text="As in Submit's error body.")

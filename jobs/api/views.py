@@ -60,9 +60,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedV
         verdict, _clean = job_submit_verdict(access=self.access, pool=data.pop("pool"),
                                              data=data)
         if verdict["verdict"] == "refused":
-            status_code = verdict.pop("status")
-            body = {**verdict, "extra": {"errors": verdict["errors"]}}
-            return Response(body, status=status_code)
+            return Response(verdict, status=verdict.pop("status"))
         return Response(verdict)
 
     @extend_schema(request=None, responses=s.JobSerializer)
