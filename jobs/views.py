@@ -91,7 +91,7 @@ def preview_data(request: HttpRequest, slug: str) -> tuple[dict, dict | None]:
     inventory = selectors.inventory()
     form = JobForm(request.POST, inventory=inventory)
     if not form.is_valid():
-        errors = {k: v[0] for k, v in form.errors.items()}
+        errors = {k: str(v[0]) for k, v in form.errors.items()}
         return {"errors": errors, "preview": refused(errors)}, None
     result, clean = job_submit_verdict(access=access, pool=form.cleaned_data["pool"],
                                        data=form.submission(), inventory=inventory)
