@@ -22,6 +22,9 @@ class PreviewDimension(serializers.Serializer):
     wanted = serializers.FloatField(help_text="What the whole job counts (every worker; CPU "
                                               "and memory: the requests).")
     in_use = serializers.FloatField(help_text="In use in the pool now (the quota page's number).")
+    ahead = serializers.FloatField(help_text="What queued jobs of the pool that would start "
+                                             "before this one take (the engine counts them "
+                                             "in use when it decides this one).")
     quota = serializers.FloatField()
     ceiling = serializers.FloatField(allow_null=True, help_text="What the pool may hold, "
                                      "borrowing; null: any idle capacity.")

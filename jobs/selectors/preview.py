@@ -55,7 +55,11 @@ def preview(tenant, pool_kind: str, clean: dict, now):  # type: ignore[no-untype
     decisions, _absent = decide_with_pools_absent({**inputs, "jobs": [*inputs["jobs"], job]})
     admitted = next((a for a in decisions.admit if a.job_id == -1), None)
     waiting = decisions.waiting.get(-1)
-    dimensions = _preview_dimensions(inputs, tenant.slug, pool_kind, job)
+    # jobs of the same pool the pass admits before this one: the engine counts them in use
+    # when it decides this one, so the preview says so (``ahead``)
+    started = {a.job_id for a in decisions.admit if a.job_id != -1}
+    dimensions = _preview_dimensions(inputs, tenant.slug, pool_kind, job, [
+        j for j in inputs["jobs"] if j.id in started])
     # The GPU summary (the API's older fields) is the accelerator's row of ``dimensions``.
     key = "gpu-shared" if job.gpu_shared and job.resource_key else job.resource_key
     gpu = next((d for d in dimensions if d["key"] == key), None)
@@ -128,10 +132,17 @@ def _summary(admitted: Any, waiting: Any, verdict: dict, now: Any) -> str:
         "reason": reason, "p50": verdict["eta_p50_text"], "p90": verdict["eta_p90_text"]}
 
 
-def _preview_dimensions(inputs: dict, tenant: str, pool_kind: str, job: Any) -> list[dict]:
+def _preview_dimensions(inputs: dict, tenant: str, pool_kind: str, job: Any,
+                        starting: list[Any]) -> list[dict]:
     """Per dimension the job consumes: what it wants, what its pool holds now (admitted,
-    running and preempting jobs, counted as admission counts them), the quota, the
-    ceiling and whether it fits, in catalog units (the job form shows them)."""
+    running and preempting jobs, counted as admission counts them: ``in_use``, the one
+    number), what queued jobs ahead of it that the same pass admits take (``ahead``), the
+    quota, the ceiling and whether it fits, in catalog units (the job form shows them)."""
+    ahead: dict[str, int] = defaultdict(int)
+    for other in starting:
+        if (other.tenant, other.pool) == (tenant, pool_kind):
+            for key, amount in other.resources.items():
+                ahead[key] += amount
     quota = next((q for q in inputs["quotas"] if (q.tenant, q.pool) == (tenant, pool_kind)),
                  None)
     used: dict[str, int] = defaultdict(int, holding_use(inputs["jobs"]).get(
@@ -148,10 +159,11 @@ def _preview_dimensions(inputs: dict, tenant: str, pool_kind: str, job: Any) -> 
                     "unit": resource.unit_for(from_engine(key, max(nominal, wanted)
                                                           if unlimited else ceiling)),
                     "wanted": from_engine(key, wanted),
-                    "in_use": from_engine(key, used[key]), "quota": from_engine(key, nominal),
+                    "in_use": from_engine(key, used[key]), "ahead": from_engine(key, ahead[key]),
+                    "quota": from_engine(key, nominal),
                     "ceiling": None if unlimited else from_engine(key, ceiling),
-                    "fits_quota": used[key] + wanted <= nominal,
-                    "fits_ceiling": unlimited or used[key] + wanted <= ceiling})
+                    "fits_quota": used[key] + ahead[key] + wanted <= nominal,
+                    "fits_ceiling": unlimited or used[key] + ahead[key] + wanted <= ceiling})
     return out
 
 

@@ -79,6 +79,26 @@ def test_waits_names_the_one_limit_and_submit_queues_it_with_the_same_reason(
     assert text_code(stored.wait_reason) == answer["reason_code"]
 
 
+def test_jobs_ahead_that_the_pass_starts_first_are_counted_beside_the_pools_use(
+        world, api, alice, bob, tenant_a):  # noqa: F811
+    """The issue's contradiction: "4 of 8 cards with this job" beside "above your prod
+    quota of 8 (8 in use)". A queued job ahead takes the 8 cards in the pass that would
+    decide this one: the preview's numbers say so, and agree with its one reason."""
+    from jobs import services
+    from tenants.access import access_for
+
+    # submitted, not yet passed (its on-commit pass has not run): queued ahead
+    services.job_submit(access=access_for(alice, tenant_a), actor=alice, pool="prod", data={
+        "name": "ahead", "image": "registry.example.org/ml/trainer:1", "tier": "production",
+        "workers": 1, "gpus_per_worker": 8, "gpu_model": world["h800"], "cpu_per_worker": 8,
+        "memory_gib_per_worker": 32, "max_run_seconds": 3600})
+    answer = api(bob).post(f"{URL}preview/", _body(world["h800"]), format="json").json()
+    assert answer["verdict"] == "waits" and "(8 in use)" in answer["reason"]
+    gpu = next(d for d in answer["dimensions"] if d["key"] == f"gpu:{world['h800']}")
+    assert (gpu["in_use"], gpu["ahead"], gpu["wanted"], gpu["quota"]) == (0, 8, 4, 8)
+    assert not gpu["fits_quota"] and not answer["fits_quota"]
+
+
 @pytest.mark.parametrize(("overrides", "field", "words"), [
     # no node has 16 cards (the largest has 8)
     ({"gpus_per_worker": 16}, "gpus_per_worker", "the largest has 8"),

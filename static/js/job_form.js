@@ -121,12 +121,19 @@
     // What the whole job counts against the pool, beside what is in use there now (the
     // quota page's numbers): facts, not a second verdict.
     (p.dimensions || []).forEach(function (d) {
-      var after = Math.round((d.in_use + d.wanted) * 1000) / 1000;
-      var line = box.appendChild(text("p", interpolate(gettext("%(label)s: %(after)s of %(quota)s %(unit)s with this job"),
-        {label: d.label, unit: d.unit, after: after, quota: d.quota}, true), "dimension"));
+      var ahead = d.ahead || 0;
+      var after = Math.round((d.in_use + ahead + d.wanted) * 1000) / 1000;
+      var words = interpolate(gettext("%(label)s: %(after)s of %(quota)s %(unit)s with this job"),
+        {label: d.label, unit: d.unit, after: after, quota: d.quota}, true);
+      if (ahead) {  // the engine counts them in use when it decides this one
+        words += " " + interpolate(gettext("(%(ahead)s %(unit)s of it for queued jobs that start before it)"),
+          {ahead: ahead, unit: d.unit}, true);
+      }
+      var line = box.appendChild(text("p", words, "dimension"));
       line.setAttribute("data-key", d.key);
       line.setAttribute("data-wanted", d.wanted);
       line.setAttribute("data-in-use", d.in_use);
+      line.setAttribute("data-ahead", ahead);
       line.setAttribute("data-quota", d.quota);
     });
     if (p.max_cost) {
