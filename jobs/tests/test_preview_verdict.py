@@ -158,7 +158,7 @@ def _gib(quantity: str) -> Decimal:
 
 @pytest.mark.parametrize(("cpu", "memory"), [("8", "64"), ("0.5", "3"), ("7", "10.5")])
 def test_request_and_limit_are_what_the_pods_carry_and_what_the_preview_counts(
-        world, cluster, api, bob, tenant_a, cpu, memory):  # noqa: F811
+        world, cluster, api, login, bob, tenant_a, cpu, memory):  # noqa: F811
     client = api(bob)
     body = _body(world["h800"], pool="dev", tier="development", workers=2, gpus_per_worker=1,
                  cpu_per_worker=cpu, memory_gib_per_worker=memory, name=f"rl-{cpu}-{memory}"
@@ -191,6 +191,20 @@ def test_request_and_limit_are_what_the_pods_carry_and_what_the_preview_counts(
             Decimal(str(parse_quantity(container.requests["cpu"])))
         assert Decimal(str(preview["worker"]["memory_request_gib"])) == \
             _gib(container.requests["memory"])
+    # the job page and the quota page say the same, and which one the quota counts
+    from django.utils.html import escape
+
+    from core.numbers import quantity
+    from jobs.selectors.spec import worker_resources, worker_resources_text
+    lines = worker_resources_text(worker_resources(TrainingJob.objects.get(pk=job["id"])))
+    assert lines["cpu"] == (f"CPU per worker: request {quantity(job['cpu_request_per_worker'])}"
+                            f" cores, limit {quantity(cpu)} cores")
+    assert lines == preview["worker_text"]
+    page = login(bob).get(f"/t/acme/jobs/{job['id']}/").content.decode()
+    for line in lines.values():
+        assert escape(line) in page, line
+    quota_page = login(bob).get("/t/acme/quota/").content.decode()
+    assert 'data-note="counts-requests"' in quota_page
     # the preview counts both workers' requests against the quota (to the engine's step)
     rows = {row["key"]: row for row in preview["dimensions"]}
     assert Decimal(str(rows["cpu"]["wanted"])) == 2 * Decimal(job["cpu_request_per_worker"])

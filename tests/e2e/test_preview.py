@@ -3,7 +3,8 @@
 Submit then does exactly that:
 
 * fits: the job is created and admitted, on the nodes and switch the preview named;
-* waits: the job is created and queued, and its page gives the reason the preview gave;
+* waits (4 cards with 8 of the pool's 8 in use): the job is created and queued, and its
+  page gives the reason the preview gave;
 * refused (no node has 16 cards; 16 cards could never fit the prod pool's quota of 8):
   Submit shows the preview's message at the same field, and nothing is created.
 
@@ -83,8 +84,8 @@ def test_the_preview_says_what_submit_then_does(lang, new_page, world, cluster, 
         lang, "The limit of each worker. Its pod requests half of it (all of it below one "
               "core), and your quota counts the request."))
 
-    # -- fits: 4 of the prod pool's 8 cards, on the one H800 node of the small profile
-    _fill(page, name="e2e-fits", workers=1, gpus=4, model=model)
+    # -- fits: the prod pool's 8 cards, on the one H800 node of the small profile
+    _fill(page, name="e2e-fits", workers=1, gpus=8, model=model)
     verdict = _verdict(page, "fits")
     with translation.override(lang):
         fits = translation.ngettext(
@@ -113,9 +114,13 @@ def test_the_preview_says_what_submit_then_does(lang, new_page, world, cluster, 
     expect(resources.locator("[data-field=memory]")).to_have_text(worker["memory"])
     _cycle(cluster, 10)
 
-    # -- waits: 8 more cards would be 12 of the prod quota of 8 (production never borrows)
-    _fill(page, name="e2e-waits", workers=1, gpus=8, model=model)
+    # -- waits (the case): 4 more cards with 8 of the prod quota of 8 in use
+    # (production never borrows); one verdict, and the pool's numbers agree with it
+    _fill(page, name="e2e-waits", workers=1, gpus=4, model=model)
     verdict = _verdict(page, "waits")
+    line = page.locator(f"#preview .dimension[data-key='gpu:{model}']")
+    expect(line).to_have_attribute("data-in-use", "8")
+    expect(line).to_contain_text("12")
     code = verdict.get_attribute("data-reason-code")
     assert code and code.startswith("jobs.wait.over_quota"), code
     said = verdict.inner_text()
