@@ -52,6 +52,7 @@ _OPTIONAL = frozenset({"gpu-memory"})
 _MIG_NAME = re.compile(r"^(\d+)g\.(\d+)gb$")
 _THOUSAND = Decimal(1000)
 _MILLI_STEP = Decimal("0.001")
+_MIB = Decimal(1) / 1024
 
 
 def cpu_request(cpu_per_worker: Decimal | int | float) -> Decimal:
@@ -62,9 +63,11 @@ def cpu_request(cpu_per_worker: Decimal | int | float) -> Decimal:
 
 
 def memory_request_gib(memory_gib_per_worker: Decimal | int | float) -> Decimal:
-    """The memory a worker's pod requests (and quota counts): 90% of the limit."""
+    """The memory a worker's pod requests (and quota counts): 90% of the limit, rounded
+    down to a MiB, the step a quantity carries (``k8s_sync.specs.JobSpec`` rounds so too),
+    so the pod's ``requests.memory`` is exactly this: 64 GiB -> 58982 MiB (57.6 GiB)."""
     memory = Decimal(str(memory_gib_per_worker))
-    return (memory * 9 / 10).quantize(Decimal("0.001"))
+    return (memory * 9 / 10 / _MIB).to_integral_value(rounding=ROUND_FLOOR) * _MIB
 
 
 def mig_profile_memory_gib(profile: str) -> Decimal | None:

@@ -17,6 +17,7 @@ from core.when import eta_text
 from jobs import validation as v
 from jobs.choices import JobKind
 from jobs.models import JobTransition, TrainingJob
+from jobs.selectors.spec import worker_resources
 from jobs.texts import transition_reason_label
 from k8s_sync.specs import MAX_RUN_SECONDS
 from tenants.tiers import reclaim_grace_seconds
@@ -66,6 +67,11 @@ class JobTransitionSerializer(serializers.ModelSerializer):
         return transition_reason_label(obj.reason)
 
 
+def _decimal3(value: Decimal) -> str:
+    """A request as the model's decimal fields are written (three decimals)."""
+    return f"{value.quantize(Decimal('0.001')):f}"
+
+
 class JobSerializer(serializers.ModelSerializer):
     tenant = serializers.CharField(source="tenant.slug", read_only=True)
     pool = serializers.CharField(source="pool.kind", read_only=True)
@@ -85,6 +91,13 @@ class JobSerializer(serializers.ModelSerializer):
         help_text='eta_p50 for people: its day and time in the active time zone, e.g. '
                   '"tomorrow 03:10 UTC" ("" for none)')
     eta_p90_text = serializers.SerializerMethodField(help_text="eta_p90 likewise")
+    cpu_request_per_worker = serializers.SerializerMethodField(
+        help_text="The CPU (cores) each worker's pod requests, which the quota, admission, "
+                  "the gauges and the ResourceQuota count; cpu_per_worker is its limit, "
+                  "what was typed.")
+    memory_request_gib_per_worker = serializers.SerializerMethodField(
+        help_text="The memory (GiB) each worker's pod requests, which the quota counts; "
+                  "memory_gib_per_worker is its limit, what was typed.")
     reclaim_grace_seconds = serializers.SerializerMethodField(
         help_text="When the job runs on borrowed idle capacity (a batch job, or a "
                   "development job admitted above its pool's quota): the seconds it gets to "
@@ -97,6 +110,14 @@ class JobSerializer(serializers.ModelSerializer):
             policy = self.context["policy"] = Policy.current()
         return reclaim_grace_seconds(job.tier, job.borrowing, policy)
 
+    @extend_schema_field(serializers.DecimalField(max_digits=8, decimal_places=3))
+    def get_cpu_request_per_worker(self, job: TrainingJob) -> str:
+        return _decimal3(worker_resources(job)["cpu_request"])
+
+    @extend_schema_field(serializers.DecimalField(max_digits=10, decimal_places=3))
+    def get_memory_request_gib_per_worker(self, job: TrainingJob) -> str:
+        return _decimal3(worker_resources(job)["memory_request_gib"])
+
     def get_eta_p50_text(self, job: TrainingJob) -> str:
         return eta_text(job.eta_p50)
 
@@ -108,7 +129,8 @@ class JobSerializer(serializers.ModelSerializer):
         fields = ["id", "name", "tenant", "pool", "namespace", "kind", "runtime", "k8s_name",
                   "tier", "state",
                   "image", "command", "args", "env", "workers", "gpus_per_worker", "gpu_model",
-                  "mig_profile", "cpu_per_worker", "memory_gib_per_worker", "max_run_seconds",
+                  "mig_profile", "cpu_per_worker", "memory_gib_per_worker",
+                  "cpu_request_per_worker", "memory_request_gib_per_worker", "max_run_seconds",
                   "checkpoint_claim", "checkpoint_storage_class", "checkpoint_size_gib",
                   "checkpoint_path", "priority", "held", "hold_reason",
                   "hold_reason_code", "borrowing", "reclaim_grace_seconds", "restart_count",

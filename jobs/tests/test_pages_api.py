@@ -222,5 +222,5 @@ def test_the_preview_refuses_what_a_submit_would(login, bob, job):
         "name": job.name, "pool": "dev", "tier": "development", "image": "trainer:1",
         "workers": "1", "gpus_per_worker": "1", "gpu_model": H800, "cpu_per_worker": "8",
         "memory_gib_per_worker": "16", "max_run_hours": "1", "checkpoint_path": "/c"}).json()
-    assert "preview" not in answer
+    assert answer["preview"]["verdict"] == "refused" and answer["preview"]["field"] == "name"
     assert "exists already" in answer["errors"]["name"]
