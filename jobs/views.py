@@ -131,6 +131,7 @@ def job_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         "platform_admin": is_platform_admin(request.user),
         "health": selectors.job_health(job),
         "reclaim_grace": selectors.reclaim_grace(job),
+        "eta_accuracy": selectors.job_eta_accuracy(job),
     })
 
 
