@@ -13,7 +13,8 @@ Records older than ``EtaRecord.RETENTION_DAYS`` are deleted, at most once an hou
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 
 from django.core.cache import cache
 from django.db.models import Max
@@ -80,11 +81,15 @@ def record_shown(rows: Sequence[Shown], now: dt.datetime) -> int:
     return written
 
 
-def record_started(job_ids: Sequence[int], at: dt.datetime) -> None:
-    """The jobs were admitted at ``at``: the start their open records predicted."""
-    for chunk in _chunks(list(job_ids)):
-        EtaRecord.objects.filter(job_id__in=chunk, started_at__isnull=True).update(
-            started_at=at)
+def record_started(starts: Mapping[int, dt.datetime]) -> None:
+    """The jobs were admitted (job id: when): the start their open records predicted."""
+    by_time: dict[dt.datetime, list[int]] = defaultdict(list)
+    for job_id, at in starts.items():
+        by_time[at].append(job_id)
+    for at, job_ids in by_time.items():
+        for chunk in _chunks(job_ids):
+            EtaRecord.objects.filter(job_id__in=chunk, started_at__isnull=True).update(
+                started_at=at)
 
 
 def prune(now: dt.datetime) -> int:

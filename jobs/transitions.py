@@ -76,7 +76,7 @@ def job_transition(*, job_id: int, from_states: Iterable[str], to_state: str, re
         TrainingJob.objects.filter(pk=job_id).update(state=to_state, **fields)
         record(job, previous, to_state, reason, message=message, actor=actor, at=at)
         if to_state == JobState.ADMITTED:
-            eta_records.record_started([job_id], at)
+            eta_records.record_started({job_id: at})
     return True
 
 
@@ -139,7 +139,7 @@ def job_transitions(*, moves: Iterable[Move], from_states: Iterable[str], to_sta
             (job_id, previous[job_id], to_state, reason, by_id[job_id].message,
              when[job_id], now) for job_id in previous])
         if to_state == JobState.ADMITTED:
-            eta_records.record_started(list(previous), at)
+            eta_records.record_started({job_id: when[job_id] for job_id in previous})
     return [m.job_id for m in moves if m.job_id in previous]
 
 
