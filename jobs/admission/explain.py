@@ -32,6 +32,52 @@ def _ts(when: datetime | None, default: float) -> float:
     return when.timestamp() if when is not None else default
 
 
+class Overtaking:
+    """Within a pool's queue and tier, ETAs do not go back as the position grows, unless
+    the row says why: a job whose ETA p50 is earlier than that of a job ahead of it gets
+    :func:`sooner`'s reason. Fed the waiting jobs in queue order (:meth:`note`); it keeps,
+    per pool and tier, the jobs whose ETA was the latest so far: their ETAs ascend, so the
+    first job ahead with a later ETA is found by bisection."""
+
+    def __init__(self) -> None:
+        self.latest: dict[tuple[str, str],
+                          tuple[list[datetime], list[tuple[int, JobView, Text]]]] = {}
+
+    def note(self, job: JobView, position: int, p50: datetime | None, base: Text,
+             reason: Text) -> Text:
+        """``reason`` (the row's), with why it starts before a job ahead when it does;
+        ``base``: the job's own reason (without its queue place)."""
+        if p50 is None:
+            return reason
+        times, rows = self.latest.setdefault((job.pool, job.tier), ([], []))
+        idx = bisect.bisect_right(times, p50)
+        if idx < len(times):
+            note = sooner(job, *rows[idx])
+            return [*reason, note] if isinstance(reason, list) else [reason, note]
+        if not times or p50 > times[-1]:
+            times.append(p50)
+            rows.append((position, job, base))
+        return reason
+
+
+_OWN_QUOTA = frozenset({"jobs.wait.over_quota", "jobs.wait.borrow_cap"})
+
+
+def sooner(job: JobView, position: int, ahead: JobView, held: Text) -> Text:
+    """Why ``job`` may start before ``ahead``, at ``position`` in their pool's queue
+    (``held``: the reason ``ahead`` waits): it waits for other cards, or for its own
+    tenant's quota, or ``job`` fits in the room free until ``ahead`` can start."""
+    n = text.position(position)
+    if ahead.resource_key != job.resource_key:
+        return {"code": "jobs.wait.sooner_other_cards", "args": {"n": n}}
+    if (ahead.tenant != job.tenant and isinstance(held, dict)
+            and held.get("code") in _OWN_QUOTA):
+        return {"code": "jobs.wait.sooner_quota", "args": {"n": n}}
+    if job.demand < ahead.demand:
+        return {"code": "jobs.wait.backfill_smaller", "args": {"n": n}}
+    return {"code": "jobs.wait.backfill", "args": {"n": n}}
+
+
 class Explainer:
     """Reasons, positions and ETAs; mixed into the pass, whose state it reads."""
 
@@ -160,17 +206,19 @@ class Explainer:
         return table
 
     def explain(self, waiting: list[JobView]) -> None:
-        """Positions, ETA and the final reason of every waiting job."""
+        """Positions, ETA and the final reason of every waiting job (an ETA earlier than
+        one ahead in the pool's queue and tier says why: :class:`Overtaking`)."""
         etas = self.etas(waiting)
         pool_pos: dict[str, int] = defaultdict(int)
         model_pos: dict[str, int] = defaultdict(int)
         pool_tenants: dict[str, set[str]] = defaultdict(set)
+        overtaking = Overtaking()
         for job in waiting:
             key = job.resource_key
             pool_pos[job.pool] += 1
             model_pos[key] += 1
             ahead = pool_tenants[job.pool]
-            reason = self.reasons.get(job.id, _CAPACITY)
+            reason = base = self.reasons.get(job.id, _CAPACITY)
             position = pool_pos[job.pool]
             if position > 1 and job.id in self.capacity_bound:
                 reason = [reason, text.queue_place(position, job.pool,
@@ -178,6 +226,7 @@ class Explainer:
             if len(ahead) < 2:
                 ahead.add(job.tenant)
             p50, p90 = etas.get(job.id, (None, None))
+            reason = overtaking.note(job, position, p50, base, reason)
             self.decisions.waiting[job.id] = WaitInfo(position, model_pos[key], p50, p90, reason)
 
     def etas(self, waiting: list[JobView]) -> dict[int, tuple[datetime | None, datetime | None]]:
