@@ -154,7 +154,7 @@ def test_the_job_page_and_the_api_show_the_accuracy_beside_the_eta(login, api, b
                     "tier": job.tier, "enough": True}
     page = login(bob).get(f"/t/acme/jobs/{job.pk}/").content.decode()
     assert ("Estimates in this pool were off by a median of 12 min; 85% of them were "
-            "followed by a start by their 90% time (last 7 days: 1 jobs, 20 estimates)") in page
+            "followed by a start by their 90% time (last 7 days: 1 job, 20 estimates)") in page
     # a job not waiting has none
     assert api(bob).get(f"/api/v1/tenants/acme/jobs/{running.pk}/").json()[
         "eta_accuracy"] is None
