@@ -49,10 +49,12 @@ class Overtaking:
         ``base``: the job's own reason (without its queue place)."""
         if p50 is None:
             return reason
-        times, rows = self.latest.setdefault((job.pool, job.tier), ([], []))
-        idx = bisect.bisect_right(times, p50)
-        if idx < len(times):
-            note = sooner(job, *rows[idx])
+        found = self.latest.get((job.pool, job.tier))
+        if found is None:
+            found = self.latest[(job.pool, job.tier)] = ([], [])
+        times, rows = found
+        if times and p50 < times[-1]:
+            note = sooner(job, *rows[bisect.bisect_right(times, p50)])
             return [*reason, note] if isinstance(reason, list) else [reason, note]
         if not times or p50 > times[-1]:
             times.append(p50)
@@ -63,19 +65,30 @@ class Overtaking:
 _OWN_QUOTA = frozenset({"jobs.wait.over_quota", "jobs.wait.borrow_cap"})
 
 
+_NOTES: dict[tuple[str, int], Text] = {}
+_NOTES_MAX = 200_000
+
+
 def sooner(job: JobView, position: int, ahead: JobView, held: Text) -> Text:
     """Why ``job`` may start before ``ahead``, at ``position`` in their pool's queue
     (``held``: the reason ``ahead`` waits): it waits for other cards, or for its own
-    tenant's quota, or ``job`` fits in the room free until ``ahead`` can start."""
-    n = text.position(position)
+    tenant's quota, or ``job`` fits in the room free until ``ahead`` can start. The texts
+    recur in every pass: built once and shared, as :func:`text.queue_place`'s."""
     if ahead.resource_key != job.resource_key:
-        return {"code": "jobs.wait.sooner_other_cards", "args": {"n": n}}
-    if (ahead.tenant != job.tenant and isinstance(held, dict)
+        code = "jobs.wait.sooner_other_cards"
+    elif (ahead.tenant != job.tenant and isinstance(held, dict)
             and held.get("code") in _OWN_QUOTA):
-        return {"code": "jobs.wait.sooner_quota", "args": {"n": n}}
-    if job.demand < ahead.demand:
-        return {"code": "jobs.wait.backfill_smaller", "args": {"n": n}}
-    return {"code": "jobs.wait.backfill", "args": {"n": n}}
+        code = "jobs.wait.sooner_quota"
+    elif job.demand < ahead.demand:
+        code = "jobs.wait.backfill_smaller"
+    else:
+        code = "jobs.wait.backfill"
+    note = _NOTES.get((code, position))
+    if note is None:
+        note = {"code": code, "args": {"n": text.position(position)}}
+        if len(_NOTES) < _NOTES_MAX:
+            _NOTES[(code, position)] = note
+    return note
 
 
 class Explainer:

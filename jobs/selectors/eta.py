@@ -56,8 +56,11 @@ class EtaAccuracy:
         return out
 
 
-def _measure(rows: list[tuple[int, dt.datetime, dt.datetime, dt.datetime, dt.datetime]],
-             window_days: int, tier: str) -> EtaAccuracy:
+Sample = tuple[int, dt.datetime, dt.datetime, dt.datetime, dt.datetime]
+"""(job id, predicted at, eta p50, eta p90, started at) of one recorded ETA."""
+
+
+def _measure(rows: list[Sample], window_days: int, tier: str) -> EtaAccuracy:
     errors: list[float] = []
     waits: list[float] = []
     covered = 0
@@ -79,14 +82,20 @@ def eta_accuracy(pool_id: int, tier: str, *, now: dt.datetime | None = None,
     """The accuracy of the ETAs shown in the pool (its ``tier`` alone when it has enough
     samples) for jobs admitted in the last ``window_days``."""
     now = now or timezone.now()
-    rows = list(EtaRecord.objects.filter(
-        pool_id=pool_id, started_at__gte=now - dt.timedelta(days=window_days),
-        started_at__lte=now).order_by("-started_at").values_list(
-        "job_id", "predicted_at", "eta_p50", "eta_p90", "started_at", "tier")[:LIMIT])
-    same = [r[:5] for r in rows if r[5] == tier]
+    rows: list[Sample] = []
+    same: list[Sample] = []
+    for job_id, predicted, p50, p90, started, of_tier in EtaRecord.objects.filter(
+            pool_id=pool_id, started_at__gte=now - dt.timedelta(days=window_days),
+            started_at__lte=now).order_by("-started_at").values_list(
+            "job_id", "predicted_at", "eta_p50", "eta_p90", "started_at", "tier")[:LIMIT]:
+        if started is None:   # not selected (started_at__gte); for the type checker
+            continue
+        rows.append((job_id, predicted, p50, p90, started))
+        if of_tier == tier:
+            same.append(rows[-1])
     if len(same) >= MIN_SAMPLES:
         return _measure(same, window_days, tier)
-    return _measure([r[:5] for r in rows], window_days, "")
+    return _measure(rows, window_days, "")
 
 
 def job_eta_accuracy(job: TrainingJob) -> EtaAccuracy | None:
