@@ -4,10 +4,11 @@
 stores the engine's explanations: the Celery pass, the admission service's explaining
 thread, the Kueue forecaster) with the waiting jobs whose stored ETA it changes. A job's
 first ETA is always recorded; a later one only when its p50 or p90 moved by more than
-:func:`tolerance` from the job's last record, so a queue whose ETAs barely move costs a
-read of the changed jobs' last records and no insert. :func:`record_started` fills
-``started_at`` of a job's open records when it is admitted (``jobs.transitions``).
-Records older than ``EtaRecord.RETENTION_DAYS`` are deleted, at most once an hour.
+:func:`tolerance` from the job's stored ETA or its last record (``_LAST``: a slow drift
+adds up), so a queue whose ETAs barely move costs no read and no insert.
+:func:`record_started` fills ``started_at`` of a job's open records when it is admitted
+(``jobs.transitions``). Records older than ``EtaRecord.RETENTION_DAYS`` are deleted, at
+most once an hour.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
 from django.core.cache import cache
-from django.db.models import Max
 
 from core.db import insert_rows
 from jobs.models import EtaRecord
@@ -34,8 +34,9 @@ CHUNK = 5000
 PRUNE_EVERY = 3600
 FIELDS = ("job", "pool", "tier", "predicted_at", "eta_p50", "eta_p90")
 
-Shown = tuple[int, int, str, dt.datetime, dt.datetime]
-"""(job id, pool id, tier, eta p50, eta p90) of one job whose stored ETA changes."""
+Shown = tuple[int, int, str, dt.datetime | None, dt.datetime | None, dt.datetime, dt.datetime]
+"""(job id, pool id, tier, stored p50, stored p90, new p50, new p90) of one job whose
+stored ETA changes."""
 
 
 def tolerance(now: dt.datetime, eta: dt.datetime) -> float:
@@ -55,26 +56,31 @@ def _chunks(ids: Sequence[int]) -> Iterable[Sequence[int]]:
         yield ids[i:i + CHUNK]
 
 
-def last_records(job_ids: Sequence[int]) -> dict[int, tuple[dt.datetime, dt.datetime]]:
-    """(p50, p90) of each job's latest open record (two indexed reads per chunk)."""
-    out: dict[int, tuple[dt.datetime, dt.datetime]] = {}
-    for chunk in _chunks(job_ids):
-        latest = list(EtaRecord.objects.filter(job_id__in=chunk, started_at__isnull=True)
-                      .values("job_id").annotate(last=Max("id")).values_list("last", flat=True))
-        for job_id, p50, p90 in EtaRecord.objects.filter(pk__in=latest).values_list(
-                "job_id", "eta_p50", "eta_p90"):
-            out[job_id] = (p50, p90)
-    return out
+_LAST: dict[int, tuple[dt.datetime, dt.datetime]] = {}
+"""The ETA each job was last recorded with (or first seen with) in this process: a drift
+by small steps adds up against it. Another process's records are not read: after a
+restart, drift is counted from the first ETA seen (at worst one record more or less)."""
+_LAST_MAX = 500_000
 
 
 def record_shown(rows: Sequence[Shown], now: dt.datetime) -> int:
-    """Record the ETAs of ``rows`` that are a job's first or moved past the tolerance;
-    returns the rows written."""
+    """Record the ETAs of ``rows`` that are a job's first or moved past the tolerance
+    (from the stored ETA, or from the one last recorded: a slow drift); no read, one
+    bulk insert. Returns the rows written."""
     if not rows:
         return 0
-    last = last_records([r[0] for r in rows])
-    new = [(job_id, pool_id, tier, now, p50, p90) for job_id, pool_id, tier, p50, p90 in rows
-           if job_id not in last or moved(now, last[job_id], (p50, p90))]
+    if len(_LAST) > _LAST_MAX:
+        _LAST.clear()
+    new = []
+    for job_id, pool_id, tier, old50, old90, p50, p90 in rows:
+        eta = (p50, p90)
+        last = _LAST.get(job_id)
+        if old50 is None or old90 is None or moved(now, (old50, old90), eta) or (
+                last is not None and moved(now, last, eta)):
+            new.append((job_id, pool_id, tier, now, p50, p90))
+            _LAST[job_id] = eta
+        elif last is None:
+            _LAST[job_id] = (old50, old90)
     written = insert_rows(EtaRecord, FIELDS, new) if new else 0
     if cache.add("jobs:eta-records:prune", "1", timeout=PRUNE_EVERY):
         prune(now)
@@ -86,6 +92,7 @@ def record_started(starts: Mapping[int, dt.datetime]) -> None:
     by_time: dict[dt.datetime, list[int]] = defaultdict(list)
     for job_id, at in starts.items():
         by_time[at].append(job_id)
+        _LAST.pop(job_id, None)
     for at, job_ids in by_time.items():
         for chunk in _chunks(job_ids):
             EtaRecord.objects.filter(job_id__in=chunk, started_at__isnull=True).update(

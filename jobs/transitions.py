@@ -163,7 +163,8 @@ def record_waiting(waiting: dict, now: dt.datetime | None = None) -> None:
             changed.append((pk, *new))
             if info.eta_p50 is not None and info.eta_p90 is not None and (
                     stored[2] != info.eta_p50 or stored[3] != info.eta_p90):
-                shown.append((pk, pool_id, tier, info.eta_p50, info.eta_p90))
+                shown.append((pk, pool_id, tier, stored[2], stored[3], info.eta_p50,
+                              info.eta_p90))
     update_rows(TrainingJob, names, changed)
     eta_records.record_shown(shown, now or timezone.now())
 

@@ -23,6 +23,13 @@ from tenants.access import access_for
 REASON = {"code": "jobs.wait.capacity", "args": {}}
 
 
+@pytest.fixture(autouse=True)
+def _no_etas_remembered():
+    """What this process last recorded (``eta_records._LAST``) starts empty: job ids of
+    rolled-back tests come again."""
+    eta_records._LAST.clear()
+
+
 @pytest.fixture
 def jobs(bob, quota):
     return [services.job_submit(access=access_for(bob, quota), actor=bob, pool="dev",
