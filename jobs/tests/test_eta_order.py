@@ -95,3 +95,23 @@ def test_random_queues_do_carry_such_rows():
         nodes, jobs, quotas, policy = random_case(seed)
         noted += check_order(jobs, run(nodes, jobs, quotas, policy=policy))
     assert noted > 0
+
+
+def test_each_reason_names_the_job_ahead():
+    """Which reason a row gets, by what holds the job ahead of it."""
+    from jobs.admission.explain import sooner
+
+    from .test_admission_helpers import A100
+
+    ahead = job(1, gpus=8)
+    over = {"code": "jobs.wait.over_quota", "args": {}}
+    capacity = {"code": "jobs.wait.capacity", "args": {}}
+    cases = [
+        (job(2, gpus=8, model=A100), capacity, "which waits for other cards"),
+        (job(2, gpus=8, tenant="globex"), over, "which waits for its own tenant's quota"),
+        (job(2, gpus=1, tenant="globex"), capacity, "a smaller job: it can start in the gap"),
+        (job(2, replicas=2, gpus=4), capacity, "it fits in the room that is free until"),
+    ]
+    for row, held, words in cases:
+        said = english(sooner(row, 4, ahead, held))
+        assert words in said and "4th in the queue" in said, said
