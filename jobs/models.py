@@ -267,3 +267,32 @@ class IdleWhileWaiting(models.Model):
 
     def __str__(self) -> str:
         return f"{self.minute:%Y-%m-%d %H:%M} {self.key} {self.cause or 'total'}"
+
+
+class EtaRecord(models.Model):
+    """One ETA a waiting job was shown (``jobs.eta_records``): at its first explanation and
+    at each one that moved it by more than a tolerance; ``started_at`` is filled when the
+    job is next admitted (the start the engine's ETA predicts). The accuracy of recent
+    estimates (``jobs.selectors.eta_accuracy``) is read from these rows; rows older than
+    ``RETENTION_DAYS`` are pruned."""
+
+    RETENTION_DAYS = 30
+
+    job = models.ForeignKey(TrainingJob, on_delete=models.CASCADE, related_name="+")
+    pool = models.ForeignKey("tenants.Pool", on_delete=models.CASCADE, related_name="+")
+    tier = models.CharField(max_length=16, choices=Tier.choices)
+    predicted_at = models.DateTimeField()
+    eta_p50 = models.DateTimeField()
+    eta_p90 = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["pool", "started_at"], name="eta_record_pool_started"),
+            models.Index(fields=["job"], name="eta_record_open",
+                         condition=models.Q(started_at__isnull=True)),
+            models.Index(fields=["predicted_at"], name="eta_record_predicted"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job_id}: {self.eta_p50:%Y-%m-%d %H:%M} at {self.predicted_at:%H:%M}"

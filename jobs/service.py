@@ -321,7 +321,7 @@ class AdmissionService:
         decisions, skip = selectors.decide_with_pools_absent(inputs, incremental=False,
                                                              explain=True)
         with transaction.atomic():
-            transitions.record_waiting(decisions.waiting)
+            transitions.record_waiting(decisions.waiting, now)
             previous = AdmissionState.objects.values_list("explained_at", flat=True).first()
             idle_waiting.record_pass(
                 nodes=inputs["nodes"], jobs=inputs["jobs"], decisions=decisions, skip=skip,

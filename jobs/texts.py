@@ -143,6 +143,15 @@ register("jobs.wait.preempted", ngettext_lazy(
 register("jobs.wait.position", _("%(n)s in the %(pool)s queue"))
 register("jobs.wait.position_own", _("%(n)s in the %(pool)s queue behind jobs of your own "
                                      "tenant"))
+# a job whose ETA is earlier than that of a job ahead of it in its pool's queue and tier
+register("jobs.wait.backfill_smaller", _(
+    "a smaller job: it can start in the gap before the %(n)s in the queue needs the cards"))
+register("jobs.wait.backfill", _(
+    "it fits in the room that is free until the %(n)s in the queue can start"))
+register("jobs.wait.sooner_other_cards", _(
+    "it can start before the %(n)s in the queue, which waits for other cards"))
+register("jobs.wait.sooner_quota", _(
+    "it can start before the %(n)s in the queue, which waits for its own tenant's quota"))
 
 # -- why a job could never start as it is ---------------------------------------------------
 

@@ -27,6 +27,7 @@ from django.utils import timezone
 from core.db import insert_rows, update_rows
 from core.texts import StoredText
 from core.texts import message as stored_text
+from jobs import eta_records
 from jobs.choices import JobState
 from jobs.models import JobTransition, TrainingJob
 from tenants.access import AnyUser
@@ -74,6 +75,8 @@ def job_transition(*, job_id: int, from_states: Iterable[str], to_state: str, re
         fields.update(dict.fromkeys(stamp, at))
         TrainingJob.objects.filter(pk=job_id).update(state=to_state, **fields)
         record(job, previous, to_state, reason, message=message, actor=actor, at=at)
+        if to_state == JobState.ADMITTED:
+            eta_records.record_started({job_id: at})
     return True
 
 
@@ -135,17 +138,22 @@ def job_transitions(*, moves: Iterable[Move], from_states: Iterable[str], to_sta
         insert_rows(JobTransition, TRANSITION_FIELDS, [
             (job_id, previous[job_id], to_state, reason, by_id[job_id].message,
              when[job_id], now) for job_id in previous])
+        if to_state == JobState.ADMITTED:
+            eta_records.record_started({job_id: when[job_id] for job_id in previous})
     return [m.job_id for m in moves if m.job_id in previous]
 
 
-def record_waiting(waiting: dict) -> None:  # dict[int, WaitInfo]
+def record_waiting(waiting: dict, now: dt.datetime | None = None) -> None:
     """Store each waiting job's position, ETA and reason (from the engine); only the
     jobs whose values changed are written. The queued jobs are read by their state, not
-    by an ``IN`` list of every waiting id (which SQLite refuses past 32,766 of them)."""
+    by an ``IN`` list of every waiting id (which SQLite refuses past 32,766 of them).
+    An ETA that changes is recorded (``jobs.eta_records``: the first, and those that
+    moved past its tolerance) to be measured against the start."""
     names = ["position_in_pool", "position_in_model", "eta_p50", "eta_p90", "wait_reason"]
     changed = []
-    for pk, *stored in TrainingJob.objects.filter(state=JobState.QUEUED).values_list(
-            "id", *names):
+    shown: list[eta_records.Shown] = []
+    for pk, pool_id, tier, *stored in TrainingJob.objects.filter(
+            state=JobState.QUEUED).values_list("id", "pool_id", "tier", *names):
         info = waiting.get(pk)
         if info is None:
             continue
@@ -153,7 +161,12 @@ def record_waiting(waiting: dict) -> None:  # dict[int, WaitInfo]
                info.reason)
         if tuple(stored) != new:
             changed.append((pk, *new))
+            if info.eta_p50 is not None and info.eta_p90 is not None and (
+                    stored[2] != info.eta_p50 or stored[3] != info.eta_p90):
+                shown.append((pk, pool_id, tier, stored[2], stored[3], info.eta_p50,
+                              info.eta_p90))
     update_rows(TrainingJob, names, changed)
+    eta_records.record_shown(shown, now or timezone.now())
 
 
 def job_notify_owner(*, job: TrainingJob, text: StoredText, email: bool = False) -> None:

@@ -130,6 +130,7 @@ def job_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         "health": selectors.job_health(job),
         "reclaim_grace": selectors.reclaim_grace(job),
         "worker": worker_resources_text(worker_resources(job)),
+        "eta_accuracy": selectors.job_eta_accuracy(job),
     })
 
 

@@ -32,6 +32,65 @@ def _ts(when: datetime | None, default: float) -> float:
     return when.timestamp() if when is not None else default
 
 
+class Overtaking:
+    """Within a pool's queue and tier, ETAs do not go back as the position grows, unless
+    the row says why: a job whose ETA p50 is earlier than that of a job ahead of it gets
+    :func:`sooner`'s reason. Fed the waiting jobs in queue order (:meth:`note`); it keeps,
+    per pool and tier, the jobs whose ETA was the latest so far: their ETAs ascend, so the
+    first job ahead with a later ETA is found by bisection."""
+
+    def __init__(self) -> None:
+        self.latest: dict[tuple[str, str],
+                          tuple[list[datetime], list[tuple[int, JobView, Text]]]] = {}
+
+    def note(self, job: JobView, position: int, p50: datetime | None, base: Text,
+             reason: Text) -> Text:
+        """``reason`` (the row's), with why it starts before a job ahead when it does;
+        ``base``: the job's own reason (without its queue place)."""
+        if p50 is None:
+            return reason
+        found = self.latest.get((job.pool, job.tier))
+        if found is None:
+            found = self.latest[(job.pool, job.tier)] = ([], [])
+        times, rows = found
+        if times and p50 < times[-1]:
+            note = sooner(job, *rows[bisect.bisect_right(times, p50)])
+            return [*reason, note] if isinstance(reason, list) else [reason, note]
+        if not times or p50 > times[-1]:
+            times.append(p50)
+            rows.append((position, job, base))
+        return reason
+
+
+_OWN_QUOTA = frozenset({"jobs.wait.over_quota", "jobs.wait.borrow_cap"})
+
+
+_NOTES: dict[tuple[str, int], Text] = {}
+_NOTES_MAX = 200_000
+
+
+def sooner(job: JobView, position: int, ahead: JobView, held: Text) -> Text:
+    """Why ``job`` may start before ``ahead``, at ``position`` in their pool's queue
+    (``held``: the reason ``ahead`` waits): it waits for other cards, or for its own
+    tenant's quota, or ``job`` fits in the room free until ``ahead`` can start. The texts
+    recur in every pass: built once and shared, as :func:`text.queue_place`'s."""
+    if ahead.resource_key != job.resource_key:
+        code = "jobs.wait.sooner_other_cards"
+    elif (ahead.tenant != job.tenant and isinstance(held, dict)
+            and held.get("code") in _OWN_QUOTA):
+        code = "jobs.wait.sooner_quota"
+    elif job.demand < ahead.demand:
+        code = "jobs.wait.backfill_smaller"
+    else:
+        code = "jobs.wait.backfill"
+    note = _NOTES.get((code, position))
+    if note is None:
+        note = {"code": code, "args": {"n": text.position(position)}}
+        if len(_NOTES) < _NOTES_MAX:
+            _NOTES[(code, position)] = note
+    return note
+
+
 class Explainer:
     """Reasons, positions and ETAs; mixed into the pass, whose state it reads."""
 
@@ -160,17 +219,19 @@ class Explainer:
         return table
 
     def explain(self, waiting: list[JobView]) -> None:
-        """Positions, ETA and the final reason of every waiting job."""
+        """Positions, ETA and the final reason of every waiting job (an ETA earlier than
+        one ahead in the pool's queue and tier says why: :class:`Overtaking`)."""
         etas = self.etas(waiting)
         pool_pos: dict[str, int] = defaultdict(int)
         model_pos: dict[str, int] = defaultdict(int)
         pool_tenants: dict[str, set[str]] = defaultdict(set)
+        overtaking = Overtaking()
         for job in waiting:
             key = job.resource_key
             pool_pos[job.pool] += 1
             model_pos[key] += 1
             ahead = pool_tenants[job.pool]
-            reason = self.reasons.get(job.id, _CAPACITY)
+            reason = base = self.reasons.get(job.id, _CAPACITY)
             position = pool_pos[job.pool]
             if position > 1 and job.id in self.capacity_bound:
                 reason = [reason, text.queue_place(position, job.pool,
@@ -178,6 +239,7 @@ class Explainer:
             if len(ahead) < 2:
                 ahead.add(job.tenant)
             p50, p90 = etas.get(job.id, (None, None))
+            reason = overtaking.note(job, position, p50, base, reason)
             self.decisions.waiting[job.id] = WaitInfo(position, model_pos[key], p50, p90, reason)
 
     def etas(self, waiting: list[JobView]) -> dict[int, tuple[datetime | None, datetime | None]]:

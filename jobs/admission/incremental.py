@@ -54,7 +54,7 @@ from jobs.choices import JobState
 
 from . import text
 from .engine import _Pass
-from .explain import _CAPACITY
+from .explain import _CAPACITY, Overtaking
 from .order import Entry, borrow_predicate, fair_order
 from .types import (
     ACTIVE_STATES,
@@ -455,6 +455,7 @@ class Engine:
         pool_pos: dict[str, int] = defaultdict(int)
         model_pos: dict[str, int] = defaultdict(int)
         pool_tenants: dict[str, set[str]] = defaultdict(set)
+        overtaking = Overtaking()
         # entries are unique (they end with the job's id and tenant): items never compare
         # beyond them
         for _entry, job, admitted, reason, bound, eta in heapq.merge(
@@ -466,11 +467,13 @@ class Engine:
             model_pos[key] += 1
             ahead = pool_tenants[pool]
             position = pool_pos[pool]
+            base = reason
             if position > 1 and bound:
                 reason = [reason, text.queue_place(position, pool,
                                                    behind_own=ahead == {job.tenant})]
             if len(ahead) < 2:
                 ahead.add(job.tenant)
+            reason = overtaking.note(job, position, eta[0], base, reason)
             waiting[job.id] = WaitInfo(position, model_pos[key], eta[0], eta[1], reason)
         for _key, job, reason in heapq.merge(*(g.held for g in groups)):
             pool, key = job.pool, job.resource_key

@@ -15,8 +15,9 @@ from core.models import Policy
 from core.texts import render, text_code
 from core.when import eta_text
 from jobs import validation as v
-from jobs.choices import JobKind
+from jobs.choices import JobKind, JobState
 from jobs.models import JobTransition, TrainingJob
+from jobs.selectors.eta import eta_accuracy
 from jobs.selectors.spec import worker_resources
 from jobs.texts import transition_reason_label
 from k8s_sync.specs import MAX_RUN_SECONDS
@@ -118,6 +119,23 @@ class JobSerializer(serializers.ModelSerializer):
     def get_memory_request_gib_per_worker(self, job: TrainingJob) -> str:
         return _decimal3(worker_resources(job)["memory_request_gib"])
 
+    eta_accuracy = serializers.SerializerMethodField(
+        help_text="For a queued job with an ETA: how far the ETAs shown in its pool (its "
+                  "tier alone when it has enough samples) were right, for jobs admitted in "
+                  "the last window_days: {samples, jobs, median_error_seconds (|p50 - "
+                  "start|), median_relative_error (that over the median wait), "
+                  "p90_coverage (share started by p90), window_days, tier, enough (samples "
+                  "enough to judge)}; null otherwise")
+
+    def get_eta_accuracy(self, job: TrainingJob) -> dict[str, Any] | None:
+        if job.state != JobState.QUEUED or job.eta_p50 is None:
+            return None
+        memo = self.context.setdefault("eta_accuracy", {})
+        key = (job.pool_id, job.tier)
+        if key not in memo:
+            memo[key] = eta_accuracy(job.pool_id, job.tier).as_dict()
+        return memo[key]
+
     def get_eta_p50_text(self, job: TrainingJob) -> str:
         return eta_text(job.eta_p50)
 
@@ -137,7 +155,8 @@ class JobSerializer(serializers.ModelSerializer):
                   "submitted_by",
                   "submitted_at", "admitted_at",
                   "started_at", "finished_at", "position_in_pool", "position_in_model",
-                  "eta_p50", "eta_p90", "eta_p50_text", "eta_p90_text", "wait_reason",
+                  "eta_p50", "eta_p90", "eta_p50_text", "eta_p90_text", "eta_accuracy",
+                  "wait_reason",
                   "wait_reason_code", "preempt_reason",
                   "preempt_reason_code", "preempt_deadline", "last_error",
                   "gpu_shared", "gpu_memory_gib_per_card", "gpu_kind"]

@@ -165,7 +165,7 @@ def apply_decisions(decisions: Any, waiting_for_pool: dict[int, Pool], now: dt.d
     else:
         sync([*admitted, *preempted])
     if explained:
-        transitions.record_waiting(decisions.waiting)
+        transitions.record_waiting(decisions.waiting, now)
     return {"admitted": len(admitted), "preempted": len(preempted),
             "waiting": len(decisions.waiting) if explained else None}
 

@@ -10,7 +10,8 @@
 * :mod:`~jobs.selectors.preview`: the job form's live preview;
 * :mod:`~jobs.selectors.pods`: a job's pods, logs, GPU utilisation and events;
 * :mod:`~jobs.selectors.windows`: maintenance windows;
-* :mod:`~jobs.selectors.health`: jobs that do not progress, and why.
+* :mod:`~jobs.selectors.health`: jobs that do not progress, and why;
+* :mod:`~jobs.selectors.eta`: how far recent ETAs were right.
 
 The public names are re-exported here (``from jobs import selectors;
 selectors.job_spec(...)``). The submodules import each other directly, never this
@@ -25,6 +26,11 @@ from jobs.selectors.admission import (
     admission_inputs,
     decide_with_pools_absent,
     reclaim_grace,
+)
+from jobs.selectors.eta import (
+    EtaAccuracy,
+    eta_accuracy,
+    job_eta_accuracy,
 )
 from jobs.selectors.health import (
     job_health,
@@ -96,11 +102,13 @@ __all__ = [
     "QUEUE_FILTERS",
     "QUEUE_SORTS",
     "VIEW_FIELDS",
+    "EtaAccuracy",
     "PlatformQueue",
     "PodLog",
     "active_rows",
     "admission_inputs",
     "decide_with_pools_absent",
+    "eta_accuracy",
     "events_of",
     "gpu_kind_label",
     "granted_gpu_models",
@@ -108,6 +116,7 @@ __all__ = [
     "in_use_by_pool",
     "inventory",
     "job_demand_of",
+    "job_eta_accuracy",
     "job_health",
     "job_history",
     "job_or_404",

@@ -28,4 +28,6 @@ def test_the_eta_benchmark_replays_a_small_workload_and_scores_engine_and_baseli
     for name in ("engine, every pass", "naive FIFO, every pass"):
         f = figures[name]
         assert f["n"] > 0 and 0 <= f["coverage"] <= 1 and not math.isnan(f["mae"])
+        # the goal's figure: the median error over the median actual wait
+        assert f["relative"] == f["mae"] / f["wait"] and f["wait"] > 0
     assert any(p.p90 > p.p50 for p in result.engine)   # p90 is a real upper quantile
