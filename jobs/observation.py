@@ -241,9 +241,7 @@ def enforce_pod_start(now: dt.datetime, *, policy: Policy | None = None,
                     decision, why)
         counts["start_requeued" if decision == "requeue" else "start_failed"] += 1
         enqueue.schedule_sync(job.pk)  # suspend its PyTorchJob: the pending pods go
-        if decision == "fail" or not (job.problem or {}).get("notified"):
-            # the owner was told of the problem already, with this step in it
-            transitions.job_notify_owner(job=job, text=text, email=decision == "fail")
+        transitions.job_notify_owner(job=job, text=text, email=decision == "fail")
     return counts
 
 

@@ -264,23 +264,23 @@ def test_a_transient_failure_keeps_its_retries_and_the_api_counts_the_requeues(
         assert body["state"] == "queued" and body["restart_count"] == 1
         assert body["problem"]["next"] == "readmit" and body["problem"]["attempt"] == 2
         assert "i/o timeout" in body["last_error"]
-        # one notification so far: the problem's (it said what would happen)
+        # the problem's notification (once), then the requeue's
         told = [n for n in Notification.objects.filter(user=bob)
                 if "slowreg" in english(n.text)]
-        assert len(told) == 1
+        assert len(told) == 2
         _cycle(world, cluster, 10)
         _cycle(world, cluster, 10)
         body = _api(api, bob, job)
         assert body["state"] == "admitted" and body["problem"]["next"] == "fail"
         assert len([n for n in Notification.objects.filter(user=bob)
-                    if "slowreg" in english(n.text)]) == 1  # the same problem: not again
+                    if "slowreg" in english(n.text)]) == 2  # the same problem: not again
     with _later(23):
         _cycle(world, cluster, 5)
         body = _api(api, bob, job)
         assert body["state"] == "failed" and body["problem"]["next"] == "failed"
         assert body["restart_count"] == 1 and "i/o timeout" in body["last_error"]
         assert len([n for n in Notification.objects.filter(user=bob)
-                    if "slowreg" in english(n.text)]) == 2  # and its failure
+                    if "slowreg" in english(n.text)]) == 3  # and its failure
 
 
 def test_the_admission_service_shows_the_problem_from_its_informers(

@@ -60,11 +60,13 @@ def test_an_unpullable_image_is_requeued_then_failed_and_its_gpus_go_to_the_next
                                "pull the image registry.example.org/ml/trainer:1 (")
         assert "ImagePullBackOff" in text or "ErrImagePull" in text
         assert "attempt 1 of 2" in text
-        # the owner was told of the problem when the cluster reported it, with this step
-        # in it: the requeue tells nobody again
-        notes = [english(n.text) for n in Notification.objects.filter(user=bob)]
-        assert len([n for n in notes if "bad-image" in n]) == 1
+        # the owner was told of the problem when the cluster reported it (once), and now
+        # of the requeue
+        notes = [english(n.text) for n in Notification.objects.filter(user=bob).order_by("id")
+                 if "bad-image" in english(n.text)]
+        assert len(notes) == 2
         assert "cannot be pulled for now" in notes[0] and "503 Service Unavailable" in notes[0]
+        assert "cannot pull the image" in notes[1] and "back in the queue" in notes[1]
         detail = _page(bob, bad)
         assert "cannot pull the image registry.example.org/ml/trainer:1" in detail
         # Its PyTorchJob is suspended, the pods go; it is admitted again (first in line).

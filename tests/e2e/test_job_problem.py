@@ -20,10 +20,8 @@ from tests.e2e.test_browser import (  # noqa: F401  (fixtures)
     world,
 )
 
-try:
-    from playwright.sync_api import expect
-except ImportError:  # pragma: no cover - test_browser skips the module first
-    pass
+# skipped with test_browser when playwright or chromium is missing
+expect = pytest.importorskip("playwright.sync_api").expect
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180), pytest.mark.xdist_group("e2e")]
 
