@@ -334,8 +334,8 @@ def _store_problem(job_id: int, previous: Any, decision: problems.Decision,
     pass may have written first: then nothing, so the owner is told once); tell the
     owner; fail the job when the decision says so. True when written."""
     with transaction.atomic():
-        job = (TrainingJob.objects.select_for_update(of=("self",)).filter(pk=job_id,
-                                                              state=JobState.ADMITTED)
+        job = (TrainingJob.objects.select_for_update(of=("self",))
+               .filter(pk=job_id, state=JobState.ADMITTED)
                .select_related("tenant", "submitted_by").first())
         if job is None or job.problem != previous:
             return False
