@@ -97,6 +97,9 @@ class TrainingJob(models.Model):
     in_cluster = models.BooleanField(default=False)   # the PyTorchJob (TrainJob) was created
     cluster_suspended = models.BooleanField(default=True)
     last_error = models.TextField(blank=True)
+    # What stops its pods as the cluster reports it (jobs.problems: code, the cluster's
+    # reason and message, since, the next step and when); None when nothing does.
+    problem = models.JSONField(null=True, blank=True, default=None)
 
     class Meta:
         ordering = ["-submitted_at", "-id"]

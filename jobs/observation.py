@@ -3,6 +3,9 @@
 * :func:`observe_jobs`: jobs to running, succeeded, failed, and (a preempted job whose
   pods are gone) back to the queue, each dated by the cluster's clock
   (:func:`_cluster_times`); no API call.
+* :func:`record_problems`: what stops an admitted job's pods, stored on the job as soon
+  as the cluster reports it (``jobs.problems``), its owner told once; an image that
+  cannot be resolved fails the job at once.
 * :func:`enforce_pod_start`: an admitted job whose pods have not started within the
   policy's deadline goes back to the queue, or fails (``jobs.podstart``).
 
@@ -14,20 +17,21 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Count, Max
 
 from core.models import Policy
 from core.texts import message as stored_text
-from jobs import enqueue, health, podstart, selectors, transitions
+from jobs import enqueue, health, podstart, problems, selectors, transitions
 from jobs.admission import ACTIVE_STATES as HOLDING_STATES
 from jobs.choices import JobState
 from jobs.models import JobTransition, TrainingJob
-from k8s_sync.models import ObservedPod
+from k8s_sync.models import ClusterEvent, ObservedPod
 from k8s_sync.naming import namespace_name
 from k8s_sync.selectors import WorkloadStatus, pod_run_times, workload_statuses
 from k8s_sync.specs import WORKLOAD_KINDS
@@ -116,12 +120,15 @@ def observe_jobs(now: dt.datetime, *, cluster: ClusterView | None = None,
             started, ended = _cluster_times(job, obj, finish, now)
             if job.state == JobState.ADMITTED and started is not None:
                 # it ran and finished between two passes: its run is billed all the same
-                running.append(transitions.Move(job.pk, fields={"placement": []}, at=started))
+                running.append(transitions.Move(job.pk, fields={"placement": [],
+                                                                "problem": None},
+                                                at=started))
             finished[finish].append((job, started, ended,
                                      conditions[finish].get("message", "")))
         elif job.state == JobState.ADMITTED and "Running" in conditions:
             started, _ended = _cluster_times(job, obj, "", now)
-            running.append(transitions.Move(job.pk, fields={"placement": []},
+            # its pods started: whatever stopped them is over (jobs.problems)
+            running.append(transitions.Move(job.pk, fields={"placement": [], "problem": None},
                                             at=started or now))
         elif job.state == JobState.PREEMPTING and (
                 (active_pods == 0 and job.pk not in remaining)
@@ -213,16 +220,21 @@ def enforce_pod_start(now: dt.datetime, *, policy: Policy | None = None,
         if decision == "requeue":
             text = stored_text("jobs.transition.start_requeued", minutes=minutes, cause=why,
                                n=returns + 1, max=attempts)
+            # A requeue is a restart: the next admission resumes the same job object
+            # (restart_count counts it, as a preemption's requeue does).
             moved = transitions.job_transition(
                 job_id=job.pk, from_states=[JobState.ADMITTED], to_state=JobState.QUEUED,
                 reason="NotStarted", message=text, at=now, admitted_at=None, borrowing=False,
-                placement=[], switch="")
+                placement=[], switch="", restart_count=job.restart_count + 1,
+                problem=problems.requeued(job.problem, attempt=returns + 2,
+                                          attempts=attempts))
         else:
             text = stored_text("jobs.transition.start_failed", minutes=minutes, cause=why,
                                max=attempts)
             moved = transitions.job_transition(
                 job_id=job.pk, from_states=[JobState.ADMITTED], to_state=JobState.FAILED,
-                reason="NotStarted", message=text, at=now, finished_at=now, placement=[])
+                reason="NotStarted", message=text, at=now, finished_at=now, placement=[],
+                problem=problems.failed(job.problem, now=now))
         if not moved:
             continue
         log.warning("job %s: pods not started within %ss (%s): %s", job.pk, deadline,
@@ -231,6 +243,122 @@ def enforce_pod_start(now: dt.datetime, *, policy: Policy | None = None,
         enqueue.schedule_sync(job.pk)  # suspend its PyTorchJob: the pending pods go
         transitions.job_notify_owner(job=job, text=text, email=decision == "fail")
     return counts
+
+
+def record_problems(now: dt.datetime, *, policy: Policy | None = None,
+                    rows: Iterable[Any] | None = None,
+                    pods: Sequence[Any] | None = None) -> dict[str, int]:
+    """What stops each admitted job's pods, stored on the job as soon as the cluster
+    reports it (``jobs.problems.decide``: the pods' waiting or scheduling reasons, the
+    kubelet's pull errors and the operator's ``FailedCreatePod`` since its admission).
+    The owner is told once per problem; an image that cannot be resolved fails the job
+    at once. ``rows`` (the active jobs' rows) and ``pods`` (the pods' rows) as the
+    caller keeps them (the admission service); else read."""
+    counts = {"problems": 0, "image_failed": 0}
+    if rows is not None and not any(r.state == JobState.ADMITTED for r in rows):
+        return counts
+    admitted: list[Any] = list(TrainingJob.objects.filter(state=JobState.ADMITTED).values_list(
+        "id", "k8s_name", "tenant__slug", "pool__kind", "admitted_at", "problem", "image",
+        named=True))
+    if not admitted:
+        return counts
+    ids = {str(j.id) for j in admitted}
+    waiting: dict[str, list[problems.PodSeen]] = defaultdict(list)
+    source = pods if pods is not None else ObservedPod.objects.filter(job__in=ids).exclude(
+        phase__in=["Running", "Succeeded", "Failed"]).exclude(reason="").only(
+        "job", "name", "phase", "reason", "message")
+    for pod in source:
+        if pod.job in ids and pod.reason and pod.phase not in ("Running", "Succeeded",
+                                                               "Failed"):
+            waiting[pod.job].append(problems.PodSeen(pod.name, pod.reason, pod.message))
+    events = _problem_events(admitted, waiting)
+    policy = policy if policy is not None else Policy.current()
+    deadline = int(policy.pod_start_deadline_seconds or 0)
+    attempts = max(1, int(policy.pod_start_attempts or 1))
+    found = {j.id: problems.find(waiting.get(str(j.id), ()), events.get(j.id, ()))
+             for j in admitted}
+    looked = [j.id for j in admitted if found[j.id] is not None or j.problem]
+    returns = dict(JobTransition.objects.filter(
+        job_id__in=looked, reason="NotStarted", to_state=JobState.QUEUED).values("job_id")
+        .annotate(n=Count("id")).values_list("job_id", "n")) if looked else {}
+    for job in admitted:
+        if found[job.id] is None and not job.problem:
+            continue
+        decision = problems.decide(found=found[job.id], previous=job.problem, now=now,
+                                   admitted_at=job.admitted_at, deadline_seconds=deadline,
+                                   attempts=attempts, returns=returns.get(job.id, 0))
+        if decision.problem == job.problem:
+            continue
+        if _store_problem(job.id, job.problem, decision, now):
+            counts["image_failed" if decision.fail_now else "problems"] += 1
+    return counts
+
+
+def _problem_events(admitted: Sequence[Any], waiting: Mapping[str, list[problems.PodSeen]]
+                    ) -> dict[int, list[podstart.Seen]]:
+    """The events of this admission of each job: the operator's refusals to create its
+    pods (on the job object) and the kubelet's pull errors (on its pods), recorded since
+    it was admitted (Trainyard's clock: ``observed_at``). One query."""
+    by_key: dict[tuple[str, str], int] = {}
+    for job in admitted:
+        namespace = namespace_name(job.tenant__slug, job.pool__kind)
+        if job.k8s_name:
+            by_key[(namespace, job.k8s_name)] = job.id
+        for pod in waiting.get(str(job.id), ()):
+            by_key[(namespace, pod.name)] = job.id
+    since = {job.id: job.admitted_at for job in admitted}
+    earliest = min((t for t in since.values() if t is not None), default=None)
+    if not by_key or earliest is None:
+        return {}
+    out: dict[int, list[podstart.Seen]] = defaultdict(list)
+    rows = ClusterEvent.objects.filter(
+        involved_namespace__in={ns for ns, _ in by_key},
+        involved_name__in={name for _, name in by_key},
+        reason__in=[*podstart.CREATE_REASONS, "Failed"], observed_at__gte=earliest,
+    ).values_list("involved_namespace", "involved_name", "reason", "message", "last_seen",
+                  "observed_at")
+    for namespace, name, reason, message, last_seen, observed in rows:
+        job_id = by_key.get((namespace, name))
+        start = since.get(job_id) if job_id is not None else None
+        if job_id is None or start is None or observed < start:
+            continue
+        if reason == "Failed" and not message.startswith("Failed to pull image"):
+            continue
+        out[job_id].append(podstart.Seen(reason, message, last_seen))
+    return out
+
+
+def _store_problem(job_id: int, previous: Any, decision: problems.Decision,
+                   now: dt.datetime) -> bool:
+    """Write ``decision`` on the job if it is still admitted with ``previous`` (another
+    pass may have written first: then nothing, so the owner is told once); tell the
+    owner; fail the job when the decision says so. True when written."""
+    with transaction.atomic():
+        job = (TrainingJob.objects.select_for_update(of=("self",))
+               .filter(pk=job_id, state=JobState.ADMITTED)
+               .select_related("tenant", "submitted_by").first())
+        if job is None or job.problem != previous:
+            return False
+        problem = decision.problem or {}
+        if decision.fail_now:
+            text = stored_text("jobs.transition.image_failed", cause=problems.cause(
+                problem, image=job.image))
+            if not transitions.job_transition(
+                    job_id=job.pk, from_states=[JobState.ADMITTED], to_state=JobState.FAILED,
+                    reason="NotStarted", message=text, at=now, finished_at=now,
+                    placement=[], problem=problems.failed(problem, now=now)):
+                return False
+            enqueue.schedule_sync(job.pk)  # its PyTorchJob suspended: the pods go
+            transitions.job_notify_owner(job=job, text=text, email=True)
+            log.warning("job %s: its image cannot be resolved, failed at once: %s", job.pk,
+                        problems.words(problem))
+            return True
+        TrainingJob.objects.filter(pk=job.pk).update(problem=decision.problem)
+        if decision.notify:
+            transitions.job_notify_owner(
+                job=job, text=problems.notice(problem, image=job.image),
+                email=problem.get("code") in problems.OWNER_FIXES)
+    return True
 
 
 def _pods_remaining(jobs: list[Held], *, pods: Sequence[Any] | None = None

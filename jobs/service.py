@@ -226,8 +226,10 @@ class AdmissionService:
         rows = self.live.active()
         observed = observation.observe_jobs(now, cluster=view,
                                             held=observation.held_of(rows))
-        observed.update(observation.enforce_pod_start(
-            now, policy=submitcache.snapshot().policy, rows=rows))
+        policy = submitcache.snapshot().policy
+        observed.update(observation.record_problems(now, policy=policy, rows=rows,
+                                                    pods=pods))
+        observed.update(observation.enforce_pod_start(now, policy=policy, rows=rows))
         self.live.refresh()  # what observing moved
         if self.live.needs_verify or started - self._verified >= self.timing.verify_seconds:
             self._verify()

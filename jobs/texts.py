@@ -241,6 +241,41 @@ register("jobs.start.not_created", _("its PyTorchJob could not be created in the
 register("jobs.start.other", _("its pods wait (%(reason)s: %(message)s)"))
 register("jobs.start.unknown", _("the cluster gave no reason"))
 register("jobs.notify.job", _("Job %(job)s: %(text)s"))
+# What stops an admitted job's pods (jobs.problems), in Trainyard's words and the cluster's.
+register("jobs.problem.image_missing", _(
+    "the image %(image)s cannot be pulled: it does not exist, or its registry cannot be "
+    "found (%(reason)s: %(message)s)"))
+register("jobs.problem.image_invalid", _("the image name %(image)s is not valid (%(reason)s: "
+                                         "%(message)s)"))
+register("jobs.problem.image_denied", _("the registry refuses access to the image %(image)s "
+                                        "(%(reason)s: %(message)s)"))
+register("jobs.problem.image_pull", _("the image %(image)s cannot be pulled for now "
+                                      "(%(reason)s: %(message)s)"))
+register("jobs.problem.config", _("its containers cannot be created (%(reason)s: "
+                                  "%(message)s)"))
+register("jobs.problem.unschedulable", _("the scheduler cannot place its pods (%(reason)s: "
+                                         "%(message)s)"))
+register("jobs.problem.create_failed", _("the cluster refuses to create its pods "
+                                         "(%(reason)s: %(message)s)"))
+register("jobs.problem.notify", _("its pods cannot start: %(cause)s. %(next)s"))
+register("jobs.problem.next.requeue", _(
+    "Trainyard keeps trying until %(at)s (the pod-start deadline), then puts it back in the "
+    "queue (attempt %(n)s of %(max)s)."))
+register("jobs.problem.next.fail", _(
+    "Trainyard keeps trying until %(at)s (the pod-start deadline), then fails it (attempt "
+    "%(n)s of %(max)s, the last)."))
+register("jobs.problem.next.wait", _("Trainyard keeps trying; no deadline is set."))
+register("jobs.problem.next.fail_now", _(
+    "Retrying cannot help, so it failed at once and its GPUs are free: fix the image, then "
+    "clone and resubmit."))
+register("jobs.problem.next.failed", _(
+    "It failed at %(at)s and its GPUs are free: fix the cause, then clone and resubmit."))
+register("jobs.problem.next.readmit", _(
+    "Its pods did not start in time, so it is back in the queue; Trainyard tries again when "
+    "it is admitted (attempt %(n)s of %(max)s)."))
+register("jobs.transition.image_failed", _(
+    "Its pods cannot start: %(cause)s. Retrying cannot help, so it failed at once and its "
+    "GPUs are free; fix the image, then clone and resubmit."))
 register("jobs.transition.maintenance", _(
     "maintenance window #%(window)s: freeing whole %(model)s nodes"))
 register("jobs.hold.abnormal", _("Held from the cluster page: abnormal GPU use"))

@@ -68,6 +68,7 @@ PY = sys.executable
 HOLDING = ("admitted", "running", "preempting")
 TERMINAL = ("succeeded", "failed", "cancelled")
 #: transitions whose reason tells the job's owner (``jobs.tasks``): one notification each
+#: (a problem with the job's pods is told besides, once: ``db_notifications``)
 NOTIFYING_REASONS = ("NotStarted", "Unbuildable")
 
 
@@ -320,15 +321,34 @@ def db_notifications() -> tuple[dict[int, int], list[str]]:
 
     sent: Counter[int] = Counter()
     dupes = []
+    # What stops a job's pods is told once per problem (jobs.problems), beside the
+    # transitions' notifications: counted apart, by job and problem.
+    told: Counter[tuple[int, str]] = Counter()
     rows = Notification.objects.values("user_id", "link", "message").annotate(n=Count("id"))
+    problems = {(r["link"], r["message"]): code for r in Notification.objects.filter(
+        link__contains="/jobs/").values("link", "message", "text")
+        if (code := problem_of(r["text"]))}
     for r in rows:
         link = r["link"] or ""
         parts = [p for p in link.split("/") if p]
-        if len(parts) >= 4 and parts[0] == "t" and parts[2] == "jobs" and parts[3].isdigit():
-            sent[int(parts[3])] += r["n"]
+        job = (int(parts[3]) if len(parts) >= 4 and parts[0] == "t" and parts[2] == "jobs"
+               and parts[3].isdigit() else None)
+        if job is not None and (link, r["message"]) in problems:
+            told[(job, problems[(link, r["message"])])] += r["n"]
+        elif job is not None:
+            sent[job] += r["n"]
         elif r["n"] > 1:
             dupes.append(f"user {r['user_id']}: {r['message'][:80]} x{r['n']}")
+    dupes += [f"job {job}: told twice of {code}" for (job, code), n in told.items() if n > 1]
     return dict(sent), dupes
+
+
+def problem_of(text: Any) -> str:
+    """The problem a job's notification tells of (``jobs.problems``), or ""."""
+    inner = ((text or {}).get("args") or {}).get("text") if isinstance(text, dict) else None
+    if not isinstance(inner, dict) or inner.get("code") != "jobs.problem.notify":
+        return ""
+    return str(((inner.get("args") or {}).get("cause") or {}).get("code") or "")
 
 
 def db_jobs_now() -> list[JobNow]:

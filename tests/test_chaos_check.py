@@ -58,6 +58,12 @@ def test_the_checker_passes_a_consistent_history_and_names_what_broke(chaos, ten
     for text in ("back in the queue", "failed"):
         Notification.objects.create(user=bob, tenant=tenant_a, message=text,
                                     link=f"/t/{tenant_a.slug}/jobs/{requeued.pk}/")
+    # what stopped its pods, told once when the cluster reported it (jobs.problems)
+    problem = {"code": "jobs.notify.job", "args": {"job": "requeued", "text": {
+        "code": "jobs.problem.notify", "args": {"cause": {
+            "code": "jobs.problem.image_pull", "args": {}}, "next": ""}}}}
+    Notification.objects.create(user=bob, tenant=tenant_a, message="cannot be pulled",
+                                text=problem, link=f"/t/{tenant_a.slug}/jobs/{requeued.pk}/")
     day = timezone.localdate(start + dt.timedelta(minutes=2))
     seconds = 600 if timezone.localdate(start + dt.timedelta(minutes=12)) == day else None
     if seconds is None:   # the run crossed midnight: the ledger splits it by day
@@ -73,6 +79,8 @@ def test_the_checker_passes_a_consistent_history_and_names_what_broke(chaos, ten
     GpuUsage.objects.filter(pk=usage.pk).update(seconds=seconds - 60)
     Notification.objects.create(user=bob, tenant=tenant_a, message="failed",
                                 link=f"/t/{tenant_a.slug}/jobs/{requeued.pk}/")
+    Notification.objects.create(user=bob, tenant=tenant_a, message="cannot be pulled",
+                                text=problem, link=f"/t/{tenant_a.slug}/jobs/{requeued.pk}/")
     JobTransition.objects.create(job=done, from_state="admitted", to_state="admitted",
                                  reason="Admitted", at=start + dt.timedelta(minutes=1, seconds=30))
     blink = _job(tenant_a, prod, bob, "blink", "succeeded")
@@ -88,7 +96,8 @@ def test_the_checker_passes_a_consistent_history_and_names_what_broke(chaos, ten
     assert failed["the ledger equals the running intervals"] == [
         f"job {done.pk}: ledger {seconds - 60}s != {seconds}s running"]
     assert failed["every notification sent once"] == [
-        f"job {requeued.pk}: 3 notifications for 2 events"]
+        f"job {requeued.pk}: 3 notifications for 2 events",
+        f"sent twice: job {requeued.pk}: told twice of jobs.problem.image_pull"]
 
 
 def test_the_ceiling_replay_and_the_progress_rule(chaos):

@@ -14,9 +14,11 @@ from core.choices import PoolKind, Tier
 from core.models import Policy
 from core.texts import render, text_code
 from core.when import eta_text
+from jobs import problem_text
 from jobs import validation as v
 from jobs.choices import JobKind, JobState
 from jobs.models import JobTransition, TrainingJob
+from jobs.problems import words as problem_words
 from jobs.selectors.eta import eta_accuracy
 from jobs.selectors.spec import worker_resources
 from jobs.texts import transition_reason_label
@@ -105,6 +107,25 @@ class JobSerializer(serializers.ModelSerializer):
                   "checkpoint when the owner needs its quota back; null when it runs on its "
                   "own quota. Production never borrows.")
 
+    problem = serializers.SerializerMethodField(
+        help_text="What stops the job's pods as the cluster reports it, null when nothing "
+                  "does (the state stays what admission says): code (image_missing, "
+                  "image_invalid, image_denied, image_pull, config, unschedulable, "
+                  "create_failed), the cluster's reason and message, pod, since, next "
+                  "(requeue, fail, fail_now, readmit, failed) and at, attempt of attempts, "
+                  "and text: all of it in the request's language.")
+    last_error = serializers.SerializerMethodField(
+        help_text="The cluster's last error about this job: a change it refused, else what "
+                  "stopped its pods (reason: message), as written; \"\" for none.")
+
+    @extend_schema_field({"type": "object", "nullable": True, "additionalProperties": True})
+    def get_problem(self, job: TrainingJob) -> dict[str, Any] | None:
+        shown = problem_text.shown(job)
+        return shown.as_api(job.problem or {}) if shown is not None else None
+
+    def get_last_error(self, job: TrainingJob) -> str:
+        return job.last_error or problem_words(job.problem)
+
     def get_reclaim_grace_seconds(self, job: TrainingJob) -> int | None:
         policy = self.context.get("policy")
         if policy is None:
@@ -158,7 +179,7 @@ class JobSerializer(serializers.ModelSerializer):
                   "eta_p50", "eta_p90", "eta_p50_text", "eta_p90_text", "eta_accuracy",
                   "wait_reason",
                   "wait_reason_code", "preempt_reason",
-                  "preempt_reason_code", "preempt_deadline", "last_error",
+                  "preempt_reason_code", "preempt_deadline", "last_error", "problem",
                   "gpu_shared", "gpu_memory_gib_per_card", "gpu_kind"]
 
 

@@ -50,6 +50,7 @@ class TrainyardBackend(BaseBackend):
 
     def run_pass(self, now: dt.datetime, started: float) -> dict[str, Any]:
         observed = observation.observe_jobs(now)  # the recorded PyTorchJobs: no API call
+        observed.update(observation.record_problems(now))  # what stops pods, at once
         observed.update(observation.enforce_pod_start(now))
         # Decide on what the database holds, outside any transaction (on SQLite a write
         # transaction would stop submissions and the watcher for the whole pass); then

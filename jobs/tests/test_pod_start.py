@@ -1,6 +1,7 @@
-"""No job holds quota without pods, against kubesim: a job whose image cannot be pulled is
-sent back to the queue after the pod-start deadline with the cluster's reason on its page
-and in a notification, fails after the policy's attempts, and its GPUs go to the next job."""
+"""No job holds quota without pods, against kubesim: a job whose image cannot be pulled for
+now (the registry answers 503) is sent back to the queue after the pod-start deadline with
+the cluster's reason on its page, fails after the policy's attempts, and its GPUs go to the
+next job. (An image that does not exist fails at once: ``test_job_problem``.)"""
 
 from __future__ import annotations
 
@@ -30,12 +31,13 @@ def test_an_unpullable_image_is_requeued_then_failed_and_its_gpus_go_to_the_next
         world, cluster, bob, tenant_a):  # noqa: F811
     Policy.objects.filter(pk=Policy.current().pk).update(pod_start_deadline_seconds=600,
                                                         pod_start_attempts=2)
-    with world["capture"](execute=True):  # an image whose registry never resolves
+    with world["capture"](execute=True):  # a registry that answers 503, whatever the retry
         bad = services.job_submit(access=access_for(bob, tenant_a), actor=bob, pool="dev", data={
-            "name": "bad-image", "image": "registry.invalid/ml/trainer:1",
+            "name": "bad-image", "image": "registry.example.org/ml/trainer:1",
             "tier": "development", "workers": 1, "gpus_per_worker": 8,
             "gpu_model": world["h800"], "cpu_per_worker": 8, "memory_gib_per_worker": 32,
-            "max_run_seconds": 86400})
+            "max_run_seconds": 86400,
+            "annotations": {"kubesim.trainyard.io/image-pull": "unavailable"}})
     _cycle(world, cluster)
     bad.refresh_from_db()
     assert bad.state == "admitted"
@@ -48,20 +50,25 @@ def test_an_unpullable_image_is_requeued_then_failed_and_its_gpus_go_to_the_next
     with _later(11):
         _cycle(world, cluster, 5)
         bad.refresh_from_db()
-        assert bad.state == "queued" and bad.admitted_at is None and bad.restart_count == 0
+        # a requeue that re-admits the same job is a restart: counted
+        assert bad.state == "queued" and bad.admitted_at is None and bad.restart_count == 1
         step = bad.transitions.order_by("-at", "-id").first()
         assert (step.from_state, step.to_state, step.reason) == ("admitted", "queued",
                                                                  "NotStarted")
         text = english(step.message)
         assert text.startswith("Its pods did not start within 10 minutes: the cluster cannot "
-                               "pull the image registry.invalid/ml/trainer:1 (")
+                               "pull the image registry.example.org/ml/trainer:1 (")
         assert "ImagePullBackOff" in text or "ErrImagePull" in text
         assert "attempt 1 of 2" in text
-        note = Notification.objects.filter(user=bob).latest("id")
-        assert "bad-image" in english(note.text) and "cannot pull the image" in english(
-            note.text)
+        # the owner was told of the problem when the cluster reported it (once), and now
+        # of the requeue
+        notes = [english(n.text) for n in Notification.objects.filter(user=bob).order_by("id")
+                 if "bad-image" in english(n.text)]
+        assert len(notes) == 2
+        assert "cannot be pulled for now" in notes[0] and "503 Service Unavailable" in notes[0]
+        assert "cannot pull the image" in notes[1] and "back in the queue" in notes[1]
         detail = _page(bob, bad)
-        assert "cannot pull the image registry.invalid/ml/trainer:1" in detail
+        assert "cannot pull the image registry.example.org/ml/trainer:1" in detail
         # Its PyTorchJob is suspended, the pods go; it is admitted again (first in line).
         _cycle(world, cluster, 10)
         _cycle(world, cluster, 5)

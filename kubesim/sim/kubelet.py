@@ -11,14 +11,19 @@ which uses its grace period) is simulated time, divided by the clock's ``speed``
 kubelet's own waits (back-offs) are wall time, as in a real kubelet.
 
 An image that cannot be pulled (pod annotation ``kubesim.trainyard.io/image-pull`` =
-``not-found`` or ``unauthorized``, or an image whose registry host ends in ``.invalid``,
-the TLD that never resolves, RFC 2606) never starts: the pod stays Pending with its
-container waiting ``ErrImagePull``, then ``ImagePullBackOff``, with the kubelet's events
+``not-found``, ``unauthorized``, ``no-such-host``, or the transient ``timeout``,
+``unavailable`` (a 503) and ``toomanyrequests`` (a 429), or an image whose registry host
+ends in ``.invalid``, the TLD that never resolves, RFC 2606) does not start: the pod
+stays Pending with its container waiting ``ErrImagePull`` (the message containerd's
+error as the CRI returns it), then ``ImagePullBackOff``, with the kubelet's events
 (``Pulling``, ``Failed`` "Failed to pull image ...", ``Failed`` "Error: ErrImagePull",
 ``BackOff`` "Back-off pulling image ...", ``Failed`` "Error: ImagePullBackOff"), retried
 after 10 s doubling to 300 s, as pkg/kubelet/images/image_manager.go and
-kuberuntime_container.go do (backOffPeriod 10 s, MaxContainerBackOff 300 s). Such a pod
-ran no container, so a deletion removes it at once.
+kuberuntime_container.go do (backOffPeriod 10 s, MaxContainerBackOff 300 s);
+``kubesim.trainyard.io/image-pull-failures: N`` lets the pull succeed after N failures.
+``image-pull: invalid`` is a reference the kubelet cannot parse: the container waits
+``InvalidImageName`` ("Failed to apply default image tag ...", event ``InspectFailed``)
+and nothing is pulled. Such a pod ran no container, so a deletion removes it at once.
 """
 
 from __future__ import annotations
@@ -28,24 +33,13 @@ import heapq
 import logging
 import random
 
+from kubesim.sim.images import INVALID_NAME, pull_error
 from kubesim.sim.state import TERMINAL, ClusterState, PodInfo
 from kubesim.sim.util import ann, ann_float, fmt_time, parse_time, stable_hash
 
 log = logging.getLogger("kubesim.sim.kubelet")
 NODE_LOST_EXIT = 137
 IMAGE_PULL_BACKOFF_SECONDS, IMAGE_PULL_BACKOFF_MAX = 10.0, 300.0
-_PULL_ERRORS = {
-    # containerd's words for a missing image and for a registry refusing the pull
-    "not-found": "rpc error: code = NotFound desc = failed to pull and unpack image "
-    '"{ref}": failed to resolve reference "{ref}": {ref}: not found',
-    "unauthorized": "rpc error: code = Unknown desc = failed to pull and unpack image "
-    '"{ref}": failed to resolve reference "{ref}": pull access denied, repository does '
-    "not exist or may require authorization: authorization failed: no basic auth "
-    "credentials",
-    "no-such-host": "rpc error: code = Unknown desc = failed to pull and unpack image "
-    '"{ref}": failed to resolve reference "{ref}": failed to do request: Head '
-    '"https://{host}/v2/{path}/manifests/{tag}": dial tcp: lookup {host}: no such host',
-}
 
 
 class PodRun:
@@ -282,20 +276,7 @@ class Kubelet:
     # ---- image pulls ----------------------------------------------------------------------
     def pull_error(self, pod: dict) -> str | None:
         """The runtime's error pulling the pod's main image, or None when it pulls."""
-        containers = (pod.get("spec") or {}).get("containers") or [{}]
-        ref = containers[0].get("image") or ""
-        kind = (ann(pod, "image-pull") or "").strip().lower()
-        first, _, rest = ref.partition("/")
-        host = first if rest and ("." in first or ":" in first) else ""
-        if not kind and host.split(":")[0].endswith(".invalid"):
-            kind = "no-such-host"
-        if not kind or kind in ("ok", "always", "false"):
-            return None
-        name, _, tag = (rest or ref).partition("@")[0].rpartition(":")
-        if not name or "/" in tag:
-            name, tag = (rest or ref).partition("@")[0], "latest"
-        return _PULL_ERRORS.get(kind, _PULL_ERRORS["not-found"]).format(
-            ref=ref, host=host or "registry-1.docker.io", path=name, tag=tag)
+        return pull_error(pod)
 
     def _pull_image(self, info: PodInfo, run: PodRun, now: float, host: str) -> bool:
         """Pull the image before the container starts; True when the pull failed (the
@@ -304,8 +285,13 @@ class Kubelet:
         error = self.pull_error(pod)
         if error is None:
             return False
+        limit = ann_float(pod, "image-pull-failures") or 0.0
+        if limit > 0 and run.pull_failures >= limit:
+            return False  # the registry answers again: this pull succeeds
         ref = ((pod.get("spec") or {}).get("containers") or [{}])[0].get("image") or ""
         c = self._main(pod)
+        if error == INVALID_NAME.format(ref=ref):
+            return self._invalid_name(info, run, now, host, error)
         if self.kubelet_events:
             for etype, reason, message in (
                 ("Normal", "Pulling", f'Pulling image "{ref}"'),
@@ -322,6 +308,23 @@ class Kubelet:
         # The pod worker syncs again at once and finds the image in back-off.
         self._at(now + 1.0, info.key, run.gen, "pull_backoff")
         self._at(now + backoff, info.key, run.gen, "start")
+        return True
+
+    def _invalid_name(self, info: PodInfo, run: PodRun, now: float, host: str,
+                      message: str) -> bool:
+        """A reference the kubelet cannot parse: InvalidImageName, nothing pulled; the pod
+        worker tries again on its next sync (here after the back-off), with no BackOff."""
+        pod, c = info.obj, self._main(info.obj)
+        if self.kubelet_events:
+            for etype, reason, text in (("Warning", "InspectFailed", message),
+                                        ("Warning", "Failed", "Error: InvalidImageName")):
+                self.events.record(pod, etype, reason, text, component="kubelet", host=host,
+                                   kind="Pod", field_path=f"spec.containers{{{c}}}")
+        run.pull_failures += 1
+        self._write_pull_waiting(info, run, now, "InvalidImageName", message)
+        run.gen += 1
+        self._at(now + min(IMAGE_PULL_BACKOFF_MAX, IMAGE_PULL_BACKOFF_SECONDS
+                           * (2 ** (run.pull_failures - 1))), info.key, run.gen, "start")
         return True
 
     def _do_pull_backoff(self, info: PodInfo, run: PodRun, now: float) -> None:
