@@ -43,6 +43,7 @@ from typing import Any
 
 from django.db.models import Q
 from django.utils.dateparse import parse_datetime
+from django.utils.translation import gettext as _
 
 from jobs.choices import JobKind, JobState
 from jobs.models import TrainingJob
@@ -237,21 +238,30 @@ def _step_of(pairs: list[tuple[Any, Any]]) -> int | None:
 def fresh_remaining(progress: Mapping[str, Any] | None, *, now: dt.datetime,
                     started_at: dt.datetime | None) -> tuple[float, dt.datetime] | None:
     """(seconds the job said it had left, when it said it) of a stored report that counts
-    for the ETAs: it names a remaining time, it is from the current run (not before
-    ``started_at``) and younger than :data:`FRESH_SECONDS`. The time of the report is the
-    earlier of the job's clock and Trainyard's (a cluster clock ahead of Trainyard's never
-    makes a report look newer than it is)."""
+    for the ETAs: it names a remaining time and it is :func:`fresh`."""
     if not isinstance(progress, Mapping) or progress.get("remaining_seconds") is None:
         return None
-    when = reported_time(progress)
-    if when is None or (started_at is not None and when < started_at):
-        return None
-    if (now - when).total_seconds() > FRESH_SECONDS:
+    when = fresh(progress, now=now, started_at=started_at)
+    if when is None:
         return None
     try:
         return max(float(progress["remaining_seconds"]), 0.0), when
     except (TypeError, ValueError):
         return None
+
+
+def fresh(progress: Mapping[str, Any], *, now: dt.datetime,
+          started_at: dt.datetime | None) -> dt.datetime | None:
+    """When a stored report was made, if it is from the job's current run (not before
+    ``started_at``) and younger than :data:`FRESH_SECONDS`; else None. The time of the
+    report is the earlier of the job's clock and Trainyard's (:func:`reported_time`: a
+    cluster clock ahead of Trainyard's never makes a report look newer than it is)."""
+    when = reported_time(progress)
+    if when is None or (started_at is not None and when < started_at):
+        return None
+    if (now - when).total_seconds() > FRESH_SECONDS:
+        return None
+    return when
 
 
 def reported_time(progress: Mapping[str, Any]) -> dt.datetime | None:
@@ -270,6 +280,85 @@ def _parsed(value: Any) -> dt.datetime | None:
     except ValueError:
         return None
     return when if when is not None and when.tzinfo is not None else None
+
+
+# --- what the job page and the API show ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Shown:
+    """A job's last report as its page and the API show it (the same figures)."""
+
+    percent: float | None
+    remaining_seconds: int | None
+    step: int | None
+    total_steps: int | None
+    metrics: list[dict[str, str]]
+    reported_at: dt.datetime | None
+    source: str
+    current: bool
+    """From the job's current run, while it runs, and fresh: the ETAs of the jobs behind it
+    use it (:func:`fresh_remaining`)."""
+
+    @property
+    def expected_end(self) -> dt.datetime | None:
+        """When the job expects to finish: the report's time plus what it said was left."""
+        if self.reported_at is None or self.remaining_seconds is None:
+            return None
+        return self.reported_at + dt.timedelta(seconds=self.remaining_seconds)
+
+    @property
+    def remaining_text(self) -> str:
+        return duration_text(self.remaining_seconds)
+
+    @property
+    def source_label(self) -> str:
+        return (_("Kubeflow Trainer's trainerStatus") if self.source == SOURCE_TRAINER
+                else _("the progress line of its rank-0 log"))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"percent": self.percent, "remaining_seconds": self.remaining_seconds,
+                "expected_end": self.expected_end, "step": self.step,
+                "total_steps": self.total_steps, "metrics": self.metrics,
+                "reported_at": self.reported_at, "source": self.source,
+                "current": self.current}
+
+
+def shown(job: TrainingJob, *, now: dt.datetime) -> Shown | None:
+    """The job's stored report for people (None when it never reported one)."""
+    stored = job.progress
+    if not isinstance(stored, dict):
+        return None
+    current = job.state == JobState.RUNNING and fresh(
+        stored, now=now, started_at=job.started_at) is not None
+
+    def whole(key: str) -> int | None:
+        value = stored.get(key)
+        return int(value) if isinstance(value, int | float) and math.isfinite(value) else None
+
+    percent = stored.get("percent")
+    metrics = [{"name": str(m.get("name")), "value": str(m.get("value"))}
+               for m in stored.get("metrics") or [] if isinstance(m, dict)]
+    return Shown(percent=float(percent) if isinstance(percent, int | float) else None,
+                 remaining_seconds=whole("remaining_seconds"), step=whole("step"),
+                 total_steps=whole("total_steps"), metrics=metrics,
+                 reported_at=reported_time(stored), source=str(stored.get("source") or ""),
+                 current=current)
+
+
+def duration_text(seconds: float | None) -> str:
+    """A remaining time for people: "under a minute", "25 min", "3 h 05 min", "2 d 4 h"."""
+    if seconds is None:
+        return ""
+    minutes = int(max(seconds, 0) // 60)
+    if minutes < 1:
+        return _("under a minute")
+    if minutes < 60:
+        return _("%(m)s min") % {"m": minutes}
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return _("%(h)s h %(m)02d min") % {"h": hours, "m": minutes}
+    return _("%(d)s d %(h)s h") % {"d": hours // 24, "h": hours % 24}
 
 
 # --- reading --------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from django.utils import timezone
 from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
@@ -14,6 +15,7 @@ from core.choices import PoolKind, Tier
 from core.models import Policy
 from core.texts import render, text_code
 from core.when import eta_text
+from jobs import progress
 from jobs import validation as v
 from jobs.choices import JobKind
 from jobs.models import JobTransition, TrainingJob
@@ -66,6 +68,23 @@ class JobTransitionSerializer(serializers.ModelSerializer):
         return transition_reason_label(obj.reason)
 
 
+PROGRESS_SCHEMA = {
+    "type": "object", "nullable": True,
+    "properties": {
+        "percent": {"type": "number", "nullable": True, "minimum": 0, "maximum": 100},
+        "remaining_seconds": {"type": "integer", "nullable": True, "minimum": 0},
+        "expected_end": {"type": "string", "format": "date-time", "nullable": True},
+        "step": {"type": "integer", "nullable": True, "minimum": 0},
+        "total_steps": {"type": "integer", "nullable": True, "minimum": 0},
+        "metrics": {"type": "array", "items": {"type": "object", "properties": {
+            "name": {"type": "string"}, "value": {"type": "string"}}}},
+        "reported_at": {"type": "string", "format": "date-time", "nullable": True},
+        "source": {"type": "string", "enum": ["trainer_status", "log"]},
+        "current": {"type": "boolean"},
+    },
+}
+
+
 class JobSerializer(serializers.ModelSerializer):
     tenant = serializers.CharField(source="tenant.slug", read_only=True)
     pool = serializers.CharField(source="pool.kind", read_only=True)
@@ -85,6 +104,15 @@ class JobSerializer(serializers.ModelSerializer):
         help_text='eta_p50 for people: its day and time in the active time zone, e.g. '
                   '"tomorrow 03:10 UTC" ("" for none)')
     eta_p90_text = serializers.SerializerMethodField(help_text="eta_p90 likewise")
+    progress = serializers.SerializerMethodField(
+        help_text="What the job itself last reported of its progress (a TrainJob's "
+                  "status.trainerStatus, Kubeflow Trainer 2.2+, or the TRAINYARD_PROGRESS line "
+                  "of its rank-0 log; docs/guides/checkpoints.md), or null before any report: "
+                  "percent (0-100), remaining_seconds as of reported_at, expected_end "
+                  "(reported_at + remaining_seconds), step, total_steps, metrics "
+                  "([{name, value}], values as text), source (trainer_status or log), "
+                  "current (from its current run and fresh: the estimated starts of the jobs "
+                  "waiting behind it use remaining_seconds).")
     reclaim_grace_seconds = serializers.SerializerMethodField(
         help_text="When the job runs on borrowed idle capacity (a batch job, or a "
                   "development job admitted above its pool's quota): the seconds it gets to "
@@ -96,6 +124,17 @@ class JobSerializer(serializers.ModelSerializer):
         if policy is None:
             policy = self.context["policy"] = Policy.current()
         return reclaim_grace_seconds(job.tier, job.borrowing, policy)
+
+    @extend_schema_field(PROGRESS_SCHEMA)
+    def get_progress(self, job: TrainingJob) -> dict[str, Any] | None:
+        found = progress.shown(job, now=timezone.now())
+        if found is None:
+            return None
+        out = found.as_dict()
+        for key in ("reported_at", "expected_end"):  # as every other time of the API
+            out[key] = serializers.DateTimeField().to_representation(out[key]) if out[
+                key] is not None else None
+        return out
 
     def get_eta_p50_text(self, job: TrainingJob) -> str:
         return eta_text(job.eta_p50)
@@ -118,7 +157,7 @@ class JobSerializer(serializers.ModelSerializer):
                   "eta_p50", "eta_p90", "eta_p50_text", "eta_p90_text", "wait_reason",
                   "wait_reason_code", "preempt_reason",
                   "preempt_reason_code", "preempt_deadline", "last_error",
-                  "gpu_shared", "gpu_memory_gib_per_card", "gpu_kind"]
+                  "gpu_shared", "gpu_memory_gib_per_card", "gpu_kind", "progress"]
 
 
 class JobInput(serializers.Serializer):

@@ -111,9 +111,9 @@ def _admission_inputs(now, *, rows=None, nodes=None, pods=None):  # type: ignore
     reports = _reported_remaining(active, now)
     for j in active:
         placement = _placement(j.state, j.placement, bound.get(str(j.id), []))
-        report = reports.get(j.id)
+        said = reports.get(j.id)
         hit = previous.get(j.id)
-        if hit is not None and hit[0] == j and hit[1] == placement and hit[3] == report:
+        if hit is not None and hit[0] == j and hit[1] == placement and hit[3] == said:
             view = hit[2]
         else:
             view = JobView(
@@ -127,9 +127,9 @@ def _admission_inputs(now, *, rows=None, nodes=None, pods=None):  # type: ignore
                 template=j.template, priority=j.priority, held=j.held, borrowing=j.borrowing,
                 **_loan_fields(j), placement=placement,
                 preempt_deadline=j.preempt_deadline, gpu_shared=j.gpu_shared,
-                resources=resources(j), reported_remaining_seconds=report and report[0],
-                reported_at=report and report[1])
-        views[j.id] = (j, placement, view, report)
+                resources=resources(j), reported_remaining_seconds=said and said[0],
+                reported_at=said and said[1])
+        views[j.id] = (j, placement, view, said)
         jobs.append(view)
     _VIEWS["last"] = (facts, views)
     # The pools' quotas change rarely: kept while the snapshot's marker (one query) says
