@@ -7,6 +7,7 @@ reader, each after a minute of simulated training. Prints, per N: log requests p
 (= per minute, the beat's cadence), the pass's wall seconds and the reader's CPU seconds
 (this thread's clock: parsing, the client, the database), kubesim's CPU seconds serving
 the logs (its server threads, the process's CPU less the reader's), rows written, and
+what an admission pass pays to read the fresh reports of N running jobs (one query), and
 the same for TrainJob-style jobs whose status the watcher recorded (no request: the
 baseline the log path is compared with). Asserts nothing about time.
 
@@ -92,6 +93,17 @@ def main() -> None:
         print(f"{n:>12} {counts['logs']:>12} {wall:>11.2f} {reader:>12.2f} {kubesim:>13.2f} "
               f"{counts['written']:>7} {1000 * (reader + kubesim) / max(n, 1):>10.1f}")
         assert counts["found"] == counts["logs"] == n, counts  # every job read and reported
+    # what an admission pass pays for the reports: one query of the running jobs' fresh ones
+    from jobs.selectors.admission import _reported_remaining, active_rows
+
+    rows_now = active_rows()
+    times = []
+    for _ in range(20):
+        started = time.perf_counter()
+        fresh = _reported_remaining(rows_now, timezone.now())
+        times.append(time.perf_counter() - started)
+    print(f"an admission pass reading {len(fresh)} running jobs' fresh reports: "
+          f"{1000 * statistics.median(times):.1f} ms (median of 20)")
     # the baseline: the same jobs as TrainJobs whose trainerStatus the watcher recorded
     TrainingJob.objects.update(kind="trainjob")
     from k8s_sync.models import ObservedWorkload

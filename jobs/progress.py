@@ -41,6 +41,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import transaction
 from django.db.models import Q
 from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext as _
@@ -429,11 +430,11 @@ def read_progress(now: dt.datetime, *, client: Any = None,
             counts["found"] += 1
             found[job.pk] = report.stored(source=SOURCE_LOG, observed_at=now)
     kept = {j.pk: j.progress for j in running}
-    for pk, stored in found.items():
-        if _same(kept.get(pk), stored):
-            continue
-        counts["written"] += TrainingJob.objects.filter(
-            pk=pk, state=JobState.RUNNING).update(progress=stored)
+    with transaction.atomic():  # one commit a pass, not one a job
+        for pk, stored in found.items():
+            if not _same(kept.get(pk), stored):
+                counts["written"] += TrainingJob.objects.filter(
+                    pk=pk, state=JobState.RUNNING).update(progress=stored)
     return counts
 
 
