@@ -334,13 +334,19 @@ def shown(job: TrainingJob, *, now: dt.datetime) -> Shown | None:
         stored, now=now, started_at=job.started_at) is not None
 
     def whole(key: str) -> int | None:
-        value = stored.get(key)
-        return int(value) if isinstance(value, int | float) and math.isfinite(value) else None
+        try:
+            return _whole(stored.get(key), 2**53)
+        except ValueError:
+            return None
 
-    percent = stored.get("percent")
+    try:
+        percent = _number(stored.get("percent"), 0, 100)
+    except ValueError:
+        percent = None
+    listed = stored.get("metrics")
     metrics = [{"name": str(m.get("name")), "value": str(m.get("value"))}
-               for m in stored.get("metrics") or [] if isinstance(m, dict)]
-    return Shown(percent=float(percent) if isinstance(percent, int | float) else None,
+               for m in (listed if isinstance(listed, list) else []) if isinstance(m, dict)]
+    return Shown(percent=percent,
                  remaining_seconds=whole("remaining_seconds"), step=whole("step"),
                  total_steps=whole("total_steps"), metrics=metrics,
                  reported_at=reported_time(stored), source=str(stored.get("source") or ""),

@@ -152,3 +152,35 @@ def test_a_waiting_jobs_eta_moves_with_the_running_jobs_reported_remaining_time(
     capped = replace(later, max_run_seconds=1800.0)
     d = run(nodes, [capped, job(1, gpus=8)], quotas)
     assert d.waiting[1].eta_p50 == d.waiting[1].eta_p90 == NOW + timedelta(minutes=20)
+
+
+# -- what is shown ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stored", [
+    None, "text", [], {}, {"percent": "x", "metrics": 5}, {"percent": float("nan")},
+    {"percent": 250, "remaining_seconds": -3, "step": "7", "metrics": ["a", {"name": "b"}]},
+    {"reported_at": "not a time", "observed_at": 12},
+])
+def test_a_stored_report_of_any_shape_is_shown_without_an_error(stored):
+    from types import SimpleNamespace
+
+    from jobs.progress import shown
+
+    job = SimpleNamespace(progress=stored, state="running", started_at=None)
+    found = shown(job, now=datetime(2026, 12, 7, tzinfo=UTC))
+    if not isinstance(stored, dict):
+        assert found is None
+        return
+    assert found.percent is None or 0 <= found.percent <= 100
+    assert found.remaining_seconds is None or found.remaining_seconds >= 0
+    assert isinstance(found.metrics, list) and found.as_dict()["source"] == ""
+    assert found.current is False
+
+
+def test_the_time_left_reads_as_people_say_it():
+    from jobs.progress import duration_text
+
+    assert [duration_text(s) for s in (None, 0, 59, 60, 3599, 3600, 3660 * 5, 86400 * 3 + 7200)
+            ] == ["", "under a minute", "under a minute", "1 min", "59 min", "1 h 00 min",
+                  "5 h 05 min", "3 d 2 h"]
