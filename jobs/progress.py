@@ -309,6 +309,11 @@ class Shown:
         return self.reported_at + dt.timedelta(seconds=self.remaining_seconds)
 
     @property
+    def fresh_minutes(self) -> int:
+        """How long a report counts for the ETAs, in minutes (:data:`FRESH_SECONDS`)."""
+        return int(FRESH_SECONDS // 60)
+
+    @property
     def remaining_text(self) -> str:
         return duration_text(self.remaining_seconds)
 

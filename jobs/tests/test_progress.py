@@ -184,3 +184,62 @@ def test_the_time_left_reads_as_people_say_it():
     assert [duration_text(s) for s in (None, 0, 59, 60, 3599, 3600, 3660 * 5, 86400 * 3 + 7200)
             ] == ["", "under a minute", "under a minute", "1 min", "59 min", "1 h 00 min",
                   "5 h 05 min", "3 d 2 h"]
+
+
+# -- the page and the API, from a stored report ---------------------------------------------
+
+
+@pytest.fixture
+def reported(bob, quota):
+    from django.utils import timezone
+
+    from jobs import services
+    from jobs.models import TrainingJob
+    from jobs.tests.conftest import submission
+    from tenants.access import access_for
+
+    job = services.job_submit(access=access_for(bob, quota), actor=bob, pool="dev",
+                              data=submission(name="reporter"))
+    now = timezone.now()
+
+    def set_report(*, state="running", age_minutes=1, started_minutes=30):
+        at = now - timedelta(minutes=age_minutes)
+        TrainingJob.objects.filter(pk=job.pk).update(
+            state=state, started_at=now - timedelta(minutes=started_minutes), progress={
+                "percent": 61.5, "remaining_seconds": 1500, "step": 615, "total_steps": 1000,
+                "metrics": [{"name": "loss", "value": "0.4321"}],
+                "reported_at": at.isoformat(), "observed_at": at.isoformat(), "source": "log"})
+        return job
+
+    return set_report
+
+
+def test_the_page_and_the_api_say_the_same_of_a_fresh_report(reported, login, api, bob):
+    job = reported()
+    page = login(bob).get(f"/t/acme/jobs/{job.pk}/").content.decode()
+    body = api(bob).get(f"/api/v1/tenants/acme/jobs/{job.pk}/").json()["progress"]
+    assert (body["percent"], body["remaining_seconds"], body["step"], body["total_steps"]) == (
+        61.5, 1500, 615, 1000)
+    assert body["metrics"] == [{"name": "loss", "value": "0.4321"}] and body["current"] is True
+    assert body["source"] == "log" and body["expected_end"] > body["reported_at"]
+    assert 'value="61.5"' in page and "62% done" in page and "step 615 of 1000" in page
+    assert "About 25 min left" in page and "0.4321" in page
+    assert "uses this remaining time" in page and "No progress reported yet." not in page
+
+
+def test_a_stale_report_is_shown_as_such_and_a_finished_jobs_has_no_time_left(
+        reported, login, api, bob):
+    job = reported(age_minutes=40)
+    page = login(bob).get(f"/t/acme/jobs/{job.pk}/").content.decode()
+    assert "Not reported in the last 15 minutes of its current run" in page
+    assert api(bob).get(f"/api/v1/tenants/acme/jobs/{job.pk}/").json()["progress"][
+        "current"] is False
+    job = reported(age_minutes=1, started_minutes=0)  # from before its current run
+    page = login(bob).get(f"/t/acme/jobs/{job.pk}/").content.decode()
+    assert "Not reported in the last 15 minutes of its current run" in page
+    job = reported(state="succeeded")
+    page = login(bob).get(f"/t/acme/jobs/{job.pk}/").content.decode()
+    assert "62% done" in page and "left" not in page.split('id="job-progress"')[1].split(
+        "</section>")[0]
+    assert api(bob).get(f"/api/v1/tenants/acme/jobs/{job.pk}/").json()["progress"][
+        "current"] is False
