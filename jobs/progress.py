@@ -41,6 +41,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from django.core.cache import cache
 from django.db import transaction
 from django.db.models import Q
 from django.utils.dateparse import parse_datetime
@@ -273,6 +274,73 @@ def reported_time(progress: Mapping[str, Any]) -> dt.datetime | None:
     return min(times) if times else None
 
 
+STAMP_KEY = "jobs:progress-stamp"
+"""A value in the shared cache that changes whenever a report is stored (:func:`record`):
+an admission pass reads the reports again only then (:func:`reported_remaining`)."""
+_MEMO: dict[str, tuple[Any, dict[int, tuple[float, dt.datetime]]]] = {}
+
+
+def reported_remaining(running: Mapping[int, dt.datetime | None], *, now: dt.datetime
+                       ) -> dict[int, tuple[float, dt.datetime]]:
+    """The fresh reports (:func:`fresh_remaining`) of the running jobs ``running`` (job id
+    -> its ``started_at``): job id -> (seconds it said it had left, when). What the
+    admission pass gives the engine (``JobView.reported_remaining_seconds``).
+
+    The stored reports are read with one query only when one was stored since the last
+    read in this process (:data:`STAMP_KEY`, set by :func:`record`); otherwise they are
+    kept in memory, so a pass costs one cache read. Freshness is judged at every pass."""
+    if not running:
+        return {}
+    try:
+        stamp = cache.get(STAMP_KEY)
+    except Exception:  # a cache outage: read the database
+        stamp = None
+    kept = _MEMO.get("last")
+    if stamp is not None and kept is not None and kept[0] == stamp:
+        known = kept[1]
+    else:
+        known = {}
+        for pk, stored in TrainingJob.objects.filter(state=JobState.RUNNING).exclude(
+                progress=None).values_list("id", "progress"):
+            if not isinstance(stored, dict) or stored.get("remaining_seconds") is None:
+                continue
+            when = reported_time(stored)
+            try:
+                left = max(float(stored["remaining_seconds"]), 0.0)
+            except (TypeError, ValueError):
+                continue
+            if when is not None and math.isfinite(left):
+                known[pk] = (left, when)
+        if stamp is not None:
+            _MEMO["last"] = (stamp, known)
+    out: dict[int, tuple[float, dt.datetime]] = {}
+    for pk, started_at in running.items():
+        found = known.get(pk)
+        if found is None or (started_at is not None and found[1] < started_at):
+            continue
+        if (now - found[1]).total_seconds() <= FRESH_SECONDS:
+            out[pk] = found
+    return out
+
+
+def record(job_id: int, stored: Mapping[str, Any], *, stamp: bool = True) -> int:
+    """Store a running job's report (``TrainingJob.progress``); 1 when written (0: the job
+    no longer runs). Moves :data:`STAMP_KEY` after the commit (``stamp``: the caller does
+    it once for many)."""
+    written = TrainingJob.objects.filter(pk=job_id, state=JobState.RUNNING).update(
+        progress=dict(stored))
+    if written and stamp:
+        transaction.on_commit(_stamp_changed)
+    return written
+
+
+def _stamp_changed() -> None:
+    try:
+        cache.set(STAMP_KEY, time.time_ns(), timeout=None)
+    except Exception:  # a cache outage: passes read the database until it is back
+        log.warning("cannot mark the progress reports changed", exc_info=True)
+
+
 def _parsed(value: Any) -> dt.datetime | None:
     if not isinstance(value, str):
         return None
@@ -444,8 +512,9 @@ def read_progress(now: dt.datetime, *, client: Any = None,
     with transaction.atomic():  # one commit a pass, not one a job
         for pk, stored in found.items():
             if not _same(kept.get(pk), stored):
-                counts["written"] += TrainingJob.objects.filter(
-                    pk=pk, state=JobState.RUNNING).update(progress=stored)
+                counts["written"] += record(pk, stored, stamp=False)
+        if counts["written"]:
+            transaction.on_commit(_stamp_changed)
     return counts
 
 

@@ -17,7 +17,7 @@ from jobs.admission import Policy as EnginePolicy
 from jobs.admission.incremental import loop_engine
 from jobs.choices import ACTIVE_STATES, JobState
 from jobs.models import TrainingJob
-from jobs.progress import fresh_remaining
+from jobs.progress import reported_remaining
 from jobs.selectors.history import recent_history
 from jobs.selectors.inventory import _node_cpu_memory, physical_use_now
 from jobs.selectors.use import job_resources
@@ -162,22 +162,11 @@ VIEW_FIELDS = tuple(dict.fromkeys((
 
 
 def _reported_remaining(active, now):  # type: ignore[no-untyped-def]
-    """The running jobs' fresh reports of their remaining time (``jobs.progress``): job id
-    -> (seconds, when reported). One query of three fields, only when a job runs."""
-    running = {j.id: j.started_at for j in active if j.state == JobState.RUNNING}
-    if not running:
-        return {}
-    rows = TrainingJob.objects.filter(
-        pk__in=list(running), progress__remaining_seconds__isnull=False).values_list(
-        "id", "progress__remaining_seconds", "progress__reported_at", "progress__observed_at")
-    out = {}
-    for pk, left, reported_at, observed_at in rows:
-        found = fresh_remaining({"remaining_seconds": left, "reported_at": reported_at,
-                                 "observed_at": observed_at}, now=now,
-                                started_at=running.get(pk))
-        if found is not None:
-            out[pk] = found
-    return out
+    """The running jobs' fresh reports of their remaining time: job id -> (seconds, when
+    reported) (``jobs.progress.reported_remaining``: a cache read, a query only after a
+    new report)."""
+    return reported_remaining({j.id: j.started_at for j in active
+                               if j.state == JobState.RUNNING}, now=now)
 
 
 def _pool_quotas(policy: Policy, report) -> list:  # type: ignore[no-untyped-def]

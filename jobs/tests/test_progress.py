@@ -243,3 +243,29 @@ def test_a_stale_report_is_shown_as_such_and_a_finished_jobs_has_no_time_left(
         "</section>")[0]
     assert api(bob).get(f"/api/v1/tenants/acme/jobs/{job.pk}/").json()["progress"][
         "current"] is False
+
+
+def test_a_pass_reads_the_reports_again_only_after_a_new_one_was_stored(
+        reported, django_assert_num_queries, django_capture_on_commit_callbacks):
+    from django.utils import timezone
+
+    from jobs import progress
+
+    job = reported()
+    running = {job.pk: timezone.now() - timedelta(minutes=30)}
+    with django_capture_on_commit_callbacks(execute=True):
+        progress.record(job.pk, {**job.__class__.objects.get(pk=job.pk).progress,
+                                 "remaining_seconds": 900})
+    with django_assert_num_queries(1):
+        assert progress.reported_remaining(running, now=timezone.now())[job.pk][0] == 900
+    with django_assert_num_queries(0):  # nothing new: kept
+        assert progress.reported_remaining(running, now=timezone.now())[job.pk][0] == 900
+    # later, the report is stale: judged at every pass, without reading it again
+    with django_assert_num_queries(0):
+        assert progress.reported_remaining(
+            running, now=timezone.now() + timedelta(minutes=20)) == {}
+    with django_capture_on_commit_callbacks(execute=True):
+        progress.record(job.pk, {**job.__class__.objects.get(pk=job.pk).progress,
+                                 "remaining_seconds": 60})
+    with django_assert_num_queries(1):
+        assert progress.reported_remaining(running, now=timezone.now())[job.pk][0] == 60
