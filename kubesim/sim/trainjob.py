@@ -50,7 +50,10 @@ it).
   and ``step``, values as strings) and ``lastUpdatedTime`` (when it reported). It reports
   about :data:`REPORTS_PER_RUN` times a run (a real client throttles, the SDK to one
   report in 5 s). The last report stays through a suspension or a failure, as Trainer
-  leaves it, until the next run reports.
+  leaves it, until the next run reports. kubesim writes it with the controller's own
+  status write (its managedFields name the controller, not ``trainer-status``) and runs
+  no status server, nor injects its ``KUBEFLOW_TRAINER_SERVER_*`` variables and token
+  volume into the pods.
 * ``spec.managedBy`` other than Trainer's: left alone.
 """
 
