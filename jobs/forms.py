@@ -64,12 +64,17 @@ class JobForm(forms.Form):
         max_value=v.MAX_GPU_MEMORY_GIB_PER_CARD, decimal_places=3,
         help_text=_("On HAMi nodes only: each card is limited to this much memory and the rest "
                     "stays for other jobs. Empty: whole cards."))
-    cpu_per_worker = DecimalField(label=_("CPU cores per worker"), initial=8,
-                                  min_value=0, max_value=v.MAX_CPU_PER_WORKER,
-                                  decimal_places=3)
-    memory_gib_per_worker = DecimalField(label=_("Memory GiB per worker"), initial=64,
-                                         min_value=0, max_value=v.MAX_MEMORY_GIB_PER_WORKER,
-                                         decimal_places=3)
+    # what is typed is the limit; the request (which quota counts) is tenants.demand's
+    cpu_per_worker = DecimalField(
+        label=_("CPU cores per worker"), initial=8, min_value=0,
+        max_value=v.MAX_CPU_PER_WORKER, decimal_places=3,
+        help_text=_("The limit of each worker. Its pod requests half of it (all of it below "
+                    "one core), and your quota counts the request."))
+    memory_gib_per_worker = DecimalField(
+        label=_("Memory GiB per worker"), initial=64, min_value=0,
+        max_value=v.MAX_MEMORY_GIB_PER_WORKER, decimal_places=3,
+        help_text=_("The limit of each worker. Its pod requests 90 percent of it, and your "
+                    "quota counts the request."))
     # the service says "between one minute and 30 days" past the browser's max
     max_run_hours = DecimalField(
         label=_("Maximum run time (hours)"), initial=12, min_value=0, decimal_places=2,

@@ -15,11 +15,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django.utils import dateformat
 from django.utils.translation import get_language, ngettext_lazy, pgettext_lazy
 from django.utils.translation import gettext_lazy as _
 
 from core.texts import register
+from core.when import eta_text
 from jobs.admission.text import ordinal
 
 
@@ -36,19 +36,15 @@ class _Ordinal:
 
 
 class _Clock:
-    """``{"at": ISO instant}`` -> "14:20 UTC" / "02 Dec 12:00 UTC" (in the instant's own
-    zone, UTC), by a translatable Django date format and a translatable sentence."""
-
-    def __init__(self, fmt: Any, sentence: Any) -> None:
-        self.fmt = fmt
-        self.sentence = sentence
+    """``{"at": ISO instant}`` -> "today 14:20 UTC" / "Wed 2 Dec 12:00 UTC": the one
+    format of every time people read (:func:`core.when.eta_text`, the reader's language
+    and time zone, with its day)."""
 
     def __mod__(self, args: dict[str, Any]) -> str:
-        at = datetime.fromisoformat(str(args["at"]))
-        return str(self.sentence) % {"time": dateformat.format(at, str(self.fmt))}
+        return eta_text(datetime.fromisoformat(str(args["at"])))
 
     def __str__(self) -> str:
-        return str(self.sentence)
+        return "%(at)s"
 
 
 # -- pieces other texts place in their sentences --------------------------------------------
@@ -82,15 +78,8 @@ register("jobs.amount.gpu_shared", ngettext_lazy("%(n)s shared GPU", "%(n)s shar
 register("jobs.amount.shared", ngettext_lazy("%(n)s shared %(model)s GPU",
                                              "%(n)s shared %(model)s GPUs", "n"))
 register("jobs.ordinal", _Ordinal())
-register("jobs.clock.time", _Clock(
-    # Translators: a Django date format (H hour, i minute) of a time in UTC.
-    pgettext_lazy("Django date format of a clock time", "H:i"),
-    _("%(time)s UTC")))
-register("jobs.clock.date", _Clock(
-    # Translators: a Django date format (d day, M month abbreviation, n month number,
-    # j day without zero, H hour, i minute) of a day and time in UTC.
-    pgettext_lazy("Django date format of a day and clock time", "d M H:i"),
-    _("%(time)s UTC")))
+register("jobs.clock.time", _Clock())  # both codes: written before one format
+register("jobs.clock.date", _Clock())
 
 # -- why a job waits (the admission engine) -------------------------------------------------
 

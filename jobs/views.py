@@ -21,10 +21,11 @@ from core.choices import PoolKind, Tier
 from core.exceptions import ApplicationError
 from jobs import progress, selectors, services
 from jobs.choices import ACTIVE_STATES, JobState
-from jobs.contract import NON_FIELD
 from jobs.forms import JobForm, template_initial, template_values
 from jobs.models import MaintenanceWindow
+from jobs.selectors.spec import worker_resources, worker_resources_text
 from jobs.timeline import running_seconds
+from jobs.verdict import job_submit_verdict, refused
 from tenants.access import is_platform_admin, platform_admin_or_404
 from tenants.selectors import tenant_access_or_404
 
@@ -82,25 +83,22 @@ def job_new(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def preview_data(request: HttpRequest, slug: str) -> tuple[dict, dict | None]:
-    """The live preview's answer (errors, or quota fit and start estimate) and the cleaned
-    submission it was computed for (None when the form has errors)."""
+    """The live preview's answer and the cleaned submission it was computed for (None when
+    refused): ``preview`` is the one verdict (``jobs.verdict``: fits, waits or refused,
+    the same check Submit makes), ``errors`` every field's refusal (empty unless refused).
+    Times are sent as ISO instants and as every page writes them (``*_text``)."""
     access = tenant_access_or_404(request.user, slug)
     inventory = selectors.inventory()
     form = JobForm(request.POST, inventory=inventory)
     if not form.is_valid():
-        return {"errors": {k: v[0] for k, v in form.errors.items()}}, None
-    pool = form.cleaned_data["pool"]
-    try:
-        _pool, clean, _annotations = services.job_submit_check(
-            access=access, pool=pool, data=form.submission(), inventory=inventory)
-    except ApplicationError as exc:
-        errors = exc.extra.get("errors") or {exc.field or NON_FIELD: exc.message}
-        return {"errors": errors}, None
-    result = selectors.preview(access.tenant, pool, clean, timezone.now())
-    result["gpu_kind"] = selectors.gpu_kind_label(clean)
+        errors = {k: str(v[0]) for k, v in form.errors.items()}
+        return {"errors": errors, "preview": refused(errors)}, None
+    result, clean = job_submit_verdict(access=access, pool=form.cleaned_data["pool"],
+                                       data=form.submission(), inventory=inventory)
     for key in ("eta_p50", "eta_p90"):
-        result[key] = result[key].isoformat() if result[key] else None
-    return {"errors": {}, "preview": result}, clean
+        if result.get(key):
+            result[key] = result[key].isoformat()
+    return {"errors": result.get("errors", {}), "preview": result}, clean
 
 
 @login_required
@@ -132,6 +130,7 @@ def job_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         "health": selectors.job_health(job),
         "reclaim_grace": selectors.reclaim_grace(job),
         "progress": progress.shown(job, now=timezone.now()),
+        "worker": worker_resources_text(worker_resources(job)),
     })
 
 
@@ -150,16 +149,18 @@ def job_logs(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         if log.problem:
             return HttpResponse(f"{log.message}\n{log.detail}\n", status=409,
                                 content_type="text/plain; charset=utf-8")
-        response = HttpResponse(log.text, content_type="text/plain; charset=utf-8")
+        response = HttpResponse(log.stamped_text, content_type="text/plain; charset=utf-8")
         name = f"{pod}{'-previous' if previous else ''}.log"
         response["Content-Disposition"] = f'attachment; filename="{name}"'
         return response
     log = selectors.pod_log(job, pod=pod, previous=previous,
                             after=request.GET.get("after", "")[:40])
-    return JsonResponse({"pod": pod, "previous": previous, "lines": [t for _s, t in log.lines],
+    # "today": the reader's day, so the panel reads the log again when it changes (its
+    # lines say "today" and "yesterday")
+    return JsonResponse({"pod": pod, "previous": previous, "lines": log.shown(),
                          "last": log.last, "problem": log.problem, "message": log.message,
                          "detail": log.detail, "truncated": log.truncated,
-                         "active": job.is_active})
+                         "active": job.is_active, "today": timezone.localdate().isoformat()})
 
 
 @login_required

@@ -37,18 +37,21 @@ def _r(value: float | None, digits: int = 3) -> float | None:
 
 
 NEAR_QUOTA = 0.9
-"""From this share of its quota on, a gauge is "near" (amber on the page's meter)."""
+"""From this share of its quota on, a gauge is "near" (a state, not a colour)."""
 
 
 def gauge_state(*, used: float, quota: float, limited: bool = True) -> str:
     """The one colour rule of every gauge (all resources, GPU memory included): "over"
-    when use is above a set quota (never green: red on the page's meter, the amber
-    borrowed colour on the chart's bar), "near" from :data:`NEAR_QUOTA` of it, else
-    "ok"; "unlimited" when no quota is set (use is shown, not judged)."""
+    when use is above a set quota, the only amber one (the borrowed colour, on the
+    chart's bar and on the page's meter, as the legend says); "full" at exactly the
+    quota, "near" from :data:`NEAR_QUOTA` of it, else "ok", all in the in-use blue;
+    "unlimited" when no quota is set (use is shown, not judged)."""
     if not limited:
         return "unlimited"
     if used > quota:
         return "over"
+    if quota and used == quota:
+        return "full"
     if quota and used >= NEAR_QUOTA * quota:
         return "near"
     return "ok"
@@ -57,9 +60,11 @@ def gauge_state(*, used: float, quota: float, limited: bool = True) -> str:
 def gauge(title: str, *, used: float, quota: float, unit: str = "",
           guaranteed: float | None = None, borrowed: float = 0.0,
           limited: bool = True) -> Figure:
-    """Used against quota: the bar is what is in use; the blue band the guaranteed part
-    (overcommitted mode), the amber band the borrowed part above the quota; the line
-    marks the quota. ``limited=False`` (no quota set): the bar alone, no line."""
+    """Used against quota: the bar is what is in use (amber only above the quota); the
+    blue band the guaranteed part (overcommitted mode), the amber band the part above
+    the quota; the line marks the quota (a bar that reaches it: full). ``limited=False``
+    (no quota set): the bar alone, no line. ``borrowed`` is kept for the callers' sake:
+    what a pool borrows within the tenant's total does not colour the bar."""
     top = max(quota, used, 1e-9) * 1.15
     steps = []
     if guaranteed is not None and guaranteed > 0:
@@ -73,8 +78,10 @@ def gauge(title: str, *, used: float, quota: float, unit: str = "",
             "number": {"suffix": suffix, "valueformat": ".4~g"},
             "gauge": {
                 "axis": {"range": [0, _r(top)]},
+                # amber only above the quota: at it the gauge is full, not borrowing
+                # (a pool's borrowing within the tenant's total is the badge's to say)
                 "bar": {"color": _COLORS["borrowed"] if gauge_state(
-                    used=used, quota=quota, limited=limited) == "over" or borrowed > 0
+                    used=used, quota=quota, limited=limited) == "over"
                     else _COLORS["allocated"]},
                 "steps": steps,
                 **({"threshold": {"line": {"color": "#111827", "width": 3}, "thickness": 0.85,
@@ -85,28 +92,56 @@ def gauge(title: str, *, used: float, quota: float, unit: str = "",
     }
 
 
+def no_data_text() -> str:
+    """What a chart (or the place of one) says when its period has no data yet."""
+    return _("No data in this period yet.")
+
+
+def _mode(ys: Sequence[float | None]) -> str:
+    """A line needs two points: a series with fewer is drawn as its markers."""
+    return "lines" if sum(v is not None for v in ys) >= 2 else "lines+markers"
+
+
 def trend(title: str, *, x: Sequence[dt.datetime], allocated: Sequence[float | None],
           utilised: Sequence[float | None], quota: Sequence[float | None],
-          unit: str = "", labels: dict[str, str] | None = None) -> Figure:
-    """Allocated, utilised and quota over time (lines; quota dashed)."""
+          unit: str = "", labels: dict[str, str] | None = None,
+          period: tuple[dt.datetime, dt.datetime] | None = None) -> Figure:
+    """Allocated, utilised and quota over time (lines; quota dashed). ``period``: the
+    x axis spans it whatever the data (plotly would stretch one sample into a
+    millisecond-wide axis, or draw an arbitrary one with none); with no sample it says
+    :func:`no_data_text` in the middle instead of drawing empty lines."""
     names = {"allocated": "allocated", "utilised": "utilised", "quota": "quota"}
     names.update(labels or {})
     xs = [t.isoformat() for t in x]
+    ys = {"allocated": [_r(v) for v in allocated], "utilised": [_r(v) for v in utilised],
+          "quota": [_r(v) for v in quota]}
     data = [
-        {"type": "scatter", "mode": "lines", "name": names["allocated"], "x": xs,
-         "y": [_r(v) for v in allocated], "line": {"color": _COLORS["allocated"]},
+        {"type": "scatter", "mode": _mode(ys["allocated"]), "name": names["allocated"],
+         "x": xs, "y": ys["allocated"], "line": {"color": _COLORS["allocated"]},
          "fill": "tozeroy", "fillcolor": "rgba(37,99,235,0.08)"},
-        {"type": "scatter", "mode": "lines", "name": names["utilised"], "x": xs,
-         "y": [_r(v) for v in utilised], "line": {"color": _COLORS["utilised"]},
+        {"type": "scatter", "mode": _mode(ys["utilised"]), "name": names["utilised"],
+         "x": xs, "y": ys["utilised"], "line": {"color": _COLORS["utilised"]},
          "connectgaps": False},
-        {"type": "scatter", "mode": "lines", "name": names["quota"], "x": xs,
-         "y": [_r(v) for v in quota], "line": {"color": _COLORS["quota"], "dash": "dash",
-                                               "shape": "hv"}},
+        {"type": "scatter", "mode": _mode(ys["quota"]), "name": names["quota"], "x": xs,
+         "y": ys["quota"], "line": {"color": _COLORS["quota"], "dash": "dash",
+                                    "shape": "hv"}},
     ]
+    xaxis: dict[str, Any] = {"type": "date"}
+    if period is not None:
+        xaxis["range"] = [period[0].isoformat(), period[1].isoformat()]
+    extra: dict[str, Any] = {}
+    if not any(v is not None for series in ys.values() for v in series):
+        extra = {"annotations": [{"text": no_data_text(), "showarrow": False,
+                                  "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5,
+                                  "font": {"size": 13, "color": "#5c6b64"}}],
+                 "showlegend": False}
+        # an empty y axis: 0 to 1 rather than plotly's -1 to 4
+        yaxis = {"title": {"text": unit}, "range": [0, 1]}
+    else:
+        yaxis = {"title": {"text": unit}, "rangemode": "tozero"}
     return {"data": data, "layout": _layout(
-        title, height=240, yaxis={"title": {"text": unit}, "rangemode": "tozero"},
-        xaxis={"type": "date"}, legend={"orientation": "h", "y": -0.2},
-        margin={"l": 48, "r": 16, "t": 40, "b": 48})}
+        title, height=240, yaxis=yaxis, xaxis=xaxis, legend={"orientation": "h", "y": -0.2},
+        margin={"l": 48, "r": 16, "t": 40, "b": 48}, **extra)}
 
 
 def histogram(title: str, values: Sequence[float], *, unit: str = "") -> Figure:

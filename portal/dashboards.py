@@ -132,17 +132,19 @@ class Gauge:
 
     @property
     def state(self) -> str:
-        """``charts.gauge_state``: "over" (never green), "near", "ok" or "unlimited"."""
+        """``charts.gauge_state``: "over" (amber), "full", "near", "ok" or "unlimited"."""
         return charts.gauge_state(used=float(self.used), quota=float(self.quota),
                                   limited=self.limited)
 
     @property
     def meter(self) -> dict[str, Any]:
         """The page's ``<meter>``: its scale reaches the use when that is above the quota
-        (a meter clamps its value to ``max``), ``high`` is the quota and ``optimum`` 0, so
-        a browser draws use above the quota red and near it amber, never green."""
+        (a meter clamps its value to ``max``); ``low`` and ``high`` are both the quota and
+        ``optimum`` 0, so use up to the quota (full included) is the meter's optimum
+        region and use above it its "even less good" one, which the stylesheet colours
+        as the chart does: in-use blue, and amber only above the quota."""
         quota = float(self.quota)
-        return {"max": max(quota, float(self.used)), "low": round(charts.NEAR_QUOTA * quota, 3),
+        return {"max": max(quota, float(self.used)), "low": quota,
                 "high": quota, "optimum": 0, "value": float(self.used)}
 
     def figure(self) -> charts.Figure:
@@ -185,10 +187,11 @@ def tenant_gauges(tenant: Tenant) -> list[Gauge]:
                 continue
             used[key] += row["used"]
             quota[key] += row["effective"]
-            if row["granted"] or row["effective"]:
+            if row["limited"]:   # the quota page's answer (tenants.demand.quota_limits)
                 limited.add(key)
-                # Use above a pool's quota is borrowed; a pool without quota for the
-                # resource cannot borrow it (its use is simply not limited).
+                # Use above a pool's quota is borrowed (not granted is 0); a pool whose
+                # quota does not limit the resource borrows nothing (its use is simply
+                # not limited).
                 borrowed[key] += max(Decimal(0), row["used"] - row["effective"])
             if row["guaranteed"] is not None:
                 guaranteed[key] = guaranteed.get(key, Decimal(0)) + row["guaranteed"]
@@ -225,7 +228,9 @@ def _observed_gpu_keys() -> set[str]:
 def _tenant_trends(tenant: Tenant, *, days: int, now: dt.datetime | None
                    ) -> list[dict[str, Any]]:
     pool_ids = list(Pool.objects.filter(tenant=tenant).values_list("id", flat=True))
+    now = now or timezone.now()
     series = series_for_pools(pool_ids, days=days, now=now)
+    period = (now - dt.timedelta(days=days), now)   # every chart's x axis, data or not
     labels = {"allocated": _("allocated"), "utilised": _("utilised"), "quota": _("quota")}
     # A GPU key no node offers and the tenant holds no grant of (e.g. the ``gpu:unknown``
     # older samplers wrote for cards without a model label) is no resource: no chart.
@@ -243,7 +248,7 @@ def _tenant_trends(tenant: Tenant, *, days: int, now: dt.datetime | None
                                            allocated=[r[1] for r in rows],
                                            utilised=[r[2] for r in rows],
                                            quota=[r[3] for r in rows], unit=unit,
-                                           labels=labels)})
+                                           labels=labels, period=period)})
     return out
 
 

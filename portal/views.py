@@ -29,12 +29,16 @@ from tenants.selectors import my_tenants
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
     """Landing page: my tenants with my role in each, their pools and status. Finance
-    staff who belong to no tenant land on the month's billing instead, their daily work."""
+    staff who belong to no tenant land on the month's billing instead, their daily work;
+    whoever sees exactly one tenant lands on that tenant's page (a list of one card is a
+    click for nothing). ``?all=1`` shows the list anyway (the tenant switcher links it)."""
     user = request.user
     tenants = my_tenants(user)
     member_somewhere = any(role is not None for _tenant, role in tenants)
     if is_finance(user) and not is_platform_admin(user) and not member_somewhere:
         return redirect("billing:month")
+    if len(tenants) == 1 and not request.GET.get("all"):
+        return redirect("tenants:detail", slug=tenants[0][0].slug)
     return render(request, "portal/home.html", {"tenants": tenants})
 
 

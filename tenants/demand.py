@@ -41,7 +41,7 @@ __all__ = [
     "JOB_KINDS", "MILLI", "UNLIMITED", "CardFacts", "borrowing_factor", "card_facts",
     "cpu_request", "dimension_only_when_granted", "elastic_ceiling", "engine_amount",
     "engine_demand", "from_engine", "job_demand", "memory_request_gib",
-    "mig_profile_memory_gib", "pool_ceiling", "pool_limits",
+    "mig_profile_memory_gib", "pool_ceiling", "pool_limits", "quota_limits",
 ]
 
 MILLI: frozenset[str] = frozenset({"cpu", "memory", "gpu-memory"})
@@ -52,6 +52,7 @@ _OPTIONAL = frozenset({"gpu-memory"})
 _MIG_NAME = re.compile(r"^(\d+)g\.(\d+)gb$")
 _THOUSAND = Decimal(1000)
 _MILLI_STEP = Decimal("0.001")
+_MIB = Decimal(1) / 1024
 
 
 def cpu_request(cpu_per_worker: Decimal | int | float) -> Decimal:
@@ -62,9 +63,11 @@ def cpu_request(cpu_per_worker: Decimal | int | float) -> Decimal:
 
 
 def memory_request_gib(memory_gib_per_worker: Decimal | int | float) -> Decimal:
-    """The memory a worker's pod requests (and quota counts): 90% of the limit."""
+    """The memory a worker's pod requests (and quota counts): 90% of the limit, rounded
+    down to a MiB, the step a quantity carries (``k8s_sync.specs.JobSpec`` rounds so too),
+    so the pod's ``requests.memory`` is exactly this: 64 GiB -> 58982 MiB (57.6 GiB)."""
     memory = Decimal(str(memory_gib_per_worker))
-    return (memory * 9 / 10).quantize(Decimal("0.001"))
+    return (memory * 9 / 10 / _MIB).to_integral_value(rounding=ROUND_FLOOR) * _MIB
 
 
 def mig_profile_memory_gib(profile: str) -> Decimal | None:
@@ -76,6 +79,15 @@ def mig_profile_memory_gib(profile: str) -> Decimal | None:
 def dimension_only_when_granted(key: str) -> bool:
     """Keys that bind only pools granted them (``gpu-memory``); the rest: not granted is 0."""
     return key in _OPTIONAL
+
+
+def quota_limits(key: str, granted: bool) -> bool:
+    """Whether a pool's quota limits ``key`` at all (``granted``: the pool holds a grant
+    or a loan of it). Every key is limited (not granted is 0, used above it is
+    borrowed) but those that bind only where granted, which a pool without a grant uses
+    without limit. The quota page, the dashboard's gauges and the API say "not limited"
+    from this one answer, as admission and the submission check act on it."""
+    return granted or not dimension_only_when_granted(key)
 
 
 @dataclass(frozen=True)

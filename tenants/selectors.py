@@ -26,7 +26,7 @@ from tenants.access import AnyUser, TenantAccess, access_for, sees_all_tenants
 from tenants.capacity import capacity_by_resource, cluster_observed, offered_resources
 from tenants.catalog import Resource
 from tenants.choices import LoanStatus, MembershipRole, QuotaMode, RequestStatus, TenantStatus
-from tenants.demand import JOB_KINDS, elastic_ceiling, pool_ceiling
+from tenants.demand import JOB_KINDS, elastic_ceiling, pool_ceiling, quota_limits
 from tenants.models import (
     AuditEvent,
     Membership,
@@ -394,8 +394,9 @@ def quota_overview(tenant: Tenant) -> list[dict]:
     """Per pool: each resource's grant, effective amount (loans), in use now
     (``tenants.usage.in_use_by_pool``, the one definition), what development and batch
     work may hold borrowing idle capacity (``ceiling``, ``tenants.demand.pool_ceiling``;
-    None: any idle capacity), and for overcommitted-mode tenants the guaranteed part and
-    the reclaim risk."""
+    None: any idle capacity), whether the quota limits it at all (``limited``,
+    ``tenants.demand.quota_limits``: False for GPU memory a pool was not granted), and
+    for overcommitted-mode tenants the guaranteed part and the reclaim risk."""
     pools = list(pools_of(tenant))
     factor = tenant.borrowing_factor()
     usage = in_use_by_pool(pools)
@@ -408,6 +409,7 @@ def quota_overview(tenant: Tenant) -> list[dict]:
         for key in sorted(set(granted) | set(effective) | set(used)):
             share = guarantees.get(key)
             amount = effective.get(key, Decimal(0))
+            limited = quota_limits(key, key in granted or key in effective)
             rows.append({
                 "resource": Resource.parse(key) if _parses(key) else None, "key": key,
                 "granted": granted.get(key, Decimal(0)), "effective": amount,
@@ -415,7 +417,8 @@ def quota_overview(tenant: Tenant) -> list[dict]:
                 "guaranteed": guaranteed_amount(key, amount, share) if share is not None
                 else None,
                 "reclaim_risk": (1 - share) if share is not None else None,
-                "ceiling": pool_ceiling(key, amount, factor),
+                "ceiling": pool_ceiling(key, amount, factor) if limited else None,
+                "limited": limited,   # False: no quota set, use is shown, not limited
             })
         out.append({"pool": pool, "rows": rows})
     return out
@@ -472,12 +475,15 @@ def request_facts(request) -> list[dict]:  # type: ignore[no-untyped-def]
         total = (QuotaGrant.objects.filter(resource=key, superseded_at__isnull=True)
                  .exclude(pool__tenant__status=TenantStatus.DELETED)
                  .aggregate(t=Sum("amount"))["t"]) or Decimal(0)
-        current = current_grants(request.pool).get(key, Decimal(0))
+        grants = current_grants(request.pool)
+        current = grants.get(key, Decimal(0))
         cap = capacity.get(key)
         after = total - current + item.requested_amount
         peaks = daily_peaks(request.pool, key)
         facts.append({
             "item": item, "current": current, "used": usage.get(key, Decimal(0)),
+            # False: the pool's use of it is not limited now (GPU memory not granted)
+            "limited": quota_limits(key, key in grants),
             "peak_30d": max(peaks) if peaks else None,
             # the utilisation figures of this GPU kind over the same 30 days (None: not a
             # GPU kind, or nothing held nor allocated)

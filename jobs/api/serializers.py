@@ -19,6 +19,7 @@ from jobs import progress
 from jobs import validation as v
 from jobs.choices import JobKind
 from jobs.models import JobTransition, TrainingJob
+from jobs.selectors.spec import worker_resources
 from jobs.texts import transition_reason_label
 from k8s_sync.specs import MAX_RUN_SECONDS
 from tenants.tiers import reclaim_grace_seconds
@@ -83,6 +84,9 @@ PROGRESS_SCHEMA = {
         "current": {"type": "boolean"},
     },
 }
+def _decimal3(value: Decimal) -> str:
+    """A request as the model's decimal fields are written (three decimals)."""
+    return f"{value.quantize(Decimal('0.001')):f}"
 
 
 class JobSerializer(serializers.ModelSerializer):
@@ -113,6 +117,13 @@ class JobSerializer(serializers.ModelSerializer):
                   "([{name, value}], values as text), source (trainer_status or log), "
                   "current (from its current run and fresh: the estimated starts of the jobs "
                   "waiting behind it use remaining_seconds).")
+    cpu_request_per_worker = serializers.SerializerMethodField(
+        help_text="The CPU (cores) each worker's pod requests, which the quota, admission, "
+                  "the gauges and the ResourceQuota count; cpu_per_worker is its limit, "
+                  "what was typed.")
+    memory_request_gib_per_worker = serializers.SerializerMethodField(
+        help_text="The memory (GiB) each worker's pod requests, which the quota counts; "
+                  "memory_gib_per_worker is its limit, what was typed.")
     reclaim_grace_seconds = serializers.SerializerMethodField(
         help_text="When the job runs on borrowed idle capacity (a batch job, or a "
                   "development job admitted above its pool's quota): the seconds it gets to "
@@ -135,6 +146,13 @@ class JobSerializer(serializers.ModelSerializer):
             out[key] = serializers.DateTimeField().to_representation(out[key]) if out[
                 key] is not None else None
         return out
+    @extend_schema_field(serializers.DecimalField(max_digits=8, decimal_places=3))
+    def get_cpu_request_per_worker(self, job: TrainingJob) -> str:
+        return _decimal3(worker_resources(job)["cpu_request"])
+
+    @extend_schema_field(serializers.DecimalField(max_digits=10, decimal_places=3))
+    def get_memory_request_gib_per_worker(self, job: TrainingJob) -> str:
+        return _decimal3(worker_resources(job)["memory_request_gib"])
 
     def get_eta_p50_text(self, job: TrainingJob) -> str:
         return eta_text(job.eta_p50)
@@ -147,7 +165,8 @@ class JobSerializer(serializers.ModelSerializer):
         fields = ["id", "name", "tenant", "pool", "namespace", "kind", "runtime", "k8s_name",
                   "tier", "state",
                   "image", "command", "args", "env", "workers", "gpus_per_worker", "gpu_model",
-                  "mig_profile", "cpu_per_worker", "memory_gib_per_worker", "max_run_seconds",
+                  "mig_profile", "cpu_per_worker", "memory_gib_per_worker",
+                  "cpu_request_per_worker", "memory_request_gib_per_worker", "max_run_seconds",
                   "checkpoint_claim", "checkpoint_storage_class", "checkpoint_size_gib",
                   "checkpoint_path", "priority", "held", "hold_reason",
                   "hold_reason_code", "borrowing", "reclaim_grace_seconds", "restart_count",

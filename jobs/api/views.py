@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from django.db.models import QuerySet
-from django.utils import timezone
 from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
@@ -16,10 +15,10 @@ from core.api import validated
 from core.exceptions import ApplicationError
 from jobs import selectors, services
 from jobs.api import serializers as s
+from jobs.api.preview import PreviewAnswer, PreviewRefused
 from jobs.choices import ACTIVE_STATES
-from jobs.contract import check_buildable
 from jobs.models import TrainingJob
-from jobs.validation import SubmissionError, validate_submission
+from jobs.verdict import job_submit_verdict
 from tenants.access import is_platform_admin
 from tenants.api.base import TenantScopedViewSet
 
@@ -47,20 +46,22 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedV
                                   pool=data.pop("pool"), data=data)
         return Response(s.JobSerializer(job).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(request=s.JobInput, responses={200: dict})
+    @extend_schema(request=s.JobInput, responses={
+        200: PreviewAnswer, 400: PreviewRefused, 403: PreviewRefused, 409: PreviewRefused})
     @action(detail=False, methods=["post"])
     def preview(self, request: Request, tenant_slug: str) -> Response:
-        """Would this job fit the quota, where would it run, when would it start."""
+        """What Submit would do with this job now, by the same check (``jobs.verdict``):
+        ``verdict`` fits (where it runs: ``nodes``, ``placement``, ``switch``), waits (the
+        one limit that holds it: ``reason``, ``reason_code``; the ETA: ``eta_p50``,
+        ``eta_p90``) or refused (answered with Submit's status and error body, plus
+        ``field``, ``message`` and ``errors``)."""
+        self.access.require_member()  # permission before validation, as Submit
         data = validated(s.JobInput, request)
-        pool = data.pop("pool")
-        try:
-            clean = validate_submission(data, pool=pool, inventory=selectors.inventory())
-            check_buildable(tenant=self.access.tenant, pool=pool, clean=clean)
-        except SubmissionError as exc:
-            raise ApplicationError(next(iter(exc.errors.values())),
-                                   field=next(iter(exc.errors)),
-                                   extra={"errors": exc.errors}) from None
-        return Response(selectors.preview(self.access.tenant, pool, clean, timezone.now()))
+        verdict, _clean = job_submit_verdict(access=self.access, pool=data.pop("pool"),
+                                             data=data)
+        if verdict["verdict"] == "refused":
+            return Response(verdict, status=verdict.pop("status"))
+        return Response(verdict)
 
     @extend_schema(request=None, responses=s.JobSerializer)
     @action(detail=True, methods=["post"])

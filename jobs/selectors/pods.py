@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -10,6 +11,8 @@ from django.core.cache import cache
 from django.http import Http404
 from django.utils.translation import gettext_lazy
 
+from core.when import when_text
+from jobs.choices import JobState
 from jobs.models import TrainingJob
 from k8s_sync.client import K8sError, get_client
 from k8s_sync.metrics import MetricsSource
@@ -121,6 +124,12 @@ LOG_PROBLEMS = {
     "no_previous": gettext_lazy("This pod's container has not restarted: there is no "
                                 "previous container."),
     "gone": gettext_lazy("This pod no longer exists; its log went with it."),
+    # the pod was never created: the job has not run yet (queued, or admitted and starting)
+    "job_not_started": gettext_lazy("The job has not started yet: logs appear when its "
+                                    "first pod runs."),
+    # the job ended without ever running a pod (cancelled or failed while waiting)
+    "job_never_ran": gettext_lazy("The job ended before any of its pods ran, so there are "
+                                  "no logs."),
     "unreachable": gettext_lazy("The cluster cannot be reached right now; try again in a "
                                 "moment."),
     "refused": gettext_lazy("The cluster did not give this log."),
@@ -141,6 +150,24 @@ class PodLog:
     @property
     def text(self) -> str:
         return "".join(text + "\n" for _stamp, text in self.lines)
+
+    @property
+    def stamped_text(self) -> str:
+        """The lines with the kubelet's timestamps (RFC 3339, UTC), as ``kubectl logs
+        --timestamps`` prints them: a downloaded log keeps its dates."""
+        return "".join(f"{stamp} {text}\n" if stamp else text + "\n"
+                       for stamp, text in self.lines)
+
+    def shown(self) -> list[dict[str, str]]:
+        """The lines as the page shows them: each with its timestamp in the one format of
+        times (:func:`core.when.when_text`, the reader's language and time zone, to the
+        second), beside the exact instant; a line without one has no time."""
+        out = []
+        for stamp, text in self.lines:
+            at = _log_time(stamp)
+            out.append({"at": at.isoformat() if at else "",
+                        "when": when_text(at, seconds=True) if at else "", "text": text})
+        return out
 
     @property
     def last(self) -> str:
@@ -167,7 +194,13 @@ def pod_log(job: TrainingJob, *, pod: str, previous: bool = False,
                                    tail_lines=tail, since_time=since_time,
                                    limit_bytes=limit_bytes, timestamps=True)
     except K8sError as exc:
-        return PodLog(pod, previous, [], _log_problem(exc), exc.message[:500])
+        problem = _log_problem(exc)
+        if problem == "gone" and not _ever_ran(job):
+            # a pod that never existed did not go: say where the job stands instead
+            # (the cluster's "not found" would only confuse)
+            return PodLog(pod, previous, [],
+                          "job_not_started" if job.is_active else "job_never_ran")
+        return PodLog(pod, previous, [], problem, exc.message[:500])
     assert isinstance(raw, str)  # not followed
     truncated = len(raw.encode()) >= limit_bytes
     lines = []
@@ -179,6 +212,22 @@ def pod_log(job: TrainingJob, *, pod: str, previous: bool = False,
             continue
         lines.append((stamp, text))
     return PodLog(pod, previous, lines, truncated=truncated)
+
+
+def _ever_ran(job: TrainingJob) -> bool:
+    """Whether any of the job's pods ever ran: it is running now, or its history has a
+    start (``started_at`` is cleared when a job goes back to the queue)."""
+    if job.started_at is not None or job.restart_count:
+        return True
+    return job.transitions.filter(to_state=JobState.RUNNING).exists()
+
+
+def _log_time(stamp: str) -> dt.datetime | None:
+    """The instant of a kubelet log timestamp ("2026-12-07T12:24:55.123456789Z")."""
+    try:
+        return dt.datetime.fromisoformat(stamp[:19] + "+00:00") if stamp else None
+    except ValueError:
+        return None
 
 
 def _log_problem(exc: K8sError) -> str:
@@ -197,10 +246,41 @@ def _log_problem(exc: K8sError) -> str:
     return "refused"
 
 
-def events_of(job: TrainingJob):  # type: ignore[no-untyped-def]
-    """Recent cluster events about the job and its pods."""
+#: The training operator's events of the admission gate. Trainyard (or Kueue) creates every
+#: job suspended and resumes it when it is admitted, and suspends it again when it is
+#: preempted; the operator says so with these events (on every reconcile of a suspended
+#: job, counted in one Event). The page explains them instead of showing the bare reason,
+#: which reads like a preemption.
+SUSPENDED_EVENT, RESUMED_EVENT = GATE_EVENTS = ("PyTorchJobSuspended", "PyTorchJobResumed")
+GATE_TEXTS = {
+    "created": gettext_lazy("Created suspended, as every job is: the cluster starts its "
+                            "pods only once the job is admitted. This is not a preemption."),
+    "suspended": gettext_lazy("Suspended: every job is created suspended until it is "
+                              "admitted, and suspended again when it is preempted; the "
+                              "cluster starts its pods once it is admitted."),
+    "resumed": gettext_lazy("Resumed on admission: the cluster creates its pods."),
+}
+EVENTS_SHOWN = 50
+
+
+def events_of(job: TrainingJob) -> list[ClusterEvent]:
+    """The job's and its pods' latest cluster events, oldest first (by their full time, as
+    the timeline and the log run). An admission-gate event (:data:`GATE_EVENTS`) carries
+    ``gate``: the plain words the page shows for it."""
     if not job.k8s_name:
-        return ClusterEvent.objects.none()
-    return ClusterEvent.objects.filter(involved_namespace=job.pool.namespace,
-                                       involved_name__startswith=job.k8s_name).order_by(
-        "-last_seen")[:50]
+        return []
+    events = list(ClusterEvent.objects.filter(
+        involved_namespace=job.pool.namespace, involved_name__startswith=job.k8s_name,
+    ).order_by("-last_seen", "-first_seen", "-pk")[:EVENTS_SHOWN])
+    events.reverse()
+    preempted = None
+    for event in events:
+        gate = ""
+        if event.reason == RESUMED_EVENT:
+            gate = "resumed"
+        elif event.reason == SUSPENDED_EVENT:
+            if preempted is None:
+                preempted = job.transitions.filter(to_state=JobState.PREEMPTING).exists()
+            gate = "suspended" if preempted else "created"
+        event.gate = str(GATE_TEXTS[gate]) if gate else ""  # type: ignore[attr-defined]
+    return events

@@ -3,8 +3,13 @@ policy in force."""
 
 from __future__ import annotations
 
+from decimal import Decimal
+
+from django.utils.translation import gettext as _
+
 from core.choices import Tier
 from core.models import Policy
+from core.numbers import gib, quantity
 from jobs.choices import JobKind, JobState
 from jobs.models import TrainingJob
 from k8s_sync.placement import dedicated_placement, switch_label
@@ -61,3 +66,37 @@ def job_spec(job: TrainingJob, *, policy: Policy | None = None,  # type: ignore[
         kind=job.kind or JobKind.PYTORCHJOB,
         runtime=job.runtime if job.kind == JobKind.TRAINJOB else "",
     )
+
+
+def worker_resources(job: object) -> dict[str, Decimal]:
+    """CPU and memory of one worker's pod as the cluster gets them (``job_spec`` renders
+    the same requests and limits into every replica), from a TrainingJob or a cleaned
+    submission: what was typed is the limit, the request is ``tenants.demand``'s, and the
+    quota, admission, the gauges and the ResourceQuota count the requests (every page
+    says both: ``worker_resources_text``)."""
+    get = job.get if isinstance(job, dict) else lambda name: getattr(job, name, None)
+    cpu = Decimal(str(get("cpu_per_worker") or 0))
+    memory = Decimal(str(get("memory_gib_per_worker") or 0))
+    return {"cpu_request": demand.cpu_request(cpu), "cpu_limit": cpu,
+            "memory_request_gib": demand.memory_request_gib(memory),
+            "memory_limit_gib": memory}
+
+
+def worker_resources_text(resources: dict[str, Decimal]) -> dict[str, str]:
+    """The per-worker lines every page shows (job form preview, job page), in the active
+    language: ``cpu``, ``memory`` and ``counted`` (which of the two the quota counts)."""
+    return {
+        "cpu": _("CPU per worker: request %(request)s cores, limit %(limit)s cores") % {
+            "request": quantity(resources["cpu_request"]),
+            "limit": quantity(resources["cpu_limit"])},
+        "memory": _("Memory per worker: request %(request)s, limit %(limit)s") % {
+            "request": gib(resources["memory_request_gib"]),
+            "limit": gib(resources["memory_limit_gib"])},
+        "counted": counted_text(),
+    }
+
+
+def counted_text() -> str:
+    """Which of request and limit the quota counts, in one sentence."""
+    return _("Your quota counts the requests (every worker together); the limits cap each "
+             "worker.")

@@ -259,8 +259,8 @@ def test_the_preview_reports_fit_per_dimension(login, bob, quota):
     rows = {row["key"]: row for row in preview["dimensions"]}
     # no borrowing cap: development work may borrow any idle capacity (ceiling None)
     assert rows["cpu"] == {"key": "cpu", "label": "CPU", "unit": "cores", "wanted": 8,
-                           "in_use": 0, "quota": 256, "ceiling": None, "fits_quota": True,
-                           "fits_ceiling": True}
+                           "in_use": 0, "ahead": 0, "quota": 256, "ceiling": None,
+                           "fits_quota": True, "fits_ceiling": True}
     assert rows[f"gpu:{H800}"]["label"] == f"GPUs · {H800}"
     assert rows["memory"]["wanted"] == 115.2 and rows[f"gpu:{H800}"]["wanted"] == 4
     assert "gpu-memory" not in rows   # not granted: it does not bind this pool
@@ -275,7 +275,9 @@ def test_the_preview_reports_fit_per_dimension(login, bob, quota):
     client = login(bob)
     big = {**form, "cpu_per_worker": "192", "workers": "3"}
     refused = client.post("/t/acme/jobs/preview/", big).json()
-    assert "preview" not in refused and "could never start" in refused["errors"]["cpu_per_worker"]
+    assert refused["preview"]["verdict"] == "refused"
+    assert refused["preview"]["field"] == "cpu_per_worker"
+    assert "could never start" in refused["errors"]["cpu_per_worker"]
     submitted = client.post("/t/acme/jobs/new/", big)
     assert submitted.status_code == 400
     assert escape(refused["errors"]["cpu_per_worker"]) in submitted.content.decode()

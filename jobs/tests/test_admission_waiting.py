@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
+import time_machine
+
 from core.texts import english
 from jobs.admission import History, Policy
 
@@ -174,9 +176,10 @@ def test_reason_names_the_holders_and_when_they_finish():
                 started_at=NOW, expected_seconds=20000.0),
             job(1, gpus=4)]
     d = run(nodes, jobs, [quota("acme"), quota("globex", 8, pool="prod")])
-    reason = english(d.waiting[1].reason)
+    with time_machine.travel(NOW, tick=False):   # read at NOW: "today", in one format
+        reason = english(d.waiting[1].reason)
     assert reason == ("needs 4 NVIDIA-H800, 2 free; 2 held by production jobs "
-                                   "expected to finish around 14:20 UTC")
+                      "expected to finish around today 14:20 UTC")
 
 
 def test_reason_for_a_replica_larger_than_any_node():
@@ -230,7 +233,9 @@ def test_times_far_ahead_carry_the_date():
     jobs = [job(10, tenant="globex", state="running", gpus=8, on="n1", started_at=NOW,
                 expected_seconds=3 * 86400.0), job(1, gpus=8)]
     d = run([node("n1")], jobs, [quota("acme"), quota("globex")])
-    assert english(d.waiting[1].reason).endswith("expected to finish around 03 Dec 12:00 UTC")
+    with time_machine.travel(NOW, tick=False):
+        reason = english(d.waiting[1].reason)
+    assert reason.endswith("expected to finish around Thu 3 Dec 12:00 UTC")
 
 
 def test_ordinals_and_clock():

@@ -7,6 +7,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from core.when import eta_text
 from jobs.health import (
     NOT_CREATED_AFTER,
     NOT_STARTED_AFTER,
@@ -120,6 +121,11 @@ def stuck(tenant_a):
     return admitted, preempting
 
 
+def _at(moment: dt.datetime) -> str:
+    """A time as the pages write it (core.when, to the minute), in its <time> element."""
+    return f'<time datetime="{moment.isoformat()}">{eta_text(moment)}</time>'
+
+
 def test_stuck_jobs_are_on_the_abnormal_list_and_their_pages_with_the_clusters_reason(
         stuck, platform_admin, bob, charlie, tenant_b, login):
     admitted, preempting = stuck
@@ -129,18 +135,18 @@ def test_stuck_jobs_are_on_the_abnormal_list_and_their_pages_with_the_clusters_r
     requeue = timezone.localtime(admitted.admitted_at + dt.timedelta(seconds=600))
     assert "acme/pending-pods" in row and 'data-trouble="not_started"' in row
     assert "Unschedulable: 0/4 nodes are available: 4 Insufficient nvidia.com/gpu." in row
-    assert f"Next: back in the queue at {requeue:%H:%M}" in row
-    assert timezone.localtime(admitted.admitted_at).strftime("%Y-%m-%d %H:%M") in row
+    assert f"Next: back in the queue at {_at(requeue)}" in row   # one format: core.when
+    assert f"Since {_at(admitted.admitted_at)}." in row
     row = page.split(f'data-job="{preempting.pk}"')[1].split("</tr>")[0]
     release = timezone.localtime(preempting.preempt_deadline + PREEMPT_RELEASE_AFTER)
     assert 'data-trouble="preempt_overdue"' in row
-    assert f"Next: released to the queue at {release:%H:%M}" in row
+    assert f"Next: released to the queue at {_at(release)}" in row
 
     url = reverse("jobs:detail", kwargs={"slug": "acme", "pk": admitted.pk})
     body = login(bob).get(url).content.decode()
     banner = body.split('id="job-health"')[1].split("</div>")[0]
     assert "Admitted, but its pods have not started." in banner
-    assert "Insufficient nvidia.com/gpu" in banner and f"{requeue:%H:%M}" in banner
+    assert "Insufficient nvidia.com/gpu" in banner and _at(requeue) in banner
     assert login(charlie).get(url).status_code == 404
     fine = TrainingJob.objects.get(name="fine")
     assert 'id="job-health"' not in login(bob).get(

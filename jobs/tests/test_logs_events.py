@@ -2,10 +2,13 @@
 the tenant and the job), the cluster's events through the observer, per-pod GPU utilisation,
 and the pods' truth after a cancel."""
 
+import datetime as dt
 import re
 
 import pytest
+from django.utils import timezone
 
+from core.when import when_text
 from jobs.tests.conftest import cycle
 from jobs.tests.test_lifecycle import _submit, world  # noqa: F401 - the fixture
 from k8s_sync.client import get_client
@@ -33,9 +36,15 @@ def test_logs_of_the_jobs_own_pods_only(running, login, api, alice, charlie, set
     client = login(alice)
     data = client.get(url, {"pod": pod}).json()
     assert data["problem"] == "" and data["active"] is True
-    text = "\n".join(data["lines"])
+    text = "\n".join(line["text"] for line in data["lines"])
     assert "torchrun: MASTER_ADDR=" in text and "saved checkpoint step" in text
-    assert not any(re.match(r"^\S+\.\d{9}Z ", line) for line in data["lines"])  # stamps apart
+    assert not any(re.match(r"^\S+\.\d{9}Z ", line["text"]) for line in data["lines"])
+    # each line's time: the cluster's stamp, in the one format of times (core.when)
+    times = [dt.datetime.fromisoformat(line["at"]) for line in data["lines"]]
+    assert times == sorted(times) and all(
+        line["when"] == when_text(at, seconds=True) for line, at in zip(data["lines"], times,
+                                                                        strict=True))
+    assert data["today"] == timezone.localdate().isoformat()
     # following: only what came after the last line shown
     assert client.get(url, {"pod": pod, "after": data["last"]}).json()["lines"] == []
     page = client.get(f"/t/acme/jobs/{running.pk}/").content.decode()
@@ -49,6 +58,7 @@ def test_logs_of_the_jobs_own_pods_only(running, login, api, alice, charlie, set
     assert download.status_code == 200
     assert download["Content-Disposition"] == f'attachment; filename="{pod}.log"'
     assert download.content.decode().count("\n") >= len(data["lines"])
+    assert re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z \[", download.content.decode())
 
     body = api(alice).get(f"/api/v1/tenants/acme/jobs/{running.pk}/logs/",
                           {"pod": pod, "tail": 3}).json()

@@ -131,15 +131,35 @@ def test_the_live_preview_answers_quota_fit_start_and_cost(login, bob, platform_
 
 
 def test_the_demo_load_submits_jobs_the_pools_may_run(quota, bob):
+    """As its own account (never a researcher's name), each job named after the shape it
+    was submitted with, and its template recorded only when that shape was kept (two
+    H800 nodes: the 4 x 8 multi-node template shrinks to one worker)."""
     from django.core.management import call_command
 
-    call_command("demo_load", "--count", "3", "--every", "0.01", "--seed", "7")
-    jobs = list(TrainingJob.objects.all())
-    assert len(jobs) == 3
+    from portal.management.commands.seed_demo import LOADGEN, loadgen_user
+    from tenants.models import Membership
+
+    call_command("demo_load", "--count", "1", "--every", "0.01", "--seed", "7")
+    assert not TrainingJob.objects.exists()   # no account of its own in acme: nothing
+    Membership.objects.create(user=loadgen_user(), tenant=quota, role="member")
+    call_command("demo_load", "--count", "12", "--every", "0.01", "--seed", "7")
+    jobs = list(TrainingJob.objects.select_related("submitted_by"))
+    assert len(jobs) == 12
+    shapes = set()
     for job in jobs:
         assert job.gpu_model == H800 and job.tier in ("production", "development", "batch")
         assert job.gpus_per_worker <= 8
         assert "kubesim.trainyard.io/run-seconds" in job.annotations
+        assert job.submitted_by.username == LOADGEN
+        prefix = job.name.rsplit("-", 1)[0]
+        assert prefix == ("multinode" if job.workers > 1 else
+                          "ddp" if job.gpus_per_worker > 1 else "finetune"), job.name
+        if job.template:
+            assert (TEMPLATES[job.template]["workers"],
+                    TEMPLATES[job.template]["gpus_per_worker"]) == (job.workers,
+                                                                   job.gpus_per_worker)
+        shapes.add((job.workers, job.gpus_per_worker, job.template))
+    assert (1, 8, "") in shapes   # a shrunk multi-node job: named ddp, no template
 
 
 def test_a_template_submits_as_it_stands(login, bob, quota):
@@ -202,5 +222,5 @@ def test_the_preview_refuses_what_a_submit_would(login, bob, job):
         "name": job.name, "pool": "dev", "tier": "development", "image": "trainer:1",
         "workers": "1", "gpus_per_worker": "1", "gpu_model": H800, "cpu_per_worker": "8",
         "memory_gib_per_worker": "16", "max_run_hours": "1", "checkpoint_path": "/c"}).json()
-    assert "preview" not in answer
+    assert answer["preview"]["verdict"] == "refused" and answer["preview"]["field"] == "name"
     assert "exists already" in answer["errors"]["name"]

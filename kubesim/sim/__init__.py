@@ -5,7 +5,10 @@ Nodes and StorageClasses (``bootstrap``) and runs the controllers on every
 ``tick``: node lifecycle, Kueue (``kueue.py``), training operator (PyTorchJob), Trainer
 v2 (TrainJob, with the ClusterTrainingRuntime ``torch-distributed`` installed at
 bootstrap), garbage collector,
-scheduler and kubelet.  All timing uses ``store.clock``; the seed makes runs repeatable.
+scheduler and kubelet.  All timing uses ``store.clock``, the wall clock (see
+``kubesim/clock.py``): its ``speed`` only shortens what the simulated workload takes (the
+kubelet's container start-up and run times, the log's steps); the seed makes runs
+repeatable.
 ``metrics_text()`` renders DCGM-exporter / cAdvisor style Prometheus text and
 ``pod_log()`` a simulated container log.
 
@@ -77,7 +80,8 @@ class Simulation:
         self.state = ClusterState(self.profile)
         sim = self.profile["simulation"]
         self.events = EventRecorder(store, self.now, ttl_seconds=float(sim["event_ttl_seconds"]))
-        self.kubelet = Kubelet(store, self.state, self.events, self.now, self.profile, seed)
+        self.kubelet = Kubelet(store, self.state, self.events, self.now, self.profile, seed,
+                               speed=self.clock.speed)
         self.scheduler = Scheduler(store, self.state, self.events, self.now)
         self.operator = Operator(store, self.state, self.events, self.now)
         self.kueue = KueueController(store, self.state, self.events, self.now)

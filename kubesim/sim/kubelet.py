@@ -5,6 +5,11 @@ in-place container restart when the pod's restartPolicy asks for it.  A pod
 marked for deletion keeps running for its grace period and is then removed with
 grace 0, as the real kubelet does after SIGKILL.
 
+Times: every stamp is the clock's (the wall clock). What the simulated *workload* takes
+(start-up, run time, ``fail-after-seconds``, the training script's checkpoint on SIGTERM,
+which uses its grace period) is simulated time, divided by the clock's ``speed``; the
+kubelet's own waits (back-offs) are wall time, as in a real kubelet.
+
 An image that cannot be pulled (pod annotation ``kubesim.trainyard.io/image-pull`` =
 ``not-found`` or ``unauthorized``, or an image whose registry host ends in ``.invalid``,
 the TLD that never resolves, RFC 2606) never starts: the pod stays Pending with its
@@ -79,8 +84,10 @@ def _hex(*parts) -> str:
 
 
 class Kubelet:
-    def __init__(self, store, state: ClusterState, events, now_fn, profile: dict, seed: int):
+    def __init__(self, store, state: ClusterState, events, now_fn, profile: dict, seed: int,
+                 speed: float = 1.0):
         self.store = store
+        self.speed = float(speed)  # simulated seconds of the workload per second of the clock
         self.state = state
         self.events = events
         self.now_fn = now_fn
@@ -146,7 +153,10 @@ class Kubelet:
                 if grace is None:
                     grace = spec.get("terminationGracePeriodSeconds", 30)
                 run.gen += 1
-                self._at(now + float(grace or 0), key, run.gen, "kill")
+                # the training script checkpoints and exits within its grace period
+                # (simulated time); the kubelet would kill it at the grace (wall time)
+                grace = float(grace or 0)
+                self._at(now + min(grace, self._wall(grace)), key, run.gen, "kill")
                 if self.kubelet_events:
                     self.events.record(
                         pod,
@@ -177,7 +187,12 @@ class Kubelet:
             if phase == "Running":
                 self._adopt(info, run, now)
                 return
-            self._at(now + float(self.sim["startup_seconds"]), key, run.gen, "start")
+            self._at(now + self._wall(float(self.sim["startup_seconds"])), key, run.gen,
+                     "start")
+
+    def _wall(self, simulated: float) -> float:
+        """How long simulated work of the workload takes on the clock."""
+        return simulated / self.speed
 
     def _adopt(self, info: PodInfo, run: PodRun, now: float) -> None:
         """A pod already Running when this kubelet first sees it (a restored state file):
@@ -193,7 +208,7 @@ class Kubelet:
         run.run_started = parse_time(running.get("startedAt")) or run.started
         secs, _ = self._plan(info, run)
         run.gen += 1
-        self._at(max(now, run.run_started + secs), info.key, run.gen, "finish")
+        self._at(max(now, run.run_started + self._wall(secs)), info.key, run.gen, "finish")
 
     # ---- actions --------------------------------------------------------------------------
     def _do_start(self, info: PodInfo, run: PodRun, now: float) -> None:
@@ -217,7 +232,7 @@ class Kubelet:
         if self.kubelet_events:
             c = self._main(pod)
             ref = ((pod.get("spec") or {}).get("containers") or [{}])[0].get("image") or ""
-            took = float(self.sim["startup_seconds"])
+            took = self._wall(float(self.sim["startup_seconds"]))
             for reason, note in (("Pulling", f'Pulling image "{ref}"'),
                                  ("Pulled", f'Successfully pulled image "{ref}" in '
                                             f"{took:.3f}s ({took:.3f}s including waiting)"),
@@ -417,7 +432,7 @@ class Kubelet:
     def _schedule_finish(self, info: PodInfo, run: PodRun, now: float) -> None:
         secs, _ = self._plan(info, run)
         run.gen += 1
-        self._at(now + secs, info.key, run.gen, "finish")
+        self._at(now + self._wall(secs), info.key, run.gen, "finish")
 
     def _planned_exit(self, info: PodInfo, run: PodRun) -> int:
         return self._plan(info, run)[1]

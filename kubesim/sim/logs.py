@@ -1,7 +1,14 @@
 """Simulated container logs: the pod's ``kubesim.trainyard.io/log`` annotation, then what a
-torchrun training script prints, derived from the container's run on the simulated clock
-(deterministic for a seed): the rank banner, a resume line when it starts from a checkpoint,
-steps with a falling loss and a throughput, epoch ends, checkpoint saves, and how it ended.
+torchrun training script prints, derived from the container's run (deterministic for a
+seed): the rank banner, a resume line when it starts from a checkpoint, steps with a
+falling loss and a throughput, epoch ends, checkpoint saves, and how it ended.
+
+Each line is timed on the cluster's (wall) clock, as the kubelet stamps what a container
+writes (``timestamps=true``); the lines themselves carry no time of their own, as a script
+that prints with ``print()`` writes none. The script's progress is simulated time: a step
+line every 30 simulated seconds, a checkpoint every ``TRAINYARD_CHECKPOINT_INTERVAL_SECONDS``
+simulated seconds, so at the clock's ``speed`` 60 a line comes every half second.
+
 Rank 0 also prints Trainyard's progress line (``TRAINYARD_PROGRESS {json}``, the format
 of ``examples/train_resumable.py`` and docs/guides/checkpoints.md) at its start and with
 every step line: the share of its steps done, the seconds left, the step and the loss.
@@ -9,8 +16,9 @@ every step line: the share of its steps done, the seconds left, the step and the
 ``status.trainerStatus`` says the same, ``kubesim/sim/trainjob.py``).
 
 The run's length is the kubelet's plan (``Kubelet.run_seconds``: what the pod's
-annotation, its ``KUBESIM_RUN_SECONDS`` or the profile says a successful run lasts), so the
-remaining time reported is when the container will in fact finish (unless it fails first).
+annotation, its ``KUBESIM_RUN_SECONDS`` or the profile says a successful run lasts, in
+simulated seconds, so ``run_seconds / speed`` on the clock), so the remaining time reported
+(clock seconds) is when the container will in fact finish (unless it fails first).
 
 One container *instance* is one run of the container: the current one, or with
 ``previous`` the one before the kubelet's last in-place restart (which the current one
@@ -31,7 +39,7 @@ import random
 import re
 from dataclasses import dataclass
 
-from kubesim.sim.util import ann, fmt_time, parse_time, stable_hash
+from kubesim.sim.util import ann, parse_time, stable_hash
 
 STEP_SECONDS = 30.0  # one progress line per 30 s of simulated run time
 STEPS_PER_LINE = 50
@@ -93,9 +101,11 @@ def _float(value: str | None, default: float) -> float:
         return default
 
 
-def _checkpoint_step(base: int, start: float, end: float, every: float) -> int:
-    """The step of the last checkpoint an instance saved between ``start`` and ``end``."""
-    saves = int(max(0.0, end - start) // every)
+def _checkpoint_step(base: int, start: float, end: float, every: float,
+                     speed: float = 1.0) -> int:
+    """The step of the last checkpoint an instance saved between ``start`` and ``end``
+    (clock times; the script's ``every`` is simulated seconds)."""
+    saves = int(max(0.0, end - start) * speed // every)
     lines = int(saves * every // STEP_SECONDS)
     return base + lines * STEPS_PER_LINE if saves else base
 
@@ -135,14 +145,19 @@ class _Instance:
     running: bool
     deleting: float | None
     exit_code: int
-    planned: float  # how long a successful run lasts (the kubelet's plan)
+    planned: float  # how long a successful run lasts (the kubelet's plan), simulated seconds
+    speed: float  # simulated seconds of the script per second of the clock
     loss0: float
     rate: float  # samples a second of one GPU
 
     @property
     def count(self) -> int:
         """Step lines printed so far."""
-        return int(max(0.0, self.stop - self.start) // STEP_SECONDS)
+        return int(max(0.0, self.stop - self.start) * self.speed // STEP_SECONDS)
+
+    def line_time(self, i: int) -> float:
+        """When step line ``i`` is printed (the clock's time)."""
+        return self.start + i * STEP_SECONDS / self.speed
 
     def noise(self, seed: int, step: int) -> random.Random:
         """The step's noise: the loss's first draw, the throughput's second."""
@@ -157,9 +172,10 @@ class _Instance:
         step = self.base + i * STEPS_PER_LINE
         total = self.base + self.planned / STEP_SECONDS * STEPS_PER_LINE
         percent = 100.0 if total <= 0 else min(100.0, 100.0 * step / total)
-        at = self.start + i * STEP_SECONDS
+        at = self.line_time(i)
+        end = self.start + self.planned / self.speed
         return Progress(at=at, percent=round(percent, 1),
-                        remaining_seconds=round(max(0.0, self.start + self.planned - at)),
+                        remaining_seconds=round(max(0.0, end - at)),
                         step=step, total_steps=max(round(total), step),
                         loss=self.loss(seed, step) if i else None)
 
@@ -182,6 +198,7 @@ def _instance(sim, info, run, env: dict[str, str], *, is_main: bool,
     # a pod recreated after preemption resumes from the checkpoint its predecessor left
     pod_base = pod_restarts * rng0.randint(4, 40) * STEPS_PER_LINE if pod_restarts else 0
     now = sim.now()
+    speed = sim.kubelet.speed  # simulated seconds of the script per second of the clock
     deleting: float | None
     if previous:
         prev = run.prev_term or {}
@@ -206,14 +223,14 @@ def _instance(sim, info, run, env: dict[str, str], *, is_main: bool,
         p_end = parse_time(prev_term.get("finishedAt")) or p_start
         older = pod_base
         for _ in range(instance - 1):
-            older = _checkpoint_step(older, p_start, p_end, every)
-        base = older if previous else _checkpoint_step(older, p_start, p_end, every)
+            older = _checkpoint_step(older, p_start, p_end, every, speed)
+        base = older if previous else _checkpoint_step(older, p_start, p_end, every, speed)
     rng = random.Random(stable_hash(sim.seed, info.uid, "loss", rank))
     loss0 = rng.uniform(2.5, 4.0)
     return _Instance(uid=info.uid, rank=rank, start=start, end=end,
                      stop=deleting if deleting is not None and deleting < end else end,
                      base=base, running=running, deleting=deleting, exit_code=exit_code,
-                     planned=sim.kubelet.run_seconds(info.obj), loss0=loss0,
+                     planned=sim.kubelet.run_seconds(info.obj), speed=speed, loss0=loss0,
                      rate=rng.uniform(180.0, 260.0))
 
 
@@ -240,7 +257,7 @@ def run_progress(sim, namespace: str, name: str, *, reports: int = 0) -> Progres
     last = inst.count // every * every
     found = inst.progress(sim.seed, last)
     if inst.running and inst.deleting is None:
-        return dataclasses.replace(found, next_at=found.at + every * STEP_SECONDS)
+        return dataclasses.replace(found, next_at=inst.line_time(last + every))
     return found
 
 
@@ -286,66 +303,66 @@ def container_log(sim, namespace: str, name: str, container: str, *,
     node = (pod.get("spec") or {}).get("nodeName", "")
     gpus = sim.gpu_assignment(namespace, name)
     gpu_list = ",".join(str(d["gpu"]) for d in gpus)
-    lines.append((start, f"{fmt_time(start)} [kubesim] container {container} started on {node}"
+    lines.append((start, f"[kubesim] container {container} started on {node}"
                   + (f" (GPUs {gpu_list})" if gpu_list else "")))
     if not is_main:
         return ContainerLog(lines, running)
     tag = f"[rank {rank}]"
     reports = rank == 0  # the progress line: rank 0 only, as the example script
     if "WORLD_SIZE" in env:
-        lines.append((start, f"{fmt_time(start)} {tag} torchrun: MASTER_ADDR="
+        lines.append((start, f"{tag} torchrun: MASTER_ADDR="
                       f"{env.get('MASTER_ADDR')} MASTER_PORT={env.get('MASTER_PORT')} "
                       f"WORLD_SIZE={world} RANK={rank} LOCAL_WORLD_SIZE={max(1, len(gpus))}"))
-    lines.append((start, f"{fmt_time(start)} {tag} initialised process group "
+    lines.append((start, f"{tag} initialised process group "
                   f"(backend {'nccl' if gpus else 'gloo'}); checkpoints in {ckpt_dir}"))
     if base:
-        lines.append((start, f"{fmt_time(start)} {tag} resumed from step {base} "
+        lines.append((start, f"{tag} resumed from step {base} "
                       f"({ckpt_dir}/step-{base}.pt)"))
     else:
-        lines.append((start, f"{fmt_time(start)} {tag} no checkpoint found: starting at step 0"))
+        lines.append((start, f"{tag} no checkpoint found: starting at step 0"))
     if reports:
-        lines.append((start, f"{fmt_time(start)} {tag} {inst.progress(sim.seed, 0).line()}"))
+        lines.append((start, f"{tag} {inst.progress(sim.seed, 0).line()}"))
 
     rate = inst.rate * max(1, len(gpus))
     count = inst.count
     first = max(1, count - MAX_PROGRESS_LINES + 1)
     if first > 1:
-        lines.append((start, f"{fmt_time(start)} {tag} ... (earlier steps rotated out)"))
+        lines.append((start, f"{tag} ... (earlier steps rotated out)"))
     step = base
     for i in range(first, count + 1):
-        t = start + i * STEP_SECONDS
+        t = inst.line_time(i)
         step = base + i * STEPS_PER_LINE
         noise = inst.noise(sim.seed, step)
         loss = inst.loss(sim.seed, step, noise)
         lr = 3e-4 * 0.5 * (1 + math.cos(math.pi * min(1.0, step / 200000.0)))
         epoch = step // STEPS_PER_EPOCH + 1
-        lines.append((t, f"{fmt_time(t)} {tag} epoch {epoch} step {step} loss={loss:.4f} "
+        lines.append((t, f"{tag} epoch {epoch} step {step} loss={loss:.4f} "
                       f"lr={lr:.2e} throughput={rate * noise.uniform(0.93, 1.05):.0f} "
                       "samples/s"))
         if reports:
-            lines.append((t, f"{fmt_time(t)} {tag} {inst.progress(sim.seed, i).line()}"))
+            lines.append((t, f"{tag} {inst.progress(sim.seed, i).line()}"))
         if step % STEPS_PER_EPOCH == 0:
-            lines.append((t, f"{fmt_time(t)} {tag} epoch {epoch - 1} finished at step {step}"))
+            lines.append((t, f"{tag} epoch {epoch - 1} finished at step {step}"))
         if int((i * STEP_SECONDS) // every) > int(((i - 1) * STEP_SECONDS) // every):
-            lines.append((t, f"{fmt_time(t)} {tag} saved checkpoint step {step} to "
+            lines.append((t, f"{tag} saved checkpoint step {step} to "
                           f"{ckpt_dir}/step-{step}.pt"))
     if deleting is not None and deleting <= end:
-        lines.append((deleting, f"{fmt_time(deleting)} {tag} received SIGTERM: saving a "
+        lines.append((deleting, f"{tag} received SIGTERM: saving a "
                       f"checkpoint at step {step} before the grace period ends"))
-        lines.append((deleting, f"{fmt_time(deleting)} {tag} saved checkpoint step {step} to "
+        lines.append((deleting, f"{tag} saved checkpoint step {step} to "
                       f"{ckpt_dir}/step-{step}.pt"))
     elif not running:
         if exit_code == 0:
             if reports:
-                lines.append((end, f"{fmt_time(end)} {tag} "
+                lines.append((end, f"{tag} "
                               f"{inst.finished(sim.seed).line()}"))
-            lines.append((end, f"{fmt_time(end)} {tag} training finished at step {step}"))
+            lines.append((end, f"{tag} training finished at step {step}"))
         else:
-            lines.append((end, f"{fmt_time(end)} {tag} Traceback (most recent call last):"))
-            lines.append((end, f"{fmt_time(end)} {tag} RuntimeError: CUDA error: an illegal "
+            lines.append((end, f"{tag} Traceback (most recent call last):"))
+            lines.append((end, f"{tag} RuntimeError: CUDA error: an illegal "
                           "memory access was encountered"))
         word = "Completed" if exit_code == 0 else "Error"
-        lines.append((end, f"{fmt_time(end)} [kubesim] container {container} exited "
+        lines.append((end, f"[kubesim] container {container} exited "
                       f"({word}, exit code {exit_code})"))
     return ContainerLog(lines, running)
 

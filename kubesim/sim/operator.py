@@ -295,7 +295,11 @@ class Operator:
                 status["conditions"] = set_condition(
                     status["conditions"], "Suspended", "True", "PyTorchJobSuspended", msg, ts
                 )
-                self.events.record(job, "Normal", "PyTorchJobSuspended", msg, component=OPERATOR)
+            # The operator records the event on every reconcile of a suspended job, not only
+            # when it adds the condition (common/job.go ReconcileJobs); the recorder
+            # aggregates the repeats into one Event's count. A job created suspended (as
+            # an admission gate creates it) therefore has this event from its first pass.
+            self.events.record(job, "Normal", "PyTorchJobSuspended", msg, component=OPERATOR)
             status["startTime"] = None
             self._pending_create.discard(key)
             self._write(key, old, status)

@@ -76,9 +76,9 @@ def test_the_cluster_page_shows_the_error_when_the_api_is_down(login, platform_a
 
 
 def test_nav_links_are_for_platform_admins(login, platform_admin, bob, tenant_a):
-    body = login(platform_admin).get(reverse("home")).content.decode()
+    body = login(platform_admin).get(reverse("home"), follow=True).content.decode()
     assert reverse("platform_capacity") in body and reverse("platform_cluster") in body
-    body = login(bob).get(reverse("home")).content.decode()
+    body = login(bob).get(reverse("home"), follow=True).content.decode()
     assert reverse("platform_capacity") not in body and reverse("platform_cluster") not in body
 
 

@@ -234,13 +234,50 @@ def test_borrowed_part_is_what_is_used_above_quota(observed, tenant_a):
 
 
 def test_a_resource_without_quota_shows_its_use_but_nothing_borrowed(observed, tenant_a, bob,
-                                                                     login):
+                                                                     login, api, platform_admin):
+    """GPU memory binds only where it was granted (``tenants.demand.quota_limits``): not
+    granted, its use is shown, not limited, in the same words on the dashboard, the quota
+    page and the API. A GPU model not granted is a quota of 0: its use is borrowed."""
+    QuotaGrant.objects.filter(pool=observed, resource="gpu-memory").delete()
+    gauges = {g.key: g for g in dashboards.tenant_gauges(tenant_a)}
+    memory = gauges["gpu-memory"]
+    assert memory.used > 0 and (memory.quota, memory.borrowed, memory.limited) == (0, 0, False)
+    assert "threshold" not in memory.figure()["data"][0]["gauge"]
+    client = login(bob)
+    words = "no quota set: use is shown, not limited"
+    body = client.get(reverse("tenant_dashboard", kwargs={"slug": "acme"})).content.decode()
+    gauge = body[body.index('data-key="gpu-memory"'):]
+    assert words in gauge[:gauge.index("</figure>")]
+    quota = client.get(reverse("tenants:quota", kwargs={"slug": "acme"})).content.decode()
+    row = quota[quota.index('data-key="gpu-memory"'):]
+    row = row[:row.index("</tr>")]
+    assert words in row and "0 GiB" not in row   # not "Granted 0 GiB" beside its use
+    overview = api(bob).get("/api/v1/tenants/acme/quota/").json()
+    prod = next(p for p in overview["pools"] if p["pool"] == "prod")
+    entry = next(r for r in prod["resources"] if r["key"] == "gpu-memory")
+    assert entry["limited"] is False and entry["ceiling"] is None
+    # a request for it: the platform admin's facts say it is not limited now, not "0"
+    from tenants.access import access_for
+    from tenants.models import QuotaRequest
+    from tenants.services.quota import quota_request_submit
+
+    alice = tenant_a.memberships.get(role="admin").user
+    quota_request_submit(access=access_for(alice, tenant_a), actor=alice, pool=observed,
+                         amounts={"gpu-memory": 800}, justification="bound it")
+    pk = QuotaRequest.objects.get().pk
+    facts = login(platform_admin).get(reverse("tenants:request_detail", kwargs={"pk": pk}))
+    fact = facts.content.decode()
+    fact = fact[fact.index('<tr data-key="gpu-memory">'):]
+    assert words in fact[:fact.index("</tr>")]
+    detail = api(platform_admin).get(f"/api/v1/quota-requests/{pk}/").json()
+    assert [f["limited"] for f in detail["facts"]] == [False]
+
     QuotaGrant.objects.filter(pool=observed, resource=f"gpu:{H800}").delete()
-    gauge = next(g for g in dashboards.tenant_gauges(tenant_a) if g.key == f"gpu:{H800}")
-    assert (gauge.used, gauge.quota, gauge.borrowed, gauge.limited) == (2, 0, 0, False)
-    assert "threshold" not in gauge.figure()["data"][0]["gauge"]
-    body = login(bob).get(reverse("tenant_dashboard", kwargs={"slug": "acme"})).content.decode()
-    assert "no quota set" in body and "badge-warn" not in body
+    cards = next(g for g in dashboards.tenant_gauges(tenant_a) if g.key == f"gpu:{H800}")
+    assert (cards.used, cards.quota, cards.borrowed, cards.limited) == (2, 0, 2, True)
+    quota = client.get(reverse("tenants:quota", kwargs={"slug": "acme"})).content.decode()
+    row = quota[quota.index(f'data-key="gpu:{H800}"'):]
+    assert words not in row[:row.index("</tr>")]
 
 
 def test_live_json_and_etag(observed, alice, login):

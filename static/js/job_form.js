@@ -1,5 +1,6 @@
-// Live preview of the job form: asks the server whether the job fits the quota, where
-// it would run and when it would start, a moment after the last change. Works without
+// Live preview of the job form: a moment after the last change, asks the server for the
+// one verdict Submit would give (fits now and where, waits and why and until when, or
+// refused and which field to change) and shows it. Works without
 // it too (the form posts normally). Strings go through Django's JavaScript catalogue.
 (function () {
   "use strict";
@@ -7,7 +8,6 @@
   var box = document.getElementById("preview");
   if (!form || !box || !window.fetch) { return; }
   var gettext = window.gettext || function (s) { return s; };
-  var ngettext = window.ngettext || function (s, pl, n) { return n === 1 ? s : pl; };
   var interpolate = window.interpolate || function (fmt, obj) {
     return fmt.replace(/%\(\w+\)s/g, function (m) { return String(obj[m.slice(2, -2)]); });
   };
@@ -50,8 +50,28 @@
     return el;
   }
 
-  function when(iso) {
-    return iso ? new Date(iso).toLocaleString() : "—";
+  function fieldLabel(name) {
+    var label = form.querySelector('label[for="id_' + name + '"]');
+    return label ? label.textContent.trim() : "";
+  }
+
+  // A blank field the user has not been to yet is not reproached.
+  function quiet(name) {
+    var el = form.elements[name];
+    return !!el && el.type !== "checkbox" && !String(el.value || "").trim() && !touched[name];
+  }
+
+  // The one verdict, as the server decided it with the check Submit makes: fits, waits
+  // or refused. Its sentence (and every date in it) comes from the server.
+  function verdict(kind, head, detail) {
+    var el = document.createElement("div");
+    el.className = "verdict verdict-" + kind;
+    el.setAttribute("data-verdict", kind);
+    el.setAttribute("role", "status");
+    el.appendChild(text("p", head, "verdict-head"));
+    if (detail) { el.appendChild(text("p", detail)); }
+    box.appendChild(el);
+    return el;
   }
 
   function render(data) {
@@ -59,62 +79,66 @@
     var errors = data.errors || {};
     document.querySelectorAll(".field-error").forEach(function (el) {
       var name = el.dataset.field;
-      // a field left blank is not reproached until the user has been to it
-      var blank = form.elements[name] && !String(form.elements[name].value || "").trim();
-      el.textContent = ((touched[name] || !blank) && errors[name]) || serverErrors[name] || "";
-    });
-    Object.keys(errors).forEach(function (name) {
-      if (!document.querySelector('.field-error[data-field="' + name + '"]')) {
-        box.appendChild(text("p", errors[name], "error"));
-      }
+      el.textContent = (!quiet(name) && errors[name]) || serverErrors[name] || "";
     });
     var p = data.preview;
-    if (!p) {
-      // errors of fields not yet filled in are not shown: say what the preview waits for
-      if (!box.childNodes.length) { box.appendChild(text("p", placeholder, "muted")); }
+    if (p && p.verdict === "refused") {
+      var shown = Object.keys(errors).filter(function (name) { return !quiet(name); });
+      if (!shown.length) {
+        // only fields not filled in yet: say what the preview waits for
+        box.appendChild(text("p", placeholder, "muted"));
+        return;
+      }
+      var first = shown.indexOf(p.field) >= 0 ? p.field : shown[0];
+      var label = fieldLabel(first);
+      var el = verdict("refused", gettext("Submit would refuse it."),
+        label ? interpolate(gettext("%(field)s: %(message)s"), {field: label, message: errors[first]}, true)
+              : errors[first]);
+      el.setAttribute("data-field", first);
+      shown.forEach(function (name) {  // what has no place at a field of its own
+        if (name !== first && !document.querySelector('.field-error[data-field="' + name + '"]')) {
+          el.appendChild(text("p", errors[name]));
+        }
+      });
       return;
     }
+    if (!p) {
+      box.appendChild(text("p", placeholder, "muted"));
+      return;
+    }
+    var v = verdict(p.verdict, p.summary);
+    v.setAttribute("data-reason-code", p.reason_code || "");
     if (p.gpu_kind) { box.appendChild(text("p", p.gpu_kind, "muted")); }
+    if (p.worker_text) {
+      var worker = box.appendChild(text("p", p.worker_text.cpu, "worker-cpu"));
+      worker.setAttribute("data-request", p.worker.cpu_request);
+      worker.setAttribute("data-limit", p.worker.cpu_limit);
+      var memory = box.appendChild(text("p", p.worker_text.memory, "worker-memory"));
+      memory.setAttribute("data-request", p.worker.memory_request_gib);
+      memory.setAttribute("data-limit", p.worker.memory_limit_gib);
+      box.appendChild(text("p", p.worker_text.counted, "muted"));
+    }
+    // What the whole job counts against the pool, beside what is in use there now (the
+    // quota page's numbers): facts, not a second verdict.
     (p.dimensions || []).forEach(function (d) {
-      var after = Math.round((d.in_use + d.wanted) * 1000) / 1000;
-      var args = {label: d.label, unit: d.unit, after: after, in_use: d.in_use,
-                  wanted: d.wanted, quota: d.quota, ceiling: d.ceiling};
-      var line;
-      if (d.fits_quota) {
-        line = box.appendChild(text("p", interpolate(gettext("%(label)s: %(after)s of %(quota)s %(unit)s with this job"), args, true), "ok"));
-      } else if (d.fits_ceiling && d.ceiling === null) {
-        line = box.appendChild(text("p", interpolate(gettext("%(label)s: %(after)s of %(quota)s %(unit)s with this job: above your quota, borrowing idle capacity (reclaimed when its owner needs it)"), args, true), "note-warn"));
-      } else if (d.fits_ceiling) {
-        line = box.appendChild(text("p", interpolate(gettext("%(label)s: %(after)s of %(quota)s %(unit)s with this job: above your quota, borrowing idle capacity up to %(ceiling)s"), args, true), "note-warn"));
-      } else {
-        line = box.appendChild(text("p", interpolate(gettext("%(label)s: %(in_use)s in use + %(wanted)s > %(ceiling)s %(unit)s: it waits until your pool's jobs free enough"), args, true), "error"));
+      var ahead = d.ahead || 0;
+      var after = Math.round((d.in_use + ahead + d.wanted) * 1000) / 1000;
+      var words = interpolate(gettext("%(label)s: %(after)s of %(quota)s %(unit)s with this job"),
+        {label: d.label, unit: d.unit, after: after, quota: d.quota}, true);
+      if (ahead) {  // the engine counts them in use when it decides this one
+        words += " " + interpolate(gettext("(%(ahead)s %(unit)s of it for queued jobs that start before it)"),
+          {ahead: ahead, unit: d.unit}, true);
       }
-      // the pool's numbers as the server counted them (the quota page and gauges show them)
+      var line = box.appendChild(text("p", words, "dimension"));
       line.setAttribute("data-key", d.key);
+      line.setAttribute("data-wanted", d.wanted);
       line.setAttribute("data-in-use", d.in_use);
+      line.setAttribute("data-ahead", ahead);
       line.setAttribute("data-quota", d.quota);
     });
     if (p.max_cost) {
       box.appendChild(text("p", interpolate(gettext("Cost if it runs for its maximum run time: %(cost)s %(currency)s"),
         {cost: p.max_cost, currency: p.currency || ""}, true)));
-    }
-    if (p.starts_now) {
-      var sentence;
-      if (p.nodes && p.borrowing) {
-        sentence = ngettext("Would start now on %(nodes)s node, borrowing idle capacity.",
-          "Would start now on %(nodes)s nodes, borrowing idle capacity.", p.nodes);
-      } else if (p.nodes) {
-        sentence = ngettext("Would start now on %(nodes)s node.", "Would start now on %(nodes)s nodes.", p.nodes);
-      } else if (p.borrowing) {
-        sentence = gettext("Would start now, borrowing idle capacity.");
-      } else {
-        sentence = gettext("Would start now.");
-      }
-      box.appendChild(text("p", interpolate(sentence, {nodes: p.nodes}, true)));
-    } else {
-      box.appendChild(text("p", interpolate(gettext("Estimated start: %(p50)s (90 percent by %(p90)s)"),
-        {p50: when(p.eta_p50), p90: when(p.eta_p90)}, true)));
-      if (p.reason) { box.appendChild(text("p", p.reason, "muted")); }
     }
     (p.notes || []).forEach(function (note) { box.appendChild(text("p", note, "note-warn")); });
   }

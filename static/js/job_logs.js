@@ -3,8 +3,11 @@
 // lines after the last one shown (?after=<its timestamp>), so it works the same behind
 // the development server and gunicorn (no long-lived request). "Previous container"
 // reads the container before the last restart; Download saves the whole log as a file.
-// At most MAX_LINES lines stay on the page. Strings come from the server (in the reader's
-// language) or through gettext().
+// At most MAX_LINES lines stay on the page. Each line shows the time the cluster stamped it
+// with, as the server wrote it (the one format of times: the reader's language and time
+// zone, with its day) in a <time> element; when the reader's day changes ("today" becomes
+// "yesterday") the panel reads the log again. Strings come from the server (in the
+// reader's language) or through gettext().
 (function () {
   "use strict";
   var root = document.getElementById("logs");
@@ -19,7 +22,7 @@
   if (!pod || !box) { return; }
   var gettext = window.gettext || function (s) { return s; };
   var MAX_LINES = 5000, POLL = 3000;
-  var last = "", timer = null, inflight = false, generation = 0, lineCount = 0;
+  var last = "", timer = null, inflight = false, generation = 0, day = "";
 
   function query(extra) {
     var q = "?pod=" + encodeURIComponent(pod.value);
@@ -32,14 +35,23 @@
   function append(lines) {
     if (!lines.length) { return; }
     var stick = atBottom();
-    box.appendChild(document.createTextNode(lines.join("\n") + "\n"));
-    lineCount += lines.length;
-    if (lineCount > MAX_LINES) {  // drop the oldest text nodes
-      var text = box.textContent.split("\n");
-      text = text.slice(text.length - MAX_LINES - 1);
-      box.textContent = text.join("\n");
-      lineCount = MAX_LINES;
-    }
+    var chunk = document.createDocumentFragment();
+    lines.forEach(function (line) {
+      var row = document.createElement("span");
+      row.className = "log-line";
+      if (line.when) {
+        var time = document.createElement("time");
+        time.setAttribute("datetime", line.at);
+        time.className = "muted";
+        time.textContent = line.when;
+        row.appendChild(time);
+        row.appendChild(document.createTextNode(" "));
+      }
+      row.appendChild(document.createTextNode(line.text + "\n"));
+      chunk.appendChild(row);
+    });
+    box.appendChild(chunk);
+    while (box.childNodes.length > MAX_LINES) { box.removeChild(box.firstChild); }  // the oldest
     if (stick) { box.scrollTop = box.scrollHeight; }
   }
 
@@ -69,6 +81,10 @@
         return resp.json();
       }).then(function (data) {
         if (mine !== generation) { return; }  // the pod or container changed meanwhile
+        if (day && data.today && data.today !== day) {  // a new day: read it all again
+          day = ""; generation += 1; setTimeout(restart, 0); return;
+        }
+        day = data.today || day;
         append(data.lines || []);
         if (data.last) { last = data.last; }
         say(data);
@@ -79,8 +95,9 @@
   }
 
   function restart() {
+    clearTimeout(timer);
     generation += 1;
-    last = ""; lineCount = 0;
+    last = "";
     box.textContent = "";
     status.textContent = gettext("Loading…");
     if (download) { download.href = query("&download=1"); }

@@ -183,8 +183,9 @@ class NotificationViewSet(viewsets.GenericViewSet, mixins.ListModelMixin):
 
 class QuotaOverviewView(APIView):
     """The tenant's quota per pool: granted, with loans, in use, what development and
-    batch jobs may hold borrowing idle capacity (``ceiling``; null: any idle capacity),
-    guaranteed part."""
+    batch jobs may hold borrowing idle capacity (``ceiling``; null: any idle capacity, or
+    not limited), guaranteed part, and ``limited`` (false: no quota is set for it, its
+    use is shown, not limited, as the dashboard says)."""
 
     @extend_schema(responses=inline_serializer("QuotaOverview", {
         "quota_mode": serializers.CharField(),
@@ -203,7 +204,7 @@ class QuotaOverviewView(APIView):
             "borrowing_cap": None if cap is None else api_decimal(cap),
             "borrowing_factor": None if factor is None else api_decimal(factor),
             "pools": [{"pool": block["pool"].kind, "namespace": block["pool"].namespace,
-                       "resources": [{k: v if k == "key" else fmt_amount(v)
+                       "resources": [{k: v if k in ("key", "limited") else fmt_amount(v)
                                       for k, v in row.items() if k != "resource"}
                                      for row in block["rows"]]}
                       for block in selectors.quota_overview(access.tenant)],

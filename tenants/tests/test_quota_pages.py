@@ -50,7 +50,7 @@ def test_request_approve_amended_cluster_changes_member_sees_it(
     client.force_login(bob)
     page = client.get("/t/acme/quota/").content.decode()
     assert "gpu:NVIDIA-H800" in page and "6 for now" in page
-    assert client.get("/").content.decode().count('class="count"') == 1  # the bell
+    assert client.get("/?all=1").content.decode().count('class="count"') == 1  # the bell
     notes = client.get("/notifications/").content.decode()
     assert "was approved" in notes
     client.post("/notifications/")

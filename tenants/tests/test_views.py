@@ -1,8 +1,10 @@
 """Tenant pages: every page gets the anonymous and the outsider check."""
 
 import pytest
+from django.test import Client
 from django.urls import reverse
 
+from conftest import PASSWORD
 from tenants.models import AuditEvent, Membership, Tenant
 
 TENANT_PAGES = ["tenants:detail", "tenants:members", "tenants:edit"]
@@ -47,9 +49,30 @@ def test_platform_pages_are_invisible_to_tenant_users(login, alice, tenant_a, na
 
 
 def test_home_lists_only_my_tenants(login, bob, tenant_a, tenant_b):
-    body = login(bob).get(reverse("home")).content.decode()
+    body = login(bob).get(reverse("home") + "?all=1").content.decode()
     assert "Acme Vision" in body and "Globex NLP" not in body
     assert "ty-acme-prod" in body
+
+
+def test_a_member_of_one_tenant_lands_on_its_page_and_can_still_list(login, bob, tenant_a,
+                                                                        tenant_b):
+    """A list of one card is a click for nothing: bob (acme only) lands on acme's page,
+    from the home page and from signing in; the switcher still links the list."""
+    client = login(bob)
+    response = client.get(reverse("home"))
+    assert response.status_code == 302 and response.url == "/t/acme/"
+    page = client.get(response.url).content.decode()
+    assert 'href="/?all=1"' in page   # the list stays one click away
+    listed = client.get("/?all=1")
+    assert listed.status_code == 200 and "tenant-card" in listed.content.decode()
+    fresh = Client()
+    signed_in = fresh.post(reverse("login"), {"username": "bob", "password": PASSWORD},
+                           follow=True)
+    assert signed_in.redirect_chain[-1][0] == "/t/acme/"
+    # a member of two tenants gets the list
+    Membership.objects.create(user=bob, tenant=tenant_b, role="member")
+    body = login(bob).get(reverse("home"))
+    assert body.status_code == 200 and body.content.decode().count("tenant-card") == 2
 
 
 def test_finance_lands_on_billing_and_nobody_sees_deleted_tenants_at_home(
@@ -57,7 +80,7 @@ def test_finance_lands_on_billing_and_nobody_sees_deleted_tenants_at_home(
     response = login(finance_user).get(reverse("home"))
     assert response.status_code == 302 and response.url == reverse("billing:month")
     Tenant.objects.filter(pk=tenant_b.pk).update(status="deleted")
-    body = login(platform_admin).get(reverse("home")).content.decode()
+    body = login(platform_admin).get(reverse("home") + "?all=1").content.decode()
     assert "Acme Vision" in body and "Globex NLP" not in body
     me = login(platform_admin).get("/api/v1/me/").json()
     assert [t["slug"] for t in me["tenants"]] == ["acme"]

@@ -321,9 +321,12 @@ def test_researcher_submits_a_job_and_watches_it_queue_run_and_finish(
     expect(preview).to_contain_text(tr_js(
         lang, "%(label)s: %(after)s of %(quota)s %(unit)s with this job",
         label=label, after=1, quota=8, unit=unit))
-    expect(preview).to_contain_text(tr_js(
-        lang, "Would start now on %(nodes)s node.", "Would start now on %(nodes)s nodes.",
-        1, nodes=1))
+    with translation.override(lang):   # the one verdict, as the server words it
+        fits = translation.ngettext(
+            "Fits now: it would start at once on %(n)s node (%(nodes)s, switch %(switch)s).",
+            "Fits now: it would start at once on %(n)s nodes (%(nodes)s, switch %(switch)s).",
+            1) % {"n": 1, "nodes": "h800-0", "switch": "switch-b1"}
+    expect(preview.locator(".verdict[data-verdict=fits]")).to_have_text(fits)
     expect(preview).not_to_have_attribute("aria-busy", "true")
     expect(page.locator("#job-form .field-error:not(:empty)")).to_have_count(0)
     shot(page, lang, "researcher-new-job", doc=True, zh_doc=True, top=page.locator("body"))
@@ -356,9 +359,9 @@ def test_researcher_submits_a_job_and_watches_it_queue_run_and_finish(
     # where it stands and why.
     _fill_job_form(page, lang, name="e2e-big", gpus=8, h800=h800)
     expect(preview).to_contain_text(tr_js(
-        lang, "%(label)s: %(after)s of %(quota)s %(unit)s with this job: above your quota, "
-        "borrowing idle capacity (reclaimed when its owner needs it)", label=label, after=9,
-        quota=8, unit=unit))
+        lang, "%(label)s: %(after)s of %(quota)s %(unit)s with this job", label=label,
+        after=9, quota=8, unit=unit))
+    expect(preview.locator(".verdict[data-verdict=waits]")).to_have_count(1)
     expect(preview).not_to_have_attribute("aria-busy", "true")
     page.locator("#job-form button[type=submit].primary").click()
     page.wait_for_url(re.compile(r"/t/acme/jobs/\d+/$"))

@@ -4,6 +4,11 @@ Used by `make run` (switch off with TRAINYARD_DEMO_LOAD=false). Jobs go through 
 service as the submission form; the admission loop, kubesim and the dashboards do the
 rest, so queues, preemptions, resumes and busyness move on their own. Stops on Ctrl-C or
 SIGTERM.
+
+The jobs are submitted by the load generator's own account (``seed_demo.LOADGEN``, a
+member of every demo tenant), never in a researcher's name. A job is named after its
+shape (``multinode-`` only with more than one worker) and records the template it came
+from only when it kept that template's shape.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import signal
 import time
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from core.choices import PoolKind, Tier
@@ -22,6 +28,7 @@ from jobs.choices import ACTIVE_STATES, JobState
 from jobs.models import TrainingJob
 from jobs.selectors import inventory
 from jobs.templates import TEMPLATES
+from portal.management.commands.seed_demo import LOADGEN
 from tenants.access import access_for
 from tenants.capacity import capacity_by_resource
 from tenants.choices import TenantStatus
@@ -34,6 +41,20 @@ def production_cards(tenant: Any, pool: str, model: str) -> int:
     return sum(w * g for w, g in TrainingJob.objects.filter(
         tenant=tenant, pool__kind=pool, tier=Tier.PRODUCTION, gpu_model=model,
         state__in=ACTIVE_STATES).values_list("workers", "gpus_per_worker"))
+
+
+def shape_name(workers: int, gpus_per_worker: int) -> str:
+    """The first word of a demo job's name, from the shape it is submitted with."""
+    if workers > 1:
+        return "multinode"
+    return "ddp" if gpus_per_worker > 1 else "finetune"
+
+
+def kept_template(key: str, workers: int, gpus_per_worker: int) -> str:
+    """``key`` when the job kept its template's shape, else "" (it was resized)."""
+    template = TEMPLATES[key]
+    return key if (int(template["workers"]), int(template["gpus_per_worker"])) == (
+        workers, gpus_per_worker) else ""
 
 
 class Command(BaseCommand):
@@ -65,6 +86,11 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
         submitted = 0
+        if not Membership.objects.filter(user__username=LOADGEN).exists():
+            self.stderr.write(f"demo load: the {LOADGEN} account belongs to no tenant "
+                              "(manage.py seed_demo makes it a member of the demo's): "
+                              "nothing to submit as")
+            return
         # Jobs of a pool not yet in the cluster would only wait for it (admission holds
         # them); on a fresh start, let the pools be set up and observed first.
         until = time.monotonic() + options["pool_wait"]
@@ -92,13 +118,14 @@ class Command(BaseCommand):
         self.stdout.write(f"demo load: {submitted} jobs submitted")
 
     def _submit_one(self, rng: random.Random) -> bool:
-        """One job for a random member. Production stays within what its pool's grant has
-        left (production never borrows: a researcher who sees the gauge full sends batch
-        work instead); development and batch jobs are sized as the template says and may
-        ask for more than the grant, or for a model the pool was not granted, so they
-        visibly borrow idle capacity and are reclaimed when the owners' work arrives."""
+        """One job, by the load generator, in a random tenant it belongs to. Production
+        stays within what its pool's grant has left (production never borrows: a
+        researcher who sees the gauge full sends batch work instead); development and
+        batch jobs are sized as the template says and may ask for more than the grant, or
+        for a model the pool was not granted, so they visibly borrow idle capacity and
+        are reclaimed when the owners' work arrives."""
         members = list(Membership.objects.select_related("user", "tenant").filter(
-            tenant__status=TenantStatus.ACTIVE))
+            tenant__status=TenantStatus.ACTIVE, user__username=LOADGEN).order_by("tenant_id"))
         if not members:
             return False
         membership = rng.choice(members)
@@ -133,13 +160,16 @@ class Command(BaseCommand):
             else:
                 workers = max(1, min(workers, left // max(1, gpus)))
         run_seconds = int(rng.lognormvariate(8.2, 0.8))  # median ~1 h of simulated time
+        # kubesim runs it KUBESIM_SPEED times faster on the wall clock it stamps (its
+        # speed shortens run times, never the clock): the owner expects what will happen
+        expected = max(1, round(run_seconds / (float(settings.KUBESIM_SPEED) or 1.0)))
         data = {
-            "name": f"{key.split('-')[0]}-{rng.randrange(16**6):06x}",
+            "name": f"{shape_name(workers, gpus)}-{rng.randrange(16**6):06x}",
             "image": "registry.example.org/research/trainer:2.4", "tier": tier,
             "workers": workers, "gpus_per_worker": gpus, "gpu_model": model,
             "cpu_per_worker": 8, "memory_gib_per_worker": 32, "max_run_seconds": 6 * 3600,
             "command": list(template["command"]), "args": list(template["args"]),
-            "expected_seconds": run_seconds,
+            "expected_seconds": expected,
             "annotations": {"kubesim.trainyard.io/run-seconds": str(run_seconds),
                             "kubesim.trainyard.io/gpu-util": str(rng.randint(35, 98))},
         }
@@ -148,7 +178,7 @@ class Command(BaseCommand):
             return False
         try:
             services.job_submit(access=access, actor=membership.user, pool=pool, data=data,
-                                template=key)
+                                template=kept_template(key, workers, gpus))
         except ApplicationError as exc:
             self.stderr.write(f"demo load: {exc.message}")
             return False

@@ -33,6 +33,11 @@ DEMO_USERS: list[tuple[str, str, tuple[str, str], list[str]]] = [
     ("carol", "carol@example.org", ("Carol", "Researcher"), []),
     ("dave", "dave@example.org", ("Dave", "Admin"), []),
 ]
+# The demo's load generator (``demo_load``) submits as this account, a member of every demo
+# tenant, so a researcher's own jobs ("My waiting jobs", notifications) are theirs alone.
+# It cannot sign in (no usable password); its full name says what it is.
+LOADGEN = "loadgen"
+LOADGEN_NAME = ("Demo", "load generator")
 # Demo quota per tenant and pool, granted once (the default kubesim profile's models).
 H800, A100 = "gpu:NVIDIA-H800", "gpu:NVIDIA-A100-SXM4-80GB"
 DEMO_QUOTA = {
@@ -66,6 +71,15 @@ def _hashes(passwords: dict[str, str]) -> dict[str, str]:
     releases the GIL, so this is most of ``make run``'s first-start seeding otherwise."""
     with ThreadPoolExecutor(max_workers=4) as pool:
         return dict(zip(passwords, pool.map(make_password, passwords.values()), strict=True))
+
+
+def loadgen_user() -> Any:
+    """The load generator's account (created without a usable password when missing)."""
+    first, last = LOADGEN_NAME
+    return User.objects.get_or_create(
+        username=LOADGEN, defaults={"first_name": first, "last_name": last,
+                                    "email": "loadgen@example.org",
+                                    "password": make_password(None)})[0]
 
 
 class Command(BaseCommand):
@@ -111,6 +125,8 @@ class Command(BaseCommand):
                     Membership.objects.get_or_create(
                         user=User.objects.get(username=username), tenant=tenant,
                         defaults={"role": role})
+                Membership.objects.get_or_create(user=loadgen_user(), tenant=tenant,
+                                                 defaults={"role": MembershipRole.MEMBER})
         # Bring the cluster in line with the demo rows (the worker picks these up).
         for task in (reconcile_cluster, resync_pools, reconcile_nodes):
             try:

@@ -22,6 +22,7 @@ from billing.models import RateCard
 from core.choices import PoolKind, Tier
 from jobs.choices import JobState
 from jobs.models import JobTransition, TrainingJob
+from portal.management.commands.seed_demo import LOADGEN
 from tenants.choices import PlatformRoleName, TenantStatus
 from tenants.models import (
     JobUtilisation,
@@ -93,7 +94,10 @@ class Command(BaseCommand):
         util_rng = random.Random(rng.getstate()[1][0])
         measured: list[JobUtilisation] = []
         for pool, grants in self._pools():
-            user = pool.tenant.memberships.select_related("user").first()
+            # the load generator's history where it is a member (seed_demo), so the
+            # researchers' own jobs are theirs alone; else the tenant's first member
+            members = pool.tenant.memberships.select_related("user")
+            user = members.filter(user__username=LOADGEN).first() or members.first()
             for day in range(days, 0, -1):
                 for n in range(rng.randint(2, 6)):
                     key, amount = rng.choice(list(grants.items()))

@@ -1,0 +1,57 @@
+"""A job page's events: oldest first by their full time (a day boundary does not wrap them),
+and the training operator's admission-gate events explained in plain words, the suspend
+told apart from a preemption's (jobs.selectors.events_of)."""
+
+import datetime as dt
+
+from django.urls import reverse
+from django.utils import timezone
+
+from jobs.models import JobTransition, TrainingJob
+from jobs.selectors import events_of
+from jobs.selectors.pods import GATE_TEXTS
+from k8s_sync.models import ClusterEvent
+
+
+def _job(tenant, name):
+    pool = tenant.pools.get(kind="dev")
+    return TrainingJob.objects.create(
+        tenant=tenant, pool=pool, name=name, k8s_name=name, state="running", image="t:1",
+        tier="development", max_run_seconds=3600, workers=1, gpus_per_worker=1,
+        gpu_model="NVIDIA-H800", in_cluster=True)
+
+
+def _event(job, reason, at, n, etype="Normal"):
+    return ClusterEvent.objects.create(
+        namespace=job.pool.namespace, name=f"{job.k8s_name}.{n}", uid=f"u{n}",
+        resource_version=str(n), observed_at=at, type=etype, reason=reason,
+        message=f"{reason} message", involved_kind="PyTorchJob",
+        involved_namespace=job.pool.namespace, involved_name=job.k8s_name, count=3,
+        first_seen=at, last_seen=at)
+
+
+def test_events_run_oldest_first_across_midnight_and_the_gate_is_explained(
+        tenant_a, login, bob):
+    job = _job(tenant_a, "gated")
+    midnight = timezone.now().replace(hour=0, minute=0, second=0, microsecond=0)
+    _event(job, "Started", midnight + dt.timedelta(seconds=5), 3)       # 00:00:05
+    _event(job, "PyTorchJobSuspended", midnight - dt.timedelta(hours=3), 1)  # 21:00 before
+    _event(job, "PyTorchJobResumed", midnight - dt.timedelta(seconds=10), 2)  # 23:59:50
+    events = events_of(job)
+    assert [e.reason for e in events] == ["PyTorchJobSuspended", "PyTorchJobResumed", "Started"]
+    assert [e.gate for e in events] == [str(GATE_TEXTS["created"]), str(GATE_TEXTS["resumed"]),
+                                        ""]
+
+    page = login(bob).get(reverse("jobs:detail", kwargs={"slug": "acme", "pk": job.pk}))
+    body = page.content.decode()
+    card = body[body.index('data-live="events"'):body.index('id="logs"')]
+    assert str(GATE_TEXTS["created"]) in card
+    assert ">PyTorchJobSuspended</span>" not in card   # never a bare reason badge
+    assert ">Started</span>" in card and "×3" in card   # other events as the cluster says
+    assert card.index("PyTorchJobSuspended") < card.index("PyTorchJobResumed") < \
+        card.index(">Started<")
+
+    # once the job was preempted, a suspension is also a preemption's: said so
+    JobTransition.objects.create(job=job, from_state="running", to_state="preempting",
+                                 reason="Preempted", at=timezone.now())
+    assert events_of(job)[0].gate == str(GATE_TEXTS["suspended"])
