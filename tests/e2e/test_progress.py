@@ -43,7 +43,7 @@ def test_the_job_page_shows_the_reported_percentage_and_time_left(
     card = page.locator("#job-progress")
     expect(card.locator("h2")).to_have_text(tr(lang, "Progress"))
     expect(card).to_contain_text(tr(lang, "No progress reported yet."))
-    expect(card.locator("code")).to_contain_text("TRAINYARD_PROGRESS")
+    expect(card.locator("code").first).to_contain_text("TRAINYARD_PROGRESS")
     shot(page, lang, "job-progress-none", top=card)
 
     cluster.advance(1200, step=10)
