@@ -113,3 +113,22 @@ def test_a_pytorchjob_master_prints_progress_lines(kubesim, apis):
     final = _reports(text)[-1]
     assert final["percent"] == 100 and final["remaining_seconds"] == 0
     assert "training finished at step" in text
+
+
+def test_at_speed_the_remaining_time_is_the_clocks(kubesim_factory):
+    """speed 60: a run of 3,600 simulated seconds takes a minute of the clock, and the
+    time left that the script and Trainer report is the clock's, not the script's."""
+    handle = kubesim_factory(speed=60)
+    core = kubernetes.client.CoreV1Api(handle.api_client)
+    co = kubernetes.client.CustomObjectsApi(handle.api_client)
+    core.create_namespace(
+        kubernetes.client.V1Namespace(metadata=kubernetes.client.V1ObjectMeta(name=NS)))
+    body = make_job("fast", gpus=1, workers=0, run_seconds=3600)
+    body["metadata"]["namespace"] = NS
+    co.create_namespaced_custom_object("kubeflow.org", "v1", NS, "pytorchjobs", body)
+    create(co, trainjob("fast-v2", nodes=1, gpus=1, run_seconds=3600))
+    handle.advance(30, step=1)
+    [last] = _reports(core.read_namespaced_pod_log("fast-master-0", NS, tail_lines=3))[-1:]
+    assert 0 < last["remaining_seconds"] <= 60 and 20 <= last["percent"] <= 60, last
+    status = get(co, "fast-v2")["status"]["trainerStatus"]
+    assert 0 < status["estimatedRemainingSeconds"] <= 60, status
