@@ -27,6 +27,12 @@ What it does, and what every script on Trainyard should do (docs/guides/checkpoi
   preemption Trainyard also sets ``TRAINYARD_RESUME=1``; a container restart by the
   operator does not, and resumes all the same), restoring model, optimizer, random
   state and step, and logs the step it resumed from.
+* reports its progress on rank 0 with Trainyard's progress line, one JSON object after
+  ``TRAINYARD_PROGRESS`` (the share of its steps done, the seconds it expects to need
+  still, measured on this run, the step and the loss), when it starts, every
+  ``--progress-interval`` seconds and when it finishes. Trainyard reads the last one from
+  the log and shows it on the job's page; the jobs waiting behind it get their estimated
+  start from it.
 
 The model and data are deliberately tiny (a small MLP fitting a fixed random linear map,
 batches drawn from a generator seeded by the step) so the script runs in seconds on a
@@ -37,6 +43,7 @@ CPU; replace ``build_model`` and ``batch`` with your own. Only the standard libr
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import signal
@@ -50,6 +57,7 @@ import torch.distributed as dist
 from torch import nn
 
 CHECKPOINT_RE = re.compile(r"^ckpt-(\d{8})\.pt$")
+PROGRESS_MARKER = "TRAINYARD_PROGRESS"  # docs/guides/checkpoints.md, "Reporting progress"
 SIGTERM_EXIT = 128 + signal.SIGTERM  # 143, what a process killed by SIGTERM reports
 FEATURES = 16
 
@@ -85,9 +93,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--keep", type=int, default=2, help="checkpoints to keep (>= 1)")
     parser.add_argument("--step-seconds", type=float, default=0.0,
                         help="sleep this long in every step (to simulate real work)")
+    parser.add_argument("--progress-interval", type=float, default=60.0,
+                        help="seconds between progress lines (rank 0); default 60")
     args = parser.parse_args(argv)
-    if args.steps < 1 or args.keep < 1 or args.checkpoint_interval <= 0:
-        parser.error("--steps and --keep must be >= 1, --checkpoint-interval > 0")
+    if (args.steps < 1 or args.keep < 1 or args.checkpoint_interval <= 0
+            or args.progress_interval <= 0):
+        parser.error("--steps and --keep must be >= 1, --checkpoint-interval and "
+                     "--progress-interval > 0")
     return args
 
 
@@ -221,6 +233,37 @@ def unwrap(model: nn.Module) -> nn.Module:
     return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
 
 
+# --- progress ----------------------------------------------------------------------------
+
+
+class Progress:
+    """Trainyard's progress line, printed by rank 0 (docs/guides/checkpoints.md):
+    ``TRAINYARD_PROGRESS {"percent": ..., "remaining_seconds": ..., "step": ...,
+    "total_steps": ..., "metrics": {"loss": ...}}``, at most every ``every`` seconds.
+    The remaining time is measured on this run: its pace since it started (or resumed)."""
+
+    def __init__(self, rank: int, first_step: int, total_steps: int, every: float) -> None:
+        self.rank, self.first, self.total, self.every = rank, first_step, total_steps, every
+        self.started = time.monotonic()
+        self.last = float("-inf")
+
+    def report(self, step: int, loss: float | None, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if self.rank != 0 or (not force and now - self.last < self.every):
+            return
+        self.last = now
+        body: dict[str, Any] = {"percent": round(100.0 * min(step, self.total) / self.total, 1),
+                                "step": step, "total_steps": self.total}
+        done = step - self.first
+        if step >= self.total:
+            body["remaining_seconds"] = 0
+        elif done > 0:
+            body["remaining_seconds"] = round((now - self.started) / done * (self.total - step))
+        if loss is not None:
+            body["metrics"] = {"loss": round(loss, 6)}
+        print(f"{PROGRESS_MARKER} {json.dumps(body)}", flush=True)
+
+
 # --- training loop -----------------------------------------------------------------------
 
 
@@ -260,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
     loss_fn = nn.MSELoss()
     last_save = time.monotonic()
     loss = torch.tensor(0.0)
+    progress = Progress(ranks.rank, step, args.steps, args.progress_interval)
+    progress.report(step, None, force=True)
     while step < args.steps:
         x, y = batch(step, ranks.rank, args, ranks.device)
         optimizer.zero_grad(set_to_none=True)
@@ -284,9 +329,12 @@ def main(argv: list[str] | None = None) -> int:
             return SIGTERM_EXIT
         if step % 100 == 0 and ranks.rank == 0:
             log(f"step {step} loss {loss.item():.6f}")
+        if ranks.rank == 0 and time.monotonic() - progress.last >= args.progress_interval:
+            progress.report(step, loss.item())
     if ranks.rank == 0 and (not checkpoints(directory) or checkpoints(directory)[0][0] != step):
         save(directory, step, model, optimizer, args.keep, "final")
     ranks.barrier()
+    progress.report(step, loss.item(), force=True)
     log(f"finished at step {step} loss {loss.item():.6f}")
     ranks.close()
     return 0

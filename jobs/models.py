@@ -87,6 +87,11 @@ class TrainingJob(models.Model):
     admitted_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # What the job itself last reported of its progress (jobs.progress: a Trainer v2
+    # TrainJob's status.trainerStatus, or the TRAINYARD_PROGRESS line of its rank-0 log):
+    # {percent, remaining_seconds, step, total_steps, metrics: [{name, value}], reported_at,
+    # observed_at, source}; None until it reports.
+    progress = models.JSONField(null=True, blank=True, default=None)
     # the admission engine's view of a waiting job, refreshed every cycle
     position_in_pool = models.PositiveIntegerField(null=True, blank=True)
     position_in_model = models.PositiveIntegerField(null=True, blank=True)

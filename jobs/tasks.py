@@ -11,6 +11,8 @@
   bounded pool of threads (``TRAINYARD_SYNC_CONCURRENCY``; ``jobs.converge.sync_many``).
 * ``jobs.apply_maintenance_windows``: open due maintenance windows, cordon and release
   their nodes (``jobs.windows``).
+* ``jobs.read_progress``: the running jobs' own progress reports (``jobs.progress``), from
+  beat every minute.
 
 Nothing outside calls these functions to enqueue them: ``jobs.enqueue`` does, by name.
 """
@@ -23,7 +25,7 @@ from typing import Any
 from celery import shared_task
 from django.utils import timezone
 
-from jobs import windows
+from jobs import progress, windows
 from jobs.backends import get_backend
 from jobs.backends.base import MAX_RETRIES
 from k8s_sync.client import K8sError, is_transient
@@ -71,3 +73,10 @@ def apply_maintenance_windows(self) -> dict[str, int]:  # type: ignore[no-untype
             raise self.retry(exc=exc, countdown=backoff_seconds(self.request.retries)) from exc
         raise
     return {"moved": moved, "cordoned": cordoned, "released": released}
+
+
+@shared_task(name="jobs.read_progress", queue="k8s")
+def read_progress() -> dict[str, int]:
+    """Read and store the running jobs' progress reports (``jobs.progress.read_progress``:
+    TrainJobs' recorded ``trainerStatus``, else the rank-0 pod's last progress line)."""
+    return progress.read_progress(timezone.now())

@@ -19,7 +19,7 @@ from django.views.decorators.http import require_POST, require_safe
 
 from core.choices import PoolKind, Tier
 from core.exceptions import ApplicationError
-from jobs import selectors, services
+from jobs import progress, selectors, services
 from jobs.choices import ACTIVE_STATES, JobState
 from jobs.forms import JobForm, template_initial, template_values
 from jobs.models import MaintenanceWindow
@@ -129,6 +129,7 @@ def job_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         "platform_admin": is_platform_admin(request.user),
         "health": selectors.job_health(job),
         "reclaim_grace": selectors.reclaim_grace(job),
+        "progress": progress.shown(job, now=timezone.now()),
         "worker": worker_resources_text(worker_resources(job)),
         "eta_accuracy": selectors.job_eta_accuracy(job),
     })

@@ -26,6 +26,14 @@ BEAT_SCHEDULE: dict[str, dict] = {
         "schedule": float(ADMISSION_EVERY_SECONDS),
         "options": {"queue": "default", "expires": 8},
     },
+    # every minute: the running jobs' own progress reports (a TrainJob's trainerStatus as
+    # recorded; else one tail of the rank-0 pod's log a job), for their pages and the ETAs
+    # of the jobs behind them; a training loop reports every few minutes at most
+    "jobs.read_progress": {
+        "task": "jobs.read_progress",
+        "schedule": crontab(minute="*"),
+        "options": {"queue": "k8s", "expires": 90},
+    },
     # every minute: proves the worker and the broker are alive (shown on the health page)
     "portal.heartbeat": {
         "task": "portal.heartbeat",

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from core.tests.scripts import load_script
+from jobs.progress import parse_line
 
 torch = pytest.importorskip(
     "torch", reason="PyTorch is not installed: scripts/ensure-torch.sh installs the CPU build")
@@ -106,6 +107,13 @@ def test_sigterm_saves_and_the_restart_resumes_from_the_saved_step(tmp_path):
     assert f"resumed from step {stopped_at} " in out
     assert "starting from step 0" not in out
     assert f"finished at step {STEPS}" in out
+    # its progress lines, as Trainyard reads them: from the resumed step to 100%
+    reports = [r for line in out.splitlines() if (r := parse_line(line)) is not None]
+    assert reports[0].step == stopped_at and reports[0].percent == round(
+        100 * stopped_at / STEPS, 1)
+    assert (reports[-1].percent, reports[-1].remaining_seconds, reports[-1].step) == (
+        100.0, 0, STEPS)
+    assert [name for name, _ in reports[-1].metrics] == ["loss"]
     final = torch.load(ckpt / f"ckpt-{STEPS:08d}.pt", weights_only=False)
     assert final["step"] == STEPS and final["restart_count"] == 1
     assert len(_saved_steps(ckpt)) <= 2  # --keep 2

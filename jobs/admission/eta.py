@@ -7,7 +7,10 @@ is taken as the median and spread like History's (p90/p50 of the samples, else
 ``SPREAD``). Every figure is capped by the job's ``max_run_seconds`` (it is stopped then).
 p90 equals p50 only when it is certain (the cap is reached). A running job's remaining
 time is conditional on how long it has run: the quantiles of the samples longer than that,
-minus it; past every sample, a share of its age, and never past its maximum run.
+minus it; past every sample, a share of its age, and never past its maximum run. A
+running job that reported its own remaining time (``JobView.reported_remaining_seconds``,
+fresh) is taken at its word: that, less the time since the report, is the p50, and
+:data:`REPORTED_SPREAD` above it the p90.
 
 **Start times** (:func:`simulate`): per resource key, node by node, the queue is played
 forward in the engine's order against the holders' expected releases (on the nodes they
@@ -45,6 +48,10 @@ SPREAD = 1.6
 OVERDUE = (0.25, 1.0)
 """A running job past every sample (or past its p90): remaining p50 and p90 as shares of
 its age so far (capped by its maximum run time)."""
+
+REPORTED_SPREAD = (1.2, 120.0)
+"""The p90 of a remaining time the job reported itself: the report x 1.2, and at least
+two minutes above it (the job's own estimate is an estimate too)."""
 
 
 def quantile(ordered: Sequence[float], q: float) -> float:
@@ -106,11 +113,19 @@ class RunTimes:
             p50, p90 = min(p50, cap), min(p90, cap)
         return p50, max(p90, p50)
 
-    def remaining(self, job: JobView, elapsed: float) -> tuple[float, float]:
-        """(p50, p90) seconds left of a job that has run ``elapsed`` seconds."""
+    def remaining(self, job: JobView, elapsed: float,
+                  now_ts: float | None = None) -> tuple[float, float]:
+        """(p50, p90) seconds left of a job that has run ``elapsed`` seconds (its own
+        fresh report, at ``now_ts``, when it made one)."""
         elapsed = max(elapsed, 0.0)
         cap = job.max_run_seconds
         left_cap = max(cap - elapsed, 0.0) if cap is not None and cap > 0 else math.inf
+        said, said_at = job.reported_remaining_seconds, job.reported_at
+        if said is not None and said_at is not None and now_ts is not None:
+            r50 = max(said - max(now_ts - said_at.timestamp(), 0.0), 0.0)
+            r90 = max(r50 * REPORTED_SPREAD[0], r50 + REPORTED_SPREAD[1])
+            r50, r90 = min(r50, left_cap), min(r90, left_cap)
+            return r50, max(r90, r50)
         samples = self.samples(job)
         longer = [s for s in samples if s > elapsed] if not (
             job.expected_seconds and job.expected_seconds > 0) else []

@@ -191,7 +191,7 @@ class PassState(Explainer):
             return max(end, 0.0), max(end, 0.0)
         if job.state == JobState.RUNNING:
             elapsed = self.now_ts - _ts(job.started_at or job.admitted_at, self.now_ts)
-            return self.runtimes.remaining(job, elapsed)
+            return self.runtimes.remaining(job, elapsed, self.now_ts)
         return self.durations(job)
 
     def limits(self, job: JobView, key: str) -> tuple[int, int]:

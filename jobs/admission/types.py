@@ -126,6 +126,12 @@ class JobView:
     """The longest the job may run (it is stopped then): caps every run-time estimate."""
     template: str = ""
     """The job template it came from ("" for none): History keys durations by it."""
+    reported_remaining_seconds: float | None = None
+    """A running job's own report of the seconds it had left, made at ``reported_at``
+    (``jobs.progress``: a TrainJob's ``trainerStatus``, or the progress line of its log);
+    None without a fresh one. The run-time estimate takes it over History's
+    (:meth:`jobs.admission.eta.RunTimes.remaining`)."""
+    reported_at: datetime | None = None
 
     @cached_property
     def resource_key(self) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from django.utils import timezone
 from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
@@ -14,7 +15,7 @@ from core.choices import PoolKind, Tier
 from core.models import Policy
 from core.texts import render, text_code
 from core.when import eta_text
-from jobs import problem_text
+from jobs import problem_text, progress
 from jobs import validation as v
 from jobs.choices import JobKind, JobState
 from jobs.models import JobTransition, TrainingJob
@@ -70,6 +71,21 @@ class JobTransitionSerializer(serializers.ModelSerializer):
         return transition_reason_label(obj.reason)
 
 
+PROGRESS_SCHEMA = {
+    "type": "object", "nullable": True,
+    "properties": {
+        "percent": {"type": "number", "nullable": True, "minimum": 0, "maximum": 100},
+        "remaining_seconds": {"type": "integer", "nullable": True, "minimum": 0},
+        "expected_end": {"type": "string", "format": "date-time", "nullable": True},
+        "step": {"type": "integer", "nullable": True, "minimum": 0},
+        "total_steps": {"type": "integer", "nullable": True, "minimum": 0},
+        "metrics": {"type": "array", "items": {"type": "object", "properties": {
+            "name": {"type": "string"}, "value": {"type": "string"}}}},
+        "reported_at": {"type": "string", "format": "date-time", "nullable": True},
+        "source": {"type": "string", "enum": ["trainer_status", "log"]},
+        "current": {"type": "boolean"},
+    },
+}
 def _decimal3(value: Decimal) -> str:
     """A request as the model's decimal fields are written (three decimals)."""
     return f"{value.quantize(Decimal('0.001')):f}"
@@ -94,6 +110,15 @@ class JobSerializer(serializers.ModelSerializer):
         help_text='eta_p50 for people: its day and time in the active time zone, e.g. '
                   '"tomorrow 03:10 UTC" ("" for none)')
     eta_p90_text = serializers.SerializerMethodField(help_text="eta_p90 likewise")
+    progress = serializers.SerializerMethodField(
+        help_text="What the job itself last reported of its progress (a TrainJob's "
+                  "status.trainerStatus, Kubeflow Trainer 2.2+, or the TRAINYARD_PROGRESS line "
+                  "of its rank-0 log; docs/guides/checkpoints.md), or null before any report: "
+                  "percent (0-100), remaining_seconds as of reported_at, expected_end "
+                  "(reported_at + remaining_seconds), step, total_steps, metrics "
+                  "([{name, value}], values as text), source (trainer_status or log), "
+                  "current (from its current run and fresh: the estimated starts of the jobs "
+                  "waiting behind it use remaining_seconds).")
     cpu_request_per_worker = serializers.SerializerMethodField(
         help_text="The CPU (cores) each worker's pod requests, which the quota, admission, "
                   "the gauges and the ResourceQuota count; cpu_per_worker is its limit, "
@@ -132,6 +157,16 @@ class JobSerializer(serializers.ModelSerializer):
             policy = self.context["policy"] = Policy.current()
         return reclaim_grace_seconds(job.tier, job.borrowing, policy)
 
+    @extend_schema_field(PROGRESS_SCHEMA)
+    def get_progress(self, job: TrainingJob) -> dict[str, Any] | None:
+        found = progress.shown(job, now=timezone.now())
+        if found is None:
+            return None
+        out = found.as_dict()
+        for key in ("reported_at", "expected_end"):  # as every other time of the API
+            out[key] = serializers.DateTimeField().to_representation(out[key]) if out[
+                key] is not None else None
+        return out
     @extend_schema_field(serializers.DecimalField(max_digits=8, decimal_places=3))
     def get_cpu_request_per_worker(self, job: TrainingJob) -> str:
         return _decimal3(worker_resources(job)["cpu_request"])
@@ -180,7 +215,7 @@ class JobSerializer(serializers.ModelSerializer):
                   "wait_reason",
                   "wait_reason_code", "preempt_reason",
                   "preempt_reason_code", "preempt_deadline", "last_error", "problem",
-                  "gpu_shared", "gpu_memory_gib_per_card", "gpu_kind"]
+                  "gpu_shared", "gpu_memory_gib_per_card", "gpu_kind", "progress"]
 
 
 class JobInput(serializers.Serializer):

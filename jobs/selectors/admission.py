@@ -17,6 +17,7 @@ from jobs.admission import Policy as EnginePolicy
 from jobs.admission.incremental import loop_engine
 from jobs.choices import ACTIVE_STATES, JobState
 from jobs.models import TrainingJob
+from jobs.progress import reported_remaining
 from jobs.selectors.history import recent_history
 from jobs.selectors.inventory import _node_cpu_memory, physical_use_now
 from jobs.selectors.use import job_resources
@@ -105,12 +106,14 @@ def _admission_inputs(now, *, rows=None, nodes=None, pods=None):  # type: ignore
     # nothing derived from it is computed again. Card facts that changed rebuild all.
     last = _VIEWS.get("last")
     previous = last[1] if last is not None and last[0] == facts else {}
-    views: dict[int, tuple[Any, tuple[str, ...], JobView]] = {}
+    views: dict[int, tuple[Any, tuple[str, ...], JobView, Any]] = {}
     jobs = []
+    reports = _reported_remaining(active, now)
     for j in active:
         placement = _placement(j.state, j.placement, bound.get(str(j.id), []))
+        said = reports.get(j.id)
         hit = previous.get(j.id)
-        if hit is not None and hit[0] == j and hit[1] == placement:
+        if hit is not None and hit[0] == j and hit[1] == placement and hit[3] == said:
             view = hit[2]
         else:
             view = JobView(
@@ -124,8 +127,9 @@ def _admission_inputs(now, *, rows=None, nodes=None, pods=None):  # type: ignore
                 template=j.template, priority=j.priority, held=j.held, borrowing=j.borrowing,
                 **_loan_fields(j), placement=placement,
                 preempt_deadline=j.preempt_deadline, gpu_shared=j.gpu_shared,
-                resources=resources(j))
-        views[j.id] = (j, placement, view)
+                resources=resources(j), reported_remaining_seconds=said and said[0],
+                reported_at=said and said[1])
+        views[j.id] = (j, placement, view, said)
         jobs.append(view)
     _VIEWS["last"] = (facts, views)
     # The pools' quotas change rarely: kept while the snapshot's marker (one query) says
@@ -144,7 +148,7 @@ def _admission_inputs(now, *, rows=None, nodes=None, pods=None):  # type: ignore
             "physical": {k: u.use for k, u in physical.items()}}, facts
 
 
-_VIEWS: dict[str, tuple[Any, dict[int, tuple[Any, tuple[str, ...], JobView]]]] = {}
+_VIEWS: dict[str, tuple[Any, dict[int, tuple[Any, tuple[str, ...], JobView, Any]]]] = {}
 """The last pass's JobViews in this process, with the columns they were built from."""
 _SHAPE = ("workers", "cpu_per_worker", "memory_gib_per_worker", "gpus_per_worker", "gpu_model",
           "mig_profile", "gpu_shared", "gpu_memory_gib_per_card")
@@ -155,6 +159,14 @@ VIEW_FIELDS = tuple(dict.fromkeys((
     "borrowing", "placement", "preempt_deadline", "loan_id", "loan__lender__tenant__slug",
     "loan__lender__kind", "loan__status", "kind", "k8s_name", "restart_count", *_SHAPE)))
 """The columns of an active job the admission pass reads (``JobView``)."""
+
+
+def _reported_remaining(active, now):  # type: ignore[no-untyped-def]
+    """The running jobs' fresh reports of their remaining time: job id -> (seconds, when
+    reported) (``jobs.progress.reported_remaining``: a cache read, a query only after a
+    new report)."""
+    return reported_remaining({j.id: j.started_at for j in active
+                               if j.state == JobState.RUNNING}, now=now)
 
 
 def _pool_quotas(policy: Policy, report) -> list:  # type: ignore[no-untyped-def]

@@ -40,14 +40,14 @@ from kubesim.sim.events import EventRecorder
 from kubesim.sim.gc import GarbageCollector, NodeController
 from kubesim.sim.kubelet import Kubelet
 from kubesim.sim.kueue import JOB_RESOURCES, KUEUE_RESOURCES, KueueController
-from kubesim.sim.logs import ContainerLog, container_log, pod_log
+from kubesim.sim.logs import ContainerLog, container_log, pod_log, run_progress
 from kubesim.sim.metrics import Metrics
 from kubesim.sim.nodes import build_nodes, priority_class_objects, storage_class_objects
 from kubesim.sim.operator import Operator
 from kubesim.sim.profile import load_profile
 from kubesim.sim.scheduler import Scheduler
 from kubesim.sim.state import CLUSTER_RUNTIMES, PRIORITYCLASSES, ClusterState
-from kubesim.sim.trainjob import TrainJobController, runtime_objects
+from kubesim.sim.trainjob import REPORTS_PER_RUN, TrainJobController, runtime_objects
 from kubesim.sim.volumes import VolumeController
 
 __all__ = ["Simulation", "load_profile"]
@@ -85,7 +85,9 @@ class Simulation:
         self.scheduler = Scheduler(store, self.state, self.events, self.now)
         self.operator = Operator(store, self.state, self.events, self.now)
         self.kueue = KueueController(store, self.state, self.events, self.now)
-        self.trainjobs = TrainJobController(store, self.state, self.events, self.now)
+        self.trainjobs = TrainJobController(
+            store, self.state, self.events, self.now,
+            progress=lambda ns, name: run_progress(self, ns, name, reports=REPORTS_PER_RUN))
         self.gc = GarbageCollector(store, self.state)
         self.nodes = NodeController(store, self.state, self.kubelet, self.events, self.now)
         self.volumes = VolumeController(store, self.state, self.events, self.now)

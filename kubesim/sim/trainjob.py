@@ -41,6 +41,19 @@ it).
   active deadline", running pods deleted.
 * ``status.jobsStatus``: one entry per replicated job (``node``): its one child Job
   ``active``, ``ready`` (all its pods ready), ``succeeded``, ``failed``, ``suspended``.
+* ``status.trainerStatus`` (Trainer v2.2+, the ``TrainJobStatus`` feature gate; what the
+  runtime POSTs to the controller's status server, ``pkg/statusserver/server.go``, applied
+  to the status with the field manager ``trainer-status``): the rank-0 pod's training
+  script reports its progress as it trains (``kubesim.sim.logs.run_progress``, the same
+  figures as the ``TRAINYARD_PROGRESS`` lines of its log): ``progressPercentage`` (whole
+  percent, 100 once it succeeded), ``estimatedRemainingSeconds``, ``metrics`` (``loss``
+  and ``step``, values as strings) and ``lastUpdatedTime`` (when it reported). It reports
+  about :data:`REPORTS_PER_RUN` times a run (a real client throttles, the SDK to one
+  report in 5 s). The last report stays through a suspension or a failure, as Trainer
+  leaves it, until the next run reports. kubesim writes it with the controller's own
+  status write (its managedFields name the controller, not ``trainer-status``) and runs
+  no status server, nor injects its ``KUBEFLOW_TRAINER_SERVER_*`` variables and token
+  volume into the pods.
 * ``spec.managedBy`` other than Trainer's: left alone.
 """
 
@@ -49,8 +62,10 @@ from __future__ import annotations
 import contextlib
 import copy
 import hashlib
+from collections.abc import Callable
 from typing import Any
 
+from kubesim.sim.logs import Progress
 from kubesim.sim.operator import Operator
 from kubesim.sim.state import CLUSTER_RUNTIMES, TERMINAL, TRAINJOBS, PodInfo
 from kubesim.sim.util import fmt_time, parse_time
@@ -64,6 +79,7 @@ TRAINER_ANCESTOR = "trainer"
 NODE = "node"  # Trainer's constants.Node: the torch runtimes' job and container name
 MASTER_PORT = 29500  # constants.ContainerTrainerPort
 DEFAULT_BACKOFF_LIMIT = 6  # batch/v1 Job's default
+REPORTS_PER_RUN = 50  # trainerStatus reports in a whole run, about (see the docstring)
 JS = "jobset.sigs.k8s.io/"
 L_JOBSET = JS + "jobset-name"
 L_RJOB = JS + "replicatedjob-name"
@@ -285,9 +301,12 @@ class TrainJobController(Operator):
     CREATED, FAILED_CREATE, DELETED = "SuccessfulCreate", "FailedCreate", "SuccessfulDelete"
     STAMPS_RECONCILE = False
 
-    def __init__(self, store, state, events, now_fn) -> None:
+    def __init__(self, store, state, events, now_fn,
+                 progress: Callable[[str, str], Progress | None] | None = None) -> None:
         super().__init__(store, state, events, now_fn)
         self.attempts: dict[str, int] = {}  # job uid -> pods created (names stay unique)
+        # what a pod's training script last reported, (namespace, pod) -> Progress
+        self.progress = progress
 
     def reconcile(self, key: tuple, job: dict, now: float) -> None:
         md = job["metadata"]
@@ -338,8 +357,32 @@ class TrainJobController(Operator):
         status["conditions"] = conds
         if not finished and not suspended and runtime is not None:
             self._run(key, job, runtime, status, pods, now, ts)
+        if not suspended and runtime is not None:
+            self._trainer_status(key, status, pods)
         status["jobsStatus"] = [self._jobs_status(job, runtime, status, now)]
         self._write(key, old, status)
+
+    def _trainer_status(self, key: tuple, status: dict, pods: list[PodInfo]) -> None:
+        """``status.trainerStatus`` from what the rank-0 pod's script last reported (see
+        the module docstring); the next report is a timer."""
+        if self.progress is None:
+            return
+        rank0 = next((p for p in pods if not p.obj["metadata"].get("deletionTimestamp") and (
+            p.obj["metadata"].get("labels") or {}).get(L_COMPLETION_INDEX) == "0"), None)
+        found = self.progress(*rank0.key) if rank0 is not None else None
+        if found is None:
+            return
+        metrics = [{"name": "step", "value": str(found.step)}]
+        if found.loss is not None:
+            metrics.insert(0, {"name": "loss", "value": f"{found.loss:.4f}"})
+        status["trainerStatus"] = {
+            "progressPercentage": min(100, max(0, int(found.percent))),
+            "estimatedRemainingSeconds": max(0, int(found.remaining_seconds)),
+            "metrics": metrics,
+            "lastUpdatedTime": fmt_time(found.at),
+        }
+        if found.next_at is not None:
+            self._at(found.next_at, key)
 
     def _run(self, key: tuple, job: dict, runtime: dict, status: dict,
              pods: list[PodInfo], now: float, ts: str) -> None:
