@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
+import pytest
+import time_machine
+
 from core.texts import english
 from jobs.admission import Decisions, History, JobView, NodeView, Policy, PoolQuota, decide
 
@@ -20,6 +23,13 @@ from .test_admission_helpers import (
     run,
 )
 
+
+@pytest.fixture(autouse=True)
+def _read_at_now():
+    """Reasons name clock times as the reader sees them ("today 12:05 UTC"): read them at
+    NOW, the decisions' own clock, whatever the calendar says."""
+    with time_machine.travel(NOW, tick=False):
+        yield
 
 def decide_plain(nodes: list[NodeView], jobs: list[JobView], quotas: list[PoolQuota],
                  policy: Policy | None = None) -> Decisions:
@@ -322,7 +332,7 @@ def test_reclaim_preempts_borrowers_when_the_owner_needs_its_quota():
     assert (p.job_id, p.for_job, p.grace_seconds) == (10, 1, 300)
     assert "returning borrowed NVIDIA-H800" in english(p.reason)
     assert english(d.waiting[1].reason) == ("waiting for 1 development job to checkpoint and stop "
-                                   "(by 12:05 UTC)")
+                                   "(by today 12:05 UTC)")
 
 
 # -- batch ---------------------------------------------------------------------------------
@@ -458,7 +468,7 @@ def test_same_tier_jobs_within_quota_are_not_preempted():
     assert preempted(d) == []
     reason = english(d.waiting[1].reason)
     assert reason == ("needs 4 NVIDIA-H800, 0 free; 4 held by development jobs "
-                                   "expected to finish around 12:50 UTC")
+                                   "expected to finish around today 12:50 UTC")
 
 
 def test_never_preempt_for_a_job_that_still_would_not_fit():
@@ -544,7 +554,7 @@ def test_preempting_jobs_hold_their_gpus_until_gone():
     d = run(nodes, jobs, [quota("acme", 4), quota("globex", 4)])
     assert admitted(d) == {} and preempted(d) == []
     assert english(d.waiting[1].reason) == ("waiting for 1 preempted job to checkpoint and stop "
-                                   "(by 12:03 UTC)")
+                                   "(by today 12:03 UTC)")
     assert d.waiting[1].eta_p50 == NOW + timedelta(minutes=3)
 
 
@@ -702,7 +712,7 @@ def test_a_job_waiting_for_its_own_preempted_jobs_does_not_preempt_more():
     d = run(nodes, jobs, [quota("acme", 4)], policy=policy)
     assert preempted(d) == []
     assert english(d.waiting[1].reason) == ("waiting for 1 preempted job to checkpoint and stop "
-                                   "(by 12:00 UTC)")
+                                   "(by today 12:00 UTC)")
 
 
 def test_grace_period_comes_from_the_victims_tier():
@@ -715,7 +725,7 @@ def test_grace_period_comes_from_the_victims_tier():
     assert {p.job_id: p.grace_seconds for p in d.preempt} == {10: 120, 11: 10}
     reason = english(d.waiting[1].reason)
     assert reason == ("waiting for 2 development and batch jobs to checkpoint "
-                                   "and stop (by 12:02 UTC)")
+                                   "and stop (by today 12:02 UTC)")
 
 
 def test_waiting_reason_counts_only_the_preempting_jobs_it_waits_for():
@@ -727,7 +737,7 @@ def test_waiting_reason_counts_only_the_preempting_jobs_it_waits_for():
             job(1, gpus=4)]
     d = run(nodes, jobs, [quota("acme", 4), quota("globex", 8)])
     assert english(d.waiting[1].reason) == ("waiting for 1 preempted job to checkpoint and stop "
-                                   "(by 12:02 UTC)")
+                                   "(by today 12:02 UTC)")
 
 
 def test_a_borrower_never_preempts_other_borrowers_or_lower_tiers():
@@ -770,7 +780,7 @@ def test_preempting_jobs_of_unknown_placement_are_waited_for_not_replaced():
     d = decide_plain(nodes, jobs, [quota("acme", 4, pool="prod"), quota("globex", 4)])
     assert preempted(d) == [] and admitted(d) == {}
     assert english(d.waiting[1].reason) == ("waiting for 1 preempted job to checkpoint and stop "
-                                   "(by 12:05 UTC)")
+                                   "(by today 12:05 UTC)")
 
 
 def test_unknown_placement_never_preempts_more_than_the_aggregate_needs():
