@@ -35,7 +35,7 @@ from jobs.transitions import job_notify_owner as job_notify_owner
 from jobs.transitions import job_transition, record
 from jobs.transitions import job_transitions as job_transitions
 from jobs.transitions import record_waiting as record_waiting
-from jobs.validation import Inventory, SubmissionError, validate_submission
+from jobs.validation import Inventory, SubmissionError, check_gang, validate_submission
 from k8s_sync.naming import job_name
 from tenants.access import AnyUser, TenantAccess, require_platform_admin
 from tenants.audit import record_audit
@@ -104,6 +104,11 @@ def job_submit_check(*, access: TenantAccess, pool: str, data: dict[str, Any],
         raise ApplicationError(message, field=None if field == NON_FIELD else field,
                                extra={"errors": exc.errors}) from None
     _check_ceiling(pool_row, clean, snap)
+    try:
+        check_gang(clean, inventory or snap.inventory)
+    except SubmissionError as exc:
+        raise ApplicationError(exc.errors["workers"], field="workers",
+                               extra={"errors": exc.errors}) from None
     _check_checkpoint_storage(pool_row, clean)
     if name_taken and name == clean["name"]:
         raise Conflict(_("A job named “%(n)s” exists already in this tenant; choose another "

@@ -12,6 +12,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from core.choices import Tier
 from core.numbers import api_decimal
@@ -64,6 +65,9 @@ class Inventory:
     shared_strategies: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # HAMi (nvidia.com/gpumem): card model -> GPU memory of one card (MiB, the largest)
     hami_memory_mib: dict[str, int] = field(default_factory=dict)
+    # whole GPUs ("gpu:<model>") and MIG slices ("mig:<profile>"): switch -> the units of
+    # each node under it (every node, schedulable or not), bounding a gang (one switch)
+    gang_room: dict[str, dict[str, tuple[int, ...]]] = field(default_factory=dict)
 
 
 class SubmissionError(ValueError):
@@ -367,6 +371,35 @@ def _check_accelerators(gpus: int, model: str, mig: str, inventory: Inventory,
             errors["gpus_per_worker"] = (_("No node has %(n)s %(m)s GPUs; the largest has "
                                            "%(most)s: use more workers with fewer GPUs each.")
                                          % {"n": gpus, "m": model, "most": most})
+
+
+def gang_fits(room: dict[str, tuple[int, ...]], per: int) -> int:
+    """The most workers of ``per`` units one switch could hold at once on an empty
+    cluster (as the engine places a gang: on one node, or all under one switch)."""
+    return max((sum(cap // per for cap in caps) for caps in room.values()), default=0)
+
+
+def check_gang(clean: dict[str, Any], inventory: Inventory) -> None:
+    """Refuse a gang no switch could ever hold (whole GPUs or MIG slices; raise
+    :class:`SubmissionError` at ``workers``): the engine would keep it waiting forever.
+    Submission asks after the pool's ceiling, so a gang above the quota hears of that."""
+    workers, per = clean["workers"], clean["gpus_per_worker"]
+    if clean.get("gpu_shared") or workers <= 1 or per <= 0:
+        return
+    name = clean.get("mig_profile") or clean.get("gpu_model") or ""
+    room = inventory.gang_room.get(f"mig:{name}" if clean.get("mig_profile") else f"gpu:{name}")
+    if not room:
+        return
+    most = gang_fits(room, per)
+    if most < workers:
+        raise SubmissionError({"workers": ngettext(
+            "No switch has room for %(w)s workers × %(n)s %(m)s at once: a job's workers run "
+            "under one switch, and the largest holds %(most)s such worker. Use fewer workers, "
+            "or fewer GPUs each.",
+            "No switch has room for %(w)s workers × %(n)s %(m)s at once: a job's workers run "
+            "under one switch, and the largest holds %(most)s such workers. Use fewer "
+            "workers, or fewer GPUs each.", most) % {"w": workers, "n": per, "m": name,
+                                                       "most": most}})
 
 
 # --- the rules of k8s_sync.specs.JobSpec, in words a researcher acts on ------------------

@@ -14,14 +14,24 @@ know their methods. A page that takes no POST says so with ``require_safe``.
 or an API token) is that user's alone, so no browser or proxy may keep it: it is sent
 with ``Cache-Control: private, no-store`` unless the view set its own caching. Static
 files never get here (WhiteNoise answers them first, with its long cache headers).
+
+``TimeZoneMiddleware``: times on pages are written in the reader's time zone. The browser
+says which (``static/js/confirm.js`` stores ``Intl``'s zone in the ``trainyard_tz``
+cookie on every page, the sign-in page included); a name the zone database does not know
+is ignored, and without the cookie (an API client, an e-mail) the deployment's
+``TIME_ZONE`` holds. ``core.when`` writes the zone beside every time.
 """
 
 from __future__ import annotations
 
+import zoneinfo
 from collections.abc import Callable
+from functools import lru_cache
+from urllib.parse import unquote
 
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 from django.shortcuts import render
+from django.utils import timezone
 from django.utils.cache import patch_cache_control
 from django.utils.translation import gettext as _
 
@@ -66,3 +76,32 @@ class PrivateAnswersMiddleware:
         if (user is not None and user.is_authenticated) or "HTTP_AUTHORIZATION" in request.META:
             patch_cache_control(response, private=True, no_store=True)
         return response
+
+
+TZ_COOKIE = "trainyard_tz"
+
+
+@lru_cache(maxsize=256)
+def zone_named(name: str) -> zoneinfo.ZoneInfo | None:
+    """The zone of an IANA name ("Asia/Shanghai"), None for a name the database lacks."""
+    if not name or len(name) > 64:
+        return None
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+        return None
+
+
+class TimeZoneMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        zone = zone_named(unquote(request.COOKIES.get(TZ_COOKIE, "")))
+        if zone is None:
+            return self.get_response(request)
+        timezone.activate(zone)
+        try:
+            return self.get_response(request)
+        finally:
+            timezone.deactivate()

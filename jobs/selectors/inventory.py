@@ -54,6 +54,7 @@ def _node_shapes() -> Inventory:
     share_mib: dict[str, int] = {}
     strategies: dict[str, set[str]] = defaultdict(set)
     hami: dict[str, int] = defaultdict(int)
+    room: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
     max_cpu, max_mem = Decimal(0), Decimal(0)
     for node in ObservedNode.objects.defer("raw", "capacity", "taints"):
         model, alloc = node.gpu_model, node.allocatable or {}
@@ -61,6 +62,7 @@ def _node_shapes() -> Inventory:
         whole = cap.whole_allocatable  # HAMi: cards (its vGPUs of one pod are on distinct cards)
         if model and whole:
             gpus[model] = max(gpus[model], whole)
+            room[f"gpu:{model}"][node.switch].append(whole)
         if model and cap.hami and node.gpu_memory_mib:
             hami[model] = max(hami[model], node.gpu_memory_mib)
         if model and cap.shared_allocatable:
@@ -72,12 +74,15 @@ def _node_shapes() -> Inventory:
             if key.startswith("nvidia.com/mig-"):
                 profile = key.removeprefix("nvidia.com/mig-")
                 mig[profile] = max(mig[profile], _int(value))
+                room[f"mig:{profile}"][node.switch].append(_int(value))
         max_cpu = max(max_cpu, _dec(alloc.get("cpu")))
         max_mem = max(max_mem, _dec(alloc.get("memory")) / GIB)
     return Inventory(dict(gpus), dict(mig), max_cpu, max_mem.quantize(Decimal("0.001")),
                      {}, shared_per_node=dict(shared), shared_memory_mib=share_mib,
                      shared_strategies={m: tuple(sorted(v)) for m, v in strategies.items()},
-                     hami_memory_mib=dict(hami))
+                     hami_memory_mib=dict(hami),
+                     gang_room={key: {sw: tuple(caps) for sw, caps in by.items()}
+                                for key, by in room.items()})
 
 
 def gpu_kind_label(clean: Any, inv: Inventory | None = None) -> str:

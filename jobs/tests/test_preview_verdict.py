@@ -210,3 +210,23 @@ def test_request_and_limit_are_what_the_pods_carry_and_what_the_preview_counts(
     assert Decimal(str(rows["cpu"]["wanted"])) == 2 * Decimal(job["cpu_request_per_worker"])
     memory_requests = sum(_gib(p.spec.containers[0].resources.requests["memory"]) for p in pods)
     assert abs(Decimal(str(rows["memory"]["wanted"])) - memory_requests) < Decimal("0.001")
+
+
+def test_a_gang_no_switch_could_hold_is_refused_at_workers_and_one_that_fits_is_not(
+        world, api, bob, tenant_a):  # noqa: F811
+    """The small profile's two A100 nodes (8 cards each) sit under two switches: a
+    development gang of 2 × 8 could never be placed (a job's workers run under one switch),
+    though the pool may borrow that much; 2 × 4 fits on one node."""
+    client = api(bob)
+    body = _body(world["a100"], pool="dev", tier="development", workers=2, gpus_per_worker=8,
+                 checkpoint_storage_class="", cpu_per_worker="8")
+    preview, submit = _preview_then_submit(client, body)
+    assert preview.status_code == submit.status_code == 400, (preview.content, submit.content)
+    answer = preview.json()
+    assert answer["verdict"] == "refused" and answer["field"] == "workers"
+    assert "No switch has room for 2 workers × 8" in answer["message"]
+    assert "the largest holds 1 such worker" in answer["message"]
+    assert answer["message"] == submit.json()["message"]
+    assert not TrainingJob.objects.exists()
+    preview = client.post(f"{URL}preview/", {**body, "gpus_per_worker": 4}, format="json")
+    assert preview.status_code == 200 and preview.json()["verdict"] in ("fits", "waits")

@@ -22,3 +22,18 @@
     if (el && el.dataset && el.dataset.autosubmit !== undefined && el.form) { el.form.submit(); }
   });
 }());
+
+// Times on pages are written in the reader's time zone: the browser's, kept in a cookie
+// the server reads (portal.middleware.TimeZoneMiddleware); set on every page, the sign-in
+// page included, so the first page after it already speaks the reader's zone.
+(function () {
+  "use strict";
+  var zone = "";
+  try { zone = Intl.DateTimeFormat().resolvedOptions().timeZone || ""; } catch (e) { return; }
+  if (!zone) { return; }
+  var current = (document.cookie.match(/(?:^|;\s*)trainyard_tz=([^;]*)/) || [])[1];
+  if (current !== encodeURIComponent(zone)) {
+    document.cookie = "trainyard_tz=" + encodeURIComponent(zone) +
+      "; path=/; max-age=31536000; SameSite=Lax";
+  }
+}());

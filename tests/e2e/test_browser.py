@@ -146,10 +146,10 @@ def new_page(browser, live_server, transactional_db):
     outside: list[str] = []
     broken: list[str] = []
 
-    def _new_page(lang: str = "en"):
+    def _new_page(lang: str = "en", zone: str = "UTC"):
         context = browser.new_context(base_url=live_server.url, accept_downloads=True,
                                       locale=BROWSER_LOCALE[lang], viewport=VIEWPORT,
-                                      timezone_id="UTC")
+                                      timezone_id=zone)
         context.set_default_timeout(TIMEOUT_MS)
         contexts.append(context)
         page = context.new_page()

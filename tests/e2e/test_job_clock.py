@@ -135,3 +135,30 @@ def test_a_jobs_timeline_events_and_log_lines_read_one_clock(
         expect(page.locator('[data-live="events"] .badge',
                             has_text="PyTorchJobSuspended")).to_have_count(0)
         shot(page, lang, "researcher-job-clock", top=page.locator('[data-live="timeline"]'))
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_a_reader_in_shanghai_reads_the_timeline_in_shanghai_time(
+        lang, new_page, world, bob):  # noqa: F811 - the fixtures above
+    """The browser's own zone (Playwright's ``timezone_id``), sent from the sign-in page on,
+    is the one the page writes its times in, with the zone beside each."""
+    from jobs.models import JobTransition, TrainingJob
+    from tenants.models import Tenant
+
+    tenant = Tenant.objects.get(slug="acme")
+    job = TrainingJob.objects.create(
+        tenant=tenant, pool=tenant.pools.get(kind="dev"), name="tz-probe", k8s_name="tz-probe",
+        state="queued", image="t:1", tier="development", max_run_seconds=3600, workers=1,
+        gpus_per_worker=1, gpu_model=world["h800"])
+    at = timezone.now().replace(microsecond=0)
+    JobTransition.objects.create(job=job, from_state="", to_state="queued", reason="Submitted",
+                                 at=at)
+    page = new_page(lang, zone="Asia/Shanghai")
+    log_in(page, bob.username, f"/t/acme/jobs/{job.pk}/")
+    from core.when import when_text
+
+    with translation.override(lang), timezone.override("Asia/Shanghai"):
+        shown = when_text(at, seconds=True)
+    timeline = page.locator('[data-live="timeline"]')
+    expect(timeline).to_contain_text(shown)
+    assert "CST" in timeline.inner_text() and "UTC" not in timeline.inner_text()
