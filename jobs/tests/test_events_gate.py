@@ -55,3 +55,16 @@ def test_events_run_oldest_first_across_midnight_and_the_gate_is_explained(
     JobTransition.objects.create(job=job, from_state="running", to_state="preempting",
                                  reason="Preempted", at=timezone.now())
     assert events_of(job)[0].gate == str(GATE_TEXTS["suspended"])
+
+
+def test_borrowing_is_said_of_a_job_that_holds_cards_not_of_a_finished_one(
+        tenant_a, login, bob):
+    running, failed = _job(tenant_a, "borrows"), _job(tenant_a, "borrowed-once")
+    TrainingJob.objects.filter(pk__in=[running.pk, failed.pk]).update(borrowing=True)
+    TrainingJob.objects.filter(pk=failed.pk).update(state="failed")
+    client = login(bob)
+    badge = '<span class="badge">borrowing</span>'
+    for job, shown in ((running, True), (failed, False)):
+        page = client.get(reverse("jobs:detail", kwargs={"slug": "acme", "pk": job.pk}))
+        head = page.content.decode().split("</h1>")[0]
+        assert (badge in head) is shown, (job.name, head[-300:])

@@ -223,7 +223,7 @@ def test_the_page_and_the_api_say_the_same_of_a_fresh_report(reported, login, ap
     assert body["metrics"] == [{"name": "loss", "value": "0.4321"}] and body["current"] is True
     assert body["source"] == "log" and body["expected_end"] > body["reported_at"]
     assert 'value="61.5"' in page and "62% done" in page and "step 615 of 1000" in page
-    assert "About 25 min left" in page and "0.4321" in page
+    assert "Estimated time left: 25 min" in page and "0.4321" in page
     assert "uses this remaining time" in page and "No progress reported yet." not in page
 
 
