@@ -259,6 +259,9 @@ GATE_TEXTS = {
                               "admitted, and suspended again when it is preempted; the "
                               "cluster starts its pods once it is admitted."),
     "resumed": gettext_lazy("Resumed on admission: the cluster creates its pods."),
+    "stopped": gettext_lazy("Suspended again when it stopped: Trainyard suspends a job to "
+                            "remove its pods when it fails, is cancelled or goes back to the "
+                            "queue (every job is also created suspended until it is admitted)."),
 }
 EVENTS_SHOWN = 50
 
@@ -273,7 +276,7 @@ def events_of(job: TrainingJob) -> list[ClusterEvent]:
         involved_namespace=job.pool.namespace, involved_name__startswith=job.k8s_name,
     ).order_by("-last_seen", "-first_seen", "-pk")[:EVENTS_SHOWN])
     events.reverse()
-    preempted = None
+    preempted, admitted = None, None
     for event in events:
         gate = ""
         if event.reason == RESUMED_EVENT:
@@ -281,6 +284,12 @@ def events_of(job: TrainingJob) -> list[ClusterEvent]:
         elif event.reason == SUSPENDED_EVENT:
             if preempted is None:
                 preempted = job.transitions.filter(to_state=JobState.PREEMPTING).exists()
-            gate = "suspended" if preempted else "created"
+                admitted = job.transitions.filter(to_state=JobState.ADMITTED).order_by(
+                    "at").values_list("at", flat=True).first()
+            # the operator counts every suspended reconcile into one event: seen last
+            # after the job was admitted, it is a suspension that stopped the job
+            later = admitted is not None and event.last_seen is not None and \
+                event.last_seen > admitted
+            gate = "suspended" if preempted else "stopped" if later else "created"
         event.gate = str(GATE_TEXTS[gate]) if gate else ""  # type: ignore[attr-defined]
     return events

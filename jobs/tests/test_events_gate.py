@@ -68,3 +68,23 @@ def test_borrowing_is_said_of_a_job_that_holds_cards_not_of_a_finished_one(
         page = client.get(reverse("jobs:detail", kwargs={"slug": "acme", "pk": job.pk}))
         head = page.content.decode().split("</h1>")[0]
         assert (badge in head) is shown, (job.name, head[-300:])
+
+
+def test_the_progress_card_is_for_a_job_that_holds_cards_or_reported(tenant_a, login, bob):
+    queued, running = _job(tenant_a, "waits"), _job(tenant_a, "runs")
+    TrainingJob.objects.filter(pk=queued.pk).update(state="queued")
+    client = login(bob)
+    for job, shown in ((queued, False), (running, True)):
+        body = client.get(reverse("jobs:detail", kwargs={"slug": "acme", "pk": job.pk})
+                          ).content.decode()
+        assert 'data-live="progress"' in body   # the slot is there for the live re-read
+        assert ('id="job-progress"' in body) is shown
+
+
+def test_a_suspension_seen_after_admission_is_said_to_have_stopped_the_job(tenant_a):
+    job = _job(tenant_a, "stopped")
+    admitted = timezone.now() - dt.timedelta(minutes=5)
+    JobTransition.objects.create(job=job, from_state="queued", to_state="admitted",
+                                 reason="Admitted", at=admitted)
+    _event(job, "PyTorchJobSuspended", admitted + dt.timedelta(minutes=1), 1)
+    assert events_of(job)[0].gate == str(GATE_TEXTS["stopped"])
