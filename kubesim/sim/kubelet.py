@@ -33,13 +33,12 @@ import heapq
 import logging
 import random
 
-from kubesim.sim.images import INVALID_NAME, pull_error
+from kubesim.sim import image_pulls
 from kubesim.sim.state import TERMINAL, ClusterState, PodInfo
 from kubesim.sim.util import ann, ann_float, fmt_time, parse_time, stable_hash
 
 log = logging.getLogger("kubesim.sim.kubelet")
 NODE_LOST_EXIT = 137
-IMAGE_PULL_BACKOFF_SECONDS, IMAGE_PULL_BACKOFF_MAX = 10.0, 300.0
 
 
 class PodRun:
@@ -273,84 +272,12 @@ class Kubelet:
         run.finished = now
         self._write_terminated(info, run, now, term)
 
-    # ---- image pulls ----------------------------------------------------------------------
-    def pull_error(self, pod: dict) -> str | None:
-        """The runtime's error pulling the pod's main image, or None when it pulls."""
-        return pull_error(pod)
-
+    # ---- image pulls (kubesim.sim.image_pulls) ----------------------------------------
     def _pull_image(self, info: PodInfo, run: PodRun, now: float, host: str) -> bool:
-        """Pull the image before the container starts; True when the pull failed (the
-        pod stays Pending, ErrImagePull, and a retry is scheduled after the back-off)."""
-        pod = info.obj
-        error = self.pull_error(pod)
-        if error is None:
-            return False
-        limit = ann_float(pod, "image-pull-failures") or 0.0
-        if limit > 0 and run.pull_failures >= limit:
-            return False  # the registry answers again: this pull succeeds
-        ref = ((pod.get("spec") or {}).get("containers") or [{}])[0].get("image") or ""
-        c = self._main(pod)
-        if error == INVALID_NAME.format(ref=ref):
-            return self._invalid_name(info, run, now, host, error)
-        if self.kubelet_events:
-            for etype, reason, message in (
-                ("Normal", "Pulling", f'Pulling image "{ref}"'),
-                ("Warning", "Failed", f'Failed to pull image "{ref}": {error}'),
-                ("Warning", "Failed", "Error: ErrImagePull"),
-            ):
-                self.events.record(pod, etype, reason, message, component="kubelet",
-                                   host=host, kind="Pod", field_path=f"spec.containers{{{c}}}")
-        backoff = min(IMAGE_PULL_BACKOFF_MAX,
-                      IMAGE_PULL_BACKOFF_SECONDS * (2 ** run.pull_failures))
-        run.pull_failures += 1
-        self._write_pull_waiting(info, run, now, "ErrImagePull", error)
-        run.gen += 1
-        # The pod worker syncs again at once and finds the image in back-off.
-        self._at(now + 1.0, info.key, run.gen, "pull_backoff")
-        self._at(now + backoff, info.key, run.gen, "start")
-        return True
-
-    def _invalid_name(self, info: PodInfo, run: PodRun, now: float, host: str,
-                      message: str) -> bool:
-        """A reference the kubelet cannot parse: InvalidImageName, nothing pulled; the pod
-        worker tries again on its next sync (here after the back-off), with no BackOff."""
-        pod, c = info.obj, self._main(info.obj)
-        if self.kubelet_events:
-            for etype, reason, text in (("Warning", "InspectFailed", message),
-                                        ("Warning", "Failed", "Error: InvalidImageName")):
-                self.events.record(pod, etype, reason, text, component="kubelet", host=host,
-                                   kind="Pod", field_path=f"spec.containers{{{c}}}")
-        run.pull_failures += 1
-        self._write_pull_waiting(info, run, now, "InvalidImageName", message)
-        run.gen += 1
-        self._at(now + min(IMAGE_PULL_BACKOFF_MAX, IMAGE_PULL_BACKOFF_SECONDS
-                           * (2 ** (run.pull_failures - 1))), info.key, run.gen, "start")
-        return True
+        return image_pulls.pull(self, info, run, now, host)
 
     def _do_pull_backoff(self, info: PodInfo, run: PodRun, now: float) -> None:
-        pod = info.obj
-        ref = ((pod.get("spec") or {}).get("containers") or [{}])[0].get("image") or ""
-        message = f'Back-off pulling image "{ref}"'
-        c = self._main(pod)
-        if self.kubelet_events:
-            for etype, reason, text in (("Normal", "BackOff", message),
-                                        ("Warning", "Failed", "Error: ImagePullBackOff")):
-                self.events.record(pod, etype, reason, text, component="kubelet",
-                                   host=pod["spec"].get("nodeName"), kind="Pod",
-                                   field_path=f"spec.containers{{{c}}}")
-        self._write_pull_waiting(info, run, now, "ImagePullBackOff", message)
-
-    def _write_pull_waiting(self, info: PodInfo, run: PodRun, now: float, reason: str,
-                            message: str) -> None:
-        st = self._base_status(info, run, now, ready=False, reason="ContainersNotReady")
-        st["conditions"][0]["status"] = "True"  # the sandbox is up; only the image is missing
-        waiting = {"waiting": {"reason": reason, "message": message}}
-        statuses = self._container_statuses(info, run, waiting, False, main_state=waiting)
-        for cs in statuses:  # nothing was pulled or created yet
-            cs["imageID"] = ""
-            cs.pop("containerID", None)
-        st["containerStatuses"] = statuses
-        self._patch_status(info, st)
+        image_pulls.back_off(self, info, run, now)
 
     def _do_restart(self, info: PodInfo, run: PodRun, now: float) -> None:
         run.prev_term = run.last_term
