@@ -13,18 +13,17 @@ import pytest
 
 from kubesim.sim.harness import make_job
 
-from .test_sim_trainjob import NS, create, get, patch, pods, trainjob
+from .test_sim_trainjob import (  # noqa: F401 - apis is a fixture
+    NS,
+    apis,
+    create,
+    get,
+    patch,
+    pods,
+    trainjob,
+)
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-def apis(kubesim):
-    core = kubernetes.client.CoreV1Api(kubesim.api_client)
-    co = kubernetes.client.CustomObjectsApi(kubesim.api_client)
-    core.create_namespace(
-        kubernetes.client.V1Namespace(metadata=kubernetes.client.V1ObjectMeta(name=NS)))
-    return core, co
 
 
 def _reports(text: str) -> list[dict]:
@@ -35,7 +34,7 @@ def _when(stamp: str) -> datetime:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).astimezone(UTC)
 
 
-def test_trainer_status_advances_as_the_training_runs(kubesim, apis):
+def test_trainer_status_advances_as_the_training_runs(kubesim, apis):  # noqa: F811 - the fixture imported above
     core, co = apis
     create(co, trainjob("prog", nodes=2, gpus=1, run_seconds=1200))
     kubesim.advance(5)
@@ -82,7 +81,7 @@ def test_trainer_status_advances_as_the_training_runs(kubesim, apis):
     assert done["progressPercentage"] == 100 and done["estimatedRemainingSeconds"] == 0
 
 
-def test_the_last_report_stays_through_a_suspension(kubesim, apis):
+def test_the_last_report_stays_through_a_suspension(kubesim, apis):  # noqa: F811 - the fixture imported above
     _core, co = apis
     create(co, trainjob("held", nodes=1, gpus=1, run_seconds=3600))
     kubesim.advance(600, step=10)
@@ -93,7 +92,7 @@ def test_the_last_report_stays_through_a_suspension(kubesim, apis):
     assert get(co, "held")["status"]["trainerStatus"] == before  # nothing reports now
 
 
-def test_a_pytorchjob_master_prints_progress_lines(kubesim, apis):
+def test_a_pytorchjob_master_prints_progress_lines(kubesim, apis):  # noqa: F811 - the fixture imported above
     core, _co = apis
     body = make_job("fit", gpus=1, workers=1, run_seconds=600)
     body["metadata"]["namespace"] = NS
