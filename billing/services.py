@@ -25,7 +25,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from billing import ledger, selectors, texts
+from billing import ledger, pricebook, selectors, texts
 from billing.choices import (
     BUDGET_MAX,
     BUDGET_THRESHOLDS,
@@ -271,6 +271,7 @@ def ledger_ingest_gpu(*, now: dt.datetime | None = None,
     ordered = sorted(ids)
     written = 0
     grid, now_epoch = ledger.DayGrid(tz), ledger.epoch_second(now)
+    facts: selectors.DeviceFacts | None = None  # read once, when a row needs it
     for index in range(0, len(ordered), CHUNK):
         chunk = ordered[index:index + CHUNK]
         # dense ids (a month close) are read by range, which is far cheaper than a long IN
@@ -281,7 +282,8 @@ def ledger_ingest_gpu(*, now: dt.datetime | None = None,
         job_in_chunk = {f"job_id{k[2:]}": v for k, v in in_chunk.items()}
         jobs = {j["pk"]: j for j in TrainingJob.objects.filter(**in_chunk).values(
             "pk", "tenant_id", "pool_id", "gpu_model", "mig_profile", "workers",
-            "gpus_per_worker", "cpu_per_worker", "memory_gib_per_worker")}
+            "gpus_per_worker", "cpu_per_worker", "memory_gib_per_worker", "gpu_shared",
+            "gpu_memory_gib_per_card")}
         stretches = selectors.running_stretches(
             first_job=chunk[0], last_job=chunk[-1], job_ids=None if dense else chunk)
         days: dict[tuple[int, dt.date], int] = {}
@@ -298,12 +300,20 @@ def ledger_ingest_gpu(*, now: dt.datetime | None = None,
             if not seconds:
                 continue
             job = jobs[job_id]
-            devices = job["workers"] * job["gpus_per_worker"]
-            millicores = int(job["cpu_per_worker"] * 1000) * job["workers"]
-            mib = int(job["memory_gib_per_worker"] * 1024) * job["workers"]
+            if "shape" not in job:  # what a device of the job is (billing.pricebook)
+                facts = facts or selectors.device_facts()
+                job["shape"] = pricebook.JobShape.of(
+                    facts.device(gpu_model=job["gpu_model"], mig_profile=job["mig_profile"],
+                                 gpu_shared=job["gpu_shared"],
+                                 memory_limit_gib=job["gpu_memory_gib_per_card"]),
+                    workers=job["workers"], gpus_per_worker=job["gpus_per_worker"],
+                    cpu_per_worker=job["cpu_per_worker"],
+                    memory_gib_per_worker=job["memory_gib_per_worker"])
+            shape: pricebook.JobShape = job["shape"]
             rows.append((job_id, job["tenant_id"], job["pool_id"], day, billed,
-                         job["gpu_model"], job["mig_profile"], devices, seconds, millicores,
-                         mib))
+                         job["gpu_model"], job["mig_profile"], shape.devices, seconds,
+                         shape.millicores, shape.memory_mib, shape.device.kind,
+                         shape.device.share.numerator, shape.device.share.denominator))
         with transaction.atomic():
             _drop_stale_usage(job_in_chunk, wanted, open_from,
                               {(r[0], r[3], r[4]) for r in rows})
@@ -350,13 +360,14 @@ def _drop_stale_usage(job_in_chunk: Mapping[str, Any], wanted: set[int], open_fr
 _UPSERT = """
     INSERT INTO billing_gpuusage (job_id, tenant_id, pool_id, day, billed_period, gpu_model,
                                   mig_profile, devices, seconds, cpu_millicores, memory_mib,
-                                  updated_at)
+                                  device_kind, share_num, share_den, updated_at)
     VALUES {values}
     ON CONFLICT (job_id, day, billed_period) DO UPDATE SET
         gpu_model = excluded.gpu_model, mig_profile = excluded.mig_profile,
         devices = excluded.devices, seconds = excluded.seconds,
         cpu_millicores = excluded.cpu_millicores, memory_mib = excluded.memory_mib,
-        updated_at = excluded.updated_at"""
+        device_kind = excluded.device_kind, share_num = excluded.share_num,
+        share_den = excluded.share_den, updated_at = excluded.updated_at"""
 
 
 def _upsert_usage(rows: list[tuple[Any, ...]], now: dt.datetime) -> None:
@@ -372,7 +383,7 @@ def _upsert_usage(rows: list[tuple[Any, ...]], now: dt.datetime) -> None:
         sql = _UPSERT.format(values="").replace("VALUES ", """
             SELECT u.*, %s::timestamptz FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[],
                 %s::date[], %s::date[], %s::text[], %s::text[], %s::int[], %s::int[],
-                %s::bigint[], %s::bigint[]) AS u""")
+                %s::bigint[], %s::bigint[], %s::text[], %s::bigint[], %s::bigint[]) AS u""")
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(sql, [stamp, *[list(c) for c in columns]])
         return
@@ -380,7 +391,7 @@ def _upsert_usage(rows: list[tuple[Any, ...]], now: dt.datetime) -> None:
     day = connection.ops.adapt_datefield_value  # looked up once: the proxy costs per call
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.executemany(
-            _UPSERT.format(values="(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"),
+            _UPSERT.format(values="(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"),
             [(*row[:3], day(row[3]), day(row[4]), *row[5:], stamp) for row in rows])
 
 

@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST, require_safe
 
-from billing import exports, forms, ledger, selectors, services
+from billing import exports, forms, ledger, selectors, selectors_details, services
 from billing.choices import BUDGET_MAX, InvoiceKind
 from billing.models import Invoice
 from core.exceptions import ApplicationError
@@ -75,7 +75,7 @@ def invoice_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     return render(request, "billing/invoice.html", {
         "access": access, "tenant": access.tenant, "tab": "invoices", "invoice": invoice,
         "lines": lines, "selected": selected,
-        "details": selectors.line_details(selected) if selected else None,
+        "details": selectors_details.line_details(selected) if selected else None,
         "credit_notes": invoice.credit_notes.all(),
         "credited": selectors.credited_total(invoice),
         "finance": is_finance(request.user), "credit_form": forms.CreditNoteForm(),

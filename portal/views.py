@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -100,10 +102,9 @@ def job_preview_with_cost(request: HttpRequest, slug: str) -> JsonResponse:
     """The job form's live preview (jobs) with the cost estimate (billing) beside it: the
     two apps meet here, in the portal, so neither imports the other the wrong way."""
     data, clean = preview_data(request, slug)
-    if clean is not None and clean["gpus_per_worker"]:
-        cost = estimate_job_cost(clean["gpu_model"], clean["mig_profile"],
-                                 clean["workers"] * clean["gpus_per_worker"],
-                                 clean["max_run_seconds"])
-        data["preview"]["max_cost"] = f"{cost:.2f}" if cost is not None else None
+    if clean is not None:
+        cost = estimate_job_cost(SimpleNamespace(**clean), int(clean["max_run_seconds"]))
+        data["preview"]["max_cost"] = (f"{cost.total:.2f}" if cost.lines and not cost.unpriced
+                                       else None)
         data["preview"]["currency"] = getattr(settings, "TRAINYARD_CURRENCY", "")
     return JsonResponse(data)

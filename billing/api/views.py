@@ -22,7 +22,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from billing import exports, selectors, services
+from billing import exports, selectors, selectors_details, services
 from billing.api import serializers as s
 from billing.models import Invoice, InvoiceLine, RateCard
 from core.api import validated
@@ -81,7 +81,7 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
                           **({"gib_by_destination": {str(c): format(g, "f")
                                                      for c, g in d.destinations}}
                              if d.destinations else {})}
-                         for d in selectors.line_details(line)])
+                         for d in selectors_details.line_details(line)])
 
     @extend_schema(responses={200: dict})
     @action(detail=False, methods=["get"])

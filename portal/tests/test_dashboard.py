@@ -321,7 +321,8 @@ def test_dashboard_query_count_does_not_grow(rows, observed, tenant_a, alice, lo
     client = login(alice)
     # +1 since the capacity report reads the policy's topology levels; +3 for the trends'
     # GPU keys that exist (observed models, cached; the tenant's grants per range)
-    with django_assert_max_num_queries(44):   # 4 for the idle KPI (issue 17)
+    # +2 for the job costs' device prices and device facts (issue 30: shares by share)
+    with django_assert_max_num_queries(46):   # 4 for the idle KPI (issue 17)
         assert client.get(reverse("tenant_dashboard", kwargs={"slug": "acme"})).status_code \
             == 200
     with django_assert_max_num_queries(22):
