@@ -375,3 +375,31 @@ def estimate(table: PriceTable | None, job: JobShape, seconds: int,
     lines = usage_lines([job.usage(seconds)], table).get(0, [])
     unpriced = bool(job.devices) and device_price(table, job.device).price is None
     return Estimate(seconds, (*lines, *extra), unpriced)
+
+
+# --- the rate card's device rows --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DeviceRow:
+    """One device on the rate card page: its price and where it comes from, and whether
+    it was used in the month (``in_use``: an unpriced device in use is flagged)."""
+
+    device: Device
+    priced: Priced
+    in_use: bool
+
+    @property
+    def unpriced_in_use(self) -> bool:
+        return self.in_use and self.priced.price is None
+
+
+def device_rows(table: PriceTable | None, devices: Iterable[Device],
+                in_use: Iterable[Device] = ()) -> list[DeviceRow]:
+    """Every device of ``devices`` and ``in_use`` (deduplicated), priced by ``table``;
+    by model, then whole cards, MIG profiles, shares and vGPUs."""
+    used = set(in_use)
+    every = set(devices) | used
+    return [DeviceRow(d, device_price(table, d), d in used) for d in sorted(
+        every, key=lambda d: (d.gpu_model, DEVICE_KINDS.index(d.kind), d.mig_profile,
+                              -d.share))]

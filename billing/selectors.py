@@ -39,10 +39,12 @@ from billing.selectors_rates import (  # noqa: F401 - re-exported: billing's rea
     observed_card_memory,
     observed_gpu_models,
     observed_storage_classes,
+    rate_card_devices,
     rate_card_warnings,
     rate_cards,
     schedule,
     tz,
+    unpriced_devices,
 )
 from billing.selectors_usage import (  # noqa: F401 - re-exported
     quarter_start,

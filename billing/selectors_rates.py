@@ -10,15 +10,16 @@ from bisect import bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
+from fractions import Fraction
 from itertools import pairwise
 
 from django.conf import settings
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from billing import pricebook
+from billing import ledger, pricebook
 from billing.choices import MigPricing
-from billing.models import DevicePrice, GpuPrice, RateCard, StoragePrice
+from billing.models import DevicePrice, GpuPrice, GpuUsage, RateCard, StoragePrice
 from billing.pricebook import Device, Priced, PriceTable
 from k8s_sync.models import ObservedNode, ObservedStorageClass
 
@@ -129,6 +130,16 @@ class DeviceFacts:
     card_memory_mib: Mapping[str, int]
     replicas: Mapping[str, int]
     mig_profiles: Mapping[str, frozenset[str]]
+    models: frozenset[str] = frozenset()
+
+    def advertised(self) -> list[Device]:
+        """Every device the nodes advertise: each model's whole card, its MIG profiles
+        and its share (where its nodes share cards)."""
+        out = [Device(m) for m in self.models]
+        out += [Device(m, p, pricebook.MIG) for m, ps in self.mig_profiles.items() for p in ps]
+        out += [pricebook.device_of(gpu_model=m, gpu_shared=True, replicas=self.replicas)
+                for m in self.replicas]
+        return out
 
     def device(self, *, gpu_model: str, mig_profile: str = "", gpu_shared: bool = False,
                memory_limit_gib: Decimal | None = None) -> Device:
@@ -143,9 +154,11 @@ def device_facts() -> DeviceFacts:
     memory: dict[str, int] = {}
     replicas: dict[str, int] = {}
     profiles: dict[str, set[str]] = {}
+    models: set[str] = set()
     for model, mib, strategy, count, alloc in ObservedNode.objects.exclude(
             gpu_model="").values_list("gpu_model", "gpu_memory_mib", "sharing_strategy",
                                       "gpu_replicas", "allocatable"):
+        models.add(model)
         if mib:
             memory[model] = max(memory.get(model, 0), mib)
         if strategy not in ("", "none"):
@@ -153,7 +166,8 @@ def device_facts() -> DeviceFacts:
         for key in alloc or {}:
             if key.startswith("nvidia.com/mig-"):
                 profiles.setdefault(model, set()).add(key.removeprefix("nvidia.com/mig-"))
-    return DeviceFacts(memory, replicas, {m: frozenset(p) for m, p in profiles.items()})
+    return DeviceFacts(memory, replicas, {m: frozenset(p) for m, p in profiles.items()},
+                       frozenset(models))
 
 
 def observed_storage_classes() -> list[str]:
@@ -177,3 +191,52 @@ def rate_card_warnings(card: RateCard | None, observed: Mapping[str, int] | None
     observed = observed_card_memory() if observed is None else observed
     return [p.gpu_model for p in card.gpu_prices.all()
             if not p.memory_gib and not observed.get(p.gpu_model)]
+
+
+# --- devices in use, priced or not --------------------------------------------------------
+
+
+def used_devices(period: dt.date) -> dict[Device, set[dt.date]]:
+    """The devices the month of ``period`` bills usage of (device-seconds above 0), each
+    with the days it was used on (to find each day's rate card)."""
+    out: dict[Device, set[dt.date]] = {}
+    rows = GpuUsage.objects.filter(billed_period=ledger.month_start(period), devices__gt=0,
+                                   seconds__gt=0).values_list(
+        "gpu_model", "mig_profile", "device_kind", "share_num", "share_den", "day").distinct()
+    for model, profile, kind, num, den, day in rows:
+        out.setdefault(Device(model, profile, kind, Fraction(num, den)), set()).add(day)
+    return out
+
+
+def unpriced_devices(period: dt.date, sched: Schedule | None = None) -> list[Priced]:
+    """The devices used in the month of ``period`` that the rate card of some day of
+    their use does not price (their lines would bill 0), by their line text."""
+    sched = sched or schedule()
+    out: dict[str, Priced] = {}
+    for device, days in used_devices(period).items():
+        for day in sorted(days):
+            priced = sched.device_price(sched.card_for(day), device)
+            if priced.price is None:
+                out.setdefault(device.key, priced)
+                break
+    return [out[k] for k in sorted(out)]
+
+
+def rate_card_devices(card: RateCard | None, period: dt.date | None = None
+                      ) -> list[pricebook.DeviceRow]:
+    """The rate card page's device rows: every device the cluster advertises, every
+    device used in the month of ``period`` (today's), every model and override the card
+    prices, each with its price under ``card`` and where it comes from."""
+    sched = schedule()
+    facts = device_facts()
+    sched.observe(facts)
+    period = period or ledger.month_start(timezone.localdate())
+    listed = facts.advertised()
+    if card is not None:
+        listed += [Device(m) for m in sched.gpus.get(card.pk, {})]
+        for key in sched.overrides.get(card.pk, {}):
+            try:
+                listed.append(Device.from_key(key))
+            except ValueError:
+                continue
+    return pricebook.device_rows(sched.table(card), listed, used_devices(period))

@@ -30,6 +30,7 @@ from billing.choices import (
     BUDGET_MAX,
     BUDGET_THRESHOLDS,
     GPU_PRICE_BOUNDS,
+    UNIT_PRICE_MAX,
     InvoiceKind,
     InvoiceStatus,
     LineKind,
@@ -39,6 +40,7 @@ from billing.models import (
     Adjustment,
     Budget,
     BudgetAlert,
+    DevicePrice,
     EgressSample,
     GpuPrice,
     GpuUsage,
@@ -53,7 +55,7 @@ from billing.models import (
 from billing.recommend import IdleRule, recommend_gpu_quota
 from core.choices import EgressClass
 from core.exceptions import ApplicationError, Conflict, NotAllowed
-from core.texts import english, message
+from core.texts import english, message, render
 from jobs.choices import JobState
 from jobs.models import JobTransition, TrainingJob
 from k8s_sync.models import ObservedPVC
@@ -92,6 +94,7 @@ def _require_open(day: dt.date) -> None:
 GPU_PRICE_FIELDS = ("gpu_model", "memory_gib", "purchase_price", "depreciation_months",
                     "power_watts", "pue", "electricity_kwh", "operations_month")
 STORAGE_PRICE_FIELDS = ("storage_class", "gib_month")
+DEVICE_PRICE_FIELDS = ("device", "price_per_hour")
 GPU_MODEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 STORAGE_CLASS_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
@@ -103,15 +106,54 @@ def _first(exc: ValidationError) -> dict[str, str]:
 EGRESS_PRICE_FIELDS = ("egress_gib", "egress_region_gib", "egress_zone_gib")
 
 
+def _device_errors(devices: Iterable[Mapping]) -> dict[str, str]:
+    """Problems of a card's device price overrides, keyed ``devices-<i>-<field>``: a
+    device key (``billing.pricebook.Device.key``) listed once, a price per device-hour
+    from 0 to :data:`~billing.choices.UNIT_PRICE_MAX`."""
+    errors: dict[str, str] = {}
+    seen: set[str] = set()
+    for i, row in enumerate(devices):
+        key = f"devices-{i}-"
+        unknown = set(row) - set(DEVICE_PRICE_FIELDS)
+        if unknown:
+            errors[key + sorted(unknown)[0]] = _("Unknown field.")
+            continue
+        raw = str(row.get("device") or "").strip()
+        try:
+            device = pricebook.Device.from_key(raw)
+            if not device.gpu_model or not GPU_MODEL_RE.match(device.gpu_model):
+                raise ValueError(raw)
+        except (ValueError, ZeroDivisionError):
+            errors[key + "device"] = _(
+                "A device as <GPU model>|<MIG profile>, <GPU model>|shared:<share> or "
+                "<GPU model>|hami:<share> (a share such as 1/4), or <GPU model>| for a "
+                "whole card.")
+        else:
+            if device.key in seen:
+                errors[key + "device"] = _("Device %(d)s is listed twice.") % {"d": device.key}
+            seen.add(device.key)
+        try:
+            price = Decimal(str(row.get("price_per_hour")))
+        except ArithmeticError:
+            price = None
+        if price is None or not price.is_finite() or not 0 <= price <= UNIT_PRICE_MAX \
+                or price != price.quantize(Decimal("0.0001")):
+            errors[key + "price_per_hour"] = _(
+                "A price per device-hour from 0 to %(max)s, at most 4 decimals.") % {
+                "max": UNIT_PRICE_MAX}
+    return errors
+
+
 def rate_card_errors(*, gpus: Iterable[Mapping], storage: Iterable[Mapping] = (),
-                     egress: Mapping[str, Any] | None = None) -> dict[str, str]:
+                     egress: Mapping[str, Any] | None = None,
+                     devices: Iterable[Mapping] = ()) -> dict[str, str]:
     """Every problem of a rate card's price rows, keyed ``gpus-<i>-<field>`` and
     ``storage-<i>-<field>`` (the page's formset names; the API returns the same keys),
     and of its egress prices per destination class (``egress``: ``egress_gib`` to the
     internet, ``egress_region_gib``, ``egress_zone_gib``; keyed by those names).
     The one validation of a rate card's rows: the page and the API both get it from
     :func:`rate_card_create`. Writes nothing."""
-    errors: dict[str, str] = {}
+    errors: dict[str, str] = _device_errors(devices)
     egress = dict(egress or {})
     for name in sorted(set(egress) - set(EGRESS_PRICE_FIELDS)):
         errors[name] = _("Unknown field.")
@@ -187,7 +229,8 @@ def rate_card_create(*, actor: AnyUser, effective_from: dt.date, gpus: Iterable[
                      egress_zone_gib: Decimal = Decimal(0),
                      cpu_core_hour: Decimal | None = None,
                      memory_gib_hour: Decimal | None = None,
-                     mig_pricing: str = MigPricing.MEMORY, note: str = "") -> RateCard:
+                     mig_pricing: str = MigPricing.MEMORY, note: str = "",
+                     devices: Iterable[Mapping] = ()) -> RateCard:
     """A new rate card from ``effective_from`` (00:00 local). Never in a closed month; a
     card in effect is never edited, a new one replaces it from its day. A problem with a
     price row is an ApplicationError whose ``extra["errors"]`` names every field
@@ -202,11 +245,12 @@ def rate_card_create(*, actor: AnyUser, effective_from: dt.date, gpus: Iterable[
     gpus = [{k: (v.strip() if k == "gpu_model" and isinstance(v, str) else v)
              for k, v in g.items()} for g in gpus]
     storage = list(storage)
+    devices = [dict(d) for d in devices]
     if not gpus:
         raise ApplicationError(_("Price at least one GPU model."), field="gpus")
     egress = {"egress_gib": egress_gib, "egress_region_gib": egress_region_gib,
               "egress_zone_gib": egress_zone_gib}
-    errors = rate_card_errors(gpus=gpus, storage=storage, egress=egress)
+    errors = rate_card_errors(gpus=gpus, storage=storage, egress=egress, devices=devices)
     if errors:
         first = next(iter(errors))
         raise ApplicationError(errors[first], field=first, extra={"errors": errors})
@@ -221,6 +265,9 @@ def rate_card_create(*, actor: AnyUser, effective_from: dt.date, gpus: Iterable[
                            % {"day": effective_from.isoformat()}, field="effective_from") from None
         GpuPrice.objects.bulk_create(GpuPrice(card=card, **g) for g in gpus)
         StoragePrice.objects.bulk_create(StoragePrice(card=card, **st) for st in storage)
+        DevicePrice.objects.bulk_create(
+            DevicePrice(card=card, device=pricebook.Device.from_key(str(d["device"]).strip()).key,
+                        price_per_hour=Decimal(str(d["price_per_hour"]))) for d in devices)
         record_audit(actor=actor, action="billing.rate_card.create",
                      text=message(texts.AUDIT_RATE_CARD, day=str(effective_from)), card=card.pk)
     return card
@@ -572,11 +619,29 @@ def drafts_refresh(*, now: dt.datetime | None = None) -> int:
         return len(_write_invoices(period=period, lines=lines, tenant_ids=ids, now=now))
 
 
-def month_close(*, actor: AnyUser, period: dt.date, now: dt.datetime | None = None
-                ) -> MonthClose:
+def month_close_unpriced(*, period: dt.date, confirm_unpriced: bool) -> list[str]:
+    """The devices the month bills usage of that the rate card does not price (their
+    lines bill 0), in the reader's language. Unless ``confirm_unpriced``, any such device
+    is an ApplicationError on ``confirm_unpriced`` naming them, before anything of the
+    close is written (the ledger is brought up to date first, idempotently)."""
+    unpriced = [render(p.text) for p in selectors.unpriced_devices(period)]
+    if unpriced and not confirm_unpriced:
+        raise ApplicationError(
+            _("The rate card has no price for %(devices)s, used in %(month)s: their usage "
+              "would be billed 0. Price them on the rate card, or confirm that the month "
+              "closes with them unpriced.") % {"devices": "; ".join(unpriced),
+                                               "month": f"{period:%Y-%m}"},
+            field="confirm_unpriced", extra={"unpriced": unpriced})
+    return unpriced
+
+
+def month_close(*, actor: AnyUser, period: dt.date, now: dt.datetime | None = None,
+                confirm_unpriced: bool = False) -> MonthClose:
     """Finance closes a month that has ended: the ledger is brought up to date, every
     tenant with charges gets its invoice issued (numbered, immutable), the month's
-    ledger is frozen. Closing a closed month is a Conflict."""
+    ledger is frozen. Closing a closed month is a Conflict. Usage of a device the rate
+    card does not price needs ``confirm_unpriced`` (:func:`month_close_unpriced`); its
+    lines then say "no price on the rate card: billed 0"."""
     require_finance(actor)
     started = time.perf_counter()
     now = now or timezone.now()
@@ -590,6 +655,7 @@ def month_close(*, actor: AnyUser, period: dt.date, now: dt.datetime | None = No
             period=ledger.month_start(period - dt.timedelta(days=1))).exists():
         raise ApplicationError(_("Close the previous month first."))
     ledger_ingest_gpu(now=now)
+    month_close_unpriced(period=period, confirm_unpriced=confirm_unpriced)
     storage_snapshots_record(now=now)
     lines = selectors.month_lines(period)
     with transaction.atomic():
