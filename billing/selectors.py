@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
+from types import SimpleNamespace
 from typing import Any
 
 from django.db.models import F, Q, QuerySet, Sum
@@ -409,20 +410,21 @@ def job_costs(jobs: Iterable[Any], now: dt.datetime | None = None) -> dict[int, 
     return out
 
 
-def estimate_job_cost(job: Any, seconds: int, *, day: dt.date | None = None
+def estimate_job_cost(job: Any, seconds: int, *, day: dt.date | None = None,
+                      sched: Schedule | None = None, facts: DeviceFacts | None = None
                       ) -> pricebook.Estimate:
     """What ``job`` (a TrainingJob or the job form's cleaned fields as attributes) would
     be billed for running ``seconds`` at the rate card of ``day`` (today): the invoice's
     own lines (:func:`billing.pricebook.estimate`: GPU, CPU, memory), plus its checkpoint
     volume's storage (``checkpoint_size_gib`` of ``checkpoint_storage_class``) where it
     asks for one, priced per GiB-month of the current month as the invoice prices it."""
-    sched = schedule()
+    sched = sched or schedule()
     day = day or timezone.localdate()
     card = sched.card_for(day)
     extra: list[LineSpec] = []
     size = getattr(job, "checkpoint_size_gib", None)
-    if size and seconds:
-        cls = getattr(job, "checkpoint_storage_class", "") or ""
+    cls = getattr(job, "checkpoint_storage_class", "") or ""
+    if size and cls and seconds:  # a new volume (an existing claim is billed already)
         price = sched.storage.get(card.pk, {}).get(cls) if card is not None else None
         month_seconds = _month_seconds(ledger.month_start(day))
         byte_seconds = int(size) * pricing.GIB * int(seconds)
@@ -433,7 +435,30 @@ def estimate_job_cost(job: Any, seconds: int, *, day: dt.date | None = None
             unit="GiB-months", unit_price=price or Decimal(0),
             amount=pricing.storage_amount(byte_seconds, month_seconds, price or Decimal(0)),
             rate_card_id=card.pk if card else None))
-    return pricebook.estimate(sched.table(card), job_shape(job), seconds, extra)
+    return pricebook.estimate(sched.table(card), job_shape(job, facts), seconds, extra)
+
+
+def preview_costs(clean: Mapping[str, Any], runs: Mapping[str, int]) -> dict[str, Any] | None:
+    """The preview's cost (job form and API): per named run time (``max``, ``expected``),
+    what the invoice would charge for GPU, CPU, memory and storage
+    (:func:`estimate_job_cost`), as decimal strings in the installation's currency; None
+    when no rate card is in effect."""
+    job = SimpleNamespace(**clean)
+    sched = schedule()
+    if sched.card_for(timezone.localdate()) is None:
+        return None  # no rate card in effect: nothing is priced
+    facts = device_facts()
+    sched.observe(facts)
+    out: dict[str, Any] = {"currency": currency(), "unpriced": False}
+    for name, seconds in runs.items():
+        estimate = estimate_job_cost(job, int(seconds), sched=sched, facts=facts)
+        out["unpriced"] = out["unpriced"] or estimate.unpriced
+        out[name] = {"seconds": int(seconds),
+                     **{kind: f"{estimate.amount(kind):.2f}"
+                        for kind in (LineKind.GPU, LineKind.CPU, LineKind.MEMORY,
+                                     LineKind.STORAGE)},
+                     "total": f"{estimate.total:.2f}"}
+    return out
 
 
 # --- budgets ------------------------------------------------------------------------------

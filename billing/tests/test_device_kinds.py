@@ -134,3 +134,19 @@ def test_ledger_records_each_device_kind_and_the_invoice_bills_by_share(tenant_a
     costs = selectors.job_costs([whole, shared, vgpu], now=at("2026-11-03"))
     assert costs == {whole.pk: Decimal("16.50"), shared.pk: Decimal("4.13"),
                      vgpu.pk: Decimal("2.06")}
+
+
+def test_the_preview_prices_a_new_checkpoint_volume_as_the_invoice_does(rate_card):
+    """100 GiB of fast-ssd (0.10 per GiB-month) for the whole of November: 10.00, as a
+    storage line of November would bill it; an existing claim (no class) is not added."""
+    from types import SimpleNamespace
+
+    job = SimpleNamespace(gpu_model=A100, mig_profile="", workers=1, gpus_per_worker=1,
+                          cpu_per_worker=Decimal(4), memory_gib_per_worker=Decimal(16),
+                          checkpoint_size_gib=100, checkpoint_storage_class="fast-ssd")
+    month = 30 * 86400
+    cost = selectors.estimate_job_cost(job, month, day=dt.date(2026, 11, 15))
+    assert cost.amount("storage") == Decimal("10.00")
+    assert cost.amount("gpu") == Decimal("1188.00")   # 720 h x 1.65
+    job.checkpoint_storage_class = ""
+    assert selectors.estimate_job_cost(job, month).amount("storage") == 0
