@@ -26,6 +26,7 @@ from billing.models import (
     EgressSample,
     GpuUsage,
     Invoice,
+    InvoiceLine,
     MonthClose,
     RateCard,
     StorageSnapshot,
@@ -459,6 +460,19 @@ def preview_costs(clean: Mapping[str, Any], runs: Mapping[str, int]) -> dict[str
                                      LineKind.STORAGE)},
                      "total": f"{estimate.total:.2f}"}
     return out
+
+
+def draft_amounts(period: dt.date | None = None) -> dict[tuple[str, str, str], Decimal]:
+    """The month's draft invoices (recomputed by every ledger refresh with
+    :func:`month_lines`) per (tenant slug, line kind, resource: the device key of a GPU
+    line) : amount, for ``/metrics``."""
+    out: dict[tuple[str, str, str], Decimal] = defaultdict(Decimal)
+    for slug, kind, resource, amount in InvoiceLine.objects.filter(
+            invoice__period=ledger.month_start(period or current_period()),
+            invoice__kind=InvoiceKind.INVOICE).values_list(
+            "invoice__tenant__slug", "kind", "resource", "amount"):
+        out[(slug, kind, resource if kind == LineKind.GPU else "")] += amount
+    return dict(out)
 
 
 # --- budgets ------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from fractions import Fraction
 
 import pytest
 from django.utils import timezone
+from prometheus_client.parser import text_string_to_metric_families
 
 from billing import pricebook, selectors, services
 from billing.models import GpuUsage
@@ -108,7 +109,8 @@ def _node(name: str, *, sharing: str = "", replicas: int = 1) -> None:
                                 gpu_replicas=replicas, observed_at=timezone.now())
 
 
-def test_ledger_records_each_device_kind_and_the_invoice_bills_by_share(tenant_a, rate_card):
+def test_ledger_records_each_device_kind_and_the_invoice_bills_by_share(tenant_a, rate_card,
+                                                                       client, settings):
     _node("a100-0")
     _node("a100-shared-0", sharing="time-slicing", replicas=4)
     start, end = at("2026-11-02", "08:00"), at("2026-11-02", "18:00")
@@ -134,6 +136,13 @@ def test_ledger_records_each_device_kind_and_the_invoice_bills_by_share(tenant_a
     costs = selectors.job_costs([whole, shared, vgpu], now=at("2026-11-03"))
     assert costs == {whole.pk: Decimal("16.50"), shared.pk: Decimal("4.13"),
                      vgpu.pk: Decimal("2.06")}
+    # and /metrics, from the month's drafts: one series per device
+    services.drafts_refresh(now=at("2026-11-15"))
+    settings.TRAINYARD_METRICS_TOKEN = "t"
+    body = client.get("/metrics", HTTP_AUTHORIZATION="Bearer t").content.decode()
+    billed = {s.labels["device"]: s.value for f in text_string_to_metric_families(body)
+              for s in f.samples if s.name == "trainyard_billed_month_to_date"}
+    assert billed == {f"{A100}|": 16.5, f"{A100}|shared:1/4": 4.13, f"{A100}|hami:1/8": 2.06}
 
 
 def test_the_preview_prices_a_new_checkpoint_volume_as_the_invoice_does(rate_card):
