@@ -147,8 +147,9 @@ def _device_errors(devices: Iterable[Mapping]) -> dict[str, str]:
 def rate_card_errors(*, gpus: Iterable[Mapping], storage: Iterable[Mapping] = (),
                      egress: Mapping[str, Any] | None = None,
                      devices: Iterable[Mapping] = ()) -> dict[str, str]:
-    """Every problem of a rate card's price rows, keyed ``gpus-<i>-<field>`` and
-    ``storage-<i>-<field>`` (the page's formset names; the API returns the same keys),
+    """Every problem of a rate card's price rows, keyed ``gpus-<i>-<field>``,
+    ``storage-<i>-<field>`` and ``devices-<i>-<field>`` (the device price overrides:
+    :func:`_device_errors`; the page's formset names; the API returns the same keys),
     and of its egress prices per destination class (``egress``: ``egress_gib`` to the
     internet, ``egress_region_gib``, ``egress_zone_gib``; keyed by those names).
     The one validation of a rate card's rows: the page and the API both get it from

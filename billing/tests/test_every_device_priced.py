@@ -107,3 +107,18 @@ def test_the_rate_card_page_lists_every_device_and_flags_the_unpriced_one_in_use
     body = login(platform_admin).get(reverse("billing:rates")).content.decode()
     assert f'data-unpriced-device="{L4}|"' in body
     assert f'data-device="{A100}|shared:1/4" data-source="derived"' in body
+
+
+def test_the_api_takes_and_shows_device_prices_and_names_a_bad_row(api, platform_admin):
+    body = {"effective_from": "2026-12-01", "gpus": [
+        {k: str(v) for k, v in A100_PRICE.items()}],
+        "devices": [{"device": f"{A100}|shared:1/4", "price_per_hour": "0.5"},
+                    {"device": f"{A100}|shared:1/4", "price_per_hour": "0.6"}]}
+    twice = api(platform_admin).post("/api/v1/billing/rate-cards/", body, format="json")
+    assert twice.status_code == 400 and "devices-1-device" in twice.json()["extra"]["errors"]
+    assert not DevicePrice.objects.exists()
+    body["devices"].pop()
+    created = api(platform_admin).post("/api/v1/billing/rate-cards/", body, format="json")
+    assert created.status_code == 201, created.json()
+    assert created.json()["device_prices"] == [
+        {"device": f"{A100}|shared:1/4", "price_per_hour": "0.5000"}]
