@@ -159,3 +159,24 @@ def test_the_preview_prices_a_new_checkpoint_volume_as_the_invoice_does(rate_car
     assert cost.amount("gpu") == Decimal("1188.00")   # 720 h x 1.65
     job.checkpoint_storage_class = ""
     assert selectors.estimate_job_cost(job, month).amount("storage") == 0
+
+
+def test_the_migration_gives_existing_rows_their_jobs_kind(tenant_a, rate_card):
+    """Rows written before kinds: whole unless their job says otherwise."""
+    import importlib
+
+    from django.apps import apps
+
+    migration = importlib.import_module("billing.migrations.0007_device_kinds")
+    _node("a100-shared-0", sharing="time-slicing", replicas=4)
+    start, end = at("2026-11-02", "08:00"), at("2026-11-02", "18:00")
+    whole, shared, vgpu = (make_job(tenant_a, run(start, end)) for _ in range(3))
+    mig = make_job(tenant_a, run(start, end), mig="1g.10gb")
+    type(shared).objects.filter(pk=shared.pk).update(gpu_shared=True)
+    type(vgpu).objects.filter(pk=vgpu.pk).update(gpu_memory_gib_per_card=Decimal("20"))
+    services.ledger_ingest_gpu(now=at("2026-11-03"))
+    GpuUsage.objects.update(device_kind=WHOLE, share_num=1, share_den=1)  # as before kinds
+    migration.kinds_from_jobs(apps, None)
+    assert {u.job_id: (u.device_kind, u.device.share) for u in GpuUsage.objects.all()} == {
+        whole.pk: (WHOLE, 1), shared.pk: (SHARED, Fraction(1, 4)),
+        vgpu.pk: (HAMI, Fraction(1, 4)), mig.pk: (MIG, 1)}
