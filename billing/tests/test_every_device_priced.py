@@ -66,6 +66,8 @@ def test_the_api_and_the_month_page_ask_for_the_confirmation(unpriced_october, f
     assert not MonthClose.objects.exists()
     page = login(finance_user).get(reverse("billing:month") + "?month=2026-10")
     assert 'name="confirm_unpriced"' in page.content.decode()
+    said = login(finance_user).post(reverse("billing:close"), {"month": "2026-10"}, follow=True)
+    assert L4 in said.content.decode() and not MonthClose.objects.exists()
     closed = api(finance_user).post("/api/v1/billing/months/2026-10/close/",
                                     {"confirm_unpriced": True}, format="json")
     assert closed.status_code == 201
