@@ -400,6 +400,16 @@ def device_rows(table: PriceTable | None, devices: Iterable[Device],
     by model, then whole cards, MIG profiles, shares and vGPUs."""
     used = set(in_use)
     every = set(devices) | used
-    return [DeviceRow(d, device_price(table, d), d in used) for d in sorted(
+    return [DeviceRow(d, _priced_row(table, d), d in used) for d in sorted(
         every, key=lambda d: (d.gpu_model, DEVICE_KINDS.index(d.kind), d.mig_profile,
                               -d.share))]
+
+
+def _priced_row(table: PriceTable | None, device: Device) -> Priced:
+    """:func:`device_price`, naming the device itself where no card is in effect."""
+    if table is not None:
+        return device_price(table, device)
+    if device.kind == MIG:
+        return Priced(None, message(texts.LINE_MIG_UNPRICED, profile=device.mig_profile),
+                      "unpriced")
+    return Priced(None, device_text(device, device.gpu_model, device.share), "unpriced")
