@@ -167,9 +167,21 @@ def _card_for_mig(table: PriceTable, profile: str) -> str | None:
     return fits[0][1] if fits else None
 
 
-def device_text(device: Device, base: str, share: Fraction | Decimal) -> StoredText:
+def _gib_text(value: Fraction) -> str:
+    """GiB without trailing zeros, to 3 places: ``10``, ``10.5``."""
+    exact = Decimal(value.numerator) / Decimal(value.denominator)
+    text = format(exact.quantize(Decimal("0.001")), "f").rstrip("0").rstrip(".")
+    return text or "0"
+
+
+def device_text(device: Device, base: str, share: Fraction | Decimal,
+                card_memory_gib: int | None = None) -> StoredText:
     """The line text naming the device kind, e.g. "NVIDIA-A100, time-sliced/MPS share
-    1/4"."""
+    1/4 of a card"; a vGPU with its memory where the card's is known ("NVIDIA-A100 vGPU
+    (HAMi) 10 GiB, 1/8 of a card")."""
+    if device.kind == HAMI and card_memory_gib:
+        return message(texts.LINE_VGPU_GIB, model=base, share=fraction_text(share),
+                       gib=_gib_text(Fraction(share) * card_memory_gib))
     if device.kind == MIG:
         return message(texts.LINE_MIG, profile=device.mig_profile, model=base,
                        share=fraction_text(share))
@@ -205,7 +217,8 @@ def device_price(table: PriceTable | None, device: Device) -> Priced:
         if override is not None:
             return Priced(override, text, "override", base)
         return Priced(pricing.mig_hour_price(table.cards[base], share), text, "derived", base)
-    text = device_text(device, device.gpu_model, device.share)
+    text = device_text(device, device.gpu_model, device.share,
+                       table.memory_gib.get(device.gpu_model))
     if override is not None:
         return Priced(override, text, "override", device.gpu_model)
     card = table.cards.get(device.gpu_model)

@@ -21,6 +21,8 @@ LINE_MIG = register("billing.line.mig", _("MIG %(profile)s on %(model)s (%(share
 LINE_SHARED = register("billing.line.shared",
                        _("%(model)s, time-sliced/MPS share %(share)s of a card"))
 LINE_VGPU = register("billing.line.vgpu", _("%(model)s vGPU (HAMi), %(share)s of a card"))
+LINE_VGPU_GIB = register("billing.line.vgpu_gib",
+                         _("%(model)s vGPU (HAMi) %(gib)s GiB, %(share)s of a card"))
 LINE_MIG_UNPRICED = register("billing.line.mig_unpriced", _("MIG %(profile)s"))
 LINE_MIG_NO_MEMORY = register(
     "billing.line.mig_no_memory",

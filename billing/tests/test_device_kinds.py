@@ -78,13 +78,15 @@ def test_the_issues_example_three_lines_by_share():
     rows = [UsageRow(7, Device(A100), ten_hours),
             UsageRow(7, Device(A100, "", SHARED, Fraction(1, 4)), ten_hours),
             UsageRow(7, Device(A100, "", HAMI, Fraction(1, 8)), ten_hours)]
-    lines = pricebook.usage_lines(rows, PriceTable(card_id=1, cards={A100: CARD}))[7]
+    lines = pricebook.usage_lines(rows, PriceTable(card_id=1, cards={A100: CARD},
+                                                   memory_gib={A100: 80}))[7]
     assert [(line.amount, line.unit) for line in lines] == [
         (Decimal("16.50"), "GPU-hours"), (Decimal("4.13"), "share-hours"),
         (Decimal("2.06"), "vGPU-hours")]
     assert [english(line.text) for line in lines] == [
         A100, f"{A100}, time-sliced/MPS share 1/4 of a card",
-        f"{A100} vGPU (HAMi), 1/8 of a card"]
+        f"{A100} vGPU (HAMi) 10 GiB, 1/8 of a card"]
+    assert render(lines[2].text, "zh-hans") == f"{A100} vGPU（HAMi）10 GiB，占一张卡的 1/8"
 
 
 def test_an_estimate_is_the_invoices_lines_for_the_same_usage():
