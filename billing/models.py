@@ -29,6 +29,7 @@ from django.utils.translation import gettext_lazy as _
 
 from billing import pricing
 from billing.choices import InvoiceKind, InvoiceStatus, LineKind, MigPricing
+from billing.pricebook import Device
 from billing.texts import unit
 from core.choices import EgressClass
 from core.texts import render
@@ -195,13 +196,10 @@ class GpuUsage(models.Model):
         return f"job {self.job_id} {self.day}: {self.seconds}s x {self.devices}"
 
     @property
-    def device(self) -> Any:
+    def device(self) -> Device:
         """The device as :class:`billing.pricebook.Device`."""
-        from fractions import Fraction
-
-        from billing.pricebook import Device
-        return Device(self.gpu_model, self.mig_profile, self.device_kind,
-                      Fraction(self.share_num, self.share_den))
+        return Device.of_row(self.gpu_model, self.mig_profile, self.device_kind,
+                             self.share_num, self.share_den)
 
 
 class StorageSnapshot(models.Model):

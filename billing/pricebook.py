@@ -81,6 +81,17 @@ class Device:
         return f"{self.gpu_model}|{self.mig_profile}"
 
     @classmethod
+    def of_row(cls, gpu_model: str, mig_profile: str, kind: str, share_num: int,
+               share_den: int) -> Device:
+        """The device of a ledger row (a MIG profile makes it a MIG instance; a whole
+        card or a MIG instance has no share)."""
+        if mig_profile:
+            return cls(gpu_model, mig_profile, MIG)
+        if kind in (SHARED, HAMI):
+            return cls(gpu_model, "", kind, Fraction(share_num, share_den or 1))
+        return cls(gpu_model)
+
+    @classmethod
     def from_key(cls, key: str) -> Device:
         """The device of a :attr:`key` (ValueError when it is not one)."""
         model, sep, rest = key.partition("|")

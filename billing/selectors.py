@@ -9,7 +9,6 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from fractions import Fraction
 from types import SimpleNamespace
 from typing import Any
 
@@ -120,8 +119,7 @@ def usage_rows(billed: dt.date, a: dt.date, b: dt.date, ids: list[int] | None
     if ids is not None:
         usage = usage.filter(tenant_id__in=ids)
     keys = ("tenant_id", "gpu_model", "mig_profile", "device_kind", "share_num", "share_den")
-    rows = [UsageRow(r["tenant_id"], Device(r["gpu_model"], r["mig_profile"], r["device_kind"],
-                                            Fraction(r["share_num"], r["share_den"])),
+    rows = [UsageRow(r["tenant_id"], Device.of_row(*(r[k] for k in keys[1:])),
                      int(r["device_seconds"] or 0), int(r["milli_seconds"] or 0),
                      int(r["mib_seconds"] or 0))
             for r in usage.values(*keys).annotate(

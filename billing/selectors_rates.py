@@ -10,7 +10,6 @@ from bisect import bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from fractions import Fraction
 from itertools import pairwise
 
 from django.conf import settings
@@ -204,7 +203,7 @@ def used_devices(period: dt.date) -> dict[Device, set[dt.date]]:
                                    seconds__gt=0).values_list(
         "gpu_model", "mig_profile", "device_kind", "share_num", "share_den", "day").distinct()
     for model, profile, kind, num, den, day in rows:
-        out.setdefault(Device(model, profile, kind, Fraction(num, den)), set()).add(day)
+        out.setdefault(Device.of_row(model, profile, kind, num, den), set()).add(day)
     return out
 
 
