@@ -320,6 +320,7 @@ def ledger_ingest_gpu(*, now: dt.datetime | None = None,
     written = 0
     grid, now_epoch = ledger.DayGrid(tz), ledger.epoch_second(now)
     facts: selectors.DeviceFacts | None = None  # read once, when a row needs it
+    shapes: dict[int, pricebook.JobShape] = {}
     for index in range(0, len(ordered), CHUNK):
         chunk = ordered[index:index + CHUNK]
         # dense ids (a month close) are read by range, which is far cheaper than a long IN
@@ -348,16 +349,16 @@ def ledger_ingest_gpu(*, now: dt.datetime | None = None,
             if not seconds:
                 continue
             job = jobs[job_id]
-            if "shape" not in job:  # what a device of the job is (billing.pricebook)
+            shape = shapes.get(job_id)
+            if shape is None:  # what a device of the job is (billing.pricebook)
                 facts = facts or selectors.device_facts()
-                job["shape"] = pricebook.JobShape.of(
+                shape = shapes[job_id] = pricebook.JobShape.of(
                     facts.device(gpu_model=job["gpu_model"], mig_profile=job["mig_profile"],
                                  gpu_shared=job["gpu_shared"],
                                  memory_limit_gib=job["gpu_memory_gib_per_card"]),
                     workers=job["workers"], gpus_per_worker=job["gpus_per_worker"],
                     cpu_per_worker=job["cpu_per_worker"],
                     memory_gib_per_worker=job["memory_gib_per_worker"])
-            shape: pricebook.JobShape = job["shape"]
             rows.append((job_id, job["tenant_id"], job["pool_id"], day, billed,
                          job["gpu_model"], job["mig_profile"], shape.devices, seconds,
                          shape.millicores, shape.memory_mib, shape.device.kind,

@@ -8,7 +8,7 @@ and ``expected``). ``billing.receivers`` answers with the invoice's own arithmet
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.dispatch import Signal
 
@@ -19,5 +19,5 @@ def cost_estimate(clean: dict[str, Any], runs: dict[str, int]) -> dict[str, Any]
     """The first receiver's answer to :data:`job_cost_estimate`, or None."""
     for _receiver, answer in job_cost_estimate.send(sender=None, clean=clean, runs=runs):
         if answer is not None:
-            return answer
+            return cast(dict[str, Any], answer)
     return None
