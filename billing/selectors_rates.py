@@ -207,16 +207,18 @@ def used_devices(period: dt.date) -> dict[Device, set[dt.date]]:
     return out
 
 
-def unpriced_devices(period: dt.date, sched: Schedule | None = None) -> list[Priced]:
+def unpriced_devices(period: dt.date, sched: Schedule | None = None
+                     ) -> list[pricebook.DeviceRow]:
     """The devices used in the month of ``period`` that the rate card of some day of
-    their use does not price (their lines would bill 0), by their line text."""
+    their use does not price (their lines would bill 0), by key, each with its line
+    text."""
     sched = sched or schedule()
-    out: dict[str, Priced] = {}
+    out: dict[str, pricebook.DeviceRow] = {}
     for device, days in used_devices(period).items():
         for day in sorted(days):
             priced = sched.device_price(sched.card_for(day), device)
             if priced.price is None:
-                out.setdefault(device.key, priced)
+                out.setdefault(device.key, pricebook.DeviceRow(device, priced, True))
                 break
     return [out[k] for k in sorted(out)]
 

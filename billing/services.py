@@ -624,16 +624,19 @@ def drafts_refresh(*, now: dt.datetime | None = None) -> int:
 def month_close_unpriced(*, period: dt.date, confirm_unpriced: bool) -> list[str]:
     """The devices the month bills usage of that the rate card does not price (their
     lines bill 0), in the reader's language. Unless ``confirm_unpriced``, any such device
-    is an ApplicationError on ``confirm_unpriced`` naming them, before anything of the
-    close is written (the ledger is brought up to date first, idempotently)."""
-    unpriced = [render(p.text) for p in selectors.unpriced_devices(period)]
+    is an ApplicationError on ``confirm_unpriced`` naming them (``extra``: ``unpriced``,
+    their descriptions, and ``devices``, their keys), before anything of the close is
+    written (the ledger is brought up to date first, idempotently)."""
+    rows = selectors.unpriced_devices(period)
+    unpriced = [render(row.priced.text) for row in rows]
     if unpriced and not confirm_unpriced:
         raise ApplicationError(
             _("The rate card has no price for %(devices)s, used in %(month)s: their usage "
               "would be billed 0. Price them on the rate card, or confirm that the month "
               "closes with them unpriced.") % {"devices": "; ".join(unpriced),
                                                "month": f"{period:%Y-%m}"},
-            field="confirm_unpriced", extra={"unpriced": unpriced})
+            field="confirm_unpriced",
+            extra={"unpriced": unpriced, "devices": [row.device.key for row in rows]})
     return unpriced
 
 

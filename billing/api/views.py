@@ -191,7 +191,8 @@ def month_detail(request: Request, month: str) -> Response:
         "month": f"{period:%Y-%m}", "closed": summary["closed"] is not None,
         # devices used in the month the rate card does not price (closing needs
         # confirm_unpriced while there are any)
-        "unpriced": ([render(p.text) for p in selectors.unpriced_devices(period)]
+        "unpriced": ([{"device": row.device.key, "description": render(row.priced.text)}
+                      for row in selectors.unpriced_devices(period)]
                      if summary["closed"] is None else []),
         "currency": selectors.currency(), "total": format(summary["total"], "f"),
         "invoices": s.InvoiceSerializer(summary["invoices"], many=True).data,

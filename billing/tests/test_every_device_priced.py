@@ -46,6 +46,7 @@ def test_closing_with_unpriced_usage_needs_confirmation_and_the_line_says_so(
         services.month_close(actor=finance_user, period=OCT)
     assert refused.value.field == "confirm_unpriced" and L4 in refused.value.message
     assert refused.value.extra["unpriced"] == [L4]
+    assert refused.value.extra["devices"] == [f"{L4}|"]
     assert not MonthClose.objects.exists()
     assert not Invoice.objects.filter(status="issued").exists()
     services.month_close(actor=finance_user, period=OCT, confirm_unpriced=True)
@@ -59,7 +60,7 @@ def test_closing_with_unpriced_usage_needs_confirmation_and_the_line_says_so(
 def test_the_api_and_the_month_page_ask_for_the_confirmation(unpriced_october, finance_user,
                                                              api, login):
     month = api(finance_user).get("/api/v1/billing/months/2026-10/").json()
-    assert month["unpriced"] == [L4]
+    assert month["unpriced"] == [{"device": f"{L4}|", "description": L4}]
     refused = api(finance_user).post("/api/v1/billing/months/2026-10/close/", {},
                                      format="json")
     assert refused.status_code == 400 and L4 in str(refused.json())
