@@ -14,6 +14,7 @@ import re
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -25,7 +26,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from billing import ledger, selectors, texts
+from billing import ledger, months, selectors, texts
 from billing.choices import (
     BUDGET_MAX,
     BUDGET_THRESHOLDS,
@@ -474,7 +475,12 @@ def egress_record(*, readings: Mapping[tuple[str, str, str], int], at: dt.dateti
 
 
 def _next_numbers(prefix: str, year: int, count: int) -> list[str]:
-    """``count`` consecutive numbers ``<prefix>-<year>-00001``..., under a row lock."""
+    """``count`` consecutive numbers ``<prefix>-<year>-00001``..., under a row lock.
+
+    Two gapless series per year of the month billed: invoices ``TY-2026-00001`` (prefix
+    ``TRAINYARD_INVOICE_PREFIX``) and credit notes ``TYC-2026-00001`` (the prefix and
+    ``C``). A number is taken in the transaction that issues the document, so a close or
+    credit note that fails gives its numbers back; numbers already issued never change."""
     if count == 0:
         return []
     NumberSequence.objects.get_or_create(prefix=prefix, year=year)
@@ -575,9 +581,7 @@ def month_close(*, actor: AnyUser, period: dt.date, now: dt.datetime | None = No
         raise ApplicationError(_("%(month)s has not ended yet.") % {"month": f"{period:%Y-%m}"})
     if selectors.month_is_closed(period):
         raise Conflict(_("%(month)s is already closed.") % {"month": f"{period:%Y-%m}"})
-    if MonthClose.objects.filter(period__lt=period).exists() and not MonthClose.objects.filter(
-            period=ledger.month_start(period - dt.timedelta(days=1))).exists():
-        raise ApplicationError(_("Close the previous month first."))
+    _require_in_order(period)
     ledger_ingest_gpu(now=now)
     storage_snapshots_record(now=now)
     lines = selectors.month_lines(period)
@@ -608,6 +612,23 @@ def month_close(*, actor: AnyUser, period: dt.date, now: dt.datetime | None = No
                                   n=len(invoices)),
                      period=period.isoformat(), total=str(closing.total))
     return closing
+
+
+def _require_in_order(period: dt.date) -> None:
+    """Months are closed in order (issue 30): not while an earlier month with charges is
+    open, and not a month without charges once a later month is closed (it would issue
+    nothing; what is found for it now is billed late by the first open month)."""
+    earlier = months.first_open_month_with_charges(period)
+    if earlier is not None:
+        raise Conflict(_("Close %(earlier)s first: it has charges and is still open, and "
+                         "months are closed in order. Nothing was changed.")
+                       % {"earlier": f"{earlier:%Y-%m}"})
+    later = months.closed_after(period)
+    if later is not None and not months.months_with_charges([period]):
+        raise Conflict(_("%(month)s has no charges to close, and %(later)s, a later month, is "
+                         "closed already: usage found for %(month)s now is billed by the "
+                         "first open month.") % {"month": f"{period:%Y-%m}",
+                                                 "later": f"{later:%Y-%m}"})
 
 
 def credit_note_issue(*, actor: AnyUser, invoice: Invoice, amount: Decimal, reason: str
@@ -667,8 +688,33 @@ def adjustment_add(*, actor: AnyUser, tenant: Tenant, period: dt.date, descripti
 # --- budgets ------------------------------------------------------------------------------
 
 
-def budget_set(*, access: TenantAccess, actor: AnyUser, amount: Decimal | None) -> Budget | None:
-    """A tenant admin sets (or with None/0 removes) the tenant's monthly budget."""
+@dataclass(frozen=True)
+class BudgetCheck:
+    """A budget evaluated against this month's spending (the draft's total)."""
+
+    budget: Decimal
+    spent: Decimal
+    percent: int
+    passed: int | None     # the highest threshold the spending has passed
+    sent: int | None       # the threshold alerted by this evaluation (else told before)
+
+    def summary(self) -> str:
+        """What saving the budget says, on the page and in the API (``check``)."""
+        spent = {"pct": self.percent}
+        if self.sent is not None:
+            return _("%(pct)s%% of this month's budget is already spent; the %(t)s%% alert "
+                     "was sent.") % {**spent, "t": self.sent}
+        if self.passed is not None:
+            return _("%(pct)s%% of this month's budget is already spent; the %(t)s%% alert "
+                     "was sent earlier this month.") % {**spent, "t": self.passed}
+        return _("%(pct)s%% of this month's budget is spent so far.") % spent
+
+
+def budget_set(*, access: TenantAccess, actor: AnyUser, amount: Decimal | None,
+               now: dt.datetime | None = None) -> BudgetCheck | None:
+    """A tenant admin sets (or with None/0 removes) the tenant's monthly budget. The budget
+    is evaluated at once (the draft refreshed from the ledger first): a threshold already
+    passed is alerted now, and the answer says how much is spent (None: removed)."""
     access.require_admin()
     tenant = access.tenant
     with transaction.atomic():
@@ -686,44 +732,64 @@ def budget_set(*, access: TenantAccess, actor: AnyUser, amount: Decimal | None) 
             tenant=tenant, defaults={"monthly_amount": amount, "updated_by": actor})
         record_audit(actor=actor, action="billing.budget", tenant=tenant,
                      text=message(texts.AUDIT_BUDGET_SET, amount=str(amount)))
-    return budget
-
-
-def budget_alerts_check(*, now: dt.datetime | None = None) -> int:
-    """Tell tenant admins (in the portal and by e-mail) when this month's spending passes
-    50, 80 and 100% of their budget; each threshold once per month. Returns alerts sent."""
     now = now or timezone.now()
+    invoice_draft_refresh(tenant=tenant, now=now)
+    return _budget_evaluate(budget, now)
+
+
+def budget_alerts_check(*, now: dt.datetime | None = None, refresh: bool = True) -> int:
+    """Tell tenant admins (in the portal and by e-mail) when this month's spending passes
+    50, 80 and 100% of their budget; each threshold once per tenant and month. Run at
+    every ledger ingest (``billing.ingest_ledger``), so an alert comes within the ingest
+    period; ``refresh``: the budgeted tenants' drafts are recomputed from the ledger first
+    (the spending is the draft's total). Returns the alerts sent."""
+    now = now or timezone.now()
+    budgets = list(Budget.objects.select_related("tenant").exclude(
+        tenant__status=TenantStatus.DELETED).exclude(monthly_amount=0))
+    if not budgets:
+        return 0
     period = selectors.current_period(now)
-    sent = 0
-    for budget in Budget.objects.select_related("tenant").exclude(
-            tenant__status=TenantStatus.DELETED):
-        status = selectors.budget_status(budget.tenant, now)
-        if not budget.monthly_amount:
-            continue
-        crossed = [t for t in BUDGET_THRESHOLDS
-                   if status.spent * 100 >= budget.monthly_amount * t]
-        if not crossed:
-            continue
-        threshold = max(crossed)
-        done = set(BudgetAlert.objects.filter(tenant=budget.tenant, period=period)
-                   .values_list("threshold", flat=True))
-        if threshold in done:
-            continue
+    if refresh and not selectors.month_is_closed(period):
+        ids = [b.tenant_id for b in budgets]
+        lines = selectors.month_lines(period, ids)
+        with transaction.atomic():
+            _write_invoices(period=period, lines=lines, tenant_ids=ids, now=now)
+    return sum(1 for budget in budgets if _budget_evaluate(budget, now).sent is not None)
+
+
+def _budget_evaluate(budget: Budget, now: dt.datetime) -> BudgetCheck:
+    """One budget against its tenant's spending now: the highest threshold newly passed
+    is alerted (every passed threshold is recorded, so each is told once a month)."""
+    period = selectors.current_period(now)
+    status = selectors.budget_status(budget.tenant, now)
+    amount = budget.monthly_amount
+    crossed = [t for t in BUDGET_THRESHOLDS if status.spent * 100 >= amount * t]
+    done = set(BudgetAlert.objects.filter(tenant=budget.tenant, period=period)
+               .values_list("threshold", flat=True))
+    fresh = [t for t in crossed if t not in done]
+    sent = None
+    if fresh and max(crossed) not in done:
         with transaction.atomic():
             BudgetAlert.objects.bulk_create(
                 [BudgetAlert(tenant=budget.tenant, period=period, threshold=t,
-                             spent=status.spent, sent_at=now) for t in crossed if t not in done],
+                             spent=status.spent, sent_at=now) for t in fresh],
                 ignore_conflicts=True)
-            admins = [m.user for m in Membership.objects.filter(
-                tenant=budget.tenant, role=MembershipRole.ADMIN).select_related("user")]
-            notify(users=admins, tenant=budget.tenant, email=True,
-                   link=reverse("billing:tenant_invoices", kwargs={"slug": budget.tenant.slug}),
-                   text=message(texts.BUDGET_ALERT, tenant=budget.tenant.name, pct=threshold,
-                                spent=str(status.spent), budget=str(budget.monthly_amount),
-                                cur=settings.TRAINYARD_CURRENCY,
-                                forecast=str(status.forecast)))
-        sent += 1
-    return sent
+            # a concurrent evaluation that recorded them first has told the admins
+            if BudgetAlert.objects.filter(tenant=budget.tenant, period=period,
+                                          threshold=max(crossed), sent_at=now).exists():
+                sent = max(crossed)
+                admins = [m.user for m in Membership.objects.filter(
+                    tenant=budget.tenant, role=MembershipRole.ADMIN).select_related("user")]
+                notify(users=admins, tenant=budget.tenant, email=True,
+                       link=reverse("billing:tenant_invoices",
+                                    kwargs={"slug": budget.tenant.slug}),
+                       text=message(texts.BUDGET_ALERT, tenant=budget.tenant.name, pct=sent,
+                                    spent=str(status.spent), budget=str(amount),
+                                    cur=settings.TRAINYARD_CURRENCY,
+                                    forecast=str(status.forecast)))
+    return BudgetCheck(budget=amount, spent=status.spent,
+                       percent=int(status.spent * 100 / amount),
+                       passed=max(crossed, default=None), sent=sent)
 
 
 # --- quota recommendation -----------------------------------------------------------------

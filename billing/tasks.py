@@ -19,9 +19,12 @@ log = logging.getLogger(__name__)
 
 @shared_task(name="billing.ingest_ledger", queue="billing")
 def ingest_ledger() -> int:
-    """GPU-seconds of jobs that ran in an open month, and PVC size changes."""
+    """GPU-seconds of jobs that ran in an open month, and PVC size changes; then every
+    budget is evaluated on the fresh ledger, so an alert comes within the ingest period."""
     now = timezone.now()
-    return services.ledger_ingest_gpu(now=now) + services.storage_snapshots_record(now=now)
+    written = services.ledger_ingest_gpu(now=now) + services.storage_snapshots_record(now=now)
+    services.budget_alerts_check(now=now)
+    return written
 
 
 @shared_task(name="billing.record_egress", queue="billing")
@@ -46,7 +49,8 @@ def refresh_drafts() -> int:
 
 @shared_task(name="billing.budget_alerts", queue="billing")
 def budget_alerts() -> int:
-    """Budget alerts at 50, 80 and 100% (after the drafts are refreshed)."""
+    """Budget alerts at 50, 80 and 100% (each budgeted tenant's draft refreshed first).
+    The ledger ingest runs the same check; this task stays callable by name."""
     return services.budget_alerts_check()
 
 

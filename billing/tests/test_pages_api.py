@@ -422,7 +422,7 @@ def test_the_budget_service_bounds_the_amount(alice, tenant_a):
     with pytest.raises(ApplicationError) as err:
         services.budget_set(access=access, actor=alice, amount=Decimal("1000000000000"))
     assert err.value.field == "amount"
-    assert services.budget_set(access=access, actor=alice, amount=BUDGET_MAX).monthly_amount \
+    assert services.budget_set(access=access, actor=alice, amount=BUDGET_MAX).budget \
         == BUDGET_MAX
 
 

@@ -187,7 +187,7 @@ class Command(BaseCommand):
         return len(rows)
 
     def _invoices(self, now: dt.datetime) -> None:
-        """A rate card from before the history, and last month closed by finance."""
+        """A rate card from before the history, and its ended months closed by finance."""
         roles = PlatformRole.objects.select_related("user")
         admin = roles.filter(role=PlatformRoleName.PLATFORM_ADMIN).first()
         finance = roles.filter(role=PlatformRoleName.FINANCE).first()
@@ -203,8 +203,12 @@ class Command(BaseCommand):
                       for model, (price, watts) in PRICES.items()],
                 storage=[{"storage_class": "fast-ssd", "gib_month": Decimal("0.10")}])
             billing.ledger_ingest_gpu(now=now)
+            # every ended month of the history, in order (months are closed in order)
             last_month = (now.date().replace(day=1) - dt.timedelta(days=1)).replace(day=1)
-            billing.month_close(actor=finance.user, period=last_month, now=now)
-            self.stdout.write(f"Closed {last_month:%Y-%m}: invoices issued.")
+            month = first
+            while month <= last_month:
+                billing.month_close(actor=finance.user, period=month, now=now)
+                self.stdout.write(f"Closed {month:%Y-%m}: invoices issued.")
+                month = (month + dt.timedelta(days=32)).replace(day=1)
         except Exception as exc:  # the demo still runs without invoices
             self.stderr.write(f"demo invoices skipped: {exc}")
