@@ -32,8 +32,9 @@ def lender(platform_admin, tenant_a, tenant_b, charlie):
 
 
 def _job(pool, gpus: int, *, tier: str = "production", borrowing: bool = False) -> None:
-    TrainingJob.objects.create(tenant=pool.tenant, pool=pool, name=f"j{TrainingJob.objects.count()}",
-                               image="trainer:1", tier=tier, max_run_seconds=3600, workers=1,
+    name = f"j{TrainingJob.objects.count()}"
+    TrainingJob.objects.create(tenant=pool.tenant, pool=pool, name=name, image="trainer:1",
+                               tier=tier, max_run_seconds=3600, workers=1,
                                gpus_per_worker=gpus, gpu_model=MODEL, state="running",
                                borrowing=borrowing)
 
@@ -94,7 +95,8 @@ def test_offers_expire_after_their_term_and_both_sides_are_told(alice, charlie, 
     assert loan.status == "expired"
     for user in (alice, charlie):
         assert Notification.objects.filter(
-            user=user, message__contains="expired: it was not accepted within 24 hours").count() == 1
+            user=user, message__contains="expired: it was not accepted within 24 hours"
+        ).count() == 1
     with pytest.raises(Conflict, match="expired"):
         services.loan_decide(access=access_for(charlie, tenant_b), actor=charlie, loan=loan,
                              accept=True)
