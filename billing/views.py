@@ -136,10 +136,10 @@ def budget(request: HttpRequest, slug: str) -> HttpResponse:
         else:
             if check is None:
                 messages.success(request, _("Budget removed."))
-            elif check.passed is not None:
-                messages.warning(request, _("Budget saved.") + " " + check.summary())
-            else:
-                messages.success(request, _("Budget saved.") + " " + check.summary())
+            else:  # a threshold already passed is a warning
+                said = _("Budget saved. %(check)s") % {"check": check.summary()}
+                (messages.warning if check.passed is not None else messages.success)(
+                    request, said)
             return redirect("billing:tenant_invoices", slug=slug)
     return _invoices_page(request, access, budget_form=form)
 

@@ -111,8 +111,9 @@ def loan_offer(request: HttpRequest, slug: str) -> HttpResponse:
             resource=data["resource"], amount=data["amount"],
             ends_at=_end_of(data["ends_at"]), note=data["note"])  # type: ignore[arg-type]
         messages.success(request, _("The offer was sent; the borrower's admins must accept it "
-                                    "by %(when)s.") % {"when": when_text(offer_expires(loan))}
-                         + " " + render_text(loan.terms))
+                                    "by %(when)s. %(terms)s")
+                         % {"when": when_text(offer_expires(loan)),
+                            "terms": render_text(loan.terms)})
     except ApplicationError as exc:
         messages.error(request, exc.message)
     return redirect("tenants:quota", slug=slug)

@@ -100,3 +100,15 @@ def test_offers_expire_after_their_term_and_both_sides_are_told(alice, charlie, 
     with pytest.raises(Conflict, match="expired"):
         services.loan_decide(access=access_for(charlie, tenant_b), actor=charlie, loan=loan,
                              accept=True)
+
+
+def test_the_offer_page_says_what_the_loan_leaves(alice, tenant_a, tenant_b, platform_admin,
+                                                 login):
+    services.quota_set(actor=platform_admin, pool=tenant_a.pools.get(kind="prod"),
+                       amounts={"cpu": 16}, reason="t")
+    until = (timezone.now() + dt.timedelta(days=3)).date().isoformat()
+    page = login(alice).post(reverse("tenants:loan_offer", kwargs={"slug": "acme"}), {
+        "pool": "prod", "borrower": "globex", "borrower_pool": "dev", "resource": "cpu",
+        "amount": "4", "ends_at": until, "note": ""}, follow=True).content.decode()
+    assert "acme/prod uses 0 of its 16 CPU cores within its quota; lending 4 leaves 12." in page
+    assert "must accept it by" in page
