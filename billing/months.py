@@ -47,8 +47,8 @@ def _months(first: dt.date, before: dt.date) -> list[dt.date]:
 
 
 def _earliest(before: dt.date) -> dt.date | None:
-    """The first month anything billable is known of, before ``before`` (cheap: each
-    table's smallest date)."""
+    """The first month anything billable is known of, before ``before`` (cheap: the
+    smallest date of each table that has an index for it)."""
     start, _end = ledger.month_bounds(before, _tz())
     candidates: list[dt.date] = []
     for value in (
@@ -58,11 +58,11 @@ def _earliest(before: dt.date) -> dt.date | None:
                                    status=InvoiceStatus.DRAFT).aggregate(m=Min("period"))["m"]):
         if value is not None:
             candidates.append(ledger.month_start(value))
-    for at in (StorageSnapshot.objects.filter(at__lt=start).aggregate(m=Min("at"))["m"],
-               EgressSample.objects.filter(at__lt=start, transmit_delta__gt=0)
-               .aggregate(m=Min("at"))["m"]):
-        if at is not None:
-            candidates.append(_month_of(at))
+    # egress is sent by jobs' pods, whose months the GPU ledger already starts from (its
+    # samples have no index on the time alone, so they are not scanned for the first)
+    first_volume = StorageSnapshot.objects.filter(at__lt=start).aggregate(m=Min("at"))["m"]
+    if first_volume is not None:
+        candidates.append(_month_of(first_volume))
     return min(candidates) if candidates else None
 
 
@@ -74,6 +74,7 @@ def _storage_months(months: list[dt.date]) -> set[dt.date]:
     lo = ledger.local_midnight(months[0], tz)
     hi = ledger.local_midnight(ledger.next_month(months[-1]), tz)
     starts = [ledger.local_midnight(m, tz) for m in months]
+    ends = [ledger.local_midnight(ledger.next_month(m), tz) for m in months]
     found = set(StorageSnapshot.objects.filter(billed_period__in=months)
                 .values_list("billed_period", flat=True).distinct())
     volumes: dict[str, list[tuple[dt.datetime, int]]] = {}
@@ -88,38 +89,32 @@ def _storage_months(months: list[dt.date]) -> set[dt.date]:
             a, b = max(at, lo), min(until, hi)
             if a >= b:
                 continue
-            # every month whose [start, next start) meets [a, b)
-            first = max(bisect_right(starts, a) - 1, 0)
-            for i in range(first, len(months)):
+            # every month of the list whose [start, end) meets [a, b)
+            for i in range(max(bisect_right(starts, a) - 1, 0), len(months)):
                 if starts[i] >= b:
                     break
-                found.add(months[i])
+                if ends[i] > a:
+                    found.add(months[i])
     return found
+
+
+def _has_charges(month: dt.date, tz: dt.tzinfo) -> bool:
+    """Whether one month has charges, storage aside: one ``exists`` query each, the
+    cheapest first, stopping at the first that answers yes."""
+    start, end = ledger.month_bounds(month, tz)
+    return (Adjustment.objects.filter(period=month).exists()
+            or Invoice.objects.filter(period=month, kind=InvoiceKind.INVOICE).exists()
+            or GpuUsage.objects.filter(billed_period=month).exclude(seconds=0).exists()
+            or EgressSample.objects.filter(at__gte=start, at__lt=end, transmit_delta__gt=0,
+                                           destination__in=list(texts.LINE_EGRESS_TO)).exists())
 
 
 def months_with_charges(months: Iterable[dt.date]) -> set[dt.date]:
     """Which of ``months`` (first days) have charges (see the module docstring)."""
     months = sorted({ledger.month_start(m) for m in months})
-    if not months:
-        return set()
-    found: set[dt.date] = set()
-    found |= set(GpuUsage.objects.filter(billed_period__in=months).exclude(seconds=0)
-                 .values_list("billed_period", flat=True).distinct())
-    found |= set(Adjustment.objects.filter(period__in=months)
-                 .values_list("period", flat=True).distinct())
-    found |= set(Invoice.objects.filter(period__in=months, kind=InvoiceKind.INVOICE)
-                 .values_list("period", flat=True).distinct())
-    found |= _storage_months(months)
     tz = _tz()
-    priced = list(texts.LINE_EGRESS_TO)
-    for month in months:
-        if month in found:
-            continue
-        start, end = ledger.month_bounds(month, tz)
-        if EgressSample.objects.filter(at__gte=start, at__lt=end, transmit_delta__gt=0,
-                                       destination__in=priced).exists():
-            found.add(month)
-    return found
+    found = {month for month in months if _has_charges(month, tz)}
+    return found | _storage_months([m for m in months if m not in found])
 
 
 def first_open_month_with_charges(before: dt.date) -> dt.date | None:
