@@ -71,7 +71,8 @@ BEAT_SCHEDULE: dict[str, dict] = {
         "schedule": crontab(minute="7-59/15"),
         "options": {"queue": "default", "expires": 1350},
     },
-    # every 15 min: loans end within a quarter of an hour of their date
+    # every 15 min: loans end within a quarter of an hour of their date, and offers not
+    # accepted within TRAINYARD_LOAN_OFFER_HOURS expire (acceptance refuses them at once)
     "tenants.expire_loans": {
         "task": "tenants.expire_loans",
         "schedule": crontab(minute="11-59/15"),
