@@ -581,9 +581,10 @@ def month_close(*, actor: AnyUser, period: dt.date, now: dt.datetime | None = No
         raise ApplicationError(_("%(month)s has not ended yet.") % {"month": f"{period:%Y-%m}"})
     if selectors.month_is_closed(period):
         raise Conflict(_("%(month)s is already closed.") % {"month": f"{period:%Y-%m}"})
-    _require_in_order(period)
+    _require_in_order(period)  # refused at once from what the ledger knows
     ledger_ingest_gpu(now=now)
     storage_snapshots_record(now=now)
+    _require_in_order(period)  # and from what it knows now (an earlier month's usage)
     lines = selectors.month_lines(period)
     with transaction.atomic():
         try:
