@@ -97,3 +97,13 @@ def test_no_month_after_the_current_one_is_offered(finance_user, login, api):
     response = api(finance_user).get("/api/v1/billing/months/2027-01/")
     assert response.status_code == 400 and "2027-01" in str(response.json())
     assert months.is_future(dt.date(2026, 12, 1)) and not months.is_future(NOV)
+
+
+def test_usage_not_yet_in_the_ledger_still_keeps_the_order(tenant_a, rate_card, finance_user):
+    """The close brings the ledger up to date first: September's usage, not yet taken in,
+    still makes October wait."""
+    make_job(tenant_a, run(at("2026-09-30", "20:00"), at("2026-10-01", "02:00")))
+    with pytest.raises(Conflict, match="Close 2026-09 first"):
+        services.month_close(actor=finance_user, period=OCT)
+    assert not MonthClose.objects.exists() and not Invoice.objects.filter(
+        status="issued").exists()
