@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from billing import services as billing
 from billing.models import RateCard
+from billing.months import first_open_month_with_charges
 from core.choices import PoolKind, Tier
 from jobs.choices import JobState
 from jobs.models import JobTransition, TrainingJob
@@ -203,12 +204,9 @@ class Command(BaseCommand):
                       for model, (price, watts) in PRICES.items()],
                 storage=[{"storage_class": "fast-ssd", "gib_month": Decimal("0.10")}])
             billing.ledger_ingest_gpu(now=now)
-            # every ended month of the history, in order (months are closed in order)
-            last_month = (now.date().replace(day=1) - dt.timedelta(days=1)).replace(day=1)
-            month = first
-            while month <= last_month:
+            # every ended month with charges, oldest first (months are closed in order)
+            while (month := first_open_month_with_charges(now.date().replace(day=1))):
                 billing.month_close(actor=finance.user, period=month, now=now)
                 self.stdout.write(f"Closed {month:%Y-%m}: invoices issued.")
-                month = (month + dt.timedelta(days=32)).replace(day=1)
         except Exception as exc:  # the demo still runs without invoices
             self.stderr.write(f"demo invoices skipped: {exc}")
