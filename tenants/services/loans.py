@@ -91,7 +91,8 @@ def loan_propose(*, access: TenantAccess, actor: AnyUser, lender_pool: Pool, bor
         loan.terms = terms.text()  # type: ignore[attr-defined]
         record_audit(actor=actor, action="loan.propose", tenant=access.tenant,
                      text=message(texts.AUDIT_LOAN_PROPOSE, amount=api_decimal(value),
-                                  resource=key, borrower=f"{target.slug}/{pool.kind}",
+                                  resource=resource_text(key),
+                                  borrower=f"{target.slug}/{pool.kind}",
                                   day=f"{ends_at:%Y-%m-%d}"), loan=loan.pk)
         admins = [m.user for m in target.memberships.filter(role=MembershipRole.ADMIN)
                   .select_related("user")]
@@ -210,7 +211,7 @@ def loan_end(*, loan: QuotaLoan, actor: AnyUser | None = None,
 
 
 def _loan_text(code: str, loan: QuotaLoan) -> StoredText:
-    return message(code, amount=api_decimal(loan.amount), resource=loan.resource,
+    return message(code, amount=api_decimal(loan.amount), resource=resource_text(loan.resource),
                    lender=str(loan.lender), borrower=str(loan.borrower))
 
 
