@@ -56,6 +56,10 @@ class LenderTerms:
         return self.amount <= self.holds and self.used <= self.keeps
 
     @property
+    def name(self) -> StoredText:
+        return resource_text(self.key)
+
+    @property
     def most(self) -> Decimal:
         """The most it can lend now."""
         return max(self.holds - self.used, Decimal(0))
@@ -132,3 +136,27 @@ def loans_shown(loans: list[QuotaLoan], now: dt.datetime) -> list[QuotaLoan]:
             loan.shown_terms = terms.text()  # type: ignore[attr-defined]
             loan.shown_blocked = not terms.ok  # type: ignore[attr-defined]
     return loans
+
+
+def lendable(pools: list[Pool]) -> list[LenderTerms]:
+    """What each of ``pools`` could lend now, per resource it holds (``most``), with the
+    work within its quota and the batch and borrowed work beside it: shown above the
+    offer form. Two reads of use for all the pools together."""
+    within = in_use_by_pool(pools, within_quota=True)
+    total = in_use_by_pool(pools)
+    lent: dict[tuple[int, str], Decimal] = {}
+    for pool_id, key, amount in QuotaLoan.objects.filter(
+            lender__in=pools, status__in=[LoanStatus.ACTIVE, LoanStatus.PROPOSED]).values_list(
+            "lender_id", "resource", "amount"):
+        lent[(pool_id, key)] = lent.get((pool_id, key), Decimal(0)) + amount
+    out = []
+    for grant in QuotaGrant.objects.filter(pool__in=pools, superseded_at__isnull=True,
+                                           amount__gt=0).order_by("pool_id", "resource"):
+        pool = next(p for p in pools if p.pk == grant.pool_id)
+        used = within.get(pool.pk, {}).get(grant.resource, Decimal(0))
+        out.append(LenderTerms(
+            pool=str(pool), key=grant.resource,
+            holds=grant.amount - lent.get((pool.pk, grant.resource), Decimal(0)), used=used,
+            beyond=max(total.get(pool.pk, {}).get(grant.resource, Decimal(0)) - used,
+                       Decimal(0)), amount=Decimal(0)))
+    return out

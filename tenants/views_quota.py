@@ -24,7 +24,7 @@ from core.when import when_text
 from tenants import forms, selectors, services
 from tenants.access import platform_admin_or_404
 from tenants.choices import MembershipRole, QuotaMode, RequestStatus
-from tenants.loans import loans_shown, offer_expires
+from tenants.loans import lendable, loans_shown, offer_expires
 from tenants.models import Notification, Pool, QuotaRequest, Tenant
 
 
@@ -72,6 +72,8 @@ def quota_page(request: HttpRequest, slug: str) -> HttpResponse:
         "requests": selectors.quota_requests_of(tenant)[:50],
         "loans": loans_shown(list(selectors.loans_of(tenant)[:50]), timezone.now()),
         "loan_form": _loan_form(tenant, keys),
+        "lendable": (lendable(list(tenant.pools.all()))
+                     if access.role == MembershipRole.ADMIN else []),
         "quota_modes": QuotaMode.choices,
     }, status=400 if request.method == "POST" else 200)
 

@@ -78,7 +78,7 @@ def test_an_offer_that_cannot_be_accepted_says_why_on_both_sides(alice, charlie,
         page = login(user).get(reverse("tenants:quota", kwargs={"slug": slug})).content.decode()
         loans = page[page.index('id="loans"'):]
         assert 'data-field="blocked"' in loans and "would keep only 6" in loans
-        assert "2 NVIDIA-H800 GPUs" in loans and "gpu:NVIDIA-H800" not in loans
+        assert "2 NVIDIA-H800 GPUs" in loans and ">gpu:NVIDIA-H800" not in loans  # names
 
 
 def test_offers_expire_after_their_term_and_both_sides_are_told(alice, charlie, tenant_a,
@@ -112,3 +112,15 @@ def test_the_offer_page_says_what_the_loan_leaves(alice, tenant_a, tenant_b, pla
         "amount": "4", "ends_at": until, "note": ""}, follow=True).content.decode()
     assert "acme/prod uses 0 of its 16 CPU cores within its quota; lending 4 leaves 12." in page
     assert "must accept it by" in page
+
+
+def test_the_lender_sees_what_each_pool_could_lend(alice, tenant_a, lender, login):
+    _job(lender, 5)
+    _job(lender, 3, tier="batch")
+    _offer(alice, tenant_a, lender, amount=1)
+    page = login(alice).get(reverse("tenants:quota", kwargs={"slug": "acme"})).content.decode()
+    table = page[page.index('id="lendable"'):page.index("</table>", page.index('id="lendable"'))]
+    row = table[table.index(f'data-resource="{H800}"'):]
+    cells = [c.split(">", 1)[1].split("<", 1)[0] for c in row.split("<td")[1:7]]
+    # holds 8 - 1 offered = 7, 5 within its quota, 3 batch, so 2 more could be lent
+    assert cells == ["acme/prod", "NVIDIA-H800 GPUs", "7", "5", "3", "2"]
