@@ -11,7 +11,7 @@ import logging
 from celery import shared_task
 from django.utils import timezone
 
-from billing import services
+from billing import budgets, services
 from k8s_sync.metrics import MetricsSource, MetricsUnavailable
 
 log = logging.getLogger(__name__)
@@ -23,7 +23,7 @@ def ingest_ledger() -> int:
     budget is evaluated on the fresh ledger, so an alert comes within the ingest period."""
     now = timezone.now()
     written = services.ledger_ingest_gpu(now=now) + services.storage_snapshots_record(now=now)
-    services.budget_alerts_check(now=now)
+    budgets.budget_alerts_check(now=now)
     return written
 
 
@@ -51,7 +51,7 @@ def refresh_drafts() -> int:
 def budget_alerts() -> int:
     """Budget alerts at 50, 80 and 100% (each budgeted tenant's draft refreshed first).
     The ledger ingest runs the same check; this task stays callable by name."""
-    return services.budget_alerts_check()
+    return budgets.budget_alerts_check()
 
 
 @shared_task(name="billing.quarterly_quota_recommendation", queue="billing")

@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from billing import exports, forms, ledger, months, selectors, services
+from billing import budgets, exports, forms, ledger, months, selectors, services
 from billing.choices import BUDGET_MAX, InvoiceKind
 from billing.models import Invoice
 from core.exceptions import ApplicationError
@@ -129,7 +129,7 @@ def budget(request: HttpRequest, slug: str) -> HttpResponse:
     form = forms.BudgetForm(request.POST)
     if form.is_valid():
         try:
-            check = services.budget_set(access=access, actor=request.user,
+            check = budgets.budget_set(access=access, actor=request.user,
                                         amount=form.cleaned_data["amount"])
         except ApplicationError as exc:
             form.add_error("amount", exc.message)

@@ -23,7 +23,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from billing import exports, months, selectors, services
+from billing import budgets, exports, months, selectors, services
 from billing.api import serializers as s
 from billing.models import Invoice, InvoiceLine, RateCard
 from core.api import validated
@@ -118,7 +118,7 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
         if request.method == "PUT":
             self.access.require_admin()  # permission before validation
             data = validated(s.BudgetSerializer, request)
-            check = services.budget_set(access=self.access, actor=request.user,
+            check = budgets.budget_set(access=self.access, actor=request.user,
                                         amount=data["monthly_amount"])
         st = selectors.budget_status(self.access.tenant)
         return Response(s.BudgetSerializer({

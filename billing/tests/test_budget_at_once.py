@@ -11,7 +11,7 @@ from decimal import Decimal
 from django.urls import reverse
 from django.utils import timezone
 
-from billing import services, tasks
+from billing import budgets, tasks
 from billing.models import BudgetAlert
 from billing.tests.conftest import make_job, run
 from tenants.access import access_for
@@ -48,22 +48,22 @@ def test_saving_a_budget_already_passed_alerts_on_the_spot(tenant_a, rate_card, 
 
 
 def test_the_ingest_evaluates_budgets(tenant_a, rate_card, alice):
-    services.budget_set(access=access_for(alice, tenant_a), actor=alice, amount=Decimal("10"))
+    budgets.budget_set(access=access_for(alice, tenant_a), actor=alice, amount=Decimal("10"))
     assert not BudgetAlert.objects.exists()
     _spend(tenant_a, 5)  # 8.25 of 10: 82%, passed 50 and 80; the draft is stale
     tasks.ingest_ledger()  # the ledger's ingest refreshes the draft and tells at once
     assert sorted(BudgetAlert.objects.values_list("threshold", flat=True)) == [50, 80]
     told = list(Notification.objects.filter(user=alice).values_list("message", flat=True))
     assert len(told) == 1 and "80%" in told[0]
-    assert services.budget_alerts_check() == 0
+    assert budgets.budget_alerts_check() == 0
 
 
 def test_budget_check_summary_words():
-    check = services.BudgetCheck(budget=Decimal(700), spent=Decimal("400.24"), percent=57,
+    check = budgets.BudgetCheck(budget=Decimal(700), spent=Decimal("400.24"), percent=57,
                                  passed=50, sent=50)
     assert check.summary() == ("57% of this month's budget is already spent; the 50% alert "
                                "was sent.")
-    quiet = services.BudgetCheck(budget=Decimal(700), spent=Decimal(1), percent=0, passed=None,
+    quiet = budgets.BudgetCheck(budget=Decimal(700), spent=Decimal(1), percent=0, passed=None,
                                  sent=None)
     assert quiet.summary() == "0% of this month's budget is spent so far."
 
