@@ -166,7 +166,11 @@ def finance_month(request: HttpRequest) -> HttpResponse:
         "previous": (period - dt.timedelta(days=1)).replace(day=1),
         # no month after the current one is offered
         "following": following if following <= current else None,
-        "close_first": months.first_open_month_with_charges(period) if can_close else None,
+        "close_first": (close_first := months.first_open_month_with_charges(period)
+                        if can_close else None),
+        # nothing to close: no charges, and a later month is closed already
+        "closed_later": (months.closed_after(period) if can_close and not close_first
+                         and not months.months_with_charges([period]) else None),
         "can_close": can_close,
         "finance": is_finance(request.user), "adjustment_form": forms.AdjustmentForm(),
     })

@@ -61,9 +61,11 @@ def test_a_month_waits_for_an_earlier_open_month_with_charges(tenant_a, tenant_b
     services.month_close(actor=finance_user, period=SEP)
     assert months.first_open_month_with_charges(OCT) is None
     services.month_close(actor=finance_user, period=OCT)
-    # an empty month before a closed one has nothing to close
+    # an empty month before a closed one has nothing to close, and its page says so
     with pytest.raises(Conflict, match="2026-08 has no charges"):
         services.month_close(actor=finance_user, period=AUG)
+    page = login(finance_user).get(reverse("billing:month") + "?month=2026-08").content.decode()
+    assert 'id="nothing-to-close"' in page and reverse("billing:close") not in page
 
 
 def test_numbers_are_gapless_per_series(tenant_a, tenant_b, rate_card, finance_user):
