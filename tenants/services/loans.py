@@ -16,6 +16,7 @@ from core.exceptions import ApplicationError, Conflict, NotAllowed
 from core.models import POLICY_BOUNDS, Policy
 from core.numbers import api_decimal
 from core.texts import StoredText, message, render
+from core.when import when_text
 from k8s_sync.placement import validate_topology_levels
 from tenants import texts
 from tenants.access import AnyUser, TenantAccess, require_platform_admin
@@ -151,7 +152,7 @@ def _decide(*, access: TenantAccess, actor: AnyUser, loan: QuotaLoan, accept: bo
             raise NotAllowed(_("Only the borrowing tenant can accept or decline."))
         if locked.status == LoanStatus.PROPOSED and offer_expires(locked) <= timezone.now():
             raise Conflict(_("This offer expired on %(d)s: it was not accepted in time.")
-                           % {"d": f"{offer_expires(locked):%Y-%m-%d %H:%M}"})
+                           % {"d": when_text(offer_expires(locked))})
         if locked.status != LoanStatus.PROPOSED:
             raise Conflict(_("This loan was %(s)s already.")
                            % {"s": locked.get_status_display().lower()})
