@@ -2,7 +2,8 @@
 
 Builds a fresh database (SQLite file by default, or ``--database-url``) with every job's
 JobTransitions in October 2026 (some crossing into September and November, each job
-preempted and resumed twice), then times ``billing.services.month_close`` (ledger ingest
+preempted and resumed twice; September is closed first, as months close in order, so
+its part is October's late usage), then times ``billing.services.month_close`` (ledger ingest
 from the transitions, a month's lines for every tenant, invoices numbered and issued)
 and, in the same run, one SQL aggregate over the same transition rows (running seconds
 x GPUs per tenant, with a window function): the floor no Python pass can beat.
@@ -183,6 +184,13 @@ def main() -> None:
     # --- the real thing ------------------------------------------------------------------
     now = dt.datetime(2026, 11, 2, tzinfo=UTC)
     period = dt.date(2026, 10, 1)
+    # months close in order (issue 30): September, whose last evening some jobs ran in,
+    # was closed before these transitions arrived, so its part is billed by October as
+    # late usage ("usage from 2026-09"), and the ledger still adds up to the floor
+    from billing.models import MonthClose
+
+    MonthClose.objects.create(period=dt.date(2026, 9, 1), closed_at=dt.datetime(
+        2026, 10, 1, 2, tzinfo=UTC), closed_by=user)
 
     def closes(*, keep_last: bool, profile: bool = False
                ) -> tuple[list[float], list[float], Any]:

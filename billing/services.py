@@ -21,14 +21,11 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Max
-from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from billing import ledger, pricebook, selectors, texts
+from billing import ledger, months, pricebook, selectors, texts
 from billing.choices import (
-    BUDGET_MAX,
-    BUDGET_THRESHOLDS,
     GPU_PRICE_BOUNDS,
     UNIT_PRICE_MAX,
     InvoiceKind,
@@ -38,8 +35,6 @@ from billing.choices import (
 )
 from billing.models import (
     Adjustment,
-    Budget,
-    BudgetAlert,
     DevicePrice,
     EgressSample,
     GpuPrice,
@@ -59,13 +54,12 @@ from core.texts import english, message, render
 from jobs.choices import JobState
 from jobs.models import JobTransition, TrainingJob
 from k8s_sync.models import ObservedPVC
-from tenants.access import AnyUser, TenantAccess, is_finance, require_platform_admin
+from tenants.access import AnyUser, is_finance, require_platform_admin
 from tenants.audit import record_audit
-from tenants.choices import MembershipRole, TenantStatus
-from tenants.models import Membership, Pool, Tenant
+from tenants.choices import TenantStatus
+from tenants.models import Pool, Tenant
 from tenants.selectors import current_grants
 from tenants.services import quota_request_propose
-from tenants.services.notify import notify
 from tenants.utilisation import Utilisation, idle_against_quota, is_gpu_kind
 
 CHUNK = 2000
@@ -534,7 +528,12 @@ def egress_record(*, readings: Mapping[tuple[str, str, str], int], at: dt.dateti
 
 
 def _next_numbers(prefix: str, year: int, count: int) -> list[str]:
-    """``count`` consecutive numbers ``<prefix>-<year>-00001``..., under a row lock."""
+    """``count`` consecutive numbers ``<prefix>-<year>-00001``..., under a row lock.
+
+    Two gapless series per year of the month billed: invoices ``TY-2026-00001`` (prefix
+    ``TRAINYARD_INVOICE_PREFIX``) and credit notes ``TYC-2026-00001`` (the prefix and
+    ``C``). A number is taken in the transaction that issues the document, so a close or
+    credit note that fails gives its numbers back; numbers already issued never change."""
     if count == 0:
         return []
     NumberSequence.objects.get_or_create(prefix=prefix, year=year)
@@ -656,12 +655,11 @@ def month_close(*, actor: AnyUser, period: dt.date, now: dt.datetime | None = No
         raise ApplicationError(_("%(month)s has not ended yet.") % {"month": f"{period:%Y-%m}"})
     if selectors.month_is_closed(period):
         raise Conflict(_("%(month)s is already closed.") % {"month": f"{period:%Y-%m}"})
-    if MonthClose.objects.filter(period__lt=period).exists() and not MonthClose.objects.filter(
-            period=ledger.month_start(period - dt.timedelta(days=1))).exists():
-        raise ApplicationError(_("Close the previous month first."))
+    _require_in_order(period)  # refused at once from what the ledger knows
     ledger_ingest_gpu(now=now)
     month_close_unpriced(period=period, confirm_unpriced=confirm_unpriced)
     storage_snapshots_record(now=now)
+    _require_in_order(period)  # and from what it knows now (an earlier month's usage)
     lines = selectors.month_lines(period)
     with transaction.atomic():
         try:
@@ -690,6 +688,23 @@ def month_close(*, actor: AnyUser, period: dt.date, now: dt.datetime | None = No
                                   n=len(invoices)),
                      period=period.isoformat(), total=str(closing.total))
     return closing
+
+
+def _require_in_order(period: dt.date) -> None:
+    """Months are closed in order (issue 30): not while an earlier month with charges is
+    open, and not a month without charges once a later month is closed (it would issue
+    nothing; what is found for it now is billed late by the first open month)."""
+    earlier = months.first_open_month_with_charges(period)
+    if earlier is not None:
+        raise Conflict(_("Close %(earlier)s first: it has charges and is still open, and "
+                         "months are closed in order. Nothing was changed.")
+                       % {"earlier": f"{earlier:%Y-%m}"})
+    later = months.closed_after(period)
+    if later is not None and not months.months_with_charges([period]):
+        raise Conflict(_("%(month)s has no charges to close, and %(later)s, a later month, is "
+                         "closed already: usage found for %(month)s now is billed by the "
+                         "first open month.") % {"month": f"{period:%Y-%m}",
+                                                 "later": f"{later:%Y-%m}"})
 
 
 def credit_note_issue(*, actor: AnyUser, invoice: Invoice, amount: Decimal, reason: str
@@ -744,68 +759,6 @@ def adjustment_add(*, actor: AnyUser, tenant: Tenant, period: dt.date, descripti
                      text=message(texts.AUDIT_ADJUSTMENT, amount=str(amount),
                                   month=f"{period:%Y-%m}", description=description))
     return adj
-
-
-# --- budgets ------------------------------------------------------------------------------
-
-
-def budget_set(*, access: TenantAccess, actor: AnyUser, amount: Decimal | None) -> Budget | None:
-    """A tenant admin sets (or with None/0 removes) the tenant's monthly budget."""
-    access.require_admin()
-    tenant = access.tenant
-    with transaction.atomic():
-        if not amount:
-            Budget.objects.filter(tenant=tenant).delete()
-            record_audit(actor=actor, action="billing.budget", tenant=tenant,
-                         text=message(texts.AUDIT_BUDGET_REMOVED))
-            return None
-        if amount < 0:
-            raise ApplicationError(_("A budget cannot be negative."), field="amount")
-        if amount > BUDGET_MAX:
-            raise ApplicationError(_("A budget is at most %(max)s a month.")
-                                   % {"max": f"{BUDGET_MAX:,}"}, field="amount")
-        budget, _created = Budget.objects.update_or_create(
-            tenant=tenant, defaults={"monthly_amount": amount, "updated_by": actor})
-        record_audit(actor=actor, action="billing.budget", tenant=tenant,
-                     text=message(texts.AUDIT_BUDGET_SET, amount=str(amount)))
-    return budget
-
-
-def budget_alerts_check(*, now: dt.datetime | None = None) -> int:
-    """Tell tenant admins (in the portal and by e-mail) when this month's spending passes
-    50, 80 and 100% of their budget; each threshold once per month. Returns alerts sent."""
-    now = now or timezone.now()
-    period = selectors.current_period(now)
-    sent = 0
-    for budget in Budget.objects.select_related("tenant").exclude(
-            tenant__status=TenantStatus.DELETED):
-        status = selectors.budget_status(budget.tenant, now)
-        if not budget.monthly_amount:
-            continue
-        crossed = [t for t in BUDGET_THRESHOLDS
-                   if status.spent * 100 >= budget.monthly_amount * t]
-        if not crossed:
-            continue
-        threshold = max(crossed)
-        done = set(BudgetAlert.objects.filter(tenant=budget.tenant, period=period)
-                   .values_list("threshold", flat=True))
-        if threshold in done:
-            continue
-        with transaction.atomic():
-            BudgetAlert.objects.bulk_create(
-                [BudgetAlert(tenant=budget.tenant, period=period, threshold=t,
-                             spent=status.spent, sent_at=now) for t in crossed if t not in done],
-                ignore_conflicts=True)
-            admins = [m.user for m in Membership.objects.filter(
-                tenant=budget.tenant, role=MembershipRole.ADMIN).select_related("user")]
-            notify(users=admins, tenant=budget.tenant, email=True,
-                   link=reverse("billing:tenant_invoices", kwargs={"slug": budget.tenant.slug}),
-                   text=message(texts.BUDGET_ALERT, tenant=budget.tenant.name, pct=threshold,
-                                spent=str(status.spent), budget=str(budget.monthly_amount),
-                                cur=settings.TRAINYARD_CURRENCY,
-                                forecast=str(status.forecast)))
-        sent += 1
-    return sent
 
 
 # --- quota recommendation -----------------------------------------------------------------

@@ -11,7 +11,7 @@ import logging
 from celery import shared_task
 from django.utils import timezone
 
-from billing import services
+from billing import budgets, services
 from k8s_sync.metrics import MetricsSource, MetricsUnavailable
 
 log = logging.getLogger(__name__)
@@ -19,9 +19,12 @@ log = logging.getLogger(__name__)
 
 @shared_task(name="billing.ingest_ledger", queue="billing")
 def ingest_ledger() -> int:
-    """GPU-seconds of jobs that ran in an open month, and PVC size changes."""
+    """GPU-seconds of jobs that ran in an open month, and PVC size changes; then every
+    budget is evaluated on the fresh ledger, so an alert comes within the ingest period."""
     now = timezone.now()
-    return services.ledger_ingest_gpu(now=now) + services.storage_snapshots_record(now=now)
+    written = services.ledger_ingest_gpu(now=now) + services.storage_snapshots_record(now=now)
+    budgets.budget_alerts_check(now=now)
+    return written
 
 
 @shared_task(name="billing.record_egress", queue="billing")
@@ -46,8 +49,9 @@ def refresh_drafts() -> int:
 
 @shared_task(name="billing.budget_alerts", queue="billing")
 def budget_alerts() -> int:
-    """Budget alerts at 50, 80 and 100% (after the drafts are refreshed)."""
-    return services.budget_alerts_check()
+    """Budget alerts at 50, 80 and 100% (each budgeted tenant's draft refreshed first).
+    The ledger ingest runs the same check; this task stays callable by name."""
+    return budgets.budget_alerts_check()
 
 
 @shared_task(name="billing.quarterly_quota_recommendation", queue="billing")

@@ -13,9 +13,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_POST, require_safe
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from billing import exports, forms, ledger, selectors, selectors_details, services
+from billing import budgets, exports, forms, ledger, months, selectors, selectors_details, services
 from billing.choices import BUDGET_MAX, InvoiceKind
 from billing.models import Invoice
 from core.exceptions import ApplicationError
@@ -120,18 +120,26 @@ def credit_note(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "HEAD", "POST"])
 def budget(request: HttpRequest, slug: str) -> HttpResponse:
+    """Save the budget (POST), evaluated at once; a GET goes to the page with its form."""
     access = tenant_access_or_404(request.user, slug)
+    if request.method != "POST":
+        return redirect(reverse("billing:tenant_invoices", kwargs={"slug": slug}) + "#budget")
     form = forms.BudgetForm(request.POST)
     if form.is_valid():
         try:
-            services.budget_set(access=access, actor=request.user,
-                                amount=form.cleaned_data["amount"])
+            check = budgets.budget_set(access=access, actor=request.user,
+                                        amount=form.cleaned_data["amount"])
         except ApplicationError as exc:
             form.add_error("amount", exc.message)
         else:
-            messages.success(request, _("Budget saved."))
+            if check is None:
+                messages.success(request, _("Budget removed."))
+            else:  # a threshold already passed is a warning
+                said = _("Budget saved. %(check)s") % {"check": check.summary()}
+                (messages.warning if check.passed is not None else messages.success)(
+                    request, said)
             return redirect("billing:tenant_invoices", slug=slug)
     return _invoices_page(request, access, budget_form=form)
 
@@ -145,13 +153,25 @@ def finance_month(request: HttpRequest) -> HttpResponse:
     except ApplicationError as exc:  # shown above this month's page, not read as another
         messages.error(request, exc.message)
         period = selectors.current_period()
+    current = selectors.current_period()
+    if months.is_future(period):  # nothing happened yet: said so, this month shown
+        messages.error(request, _("%(month)s has not begun: this is %(now)s, shown below.")
+                       % {"month": f"{period:%Y-%m}", "now": f"{current:%Y-%m}"})
+        period = current
     summary = selectors.month_summary(period)
+    can_close = is_finance(request.user) and summary["closed"] is None and period < current
+    following = ledger.next_month(period)
     return render(request, "billing/finance_month.html", {
         **summary, "period": period, "currency": selectors.currency(),
         "previous": (period - dt.timedelta(days=1)).replace(day=1),
-        "following": (period + dt.timedelta(days=32)).replace(day=1),
-        "can_close": is_finance(request.user) and summary["closed"] is None
-        and period < selectors.current_period(),
+        # no month after the current one is offered
+        "following": following if following <= current else None,
+        "close_first": (close_first := months.first_open_month_with_charges(period)
+                        if can_close else None),
+        # nothing to close: no charges, and a later month is closed already
+        "closed_later": (months.closed_after(period) if can_close and not close_first
+                         and not months.months_with_charges([period]) else None),
+        "can_close": can_close,
         "finance": is_finance(request.user), "adjustment_form": forms.AdjustmentForm(),
         # devices used this month that the rate card does not price (billed 0)
         "unpriced": selectors.unpriced_devices(period) if summary["closed"] is None else [],

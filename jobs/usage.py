@@ -14,6 +14,8 @@ from tenants.usage import pools_in_use
 
 
 @receiver(pools_in_use, dispatch_uid="jobs.pools_in_use")
-def jobs_in_use(sender: Any, pools: list[Any], **kwargs: Any) -> dict[int, dict[str, Decimal]]:
-    """Pool pk -> resource key -> what its jobs holding quota demand."""
-    return in_use_by_pool(pools)
+def jobs_in_use(sender: Any, pools: list[Any], within_quota: bool = False, **kwargs: Any
+                ) -> dict[int, dict[str, Decimal]]:
+    """Pool pk -> resource key -> what its jobs holding quota demand (``within_quota``:
+    not batch nor borrowing work)."""
+    return in_use_by_pool(pools, within_quota=within_quota)

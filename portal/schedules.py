@@ -71,7 +71,8 @@ BEAT_SCHEDULE: dict[str, dict] = {
         "schedule": crontab(minute="7-59/15"),
         "options": {"queue": "default", "expires": 1350},
     },
-    # every 15 min: loans end within a quarter of an hour of their date
+    # every 15 min: loans end within a quarter of an hour of their date, and offers not
+    # accepted within TRAINYARD_LOAN_OFFER_HOURS expire (acceptance refuses them at once)
     "tenants.expire_loans": {
         "task": "tenants.expire_loans",
         "schedule": crontab(minute="11-59/15"),
@@ -117,7 +118,8 @@ BEAT_SCHEDULE: dict[str, dict] = {
         "options": {"queue": "default", "expires": 5400},
     },
     # every 10 min (at :06, :16, ...): GPU-seconds of running and finished jobs and PVC
-    # size changes into the billing ledger (idempotent: keyed rows, recomputed)
+    # size changes into the billing ledger (idempotent: keyed rows, recomputed), then every
+    # budget evaluated on it (alerts at 50, 80 and 100%, once each a month)
     "billing.ingest_ledger": {
         "task": "billing.ingest_ledger",
         "schedule": crontab(minute="6-59/10"),
@@ -134,12 +136,6 @@ BEAT_SCHEDULE: dict[str, dict] = {
     "billing.refresh_drafts": {
         "task": "billing.refresh_drafts",
         "schedule": crontab(minute=23),
-        "options": {"queue": "billing", "expires": 5400},
-    },
-    # hourly at :33 (after the drafts): budget alerts at 50, 80 and 100%, once each a month
-    "billing.budget_alerts": {
-        "task": "billing.budget_alerts",
-        "schedule": crontab(minute=33),
         "options": {"queue": "billing", "expires": 5400},
     },
     # quarterly, on the 2nd of Jan/Apr/Jul/Oct at 06:10: lower GPU grants that sat idle

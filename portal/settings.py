@@ -386,6 +386,9 @@ TRAINYARD_INVOICE_PREFIX = env_str("TRAINYARD_INVOICE_PREFIX", "TY")
 TRAINYARD_IDLE_THRESHOLD = env_float("TRAINYARD_IDLE_THRESHOLD", 0.4, minimum=0.0)
 TRAINYARD_IDLE_HEADROOM = env_float("TRAINYARD_IDLE_HEADROOM", 0.2, minimum=0.0)
 TRAINYARD_IDLE_MAX_CUT = env_float("TRAINYARD_IDLE_MAX_CUT", 0.5, minimum=0.0)
+# Quota loans (issue 30): an offer not accepted within this many hours expires, and both
+# tenants' admins are told.
+TRAINYARD_LOAN_OFFER_HOURS = env_int("TRAINYARD_LOAN_OFFER_HOURS", 24, minimum=1)
 # Settings of the embedded cluster that `make run` starts.
 KUBESIM_PORT = env_int("KUBESIM_PORT", 6443, minimum=1)
 KUBESIM_SPEED = env_float("KUBESIM_SPEED", 60.0, minimum=0.0)

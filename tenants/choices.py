@@ -53,3 +53,4 @@ class LoanStatus(models.TextChoices):
     DECLINED = "declined", _("Declined")
     ENDED = "ended", _("Ended")
     CANCELLED = "cancelled", _("Cancelled")
+    EXPIRED = "expired", _("Expired")

@@ -372,6 +372,10 @@ class QuotaLoan(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
+    # an offer not accepted by then expires (settings.TRAINYARD_LOAN_OFFER_HOURS)
+    offer_expires_at = models.DateTimeField(null=True, blank=True)
+    # why the offer could not be accepted when last tried (a stored text; "" if never)
+    problem = models.JSONField(default=str, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

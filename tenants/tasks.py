@@ -290,7 +290,8 @@ def propose_dynamic_quotas() -> int:
 
 @shared_task(name="tenants.expire_loans", queue="default")
 def expire_loans() -> int:
-    """End quota loans whose date has passed; both pools are re-synced."""
+    """End quota loans whose date has passed (both pools are re-synced), and expire offers
+    not accepted within their term (both tenants' admins are told)."""
     return services.loans_expire()
 
 

@@ -24,6 +24,42 @@ QUOTA_REQUEST_REJECTED = register(
     _("Your quota request #%(n)s for %(p)s was rejected: %(s)s"))
 LOAN_OFFERED = register(
     "tenants.loan.offered", _("%(t)s offers to lend you %(a)s %(r)s until %(d)s."))
+# loans (issue 30): what a loan leaves its lender, why an offer cannot be accepted, expiry
+LOAN_TERMS = register(
+    "tenants.loan.terms",
+    _("%(p)s uses %(u)s of its %(h)s %(r)s within its quota; lending %(a)s leaves %(k)s."))
+LOAN_TERMS_BEYOND = register(
+    "tenants.loan.terms_beyond",
+    _("%(p)s uses %(u)s of its %(h)s %(r)s within its quota; lending %(a)s leaves %(k)s. "
+      "Its batch and borrowed work (%(b)s more) runs on idle capacity, gives way when the "
+      "quota is needed, and does not count."))
+LOAN_SHORT = register(
+    "tenants.loan.short",
+    _("%(p)s uses %(u)s of its %(h)s %(r)s within its quota and would keep only %(k)s after "
+      "lending %(a)s: at most %(m)s can be lent now."))
+LOAN_SHORT_BEYOND = register(
+    "tenants.loan.short_beyond",
+    _("%(p)s uses %(u)s of its %(h)s %(r)s within its quota and would keep only %(k)s after "
+      "lending %(a)s: at most %(m)s can be lent now. Its batch and borrowed work (%(b)s "
+      "more) runs on idle capacity and does not count."))
+LOAN_NOT_ACCEPTED = register(
+    "tenants.loan.not_accepted",
+    _("%(t)s could not accept your offer of %(a)s %(r)s: %(why)s"))
+LOAN_OFFER_EXPIRED = register(
+    "tenants.loan.offer_expired",
+    _("The offer of %(a)s %(r)s from %(lender)s to %(borrower)s expired: it was not "
+      "accepted within %(h)s hours."))
+RESOURCES = {
+    "cpu": register("tenants.resource.cpu", _("CPU cores")),
+    "memory": register("tenants.resource.memory", _("GiB of memory")),
+    "gpu": register("tenants.resource.gpu", _("%(q)s GPUs")),
+    "mig": register("tenants.resource.mig", _("%(q)s MIG instances")),
+    "gpu-memory": register("tenants.resource.gpu_memory", _("GiB of GPU memory")),
+    "gpu-shared": register("tenants.resource.gpu_shared", _("shared GPUs")),
+    "storage": register("tenants.resource.storage", _("GiB of %(q)s storage")),
+    "iops": register("tenants.resource.iops", _("IOPS of %(q)s")),
+    "pvcs": register("tenants.resource.pvcs", _("volume claims")),
+}
 VOLUMES_RECLAIMED = register(
     "tenants.volumes.reclaimed",
     _("%(n)s dev volume(s) unused for %(d)s days were deleted: %(v)s"))
@@ -62,6 +98,9 @@ AUDIT_LOAN_DECLINE = register(
 AUDIT_LOAN_END = register(
     "tenants.audit.loan_end",
     _("ended the loan of %(amount)s %(resource)s from %(lender)s to %(borrower)s"))
+AUDIT_LOAN_EXPIRE = register(
+    "tenants.audit.loan_expire",
+    _("the offer of %(amount)s %(resource)s from %(lender)s to %(borrower)s expired"))
 AUDIT_POLICY_UPDATE = register("tenants.audit.policy_update", _("changed policy: %(fields)s"))
 AUDIT_QUOTA_SET = register("tenants.audit.quota_set", _("set quota of %(pool)s: %(amounts)s"))
 AUDIT_REQUEST_SUBMIT = register("tenants.audit.request_submit",

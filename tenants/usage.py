@@ -46,13 +46,16 @@ VOLUME_KINDS = ("storage:", "pvcs")
 pools_in_use = Signal()
 
 
-def in_use_by_pool(pools: list[Any]) -> dict[int, dict[str, Decimal]]:
+def in_use_by_pool(pools: list[Any], *, within_quota: bool = False
+                   ) -> dict[int, dict[str, Decimal]]:
     """Pool pk -> resource key -> **in use** (see the module docstring): the jobs' demand
     that admission counts against the quota (from :data:`pools_in_use`), and for storage
     and claims what the pool's observed PVCs hold. Catalog units; keys without use are
-    left out."""
+    left out. ``within_quota``: without batch jobs and work admitted borrowing idle
+    capacity (what runs beyond the quota and is reclaimed; loans count the rest)."""
     out: dict[int, dict[str, Decimal]] = {p.pk: defaultdict(Decimal) for p in pools}
-    for _receiver, result in pools_in_use.send(sender=in_use_by_pool, pools=pools):
+    for _receiver, result in pools_in_use.send(sender=in_use_by_pool, pools=pools,
+                                               within_quota=within_quota):
         answer: dict[int, dict[str, Decimal]] = result if isinstance(result, dict) else {}
         for pk, amounts in answer.items():
             if pk in out:

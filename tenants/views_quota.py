@@ -19,9 +19,12 @@ from django.views.decorators.http import require_POST, require_safe
 
 from core.exceptions import ApplicationError
 from core.models import Policy
+from core.texts import render as render_text
+from core.when import when_text
 from tenants import forms, selectors, services
 from tenants.access import platform_admin_or_404
 from tenants.choices import MembershipRole, QuotaMode, RequestStatus
+from tenants.loans import lendable, loans_shown, offer_expires
 from tenants.models import Notification, Pool, QuotaRequest, Tenant
 
 
@@ -67,7 +70,10 @@ def quota_page(request: HttpRequest, slug: str) -> HttpResponse:
         "overview": selectors.quota_overview(tenant),
         "borrowing": selectors.borrowing_terms(tenant),
         "requests": selectors.quota_requests_of(tenant)[:50],
-        "loans": selectors.loans_of(tenant)[:50], "loan_form": _loan_form(tenant, keys),
+        "loans": loans_shown(list(selectors.loans_of(tenant)[:50]), timezone.now()),
+        "loan_form": _loan_form(tenant, keys),
+        "lendable": (lendable(list(tenant.pools.all()))
+                     if access.role == MembershipRole.ADMIN else []),
         "quota_modes": QuotaMode.choices,
     }, status=400 if request.method == "POST" else 200)
 
@@ -100,13 +106,16 @@ def loan_offer(request: HttpRequest, slug: str) -> HttpResponse:
         return redirect("tenants:quota", slug=slug)
     data = form.cleaned_data
     try:
-        services.loan_propose(
+        loan = services.loan_propose(
             access=access, actor=request.user,
             lender_pool=get_object_or_404(Pool, tenant=access.tenant, kind=data["pool"]),
             borrower=data["borrower"], borrower_pool=data["borrower_pool"],
             resource=data["resource"], amount=data["amount"],
             ends_at=_end_of(data["ends_at"]), note=data["note"])  # type: ignore[arg-type]
-        messages.success(request, _("The offer was sent; the borrower's admins must accept."))
+        messages.success(request, _("The offer was sent; the borrower's admins must accept it "
+                                    "by %(when)s. %(terms)s")
+                         % {"when": when_text(offer_expires(loan)),
+                            "terms": render_text(loan.terms)})
     except ApplicationError as exc:
         messages.error(request, exc.message)
     return redirect("tenants:quota", slug=slug)

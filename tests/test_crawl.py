@@ -36,6 +36,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from billing import budgets as billing_budgets
 from billing import services as billing_services
 from billing.tests.conftest import A100_PRICE, make_job, run
 from core.tests.html import form_values
@@ -123,7 +124,7 @@ def world(cast, alice, bob, charlie, platform_admin, finance_user, settings):
     billing_services.credit_note_issue(actor=finance_user, invoice=issued, amount=Decimal("1"),
                                        reason="crawl")
     billing_services.invoice_draft_refresh(tenant=a)
-    billing_services.budget_set(access=access_for(alice, a), actor=alice, amount=Decimal(500))
+    billing_budgets.budget_set(access=access_for(alice, a), actor=alice, amount=Decimal(500))
     # live jobs, a quota request each, a loan, a dedicated node, a defrag window
     jobs = [job_services.job_submit(access=access_for(bob, a), actor=bob, pool="dev",
                                     data=submission(name="crawl-a")),

@@ -148,3 +148,8 @@ class BudgetSerializer(serializers.Serializer):
     forecast = serializers.DecimalField(max_digits=14, decimal_places=2, read_only=True)
     percent = serializers.IntegerField(read_only=True, allow_null=True)
     currency = serializers.CharField(read_only=True)
+    check = serializers.CharField(read_only=True, allow_null=True, help_text=(
+        "After a PUT: what the budget's evaluation found, e.g. \"57% of this month's budget "
+        "is already spent; the 50% alert was sent.\""))
+    alert_sent = serializers.IntegerField(read_only=True, allow_null=True, help_text=(
+        "After a PUT: the threshold (50, 80, 100) alerted by saving, if any."))

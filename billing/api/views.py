@@ -15,6 +15,7 @@ from typing import Any
 from django.db.models import QuerySet
 from django.http import HttpResponse
 from django.utils import timezone
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action, api_view
@@ -22,10 +23,11 @@ from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from billing import exports, selectors, selectors_details, services
+from billing import budgets, exports, months, selectors, selectors_details, services
 from billing.api import serializers as s
 from billing.models import Invoice, InvoiceLine, RateCard
 from core.api import validated
+from core.exceptions import ApplicationError
 from core.texts import render
 from tenants.access import require_platform_admin, sees_all_tenants
 from tenants.api.base import TenantScopedViewSet
@@ -112,15 +114,19 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
     @action(detail=False, methods=["get", "put"], serializer_class=s.BudgetSerializer)
     def budget(self, request: Request, tenant_slug: str) -> Response:
         """The monthly budget, this month's spending and the month-end forecast."""
+        check = None
         if request.method == "PUT":
             self.access.require_admin()  # permission before validation
             data = validated(s.BudgetSerializer, request)
-            services.budget_set(access=self.access, actor=request.user,
-                                amount=data["monthly_amount"])
+            check = budgets.budget_set(access=self.access, actor=request.user,
+                                        amount=data["monthly_amount"])
         st = selectors.budget_status(self.access.tenant)
         return Response(s.BudgetSerializer({
             "monthly_amount": st.budget, "spent": st.spent, "forecast": st.forecast,
-            "percent": st.percent, "currency": selectors.currency()}).data)
+            "percent": st.percent, "currency": selectors.currency(),
+            # saving says at once what is spent and which alert went out
+            "check": check.summary() if check else None,
+            "alert_sent": check.sent if check else None}).data)
 
 
 def _staff(request: Request) -> None:
@@ -186,7 +192,12 @@ def month_detail(request: Request, month: str) -> Response:
     """A month's invoices with totals and whether it is closed (finance, platform admins)."""
     _staff(request)
     period = selectors.parse_period(month)
+    if months.is_future(period):
+        raise ApplicationError(_("%(month)s has not begun yet.") % {"month": f"{period:%Y-%m}"},
+                               field="month")
     summary = selectors.month_summary(period)
+    earlier = (months.first_open_month_with_charges(period)
+               if summary["closed"] is None else None)
     return Response({
         "month": f"{period:%Y-%m}", "closed": summary["closed"] is not None,
         # devices used in the month the rate card does not price (closing needs
@@ -194,6 +205,8 @@ def month_detail(request: Request, month: str) -> Response:
         "unpriced": ([{"device": row.device.key, "description": render(row.priced.text)}
                       for row in selectors.unpriced_devices(period)]
                      if summary["closed"] is None else []),
+        # an earlier open month with charges: close it first (months close in order)
+        "close_first": f"{earlier:%Y-%m}" if earlier else None,
         "currency": selectors.currency(), "total": format(summary["total"], "f"),
         "invoices": s.InvoiceSerializer(summary["invoices"], many=True).data,
         "idle_rates": {str(k): v.as_api()["idle_rate"] for k, v in summary["idle"].items()},

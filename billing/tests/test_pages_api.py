@@ -18,7 +18,7 @@ from django.urls import reverse
 from django.utils import timezone
 from pypdf import PdfReader
 
-from billing import services
+from billing import budgets, services
 from billing.choices import BUDGET_MAX
 from billing.models import Budget, Invoice, InvoiceLine, IssuedInvoiceError, MonthClose
 from billing.tests.conftest import A100, at, make_job, run
@@ -266,8 +266,8 @@ def test_budget_set_by_tenant_admin_alerts_once_per_threshold(login, api, tenant
     # 1 GPU for 5 h 10 min this month = 8.53 (85% of 10)
     make_job(tenant_a, run(now - dt.timedelta(hours=5, minutes=10), now))
     services.drafts_refresh(now=now)
-    assert services.budget_alerts_check(now=now) == 1
-    assert services.budget_alerts_check(now=now) == 0
+    assert budgets.budget_alerts_check(now=now) == 1
+    assert budgets.budget_alerts_check(now=now) == 0
     messages = list(Notification.objects.filter(user=alice).values_list("message", flat=True))
     assert len(messages) == 1 and "80%" in messages[0] and "forecast" in messages[0]
     body = api(alice).get("/api/v1/tenants/acme/invoices/budget/").json()
@@ -420,9 +420,9 @@ def test_a_budget_out_of_range_is_refused_with_its_reason(login, api, alice, ten
 def test_the_budget_service_bounds_the_amount(alice, tenant_a):
     access = access_for(alice, tenant_a)
     with pytest.raises(ApplicationError) as err:
-        services.budget_set(access=access, actor=alice, amount=Decimal("1000000000000"))
+        budgets.budget_set(access=access, actor=alice, amount=Decimal("1000000000000"))
     assert err.value.field == "amount"
-    assert services.budget_set(access=access, actor=alice, amount=BUDGET_MAX).monthly_amount \
+    assert budgets.budget_set(access=access, actor=alice, amount=BUDGET_MAX).budget \
         == BUDGET_MAX
 
 

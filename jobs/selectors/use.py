@@ -6,6 +6,7 @@ from collections import defaultdict
 from decimal import Decimal
 from typing import Any
 
+from core.choices import Tier
 from jobs.admission import ACTIVE_STATES as HOLDING_STATES
 from jobs.models import TrainingJob
 from jobs.selectors.inventory import observed_card_facts
@@ -48,16 +49,23 @@ def holding_use(jobs: Any) -> dict[tuple[str, str], dict[str, int]]:
     return out
 
 
-def in_use_by_pool(pools: Any, *, facts: Any = None) -> dict[int, dict[str, Decimal]]:
+def in_use_by_pool(pools: Any, *, facts: Any = None, within_quota: bool = False
+                   ) -> dict[int, dict[str, Decimal]]:
     """Pool pk -> resource key -> **in use**, in catalog units: the demand
     (``tenants.demand``, through :func:`job_resources`) of the pool's admitted, running
     and preempting jobs, what admission counts against its quota. The one definition
     behind the quota page, the gauges (``tenants.usage.in_use_by_pool``), the preview
-    and the wait reasons. Two queries (the jobs, the card facts)."""
+    and the wait reasons. Two queries (the jobs, the card facts). ``within_quota``: only
+    the work that holds the pool's own quota, not batch jobs nor work admitted borrowing
+    idle capacity (both run beyond the quota and are reclaimed when it is needed: what a
+    loan may not take from its lender, ``tenants.loans``)."""
     by_id = [p.pk for p in pools]
     facts = facts if facts is not None else observed_card_facts()
     use: dict[int, dict[str, int]] = {pk: defaultdict(int) for pk in by_id}
-    for job in TrainingJob.objects.filter(pool_id__in=by_id, state__in=list(HOLDING_STATES)):
+    jobs = TrainingJob.objects.filter(pool_id__in=by_id, state__in=list(HOLDING_STATES))
+    if within_quota:
+        jobs = jobs.exclude(tier=Tier.BATCH).exclude(borrowing=True)
+    for job in jobs:
         for key, amount in job_resources(job, facts).items():
             use[job.pool_id][key] += amount
     return {pk: {key: Decimal(str(from_engine(key, amount)))

@@ -47,6 +47,13 @@ def test_seed_demo_and_history_make_a_living_demo(db, capsys):
     from billing.models import Invoice
 
     assert Invoice.objects.filter(status="issued", number__isnull=False).exists()  # by finance
+    # every ended month with charges is closed, in order: none is left for finance to
+    # close out of order (issue 30: October was closable after November)
+    from django.utils import timezone
+
+    from billing.months import first_open_month_with_charges
+
+    assert first_open_month_with_charges(timezone.localdate().replace(day=1)) is None
     count = jobs.count()
     call_command("seed_history")
     assert TrainingJob.objects.count() == count

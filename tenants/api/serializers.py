@@ -15,7 +15,8 @@ from core.schema import documented
 from core.texts import render
 from k8s_sync.placement import MAX_TOPOLOGY_LEVELS
 from tenants.catalog import MAX_AMOUNT
-from tenants.choices import MembershipRole, QuotaMode
+from tenants.choices import LoanStatus, MembershipRole, QuotaMode
+from tenants.loans import LenderTerms, lender_terms, offer_expires
 from tenants.models import (
     Membership,
     NodeDedication,
@@ -209,11 +210,44 @@ class RejectInput(serializers.Serializer):
 class LoanSerializer(serializers.ModelSerializer):
     lender = serializers.SerializerMethodField()
     borrower = serializers.SerializerMethodField()
+    offer_expires_at = serializers.SerializerMethodField(
+        help_text="A proposed loan: when the offer lapses unless accepted.")
+    terms = serializers.SerializerMethodField(
+        help_text="A proposed loan: what it leaves the lender now, checked as acceptance "
+                  "checks it (batch and borrowed work does not count).")
+    acceptable = serializers.SerializerMethodField(
+        help_text="A proposed loan: whether it could be accepted now.")
+    problem = serializers.SerializerMethodField(
+        help_text="Why the last try to accept it was refused, if it was.")
 
     class Meta:
         model = QuotaLoan
         fields = ["id", "lender", "borrower", "resource", "amount", "ends_at", "note", "status",
-                  "created_at", "started_at", "ended_at"]
+                  "created_at", "started_at", "ended_at", "offer_expires_at", "terms",
+                  "acceptable", "problem"]
+
+    def _terms(self, loan: QuotaLoan) -> LenderTerms | None:
+        if loan.status != LoanStatus.PROPOSED:
+            return None
+        if not hasattr(loan, "_api_terms"):
+            loan._api_terms = lender_terms(  # type: ignore[attr-defined]
+                loan.lender, loan.resource, loan.amount, loan=loan)
+        return loan._api_terms  # type: ignore[attr-defined]
+
+    def get_offer_expires_at(self, loan: QuotaLoan) -> str | None:
+        return (offer_expires(loan).isoformat() if loan.status == LoanStatus.PROPOSED
+                else None)
+
+    def get_terms(self, loan: QuotaLoan) -> str | None:
+        terms = self._terms(loan)
+        return render(terms.text()) if terms else None
+
+    def get_acceptable(self, loan: QuotaLoan) -> bool | None:
+        terms = self._terms(loan)
+        return terms.ok if terms else None
+
+    def get_problem(self, loan: QuotaLoan) -> str | None:
+        return render(loan.problem) if loan.problem else None
 
     def get_lender(self, loan: QuotaLoan) -> str:
         return f"{loan.lender.tenant.slug}/{loan.lender.kind}"

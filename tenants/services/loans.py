@@ -15,18 +15,26 @@ from core.choices import PoolKind
 from core.exceptions import ApplicationError, Conflict, NotAllowed
 from core.models import POLICY_BOUNDS, Policy
 from core.numbers import api_decimal
-from core.texts import StoredText, message
+from core.texts import StoredText, message, render
+from core.when import when_text
 from k8s_sync.placement import validate_topology_levels
 from tenants import texts
 from tenants.access import AnyUser, TenantAccess, require_platform_admin
 from tenants.audit import record_audit
 from tenants.catalog import Resource, ResourceKind
 from tenants.choices import LoanStatus, MembershipRole, TenantStatus
+from tenants.loans import (
+    LenderTerms,
+    lapsed_offers,
+    lender_terms,
+    offer_expires,
+    offer_term,
+    resource_text,
+)
 from tenants.models import Pool, QuotaGrant, QuotaLoan, Tenant
 from tenants.services._common import _egress_cidrs, _schedule_pools
 from tenants.services.notify import notify
 from tenants.services.quota import parse_amounts
-from tenants.usage import in_use_by_pool
 
 
 def lent_out(pool: Pool, resource: str, *, statuses: tuple[str, ...] = (LoanStatus.ACTIVE,
@@ -41,8 +49,11 @@ def loan_propose(*, access: TenantAccess, actor: AnyUser, lender_pool: Pool, bor
                  note: str = "") -> QuotaLoan:
     """Offer part of a pool's quota to another tenant until ``ends_at`` (tenant admins).
 
-    The lender cannot lend more than it was granted minus what it lends already. The
-    borrower's admins are notified and must accept.
+    Checked as acceptance will check it (``tenants.loans.lender_terms``): the lender
+    cannot lend more than it was granted minus what it lends already, nor leave itself
+    less than its work within its quota uses. The offer waits
+    ``TRAINYARD_LOAN_OFFER_HOURS`` for the borrower's admins, who are notified; the
+    loan's ``terms`` say what it leaves the lender.
     """
     access.require_admin()
     if lender_pool.tenant_id != access.tenant.pk:
@@ -70,25 +81,26 @@ def loan_propose(*, access: TenantAccess, actor: AnyUser, lender_pool: Pool, bor
     if ends_at <= timezone.now():
         raise ApplicationError(_("The end date must be in the future."), field="ends_at")
     with transaction.atomic():
-        granted = QuotaGrant.objects.select_for_update().filter(
+        QuotaGrant.objects.select_for_update().filter(
             pool=lender_pool, resource=key, superseded_at__isnull=True).first()
-        available = (granted.amount if granted else Decimal(0)) - lent_out(lender_pool, key)
-        if value > available:
-            raise Conflict(_("Only %(a)s of %(r)s can be lent (granted minus already lent).")
-                           % {"a": api_decimal(available), "r": key}, field="amount")
-        _check_lender_use(lender_pool, key, available - value)
+        terms = _check_lender(lender_pool, key, value)
+        now = timezone.now()
         loan = QuotaLoan.objects.create(lender=lender_pool, borrower=pool, resource=key,
                                         amount=value, ends_at=ends_at, note=note.strip(),
-                                        proposed_by=actor)
+                                        proposed_by=actor,
+                                        offer_expires_at=min(now + offer_term(), ends_at))
+        loan.terms = terms.text()  # type: ignore[attr-defined]
         record_audit(actor=actor, action="loan.propose", tenant=access.tenant,
                      text=message(texts.AUDIT_LOAN_PROPOSE, amount=api_decimal(value),
-                                  resource=key, borrower=f"{target.slug}/{pool.kind}",
+                                  resource=resource_text(key),
+                                  borrower=f"{target.slug}/{pool.kind}",
                                   day=f"{ends_at:%Y-%m-%d}"), loan=loan.pk)
         admins = [m.user for m in target.memberships.filter(role=MembershipRole.ADMIN)
                   .select_related("user")]
         notify(users=admins, tenant=target, link=f"/t/{target.slug}/quota/", email=True,
                text=message(texts.LOAN_OFFERED, t=access.tenant.slug,
-                            a=api_decimal(value), r=key, d=f"{ends_at:%Y-%m-%d}"))
+                            a=api_decimal(value), r=resource_text(key),
+                            d=f"{ends_at:%Y-%m-%d}"))
     return loan
 
 
@@ -96,24 +108,65 @@ def loan_decide(*, access: TenantAccess, actor: AnyUser, loan: QuotaLoan, accept
                 ) -> QuotaLoan:
     """The borrower's admin accepts (the loan starts now) or declines a proposed loan."""
     access.require_admin()
+    try:
+        return _decide(access=access, actor=actor, loan=loan, accept=accept)
+    except _Refused as refused:
+        # said on both sides: kept on the offer (both quota pages show it), the lender's
+        # admins told once per reason; then the borrower gets the same words
+        _record_refusal(refused.loan, refused.why)
+        raise Conflict(render(refused.why), field="amount") from None
+
+
+class _Refused(Exception):
+    def __init__(self, loan: QuotaLoan, why: StoredText) -> None:
+        super().__init__(str(why))
+        self.loan, self.why = loan, why
+
+
+def _record_refusal(loan: QuotaLoan, why: StoredText) -> None:
+    with transaction.atomic():
+        locked = QuotaLoan.objects.select_for_update().select_related(
+            "lender__tenant", "borrower__tenant").get(pk=loan.pk)
+        if locked.status != LoanStatus.PROPOSED or locked.problem == why:
+            return
+        locked.problem = why
+        locked.save(update_fields=["problem"])
+        notify(users=_admins(locked.lender.tenant), tenant=locked.lender.tenant,
+               link=f"/t/{locked.lender.tenant.slug}/quota/#loans", email=True,
+               text=message(texts.LOAN_NOT_ACCEPTED, t=locked.borrower.tenant.slug,
+                            a=api_decimal(locked.amount), r=resource_text(locked.resource),
+                            why=why))
+
+
+def _admins(tenant: Tenant) -> list[AnyUser]:
+    return [m.user for m in tenant.memberships.filter(role=MembershipRole.ADMIN)
+            .select_related("user")]
+
+
+def _decide(*, access: TenantAccess, actor: AnyUser, loan: QuotaLoan, accept: bool
+            ) -> QuotaLoan:
     with transaction.atomic():
         locked = QuotaLoan.objects.select_for_update().select_related(
             "lender__tenant", "borrower__tenant").get(pk=loan.pk)
         if locked.borrower.tenant_id != access.tenant.pk:
             raise NotAllowed(_("Only the borrowing tenant can accept or decline."))
+        if locked.status == LoanStatus.PROPOSED and offer_expires(locked) <= timezone.now():
+            raise Conflict(_("This offer expired on %(d)s: it was not accepted in time.")
+                           % {"d": when_text(offer_expires(locked))})
         if locked.status != LoanStatus.PROPOSED:
             raise Conflict(_("This loan was %(s)s already.")
                            % {"s": locked.get_status_display().lower()})
         if accept:   # the lender's running work may have grown since the offer
-            granted = QuotaGrant.objects.select_for_update().filter(
+            QuotaGrant.objects.select_for_update().filter(
                 pool=locked.lender, resource=locked.resource, superseded_at__isnull=True).first()
-            _check_lender_use(locked.lender, locked.resource,
-                              (granted.amount if granted else Decimal(0))
-                              - lent_out(locked.lender, locked.resource))
+            terms = lender_terms(locked.lender, locked.resource, locked.amount, loan=locked)
+            if not terms.ok:
+                raise _Refused(locked, terms.text())
+            locked.problem = ""
         locked.status = LoanStatus.ACTIVE if accept else LoanStatus.DECLINED
         locked.decided_by = actor
         locked.started_at = timezone.now() if accept else None
-        locked.save(update_fields=["status", "decided_by", "started_at"])
+        locked.save(update_fields=["status", "decided_by", "started_at", "problem"])
         verb = "accepted" if accept else "declined"
         record_audit(actor=actor, action=f"loan.{verb}", tenant=locked.borrower.tenant,
                      text=_loan_text(
@@ -124,16 +177,14 @@ def loan_decide(*, access: TenantAccess, actor: AnyUser, loan: QuotaLoan, accept
     return locked
 
 
-def _check_lender_use(lender_pool: Pool, key: str, left: Decimal) -> None:
-    """Refuse a loan that would leave the lender less quota than its jobs use now: the
-    lender's **in use** (``tenants.usage.in_use_by_pool``, what admission counts) must fit
-    in what it keeps (``left``: its grant minus everything it lends, this loan included)."""
-    used = in_use_by_pool([lender_pool]).get(lender_pool.pk, {}).get(key, Decimal(0))
-    if used > left:
-        raise Conflict(_("%(p)s uses %(u)s of %(r)s now and would keep only %(k)s: lend "
-                         "at most what its running jobs do not use.")
-                       % {"p": str(lender_pool), "u": api_decimal(used), "r": key,
-                          "k": api_decimal(max(left, Decimal(0)))}, field="amount")
+def _check_lender(lender_pool: Pool, key: str, value: Decimal) -> LenderTerms:
+    """Refuse an offer its lender cannot make now, as acceptance would refuse it
+    (``tenants.loans.lender_terms``: the work within its quota must fit in what it
+    keeps; batch and borrowed work does not count), in words that name the resource."""
+    terms = lender_terms(lender_pool, key, value)
+    if not terms.ok:
+        raise Conflict(render(terms.text()), field="amount")
+    return terms
 
 
 def loan_end(*, loan: QuotaLoan, actor: AnyUser | None = None,
@@ -161,20 +212,43 @@ def loan_end(*, loan: QuotaLoan, actor: AnyUser | None = None,
 
 
 def _loan_text(code: str, loan: QuotaLoan) -> StoredText:
-    return message(code, amount=api_decimal(loan.amount), resource=loan.resource,
+    return message(code, amount=api_decimal(loan.amount), resource=resource_text(loan.resource),
                    lender=str(loan.lender), borrower=str(loan.borrower))
 
 
 def loans_expire(*, now: dt.datetime | None = None) -> int:
-    """End every loan whose date has passed (proposed ones lapse). Idempotent."""
+    """End every active loan whose date has passed, and expire every offer not accepted
+    within its term (``TRAINYARD_LOAN_OFFER_HOURS``) or by the loan's end: both tenants'
+    admins are told. Idempotent."""
     now = now or timezone.now()
-    due = QuotaLoan.objects.filter(status__in=[LoanStatus.ACTIVE, LoanStatus.PROPOSED],
-                                   ends_at__lte=now)
     count = 0
-    for loan in due:
+    for loan in QuotaLoan.objects.filter(status=LoanStatus.ACTIVE, ends_at__lte=now):
         loan_end(loan=loan)
         count += 1
+    for pk in QuotaLoan.objects.filter(lapsed_offers(now)).values_list("pk", flat=True):
+        count += _offer_expire(pk, now)
     return count
+
+
+def _offer_expire(pk: int, now: dt.datetime) -> int:
+    with transaction.atomic():
+        locked = QuotaLoan.objects.select_for_update().select_related(
+            "lender__tenant", "borrower__tenant").get(pk=pk)
+        if not QuotaLoan.objects.filter(lapsed_offers(now), pk=pk).exists():
+            return 0  # accepted, declined or withdrawn meanwhile
+        locked.status, locked.ended_at = LoanStatus.EXPIRED, now
+        locked.save(update_fields=["status", "ended_at"])
+        record_audit(actor=None, action="loan.expire", tenant=locked.lender.tenant,
+                     text=_loan_text(texts.AUDIT_LOAN_EXPIRE, locked), loan=locked.pk)
+        text = message(texts.LOAN_OFFER_EXPIRED, a=api_decimal(locked.amount),
+                       r=resource_text(locked.resource), lender=str(locked.lender),
+                       borrower=str(locked.borrower),
+                       h=round((offer_expires(locked) - locked.created_at).total_seconds()
+                               / 3600))
+        for tenant in (locked.lender.tenant, locked.borrower.tenant):
+            notify(users=_admins(tenant), tenant=tenant, email=True,
+                   link=f"/t/{tenant.slug}/quota/#loans", text=text)
+    return 1
 
 
 # --- policy ---------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ def test_a_loan_moves_quota_while_active_and_ends_on_its_date(alice, charlie, te
 
 
 def test_loan_rules(alice, bob, charlie, tenant_a, tenant_b, lender):
-    with pytest.raises(Conflict, match="Only 8"):
+    with pytest.raises(Conflict, match="at most 8 can be lent"):
         _offer(alice, tenant_a, lender, amount=9)
     with pytest.raises(NotAllowed):
         services.loan_propose(access=access_for(bob, tenant_a), actor=bob, lender_pool=lender,
@@ -62,7 +62,7 @@ def test_loan_rules(alice, bob, charlie, tenant_a, tenant_b, lender):
                               resource=H800, amount=1,
                               ends_at=timezone.now() + dt.timedelta(days=1))
     loan = _offer(alice, tenant_a, lender, amount=6)
-    with pytest.raises(Conflict, match="Only 2"):
+    with pytest.raises(Conflict, match="at most 2 can be lent"):
         _offer(alice, tenant_a, lender, amount=3)  # proposed loans count too
     with pytest.raises(NotAllowed):  # the lender cannot accept its own offer
         services.loan_decide(access=access_for(alice, tenant_a), actor=alice, loan=loan,

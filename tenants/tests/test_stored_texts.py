@@ -92,8 +92,9 @@ def test_a_notification_written_in_chinese_is_english_for_an_english_reader(
                               borrower_pool="dev", resource="cpu", amount="4",
                               ends_at=timezone.now() + dt.timedelta(days=3))
     url = reverse("tenants:notifications")
-    assert "acme offers to lend you 4 cpu until" in _page(client, charlie, url, "en")
-    assert "acme 提议借给你 4 cpu，截止" in _page(client, charlie, url, "zh-hans")
+    # the resource by its name, in the reader's language (issue 30)
+    assert "acme offers to lend you 4 CPU cores until" in _page(client, charlie, url, "en")
+    assert "acme 提议借给你 4 CPU 核数，截止" in _page(client, charlie, url, "zh-hans")
 
 
 def _platform_admin():

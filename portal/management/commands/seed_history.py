@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from billing import services as billing
 from billing.models import RateCard
+from billing.months import first_open_month_with_charges
 from core.choices import PoolKind, Tier
 from jobs.choices import JobState
 from jobs.models import JobTransition, TrainingJob
@@ -187,7 +188,7 @@ class Command(BaseCommand):
         return len(rows)
 
     def _invoices(self, now: dt.datetime) -> None:
-        """A rate card from before the history, and last month closed by finance."""
+        """A rate card from before the history, and its ended months closed by finance."""
         roles = PlatformRole.objects.select_related("user")
         admin = roles.filter(role=PlatformRoleName.PLATFORM_ADMIN).first()
         finance = roles.filter(role=PlatformRoleName.FINANCE).first()
@@ -203,11 +204,12 @@ class Command(BaseCommand):
                       for model, (price, watts) in PRICES.items()],
                 storage=[{"storage_class": "fast-ssd", "gib_month": Decimal("0.10")}])
             billing.ledger_ingest_gpu(now=now)
-            last_month = (now.date().replace(day=1) - dt.timedelta(days=1)).replace(day=1)
+            # every ended month with charges, oldest first (months are closed in order);
             # the demo cluster has models the demo rate card leaves unpriced: their lines
             # say "billed 0" (finance confirms it, as on the month page)
-            billing.month_close(actor=finance.user, period=last_month, now=now,
-                                confirm_unpriced=True)
-            self.stdout.write(f"Closed {last_month:%Y-%m}: invoices issued.")
+            while (month := first_open_month_with_charges(now.date().replace(day=1))):
+                billing.month_close(actor=finance.user, period=month, now=now,
+                                    confirm_unpriced=True)
+                self.stdout.write(f"Closed {month:%Y-%m}: invoices issued.")
         except Exception as exc:  # the demo still runs without invoices
             self.stderr.write(f"demo invoices skipped: {exc}")
