@@ -259,6 +259,20 @@ class Invoice(models.Model):
     issued_at = models.DateTimeField(null=True, blank=True)
     issued_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                   on_delete=models.SET_NULL, related_name="+")
+    # The document as it was issued (``billing.document.stamp``, in the same save that
+    # issues it, so it never changes afterwards): issuer, bill-to, dates, terms and tax. A
+    # draft leaves them empty and shows the settings and the tenant as they are now.
+    issuer_name = models.CharField(max_length=200, blank=True)
+    issuer_address = models.TextField(blank=True)
+    issuer_tax_id = models.CharField(max_length=64, blank=True)
+    bill_to_contact = models.CharField(max_length=200, blank=True)
+    bill_to_email = models.CharField(max_length=254, blank=True)
+    bill_to_address = models.TextField(blank=True)
+    issue_date = models.DateField(null=True, blank=True)
+    due_date = models.DateField(null=True, blank=True)
+    payment_terms_days = models.PositiveSmallIntegerField(null=True, blank=True)
+    tax_rate = models.DecimalField(max_digits=7, decimal_places=4, null=True, blank=True)
+    tax_amount = models.DecimalField(max_digits=14, decimal_places=2, null=True, blank=True)
 
     objects = InvoiceQuerySet.as_manager()
 
