@@ -146,7 +146,9 @@ def invoice_pdf(invoice: Invoice) -> bytes:
         facts.append([_("Reason"), invoice.reason])
     bill_extra = [f"{_('Cost center')}: {doc.bill_to.cost_center}"]
     if doc.bill_to.contact or doc.bill_to.email:
-        bill_extra.append(f"{_('Contact')}: {doc.bill_to.contact} <{doc.bill_to.email}>".strip())
+        who = f"{doc.bill_to.contact} <{doc.bill_to.email}>" if doc.bill_to.contact \
+            else doc.bill_to.email
+        bill_extra.append(f"{_('Contact')}: {who}")
     issuer_extra = [f"{_('Tax ID')}: {doc.issuer.tax_id}"] if doc.issuer.tax_id else []
     font, bold = _pdf_fonts([title, doc.issuer.name, *doc.issuer.address, doc.bill_to.name,
                              *doc.bill_to.address, doc.bill_to.contact, invoice.reason,
@@ -154,7 +156,7 @@ def invoice_pdf(invoice: Invoice) -> bytes:
     for name in ("Title", "BodyText"):
         styles[name].fontName = bold if name == "Title" else font
     body = styles["BodyText"]
-    footer = " · ".join(p for p in (doc.issuer.name, doc.issuer.tax_id and
+    footer = " | ".join(p for p in (doc.issuer.name, doc.issuer.tax_id and
                                      f"{_('Tax ID')} {doc.issuer.tax_id}",
                                      f"{title} {_label(invoice)}") if p)
     pdf = SimpleDocTemplate(buffer, pagesize=A4, title=f"{title} {_label(invoice)}",
