@@ -11,8 +11,9 @@ now, and has no issue or due date yet.
 The settings (``portal/settings.py``, README): ``TRAINYARD_INVOICE_ISSUER_NAME``,
 ``..._ISSUER_ADDRESS`` (lines separated by ``|`` or a newline), ``..._ISSUER_TAX_ID``,
 ``..._PAYMENT_TERMS_DAYS`` (30) and ``..._TAX_RATE`` (percent; empty: no tax, and no tax
-line). Tax is ``subtotal x rate`` rounded once to cents; the total due is subtotal + tax.
-A credit note carries the rate of the invoice it credits.
+line). Tax is ``subtotal x rate`` rounded once to cents (``billing.pricing.tax``); the
+total due is subtotal + tax (``Invoice.total_due``, with ``applied_tax_rate`` and
+``tax_due``). A credit note carries the rate of the invoice it credits.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from django.utils import timezone
 
 from billing import ledger, pricing, selectors
 from billing.choices import InvoiceKind
-from billing.models import Invoice
+from billing.models import Invoice, tax_rate_setting
 from tenants.models import Tenant
 
 _LINES = re.compile(r"\s*(?:\n|\|)\s*")
@@ -36,19 +37,6 @@ _LINES = re.compile(r"\s*(?:\n|\|)\s*")
 def address_lines(text: str) -> tuple[str, ...]:
     """A postal address as its lines: a newline or ``|`` separates them."""
     return tuple(part for part in _LINES.split(text or "") if part.strip())
-
-
-def tax_rate_setting() -> Decimal | None:
-    """The tax rate in percent from the settings; None: no tax."""
-    raw = str(getattr(settings, "TRAINYARD_INVOICE_TAX_RATE", "") or "").strip()
-    return Decimal(raw) if raw else None
-
-
-def tax_of(subtotal: Decimal, rate: Decimal | None) -> Decimal | None:
-    """The tax on ``subtotal`` at ``rate`` percent, rounded once to cents; None: no tax."""
-    if rate is None:
-        return None
-    return pricing.round_money(subtotal * rate / 100)
 
 
 @dataclass(frozen=True)
@@ -79,8 +67,8 @@ class Document:
 
     @property
     def total(self) -> Decimal:
-        """What is due: subtotal + tax."""
-        return self.subtotal + (self.tax_amount or Decimal(0))
+        """What is due: subtotal + tax (``Invoice.total_due``)."""
+        return self.invoice.total_due
 
     @property
     def is_credit_note(self) -> bool:
@@ -145,7 +133,7 @@ def stamp(invoice: Invoice, tenant: Tenant, now: dt.datetime) -> list[str]:
     invoice.bill_to_address = address
     invoice.issue_date, invoice.payment_terms_days = issue, terms
     invoice.due_date = issue + dt.timedelta(days=terms)
-    invoice.tax_rate, invoice.tax_amount = rate, tax_of(invoice.total, rate)
+    invoice.tax_rate, invoice.tax_amount = rate, pricing.tax(invoice.total, rate)
     return ["issuer_name", "issuer_address", "issuer_tax_id", "bill_to_contact",
             "bill_to_email", "bill_to_address", "issue_date", "due_date",
             "payment_terms_days", "tax_rate", "tax_amount"]
@@ -169,12 +157,9 @@ def invoice_document(invoice: Invoice) -> Document:
             tax_rate=invoice.tax_rate, subtotal=invoice.total, tax_amount=invoice.tax_amount)
     terms = int(settings.TRAINYARD_INVOICE_PAYMENT_TERMS_DAYS)
     issued = _local_day(invoice.issued_at) if invoice.is_issued else None
-    # issued before documents were stamped: no tax was charged; a draft: the tax it would get
-    rate = None if invoice.is_issued or invoice.kind == InvoiceKind.CREDIT_NOTE \
-        else tax_rate_setting()
     return Document(
         invoice=invoice, issuer=_issuer_now(), bill_to=_bill_to_now(invoice, invoice.tenant),
         service_start=period, service_end=service_end, issue_date=issued,
         due_date=issued + dt.timedelta(days=terms) if issued else None,
-        payment_terms_days=terms, tax_rate=rate, subtotal=invoice.total,
-        tax_amount=tax_of(invoice.total, rate))
+        payment_terms_days=terms, tax_rate=invoice.applied_tax_rate, subtotal=invoice.total,
+        tax_amount=invoice.tax_due)

@@ -210,4 +210,5 @@ def month_zip(invoices: list[Invoice], period_label: str) -> bytes:
 
 
 def month_total(invoices: Iterable[Invoice]) -> Decimal:
-    return sum((i.total for i in invoices), Decimal(0))
+    """What the invoices ask to be paid together (tax included)."""
+    return sum((i.total_due for i in invoices), Decimal(0))

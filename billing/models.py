@@ -34,6 +34,12 @@ from core.choices import EgressClass
 from core.texts import render
 
 
+def tax_rate_setting() -> Decimal | None:
+    """``TRAINYARD_INVOICE_TAX_RATE`` in percent; None when empty (no tax)."""
+    raw = str(getattr(settings, "TRAINYARD_INVOICE_TAX_RATE", "") or "").strip()
+    return Decimal(raw) if raw else None
+
+
 class IssuedInvoiceError(Exception):
     """An issued invoice (or its lines) was about to be changed."""
 
@@ -304,6 +310,32 @@ class Invoice(models.Model):
     @property
     def is_issued(self) -> bool:
         return self.status == InvoiceStatus.ISSUED
+
+    # --- tax and the total due (issue 30; the document: billing.document) ---------------
+
+    @property
+    def applied_tax_rate(self) -> Decimal | None:
+        """The tax rate in percent this invoice charges: as stamped when it was issued; a
+        draft invoice, the setting ``TRAINYARD_INVOICE_TAX_RATE`` (empty: none); issued
+        before documents were stamped, and unissued credit notes: none."""
+        if self.issue_date is not None:
+            return self.tax_rate
+        if self.is_issued or self.kind != InvoiceKind.INVOICE:
+            return None
+        return tax_rate_setting()
+
+    @property
+    def tax_due(self) -> Decimal | None:
+        """The tax line's amount (None: no tax line); stamped when issued."""
+        if self.issue_date is not None:
+            return self.tax_amount
+        return pricing.tax(self.total, self.applied_tax_rate)
+
+    @property
+    def total_due(self) -> Decimal:
+        """What the invoice asks to be paid: ``total`` (the lines' sum, the subtotal) plus
+        tax. Equal to ``total`` without a tax rate."""
+        return self.total + (self.tax_due or Decimal(0))
 
 
 class InvoiceLineQuerySet(models.QuerySet):

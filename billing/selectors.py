@@ -914,7 +914,8 @@ def month_summary(period: dt.date) -> dict[str, Any]:
     first = ledger.month_start(period)
     idle = utilisation_totals(first, ledger.next_month(first))
     quarter = utilisation_totals(quarter_start(first), ledger.next_month(first))
-    issued = sum((i.total for i in invoices if i.is_issued), Decimal(0))
+    # what the invoices ask to be paid (tax included, ``Invoice.total_due``)
+    issued = sum((i.total_due for i in invoices if i.is_issued), Decimal(0))
     for invoice in invoices:  # for the template: each row's idle rates without a lookup
         invoice.idle = idle.get(invoice.tenant_id)  # type: ignore[attr-defined]
         invoice.idle_quarter = quarter.get(invoice.tenant_id)  # type: ignore[attr-defined]
@@ -941,7 +942,7 @@ def month_summary(period: dt.date) -> dict[str, Any]:
         # GPU-hours idle while work that fits them waited, by cause (jobs.idle_waiting;
         # UTC minutes, as recorded)
         "idle_waiting": idle_waiting.window_totals(month_start, month_end),
-        "total": sum((i.total for i in invoices), Decimal(0)),
+        "total": sum((i.total_due for i in invoices), Decimal(0)),
         "issued_total": issued,
         "closed": MonthClose.objects.filter(period=first).first(),
         "tenants_without": Tenant.objects.exclude(status=TenantStatus.DELETED).exclude(

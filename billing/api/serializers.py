@@ -46,6 +46,10 @@ class InvoiceSerializer(serializers.ModelSerializer):
     tenant = serializers.CharField(source="tenant.slug", read_only=True)
     credits = serializers.CharField(source="credits.number", default=None, read_only=True)
     lines = InvoiceLineSerializer(many=True, read_only=True)
+    total = serializers.DecimalField(max_digits=14, decimal_places=2, read_only=True,
+                                     help_text="the lines' sum (the subtotal, before tax)")
+    total_due = serializers.DecimalField(max_digits=14, decimal_places=2, read_only=True,
+                                         help_text="total + tax: what the invoice asks")
     gpu_hours_billed = serializers.SerializerMethodField(
         help_text="the sum of the GPU lines' quantities (billing.selectors.gpu_hours_billed)")
     document = serializers.SerializerMethodField(
@@ -56,7 +60,7 @@ class InvoiceSerializer(serializers.ModelSerializer):
         model = Invoice
         fields = ["id", "number", "tenant", "tenant_name", "cost_center", "period", "kind",
                   "status", "currency", "total", "credits", "reason", "computed_at",
-                  "issued_at", "gpu_hours_billed", "document", "lines"]
+                  "issued_at", "total_due", "gpu_hours_billed", "document", "lines"]
         read_only_fields = fields
 
     def get_gpu_hours_billed(self, invoice: Invoice) -> str:

@@ -98,6 +98,17 @@ def test_the_pdf_has_every_field_on_rendered_pages_and_never_changes(
                   "14 days", "Tax (10%)", "76.56"):
         assert field in page, field
 
+    # one total due wherever the invoice is listed: the month (page and API), the CSV, the API
+    month = login(finance_user).get(reverse("billing:month") + "?month=2026-10").content
+    assert b'data-field="total_due">76.56' in month
+    body = login(alice).get(reverse("billing:download", kwargs={
+        "slug": "acme", "pk": invoice.pk, "fmt": "csv"})).content.decode()
+    assert body.splitlines()[-3:] == [
+        f"{invoice.number},invoice,issued,Acme Vision,CC-acme,2026-10,USD,,{kind},{label},,,,"
+        f"{amount}" for kind, label, amount in (("subtotal", "Subtotal", "69.60"),
+                                                 ("tax", "Tax (10%)", "6.96"),
+                                                 ("total", "Total", "76.56"))]
+
     # issued: changing the settings or the tenant changes nothing of it
     settings.TRAINYARD_INVOICE_ISSUER_NAME = "Someone Else"
     settings.TRAINYARD_INVOICE_TAX_RATE = ""
