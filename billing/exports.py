@@ -75,12 +75,21 @@ def _tax_label(doc: Document) -> str:
     return _("Tax (%(rate)s%%)") % {"rate": api_decimal(doc.tax_rate)}
 
 
+def _winansi(text: str) -> bool:
+    """Whether Helvetica (WinAnsi, Windows-1252) has every character of ``text``."""
+    try:
+        text.encode("cp1252")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _pdf_fonts(texts: Iterable[str]) -> tuple[str, str]:
     """Regular and bold font: the built-in Helvetica has no CJK glyphs (Chinese came out
     as boxes), so Chinese pages use reportlab's CID font STSong-Light (no font file: the
     reader's CJK fonts render it, pdftoppm's through poppler-data)."""
-    if (get_language() or "").startswith("zh") or any(
-            ord(c) > 0xFF for text in texts for c in str(text)):
+    if (get_language() or "").startswith("zh") or not all(
+            _winansi(str(text)) for text in texts):
         # deferred: the CID font machinery loads only for a PDF with Chinese text
         from reportlab.pdfbase import pdfmetrics
         from reportlab.pdfbase.cidfonts import UnicodeCIDFont

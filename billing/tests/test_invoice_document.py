@@ -22,13 +22,19 @@ from billing.models import Invoice
 from billing.tests.conftest import at, make_job, run
 
 OCT = dt.date(2026, 10, 1)
-pytestmark = pytest.mark.skipif(not (shutil.which("pdftotext") and shutil.which("pdftoppm")),
+pytestmark = pytest.mark.skipif(not all(map(shutil.which, ("pdftotext", "pdftoppm", "pdffonts"))),
                                 reason="poppler-utils missing: scripts/ensure-test-tools.sh")
 
 
 def _text(pdf: bytes) -> str:
     return subprocess.run(["pdftotext", "-layout", "-", "-"], input=pdf, check=True,
                           capture_output=True).stdout.decode()
+
+
+def _fonts(pdf: bytes) -> str:
+    """pdffonts' list of the PDF's fonts."""
+    return subprocess.run(["pdffonts", "-"], input=pdf, capture_output=True,
+                          check=True).stdout.decode()
 
 
 def _rendered(pdf: bytes, tmp_path: Path) -> list[Path]:
@@ -74,6 +80,7 @@ def test_the_pdf_has_every_field_on_rendered_pages_and_never_changes(
     pdf = login(alice).get(reverse("billing:download", kwargs={
         "slug": "acme", "pk": invoice.pk, "fmt": "pdf"})).content
     assert len(_rendered(pdf, tmp_path)) == 2
+    assert "STSong-Light" not in _fonts(pdf)  # English: Helvetica only
     text = _text(pdf)
     for field in ("Compute Commons GmbH", "Hafenstrasse 7", "20457 Hamburg", "Germany",
                   "Tax ID: DE123456789", "Bill to", "Acme Vision", "Cost center: CC-acme",
@@ -134,9 +141,7 @@ def test_a_chinese_invoice_renders_with_a_cjk_font(billed, tmp_path, settings):
     invoice = billed
     with translation.override("zh-hans"):
         pdf = exports.invoice_pdf(invoice)
-    fonts = subprocess.run(["pdffonts", "-"], input=pdf, capture_output=True,
-                           check=True).stdout.decode() if shutil.which("pdffonts") else ""
-    assert not fonts or "STSong-Light" in fonts
+    assert "STSong-Light" in _fonts(pdf)
     text = _text(pdf)
     for field in ("账单", "收票方", "开票日期", "到期日", "付款期限", "14 天", "税（10%）",
                   "第 1 页，共 2 页", "Compute Commons GmbH", "76.56"):
