@@ -117,6 +117,11 @@ def test_every_output_shows_each_quantity_with_the_same_digits(
     acme = next(t for t in summary["tenants"] if t["tenant"] == "acme")
     assert acme["billed_gpu_hours"] == gpu_hours
     assert next(i for i in summary["invoices"] if i["id"] == invoice.pk)["lines"] == data["lines"]
+    # the utilisation figures' allocated GPU-hours, another figure under another name, are
+    # written with the digits the API sends too (2 decimals)
+    allocated = re.search(r'data-period="month">.*?<span data-field="allocated">([^<]*)<',
+                          row, re.S).group(1)
+    assert allocated.replace(",", "") == acme["utilisation"]["allocated_gpu_hours"]
 
     # the PDF's text layer: each line's quantity, unit price and amount on one row
     if not shutil.which("pdftotext"):

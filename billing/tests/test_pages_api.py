@@ -344,7 +344,8 @@ def test_utilisation_in_finance_view_and_on_the_tenant_page(login, issued, finan
     page = login(finance_user).get(reverse("billing:month") + "?month=2026-10")
     row = re.search(r'<tr data-tenant="acme">.*?</tr>', page.content.decode(), re.S).group(0)
     assert re.search(r'Idle rate</span> <span data-field="idle_rate">50%</span>', row)
-    assert re.search(r'data-field="busy">12</span>', row)
+    # the figures' hours with the digits the API sends (2 decimals: "12.00")
+    assert re.search(r'data-field="busy">12.00</span>', row)
     page = login(bob).get(reverse("billing:tenant_invoices", kwargs={"slug": "acme"}))
     assert b"GPU utilisation" in page.content
 

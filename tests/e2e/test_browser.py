@@ -587,8 +587,8 @@ def test_finance_closes_a_month_and_downloads_the_invoice(lang, new_page, settin
     # overflows the card
     idle = page.locator("section#utilisation")
     a100 = idle.locator(f'tr[data-kind="gpu:{A100_PRICE["gpu_model"]}"]')
-    expect(a100.locator('[data-field="allocated"]')).to_have_text("24")
-    expect(a100.locator('[data-field="quota_held"]')).to_have_text("0")
+    expect(a100.locator('[data-field="allocated"]')).to_have_text("24.00")
+    expect(a100.locator('[data-field="quota_held"]')).to_have_text("0.00")
     expect(idle.locator("p.formula")).to_be_visible()
     assert idle.evaluate("e => e.scrollWidth <= e.clientWidth + 1")
     shot(page, lang, "finance-invoice", doc=True, zh_doc=True)
