@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import QuerySet, prefetch_related_objects
 from django.http import HttpResponse
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
@@ -189,6 +189,8 @@ def month_detail(request: Request, month: str) -> Response:
     _staff(request)
     period = selectors.parse_period(month)
     summary = selectors.month_summary(period)
+    # the invoices' lines in one query (their lines and GPU-hours billed are serialized)
+    prefetch_related_objects(summary["invoices"], "lines")
     return Response({
         "month": f"{period:%Y-%m}", "closed": summary["closed"] is not None,
         "currency": selectors.currency(), "total": format(summary["total"], "f"),
