@@ -42,8 +42,9 @@ def _rendered(pdf: bytes, tmp_path: Path) -> list[Path]:
     from PIL import Image
 
     (tmp_path / "doc.pdf").write_bytes(pdf)
-    subprocess.run(["pdftoppm", "-png", "-r", "50", str(tmp_path / "doc.pdf"),
-                    str(tmp_path / "page")], check=True)
+    drawn = subprocess.run(["pdftoppm", "-png", "-r", "50", str(tmp_path / "doc.pdf"),
+                            str(tmp_path / "page")], check=True, capture_output=True, text=True)
+    assert "font" not in drawn.stderr.lower(), drawn.stderr  # every face found
     pages = sorted(tmp_path.glob("page*.png"))
     for page in pages:
         gray = Image.open(page).convert("L")
