@@ -91,7 +91,7 @@ class Document:
                 "payment_terms_days": self.payment_terms_days,
                 "tax_rate": text(self.tax_rate), "subtotal": text(self.subtotal),
                 "tax_amount": text(self.tax_amount), "total_due": text(self.total),
-                "credits": self.invoice.credits.number if self.invoice.credits_id else None}
+                "credits": self.invoice.credits.number if self.invoice.credits else None}
 
 
 def _issuer_now() -> Party:

@@ -55,5 +55,5 @@ def figure_hours(value: Any) -> str:
     number = to_decimal(value)
     if number is None:
         return DASH
-    places = -HOURS.as_tuple().exponent
+    places = len(format(HOURS, "f").partition(".")[2])  # 0.01: as ``as_api`` writes them
     return grouped(plain(number, places, keep=places))
