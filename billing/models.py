@@ -20,7 +20,7 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from django.conf import settings
@@ -35,9 +35,10 @@ from core.texts import render
 
 
 def tax_rate_setting() -> Decimal | None:
-    """``TRAINYARD_INVOICE_TAX_RATE`` in percent; None when empty (no tax)."""
+    """``TRAINYARD_INVOICE_TAX_RATE`` in percent, to the 4 decimals an invoice stores
+    (``Invoice.tax_rate``); None when empty (no tax)."""
     raw = str(getattr(settings, "TRAINYARD_INVOICE_TAX_RATE", "") or "").strip()
-    return Decimal(raw) if raw else None
+    return Decimal(raw).quantize(Decimal("0.0001"), ROUND_HALF_UP) if raw else None
 
 
 class IssuedInvoiceError(Exception):
