@@ -165,6 +165,23 @@ def _each_test_starts_in_english():
     translation.deactivate()
 
 
+def latest_invoice_triggers():
+    """The migration module that last defined the immutability triggers' SQLite columns
+    (``SQLITE_INVOICE_COLUMNS``, ``create``, ``drop``): found by content, not by number,
+    so re-numbered migrations keep working."""
+    import importlib
+    import pkgutil
+
+    import billing.migrations
+
+    found = None
+    for info in sorted(pkgutil.iter_modules(billing.migrations.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"billing.migrations.{info.name}")
+        if hasattr(module, "SQLITE_INVOICE_COLUMNS"):
+            found = module
+    return found
+
+
 @pytest.fixture(autouse=True)
 def _issued_invoices_flushable(request):
     """The database refuses to delete an issued invoice (triggers of
@@ -175,15 +192,13 @@ def _issued_invoices_flushable(request):
     if not {"transactional_db", "live_server"} & set(request.fixturenames):
         yield
         return
-    import importlib
-
     from django.db import connection
 
     request.getfixturevalue("transactional_db")
     yield
     if connection.vendor != "sqlite":
         return
-    triggers = importlib.import_module("billing.migrations.0004_issued_invoices_immutable")
+    triggers = latest_invoice_triggers()
     triggers.drop(connection)
     try:
         with connection.cursor() as cursor:

@@ -20,7 +20,7 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from django.conf import settings
@@ -33,6 +33,13 @@ from billing.pricebook import Device
 from billing.texts import unit
 from core.choices import EgressClass
 from core.texts import render
+
+
+def tax_rate_setting() -> Decimal | None:
+    """``TRAINYARD_INVOICE_TAX_RATE`` in percent, to the 4 decimals an invoice stores
+    (``Invoice.tax_rate``); None when empty (no tax)."""
+    raw = str(getattr(settings, "TRAINYARD_INVOICE_TAX_RATE", "") or "").strip()
+    return Decimal(raw).quantize(Decimal("0.0001"), ROUND_HALF_UP) if raw else None
 
 
 class IssuedInvoiceError(Exception):
@@ -290,6 +297,20 @@ class Invoice(models.Model):
     issued_at = models.DateTimeField(null=True, blank=True)
     issued_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                   on_delete=models.SET_NULL, related_name="+")
+    # The document as it was issued (``billing.document.stamp``, in the same save that
+    # issues it, so it never changes afterwards): issuer, bill-to, dates, terms and tax. A
+    # draft leaves them empty and shows the settings and the tenant as they are now.
+    issuer_name = models.CharField(max_length=200, blank=True)
+    issuer_address = models.TextField(blank=True)
+    issuer_tax_id = models.CharField(max_length=64, blank=True)
+    bill_to_contact = models.CharField(max_length=200, blank=True)
+    bill_to_email = models.CharField(max_length=254, blank=True)
+    bill_to_address = models.TextField(blank=True)
+    issue_date = models.DateField(null=True, blank=True)
+    due_date = models.DateField(null=True, blank=True)
+    payment_terms_days = models.PositiveSmallIntegerField(null=True, blank=True)
+    tax_rate = models.DecimalField(max_digits=7, decimal_places=4, null=True, blank=True)
+    tax_amount = models.DecimalField(max_digits=14, decimal_places=2, null=True, blank=True)
 
     objects = InvoiceQuerySet.as_manager()
 
@@ -321,6 +342,32 @@ class Invoice(models.Model):
     @property
     def is_issued(self) -> bool:
         return self.status == InvoiceStatus.ISSUED
+
+    # --- tax and the total due (issue 30; the document: billing.document) ---------------
+
+    @property
+    def applied_tax_rate(self) -> Decimal | None:
+        """The tax rate in percent this invoice charges: as stamped when it was issued; a
+        draft invoice, the setting ``TRAINYARD_INVOICE_TAX_RATE`` (empty: none); issued
+        before documents were stamped, and unissued credit notes: none."""
+        if self.issue_date is not None:
+            return self.tax_rate
+        if self.is_issued or self.kind != InvoiceKind.INVOICE:
+            return None
+        return tax_rate_setting()
+
+    @property
+    def tax_due(self) -> Decimal | None:
+        """The tax line's amount (None: no tax line); stamped when issued."""
+        if self.issue_date is not None:
+            return self.tax_amount
+        return pricing.tax(self.total, self.applied_tax_rate)
+
+    @property
+    def total_due(self) -> Decimal:
+        """What the invoice asks to be paid: ``total`` (the lines' sum, the subtotal) plus
+        tax. Equal to ``total`` without a tax rate."""
+        return self.total + (self.tax_due or Decimal(0))
 
 
 class InvoiceLineQuerySet(models.QuerySet):

@@ -128,3 +128,11 @@ def gib(num_bytes: int) -> Decimal:
 def egress_amount(num_bytes: int, price_gib: Decimal) -> Decimal:
     """Bytes sent out of the cluster at a price per GiB (ingress is free)."""
     return round_money(Decimal(num_bytes) * price_gib / GIB)
+
+
+def tax(subtotal: Decimal, rate_percent: Decimal | None) -> Decimal | None:
+    """The tax on an invoice's ``subtotal`` at ``rate_percent``, rounded once to cents
+    (``ROUND_HALF_UP``); None without a rate (no tax, no tax line)."""
+    if rate_percent is None:
+        return None
+    return round_money(subtotal * rate_percent / 100)

@@ -522,6 +522,24 @@ def month_tenants(first: dt.date, *, with_invoices: set[int], with_usage: set[in
         | Q(pk__in=with_invoices | with_usage)).distinct().order_by("name", "slug"))
 
 
+def gpu_hours_billed(lines: Iterable[Any]) -> Decimal:
+    """**GPU-hours billed**: the sum of the quantities of an invoice's GPU lines (every
+    device kind as billed: whole cards, MIG instances, shares; late usage included), each
+    the line's stored quantity. Not the utilisation figures' *allocated* hours, which
+    count the days of the period, whichever invoice bills them."""
+    return sum((line.quantity for line in lines if line.kind == LineKind.GPU), Decimal(0))
+
+
+def month_gpu_hours_billed(first: dt.date) -> dict[int, Decimal]:
+    """Tenant id -> GPU-hours billed by its invoice of the month (:func:`gpu_hours_billed`)."""
+    by_tenant: dict[int, list[InvoiceLine]] = defaultdict(list)
+    for tenant_id, kind, quantity in InvoiceLine.objects.filter(
+            invoice__period=first, invoice__kind=InvoiceKind.INVOICE,
+            kind=LineKind.GPU).values_list("invoice__tenant_id", "kind", "quantity"):
+        by_tenant[tenant_id].append(InvoiceLine(kind=kind, quantity=quantity))
+    return {tenant_id: gpu_hours_billed(lines) for tenant_id, lines in by_tenant.items()}
+
+
 def month_summary(period: dt.date) -> dict[str, Any]:
     """Finance's month: every invoice with idle rates, totals per kind and status, and
     ``rows``, one per tenant of the month (:func:`month_tenants`) with its invoices (none
@@ -530,16 +548,18 @@ def month_summary(period: dt.date) -> dict[str, Any]:
     first = ledger.month_start(period)
     idle = utilisation_totals(first, ledger.next_month(first))
     quarter = utilisation_totals(quarter_start(first), ledger.next_month(first))
-    issued = sum((i.total for i in invoices if i.is_issued), Decimal(0))
+    # what the invoices ask to be paid (tax included, ``Invoice.total_due``)
+    issued = sum((i.total_due for i in invoices if i.is_issued), Decimal(0))
     for invoice in invoices:  # for the template: each row's idle rates without a lookup
         invoice.idle = idle.get(invoice.tenant_id)  # type: ignore[attr-defined]
         invoice.idle_quarter = quarter.get(invoice.tenant_id)  # type: ignore[attr-defined]
     by_tenant: dict[int, list[Invoice]] = defaultdict(list)
     for invoice in invoices:
         by_tenant[invoice.tenant_id].append(invoice)
+    billed = month_gpu_hours_billed(first)
     rows = [{"tenant": t, "invoices": by_tenant.get(t.pk, []),
              "idle": idle.get(t.pk), "idle_quarter": quarter.get(t.pk),
-             "billed_hours": idle[t.pk].allocated_hours if t.pk in idle else Decimal(0)}
+             "billed_hours": billed.get(t.pk, Decimal(0))}
             for t in month_tenants(first, with_invoices=set(by_tenant),
                                    with_usage={k for k, v in idle.items() if v.allocated_hours})]
     late = late_lines(first) if not MonthClose.objects.filter(period=first).exists() else {}
@@ -556,7 +576,7 @@ def month_summary(period: dt.date) -> dict[str, Any]:
         # GPU-hours idle while work that fits them waited, by cause (jobs.idle_waiting;
         # UTC minutes, as recorded)
         "idle_waiting": idle_waiting.window_totals(month_start, month_end),
-        "total": sum((i.total for i in invoices), Decimal(0)),
+        "total": sum((i.total_due for i in invoices), Decimal(0)),
         "issued_total": issued,
         "closed": MonthClose.objects.filter(period=first).first(),
         "tenants_without": Tenant.objects.exclude(status=TenantStatus.DELETED).exclude(

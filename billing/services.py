@@ -24,7 +24,7 @@ from django.db.models import Max
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from billing import ledger, months, pricebook, selectors, texts
+from billing import document, ledger, months, pricebook, selectors, texts
 from billing.choices import (
     GPU_PRICE_BOUNDS,
     UNIT_PRICE_MAX,
@@ -674,11 +674,14 @@ def month_close(*, actor: AnyUser, period: dt.date, now: dt.datetime | None = No
         invoices = sorted(_write_invoices(period=period, lines=lines, tenant_ids=ids, now=now),
                           key=lambda i: (i.tenant_name, i.tenant_id))
         numbers = _next_numbers(settings.TRAINYARD_INVOICE_PREFIX, period.year, len(invoices))
+        tenants = Tenant.objects.in_bulk([i.tenant_id for i in invoices])
+        stamped: list[str] = []
         for invoice, number in zip(invoices, numbers, strict=True):
             invoice.number, invoice.status = number, InvoiceStatus.ISSUED
             invoice.issued_at, invoice.issued_by = now, actor
-        Invoice.objects.bulk_update(invoices, ["number", "status", "issued_at", "issued_by"],
-                                    batch_size=500)
+            stamped = document.stamp(invoice, tenants[invoice.tenant_id], now)
+        Invoice.objects.bulk_update(invoices, ["number", "status", "issued_at", "issued_by",
+                                               *stamped], batch_size=500)
         closing.invoices = len(invoices)
         closing.total = sum((i.total for i in invoices), Decimal(0))
         closing.seconds = time.perf_counter() - started
@@ -737,6 +740,7 @@ def credit_note_issue(*, actor: AnyUser, invoice: Invoice, amount: Decimal, reas
         note.number = _next_numbers(f"{settings.TRAINYARD_INVOICE_PREFIX}C",
                                     locked.period.year, 1)[0]
         note.status, note.issued_at, note.issued_by = InvoiceStatus.ISSUED, timezone.now(), actor
+        document.stamp(note, locked.tenant, note.issued_at)
         note.save()
         record_audit(actor=actor, action="billing.credit_note", tenant=locked.tenant,
                      text=message(texts.AUDIT_CREDIT_NOTE, number=note.number, amount=str(amount),

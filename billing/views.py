@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from billing import budgets, exports, forms, ledger, months, selectors, selectors_details, services
+from billing import budgets, document, exports, forms, ledger, months, selectors, selectors_details, services
 from billing.choices import BUDGET_MAX, InvoiceKind
 from billing.models import Invoice
 from core.exceptions import ApplicationError
@@ -58,6 +58,7 @@ def _invoices_page(request: HttpRequest, access: TenantAccess,
         draft = services.invoice_draft_refresh(tenant=tenant, period=period)
     return render(request, "billing/tenant_invoices.html", {
         "access": access, "tenant": tenant, "tab": "invoices", "draft": draft,
+        "draft_document": document.invoice_document(draft) if draft else None,
         "invoices": selectors.invoices_for_tenant(tenant).exclude(pk=draft.pk if draft else 0),
         "budget": selectors.budget_status(tenant), "idle": selectors.tenant_utilisation(tenant),
         "budget_form": budget_form or forms.BudgetForm(), "budget_max": BUDGET_MAX,
@@ -74,7 +75,8 @@ def invoice_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     selected = next((line for line in lines if str(line.pk) == request.GET.get("line")), None)
     return render(request, "billing/invoice.html", {
         "access": access, "tenant": access.tenant, "tab": "invoices", "invoice": invoice,
-        "lines": lines, "selected": selected,
+        "lines": lines, "selected": selected, "document": document.invoice_document(invoice),
+        "gpu_hours_billed": selectors.gpu_hours_billed(lines),
         "details": selectors_details.line_details(selected) if selected else None,
         "credit_notes": invoice.credit_notes.all(),
         "credited": selectors.credited_total(invoice),

@@ -6,6 +6,12 @@
 * **memory**: always GiB, at most one decimal: ``8948.719`` -> ``8,948.7 GiB``;
 * **money**: always two decimals and the currency: ``1234.5`` -> ``1,234.50 USD``; a unit
   price keeps up to six decimals (``0.012500`` -> ``0.0125 USD``), never fewer than two;
+* a **billed quantity** (an invoice line's GPU-hours, core-hours, GiB-hours, GiB-months,
+  GiB sent; a month's GPU-hours billed): at most :data:`BILLED_PLACES` (4) decimals, the
+  line's stored precision (``billing.pricing.QUANTITY_PLACES``), trailing zeros dropped,
+  on the page, the PDF, the CSV and the API alike (``billed_quantity``; ``group=False``
+  for the CSV and the API): ``738.90061`` -> ``738.9006`` everywhere, ``24.0000`` -> ``24``;
+  its unit price is ``unit_price_plain`` (2 to 6 decimals) and its amount money (2);
 * the **API** sends plain decimal strings: no exponent, no grouping, trailing zeros
   dropped (``api_decimal``).
 
@@ -27,6 +33,7 @@ QUANTITY_PLACES = 3
 MEMORY_PLACES = 1
 MONEY_PLACES = 2
 UNIT_PRICE_PLACES = 6
+BILLED_PLACES = 4
 DASH = "—"
 
 
@@ -111,6 +118,29 @@ def api_decimal(value: Any) -> str:
         return ""
     places = max(0, -number.as_tuple().exponent)  # type: ignore[operator]
     return plain(number, places)
+
+
+def billed_quantity(value: Any, *, group: bool = True) -> str:
+    """A billed quantity (see the module): up to 4 decimals, trailing zeros dropped;
+    thousands grouped for people, plain (``group=False``) for the CSV and the API."""
+    number = to_decimal(value)
+    if number is None:
+        return DASH if group else ""
+    text = plain(number, BILLED_PLACES)
+    return grouped(text) if group else text
+
+
+def unit_price_plain(value: Any) -> str:
+    """A unit price without currency or grouping, for the CSV and the API: 2 to 6
+    decimals, as :func:`unit_price` shows it (``1.650000`` -> ``1.65``)."""
+    number = to_decimal(value)
+    return "" if number is None else plain(number, UNIT_PRICE_PLACES, keep=MONEY_PLACES)
+
+
+def money_plain(value: Any) -> str:
+    """An amount of money for the CSV and the API: exactly 2 decimals, no grouping."""
+    number = to_decimal(value)
+    return "" if number is None else plain(number, MONEY_PLACES, keep=MONEY_PLACES)
 
 
 def money_amount(value: Any) -> str:

@@ -14,6 +14,7 @@ The README lists every variable.
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from pathlib import Path
 
 import dj_database_url
@@ -383,6 +384,23 @@ if not isinstance(TRAINYARD_IOPS_PARAMETERS, dict) or not all(
 # headroom, never cutting more than the max cut at once.
 TRAINYARD_CURRENCY = env_str("TRAINYARD_CURRENCY", "USD")
 TRAINYARD_INVOICE_PREFIX = env_str("TRAINYARD_INVOICE_PREFIX", "TY")
+# The invoice document (issue 30): who issues it (name, postal address over several lines:
+# "\n" or "|" separates them, tax id), the payment terms in days (due date = issue date +
+# terms) and an optional tax rate in percent (empty: no tax, no tax line). An issued
+# invoice keeps the values it was issued with (``billing.document.stamp``).
+TRAINYARD_INVOICE_ISSUER_NAME = env_str("TRAINYARD_INVOICE_ISSUER_NAME", "Trainyard GPU Platform")
+TRAINYARD_INVOICE_ISSUER_ADDRESS = env_str("TRAINYARD_INVOICE_ISSUER_ADDRESS", "")
+TRAINYARD_INVOICE_ISSUER_TAX_ID = env_str("TRAINYARD_INVOICE_ISSUER_TAX_ID", "")
+TRAINYARD_INVOICE_PAYMENT_TERMS_DAYS = env_int("TRAINYARD_INVOICE_PAYMENT_TERMS_DAYS", 30,
+                                               minimum=0)
+TRAINYARD_INVOICE_TAX_RATE = env_str("TRAINYARD_INVOICE_TAX_RATE", "")
+try:
+    if TRAINYARD_INVOICE_TAX_RATE and not (
+            0 <= Decimal(TRAINYARD_INVOICE_TAX_RATE) <= 100):
+        raise ValueError
+except (ValueError, ArithmeticError):
+    raise ImproperlyConfigured("TRAINYARD_INVOICE_TAX_RATE must be a percentage from 0 to "
+                               "100, or empty for no tax") from None
 TRAINYARD_IDLE_THRESHOLD = env_float("TRAINYARD_IDLE_THRESHOLD", 0.4, minimum=0.0)
 TRAINYARD_IDLE_HEADROOM = env_float("TRAINYARD_IDLE_HEADROOM", 0.2, minimum=0.0)
 TRAINYARD_IDLE_MAX_CUT = env_float("TRAINYARD_IDLE_MAX_CUT", 0.5, minimum=0.0)

@@ -31,7 +31,9 @@ AMOUNT_ATTRS = {"size": 8, "inputmode": "decimal", "step": "any", "min": 0,
 class TenantForm(forms.ModelForm):
     class Meta:
         model = Tenant
-        fields = ["slug", "name", "cost_center", "contact_name", "contact_email"]
+        fields = ["slug", "name", "cost_center", "contact_name", "contact_email",
+                  "billing_address"]
+        widgets = {"billing_address": forms.Textarea(attrs={"rows": 3})}
 
     egress_cidrs = forms.CharField(
         label=_("Egress CIDRs of this tenant"), required=False,

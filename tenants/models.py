@@ -51,6 +51,10 @@ class Tenant(models.Model):
     cost_center = models.CharField(_("cost center"), max_length=64)
     contact_name = models.CharField(_("contact name"), max_length=200, blank=True)
     contact_email = models.EmailField(_("contact e-mail"))
+    # the postal address invoices are sent to (the bill-to of billing.document), if any
+    billing_address = models.TextField(
+        _("billing address"), blank=True, max_length=1000,
+        help_text=_("The postal address printed on this tenant's invoices; blank: none."))
     status = models.CharField(_("status"), max_length=16, choices=TenantStatus.choices,
                               default=TenantStatus.ACTIVE)
     suspended_reason = models.TextField(_("reason for suspension"), blank=True)

@@ -7,10 +7,13 @@ device of the kind (a whole card for ``gpu:<model>``, a MIG instance for
 * **Quota held**: the grant over time: each QuotaGrant row times the hours it was in
   force within the period (the table is the history), plus what the pool borrowed and
   minus what it lent through QuotaLoans, up to now for a running period.
-* **Allocated**: what the jobs held, the billing ledger's hours (``GpuUsage``: devices x
-  seconds run), split into **within quota** and **borrowed** (the jobs the engine
-  admitted above their pool's quota, ``TrainingJob.borrowing``, and batch work, which
-  runs on idle capacity outside the quota). A job admitted on a loan is within quota:
+* **Allocated**: what the jobs held on the days of the period, the billing ledger's hours
+  (``GpuUsage``: devices x seconds run), 2 decimals. Not an invoice's *GPU-hours billed*
+  (``billing.selectors.gpu_hours_billed``: its GPU lines, by the month that bills them,
+  4 decimals), which differ where usage of a closed month was billed late. Split into
+  **within quota** and **borrowed** (the jobs the engine admitted above their pool's
+  quota, ``TrainingJob.borrowing``, and batch work, which runs on idle capacity outside
+  the quota). A job admitted on a loan is within quota:
   the loan is part of the quota held.
 * **Busy**: the allocated hours weighted by each job's DCGM GPU utilisation, as the
   minute sampler measured it (``JobUtilisation``: the job's mean); ``measured`` is the
@@ -67,8 +70,9 @@ FIGURES: dict[str, Figure] = {
           "force, plus quota borrowed and minus quota lent through loans.")),
     "allocated": Figure(
         _("Allocated"),
-        _("GPU-hours the jobs held (the billed hours: devices × hours run), within quota "
-          "and borrowed.")),
+        _("GPU-hours the jobs held on the days of the period (devices × hours run), within "
+          "quota and borrowed. An invoice's GPU-hours billed differ where usage of a "
+          "closed month is billed late, on the next open invoice.")),
     "within_quota": Figure(
         _("Allocated within quota"),
         _("Allocated GPU-hours of jobs admitted within their pool's quota (loans "

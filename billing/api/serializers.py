@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from billing.choices import BUDGET_MAX, CREDIT_RANGE, GPU_PRICE_BOUNDS, UNIT_PRICE_MAX, MigPricing
+from billing.document import invoice_document
 from billing.models import DevicePrice, GpuPrice, Invoice, InvoiceLine, RateCard, StoragePrice
+from billing.selectors import gpu_hours_billed
+from core.numbers import billed_quantity, unit_price_plain
 from core.schema import documented
 
 #: a rate card's GPU or storage price rows at most (one per model or class)
@@ -20,6 +24,16 @@ class InvoiceLineSerializer(serializers.ModelSerializer):
         "lines"))
     unit_label = serializers.CharField(read_only=True,
                                        help_text="the unit in the request's language")
+    # the billed quantity and the unit price as every output writes them (core.numbers)
+    quantity = serializers.SerializerMethodField(
+        help_text="the billed quantity: up to 4 decimals, as on the page, PDF and CSV")
+    unit_price = serializers.SerializerMethodField(help_text="2 to 6 decimals")
+
+    def get_quantity(self, line: InvoiceLine) -> str:
+        return billed_quantity(line.quantity, group=False)
+
+    def get_unit_price(self, line: InvoiceLine) -> str:
+        return unit_price_plain(line.unit_price)
 
     class Meta:
         model = InvoiceLine
@@ -32,13 +46,29 @@ class InvoiceSerializer(serializers.ModelSerializer):
     tenant = serializers.CharField(source="tenant.slug", read_only=True)
     credits = serializers.CharField(source="credits.number", default=None, read_only=True)
     lines = InvoiceLineSerializer(many=True, read_only=True)
+    total = serializers.DecimalField(max_digits=14, decimal_places=2, read_only=True,
+                                     help_text="the lines' sum (the subtotal, before tax)")
+    total_due = serializers.DecimalField(max_digits=14, decimal_places=2, read_only=True,
+                                         help_text="total + tax: what the invoice asks")
+    gpu_hours_billed = serializers.SerializerMethodField(
+        help_text="the sum of the GPU lines' quantities (billing.selectors.gpu_hours_billed)")
+    document = serializers.SerializerMethodField(
+        help_text="issuer, bill-to, service period, issue and due dates, payment terms, "
+                  "tax and the total due (billing.document)")
 
     class Meta:
         model = Invoice
         fields = ["id", "number", "tenant", "tenant_name", "cost_center", "period", "kind",
                   "status", "currency", "total", "credits", "reason", "computed_at",
-                  "issued_at", "lines"]
+                  "issued_at", "total_due", "gpu_hours_billed", "document", "lines"]
         read_only_fields = fields
+
+    def get_gpu_hours_billed(self, invoice: Invoice) -> str:
+        return billed_quantity(gpu_hours_billed(invoice.lines.all()), group=False)
+
+    @extend_schema_field(dict)
+    def get_document(self, invoice: Invoice) -> dict:
+        return invoice_document(invoice).as_api()
 
 
 class GpuPriceSerializer(serializers.ModelSerializer):

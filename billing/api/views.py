@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import QuerySet, prefetch_related_objects
 from django.http import HttpResponse
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -28,6 +28,7 @@ from billing.api import serializers as s
 from billing.models import Invoice, InvoiceLine, RateCard
 from core.api import validated
 from core.exceptions import ApplicationError
+from core.numbers import billed_quantity
 from core.texts import render
 from tenants.access import require_platform_admin, sees_all_tenants
 from tenants.api.base import TenantScopedViewSet
@@ -78,7 +79,8 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
             "invoice").first()
         if line is None:
             raise NotFound
-        return Response([{"label": d.label, "job_id": d.job_id, "quantity": format(d.quantity, "f"),
+        return Response([{"label": d.label, "job_id": d.job_id,
+                          "quantity": billed_quantity(d.quantity, group=False),
                           "amount": format(d.amount, "f"),
                           **({"gib_by_destination": {str(c): format(g, "f")
                                                      for c, g in d.destinations}}
@@ -198,6 +200,8 @@ def month_detail(request: Request, month: str) -> Response:
     summary = selectors.month_summary(period)
     earlier = (months.first_open_month_with_charges(period)
                if summary["closed"] is None else None)
+    # the invoices' lines in one query (their lines and GPU-hours billed are serialized)
+    prefetch_related_objects(summary["invoices"], "lines")
     return Response({
         "month": f"{period:%Y-%m}", "closed": summary["closed"] is not None,
         # devices used in the month the rate card does not price (closing needs
@@ -221,7 +225,7 @@ def month_detail(request: Request, month: str) -> Response:
                        for c in summary["idle_waiting"]["causes"]}},
         "tenants": [{"tenant": row["tenant"].slug,
                      "invoices": [i.pk for i in row["invoices"]],
-                     "billed_gpu_hours": format(row["billed_hours"], "f"),
+                     "billed_gpu_hours": billed_quantity(row["billed_hours"], group=False),
                      "idle_rate": None if row["idle"] is None else row["idle"].as_api()[
                          "idle_rate"],
                      # the utilisation figures, all GPU kinds (tenants.utilisation)
@@ -234,7 +238,7 @@ def month_detail(request: Request, month: str) -> Response:
                         "usage_month": f"{late['line'].starts:%Y-%m}",
                         "starts": late["line"].starts.isoformat(),
                         "ends": late["line"].ends.isoformat(),
-                        "quantity": format(late["line"].quantity, "f"),
+                        "quantity": billed_quantity(late["line"].quantity, group=False),
                         "unit": late["line"].unit,
                         "amount": format(late["line"].amount, "f")}
                        for late in summary["late_lines"]],

@@ -16,7 +16,23 @@ from billing.models import Invoice, InvoiceLine
 from billing.tests.conftest import at, make_job, run
 
 OCT = "2026-10-01"
-TRIGGERS = importlib.import_module("billing.migrations.0004_issued_invoices_immutable")
+
+
+def _latest_triggers():
+    """The migration that last wrote the SQLite trigger's columns (found by content)."""
+    import pkgutil
+
+    import billing.migrations
+
+    found = None
+    for info in sorted(pkgutil.iter_modules(billing.migrations.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"billing.migrations.{info.name}")
+        if hasattr(module, "SQLITE_INVOICE_COLUMNS"):
+            found = module
+    return found
+
+
+TRIGGERS = _latest_triggers()
 
 
 def _refused(sql: str, params: list) -> None:

@@ -73,10 +73,11 @@ def test_a_transition_recorded_after_its_month_closed_is_billed_on_the_next_invo
     page = login(finance_user).get(reverse("billing:month") + "?month=2026-11")
     assert page.status_code == 200
     assert b'id="late-lines"' in page.content and b"usage from 2026-10" in page.content
+    # the late line's quantity by the one billed-quantity rule, as on the page
     body = api(finance_user).get("/api/v1/billing/months/2026-11/").json()
     assert [(r["tenant"], r["usage_month"], r["quantity"], r["amount"])
             for r in body["late_lines"] if r["kind"] == "gpu"] == [
-        (tenant_a.slug, "2026-10", "1.0000", "1.65")]
+        (tenant_a.slug, "2026-10", "1", "1.65")]
 
     # ingesting again changes nothing; after November closes the rows stay frozen
     services.ledger_ingest_gpu(now=at("2026-12-01", "01:00"))

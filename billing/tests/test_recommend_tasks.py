@@ -181,11 +181,12 @@ def test_the_invoice_and_the_dashboard_show_the_figures_with_their_definitions(
         assert found, field
         return " ".join(found.group(1).split())
 
-    assert cell(body, "quota_held") == "74,400"         # 100 x 31 x 24
-    assert cell(body, "allocated") == "44,640"          # 60 x 31 x 24
-    assert cell(body, "within_quota") == "44,640"
-    assert cell(body, "borrowed") == "0"
-    assert cell(body, "busy") == "13,392"               # x 0.3
+    # hours with the digits the API sends (2 decimals, figure_hours)
+    assert cell(body, "quota_held") == "74,400.00"         # 100 x 31 x 24
+    assert cell(body, "allocated") == "44,640.00"          # 60 x 31 x 24
+    assert cell(body, "within_quota") == "44,640.00"
+    assert cell(body, "borrowed") == "0.00"
+    assert cell(body, "busy") == "13,392.00"               # x 0.3
     assert cell(body, "quota_use") == "60%"
     assert cell(body, "idle_rate") == "70%"
     assert "Allocated within quota ÷ quota held." in body
@@ -195,6 +196,6 @@ def test_the_invoice_and_the_dashboard_show_the_figures_with_their_definitions(
     html = page.content.decode()
     figure = {f.kind: f for f in page.context["utilisation"]}[f"gpu:{A100}"]
     assert figure.quota_held_hours > figure.allocated_hours == Decimal("44640.00")
-    assert cell(html, "allocated") == "44,640"
+    assert cell(html, "allocated") == "44,640.00"
     assert cell(html, "idle_rate") == "70%"
     assert cell(html, "quota_use") == f"{int(figure.quota_use * 100 + Decimal('0.5'))}%"

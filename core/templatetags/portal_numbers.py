@@ -16,6 +16,8 @@ register = template.Library()
 
 register.filter("quantity", numbers.quantity)
 register.filter("gib", numbers.gib)
+# an invoice line's quantity, a month's GPU-hours billed: the one billed-quantity rule
+register.filter("billed_quantity", numbers.billed_quantity)
 
 
 def _with_currency(text: str) -> str:

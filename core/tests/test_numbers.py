@@ -23,6 +23,25 @@ def test_quantity_never_has_an_exponent(value, expected):
     assert numbers.quantity(value) == expected
 
 
+@pytest.mark.parametrize(("value", "people", "machines"), [
+    (Decimal("738.90061"), "738.9006", "738.9006"), (Decimal("24.0000"), "24", "24"),
+    (Decimal("1474.2800"), "1,474.28", "1474.28"), (Decimal("0.00005"), "0.0001", "0.0001"),
+    (Decimal("-1.5"), "-1.5", "-1.5"), (Decimal("1E+3"), "1,000", "1000"), (None, "—", ""),
+])
+def test_a_billed_quantity_has_one_set_of_digits(value, people, machines):
+    """Issue 30: the page and PDF (grouped) and the CSV and API (plain) write the same
+    digits: up to 4 decimals, trailing zeros dropped."""
+    assert numbers.billed_quantity(value) == people
+    assert numbers.billed_quantity(value, group=False) == machines
+
+
+def test_unit_prices_and_money_for_machines_match_what_people_see():
+    for price in (Decimal("1.650000"), Decimal("2"), Decimal("0.012500"), Decimal("0.2063")):
+        assert numbers.unit_price(price, "USD") == f"{numbers.unit_price_plain(price)} USD"
+    assert [numbers.money_plain(v) for v in (Decimal("39.6"), Decimal("-10"), 0)] == [
+        "39.60", "-10.00", "0.00"]
+
+
 @pytest.mark.parametrize(("value", "expected"), [
     (Decimal("8948.719"), "8,948.7 GiB"), (Decimal("1E+3"), "1,000 GiB"),
     (Decimal("0.05"), "0.1 GiB"), (80, "80 GiB"),

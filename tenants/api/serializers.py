@@ -87,7 +87,8 @@ class TenantSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Tenant
-        fields = ["slug", "name", "cost_center", "contact_name", "contact_email", "status",
+        fields = ["slug", "name", "cost_center", "contact_name", "contact_email",
+                  "billing_address", "status",
                   "suspended_reason", "suspended_at", "created_at", "updated_at", "pools",
                   "my_role", "egress_cidrs", "quota_mode", "borrowing_cap",
                   "members_may_request_quota"]
@@ -106,6 +107,8 @@ class TenantCreateInput(serializers.Serializer):
     contact_email = serializers.EmailField(max_length=254)
     contact_name = serializers.CharField(max_length=200, required=False, default="",
                                          allow_blank=True)
+    billing_address = serializers.CharField(max_length=1000, required=False, default="",
+                                            allow_blank=True)
 
 
 class TenantUpdateInput(serializers.Serializer):
@@ -113,6 +116,7 @@ class TenantUpdateInput(serializers.Serializer):
     cost_center = serializers.CharField(max_length=64, required=False)
     contact_email = serializers.EmailField(max_length=254, required=False)
     contact_name = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    billing_address = serializers.CharField(max_length=1000, required=False, allow_blank=True)
     egress_cidrs = serializers.ListField(
         child=serializers.CharField(max_length=64), required=False, allow_empty=True,
         max_length=MAX_CIDRS,

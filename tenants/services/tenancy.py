@@ -38,7 +38,7 @@ User = get_user_model()
 
 
 def tenant_create(*, actor: AnyUser, slug: str, name: str, cost_center: str,
-                  contact_email: str, contact_name: str = "",
+                  contact_email: str, contact_name: str = "", billing_address: str = "",
                   admins: list[AnyUser] | None = None) -> Tenant:
     """Create a tenant with its prod and dev pools; platform admins only.
 
@@ -47,7 +47,8 @@ def tenant_create(*, actor: AnyUser, slug: str, name: str, cost_center: str,
     require_platform_admin(actor)
     slug = (slug or "").strip()
     tenant = Tenant(slug=slug, name=name.strip(), cost_center=cost_center.strip(),
-                    contact_email=contact_email.strip(), contact_name=contact_name.strip())
+                    contact_email=contact_email.strip(), contact_name=contact_name.strip(),
+                    billing_address=billing_address.strip())
     _clean(tenant, exclude=["slug"])
     _clean_slug(tenant)
     try:
@@ -85,7 +86,8 @@ def tenant_update(*, access: TenantAccess, actor: AnyUser, **fields: Any) -> Ten
     may request quota, or the tenant's egress CIDRs (platform admins); the slug never
     changes (it names namespaces)."""
     access.require_platform_admin()
-    allowed = {"name", "cost_center", "contact_email", "contact_name", "quota_mode",
+    allowed = {"name", "cost_center", "contact_email", "contact_name", "billing_address",
+               "quota_mode",
                "borrowing_cap", "members_may_request_quota", "egress_cidrs"}
     unknown = set(fields) - allowed
     if unknown:

@@ -4,7 +4,9 @@
 * ``{% figure_th "idle_rate" %}``: the column head, its definition as the tooltip;
 * ``{% figure_label "idle_rate" %}``: the name inline, with the same tooltip;
 * ``{{ share|figure_percent }}``: a rate as every page writes it (a whole percent, "—"
-  for None).
+  for None);
+* ``{{ hours|figure_hours }}``: GPU-hours of a figure with exactly the digits the API
+  sends (``Utilisation.as_api``: 2 decimals, ``tenants.utilisation.HOURS``), grouped.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from typing import Any
 from django import template
 from django.utils.html import format_html
 
-from tenants.utilisation import FIGURES
+from core.numbers import DASH, grouped, plain, to_decimal
+from tenants.utilisation import FIGURES, HOURS
 
 register = template.Library()
 
@@ -45,3 +48,12 @@ def figure_percent(value: Any) -> str:
         return "—"
     whole = (Decimal(str(value)) * 100).quantize(Decimal(1), rounding=ROUND_HALF_UP)
     return f"{whole}%"
+
+
+@register.filter
+def figure_hours(value: Any) -> str:
+    number = to_decimal(value)
+    if number is None:
+        return DASH
+    places = len(format(HOURS, "f").partition(".")[2])  # 0.01: as ``as_api`` writes them
+    return grouped(plain(number, places, keep=places))

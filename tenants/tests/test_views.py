@@ -162,12 +162,19 @@ def test_tenant_admins_cannot_suspend(login, alice, tenant_a):
 
 
 def test_platform_admin_edits_a_tenant(login, platform_admin, tenant_a):
-    response = login(platform_admin).post(reverse("tenants:edit", kwargs={"slug": "acme"}), {
+    client = login(platform_admin)
+    assert 'name="billing_address"' in client.get(
+        reverse("tenants:edit", kwargs={"slug": "acme"})).content.decode()
+    response = client.post(reverse("tenants:edit", kwargs={"slug": "acme"}), {
         "name": "Acme Robotics", "cost_center": "CC-9", "contact_email": "x@example.org",
-        "contact_name": ""})
+        "contact_name": "", "billing_address": "1 Dock Road\nLeith EH6"})
     assert response.status_code == 302
     tenant_a.refresh_from_db()
     assert (tenant_a.name, tenant_a.cost_center) == ("Acme Robotics", "CC-9")
+    # the bill-to address of its invoices (issue 30), shown on the tenant's page
+    assert tenant_a.billing_address == "1 Dock Road\nLeith EH6"
+    assert "1 Dock Road<br>Leith EH6" in client.get(
+        reverse("tenants:detail", kwargs={"slug": "acme"})).content.decode()
 
 
 def test_people_page_creates_accounts_and_grants_roles(login, platform_admin, bob):

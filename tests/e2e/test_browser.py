@@ -577,18 +577,26 @@ def test_finance_closes_a_month_and_downloads_the_invoice(lang, new_page, settin
     csv_file = _save(info.value, ".csv", lang)
     text = csv_file.read_text(encoding="utf-8")
     assert f"{invoice.number},invoice,issued,Acme Vision,CC-acme,2026-10,USD" in text
-    assert ",24.0000," in text and text.strip().endswith("39.60")
+    assert ",24," in text and text.strip().endswith("39.60")  # one billed-quantity rule
 
     row.locator("a", has_text=invoice.number).click()
     page.wait_for_url(f"**/t/acme/invoices/{invoice.pk}/")
     expect(page.locator("section.card h2").first).to_contain_text(invoice.number)
+    # the invoice as a document (issue 30): issuer, bill-to, service period, due date
+    expect(page.locator('[data-party="issuer"]')).to_contain_text(
+        settings.TRAINYARD_INVOICE_ISSUER_NAME)
+    expect(page.locator('[data-party="bill_to"]')).to_contain_text("CC-acme")
+    expect(page.locator('[data-field="service_period"]')).to_have_text(
+        "2026-10-01 – 2026-10-31")
+    expect(page.locator('[data-field="due_date"]')).to_have_text(
+        f"{invoice.issue_date + dt.timedelta(days=30):%Y-%m-%d}")
     # the utilisation figures of the invoice's month (issue 27): 24 allocated GPU-hours of
     # A100, no quota held and no utilisation measured, with their definitions; nothing
     # overflows the card
     idle = page.locator("section#utilisation")
     a100 = idle.locator(f'tr[data-kind="gpu:{A100_PRICE["gpu_model"]}"]')
-    expect(a100.locator('[data-field="allocated"]')).to_have_text("24")
-    expect(a100.locator('[data-field="quota_held"]')).to_have_text("0")
+    expect(a100.locator('[data-field="allocated"]')).to_have_text("24.00")
+    expect(a100.locator('[data-field="quota_held"]')).to_have_text("0.00")
     expect(idle.locator("p.formula")).to_be_visible()
     assert idle.evaluate("e => e.scrollWidth <= e.clientWidth + 1")
     shot(page, lang, "finance-invoice", doc=True, zh_doc=True)

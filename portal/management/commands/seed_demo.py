@@ -61,6 +61,12 @@ DEMO_TENANTS: list[tuple[str, str, str, str, dict[str, str], str, str | None]] =
     ("speech", "Speech", "CC-4300", "dave@example.org", {"dave": MembershipRole.ADMIN},
      QuotaMode.DYNAMIC, None),
 ]
+# The demo tenants' billing contact and address: the bill-to of their invoices
+DEMO_BILL_TO = {
+    "vision": ("Alice Chen", "Building 4, 100 Research Way\nSpringfield 01101"),
+    "nlp": ("Dave Okafor", "Building 7, 100 Research Way\nSpringfield 01101"),
+    "speech": ("Dave Okafor", "Building 7, 100 Research Way\nSpringfield 01101"),
+}
 # The demo policy: GPU grants may add up to 1.5 x the cards (the overcommitted tenant's
 # guaranteed share is below its quota), set once when the policy is still the default.
 DEMO_OVERCOMMIT = {"gpu": 1.5}
@@ -113,7 +119,9 @@ class Command(BaseCommand):
                 tenant, _ = Tenant.objects.get_or_create(
                     slug=slug, defaults={"name": name, "cost_center": cost_center,
                                          "contact_email": contact, "quota_mode": mode,
-                                         "borrowing_cap": factor and Decimal(factor)})
+                                         "borrowing_cap": factor and Decimal(factor),
+                                         "contact_name": DEMO_BILL_TO[slug][0],
+                                         "billing_address": DEMO_BILL_TO[slug][1]})
                 for kind in PoolKind.values:
                     pool = Pool.objects.get_or_create(tenant=tenant, kind=kind)[0]
                     if not QuotaGrant.objects.filter(pool=pool).exists():
