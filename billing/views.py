@@ -15,7 +15,17 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from billing import budgets, document, exports, forms, ledger, months, selectors, selectors_details, services
+from billing import (
+    budgets,
+    document,
+    exports,
+    forms,
+    ledger,
+    months,
+    selectors,
+    selectors_details,
+    services,
+)
 from billing.choices import BUDGET_MAX, InvoiceKind
 from billing.models import Invoice
 from core.exceptions import ApplicationError
