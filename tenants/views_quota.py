@@ -45,7 +45,10 @@ def quota_page(request: HttpRequest, slug: str) -> HttpResponse:
     access = selectors.tenant_access_or_404(request.user, slug)
     tenant = access.tenant
     keys = selectors.resource_suggestions()
-    form = forms.QuotaRequestForm(request.POST or None, resource_keys=keys)
+    overview = selectors.quota_overview(tenant)
+    current = {block["pool"].kind: {row["key"]: row["granted"] for row in block["rows"]}
+               for block in overview}
+    form = forms.QuotaRequestForm(request.POST or None, resource_keys=keys, current=current)
     if request.method == "POST" and form.is_valid():
         try:
             created = services.quota_request_submit(
@@ -64,7 +67,7 @@ def quota_page(request: HttpRequest, slug: str) -> HttpResponse:
                                              and tenant.members_may_request_quota)
     return render(request, "tenants/quota.html", {
         "access": access, "tenant": tenant, "form": form, "may_request": may_request,
-        "overview": selectors.quota_overview(tenant),
+        "overview": overview,
         "borrowing": selectors.borrowing_terms(tenant),
         "requests": selectors.quota_requests_of(tenant)[:50],
         "loans": selectors.loans_of(tenant)[:50], "loan_form": _loan_form(tenant, keys),
