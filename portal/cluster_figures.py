@@ -312,8 +312,9 @@ def resource_rows(*, report: CapacityReport) -> list[dict[str, Any]]:
     """Per quota resource the cluster has: its **capacity** (``report.resources``,
     ``k8s_sync.selectors.resource_capacity``), what the tenants' pools have **in use**
     (``tenants.usage.in_use_by_pool``, summed: admitted jobs as their quota counts them),
-    what the report's pods hold (**allocated**, for GPU devices: the cluster page's
-    figure) and the total granted; the same numbers the quota pages, the gauges, the
+    what the report's pods hold (**allocated**: the cluster page's figure; GPU memory
+    as the per-model table counts it, CPU and memory as the nodes' requests) and the
+    total granted; the same numbers the quota pages, the gauges, the
     cluster page and the API show."""
     pools = list(Pool.objects.exclude(tenant__status=TenantStatus.DELETED)
                  .select_related("tenant"))
@@ -325,13 +326,16 @@ def resource_rows(*, report: CapacityReport) -> list[dict[str, Any]]:
     held = allocated_devices(report)
     held["gpu-shared"] = sum((v for k, v in held.items() if k.startswith("shared:")),
                              Decimal(0))
+    # the by-model table's GPU memory allocated; the nodes' CPU and memory requested
+    held["gpu-memory"] = Decimal(report.totals.get("memory_allocated_mib", 0)) / 1024
+    held["cpu"] = sum((n.cpu_requested for n in report.nodes), Decimal(0))
+    held["memory"] = sum((n.memory_requested for n in report.nodes), Decimal(0)) / _GIB
     rows = []
     for key, capacity in sorted(report.resources.items(), key=lambda kv: _order(kv[0])):
         label, unit = resource_label(key)
-        device = key.startswith(("gpu:", "mig:")) or key == "gpu-shared"
         rows.append({"key": key, "label": label, "unit": unit, "capacity": capacity,
                      "in_use": in_use.get(key, Decimal(0)),
-                     "allocated": held.get(key, Decimal(0)) if device else None,
+                     "allocated": held.get(key, Decimal(0)),
                      "granted": granted.get(key, Decimal(0))})
     return rows
 

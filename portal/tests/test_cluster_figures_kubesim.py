@@ -102,6 +102,12 @@ def test_cluster_and_capacity_pages_show_one_allocation(cluster, tenant_a, tenan
     memory = _row(capacity, 'data-key="gpu-memory"')
     assert _cell(memory, "capacity").endswith(" GiB") and _cell(memory, "in_use").endswith(
         " GiB")
+    by_model = re.findall(r"[\d,.]+", _cell(_row(capacity, 'data-row="total"'), "memory"))
+    figures = [re.search(r"[\d,.]+", _cell(memory, f)).group(0)
+               for f in ("allocated", "capacity")]
+    assert [float(x.replace(",", "")) for x in figures] == pytest.approx(
+        [float(x.replace(",", "")) for x in by_model], abs=0.5)   # GiB, rounded apart
+    assert _cell(_row(capacity, 'data-key="cpu"'), "allocated") == "10 cores"   # 5 pods x 2
     # one "as of" time, the same on both pages
     stamp = re.search(r"nodes last listed ([0-9: -]+)\.", overview).group(1)
     assert f"nodes last listed {stamp}." in capacity
