@@ -234,10 +234,6 @@ def policy_page(request: HttpRequest) -> HttpResponse:
                     selectors.overcommit_effect(data["overcommit_factors"]))
             else:
                 saved = services.policy_update(actor=request.user, **data)
-        except ApplicationError as exc:
-            _form_error(form, exc)
-        else:
-            if preview is None:
                 messages.success(request, _("The policy was saved."))
                 effect = over_cap_sentences(selectors.overcommit_effect(
                     dict(saved.overcommit_factors or {})))
@@ -245,6 +241,8 @@ def policy_page(request: HttpRequest) -> HttpResponse:
                     messages.warning(request, " ".join(
                         [str(OVER_CAP_INTRO), *effect, str(OVER_CAP_RULE)]))
                 return redirect("tenants:policy")
+        except ApplicationError as exc:
+            _form_error(form, exc)
     status = 400 if request.method == "POST" and preview is None else 200
     return render(request, "tenants/policy.html", {
         "form": form, "policy": policy, "preview": preview,
@@ -274,8 +272,7 @@ def over_cap_sentences(items: list[OverCap]) -> list[str]:
                      "capacity of %(capacity)s).") % {
             "resource": label, "factor": numbers.quantity(item.factor), "unit": unit,
             "tenants": pgettext("list separator", ", ").join(
-                f"{slug} ({amount_text(amount, item.key)})"
-                                 for slug, amount in item.tenants),
+                f"{slug} ({amount_text(amount, item.key)})" for slug, amount in item.tenants),
             "granted": amount_text(item.granted, item.key),
             "limit": amount_text(item.limit, item.key),
             "capacity": amount_text(item.capacity, item.key)})
