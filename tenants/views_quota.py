@@ -248,7 +248,8 @@ def policy_page(request: HttpRequest) -> HttpResponse:
         "form": form, "policy": policy, "preview": preview,
         "over_cap_now": over_cap_sentences(selectors.overcommit_effect(
             dict(policy.overcommit_factors or {}))),
-        "over_cap_rule": OVER_CAP_RULE}, status=status)
+        "over_cap_rule": OVER_CAP_RULE, "default_quota": selectors.default_quota_rows()},
+        status=status)
 
 
 OVER_CAP_INTRO = gettext_lazy("With the factors saved:")

@@ -82,11 +82,13 @@ def test_the_tenant_create_page_flags_an_empty_default_quota(client, login, plat
     page = client.get("/platform/tenants/").content.decode()
     assert ("New tenants get no quota: they can run nothing until a quota is granted."
             in page and 'href="/platform/policy/#id_default_quota"' in page)
-    assert 'id="id_default_quota"' in client.get("/platform/policy/").content.decode()
+    policy_page = client.get("/platform/policy/").content.decode()
+    assert 'id="id_default_quota"' in policy_page and "New tenants get no quota" in policy_page
     Policy.objects.filter(pk=Policy.current().pk).update(
         default_quota={"dev": {"cpu": "8", "gpu:NVIDIA-H800": "0"}, "prod": {"memory": "64"}})
     page = client.get("/platform/tenants/").content.decode()
     assert "New tenants get no quota" not in page
+    assert "New tenants get no quota" not in client.get("/platform/policy/").content.decode()
     assert "New tenants get the default quota: Production · Memory 64 GiB; " \
            "Development · CPU 8 cores." in page
     client.cookies[settings.LANGUAGE_COOKIE_NAME] = "zh-hans"
