@@ -12,6 +12,7 @@ from django.http import HttpRequest
 from billing.models import (
     Adjustment,
     Budget,
+    DevicePrice,
     EgressSample,
     GpuPrice,
     GpuUsage,
@@ -35,12 +36,17 @@ class StoragePriceInline(admin.TabularInline):
     extra = 0
 
 
+class DevicePriceInline(admin.TabularInline):
+    model = DevicePrice
+    extra = 0
+
+
 @admin.register(RateCard)
 class RateCardAdmin(admin.ModelAdmin):
     list_display = ["effective_from", "egress_gib", "egress_region_gib", "egress_zone_gib",
                     "cpu_core_hour", "memory_gib_hour",
                     "mig_pricing", "created_by"]
-    inlines = [GpuPriceInline, StoragePriceInline]
+    inlines = [GpuPriceInline, StoragePriceInline, DevicePriceInline]
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # a new card replaces an old one; create cards in the portal
@@ -72,9 +78,9 @@ class InvoiceAdmin(ReadOnlyAdmin):
 
 @admin.register(GpuUsage)
 class GpuUsageAdmin(ReadOnlyAdmin):
-    list_display = ["job", "day", "billed_period", "gpu_model", "mig_profile", "devices",
-                    "seconds"]
-    list_filter = ["billed_period", "day"]
+    list_display = ["job", "day", "billed_period", "gpu_model", "mig_profile", "device_kind",
+                    "share_num", "share_den", "devices", "seconds"]
+    list_filter = ["billed_period", "day", "device_kind"]
     raw_id_fields = ["job"]
 
 

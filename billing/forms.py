@@ -143,6 +143,24 @@ class StoragePriceForm(forms.Form):
         return cleaned
 
 
+class DevicePriceForm(forms.Form):
+    """An override of one device's price per device-hour (its key as the device rows
+    list it, e.g. ``NVIDIA-L4|shared:1/4``); a row without a device is left off."""
+
+    device = forms.CharField(label=gettext_lazy("Device"), required=False, max_length=300,
+                             widget=forms.TextInput(attrs={"list": "device-keys"}))
+    price_per_hour = DecimalField(label=gettext_lazy("Price per device-hour"), required=False,
+                                  decimal_places=4, max_digits=12,
+                                  widget=_number(_PRICE_RANGE))
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if cleaned.get("device") and cleaned.get("price_per_hour") is None \
+                and "price_per_hour" not in self.errors:
+            self.add_error("price_per_hour", forms.Field.default_error_messages["required"])
+        return cleaned
+
+
 class PriceRows(forms.BaseFormSet):
     """A formset of price rows: rows left blank are not on the card."""
 
@@ -153,6 +171,8 @@ class PriceRows(forms.BaseFormSet):
     def _blank(form: forms.Form) -> bool:
         if isinstance(form, GpuPriceForm):
             return form.is_blank()
+        if isinstance(form, DevicePriceForm):
+            return not form.cleaned_data.get("device")
         return not form.cleaned_data.get("storage_class")
 
     def rows(self) -> list[dict[str, Any]]:
@@ -179,6 +199,16 @@ GpuPriceFormSet: type[PriceRows] = forms.formset_factory(  # type: ignore[assign
     GpuPriceForm, formset=PriceRows, extra=2)
 StoragePriceFormSet: type[PriceRows] = forms.formset_factory(  # type: ignore[assignment]
     StoragePriceForm, formset=PriceRows, extra=2)
+
+
+DevicePriceFormSet: type[PriceRows] = forms.formset_factory(  # type: ignore[assignment]
+    DevicePriceForm, formset=PriceRows, extra=2)
+
+
+def device_rows_initial(card: RateCard | None) -> list[dict[str, Any]]:
+    """The current card's overrides (a new card keeps them unless removed)."""
+    return [{"device": d.device, "price_per_hour": d.price_per_hour}
+            for d in (card.device_prices.all() if card else [])]
 
 
 def gpu_rows_initial(card: RateCard | None, models: list[str]) -> list[dict[str, Any]]:

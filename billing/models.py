@@ -29,6 +29,7 @@ from django.utils.translation import gettext_lazy as _
 
 from billing import pricing
 from billing.choices import InvoiceKind, InvoiceStatus, LineKind, MigPricing
+from billing.pricebook import Device
 from billing.texts import unit
 from core.choices import EgressClass
 from core.texts import render
@@ -112,6 +113,25 @@ class GpuPrice(models.Model):
         return self.breakdown.total
 
 
+class DevicePrice(models.Model):
+    """An admin's price per device-hour for one device (``billing.pricebook.Device.key``:
+    ``<model>|``, ``<model>|<MIG profile>``, ``<model>|shared:1/4``, ``<model>|hami:1/8``),
+    overriding the price derived from its card."""
+
+    card = models.ForeignKey(RateCard, on_delete=models.CASCADE, related_name="device_prices")
+    device = models.CharField(_("device"), max_length=300)
+    price_per_hour = models.DecimalField(_("price per device-hour"), max_digits=12,
+                                         decimal_places=4)
+
+    class Meta:
+        ordering = ["device"]
+        constraints = [models.UniqueConstraint(fields=["card", "device"],
+                                               name="billing_device_price_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.device} ({self.card})"
+
+
 class StoragePrice(models.Model):
     card = models.ForeignKey(RateCard, on_delete=models.CASCADE, related_name="storage_prices")
     storage_class = models.CharField(_("StorageClass"), max_length=253)
@@ -152,7 +172,12 @@ class GpuUsage(models.Model):
     billed_period = models.DateField()  # first day of the month whose invoice bills it
     gpu_model = models.CharField(max_length=200, blank=True)
     mig_profile = models.CharField(max_length=20, blank=True)
-    devices = models.PositiveIntegerField(default=0)  # whole cards or MIG instances
+    devices = models.PositiveIntegerField(default=0)  # cards, MIG instances, shares, vGPUs
+    # what a device is (billing.pricebook: whole, mig, shared, hami) and, for a share or a
+    # vGPU, its exact fraction of a card (share_num / share_den; 1 otherwise)
+    device_kind = models.CharField(max_length=8, default="whole")
+    share_num = models.PositiveBigIntegerField(default=1)
+    share_den = models.PositiveBigIntegerField(default=1)
     # wall-clock seconds running that day (a late row: the difference, maybe negative)
     seconds = models.IntegerField()
     # the job's CPU and memory in integers, so ledger sums stay exact in any database
@@ -169,6 +194,12 @@ class GpuUsage(models.Model):
 
     def __str__(self) -> str:
         return f"job {self.job_id} {self.day}: {self.seconds}s x {self.devices}"
+
+    @property
+    def device(self) -> Device:
+        """The device as :class:`billing.pricebook.Device`."""
+        return Device.of_row(self.gpu_model, self.mig_profile, self.device_kind,
+                             self.share_num, self.share_den)
 
 
 class StorageSnapshot(models.Model):

@@ -5,96 +5,69 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
-from itertools import pairwise
+from types import SimpleNamespace
 from typing import Any
 
-from django.conf import settings
-from django.db import connection
 from django.db.models import F, Q, QuerySet, Sum
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from billing import ledger, pricing, texts
-from billing.choices import InvoiceKind, InvoiceStatus, LineKind, MigPricing
+from billing import ledger, pricebook, pricing, texts
+from billing.choices import InvoiceKind, InvoiceStatus, LineKind
 from billing.models import (
     Adjustment,
     Budget,
     EgressSample,
-    GpuPrice,
     GpuUsage,
     Invoice,
     InvoiceLine,
     MonthClose,
     RateCard,
-    StoragePrice,
     StorageSnapshot,
 )
-from core.choices import EgressClass, Tier
-from core.db import epoch_seconds_sql
+from billing.pricebook import Device, LineSpec, UsageRow
+from billing.selectors_rates import (  # noqa: F401 - re-exported: billing's read API
+    DeviceFacts,
+    Schedule,
+    currency,
+    current_rate_card,
+    device_facts,
+    observed_card_memory,
+    observed_gpu_models,
+    observed_storage_classes,
+    rate_card_devices,
+    rate_card_warnings,
+    rate_cards,
+    schedule,
+    tz,
+    unpriced_devices,
+)
+from billing.selectors_usage import (  # noqa: F401 - re-exported
+    quarter_start,
+    running_stretches,
+    tenant_utilisation,
+    tenant_utilisation_by_kind,
+    utilisation_figures,
+    utilisation_totals,
+)
+from core.choices import EgressClass
 from core.exceptions import ApplicationError
-from core.texts import StoredText, english, message
+from core.texts import StoredText, message
 from jobs import idle_waiting
-from jobs.choices import JobState
 from jobs.models import JobTransition
-from k8s_sync.models import ObservedNode, ObservedStorageClass
-from k8s_sync.selectors import mig_profile_memory_mib
-from tenants import utilisation
 from tenants.choices import TenantStatus
-from tenants.models import JobUtilisation, Pool, QuotaGrant, QuotaLoan, Tenant
-from tenants.utilisation import Utilisation
+from tenants.models import Tenant
 
 MIB = 1024**2
 #: egress destination classes in the order lines and drill-downs list them
 EGRESS_ORDER: list[str] = [EgressClass.INTERNET, EgressClass.CROSS_REGION,
                            EgressClass.CROSS_ZONE, EgressClass.UNCLASSIFIED,
                            EgressClass.IN_CLUSTER]
-
-
-def running_stretches(*, first_job: int, last_job: int, job_ids: Iterable[int] | None = None
-                      ) -> dict[int, list[tuple[int, int | None]]]:
-    """Each job's stretches in state "running" as (start, end) in whole epoch seconds (end
-    None: still running), for jobs ``first_job``..``last_job`` (or only ``job_ids`` of
-    them), in time order.
-
-    The database pairs each transition with the next one (a window over the job's
-    history), so only the running stretches travel to Python, as integers. The same
-    stretches as :func:`jobs.timeline.running_intervals` of the (to_state, at) history:
-    a stretch ends at the job's next transition (tested against it).
-    """
-    vendor = connection.vendor
-    start_sql, start_params = epoch_seconds_sql("at", vendor)
-    end_sql, end_params = epoch_seconds_sql("nxt", vendor)
-    wanted = "" if job_ids is None else " AND job_id IN ({})".format(
-        ", ".join(["%s"] * len(ids := list(job_ids))))
-    # only fixed SQL and placeholders are formatted in
-    sql = f"""
-        SELECT job_id, {start_sql}, {end_sql} FROM (
-            SELECT job_id, to_state, at,
-                   LEAD(at) OVER (PARTITION BY job_id ORDER BY at, id) AS nxt
-            FROM jobs_jobtransition WHERE job_id >= %s AND job_id <= %s{wanted}) t
-        WHERE to_state = %s ORDER BY job_id, at"""  # noqa: S608
-    params = [*start_params, *end_params, first_job, last_job,
-              *(ids if job_ids is not None else ()), JobState.RUNNING]
-    stretches: dict[int, list[tuple[int, int | None]]] = defaultdict(list)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        for job_id, start, end in cursor.fetchall():
-            stretches[job_id].append((start, end))
-    return stretches
-
-
-def tz() -> dt.tzinfo:
-    return timezone.get_default_timezone()
-
-
-def currency() -> str:
-    return settings.TRAINYARD_CURRENCY
 
 
 def current_period(now: dt.datetime | None = None) -> dt.date:
@@ -121,165 +94,16 @@ def parse_period(raw: str | None) -> dt.date:
                                                      "last": PERIOD_YEARS[1]}, field="month")
 
 
-# --- the rate card ------------------------------------------------------------------------
-
-
-@dataclass
-class Schedule:
-    """Every rate card with its prices, to find the one in effect on a day."""
-
-    cards: list[RateCard]
-    gpus: dict[int, dict[str, GpuPrice]] = field(default_factory=dict)
-    storage: dict[int, dict[str, Decimal]] = field(default_factory=dict)
-    # GiB per card by GPU model as the cluster reports it; read on first need (MIG only)
-    observed: dict[str, int] | None = None
-
-    @property
-    def observed_memory(self) -> dict[str, int]:
-        if self.observed is None:
-            self.observed = observed_card_memory()
-        return self.observed
-
-    def card_for(self, day: dt.date) -> RateCard | None:
-        index = bisect_right([c.effective_from for c in self.cards], day) - 1
-        return self.cards[index] if index >= 0 else None
-
-    def periods(self, start: dt.date, end: dt.date
-                ) -> list[tuple[RateCard | None, dt.date, dt.date]]:
-        """[(card, from, to)) covering the days [start, end), split where a card starts."""
-        cuts = sorted({start, end} | {c.effective_from for c in self.cards
-                                      if start < c.effective_from < end})
-        return [(self.card_for(a), a, b) for a, b in pairwise(cuts)]
-
-    def device_price(self, card: RateCard | None, gpu_model: str, mig_profile: str
-                     ) -> tuple[Decimal | None, StoredText]:
-        """Price per device-hour (a card or one MIG instance) and how it was derived (a
-        stored text: the GPU model, which card a MIG slice is priced from, or why a slice
-        has no price)."""
-        if card is None:
-            return None, message(texts.LINE_NO_RATE_CARD)
-        prices = self.gpus.get(card.pk, {})
-        if not mig_profile:
-            price = prices.get(gpu_model)
-            return (price.price_per_hour, gpu_model) if price else (None, gpu_model)
-        base = prices.get(gpu_model) or _card_for_mig(prices.values(), mig_profile,
-                                                      self.observed_memory)
-        if base is None:
-            if prices and not any(self.card_memory(p) for p in prices.values()):
-                return None, message(texts.LINE_MIG_NO_MEMORY, profile=mig_profile)
-            return None, message(texts.LINE_MIG_UNPRICED, profile=mig_profile)
-        share = pricing.mig_share(mig_profile, card_memory_gib=self.card_memory(base),
-                                  rule=card.mig_pricing)
-        return (pricing.mig_hour_price(base.price_per_hour, share),
-                message(texts.LINE_MIG, profile=mig_profile, model=base.gpu_model,
-                        share=_fraction(share)))
-
-    def card_memory(self, price: GpuPrice) -> int | None:
-        """A priced card's memory in GiB: the rate card's, else what the cluster reports
-        for that GPU model (``nvidia.com/gpu.memory``), else None."""
-        return price.memory_gib or self.observed_memory.get(price.gpu_model)
-
-
-def _fraction(share: Decimal) -> str:
-    frac = share.as_integer_ratio()
-    return f"{frac[0]}/{frac[1]}" if frac[1] != 1 else str(frac[0])
-
-
-def _card_for_mig(prices: Iterable[GpuPrice], profile: str,
-                  observed: Mapping[str, int]) -> GpuPrice | None:
-    """When a MIG job names no card: the smallest priced card that holds the profile (its
-    memory from the rate card, else as the cluster reports it)."""
-    need = (mig_profile_memory_mib(profile) or 0) / 1024
-    sized = [(p.memory_gib or observed.get(p.gpu_model), p) for p in prices]
-    fits = sorted(((m, p.gpu_model, p) for m, p in sized if m and m >= need),
-                  key=lambda t: (t[0], t[1]))
-    return fits[0][2] if fits else None
-
-
-def observed_card_memory() -> dict[str, int]:
-    """GiB of one card per GPU model as the cluster reports it (the ``nvidia.com/gpu.memory``
-    node label the watcher records), rounded to whole GiB; the largest where nodes differ."""
-    out: dict[str, int] = {}
-    for model, mib in ObservedNode.objects.exclude(gpu_model="").filter(
-            gpu_memory_mib__isnull=False).values_list("gpu_model", "gpu_memory_mib"):
-        out[model] = max(out.get(model, 0), int((Decimal(mib or 0) / 1024).to_integral_value()))
-    return out
-
-
-def observed_storage_classes() -> list[str]:
-    """StorageClasses the cluster reports."""
-    return sorted(ObservedStorageClass.objects.values_list("name", flat=True))
-
-
-def observed_gpu_models() -> list[str]:
-    """GPU models the cluster reports (whole-card names, MIG and sharing suffixes removed)."""
-    return sorted(set(ObservedNode.objects.exclude(gpu_model="").values_list(
-        "gpu_model", flat=True)))
-
-
-def rate_card_warnings(card: RateCard | None, observed: Mapping[str, int] | None = None
-                       ) -> list[str]:
-    """GPU models on ``card`` whose MIG slices cannot be priced by memory: the card's
-    memory is blank and the cluster reports none (their slices fall back to 1/7 per
-    compute slice, and a slice naming no card finds no price)."""
-    if card is None or card.mig_pricing != MigPricing.MEMORY:
-        return []
-    observed = observed_card_memory() if observed is None else observed
-    return [p.gpu_model for p in card.gpu_prices.all()
-            if not p.memory_gib and not observed.get(p.gpu_model)]
-
-
-def schedule() -> Schedule:
-    cards = list(RateCard.objects.order_by("effective_from"))
-    sched = Schedule(cards=cards)
-    for price in GpuPrice.objects.all():
-        sched.gpus.setdefault(price.card_id, {})[price.gpu_model] = price
-    for sp in StoragePrice.objects.all():
-        sched.storage.setdefault(sp.card_id, {})[sp.storage_class] = sp.gib_month
-    return sched
-
-
-def rate_cards() -> QuerySet[RateCard]:
-    return RateCard.objects.prefetch_related("gpu_prices", "storage_prices")
-
-
-def current_rate_card(day: dt.date | None = None) -> RateCard | None:
-    day = day or timezone.localdate()
-    return rate_cards().filter(effective_from__lte=day).order_by("-effective_from").first()
-
-
 # --- a month's lines ----------------------------------------------------------------------
-
-
-@dataclass
-class LineSpec:
-    kind: str
-    text: StoredText  # the description, a stored text shown in the reader's language
-    amount: Decimal
-    resource: str = ""
-    starts: dt.date | None = None
-    ends: dt.date | None = None
-    quantity: Decimal = Decimal(0)
-    unit: str = ""
-    unit_price: Decimal = Decimal(0)
-    rate_card_id: int | None = None
-
-    @property
-    def description(self) -> str:
-        return english(self.text)
-
-    @property
-    def unit_label(self) -> str:
-        return texts.unit(self.unit)
 
 
 def _described(what: StoredText, card: RateCard | None, split: bool,
                priced: bool = True) -> StoredText:
     """A line's text: ``what``, with the day its prices start when the month is split
-    between rate cards, and a warning when the card has no price for it."""
+    between rate cards, and a note when the card has no price for it (billed 0)."""
     if split and card is not None:
         what = message(texts.PRICES_FROM, what=what, day=card.effective_from.isoformat())
-    return what if priced else message(texts.NO_PRICE, what=what)
+    return what if priced else message(texts.NO_PRICE_BILLED_0, what=what)
 
 
 def _month_seconds(first: dt.date) -> int:
@@ -287,61 +111,43 @@ def _month_seconds(first: dt.date) -> int:
     return int((end - start).total_seconds())
 
 
-def _usage_lines(out: dict[int, list[LineSpec]], sched: Schedule, card: RateCard | None,
-                 a: dt.date, b: dt.date, billed: dt.date, ids: list[int] | None, split: bool,
-                 late: dt.date | None = None) -> None:
-    """GPU lines (per device kind), CPU and memory lines of the GpuUsage rows of the days
-    [a, b) that the month ``billed`` bills, priced by ``card``. ``late``: the closed month
-    the days belong to (the lines say "usage from <month>")."""
+def usage_rows(billed: dt.date, a: dt.date, b: dt.date, ids: list[int] | None
+               ) -> list[UsageRow]:
+    """The GpuUsage rows of the days [a, b) that the month ``billed`` bills, summed per
+    tenant and device (exact integers)."""
     usage = GpuUsage.objects.filter(billed_period=billed, day__gte=a, day__lt=b)
     if ids is not None:
         usage = usage.filter(tenant_id__in=ids)
-    rows = usage.values("tenant_id", "gpu_model", "mig_profile").annotate(
-        device_seconds=Sum(F("seconds") * F("devices")),
-        milli_seconds=Sum(F("seconds") * F("cpu_millicores")),
-        mib_seconds=Sum(F("seconds") * F("memory_mib"))).order_by(
-        "tenant_id", "gpu_model", "mig_profile")
+    keys = ("tenant_id", "gpu_model", "mig_profile", "device_kind", "share_num", "share_den")
+    rows = [UsageRow(r["tenant_id"], Device.of_row(*(r[k] for k in keys[1:])),
+                     int(r["device_seconds"] or 0), int(r["milli_seconds"] or 0),
+                     int(r["mib_seconds"] or 0))
+            for r in usage.values(*keys).annotate(
+                device_seconds=Sum(F("seconds") * F("devices")),
+                milli_seconds=Sum(F("seconds") * F("cpu_millicores")),
+                mib_seconds=Sum(F("seconds") * F("memory_mib"))).order_by(*keys)]
+    # per tenant and model: whole cards, MIG, shares, vGPUs, larger shares first
+    return sorted(rows, key=lambda r: (r.tenant_id, r.device.gpu_model, r.device.mig_profile,
+                                       pricebook.DEVICE_KINDS.index(r.device.kind),
+                                       -r.device.share))
 
-    def text(what: StoredText, priced: bool = True) -> StoredText:
+
+def _usage_lines(out: dict[int, list[LineSpec]], sched: Schedule, card: RateCard | None,
+                 a: dt.date, b: dt.date, billed: dt.date, ids: list[int] | None, split: bool,
+                 late: dt.date | None = None) -> None:
+    """GPU lines (per device), CPU and memory lines of the GpuUsage rows of the days
+    [a, b) that the month ``billed`` bills, priced by ``card``
+    (:func:`billing.pricebook.usage_lines`). ``late``: the closed month the days belong
+    to (the lines say "usage from <month>")."""
+
+    def text(what: StoredText, priced: bool) -> StoredText:
         desc = _described(what, card, split, priced=priced)
         return message(texts.LATE_USAGE, what=desc, month=f"{late:%Y-%m}") if late else desc
 
-    cpu_totals: dict[int, int] = defaultdict(int)
-    mem_totals: dict[int, int] = defaultdict(int)
-    for row in rows:
-        tenant_id, device_seconds = row["tenant_id"], int(row["device_seconds"] or 0)
-        cpu_totals[tenant_id] += int(row["milli_seconds"] or 0)
-        mem_totals[tenant_id] += int(row["mib_seconds"] or 0)
-        if not device_seconds:
-            continue
-        price, label = sched.device_price(card, row["gpu_model"], row["mig_profile"])
-        unit = "instance-hours" if row["mig_profile"] else "GPU-hours"
-        out[tenant_id].append(LineSpec(
-            kind=LineKind.GPU, text=text(label or message(texts.LINE_GPU), price is not None),
-            resource=f"{row['gpu_model']}|{row['mig_profile']}", starts=a, ends=b,
-            quantity=pricing.hours(device_seconds), unit=unit,
-            unit_price=price or Decimal(0),
-            amount=pricing.hourly_amount(device_seconds, price or Decimal(0)),
-            rate_card_id=card.pk if card else None))
-    if card is not None and card.cpu_core_hour:
-        for tenant_id, milli in cpu_totals.items():
-            if milli:
-                out[tenant_id].append(LineSpec(
-                    kind=LineKind.CPU, text=text(message(texts.LINE_CPU)),
-                    starts=a, ends=b, quantity=pricing.hours(Decimal(milli) / 1000),
-                    unit="core-hours", unit_price=card.cpu_core_hour,
-                    amount=pricing.hourly_amount(Decimal(milli) / 1000, card.cpu_core_hour),
-                    rate_card_id=card.pk))
-    if card is not None and card.memory_gib_hour:
-        for tenant_id, mib in mem_totals.items():
-            if mib:
-                gib_s = Decimal(mib) / 1024
-                out[tenant_id].append(LineSpec(
-                    kind=LineKind.MEMORY, text=text(message(texts.LINE_MEMORY)),
-                    starts=a, ends=b, quantity=pricing.hours(gib_s), unit="GiB-hours",
-                    unit_price=card.memory_gib_hour,
-                    amount=pricing.hourly_amount(gib_s, card.memory_gib_hour),
-                    rate_card_id=card.pk))
+    for tenant_id, specs in pricebook.usage_lines(
+            usage_rows(billed, a, b, ids), sched.table(card), starts=a, ends=b,
+            wrap=text).items():
+        out[tenant_id].extend(specs)
 
 
 def late_months(billed: dt.date, ids: Iterable[int] | None = None) -> list[dt.date]:
@@ -560,129 +366,34 @@ def credited_total(invoice: Invoice) -> Decimal:
         s=Sum("total"))["s"] or Decimal(0)
 
 
-@dataclass(frozen=True)
-class LineDetail:
-    label: str
-    quantity: Decimal
-    amount: Decimal
-    job_id: int | None = None
-    #: egress lines: the pod's GiB to every destination class in the line's days,
-    #: [(class, GiB)] in EGRESS_ORDER (the free ones included)
-    destinations: tuple[tuple[EgressClass, Decimal], ...] = ()
-
-
-def line_details(line: InvoiceLine) -> list[LineDetail]:
-    """What is behind one line: the jobs (GPU, CPU, memory), volumes, or pods."""
-    invoice = line.invoice
-    if line.starts is None or line.ends is None:
-        return []
-    if line.kind in (LineKind.GPU, LineKind.CPU, LineKind.MEMORY):
-        usage = GpuUsage.objects.filter(tenant_id=invoice.tenant_id, day__gte=line.starts,
-                                        day__lt=line.ends, billed_period=invoice.period)
-        if line.kind == LineKind.GPU:
-            gpu_model, _sep, mig = line.resource.partition("|")
-            usage = usage.filter(gpu_model=gpu_model, mig_profile=mig, devices__gt=0)
-            metric = Sum(F("seconds") * F("devices"))
-        elif line.kind == LineKind.CPU:
-            metric = Sum(F("seconds") * F("cpu_millicores"))
-        else:
-            metric = Sum(F("seconds") * F("memory_mib"))
-        rows = usage.values("job_id", "job__name").annotate(q=metric).order_by("-q", "job_id")
-        scale = {"gpu": 1, "cpu": 1000, "memory": 1024}[str(line.kind)]
-        return [LineDetail(label=r["job__name"], job_id=r["job_id"],
-                           quantity=pricing.hours(Decimal(r["q"] or 0) / scale),
-                           amount=pricing.hourly_amount(Decimal(r["q"] or 0) / scale,
-                                                        line.unit_price))
-                for r in rows if r["q"]]
-    if line.kind == LineKind.STORAGE:
-        return _storage_details(line, invoice)
-    if line.kind == LineKind.EGRESS:
-        # the line's class (every class for a line of one price, written before classes)
-        sent: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
-        for ns, pod, destination, total in EgressSample.objects.filter(
-                tenant_id=invoice.tenant_id, at__gte=ledger.local_midnight(line.starts, tz()),
-                at__lt=ledger.local_midnight(line.ends, tz())).values(
-                "namespace", "pod", "destination").annotate(s=Sum("transmit_delta")).values_list(
-                "namespace", "pod", "destination", "s"):
-            sent[(ns, pod)][destination] += int(total or 0)
-        details = []
-        for (ns, pod), classes in sent.items():
-            billed = (classes.get(line.resource, 0) if line.resource
-                      else sum(classes.values()))
-            if billed:
-                details.append(LineDetail(
-                    label=f"{ns}/{pod}", quantity=pricing.gib(billed),
-                    amount=pricing.egress_amount(billed, line.unit_price),
-                    destinations=tuple((EgressClass(c), pricing.gib(classes[c]))
-                                       for c in EGRESS_ORDER if classes.get(c))))
-        return sorted(details, key=lambda d: (-d.quantity, d.label))
-    return []
-
-
-def _storage_details(line: InvoiceLine, invoice: Invoice) -> list[LineDetail]:
-    """The volumes behind a storage line: their GiB-months over the line's days as known
-    when the invoice's month was billed, or, for a late line ("storage from <month>"),
-    what each volume's late snapshots changed in those days."""
-    assert line.starts is not None and line.ends is not None
-    origin = ledger.month_start(line.starts)
-    seconds_of_month = _month_seconds(origin)
-    start = ledger.local_midnight(line.starts, tz())
-    end = ledger.local_midnight(line.ends, tz())
-    snaps = known_snapshots(invoice.period).filter(
-        tenant_id=invoice.tenant_id, storage_class=line.resource, at__lt=end)
-    late = origin < invoice.period
-    if late:
-        snaps = snaps.filter(uid__in=StorageSnapshot.objects.filter(
-            billed_period=invoice.period, at__lt=ledger.local_midnight(invoice.period, tz()),
-            tenant_id=invoice.tenant_id, storage_class=line.resource).values("uid"))
-    volumes: dict[str, list[tuple[dt.datetime, int]]] = defaultdict(list)
-    names: dict[str, str] = {}
-    for uid, ns, name, size, at in snaps.order_by("uid", "at").values_list(
-            "uid", "namespace", "name", "size_bytes", "at"):
-        volumes[uid].append((at, size))
-        names[uid] = f"{ns}/{name}"
-    sched = schedule() if late else None
-    details = []
-    for uid, snapshots in volumes.items():
-        if sched is not None:
-            bs = sum(v for k, v in late_storage(invoice.period, [invoice.tenant_id], sched,
-                                                uid=uid).items()
-                     if k[2] == line.resource and k[3] == line.starts and k[4] == line.ends)
-        else:
-            bs = ledger.size_byte_seconds(snapshots, start, end)
-        if bs:
-            details.append(LineDetail(
-                label=names[uid], quantity=pricing.gib_months(bs, seconds_of_month),
-                amount=pricing.storage_amount(bs, seconds_of_month, line.unit_price)))
-    return sorted(details, key=lambda d: -d.quantity)
-
-
 # --- per job ------------------------------------------------------------------------------
 
 
-def _job_rate(sched: Schedule, card: RateCard | None, job: Any) -> Decimal:
-    """Price per hour of running ``job`` under ``card`` (devices, CPU and memory)."""
-    devices = job.workers * job.gpus_per_worker
-    rate = Decimal(0)
-    if devices:
-        price, _label = sched.device_price(card, job.gpu_model, job.mig_profile)
-        rate += (price or Decimal(0)) * devices
-    if card is not None and card.cpu_core_hour:
-        rate += card.cpu_core_hour * job.cpu_per_worker * job.workers
-    if card is not None and card.memory_gib_hour:
-        rate += card.memory_gib_hour * job.memory_gib_per_worker * job.workers
-    return rate
+def job_shape(job: Any, facts: DeviceFacts | None = None) -> pricebook.JobShape:
+    """What ``job`` (a TrainingJob or anything with its fields) holds while it runs, as
+    the ledger records it."""
+    facts = facts or device_facts()
+    device = facts.device(gpu_model=job.gpu_model, mig_profile=job.mig_profile,
+                          gpu_shared=bool(getattr(job, "gpu_shared", False)),
+                          memory_limit_gib=getattr(job, "gpu_memory_gib_per_card", None))
+    return pricebook.JobShape.of(device, workers=job.workers,
+                                 gpus_per_worker=job.gpus_per_worker,
+                                 cpu_per_worker=job.cpu_per_worker,
+                                 memory_gib_per_worker=job.memory_gib_per_worker)
 
 
 def job_costs(jobs: Iterable[Any], now: dt.datetime | None = None) -> dict[int, Decimal]:
     """Cost so far per job id, from its transitions (running now counts up to ``now``),
-    each day at the rate card in effect that day; rounded to cents per job. (Invoices
-    round per line, so a sum of job costs may differ from a line by a few cents.)"""
+    each day at the rate card in effect that day (:func:`billing.pricebook.job_rate`);
+    rounded to cents per job. (Invoices round per line, so a sum of job costs may differ
+    from a line by a few cents.)"""
     jobs = list(jobs)
     if not jobs:
         return {}
     now = now or timezone.now()
     sched = schedule()
+    facts = device_facts()
+    sched.observe(facts)
     transitions: dict[int, list[tuple[str, dt.datetime]]] = defaultdict(list)
     for job_id, state, at in JobTransition.objects.filter(job__in=[j.pk for j in jobs]).order_by(
             "job_id", "at", "id").values_list("job_id", "to_state", "at"):
@@ -690,153 +401,76 @@ def job_costs(jobs: Iterable[Any], now: dt.datetime | None = None) -> dict[int, 
     out: dict[int, Decimal] = {}
     for job in jobs:
         cost = Decimal(0)
+        shape = job_shape(job, facts)
         days = ledger.running_day_seconds(transitions.get(job.pk, []), now, tz())
         for day, seconds in days.items():
-            cost += _job_rate(sched, sched.card_for(day), job) * seconds / 3600
+            cost += pricebook.job_rate(sched.table(sched.card_for(day)), shape) * seconds / 3600
         out[job.pk] = pricing.round_money(cost)
     return out
 
 
-def estimate_job_cost(gpu_model: str, mig_profile: str, gpus: int, seconds: int
-                      ) -> Decimal | None:
-    """What ``gpus`` devices (cards or MIG instances) for ``seconds`` would cost at today's
-    rate card; None when the device has no price."""
+def estimate_job_cost(job: Any, seconds: int, *, day: dt.date | None = None,
+                      sched: Schedule | None = None, facts: DeviceFacts | None = None
+                      ) -> pricebook.Estimate:
+    """What ``job`` (a TrainingJob or the job form's cleaned fields as attributes) would
+    be billed for running ``seconds`` at the rate card of ``day`` (today): the invoice's
+    own lines (:func:`billing.pricebook.estimate`: GPU, CPU, memory), plus its checkpoint
+    volume's storage (``checkpoint_size_gib`` of ``checkpoint_storage_class``) where it
+    asks for one, priced per GiB-month of the current month as the invoice prices it."""
+    sched = sched or schedule()
+    day = day or timezone.localdate()
+    card = sched.card_for(day)
+    extra: list[LineSpec] = []
+    size = getattr(job, "checkpoint_size_gib", None)
+    cls = getattr(job, "checkpoint_storage_class", "") or ""
+    if size and cls and seconds:  # a new volume (an existing claim is billed already)
+        price = sched.storage.get(card.pk, {}).get(cls) if card is not None else None
+        month_seconds = _month_seconds(ledger.month_start(day))
+        byte_seconds = int(size) * pricing.GIB * int(seconds)
+        extra.append(LineSpec(
+            kind=LineKind.STORAGE, text=_described(message(texts.LINE_STORAGE, cls=cls or "-"),
+                                                   card, False, priced=price is not None),
+            resource=cls, quantity=pricing.gib_months(byte_seconds, month_seconds),
+            unit="GiB-months", unit_price=price or Decimal(0),
+            amount=pricing.storage_amount(byte_seconds, month_seconds, price or Decimal(0)),
+            rate_card_id=card.pk if card else None))
+    return pricebook.estimate(sched.table(card), job_shape(job, facts), seconds, extra)
+
+
+def preview_costs(clean: Mapping[str, Any], runs: Mapping[str, int]) -> dict[str, Any] | None:
+    """The preview's cost (job form and API): per named run time (``max``, ``expected``),
+    what the invoice would charge for GPU, CPU, memory and storage
+    (:func:`estimate_job_cost`), as decimal strings in the installation's currency; None
+    when no rate card is in effect."""
+    job = SimpleNamespace(**clean)
     sched = schedule()
-    price, _label = sched.device_price(sched.card_for(timezone.localdate()), gpu_model,
-                                       mig_profile)
-    if price is None:
-        return None
-    return pricing.hourly_amount(Decimal(gpus) * seconds, price)
-
-
-# --- utilisation figures ---------------------------------------------------------------
-# The figures are defined once in ``tenants.utilisation`` (pure); these read their inputs.
-
-
-def quarter_start(day: dt.date) -> dt.date:
-    return day.replace(month=(day.month - 1) // 3 * 3 + 1, day=1)
-
-
-_PoolKind = tuple[int, int, str]   # (tenant id, pool id, GPU kind)
-
-
-def _quota_held_hours(lo: dt.datetime, hi: dt.datetime, tenant_ids: list[int] | None
-                      ) -> dict[_PoolKind, Decimal]:
-    """Device-hours of quota each pool held per GPU kind over [lo, hi): every grant row
-    times the hours it was in force (the table is the history), plus the hours of the
-    loans it borrowed, minus the ones it lent."""
-    out: dict[_PoolKind, Decimal] = defaultdict(Decimal)
-    gpu = Q(resource__startswith="gpu:") | Q(resource__startswith="mig:") | Q(
-        resource=utilisation.GPU_SHARED)
-    grants = QuotaGrant.objects.filter(gpu, created_at__lt=hi).filter(
-        Q(superseded_at__isnull=True) | Q(superseded_at__gt=lo))
-    if tenant_ids is not None:
-        grants = grants.filter(pool__tenant_id__in=tenant_ids)
-    for tenant_id, pool_id, resource, amount, since, until in grants.values_list(
-            "pool__tenant_id", "pool_id", "resource", "amount", "created_at", "superseded_at"):
-        out[(tenant_id, pool_id, resource)] += utilisation.held_hours(amount, since, until,
-                                                                      lo, hi)
-    loans = QuotaLoan.objects.filter(gpu, started_at__isnull=False, started_at__lt=hi).filter(
-        Q(ended_at__isnull=True) | Q(ended_at__gt=lo))
-    for l_tenant, l_pool, b_tenant, b_pool, resource, amount, began, ended in loans.values_list(
-            "lender__tenant_id", "lender_id", "borrower__tenant_id", "borrower_id", "resource",
-            "amount", "started_at", "ended_at"):
-        held = utilisation.held_hours(amount, began, ended, lo, hi)
-        if tenant_ids is None or l_tenant in tenant_ids:
-            out[(l_tenant, l_pool, resource)] -= held
-        if tenant_ids is None or b_tenant in tenant_ids:
-            out[(b_tenant, b_pool, resource)] += held
+    if sched.card_for(timezone.localdate()) is None:
+        return None  # no rate card in effect: nothing is priced
+    facts = device_facts()
+    sched.observe(facts)
+    out: dict[str, Any] = {"currency": currency(), "unpriced": False}
+    for name, seconds in runs.items():
+        estimate = estimate_job_cost(job, int(seconds), sched=sched, facts=facts)
+        out["unpriced"] = out["unpriced"] or estimate.unpriced
+        out[name] = {"seconds": int(seconds),
+                     **{kind: f"{estimate.amount(kind):.2f}"
+                        for kind in (LineKind.GPU, LineKind.CPU, LineKind.MEMORY,
+                                     LineKind.STORAGE)},
+                     "total": f"{estimate.total:.2f}"}
     return out
 
 
-def _allocated_hours(start: dt.date, end: dt.date, tenant_ids: list[int] | None
-                     ) -> dict[_PoolKind, dict[int, tuple[Decimal, bool]]]:
-    """(tenant, pool, GPU kind) -> job id -> (device-hours billed over the days [start,
-    end), beyond quota): the ledger's rows (``GpuUsage``), a job beyond quota when the
-    engine admitted it borrowing or in the batch tier."""
-    rows = GpuUsage.objects.filter(day__gte=start, day__lt=end, devices__gt=0).exclude(
-        gpu_model="", mig_profile="")
-    if tenant_ids is not None:
-        rows = rows.filter(tenant_id__in=tenant_ids)
-    out: dict[_PoolKind, dict[int, tuple[Decimal, bool]]] = defaultdict(dict)
-    for tenant_id, pool_id, job_id, model, profile, shared, borrowing, tier, ds in (
-            rows.values("tenant_id", "pool_id", "job_id", "gpu_model", "mig_profile",
-                        "job__gpu_shared", "job__borrowing", "job__tier")
-            .annotate(ds=Sum(F("devices") * F("seconds")))
-            .values_list("tenant_id", "pool_id", "job_id", "gpu_model", "mig_profile",
-                         "job__gpu_shared", "job__borrowing", "job__tier", "ds")):
-        key = (tenant_id, pool_id, utilisation.job_kind(model, profile, shared))
-        hours = out[key].get(job_id, (Decimal(0), False))[0] + Decimal(ds or 0) / 3600
-        out[key][job_id] = (hours, bool(borrowing) or tier == Tier.BATCH)
-    return out
-
-
-def _job_utilisation(job_ids: set[int], lo: dt.datetime, hi: dt.datetime,
-                     tenant_ids: list[int] | None) -> dict[int, float]:
-    """Job id -> its mean GPU utilisation (0..100) as the minute sampler measured it
-    (``JobUtilisation``), for the jobs sampled around [lo, hi)."""
-    out: dict[int, float] = {}
-    rows = JobUtilisation.objects.filter(gpu_samples__gt=0, last_sampled_at__gte=lo,
-                                         first_sampled_at__lt=hi)
-    if tenant_ids is not None:
-        rows = rows.filter(namespace__in=[p.namespace for p in Pool.objects.filter(
-            tenant_id__in=tenant_ids).select_related("tenant")])
-    for job, total, samples in rows.values_list("job", "util_sum", "gpu_samples").iterator():
-        if job.isdigit() and int(job) in job_ids:
-            out[int(job)] = total / samples
-    return out
-
-
-def utilisation_figures(start: dt.date, end: dt.date, tenant_ids: Iterable[int] | None = None,
-                        *, by_pool: bool = False, now: dt.datetime | None = None
-                        ) -> dict[int, dict[str, Utilisation]]:
-    """**The utilisation figures** (``tenants.utilisation``) over the days [start, end),
-    up to ``now``: tenant id (pool id with ``by_pool``) -> GPU kind (``gpu:<model>``,
-    ``mig:<profile>``, ``gpu-shared``) -> quota held, allocated (within quota, borrowed),
-    busy, quota use and idle rate. The one computation behind the tenant dashboard, the
-    request facts, the invoice, finance's month, the API, ``/metrics`` and the quarterly
-    review. Keys with quota held or allocated hours."""
-    ids = list(tenant_ids) if tenant_ids is not None else None
-    zone = tz()
-    lo = ledger.local_midnight(start, zone)
-    hi = min(ledger.local_midnight(end, zone), now or timezone.now())
-    quota = _quota_held_hours(lo, hi, ids) if hi > lo else {}
-    allocated = _allocated_hours(start, end, ids)
-    util = _job_utilisation({j for jobs in allocated.values() for j in jobs}, lo,
-                            ledger.local_midnight(end, zone), ids) if allocated else {}
-    out: dict[int, dict[str, Utilisation]] = defaultdict(dict)
-    for key in set(allocated) | {k for k, v in quota.items() if v > 0}:
-        tenant_id, pool_id, kind = key
-        jobs = [utilisation.JobHours(hours, beyond, util.get(job_id))
-                for job_id, (hours, beyond) in allocated.get(key, {}).items()]
-        figure = utilisation.figures(kind, quota_held=quota.get(key, Decimal(0)), jobs=jobs)
-        group = out[pool_id if by_pool else tenant_id]
-        group[kind] = group[kind] + figure if kind in group else figure
+def draft_amounts(period: dt.date | None = None) -> dict[tuple[str, str, str], Decimal]:
+    """The month's draft invoices (recomputed by every ledger refresh with
+    :func:`month_lines`) per (tenant slug, line kind, resource: the device key of a GPU
+    line) : amount, for ``/metrics``."""
+    out: dict[tuple[str, str, str], Decimal] = defaultdict(Decimal)
+    for slug, kind, resource, amount in InvoiceLine.objects.filter(
+            invoice__period=ledger.month_start(period or current_period()),
+            invoice__kind=InvoiceKind.INVOICE).values_list(
+            "invoice__tenant__slug", "kind", "resource", "amount"):
+        out[(slug, kind, resource if kind == LineKind.GPU else "")] += amount
     return dict(out)
-
-
-def utilisation_totals(start: dt.date, end: dt.date, tenant_ids: Iterable[int] | None = None
-                       ) -> dict[int, Utilisation]:
-    """Tenant id -> the figures of all its GPU kinds together over the days [start, end)."""
-    return {tenant_id: utilisation.total(kinds.values())
-            for tenant_id, kinds in utilisation_figures(start, end, tenant_ids).items()}
-
-
-def tenant_utilisation(tenant: Tenant, today: dt.date | None = None
-                       ) -> dict[str, Utilisation | None]:
-    """One tenant's figures, all GPU kinds, this month and this quarter so far."""
-    today = today or timezone.localdate()
-    tomorrow = today + dt.timedelta(days=1)
-    month = utilisation_totals(ledger.month_start(today), tomorrow, [tenant.pk]).get(tenant.pk)
-    quarter = utilisation_totals(quarter_start(today), tomorrow, [tenant.pk]).get(tenant.pk)
-    return {"month": month, "quarter": quarter}
-
-
-def tenant_utilisation_by_kind(tenant: Tenant, start: dt.date, end: dt.date
-                               ) -> list[Utilisation]:
-    """One tenant's figures per GPU kind over the days [start, end), by kind."""
-    kinds = utilisation_figures(start, end, [tenant.pk]).get(tenant.pk, {})
-    return [kinds[k] for k in sorted(kinds)]
 
 
 # --- budgets ------------------------------------------------------------------------------

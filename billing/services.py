@@ -25,11 +25,12 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from billing import ledger, selectors, texts
+from billing import ledger, pricebook, selectors, texts
 from billing.choices import (
     BUDGET_MAX,
     BUDGET_THRESHOLDS,
     GPU_PRICE_BOUNDS,
+    UNIT_PRICE_MAX,
     InvoiceKind,
     InvoiceStatus,
     LineKind,
@@ -39,6 +40,7 @@ from billing.models import (
     Adjustment,
     Budget,
     BudgetAlert,
+    DevicePrice,
     EgressSample,
     GpuPrice,
     GpuUsage,
@@ -53,7 +55,7 @@ from billing.models import (
 from billing.recommend import IdleRule, recommend_gpu_quota
 from core.choices import EgressClass
 from core.exceptions import ApplicationError, Conflict, NotAllowed
-from core.texts import english, message
+from core.texts import english, message, render
 from jobs.choices import JobState
 from jobs.models import JobTransition, TrainingJob
 from k8s_sync.models import ObservedPVC
@@ -92,6 +94,7 @@ def _require_open(day: dt.date) -> None:
 GPU_PRICE_FIELDS = ("gpu_model", "memory_gib", "purchase_price", "depreciation_months",
                     "power_watts", "pue", "electricity_kwh", "operations_month")
 STORAGE_PRICE_FIELDS = ("storage_class", "gib_month")
+DEVICE_PRICE_FIELDS = ("device", "price_per_hour")
 GPU_MODEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 STORAGE_CLASS_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
@@ -103,15 +106,55 @@ def _first(exc: ValidationError) -> dict[str, str]:
 EGRESS_PRICE_FIELDS = ("egress_gib", "egress_region_gib", "egress_zone_gib")
 
 
+def _device_errors(devices: Iterable[Mapping]) -> dict[str, str]:
+    """Problems of a card's device price overrides, keyed ``devices-<i>-<field>``: a
+    device key (``billing.pricebook.Device.key``) listed once, a price per device-hour
+    from 0 to :data:`~billing.choices.UNIT_PRICE_MAX`."""
+    errors: dict[str, str] = {}
+    seen: set[str] = set()
+    for i, row in enumerate(devices):
+        key = f"devices-{i}-"
+        unknown = set(row) - set(DEVICE_PRICE_FIELDS)
+        if unknown:
+            errors[key + sorted(unknown)[0]] = _("Unknown field.")
+            continue
+        raw = str(row.get("device") or "").strip()
+        try:
+            device = pricebook.Device.from_key(raw)
+            if not device.gpu_model or not GPU_MODEL_RE.match(device.gpu_model):
+                raise ValueError(raw)
+        except (ValueError, ZeroDivisionError):
+            errors[key + "device"] = _(
+                "A device as <GPU model>|<MIG profile>, <GPU model>|shared:<share> or "
+                "<GPU model>|hami:<share> (a share such as 1/4), or <GPU model>| for a "
+                "whole card.")
+        else:
+            if device.key in seen:
+                errors[key + "device"] = _("Device %(d)s is listed twice.") % {"d": device.key}
+            seen.add(device.key)
+        try:
+            price = Decimal(str(row.get("price_per_hour")))
+        except ArithmeticError:
+            price = None
+        if price is None or not price.is_finite() or not 0 <= price <= UNIT_PRICE_MAX \
+                or price != price.quantize(Decimal("0.0001")):
+            errors[key + "price_per_hour"] = _(
+                "A price per device-hour from 0 to %(max)s, at most 4 decimals.") % {
+                "max": UNIT_PRICE_MAX}
+    return errors
+
+
 def rate_card_errors(*, gpus: Iterable[Mapping], storage: Iterable[Mapping] = (),
-                     egress: Mapping[str, Any] | None = None) -> dict[str, str]:
-    """Every problem of a rate card's price rows, keyed ``gpus-<i>-<field>`` and
-    ``storage-<i>-<field>`` (the page's formset names; the API returns the same keys),
+                     egress: Mapping[str, Any] | None = None,
+                     devices: Iterable[Mapping] = ()) -> dict[str, str]:
+    """Every problem of a rate card's price rows, keyed ``gpus-<i>-<field>``,
+    ``storage-<i>-<field>`` and ``devices-<i>-<field>`` (the device price overrides:
+    :func:`_device_errors`; the page's formset names; the API returns the same keys),
     and of its egress prices per destination class (``egress``: ``egress_gib`` to the
     internet, ``egress_region_gib``, ``egress_zone_gib``; keyed by those names).
     The one validation of a rate card's rows: the page and the API both get it from
     :func:`rate_card_create`. Writes nothing."""
-    errors: dict[str, str] = {}
+    errors: dict[str, str] = _device_errors(devices)
     egress = dict(egress or {})
     for name in sorted(set(egress) - set(EGRESS_PRICE_FIELDS)):
         errors[name] = _("Unknown field.")
@@ -187,7 +230,8 @@ def rate_card_create(*, actor: AnyUser, effective_from: dt.date, gpus: Iterable[
                      egress_zone_gib: Decimal = Decimal(0),
                      cpu_core_hour: Decimal | None = None,
                      memory_gib_hour: Decimal | None = None,
-                     mig_pricing: str = MigPricing.MEMORY, note: str = "") -> RateCard:
+                     mig_pricing: str = MigPricing.MEMORY, note: str = "",
+                     devices: Iterable[Mapping] = ()) -> RateCard:
     """A new rate card from ``effective_from`` (00:00 local). Never in a closed month; a
     card in effect is never edited, a new one replaces it from its day. A problem with a
     price row is an ApplicationError whose ``extra["errors"]`` names every field
@@ -202,11 +246,12 @@ def rate_card_create(*, actor: AnyUser, effective_from: dt.date, gpus: Iterable[
     gpus = [{k: (v.strip() if k == "gpu_model" and isinstance(v, str) else v)
              for k, v in g.items()} for g in gpus]
     storage = list(storage)
+    devices = [dict(d) for d in devices]
     if not gpus:
         raise ApplicationError(_("Price at least one GPU model."), field="gpus")
     egress = {"egress_gib": egress_gib, "egress_region_gib": egress_region_gib,
               "egress_zone_gib": egress_zone_gib}
-    errors = rate_card_errors(gpus=gpus, storage=storage, egress=egress)
+    errors = rate_card_errors(gpus=gpus, storage=storage, egress=egress, devices=devices)
     if errors:
         first = next(iter(errors))
         raise ApplicationError(errors[first], field=first, extra={"errors": errors})
@@ -221,6 +266,9 @@ def rate_card_create(*, actor: AnyUser, effective_from: dt.date, gpus: Iterable[
                            % {"day": effective_from.isoformat()}, field="effective_from") from None
         GpuPrice.objects.bulk_create(GpuPrice(card=card, **g) for g in gpus)
         StoragePrice.objects.bulk_create(StoragePrice(card=card, **st) for st in storage)
+        DevicePrice.objects.bulk_create(
+            DevicePrice(card=card, device=pricebook.Device.from_key(str(d["device"]).strip()).key,
+                        price_per_hour=Decimal(str(d["price_per_hour"]))) for d in devices)
         record_audit(actor=actor, action="billing.rate_card.create",
                      text=message(texts.AUDIT_RATE_CARD, day=str(effective_from)), card=card.pk)
     return card
@@ -271,6 +319,8 @@ def ledger_ingest_gpu(*, now: dt.datetime | None = None,
     ordered = sorted(ids)
     written = 0
     grid, now_epoch = ledger.DayGrid(tz), ledger.epoch_second(now)
+    facts: selectors.DeviceFacts | None = None  # read once, when a row needs it
+    shapes: dict[int, pricebook.JobShape] = {}
     for index in range(0, len(ordered), CHUNK):
         chunk = ordered[index:index + CHUNK]
         # dense ids (a month close) are read by range, which is far cheaper than a long IN
@@ -281,7 +331,8 @@ def ledger_ingest_gpu(*, now: dt.datetime | None = None,
         job_in_chunk = {f"job_id{k[2:]}": v for k, v in in_chunk.items()}
         jobs = {j["pk"]: j for j in TrainingJob.objects.filter(**in_chunk).values(
             "pk", "tenant_id", "pool_id", "gpu_model", "mig_profile", "workers",
-            "gpus_per_worker", "cpu_per_worker", "memory_gib_per_worker")}
+            "gpus_per_worker", "cpu_per_worker", "memory_gib_per_worker", "gpu_shared",
+            "gpu_memory_gib_per_card")}
         stretches = selectors.running_stretches(
             first_job=chunk[0], last_job=chunk[-1], job_ids=None if dense else chunk)
         days: dict[tuple[int, dt.date], int] = {}
@@ -298,12 +349,20 @@ def ledger_ingest_gpu(*, now: dt.datetime | None = None,
             if not seconds:
                 continue
             job = jobs[job_id]
-            devices = job["workers"] * job["gpus_per_worker"]
-            millicores = int(job["cpu_per_worker"] * 1000) * job["workers"]
-            mib = int(job["memory_gib_per_worker"] * 1024) * job["workers"]
+            shape = shapes.get(job_id)
+            if shape is None:  # what a device of the job is (billing.pricebook)
+                facts = facts or selectors.device_facts()
+                shape = shapes[job_id] = pricebook.JobShape.of(
+                    facts.device(gpu_model=job["gpu_model"], mig_profile=job["mig_profile"],
+                                 gpu_shared=job["gpu_shared"],
+                                 memory_limit_gib=job["gpu_memory_gib_per_card"]),
+                    workers=job["workers"], gpus_per_worker=job["gpus_per_worker"],
+                    cpu_per_worker=job["cpu_per_worker"],
+                    memory_gib_per_worker=job["memory_gib_per_worker"])
             rows.append((job_id, job["tenant_id"], job["pool_id"], day, billed,
-                         job["gpu_model"], job["mig_profile"], devices, seconds, millicores,
-                         mib))
+                         job["gpu_model"], job["mig_profile"], shape.devices, seconds,
+                         shape.millicores, shape.memory_mib, shape.device.kind,
+                         shape.device.share.numerator, shape.device.share.denominator))
         with transaction.atomic():
             _drop_stale_usage(job_in_chunk, wanted, open_from,
                               {(r[0], r[3], r[4]) for r in rows})
@@ -350,13 +409,14 @@ def _drop_stale_usage(job_in_chunk: Mapping[str, Any], wanted: set[int], open_fr
 _UPSERT = """
     INSERT INTO billing_gpuusage (job_id, tenant_id, pool_id, day, billed_period, gpu_model,
                                   mig_profile, devices, seconds, cpu_millicores, memory_mib,
-                                  updated_at)
+                                  device_kind, share_num, share_den, updated_at)
     VALUES {values}
     ON CONFLICT (job_id, day, billed_period) DO UPDATE SET
         gpu_model = excluded.gpu_model, mig_profile = excluded.mig_profile,
         devices = excluded.devices, seconds = excluded.seconds,
         cpu_millicores = excluded.cpu_millicores, memory_mib = excluded.memory_mib,
-        updated_at = excluded.updated_at"""
+        device_kind = excluded.device_kind, share_num = excluded.share_num,
+        share_den = excluded.share_den, updated_at = excluded.updated_at"""
 
 
 def _upsert_usage(rows: list[tuple[Any, ...]], now: dt.datetime) -> None:
@@ -372,7 +432,7 @@ def _upsert_usage(rows: list[tuple[Any, ...]], now: dt.datetime) -> None:
         sql = _UPSERT.format(values="").replace("VALUES ", """
             SELECT u.*, %s::timestamptz FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[],
                 %s::date[], %s::date[], %s::text[], %s::text[], %s::int[], %s::int[],
-                %s::bigint[], %s::bigint[]) AS u""")
+                %s::bigint[], %s::bigint[], %s::text[], %s::bigint[], %s::bigint[]) AS u""")
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(sql, [stamp, *[list(c) for c in columns]])
         return
@@ -380,7 +440,7 @@ def _upsert_usage(rows: list[tuple[Any, ...]], now: dt.datetime) -> None:
     day = connection.ops.adapt_datefield_value  # looked up once: the proxy costs per call
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.executemany(
-            _UPSERT.format(values="(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"),
+            _UPSERT.format(values="(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"),
             [(*row[:3], day(row[3]), day(row[4]), *row[5:], stamp) for row in rows])
 
 
@@ -561,11 +621,32 @@ def drafts_refresh(*, now: dt.datetime | None = None) -> int:
         return len(_write_invoices(period=period, lines=lines, tenant_ids=ids, now=now))
 
 
-def month_close(*, actor: AnyUser, period: dt.date, now: dt.datetime | None = None
-                ) -> MonthClose:
+def month_close_unpriced(*, period: dt.date, confirm_unpriced: bool) -> list[str]:
+    """The devices the month bills usage of that the rate card does not price (their
+    lines bill 0), in the reader's language. Unless ``confirm_unpriced``, any such device
+    is an ApplicationError on ``confirm_unpriced`` naming them (``extra``: ``unpriced``,
+    their descriptions, and ``devices``, their keys), before anything of the close is
+    written (the ledger is brought up to date first, idempotently)."""
+    rows = selectors.unpriced_devices(period)
+    unpriced = [render(row.priced.text) for row in rows]
+    if unpriced and not confirm_unpriced:
+        raise ApplicationError(
+            _("The rate card has no price for %(devices)s, used in %(month)s: their usage "
+              "would be billed 0. Price them on the rate card, or confirm that the month "
+              "closes with them unpriced.") % {"devices": "; ".join(unpriced),
+                                               "month": f"{period:%Y-%m}"},
+            field="confirm_unpriced",
+            extra={"unpriced": unpriced, "devices": [row.device.key for row in rows]})
+    return unpriced
+
+
+def month_close(*, actor: AnyUser, period: dt.date, now: dt.datetime | None = None,
+                confirm_unpriced: bool = False) -> MonthClose:
     """Finance closes a month that has ended: the ledger is brought up to date, every
     tenant with charges gets its invoice issued (numbered, immutable), the month's
-    ledger is frozen. Closing a closed month is a Conflict."""
+    ledger is frozen. Closing a closed month is a Conflict. Usage of a device the rate
+    card does not price needs ``confirm_unpriced`` (:func:`month_close_unpriced`); its
+    lines then say "no price on the rate card: billed 0"."""
     require_finance(actor)
     started = time.perf_counter()
     now = now or timezone.now()
@@ -579,6 +660,7 @@ def month_close(*, actor: AnyUser, period: dt.date, now: dt.datetime | None = No
             period=ledger.month_start(period - dt.timedelta(days=1))).exists():
         raise ApplicationError(_("Close the previous month first."))
     ledger_ingest_gpu(now=now)
+    month_close_unpriced(period=period, confirm_unpriced=confirm_unpriced)
     storage_snapshots_record(now=now)
     lines = selectors.month_lines(period)
     with transaction.atomic():

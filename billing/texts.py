@@ -18,6 +18,11 @@ from core.texts import register
 
 LINE_GPU = register("billing.line.gpu", _("GPU"))
 LINE_MIG = register("billing.line.mig", _("MIG %(profile)s on %(model)s (%(share)s card)"))
+LINE_SHARED = register("billing.line.shared",
+                       _("%(model)s, time-sliced/MPS share %(share)s of a card"))
+LINE_VGPU = register("billing.line.vgpu", _("%(model)s vGPU (HAMi), %(share)s of a card"))
+LINE_VGPU_GIB = register("billing.line.vgpu_gib",
+                         _("%(model)s vGPU (HAMi) %(gib)s GiB, %(share)s of a card"))
 LINE_MIG_UNPRICED = register("billing.line.mig_unpriced", _("MIG %(profile)s"))
 LINE_MIG_NO_MEMORY = register(
     "billing.line.mig_no_memory",
@@ -45,6 +50,8 @@ LINE_CREDIT = register("billing.line.credit", _("Credit for %(number)s: %(reason
 # wrappers around a line's text (``what``): split months and missing prices
 PRICES_FROM = register("billing.line.prices_from", _("%(what)s (prices from %(day)s)"))
 NO_PRICE = register("billing.line.no_price", _("%(what)s (no price on the rate card)"))
+NO_PRICE_BILLED_0 = register("billing.line.no_price_billed_0",
+                             _("%(what)s (no price on the rate card: billed 0)"))
 LATE_USAGE = register("billing.line.late", _("%(what)s, usage from %(month)s"))
 
 # --- notifications ------------------------------------------------------------------------
@@ -72,6 +79,8 @@ AUDIT_BUDGET_SET = register("billing.audit.budget_set", _("monthly budget %(amou
 UNITS = {
     "GPU-hours": _("GPU-hours"),
     "instance-hours": _("instance-hours"),
+    "share-hours": _("share-hours"),
+    "vGPU-hours": _("vGPU-hours"),
     "core-hours": _("core-hours"),
     "GiB-hours": _("GiB-hours"),
     "GiB-months": _("GiB-months"),

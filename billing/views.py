@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST, require_safe
 
-from billing import exports, forms, ledger, selectors, services
+from billing import exports, forms, ledger, selectors, selectors_details, services
 from billing.choices import BUDGET_MAX, InvoiceKind
 from billing.models import Invoice
 from core.exceptions import ApplicationError
@@ -75,7 +75,7 @@ def invoice_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     return render(request, "billing/invoice.html", {
         "access": access, "tenant": access.tenant, "tab": "invoices", "invoice": invoice,
         "lines": lines, "selected": selected,
-        "details": selectors.line_details(selected) if selected else None,
+        "details": selectors_details.line_details(selected) if selected else None,
         "credit_notes": invoice.credit_notes.all(),
         "credited": selectors.credited_total(invoice),
         "finance": is_finance(request.user), "credit_form": forms.CreditNoteForm(),
@@ -153,6 +153,8 @@ def finance_month(request: HttpRequest) -> HttpResponse:
         "can_close": is_finance(request.user) and summary["closed"] is None
         and period < selectors.current_period(),
         "finance": is_finance(request.user), "adjustment_form": forms.AdjustmentForm(),
+        # devices used this month that the rate card does not price (billed 0)
+        "unpriced": selectors.unpriced_devices(period) if summary["closed"] is None else [],
     })
 
 
@@ -162,7 +164,9 @@ def month_close(request: HttpRequest) -> HttpResponse:
     _staff_or_404(request)
     try:
         period = selectors.parse_period(request.POST.get("month"))
-        closing = services.month_close(actor=request.user, period=period)
+        closing = services.month_close(
+            actor=request.user, period=period,
+            confirm_unpriced=request.POST.get("confirm_unpriced") in ("on", "true", "1"))
     except ApplicationError as exc:
         messages.error(request, exc.message)
         if exc.field == "month":
@@ -243,35 +247,44 @@ def rate_card(request: HttpRequest) -> HttpResponse:
     storage_rows = forms.StoragePriceFormSet(data, prefix="storage",
                                              form_kwargs={"classes": classes},
                                              initial=forms.storage_rows_initial(current))
+    device_rows = forms.DevicePriceFormSet(data, prefix="devices",
+                                           initial=forms.device_rows_initial(current))
     error = ""
     if request.method == "POST":
         if not admin:
             raise Http404
-        valid = [form.is_valid(), gpu_rows.is_valid(), storage_rows.is_valid()]
+        valid = [form.is_valid(), gpu_rows.is_valid(), storage_rows.is_valid(),
+                 device_rows.is_valid()]
         if all(valid):
             try:
                 card = services.rate_card_create(actor=request.user, **form.cleaned_data,
                                                  gpus=gpu_rows.rows(),
-                                                 storage=storage_rows.rows())
+                                                 storage=storage_rows.rows(),
+                                                 devices=device_rows.rows())
             except ApplicationError as exc:
                 errors = exc.extra.get("errors") or {exc.field or "": exc.message}
-                placed = gpu_rows.add_errors(errors) & storage_rows.add_errors(errors)
+                placed = (gpu_rows.add_errors(errors) & storage_rows.add_errors(errors)
+                          & device_rows.add_errors(errors))
                 for key, text in errors.items():
                     if key in form.fields:
                         form.add_error(key, text)
-                    elif not placed or not key.startswith(("gpus-", "storage-")):
+                    elif not placed or not key.startswith(("gpus-", "storage-", "devices-")):
                         error = text
             else:
                 messages.success(request, _("Rate card from %(day)s saved.")
                                  % {"day": card.effective_from})
                 return redirect("billing:rates")
+    # every device advertised or used this month, priced by the card in effect
+    devices = selectors.rate_card_devices(current)
     cards = list(selectors.rate_cards())
     for card_ in cards:
         for price in card_.gpu_prices.all():
             price.reported_memory_gib = observed_memory.get(price.gpu_model)  # type: ignore[attr-defined]
     return render(request, "billing/rate_card.html", {
         "cards": cards, "current": current, "form": form, "admin": admin,
-        "gpu_rows": gpu_rows, "storage_rows": storage_rows, "error": error,
+        "gpu_rows": gpu_rows, "storage_rows": storage_rows, "device_rows": device_rows,
+        "error": error, "devices": devices,
+        "unpriced_in_use": [row for row in devices if row.unpriced_in_use],
         "currency": selectors.currency(), "observed_memory": observed_memory,
         "mig_warnings": selectors.rate_card_warnings(current, observed_memory),
     }, status=400 if request.method == "POST" else 200)

@@ -13,6 +13,10 @@ when it passes, asks the admission engine where the job stands
 * ``waits``: it would be queued, with the one limit that holds it (``reason``,
   ``reason_code``) and the ETA (``eta_p50``, ``eta_p90`` and their ``_text``).
 
+A ``fits`` or ``waits`` verdict also says what the job would be billed (``cost``: GPU,
+CPU, memory and storage for its maximum run time and for the run time the engine expects,
+``expected_run_seconds``), as ``billing`` answers ``jobs.signals.job_cost_estimate``.
+
 The job form's preview (``jobs.views.preview_data``) and the API's ``preview`` action
 both answer with it. Writes nothing.
 """
@@ -28,6 +32,7 @@ from django.utils.translation import gettext as _
 from core.exceptions import ApplicationError
 from jobs import selectors, services
 from jobs.contract import NON_FIELD
+from jobs.signals import cost_estimate
 from jobs.validation import Inventory
 from tenants.access import TenantAccess
 
@@ -65,4 +70,7 @@ def job_submit_verdict(*, access: TenantAccess, pool: str, data: dict[str, Any],
         return refusal_of(exc), None
     result = selectors.preview(access.tenant, pool, clean, now or timezone.now())
     result["gpu_kind"] = selectors.gpu_kind_label(clean)
+    # what it would be billed for its maximum and its expected run time (billing answers)
+    result["cost"] = cost_estimate(clean, {"max": int(clean["max_run_seconds"]),
+                                           "expected": int(result["expected_run_seconds"])})
     return result, clean

@@ -30,7 +30,10 @@ registry, a constant number of queries):
   ``trainyard_gpu_allocated_hours{tenant,kind,quota}`` (``quota`` "within" or
   "borrowed"), ``trainyard_gpu_busy_hours{tenant,kind}``,
   ``trainyard_gpu_quota_use{tenant,kind}`` and ``trainyard_gpu_idle_rate{tenant,kind}``
-  (shares; absent when undefined).
+  (shares; absent when undefined);
+* ``trainyard_billed_month_to_date{tenant,kind,device}`` - this month's draft invoices
+  (``billing.selectors.draft_amounts``: the invoice lines of ``billing.pricebook``, a GPU
+  line per device, whole card, MIG profile, share or vGPU, each by its share of the card).
 
 And one counter: ``trainyard_gpu_idle_while_waiting_seconds_total{key,cause}`` - unit-seconds
 (GPU-seconds of ``gpu:<model>``, instance-seconds of ``mig:<profile>``, share-seconds of
@@ -63,7 +66,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from billing.selectors import utilisation_figures
+from billing.selectors import currency, draft_amounts, utilisation_figures
 from jobs import idle_waiting
 from jobs.choices import ACTIVE_STATES, JobState
 from jobs.models import AdmissionState, TrainingJob
@@ -90,6 +93,7 @@ class TrainyardCollector(Collector):
         yield from self._watchdog()
         yield from self._idle_waiting()
         yield from self._utilisation()
+        yield from self._billed()
         yield from self._admission()
 
     def _admission(self) -> Iterator[Metric]:
@@ -154,6 +158,16 @@ class TrainyardCollector(Collector):
                 if f.idle_rate is not None:
                     idle.add_metric([slug, kind], float(f.idle_rate))
         yield from (held, allocated, busy, use, idle)
+
+    def _billed(self) -> Iterator[Metric]:
+        billed = GaugeMetricFamily(
+            "trainyard_billed_month_to_date",
+            f"This month's draft invoices so far in {currency()}, per line kind and device "
+            "(a GPU line's device key: whole card, MIG profile, share or vGPU, each priced "
+            "by its share of the card)", labels=["tenant", "kind", "device"])
+        for (slug, kind, device), amount in sorted(draft_amounts().items()):
+            billed.add_metric([slug, kind, device], float(amount))
+        yield billed
 
     def _quota(self) -> Iterator[Metric]:
         hard = GaugeMetricFamily("trainyard_quota_hard", "Effective quota of a tenant pool",

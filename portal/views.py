@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
@@ -18,7 +17,6 @@ from rest_framework.decorators import api_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from billing.selectors import estimate_job_cost
 from jobs.views import preview_data
 from portal.tasks import HEARTBEAT_KEY
 from tenants.access import is_finance, is_platform_admin, platform_roles
@@ -97,13 +95,12 @@ def me(request: Request) -> Response:
 @login_required
 @require_POST
 def job_preview_with_cost(request: HttpRequest, slug: str) -> JsonResponse:
-    """The job form's live preview (jobs) with the cost estimate (billing) beside it: the
-    two apps meet here, in the portal, so neither imports the other the wrong way."""
+    """The job form's live preview (jobs): its verdict carries the cost, GPU, CPU, memory
+    and storage for the maximum and the expected run time (``cost``; billing answers
+    ``jobs.signals.job_cost_estimate``); ``max_cost`` is that total for the maximum."""
     data, clean = preview_data(request, slug)
-    if clean is not None and clean["gpus_per_worker"]:
-        cost = estimate_job_cost(clean["gpu_model"], clean["mig_profile"],
-                                 clean["workers"] * clean["gpus_per_worker"],
-                                 clean["max_run_seconds"])
-        data["preview"]["max_cost"] = f"{cost:.2f}" if cost is not None else None
-        data["preview"]["currency"] = getattr(settings, "TRAINYARD_CURRENCY", "")
+    cost = data["preview"].get("cost") if clean is not None else None
+    if cost is not None:  # the verdict's cost (jobs.verdict, answered by billing)
+        data["preview"]["max_cost"] = cost["max"]["total"] if not cost["unpriced"] else None
+        data["preview"]["currency"] = cost["currency"]
     return JsonResponse(data)

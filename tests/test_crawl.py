@@ -363,6 +363,7 @@ def _clients(world) -> dict[str, tuple[Client, APIClient, Any]]:
     return clients
 
 
+@pytest.mark.slow
 def test_crawl_every_page_as_every_role_never_500(world):
     crawl = Crawl()
     crawl.clients = _clients(world)
@@ -532,6 +533,7 @@ def _role_for(path: str) -> str:
     return "pat"
 
 
+@pytest.mark.slow
 def test_crawl_every_api_endpoint_as_every_role_never_500(world):
     crawl = Crawl()
     crawl.clients = _clients(world)

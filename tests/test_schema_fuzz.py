@@ -129,6 +129,7 @@ def wsgi_requests():
     request_finished.connect(close_old_connections)
 
 
+@pytest.mark.slow
 def test_schema_fuzz_as_every_role_no_5xx_no_partial_write(world, wsgi_requests):  # noqa: F811
     from portal.wsgi import application
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from billing.choices import BUDGET_MAX, CREDIT_RANGE, GPU_PRICE_BOUNDS, UNIT_PRICE_MAX, MigPricing
-from billing.models import GpuPrice, Invoice, InvoiceLine, RateCard, StoragePrice
+from billing.models import DevicePrice, GpuPrice, Invoice, InvoiceLine, RateCard, StoragePrice
 from core.schema import documented
 
 #: a rate card's GPU or storage price rows at most (one per model or class)
@@ -76,21 +76,43 @@ class StoragePriceSerializer(serializers.ModelSerializer):
         return fields
 
 
+class DevicePriceSerializer(serializers.ModelSerializer):
+    """An override: a price per device-hour for one device key (``<model>|``,
+    ``<model>|<MIG profile>``, ``<model>|shared:1/4``, ``<model>|hami:1/8``)."""
+
+    device = serializers.CharField(max_length=300, help_text=(
+        "<GPU model>| (a whole card), <GPU model>|<MIG profile>, <GPU model>|shared:<share> "
+        "or <GPU model>|hami:<share>, a share such as 1/4"))
+
+    class Meta:
+        model = DevicePrice
+        fields = ["device", "price_per_hour"]
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()
+        documented(fields["price_per_hour"], 0, UNIT_PRICE_MAX)
+        return fields
+
+
 class RateCardSerializer(serializers.ModelSerializer):
     gpu_prices = GpuPriceSerializer(many=True)
     storage_prices = StoragePriceSerializer(many=True, required=False)
+    device_prices = DevicePriceSerializer(many=True, required=False)
 
     class Meta:
         model = RateCard
         fields = ["id", "effective_from", "cpu_core_hour", "memory_gib_hour", "egress_gib",
                   "egress_region_gib", "egress_zone_gib",
-                  "mig_pricing", "note", "gpu_prices", "storage_prices"]
+                  "mig_pricing", "note", "gpu_prices", "storage_prices", "device_prices"]
 
 
 class RateCardInput(serializers.Serializer):
     effective_from = serializers.DateField()
     gpus = serializers.ListField(child=GpuPriceSerializer(), max_length=MAX_PRICE_ROWS)
     storage = serializers.ListField(child=StoragePriceSerializer(), required=False,
+                                    default=list, max_length=MAX_PRICE_ROWS)
+    # overrides of derived device prices; rate_card_errors checks them (devices-<i>-<field>)
+    devices = serializers.ListField(child=DevicePriceSerializer(), required=False,
                                     default=list, max_length=MAX_PRICE_ROWS)
     # per GiB by destination (within the zone is free); billing.services.rate_card_errors
     # checks them and names the field, the schema states the range

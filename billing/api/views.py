@@ -15,14 +15,14 @@ from typing import Any
 from django.db.models import QuerySet
 from django.http import HttpResponse
 from django.utils import timezone
-from drf_spectacular.utils import extend_schema
-from rest_framework import mixins, status, viewsets
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action, api_view
 from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from billing import exports, selectors, services
+from billing import exports, selectors, selectors_details, services
 from billing.api import serializers as s
 from billing.models import Invoice, InvoiceLine, RateCard
 from core.api import validated
@@ -81,7 +81,7 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
                           **({"gib_by_destination": {str(c): format(g, "f")
                                                      for c, g in d.destinations}}
                              if d.destinations else {})}
-                         for d in selectors.line_details(line)])
+                         for d in selectors_details.line_details(line)])
 
     @extend_schema(responses={200: dict})
     @action(detail=False, methods=["get"])
@@ -189,6 +189,11 @@ def month_detail(request: Request, month: str) -> Response:
     summary = selectors.month_summary(period)
     return Response({
         "month": f"{period:%Y-%m}", "closed": summary["closed"] is not None,
+        # devices used in the month the rate card does not price (closing needs
+        # confirm_unpriced while there are any)
+        "unpriced": ([{"device": row.device.key, "description": render(row.priced.text)}
+                      for row in selectors.unpriced_devices(period)]
+                     if summary["closed"] is None else []),
         "currency": selectors.currency(), "total": format(summary["total"], "f"),
         "invoices": s.InvoiceSerializer(summary["invoices"], many=True).data,
         "idle_rates": {str(k): v.as_api()["idle_rate"] for k, v in summary["idle"].items()},
@@ -223,12 +228,22 @@ def month_detail(request: Request, month: str) -> Response:
     })
 
 
-@extend_schema(request=None, responses={201: dict})
+@extend_schema(request=inline_serializer("MonthCloseInput", {
+    "confirm_unpriced": serializers.BooleanField(
+        required=False, default=False,
+        help_text="close although devices used in the month have no price on the rate "
+                  "card (their lines bill 0); without it such a month is refused (400, "
+                  "field confirm_unpriced, extra.unpriced names the devices)")}),
+    responses={201: dict})
 @api_view(["POST"])
 def month_close(request: Request, month: str) -> Response:
     """Close a month that has ended: issue every tenant's invoice (finance)."""
     _staff(request)
-    closing = services.month_close(actor=request.user, period=selectors.parse_period(month))
+    body = request.data if isinstance(request.data, dict) else {}
+    raw = body.get("confirm_unpriced", request.query_params.get("confirm_unpriced"))
+    confirm = raw is True or str(raw).lower() in ("true", "1", "on")
+    closing = services.month_close(actor=request.user, period=selectors.parse_period(month),
+                                   confirm_unpriced=confirm)
     return Response({"month": f"{closing.period:%Y-%m}", "invoices": closing.invoices,
                      "total": format(closing.total, "f"), "seconds": closing.seconds},
                     status=status.HTTP_201_CREATED)

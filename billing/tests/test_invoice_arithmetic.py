@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
+from types import SimpleNamespace
 
 import pytest
 
-from billing import selectors, services
+from billing import selectors, selectors_details, services
 from billing.choices import LineKind
 from billing.models import EgressSample, GpuUsage, Invoice, StorageSnapshot
 from billing.tests.conftest import A100, A100_PRICE, at, make_job, run
@@ -185,9 +186,16 @@ def test_job_costs_and_estimate(tenant_a, rate_card, now):
     running = make_job(tenant_a, run(at("2026-11-30", "23:00")), gpus=2)
     costs = selectors.job_costs([job, running], now=at("2026-12-01", "01:00"))
     assert costs == {job.pk: Decimal("4.13"), running.pk: Decimal("6.60")}
-    assert selectors.estimate_job_cost(A100, "", 8, 3600) == Decimal("13.20")
-    assert selectors.estimate_job_cost(A100, "1g.10gb", 1, 36000) == Decimal("2.06")
-    assert selectors.estimate_job_cost("unknown", "", 1, 3600) is None
+    assert selectors.estimate_job_cost(_shape(A100, "", 8), 3600).total == Decimal("13.20")
+    assert selectors.estimate_job_cost(_shape(A100, "1g.10gb", 1), 36000).total == \
+        Decimal("2.06")
+    unknown = selectors.estimate_job_cost(_shape("unknown", "", 1), 3600)
+    assert unknown.unpriced and unknown.total == 0
+
+
+def _shape(model: str, mig: str, gpus: int) -> SimpleNamespace:
+    return SimpleNamespace(gpu_model=model, mig_profile=mig, workers=1, gpus_per_worker=gpus,
+                           cpu_per_worker=Decimal(4), memory_gib_per_worker=Decimal(16))
 
 
 def test_drill_down_of_storage_and_egress_lines(tenant_a, rate_card, finance_user):
@@ -204,8 +212,8 @@ def test_drill_down_of_storage_and_egress_lines(tenant_a, rate_card, finance_use
     invoice = Invoice.objects.get(tenant=tenant_a, period=OCT)
     storage, egress = invoice.lines.all()
     assert (storage.amount, egress.amount) == (Decimal("3.00"), Decimal("0.16"))
-    [volume] = selectors.line_details(storage)
+    [volume] = selectors_details.line_details(storage)
     assert volume.label == f"{pool.namespace}/data" and volume.quantity == Decimal("30")
-    [pod] = selectors.line_details(egress)
+    [pod] = selectors_details.line_details(egress)
     assert pod.label == f"{pool.namespace}/web-0" and pod.amount == Decimal("0.16")
     assert pod.destinations == (("internet", Decimal("2")), ("in_cluster", Decimal("40")))

@@ -11,7 +11,7 @@ from decimal import Decimal
 from django.db.models import F, Sum
 from django.urls import reverse
 
-from billing import pricing, selectors, services
+from billing import pricing, selectors, selectors_details, services
 from billing.choices import LineKind
 from billing.models import GpuUsage, Invoice, InvoiceLine
 from billing.tests.conftest import at, make_job, run
@@ -64,7 +64,7 @@ def test_a_transition_recorded_after_its_month_closed_is_billed_on_the_next_invo
     [line] = lines
     assert "usage from 2026-10" in line.description
     assert line.amount == Decimal("1.65")  # 3 h - 2 h at October's price
-    assert {d.label: d.quantity for d in selectors.line_details(line)} == {
+    assert {d.label: d.quantity for d in selectors_details.line_details(line)} == {
         "unseen": Decimal("3"), "stale": Decimal("-2")}
     assert _gpu_hours(october) + _gpu_hours(draft) == _ledger_hours(tenant_a) == Decimal("7")
     assert Invoice.objects.get(pk=october.pk).total == october.total  # issued stays
@@ -106,5 +106,5 @@ def test_a_volume_seen_after_its_month_closed_is_billed_late(tenant_a, rate_card
     assert "usage from 2026-10" in storage[1].description
     draft = services.invoice_draft_refresh(tenant=tenant_a, period=NOV)
     late = draft.lines.get(kind=LineKind.STORAGE, starts=OCT)
-    [volume] = selectors.line_details(late)
+    [volume] = selectors_details.line_details(late)
     assert volume.label == f"{pool.namespace}/ckpt" and volume.quantity == Decimal("11")

@@ -158,6 +158,6 @@ def test_a_split_month_and_a_missing_price_nest_in_the_readers_language(tenant_a
     services.ledger_ingest_gpu(now=at("2026-11-01", "00:30"))
     (line,) = selectors.month_lines(OCT, [tenant_a.pk])[tenant_a.pk]
     assert render(line.text, language="en") == (
-        "NVIDIA-H800 (prices from 2026-10-16) (no price on the rate card)")
+        "NVIDIA-H800 (prices from 2026-10-16) (no price on the rate card: billed 0)")
     assert render(line.text, language="zh-hans") == (
-        "NVIDIA-H800（价格自 2026-10-16 起）（费率表中无此价格）")
+        "NVIDIA-H800（价格自 2026-10-16 起）（费率表中无此价格：按 0 计费）")

@@ -38,6 +38,7 @@ def _content_types() -> dict[tuple[str, str], int]:
         model__in=["policy", "userpreference"])}
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_the_move_keeps_the_rows_forward_and_backward():
     dora = get_user_model().objects.create(username="dora")

@@ -41,6 +41,26 @@ class WorkerResources(serializers.Serializer):
                                                         "(typed).")
 
 
+class RunCost(serializers.Serializer):
+    seconds = serializers.IntegerField(help_text="The run time priced.")
+    gpu = serializers.CharField(help_text="GPU devices (cards, MIG instances, shares, vGPUs), "
+                                          "as the invoice's GPU line would charge them.")
+    cpu = serializers.CharField(help_text="CPU core-hours (0 where the card prices none).")
+    memory = serializers.CharField(help_text="Memory GiB-hours (0 where the card prices none).")
+    storage = serializers.CharField(help_text="The checkpoint volume's GiB-months, where the "
+                                              "job asks for one.")
+    total = serializers.CharField()
+
+
+class PreviewCost(serializers.Serializer):
+    currency = serializers.CharField()
+    unpriced = serializers.BooleanField(help_text="The job's device has no price on the rate "
+                                                  "card: its GPU part is billed 0.")
+    max = RunCost(help_text="For its maximum run time.")
+    expected = RunCost(help_text="For the run time the engine expects "
+                                 "(expected_run_seconds).")
+
+
 class PreviewAnswer(serializers.Serializer):
     """A ``fits`` or ``waits`` verdict (200)."""
 
@@ -77,6 +97,12 @@ class PreviewAnswer(serializers.Serializer):
     worker = WorkerResources()
     worker_text = serializers.DictField(child=serializers.CharField(),
                                         help_text="cpu, memory, counted: the per-worker lines.")
+    expected_run_seconds = serializers.IntegerField(
+        help_text="The run time the engine expects for such a job (the submitter's "
+                  "expected_seconds, else the history of such jobs, else the policy's "
+                  "default), at most its maximum run time.")
+    cost = PreviewCost(allow_null=True, help_text="What the invoice would charge for it "
+                                                  "(null: billing not installed).")
 
 
 class PreviewRefused(serializers.Serializer):

@@ -17,6 +17,7 @@ from core.choices import Tier
 from core.texts import render, text_code
 from core.when import eta_text
 from jobs.admission import JobView
+from jobs.admission.eta import RunTimes
 from jobs.choices import JobState
 from jobs.selectors.admission import _admission_inputs, decide_with_pools_absent
 from jobs.selectors.spec import worker_resources, worker_resources_text
@@ -53,6 +54,9 @@ def preview(tenant, pool_kind: str, clean: dict, now):  # type: ignore[no-untype
                   resources=job_resources(clean, facts))
     # as the admission loop decides: a pool the cluster does not show yet admits nothing
     decisions, _absent = decide_with_pools_absent({**inputs, "jobs": [*inputs["jobs"], job]})
+    # the run time the engine expects for such a job (its ETAs use the same)
+    expected_run, _p90 = RunTimes(inputs["history"],
+                                  inputs["policy"].default_duration_seconds).total(job)
     admitted = next((a for a in decisions.admit if a.job_id == -1), None)
     waiting = decisions.waiting.get(-1)
     # jobs of the same pool the pass admits before this one: the engine counts them in use
@@ -90,6 +94,7 @@ def preview(tenant, pool_kind: str, clean: dict, now):  # type: ignore[no-untype
         "reason_code": text_code(waiting.reason) if waiting else None,
         "position_in_pool": waiting.position_in_pool if waiting else None,
         "notes": _preview_notes(clean),
+        "expected_run_seconds": max(1, round(expected_run)),
         "dimensions": dimensions,
         **verdict,
     }

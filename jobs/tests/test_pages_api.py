@@ -106,7 +106,8 @@ def test_platform_admins_see_every_queue(api, login, bob, platform_admin, alice,
     assert login(alice).get("/platform/queue/").status_code == 404
 
 
-def test_the_live_preview_answers_quota_fit_start_and_cost(login, bob, platform_admin, quota):
+def test_the_live_preview_answers_quota_fit_start_and_cost(login, api, bob, platform_admin,
+                                                           quota):
     import datetime as dt
     from decimal import Decimal
 
@@ -116,7 +117,8 @@ def test_the_live_preview_answers_quota_fit_start_and_cost(login, bob, platform_
         actor=platform_admin, effective_from=dt.date(2026, 1, 1), gpus=[{
             "gpu_model": H800, "purchase_price": Decimal("30000"), "depreciation_months": 48,
             "power_watts": 700, "pue": Decimal("1.3"), "electricity_kwh": Decimal("0.20"),
-            "operations_month": Decimal("365")}])
+            "operations_month": Decimal("365")}], cpu_core_hour=Decimal("0.031"),
+        memory_gib_hour=Decimal("0.0043"))
     form = {"name": "probe", "pool": "dev", "tier": "development", "image": "trainer:1",
             "workers": "1", "gpus_per_worker": "2", "gpu_model": H800, "cpu_per_worker": "8",
             "memory_gib_per_worker": "64", "max_run_hours": "10", "checkpoint_path": "/c"}
@@ -128,6 +130,46 @@ def test_the_live_preview_answers_quota_fit_start_and_cost(login, bob, platform_
     bad = login(bob).post("/t/acme/jobs/preview/", {**form, "gpus_per_worker": "12"}).json()
     assert "the largest has 8" in bad["errors"]["gpus_per_worker"]
     assert not TrainingJob.objects.exists()
+    # the cost, part by part, for the maximum and the expected run time: the total the
+    # invoice would charge for the same usage (the ledger and the month's lines)
+    cost = preview["cost"]
+    assert cost["max"]["seconds"] == 36000 and preview["max_cost"] == cost["max"]["total"]
+    assert 0 < cost["expected"]["seconds"] == preview["expected_run_seconds"] <= 36000
+    assert all(Decimal(cost["max"][part]) > 0 for part in ("gpu", "cpu", "memory"))
+    invoice = _invoice_of_a_run(bob, seconds=36000, workers=1, gpus_per_worker=2,
+                                cpu_per_worker=8, memory_gib_per_worker=64)
+    assert {part: Decimal(cost["max"][part]) for part in ("gpu", "cpu", "memory")} == invoice
+    assert Decimal(cost["max"]["total"]) == sum(invoice.values())
+    # the API's preview answers the same cost
+    api_form = {"name": "probe", "pool": "dev", "tier": "development", "image": "trainer:1",
+                "workers": 1, "gpus_per_worker": 2, "gpu_model": H800, "cpu_per_worker": 8,
+                "memory_gib_per_worker": 64, "max_run_seconds": 36000}
+    answer = api(bob).post("/api/v1/tenants/acme/jobs/preview/", api_form, format="json")
+    assert answer.status_code == 200, answer.json()
+    assert answer.json()["cost"]["max"] == cost["max"]
+
+
+def _invoice_of_a_run(user, *, seconds, **shape):
+    """What the month's invoice lines charge, per line kind, for a job of ``shape`` that
+    ran ``seconds`` (a past October day, at the same rate card)."""
+    import datetime as dt
+    from decimal import Decimal
+
+    from billing import selectors as billing_selectors
+    from billing import services as billing_services
+    from billing.tests.conftest import make_job, run
+
+    tenant = user.memberships.get().tenant
+    start = dt.datetime(2026, 10, 5, 8, 0, tzinfo=dt.UTC)
+    job = make_job(tenant, run(start, start + dt.timedelta(seconds=seconds)),
+                   workers=shape.pop("workers"), gpus=shape.pop("gpus_per_worker"),
+                   gpu_model=H800)
+    TrainingJob.objects.filter(pk=job.pk).update(**shape)
+    billing_services.ledger_ingest_gpu(now=start + dt.timedelta(days=2))
+    out: dict[str, Decimal] = {}
+    for line in billing_selectors.month_lines(dt.date(2026, 10, 1), [tenant.pk])[tenant.pk]:
+        out[str(line.kind)] = out.get(str(line.kind), Decimal(0)) + line.amount
+    return out
 
 
 def test_the_demo_load_submits_jobs_the_pools_may_run(quota, bob):

@@ -193,6 +193,7 @@ def test_a_system_hold_reason_translates_and_a_typed_one_stays(api, login, bob,
     assert (body["hold_reason"], body["hold_reason_code"]) == ("disk full", None)
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_keeps_existing_text_rows_as_plain_strings(tenant_a):
     job_row = TrainingJob.objects.create(tenant=tenant_a, pool=tenant_a.pools.get(kind="dev"),

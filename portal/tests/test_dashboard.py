@@ -321,8 +321,9 @@ def test_dashboard_query_count_does_not_grow(rows, observed, tenant_a, alice, lo
     client = login(alice)
     # +1 since the capacity report reads the policy's topology levels; +3 for the trends'
     # GPU keys that exist (observed models, cached; the tenant's grants per range)
+    # +2 for the job costs' device prices and device facts (issue 30: shares by share)
     # +3: the busyness banner reads the cluster page's one report (its stamp; issue 30)
-    with django_assert_max_num_queries(47):   # 4 for the idle KPI (issue 17)
+    with django_assert_max_num_queries(49):   # 4 for the idle KPI (issue 17)
         assert client.get(reverse("tenant_dashboard", kwargs={"slug": "acme"})).status_code \
             == 200
     with django_assert_max_num_queries(22):

@@ -50,6 +50,41 @@
     return el;
   }
 
+  // What the invoice would charge, part by part, for the maximum and the expected run
+  // time: the server computed every amount (billing's invoice arithmetic).
+  function costTable(cost) {
+    var wrap = document.createElement("div");
+    wrap.id = "preview-cost";
+    var table = wrap.appendChild(document.createElement("table"));
+    table.className = "table";
+    table.appendChild(text("caption", interpolate(gettext("What the invoice would charge (%(currency)s)"),
+      {currency: cost.currency}, true)));
+    var runs = [["max", gettext("Maximum run time")], ["expected", gettext("Expected run time")]];
+    var head = table.appendChild(document.createElement("thead")).appendChild(document.createElement("tr"));
+    head.appendChild(text("th", ""));
+    runs.forEach(function (run) {
+      var hours = Math.round(cost[run[0]].seconds / 36) / 100;
+      head.appendChild(text("th", interpolate(gettext("%(run)s (%(hours)s h)"), {run: run[1], hours: hours}, true)));
+    });
+    var parts = [["gpu", gettext("GPU")], ["cpu", gettext("CPU")], ["memory", gettext("Memory")]];
+    if (Number(cost.max.storage) || Number(cost.expected.storage)) { parts.push(["storage", gettext("Storage")]); }
+    parts.push(["total", gettext("Total")]);
+    var body = table.appendChild(document.createElement("tbody"));
+    parts.forEach(function (part) {
+      var row = body.appendChild(document.createElement("tr"));
+      row.setAttribute("data-part", part[0]);
+      row.appendChild(text("th", part[1]));
+      runs.forEach(function (run) {
+        var cell = row.appendChild(text("td", cost[run[0]][part[0]]));
+        cell.setAttribute("data-run", run[0]);
+      });
+    });
+    if (cost.unpriced) {
+      wrap.appendChild(text("p", gettext("The rate card has no price for this GPU: its part would be billed 0."), "note-warn"));
+    }
+    return wrap;
+  }
+
   function fieldLabel(name) {
     var label = form.querySelector('label[for="id_' + name + '"]');
     return label ? label.textContent.trim() : "";
@@ -140,6 +175,7 @@
       box.appendChild(text("p", interpolate(gettext("Cost if it runs for its maximum run time: %(cost)s %(currency)s"),
         {cost: p.max_cost, currency: p.currency || ""}, true)));
     }
+    if (p.cost) { box.appendChild(costTable(p.cost)); }
     (p.notes || []).forEach(function (note) { box.appendChild(text("p", note, "note-warn")); });
   }
 

@@ -65,17 +65,37 @@ def _verdict(page, kind: str):
     return verdict
 
 
+def _price(model: str, admin) -> None:
+    """A rate card pricing the H800 (1.5382 per GPU-hour), CPU and memory."""
+    import datetime as dt
+    from decimal import Decimal
+
+    from django.conf import settings
+
+    from billing import services
+
+    settings.TRAINYARD_CURRENCY = "USD"
+    services.rate_card_create(
+        actor=admin, effective_from=dt.date(2026, 1, 1), gpus=[{
+            "gpu_model": model, "purchase_price": Decimal("30000"), "depreciation_months": 48,
+            "power_watts": 700, "pue": Decimal("1.3"), "electricity_kwh": Decimal("0.20"),
+            "operations_month": Decimal("365")}], cpu_core_hour=Decimal("0.0625"),
+        memory_gib_hour=Decimal("0.01"))
+
+
 def _submit(page):
     page.locator("#job-form button[type=submit].primary").click()
 
 
 @pytest.mark.parametrize("lang", LANGUAGES)
-def test_the_preview_says_what_submit_then_does(lang, new_page, world, cluster, bob):  # noqa: F811
+def test_the_preview_says_what_submit_then_does(lang, new_page, world, cluster, bob,  # noqa: F811
+                                                 platform_admin):
     from core.texts import render
     from jobs.models import TrainingJob
     from jobs.selectors.spec import worker_resources, worker_resources_text
 
     model = world["h800"]
+    _price(model, platform_admin)
     page = new_page(lang)
     log_in(page, "bob", "/t/acme/jobs/new/")
     expect(page.locator("html")).to_have_attribute("lang", lang)
@@ -101,6 +121,18 @@ def test_the_preview_says_what_submit_then_does(lang, new_page, world, cluster, 
     expect(preview.locator(".worker-cpu")).to_have_text(worker["cpu"])   # 4 of 8 cores
     expect(preview.locator(".worker-memory")).to_have_text(worker["memory"])
     expect(preview.locator(".worker-cpu")).to_have_attribute("data-request", "4")
+    # the cost the invoice would charge, part by part, for the maximum run time (2 h) and
+    # the expected one (the policy's default of an hour: no history, none typed)
+    cost = preview.locator("#preview-cost")
+    expect(cost.locator("caption")).to_have_text(tr_js(
+        lang, "What the invoice would charge (%(currency)s)", currency="USD"))
+    for part, max_cost, expected_cost in (("gpu", "24.61", "12.31"), ("cpu", "1.00", "0.50"),
+                                          ("memory", "1.28", "0.64"),
+                                          ("total", "26.89", "13.45")):
+        row = cost.locator(f"tr[data-part={part}]")
+        expect(row.locator("td[data-run=max]")).to_have_text(max_cost)
+        expect(row.locator("td[data-run=expected]")).to_have_text(expected_cost)
+    expect(cost.locator("thead")).to_contain_text(tr_js(lang, "Expected run time"))
     shot(page, lang, "preview-fits", top=page.locator("body"))
     _submit(page)
     page.wait_for_url(re.compile(r"/t/acme/jobs/\d+/$"))
