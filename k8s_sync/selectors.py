@@ -17,12 +17,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
+from functools import cached_property
 from typing import Any
 
 from django.db.models import Max, Min, QuerySet
 from django.utils.dateparse import parse_datetime
 
 from k8s_sync import naming, placement
+from k8s_sync.allocation import devices_by_namespace
 from k8s_sync.models import (
     PYTORCHJOB,
     TRAINJOB,
@@ -190,10 +192,19 @@ class CapacityReport:
     #: The node-label keys of the topology levels in force, widest first.
     topology_levels: tuple[str, ...] = ()
 
+    #: (node name, namespace, requests) of the bound, unfinished pods it was built from
+    bound: tuple[tuple[str, str, Any], ...] = field(default=(), repr=False, compare=False)
+
     @property
     def resources(self) -> dict[str, Decimal]:
         """:func:`resource_capacity` of this report: capacity per quota resource key."""
         return resource_capacity(self)
+
+    @cached_property
+    def allocated_by_namespace(self) -> dict[str, dict[str, Decimal]]:
+        """namespace -> GPU device key -> held, counted as this report counts
+        (``k8s_sync.allocation``): the per-namespace split of the per-model figures."""
+        return devices_by_namespace(self.nodes, self.bound)
 
 
 _GIB = Decimal(1024**3)
@@ -240,18 +251,20 @@ def _count(values: Mapping[str, Any], resource: str) -> int:
         return 0
 
 
-def _allocated_by_node(pods: Iterable[Any] | None = None) -> dict[str, dict[str, Decimal]]:
-    """GPU-ish, CPU and memory requests of non-terminal pods bound to each node (``pods``:
+def _bound_pods(pods: Iterable[Any] | None = None) -> tuple[tuple[str, str, Any], ...]:
+    """(node name, namespace, requests) of the non-terminal pods bound to a node (``pods``:
     the pods' rows as an informer keeps them, ``k8s_sync.informer``; else read)."""
-    out: dict[str, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
-    bound: Iterable[tuple[str, Any]]
     if pods is None:
-        bound = (ObservedPod.objects.filter(phase__in=LIVE_PHASES).exclude(node_name="")
-                 .values_list("node_name", "requests"))
-    else:
-        bound = [(p.node_name, p.requests) for p in pods
-                 if p.node_name and p.phase in LIVE_PHASES]
-    for node_name, requests in bound:
+        return tuple(ObservedPod.objects.filter(phase__in=LIVE_PHASES).exclude(node_name="")
+                     .values_list("node_name", "namespace", "requests"))
+    return tuple((p.node_name, p.namespace, p.requests) for p in pods
+                 if p.node_name and p.phase in LIVE_PHASES)
+
+
+def _allocated_by_node(bound: Iterable[tuple[str, str, Any]]) -> dict[str, dict[str, Decimal]]:
+    """GPU-ish, CPU and memory requests of the bound pods (:func:`_bound_pods`) per node."""
+    out: dict[str, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
+    for node_name, _namespace, requests in bound:
         requests = requests or {}
         for resource, qty in requests.items():
             if resource.startswith("nvidia.com/") or resource in ("cpu", "memory"):
@@ -379,7 +392,8 @@ def capacity_report(topology_levels: Iterable[str] | None = None, *,
     informer keeps them (``k8s_sync.informer``), instead of the recorded ones."""
     levels = (placement.topology_levels(topology_levels) if topology_levels is not None
               else placement.configured_topology_levels())
-    allocated = _allocated_by_node(pods)
+    bound = _bound_pods(pods)
+    allocated = _allocated_by_node(bound)
     rows = (sorted(nodes, key=lambda n: n.name) if nodes is not None
             else ObservedNode.objects.defer("raw", "capacity", "taints").order_by("name"))
     if nodes is None:
@@ -408,7 +422,7 @@ def capacity_report(topology_levels: Iterable[str] | None = None, *,
     }
     return CapacityReport(models=models, nodes=tuple(report_nodes),
                           observed_at=bookkeeping.last_list_at if bookkeeping else None,
-                          totals=totals, topology_levels=levels)
+                          totals=totals, topology_levels=levels, bound=bound)
 
 
 _COUNTED: dict[str, Callable[[], QuerySet[Any]]] = {

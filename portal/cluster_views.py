@@ -20,8 +20,7 @@ from rest_framework.response import Response
 
 from k8s_sync.api.serializers import HealthSerializer
 from k8s_sync.health import cluster_health
-from k8s_sync.selectors import capacity_report
-from portal import dashboards, waste, watchdog
+from portal import cluster_figures, waste, watchdog
 from tenants.access import is_platform_admin, platform_admin_or_404
 
 
@@ -30,9 +29,9 @@ from tenants.access import is_platform_admin, platform_admin_or_404
 def capacity(request: HttpRequest) -> HttpResponse:
     """GPU capacity per model, then per node (from the observed cluster)."""
     platform_admin_or_404(request.user)
-    report = capacity_report()
+    report = cluster_figures.cluster_capacity()  # the cluster page's report
     return render(request, "portal/capacity.html", {
-        "report": report, "resources": dashboards.resource_rows(report=report)})
+        "report": report, "resources": cluster_figures.resource_rows(report=report)})
 
 
 @require_safe

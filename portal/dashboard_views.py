@@ -28,7 +28,7 @@ from core.texts import message
 from core.when import eta_text
 from jobs.models import TrainingJob
 from jobs.services import job_cancel, job_hold
-from portal import charts, dashboards
+from portal import charts, cluster_figures, dashboards
 from portal.reversing import slug_url
 from tenants.access import access_for, is_platform_admin
 from tenants.selectors import tenant_access_or_404
@@ -54,7 +54,7 @@ def _json(request: HttpRequest, payload: dict[str, Any]) -> HttpResponse:
 
 def _live(tenant: Any, user: Any) -> dict[str, Any]:
     """The parts that change minute to minute (also the JSON endpoint's payload)."""
-    busy = dashboards.busyness()
+    busy = cluster_figures.busyness()
     return {
         "gauges": [g.as_json() for g in dashboards.tenant_gauges(tenant)],
         "waiting": [{**w, "eta_p50": w["eta_p50"], "eta_p90": w["eta_p90"],
@@ -74,7 +74,7 @@ def tenant_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
     gauges = dashboards.tenant_gauges(tenant)
     waits = [m for _model, m in dashboards.wait_times(tenant=tenant, now=now)]
     jobs, has_cost = dashboards.job_consumption(tenant)
-    busy = dashboards.busyness()
+    busy = cluster_figures.busyness()
     trends = {days: dashboards.tenant_trends(tenant, days=days) for days in TREND_DAYS}
     return render(request, "portal/dashboard.html", {
         "access": access, "tenant": tenant, "gauges": gauges, "jobs": jobs,
@@ -119,18 +119,20 @@ def tenant_dashboard_trends(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_GET
 def cluster_page(request: HttpRequest) -> HttpResponse:
-    report = dashboards.cluster_capacity()
+    """Every allocation and capacity figure from one report (``cluster_figures``), shown
+    with its one "as of" time."""
+    report = cluster_figures.cluster_capacity()
     admin = is_platform_admin(request.user)
-    busy = dashboards.busyness(report=report)  # when not cached: the same report, not a second
+    busy = cluster_figures.busyness(report=report)
     heatmaps = dashboards.allocation_by_hour(report=report)
-    tenants: list[dict[str, Any]] = []
+    tenants: dict[str, Any] = {}
     if admin:
         dashboard_url = slug_url("tenant_dashboard")  # one reverse for every row
-        tenants = [{**t, "url": dashboard_url(t["tenant"])}
-                   for t in dashboards.tenant_allocation()]
+        tenants = cluster_figures.tenant_allocation(report=report)
+        tenants["rows"] = [{**t, "url": dashboard_url(t["tenant"])} for t in tenants["rows"]]
     return render(request, "portal/cluster_overview.html", {
         "report": report, "busyness": busy, "heatmaps": heatmaps, "platform_admin": admin,
-        "watermark": dashboards.watermark_use(report=report),
+        "watermark": cluster_figures.watermark_use(report=report),
         "tenants": tenants,
         "abnormal": dashboards.abnormal_jobs() if admin else [],
         "figures": {"heatmaps": [h["figure"] for h in heatmaps]},
@@ -140,10 +142,16 @@ def cluster_page(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def cluster_data(request: HttpRequest) -> HttpResponse:
-    """Busyness per GPU model (and per-tenant allocation for platform admins)."""
-    payload: dict[str, Any] = {"busyness": [b.as_json() for b in dashboards.busyness()]}
+    """Busyness per GPU model (and per-tenant allocation for platform admins), from one
+    report."""
+    report = cluster_figures.cluster_capacity()
+    payload: dict[str, Any] = {
+        "busyness": [b.as_json() for b in cluster_figures.busyness(report=report)],
+        "observed_at": report.observed_at.isoformat() if report.observed_at else None}
     if is_platform_admin(request.user):
-        payload["tenants"] = dashboards.tenant_allocation()
+        allocation = cluster_figures.tenant_allocation(report=report)
+        payload["tenants"] = allocation["rows"]
+        payload["tenant_totals"] = {"other": allocation["other"], "total": allocation["total"]}
     return _json(request, payload)
 
 

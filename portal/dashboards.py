@@ -11,17 +11,13 @@ the number of jobs or samples (the tests pin the counts):
 * :func:`job_consumption` - GPU-hours (JobTransition running intervals), mean GPU
   utilisation (DCGM), cost when ``billing.selectors.job_costs`` exists;
 * :func:`waiting_jobs`, :func:`wait_times` - the user's waiting jobs and recent waits;
-* :func:`busyness` - per GPU model: allocated against capacity, demand waiting, typical
-  wait (cached for a minute: the same for everyone);
-* :func:`cluster_capacity`, :func:`allocation_by_hour`, :func:`tenant_allocation`,
-  :func:`abnormal_jobs` - the cluster page.
+* :func:`allocation_by_hour`, :func:`abnormal_jobs` - the cluster page (its allocation
+  and capacity figures, the busyness banner's included: ``portal.cluster_figures``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-import statistics
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,44 +25,35 @@ from decimal import Decimal
 from typing import Any, TypeVar, cast
 
 from django.core.cache import cache
-from django.db.models import Count, F, Max, Min, Q
+from django.db.models import F, Min, Q
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
 from billing.selectors import job_costs, quarter_start, tenant_utilisation_by_kind
-from core.models import Policy
 from core.texts import message
 from core.texts import render as render_text
 from jobs.choices import JobState
 from jobs.models import JobTransition, TrainingJob
 from jobs.selectors import stuck_jobs
 from jobs.timeline import running_intervals
-from k8s_sync.models import ObservedKind, ObservedNode, ObservedPod
+from k8s_sync.models import ObservedNode
 from k8s_sync.naming import namespace_name
-from k8s_sync.physical import last_framebuffer_mib, physical_use
-from k8s_sync.selectors import CapacityReport, capacity_report
+from k8s_sync.selectors import CapacityReport
 from portal import charts
 from tenants.access import AnyUser
 from tenants.catalog import Resource
-from tenants.choices import TenantStatus
 from tenants.models import JobUtilisation, Pool, QuotaGrant, Tenant
-from tenants.selectors import granted_totals, quota_overview
+from tenants.selectors import quota_overview
 from tenants.series import (
     LOW_UTIL_PCT,
     allocation_heatmap,
-    latest_minute,
-    latest_minute_by_tenant,
     series_for_pools,
     tracked,
 )
-from tenants.usage import in_use_by_pool
 from tenants.utilisation import Utilisation
 
-BUSYNESS_CACHE_KEY = "portal:busyness:v1"
-BUSYNESS_TTL = 60
+HEATMAP_TTL = 60  # hourly rows change once a minute at most
 PER_TENANT_TTL = 60  # trends and the job table: rows change once a minute at most
-CAPACITY_TTL = 10  # keyed by the observed rows' count and latest write (cluster_capacity)
-TENANT_ALLOCATION_TTL = 5  # keyed by the latest minute; bounds a re-sampled minute
 JOB_TABLE_WINDOW_DAYS = 30
 JOB_TABLE_SCAN = 2000  # most recent jobs considered for "most expensive first"
 LONG_RUN = dt.timedelta(days=5)
@@ -370,34 +357,7 @@ def wait_times(*, tenant: Tenant | None = None, days: int = 14,
             for r in rows]
 
 
-# --- cluster: busyness ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Busyness:
-    model: str
-    label: str
-    allocatable: int
-    allocated: int
-    waiting_gpus: int
-    waiting_jobs: int
-    typical_wait_min: float | None
-
-    @property
-    def percent(self) -> int:
-        return round(100 * self.allocated / self.allocatable) if self.allocatable else 0
-
-    def sentence(self) -> str:
-        if self.typical_wait_min is None:
-            return _("%(m)s: %(p)s%% allocated") % {"m": self.label, "p": self.percent}
-        return _("%(m)s: %(p)s%% allocated, typical wait %(w)s") % {
-            "m": self.label, "p": self.percent, "w": humanize_minutes(self.typical_wait_min)}
-
-    def as_json(self) -> dict[str, Any]:
-        return {"model": self.model, "label": self.label, "allocatable": self.allocatable,
-                "allocated": self.allocated, "percent": self.percent,
-                "waiting_gpus": self.waiting_gpus, "waiting_jobs": self.waiting_jobs,
-                "typical_wait_min": self.typical_wait_min, "sentence": self.sentence()}
+# --- cluster: waits, heatmap, abnormal jobs (its figures: portal/cluster_figures.py) ------
 
 
 def humanize_minutes(minutes: float) -> str:
@@ -410,141 +370,6 @@ def humanize_minutes(minutes: float) -> str:
     return _("%(n).1f days") % {"n": minutes / 1440}
 
 
-def queued_now(*, now: dt.datetime | None = None
-               ) -> tuple[dict[str, dict[str, int]], dict[str, list[float]]]:
-    """Per GPU model, in one query: the queued jobs and GPUs ({"jobs", "gpus"}), and the
-    minutes each queued job is expected to wait in all (from its submission to its ETA
-    p50, or to now when it has none or it is overdue)."""
-    now = now or timezone.now()
-    counts: dict[str, dict[str, int]] = defaultdict(lambda: {"jobs": 0, "gpus": 0})
-    minutes: dict[str, list[float]] = defaultdict(list)
-    rows = (TrainingJob.objects.filter(state=JobState.QUEUED).exclude(gpu_model="")
-            .values_list("gpu_model", "workers", "gpus_per_worker", "submitted_at", "eta_p50"))
-    for model, workers, gpus, submitted, eta in rows:
-        counts[model]["jobs"] += 1
-        counts[model]["gpus"] += workers * gpus
-        until = max(eta or now, now)
-        minutes[model].append(max(0.0, (until - submitted).total_seconds() / 60))
-    return dict(counts), dict(minutes)
-
-
-def typical_wait(recent: list[float], queued: list[float]) -> float | None:
-    """The wait a job submitted now should expect, in minutes: the median of the recent
-    actual waits (submission to start) and, while jobs queue, of what the queued jobs are
-    expected to wait in all (their ETA), whichever is longer; a queue with ETAs hours
-    ahead never reads "under a minute". None when there is neither."""
-    figures = [statistics.median(v) for v in (recent, queued) if v]
-    return round(max(figures), 1) if figures else None
-
-
-def busyness(*, report: CapacityReport | None = None, fresh: bool = False) -> list[Busyness]:
-    """Per GPU model: whole cards allocated against capacity, GPUs waiting in the queue,
-    the typical wait (:func:`typical_wait`: the last 7 days' waits and the queue's ETAs).
-    Cached ``BUSYNESS_TTL`` seconds."""
-    if not fresh:
-        cached = cache.get(BUSYNESS_CACHE_KEY)
-        if cached is not None:
-            return cached
-    report = report or capacity_report()
-    waiting, queued = queued_now()
-    waits: dict[str, list[float]] = defaultdict(list)
-    for model, minutes in wait_times(days=7):
-        waits[model].append(minutes)
-    out = []
-    capacity = report.resources
-    for m in report.models:
-        # Whole cards: the capacity of gpu:<model> (k8s_sync.selectors.resource_capacity,
-        # the number every page shows); a model offered only as shares, its shares. MIG
-        # instances are resources of their own (mig:<profile>), not cards of the model.
-        allocatable = int(capacity.get(f"gpu:{m.gpu_model}", 0))
-        allocated = m.whole_allocated
-        if not allocatable:
-            allocatable, allocated = m.shared_allocatable, m.shared_allocated
-        if not allocatable:
-            continue
-        w: dict[str, Any] = dict(waiting.get(m.gpu_model) or {})
-        out.append(Busyness(model=m.gpu_model, label=short_model(m.gpu_model),
-                            allocatable=allocatable, allocated=allocated,
-                            waiting_gpus=int(w.get("gpus") or 0),
-                            waiting_jobs=int(w.get("jobs") or 0),
-                            typical_wait_min=typical_wait(waits.get(m.gpu_model, []),
-                                                          queued.get(m.gpu_model, []))))
-    cache.set(BUSYNESS_CACHE_KEY, out, BUSYNESS_TTL)
-    return out
-
-
-# --- cluster: capacity ----------------------------------------------------------------------
-
-
-def cluster_capacity() -> CapacityReport:
-    """:func:`capacity_report`, recomputed only when the observed nodes or pods changed.
-
-    The report folds every bound pod's requests into every node (hundreds of rows decoded
-    per view); it is the same for every viewer until the watcher writes a node or a pod,
-    and the watcher stamps ``observed_at`` on every row it writes. The rows' count and
-    latest stamp, per table, and the last node list (three small queries, as many as the
-    report itself) name the cached report, so a change is shown at the next view; the
-    TTL bounds a row changed without a new stamp (``CAPACITY_TTL`` seconds).
-    """
-    pods = ObservedPod.objects.aggregate(n=Count("id"), at=Max("observed_at"))
-    nodes = ObservedNode.objects.aggregate(n=Count("id"), at=Max("observed_at"))
-    listed = (ObservedKind.objects.filter(kind="nodes")
-              .values_list("last_list_at", flat=True).first())
-    stamp = ":".join(str(v) for v in (pods["n"], pods["at"], nodes["n"], nodes["at"], listed))
-    key = "portal:capacity:" + hashlib.blake2b(stamp.encode(), digest_size=12).hexdigest()
-    return _cached(key, capacity_report, CAPACITY_TTL)
-
-
-def resource_rows(*, report: CapacityReport) -> list[dict[str, Any]]:
-    """Per quota resource the cluster has: its **capacity** (``report.resources``,
-    ``k8s_sync.selectors.resource_capacity``), what the tenants' pools have **in use**
-    (``tenants.usage.in_use_by_pool``, summed) and the total granted; the same two numbers
-    the quota pages, the gauges and the API show."""
-    pools = list(Pool.objects.exclude(tenant__status=TenantStatus.DELETED)
-                 .select_related("tenant"))
-    in_use: dict[str, Decimal] = defaultdict(Decimal)
-    for used in in_use_by_pool(pools).values():
-        for key, amount in used.items():
-            in_use[key] += amount
-    granted = granted_totals()
-    rows = []
-    for key, capacity in sorted(report.resources.items(), key=lambda kv: _order(kv[0])):
-        label, unit = resource_label(key)
-        rows.append({"key": key, "label": label, "unit": unit, "capacity": capacity,
-                     "in_use": in_use.get(key, Decimal(0)),
-                     "granted": granted.get(key, Decimal(0))})
-    return rows
-
-
-def watermark_use(*, report: CapacityReport) -> dict[str, Any]:
-    """Per resource key (a GPU model's whole cards, its shares): physical use against the
-    eviction watermark, measured as admission measures it (``k8s_sync.physical``: cards
-    allocated, DCGM framebuffer on shared and HAMi cards as the admission loop last read
-    it, node CPU and memory requested). Cached as the capacity report is."""
-
-    stamp = f"{report.observed_at}:{sorted(report.totals.items())}"
-    key = "portal:watermark:" + hashlib.blake2b(stamp.encode(), digest_size=12).hexdigest()
-    return _cached(key, lambda: _watermark_use(report), CAPACITY_TTL)
-
-
-def _watermark_use(report: CapacityReport) -> dict[str, Any]:
-    watermark = float(Policy.current().eviction_watermark)
-    rows = []
-    for use in physical_use(report, last_framebuffer_mib()).values():
-        rows.append({
-            "key": use.key, "model": use.gpu_model, "shared": use.shared, "nodes": use.nodes,
-            "percent": use.percent, "use": round(use.use, 3),
-            "cards": round(100 * use.cards),
-            "framebuffer": round(100 * use.framebuffer) if use.framebuffer is not None
-            else None,
-            "cpu": round(100 * use.cpu), "memory": round(100 * use.memory),
-            "above": use.use > watermark + 1e-9})
-    return {"watermark": watermark, "watermark_percent": round(100 * watermark), "rows": rows}
-
-
-# --- cluster: heatmap, tenants, abnormal jobs ---------------------------------------------
-
-
 def allocation_by_hour(*, report: CapacityReport, days: int = 7,
                        now: dt.datetime | None = None) -> list[dict[str, Any]]:
     """Per GPU model, a day x hour heatmap of the share of cards allocated (one query;
@@ -553,7 +378,7 @@ def allocation_by_hour(*, report: CapacityReport, days: int = 7,
     if now is None:
         now = timezone.now()
         data = _cached(key, lambda: allocation_heatmap(days=days, now=now),
-                                BUSYNESS_TTL)
+                                HEATMAP_TTL)
     else:
         data = allocation_heatmap(days=days, now=now)
     capacity = {k: int(v) for k, v in report.resources.items() if k.startswith("gpu:")}
@@ -573,39 +398,6 @@ def allocation_by_hour(*, report: CapacityReport, days: int = 7,
             _("%(m)s: share of cards allocated") % {"m": label}, z=z,
             x=[f"{h:02d}" for h in range(24)], y=[d.isoformat() for d in dates])})
     return out
-
-
-def tenant_allocation(*, limit: int = 100) -> list[dict[str, Any]]:
-    """Per tenant at the latest sampled minute: GPUs allocated, busy and idle.
-
-    One indexed query finds the latest minute; the rows of that minute are summed per
-    tenant once and cached under that minute (a new minute is a new key, so the table is
-    never older than the latest sample; the short TTL bounds a re-sampled minute)."""
-    latest = latest_minute()
-    if latest is None:
-        return []
-    key = f"portal:tenant-allocation:{latest.isoformat()}:{limit}"
-    return _cached(
-        key, lambda: _tenant_allocation(latest_minute_by_tenant(latest), limit=limit),
-        TENANT_ALLOCATION_TTL)
-
-
-def _tenant_allocation(by_tenant: dict[str, dict[str, tuple[float, float | None]]], *,
-                       limit: int) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-    for slug, resources in by_tenant.items():
-        gpus = [(a, u) for key, (a, u) in resources.items()
-                if key.startswith(("gpu:", "mig:")) or key == "gpu-shared"]
-        allocated = sum(a for a, _u in gpus)
-        measured = [u for _a, u in gpus if u is not None]
-        busy = sum(measured) if measured else None
-        rows.append({"tenant": slug, "gpus": round(allocated, 2),
-                     "busy": round(busy, 2) if busy is not None else None,
-                     "idle": round(max(0.0, allocated - busy), 2) if busy is not None else None,
-                     "cpu": round(resources.get("cpu", (0.0, None))[0], 1),
-                     "memory": round(resources.get("memory", (0.0, None))[0], 1)})
-    rows.sort(key=lambda r: (-float(r["idle"] or 0), -float(r["gpus"]), str(r["tenant"])))
-    return rows[:limit]
 
 
 def abnormal_jobs(*, now: dt.datetime | None = None, limit: int = 25) -> list[dict[str, Any]]:

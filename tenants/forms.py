@@ -21,6 +21,7 @@ from tenants.catalog import MAX_AMOUNT, Resource, ResourceKind
 from tenants.choices import MembershipRole, PlatformRoleName, QuotaMode
 from tenants.models import Tenant
 from tenants.network import parse_cidrs
+from tenants.templatetags.quota_amounts import amount as amount_text
 
 #: an amount's input: the service checks it (``Resource.check_amount``), the browser knows
 #: the range
@@ -88,15 +89,15 @@ class PlatformRoleForm(forms.Form):
 
 def resource_choices(keys: Iterable[str]) -> list[tuple[str, str]]:
     """A select's options for resource keys (the catalog's: ``tenants.catalog.Resource``),
-    labelled for people, e.g. ``GPUs · NVIDIA-H800 (gpu:NVIDIA-H800)``; keys that do not
-    parse are left out."""
+    labelled for people with their unit, e.g. ``GPUs · NVIDIA-H800 (cards)`` (the value
+    stays the key); keys that do not parse are left out."""
     options: dict[str, str] = {}
     for key in keys:
         try:
             resource = Resource.parse(key)
         except ValueError:
             continue
-        options[resource.key] = f"{resource.label()} ({resource.key})"
+        options[resource.key] = f"{resource.label()} ({resource.unit})"
     return [("", "—"), *sorted(options.items())]
 
 
@@ -156,12 +157,56 @@ class QuotaForm(AmountRowsForm):
 
 
 class QuotaRequestForm(AmountRowsForm):
+    """Ask for new amounts; each row shows the resource's unit and the pool's current
+    amount beside the new one (``current``: pool kind -> {key: granted amount}, the
+    quota page's own figures). Its ids start with ``request_``: the loan form on the
+    same page has a ``pool`` field too."""
+
     ROWS = 4
     pool = forms.ChoiceField(label=_("Pool"), choices=PoolKind.choices)
     justification = forms.CharField(label=_("Why does the team need it?"), max_length=4000,
                                     widget=forms.Textarea(attrs={"rows": 3}))
     valid_until = forms.DateField(label=_("Until (optional, for a temporary change)"),
                                   required=False, widget=forms.DateInput(attrs={"type": "date"}))
+
+    def __init__(self, *args: Any, current: dict[str, dict[str, Decimal]] | None = None,
+                 **kwargs: Any) -> None:
+        kwargs.setdefault("auto_id", "request_%s")
+        super().__init__(*args, **kwargs)
+        self.current = current or {}
+
+    def chosen_pool(self) -> str:
+        value = self["pool"].value()
+        return value if value in PoolKind.values else str(PoolKind.choices[0][0])
+
+    def request_rows(self) -> list[dict[str, Any]]:
+        """Each row: its resource and amount fields, the chosen resource's unit and the
+        chosen pool's current amount of it (0 when not granted; None with no resource)."""
+        current = self.current.get(self.chosen_pool(), {})
+        out = []
+        for resource, amount in self.rows():
+            key = str(resource.value() or "")
+            unit = current_amount = None
+            try:
+                parsed = Resource.parse(key) if key else None
+            except ValueError:
+                parsed = None
+            if parsed is not None:
+                unit, current_amount = parsed.unit, current.get(key, Decimal(0))
+            out.append({"resource": resource, "amount": amount, "key": key, "unit": unit,
+                        "current": current_amount})
+        return out
+
+    def live_data(self) -> dict[str, Any]:
+        """What the page's script needs to show a row's unit and current amount as soon
+        as a resource or the pool is chosen: units by key, amounts (written as the page
+        writes them) by pool and key."""
+        keys = [key for key, _label in self.fields["resource_0"].choices if key]  # type: ignore[attr-defined]
+        return {
+            "units": {key: Resource.parse(key).unit for key in keys},
+            "current": {pool: {key: amount_text(self.current.get(pool, {}).get(key, 0), key)
+                               for key in keys} for pool in PoolKind.values},
+        }
 
 
 class DecisionForm(forms.Form):

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from decimal import Decimal
 
 from k8s_sync.specs import QuotaSpec, StorageClassQuota
 from tenants.catalog import Resource, ResourceKind
 
-__all__ = ["quota_spec_for"]
+__all__ = ["OverCap", "over_cap", "overcommit_limited", "quota_spec_for"]
 
 
 def quota_spec_for(grants: Mapping[str, Decimal], *, storage_classes: Iterable[str] = (),
@@ -103,6 +104,52 @@ def overcommit_violation(*, resource_key: str, capacity: Decimal | None,
     return (f"{resource_key}: approving {_n(new_amount)} would bring total grants to "
             f"{_n(total)}, above the limit of {_n(limit)} ({_n(factor)} x capacity "
             f"{_n(capacity)}); at most {_n(room)} can be granted to this pool.")
+
+
+def overcommit_limited(resource_key: str, capacity: Mapping[str, Decimal]) -> bool:
+    """Whether the overcommit limit binds ``resource_key``: a resource with a capacity,
+    and every GPU model and MIG profile (one no node has counts a capacity of 0)."""
+    return resource_key in capacity or resource_key.startswith(("gpu:", "mig:"))
+
+
+@dataclass(frozen=True)
+class OverCap:
+    """A resource whose grants add up to more than ``factor x capacity`` (the limit):
+    ``tenants`` holds each tenant's grant of it, the largest first."""
+
+    key: str
+    factor: Decimal
+    capacity: Decimal
+    limit: Decimal
+    granted: Decimal
+    tenants: tuple[tuple[str, Decimal], ...]
+
+
+def over_cap(*, factors: Mapping[str, object], capacity: Mapping[str, Decimal],
+             grants: Mapping[str, Mapping[str, Decimal]]) -> list[OverCap]:
+    """Which resources, and whose grants, ``factors`` put over the overcommit limit
+    (:func:`overcommit_violation`'s: total grants may reach ``factor x capacity``).
+
+    ``grants``: resource key -> {tenant: its current grants of it, all pools}. Existing
+    grants stay when a factor is lowered; while a resource is over, no grant of it can be
+    raised (``tenants.services.quota``). The policy page's preview and its message on
+    save both read this. Nothing observed (empty ``capacity``): nothing to compare with,
+    as the approval check says."""
+    if not capacity:
+        return []
+    out = []
+    for key in sorted(grants):
+        if not overcommit_limited(key, capacity):
+            continue
+        holders = {t: a for t, a in grants[key].items() if a > 0}
+        total = sum(holders.values(), Decimal(0))
+        factor = overcommit_factor(key, factors)
+        cap = capacity.get(key, Decimal(0))
+        if total > factor * cap:
+            out.append(OverCap(key=key, factor=factor, capacity=cap, limit=factor * cap,
+                               granted=total, tenants=tuple(sorted(
+                                   holders.items(), key=lambda ta: (-ta[1], ta[0])))))
+    return out
 
 
 def _n(value: Decimal) -> str:

@@ -40,7 +40,14 @@ from tenants.models import (
     UsageDaily,
 )
 from tenants.network import egress_cidrs_for
-from tenants.quota import guaranteed_amount, guaranteed_share, overcommit_factor, quota_spec_for
+from tenants.quota import (
+    OverCap,
+    guaranteed_amount,
+    guaranteed_share,
+    over_cap,
+    overcommit_factor,
+    quota_spec_for,
+)
 from tenants.usage import in_use_by_pool, utilisation_by_pool
 from tenants.utilisation import Utilisation, is_gpu_kind
 
@@ -321,6 +328,40 @@ def granted_totals() -> dict[str, Decimal]:
     return dict(QuotaGrant.objects.filter(superseded_at__isnull=True)
                 .exclude(pool__tenant__status=TenantStatus.DELETED).values_list("resource")
                 .annotate(total=Sum("amount")).values_list("resource", "total"))
+
+
+def default_quota_rows() -> list[dict[str, Any]]:
+    """What a new tenant's pools are granted (``Policy.default_quota``, given by
+    ``tenants.services.tenancy``): pool kind, key, resource and amount per row, amounts of
+    0 left out. Empty: a new tenant can run nothing until a quota is granted."""
+    defaults = Policy.current().default_quota or {}
+    rows = []
+    for kind in PoolKind.values:
+        for key, amount in sorted((defaults.get(kind) or {}).items()):
+            value = Decimal(str(amount))
+            if value > 0:
+                rows.append({"pool": PoolKind(kind), "key": key, "amount": value,
+                             "resource": Resource.parse(key) if _parses(key) else None})
+    return rows
+
+
+def grants_by_tenant() -> dict[str, dict[str, Decimal]]:
+    """Resource key -> {tenant slug: its current grants of it, both pools}; tenants not
+    deleted (the grants the overcommit limit counts, ``tenants.services.quota``)."""
+    out: dict[str, dict[str, Decimal]] = {}
+    rows = (QuotaGrant.objects.filter(superseded_at__isnull=True)
+            .exclude(pool__tenant__status=TenantStatus.DELETED)
+            .values("resource", "pool__tenant__slug").annotate(total=Sum("amount")))
+    for row in rows:
+        out.setdefault(row["resource"], {})[row["pool__tenant__slug"]] = row["total"]
+    return out
+
+
+def overcommit_effect(factors: dict[str, Any]) -> list[OverCap]:
+    """Which resources and tenants ``factors`` put over the overcommit limit
+    (``tenants.quota.over_cap`` on the observed capacity and the current grants)."""
+    return over_cap(factors=factors, capacity=capacity_by_resource(),
+                    grants=grants_by_tenant())
 
 
 def catalog() -> list[dict]:

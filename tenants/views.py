@@ -166,6 +166,7 @@ def platform_tenants(request: HttpRequest) -> HttpResponse:
             return redirect("tenants:detail", slug=tenant.slug)
     return render(request, "tenants/platform_tenants.html", {
         "form": form, "tenants": selectors.my_tenants(request.user),
+        "default_quota": selectors.default_quota_rows(),
     }, status=400 if request.method == "POST" else 200)
 
 

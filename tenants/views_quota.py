@@ -13,19 +13,23 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
-from django.utils.translation import get_language
+from django.utils.translation import get_language, gettext_lazy, pgettext
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST, require_safe
 
+from core import numbers
 from core.exceptions import ApplicationError
 from core.models import Policy
 from core.texts import render as render_text
 from core.when import when_text
 from tenants import forms, selectors, services
 from tenants.access import platform_admin_or_404
+from tenants.catalog import Resource
 from tenants.choices import MembershipRole, QuotaMode, RequestStatus
 from tenants.loans import lendable, loans_shown, offer_expires
 from tenants.models import Notification, Pool, QuotaRequest, Tenant
+from tenants.quota import OverCap
+from tenants.templatetags.quota_amounts import amount as amount_text
 
 
 def _end_of(day: dt.date | None) -> dt.datetime | None:
@@ -48,7 +52,10 @@ def quota_page(request: HttpRequest, slug: str) -> HttpResponse:
     access = selectors.tenant_access_or_404(request.user, slug)
     tenant = access.tenant
     keys = selectors.resource_suggestions()
-    form = forms.QuotaRequestForm(request.POST or None, resource_keys=keys)
+    overview = selectors.quota_overview(tenant)
+    current = {block["pool"].kind: {row["key"]: row["granted"] for row in block["rows"]}
+               for block in overview}
+    form = forms.QuotaRequestForm(request.POST or None, resource_keys=keys, current=current)
     if request.method == "POST" and form.is_valid():
         try:
             created = services.quota_request_submit(
@@ -67,7 +74,7 @@ def quota_page(request: HttpRequest, slug: str) -> HttpResponse:
                                              and tenant.members_may_request_quota)
     return render(request, "tenants/quota.html", {
         "access": access, "tenant": tenant, "form": form, "may_request": may_request,
-        "overview": selectors.quota_overview(tenant),
+        "overview": overview,
         "borrowing": selectors.borrowing_terms(tenant),
         "requests": selectors.quota_requests_of(tenant)[:50],
         "loans": loans_shown(list(selectors.loans_of(tenant)[:50]), timezone.now()),
@@ -221,6 +228,7 @@ def policy_page(request: HttpRequest) -> HttpResponse:
     }
     form = forms.PolicyForm(request.POST or None, initial=initial,
                             factors=dict(policy.overcommit_factors or {}))
+    preview = None
     if request.method == "POST" and form.is_valid():
         data = dict(form.cleaned_data)
         data["eviction_watermark"] = data["eviction_watermark"] / 100
@@ -229,14 +237,56 @@ def policy_page(request: HttpRequest) -> HttpResponse:
         data["overcommit_factors"] = {k: float(v) for k, v in
                                       data["overcommit_factors"].items()}
         try:
-            services.policy_update(actor=request.user, **data)
+            if "preview" in request.POST:  # what these factors would do; nothing saved
+                services.overcommit_factors_check(data["overcommit_factors"])
+                preview = over_cap_sentences(
+                    selectors.overcommit_effect(data["overcommit_factors"]))
+            else:
+                saved = services.policy_update(actor=request.user, **data)
+                messages.success(request, _("The policy was saved."))
+                effect = over_cap_sentences(selectors.overcommit_effect(
+                    dict(saved.overcommit_factors or {})))
+                if effect:
+                    messages.warning(request, " ".join(
+                        [str(OVER_CAP_INTRO), *effect, str(OVER_CAP_RULE)]))
+                return redirect("tenants:policy")
         except ApplicationError as exc:
             _form_error(form, exc)
-        else:
-            messages.success(request, _("The policy was saved."))
-            return redirect("tenants:policy")
-    return render(request, "tenants/policy.html", {"form": form, "policy": policy},
-                  status=400 if request.method == "POST" else 200)
+    status = 400 if request.method == "POST" and preview is None else 200
+    return render(request, "tenants/policy.html", {
+        "form": form, "policy": policy, "preview": preview,
+        "over_cap_now": over_cap_sentences(selectors.overcommit_effect(
+            dict(policy.overcommit_factors or {}))),
+        "over_cap_rule": OVER_CAP_RULE, "default_quota": selectors.default_quota_rows()},
+        status=status)
+
+
+OVER_CAP_INTRO = gettext_lazy("With the factors saved:")
+OVER_CAP_RULE = gettext_lazy("Existing grants stay; while a resource's grants are over "
+                             "its cap, no grant of it can be raised.")
+
+
+def over_cap_sentences(items: list[OverCap]) -> list[str]:
+    """One sentence per resource over the overcommit cap (``tenants.quota.over_cap``),
+    e.g. "GPUs · NVIDIA-A100, factor 1.5: acme (16), globex (12) would be over the cap
+    (granted 28 of 24 cards, 1.5 x the capacity of 16)." """
+    out = []
+    for item in items:
+        try:
+            resource = Resource.parse(item.key)
+            label, unit = resource.label(), resource.unit_for(item.limit)
+        except ValueError:
+            label, unit = item.key, ""
+        out.append(_("%(resource)s, factor %(factor)s: %(tenants)s would be over the cap "
+                     "(granted %(granted)s of %(limit)s %(unit)s, %(factor)s × the "
+                     "capacity of %(capacity)s).") % {
+            "resource": label, "factor": numbers.quantity(item.factor), "unit": unit,
+            "tenants": pgettext("list separator", ", ").join(
+                f"{slug} ({amount_text(amount, item.key)})" for slug, amount in item.tenants),
+            "granted": amount_text(item.granted, item.key),
+            "limit": amount_text(item.limit, item.key),
+            "capacity": amount_text(item.capacity, item.key)})
+    return out
 
 
 @login_required

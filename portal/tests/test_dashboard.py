@@ -15,7 +15,7 @@ from core.models import Policy
 from jobs.models import JobTransition, TrainingJob
 from k8s_sync.metrics import GpuSample
 from k8s_sync.models import ObservedNode, ObservedPod
-from portal import dashboards
+from portal import cluster_figures, dashboards
 from tenants.models import JobUtilisation, QuotaGrant, UsageSeries
 from tenants.series import usage_rollup, usage_sample
 
@@ -212,17 +212,17 @@ def test_the_typical_wait_agrees_with_the_queue(observed, tenant_a):
     now = timezone.now()
     quick = _job(tenant_a, observed, "quick", submitted_at=now - dt.timedelta(hours=2))
     _ran(quick, now - dt.timedelta(hours=2) + dt.timedelta(seconds=40), now)
-    before = {b.model: b for b in dashboards.busyness(fresh=True)}[H800]
+    before = {b.model: b for b in cluster_figures.busyness(fresh=True)}[H800]
     assert before.typical_wait_min is not None and before.typical_wait_min < 1
     assert "under a minute" in before.sentence()
     for i in range(3):
         _job(tenant_a, observed, f"q{i}", state="queued",
              eta_p50=now + dt.timedelta(hours=3 + i))
-    after = {b.model: b for b in dashboards.busyness(fresh=True)}[H800]
+    after = {b.model: b for b in cluster_figures.busyness(fresh=True)}[H800]
     assert after.waiting_jobs == 3 and after.typical_wait_min >= 4 * 60 - 1
     assert "under a minute" not in after.sentence() and " h" in after.sentence()
-    assert dashboards.typical_wait([], []) is None
-    assert dashboards.typical_wait([0.5, 0.7], []) == 0.6
+    assert cluster_figures.typical_wait([], []) is None
+    assert cluster_figures.typical_wait([0.5, 0.7], []) == 0.6
 
 
 def test_borrowed_part_is_what_is_used_above_quota(observed, tenant_a):
@@ -322,7 +322,8 @@ def test_dashboard_query_count_does_not_grow(rows, observed, tenant_a, alice, lo
     # +1 since the capacity report reads the policy's topology levels; +3 for the trends'
     # GPU keys that exist (observed models, cached; the tenant's grants per range)
     # +2 for the job costs' device prices and device facts (issue 30: shares by share)
-    with django_assert_max_num_queries(46):   # 4 for the idle KPI (issue 17)
+    # +3: the busyness banner reads the cluster page's one report (its stamp; issue 30)
+    with django_assert_max_num_queries(49):   # 4 for the idle KPI (issue 17)
         assert client.get(reverse("tenant_dashboard", kwargs={"slug": "acme"})).status_code \
             == 200
     with django_assert_max_num_queries(22):
@@ -349,8 +350,10 @@ def test_cluster_page_for_everyone_admin_parts_for_admins(observed, tenant_a, bo
     data = json.loads(login(bob).get(reverse("cluster_data")).content)
     assert "tenants" not in data and data["busyness"][0]["allocated"] == 2
     admin = login(platform_admin).get(reverse("cluster"))
-    assert admin.context["tenants"][0]["tenant"] == "acme"
-    assert admin.context["tenants"][0]["idle"] == pytest.approx(1.9)
+    (row,) = admin.context["tenants"]["rows"]
+    assert row["tenant"] == "acme" and row["idle"] == pytest.approx(1.9)
+    assert row["cells"]["gpu"] == "2 cards" and admin.context["tenants"]["total"]["gpu"] == \
+        "2 cards"
     assert "Abnormal jobs" in admin.content.decode()
 
 
@@ -359,7 +362,7 @@ def test_heatmap_shares_of_cards_by_hour(observed):
     UsageSeries.objects.create(pool=observed, resource=f"gpu:{H800}", resolution="h",
                                start=now.replace(minute=0, second=0, microsecond=0),
                                allocated=4)
-    report = dashboards.capacity_report()
+    report = cluster_figures.capacity_report()
     (heat,) = dashboards.allocation_by_hour(report=report, now=now)
     z = heat["figure"]["data"][0]["z"]
     assert len(z) == 7 and len(z[0]) == 24 and z[-1][now.hour] == 50.0

@@ -120,26 +120,40 @@
       items.forEach(function (b) {
         var row = table.querySelector('tr[data-model="' + (window.CSS && CSS.escape ? CSS.escape(b.model) : b.model) + '"]');
         if (!row) { return; }
-        row.querySelector("[data-field=alloc]").textContent =
-          b.allocated + " / " + b.allocatable + " (" + b.percent + "%)";
+        // the server's words: the figure with its unit (cards or shares), as on the page
+        row.querySelector("[data-field=alloc]").textContent = b.alloc_text;
         var meter = row.querySelector("meter");
         if (meter) { meter.max = b.allocatable; meter.value = b.allocated; }
       });
     }
   }
 
-  function applyTenants(rows) {
-    var body = root.querySelector("[data-live=tenants] tbody");
+  function applyTenants(rows, totals) {
+    var table = root.querySelector("[data-live=tenants]");
+    var body = table && table.querySelector("tbody");
     if (!body || !rows.length) { return; }
     var base = window.location.pathname.replace(/cluster\/?$/, "t/");
+    var none = "\u2014";
     body.textContent = "";
     rows.forEach(function (r) {
       var tr = document.createElement("tr");
       var td = document.createElement("td");
       var a = text("a", r.tenant); a.href = base + r.tenant + "/dashboard/"; td.appendChild(a);
       tr.appendChild(td);
-      [r.gpus, r.busy, r.idle, r.cpu, r.memory].forEach(function (v) { tr.appendChild(text("td", v)); });
+      // the cells as the server writes them (each figure with its unit)
+      [r.cells.gpu, r.cells.mig, r.cells.shared,
+       r.busy === null ? none : r.busy, r.idle === null ? none : r.idle,
+       r.cpu, r.memory + " " + gettext("GiB")].forEach(function (v) {
+        tr.appendChild(text("td", v));
+      });
       body.appendChild(tr);
+    });
+    ["other", "total"].forEach(function (name) {
+      var row = totals && table.querySelector('tr[data-row="' + name + '"]');
+      if (!row) { return; }
+      ["gpu", "mig", "shared"].forEach(function (kind) {
+        row.querySelector('[data-field="' + kind + '"]').textContent = totals[name][kind];
+      });
     });
   }
 
@@ -170,7 +184,7 @@
       if (data.gauges && !applyGauges(data.gauges)) { window.location.reload(); return; }
       if (data.waiting) { applyWaiting(data.waiting); }
       if (data.busyness) { applyBusyness(data.busyness); }
-      if (data.tenants) { applyTenants(data.tenants); }
+      if (data.tenants) { applyTenants(data.tenants, data.tenant_totals); }
       if (document.visibilityState !== "hidden") { refreshTrends(); }
     }).catch(function () {
       interval = Math.min(SLOW, interval * 2);

@@ -22,6 +22,7 @@ from tenants.services.loans import (
     loan_end,
     loan_propose,
     loans_expire,
+    overcommit_factors_check,
     policy_update,
 )
 from tenants.services.quota import (
@@ -58,6 +59,7 @@ __all__ = [
     "membership_set_role",
     "node_dedicate",
     "node_release",
+    "overcommit_factors_check",
     "platform_role_set",
     "policy_update",
     "pool_sync_failed",

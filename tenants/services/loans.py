@@ -271,6 +271,26 @@ def _within(value: Any, key: str) -> bool:
     return number.is_finite() and low <= number <= high
 
 
+def overcommit_factors_check(factors: Any) -> None:
+    """Raise, naming the factor's field, unless ``factors`` maps resource kinds or keys
+    to numbers within ``POLICY_BOUNDS["overcommit_factor"]`` (saving and the policy
+    page's preview check the same)."""
+    if not isinstance(factors, dict):
+        raise ApplicationError(_("Overcommit factors map resources to numbers."),
+                               field="overcommit_factors")
+    for key, value in factors.items():
+        if key not in ResourceKind.values:
+            try:
+                Resource.parse(key)
+            except ValueError as exc:
+                raise ApplicationError(str(exc),
+                                       field=f"overcommit_factors.{key}") from None
+        if not _within(value, "overcommit_factor"):
+            raise ApplicationError(_("An overcommit factor is between 1 and 10, not "
+                                     "%(v)s (%(k)s).") % {"v": value, "k": key},
+                                   field=f"overcommit_factors.{key}")
+
+
 def policy_update(*, actor: AnyUser, **fields: Any) -> Policy:
     """Change platform policy (platform admins); every value is checked first."""
     require_platform_admin(actor)
@@ -279,20 +299,7 @@ def policy_update(*, actor: AnyUser, **fields: Any) -> Policy:
         raise ApplicationError(_("Unknown policy settings: %(f)s") % {"f": ", ".join(unknown)})
     factors = fields.get("overcommit_factors")
     if factors is not None:
-        if not isinstance(factors, dict):
-            raise ApplicationError(_("Overcommit factors map resources to numbers."),
-                                   field="overcommit_factors")
-        for key, value in factors.items():
-            if key not in ResourceKind.values:
-                try:
-                    Resource.parse(key)
-                except ValueError as exc:
-                    raise ApplicationError(str(exc),
-                                           field=f"overcommit_factors.{key}") from None
-            if not _within(value, "overcommit_factor"):
-                raise ApplicationError(_("An overcommit factor is between 1 and 10, not "
-                                         "%(v)s (%(k)s).") % {"v": value, "k": key},
-                                       field=f"overcommit_factors.{key}")
+        overcommit_factors_check(factors)
     watermark = fields.get("eviction_watermark")
     if watermark is not None and not _within(watermark, "eviction_watermark"):
         raise ApplicationError(_("The eviction watermark is between 50% and 100%."),

@@ -26,7 +26,7 @@ from tenants.capacity import capacity_by_resource, cluster_observed, offered_res
 from tenants.catalog import Resource
 from tenants.choices import RequestSource, RequestStatus, TenantStatus
 from tenants.models import Pool, QuotaGrant, QuotaRequest, QuotaRequestItem, UsageDaily
-from tenants.quota import overcommit_factor, overcommit_violation
+from tenants.quota import overcommit_factor, overcommit_limited, overcommit_violation
 from tenants.services._common import _schedule_pools
 from tenants.services.notify import notify, notify_platform_admins
 from tenants.services.preferences import preference_default_language
@@ -146,7 +146,7 @@ def _check_overcommit(pool: Pool, amounts: dict[str, Decimal]) -> None:
     factors = Policy.current().overcommit_factors
     current = _current_amounts(pool)
     for key, amount in amounts.items():
-        if key not in capacity and not key.startswith(("gpu:", "mig:")):
+        if not overcommit_limited(key, capacity):
             continue
         if key in current and amount <= current[key]:
             continue  # lowering a grant never takes the total further past the limit

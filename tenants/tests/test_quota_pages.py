@@ -225,3 +225,39 @@ def test_a_platform_admin_sets_a_tenants_borrowing_cap_through_the_api(api, plat
     lifted = api(platform_admin).patch(url, {"borrowing_cap": None}, format="json")
     assert lifted.json()["borrowing_cap"] is None
     assert AuditEvent.objects.filter(action="tenant.update").count() == 2
+
+
+def test_the_request_form_names_resources_with_units_and_shows_the_current_amount(
+        client, login, alice, platform_admin, tenant_a, h800):
+    """Options read "GPUs · NVIDIA-H800 (cards)" (the value stays the key); a row shows
+    the chosen pool's current amount and the unit beside the new amount; the script's
+    data has every key's amount per pool; in English and Chinese."""
+    import json
+    from html import unescape
+
+    from django.conf import settings
+
+    services.quota_set(actor=platform_admin, pool=tenant_a.pools.get(kind="prod"),
+                       amounts={"cpu": 128, H800: 4}, reason="start")
+    page = login(alice).get("/t/acme/quota/").content.decode()
+    assert f'<option value="{H800}">GPUs · NVIDIA-H800 (cards)</option>' in page
+    assert '<option value="cpu">CPU (cores)</option>' in page
+    assert f"({H800})</option>" not in page   # no raw key in what people read
+    data = json.loads(unescape(page.split('id="quota-request-data"')[1]
+                               .split(">", 1)[1].split("</script>")[0]))
+    assert data["current"]["prod"]["cpu"] == "128" and data["current"]["dev"]["cpu"] == "0"
+    assert data["current"]["prod"][H800] == "4" and data["units"][H800] == "cards"
+    # a refused request keeps the rows, each with its current amount and unit
+    response = client.post("/t/acme/quota/", {"pool": "prod", "justification": "",
+                                               "resource_0": "cpu", "amount_0": "192",
+                                               "resource_1": H800, "amount_1": "6"})
+    assert response.status_code == 400
+    rows = response.content.decode().split("data-request-row")[1:]
+    assert '<td data-field="current">128 cores</td>' in rows[0]
+    assert '<td data-field="current">4 cards</td>' in rows[1]
+    assert '<td data-field="current">—</td>' in rows[2]   # no resource chosen
+    assert not QuotaRequest.objects.exists()
+    client.cookies[settings.LANGUAGE_COOKIE_NAME] = "zh-hans"
+    chinese = client.get("/t/acme/quota/").content.decode()
+    assert "当前数量" in chinese and "新数量" in chinese
+    assert '<option value="cpu">CPU (核)</option>' in chinese

@@ -480,6 +480,10 @@ def test_admin_approves_an_amended_quota_request_and_the_researcher_sees_it(
         "button", has_text=tr(lang, "Send request")))
     form.locator("select[name=pool]").select_option("prod")
     form.locator("select[name=resource_0]").select_option("cpu")
+    # the pool's current amount and the unit, beside the new amount, as soon as chosen
+    first = form.locator("tr[data-request-row]").first
+    expect(first.locator("[data-field=current]")).to_have_text(f"128 {tr(lang, 'cores')}")
+    expect(first.locator("[data-field=unit]")).to_have_text(tr(lang, "cores"))
     form.locator("input[name=amount_0]").fill("192")
     form.locator("textarea[name=justification]").fill(
         "A bigger data-loading fleet." if lang == "en" else "更多的数据加载节点。")
