@@ -15,8 +15,9 @@ import datetime as dt
 from bisect import bisect_right
 from collections.abc import Iterable
 
-from django.db.models import Min
+from django.db.models import Max, Min
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from billing import ledger, texts
 from billing.choices import InvoiceKind, InvoiceStatus
@@ -28,6 +29,7 @@ from billing.models import (
     MonthClose,
     StorageSnapshot,
 )
+from core.exceptions import Conflict
 
 
 def _tz() -> dt.tzinfo:
@@ -75,8 +77,8 @@ def _storage_months(months: list[dt.date]) -> set[dt.date]:
     hi = ledger.local_midnight(ledger.next_month(months[-1]), tz)
     starts = [ledger.local_midnight(m, tz) for m in months]
     ends = [ledger.local_midnight(ledger.next_month(m), tz) for m in months]
-    found = set(StorageSnapshot.objects.filter(billed_period__in=months)
-                .values_list("billed_period", flat=True).distinct())
+    found: set[dt.date] = {m for m in StorageSnapshot.objects.filter(
+        billed_period__in=months).values_list("billed_period", flat=True).distinct() if m}
     volumes: dict[str, list[tuple[dt.datetime, int]]] = {}
     for uid, at, size in StorageSnapshot.objects.filter(at__lt=hi).order_by(
             "uid", "at").values_list("uid", "at", "size_bytes"):
@@ -146,3 +148,16 @@ def is_future(period: dt.date, now: dt.datetime | None = None) -> bool:
     """Whether ``period`` starts after the current month (nothing to bill or show yet)."""
     today = timezone.localtime(now or timezone.now(), _tz()).date()
     return ledger.month_start(period) > ledger.month_start(today)
+
+
+def closed_until() -> dt.date:
+    """The first day not in a closed month (ledger rows before it are frozen)."""
+    last = MonthClose.objects.aggregate(m=Max("period"))["m"]
+    return ledger.next_month(last) if last else dt.date.min
+
+
+
+def require_open(day: dt.date) -> None:
+    if MonthClose.objects.filter(period=ledger.month_start(day)).exists():
+        raise Conflict(_("%(month)s is closed; its invoices can only be corrected with "
+                         "credit notes.") % {"month": f"{day:%Y-%m}"})

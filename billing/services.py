@@ -10,51 +10,40 @@ invoice are credit notes (:func:`credit_note_issue`).
 from __future__ import annotations
 
 import datetime as dt
-import re
 import time
-from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
-from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
-from django.db import IntegrityError, connection, transaction
-from django.db.models import Max
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from billing import document, ledger, months, pricebook, selectors, texts
+from billing import document, ledger, months, selectors, texts
 from billing.choices import (
-    GPU_PRICE_BOUNDS,
-    UNIT_PRICE_MAX,
     InvoiceKind,
     InvoiceStatus,
     LineKind,
-    MigPricing,
 )
+
+# the ledger's and the rate card's writes live in their own modules; their names stay
+# reachable here, where the tasks, pages and API have always called them
+from billing.ingest import egress_record as egress_record
+from billing.ingest import ledger_ingest_gpu as ledger_ingest_gpu
+from billing.ingest import storage_snapshots_record as storage_snapshots_record
 from billing.models import (
     Adjustment,
-    DevicePrice,
-    EgressSample,
-    GpuPrice,
-    GpuUsage,
     Invoice,
     InvoiceLine,
     MonthClose,
     NumberSequence,
-    RateCard,
-    StoragePrice,
-    StorageSnapshot,
 )
+from billing.rate_cards import rate_card_create as rate_card_create
+from billing.rate_cards import rate_card_errors as rate_card_errors
 from billing.recommend import IdleRule, recommend_gpu_quota
-from core.choices import EgressClass
 from core.exceptions import ApplicationError, Conflict, NotAllowed
 from core.texts import english, message, render
-from jobs.choices import JobState
-from jobs.models import JobTransition, TrainingJob
-from k8s_sync.models import ObservedPVC
-from tenants.access import AnyUser, is_finance, require_platform_admin
+from tenants.access import AnyUser, is_finance
 from tenants.audit import record_audit
 from tenants.choices import TenantStatus
 from tenants.models import Pool, Tenant
@@ -62,466 +51,12 @@ from tenants.selectors import current_grants
 from tenants.services import quota_request_propose
 from tenants.utilisation import Utilisation, idle_against_quota, is_gpu_kind
 
-CHUNK = 2000
-
 
 def require_finance(actor: AnyUser) -> None:
     if not is_finance(actor):
         raise NotAllowed(_("Only finance can do this."))
 
 
-def _closed_until() -> dt.date:
-    """The first day not in a closed month (ledger rows before it are frozen)."""
-    last = MonthClose.objects.aggregate(m=Max("period"))["m"]
-    return ledger.next_month(last) if last else dt.date.min
-
-
-def _require_open(day: dt.date) -> None:
-    if MonthClose.objects.filter(period=ledger.month_start(day)).exists():
-        raise Conflict(_("%(month)s is closed; its invoices can only be corrected with "
-                         "credit notes.") % {"month": f"{day:%Y-%m}"})
-
-
-# --- the rate card ------------------------------------------------------------------------
-
-
-GPU_PRICE_FIELDS = ("gpu_model", "memory_gib", "purchase_price", "depreciation_months",
-                    "power_watts", "pue", "electricity_kwh", "operations_month")
-STORAGE_PRICE_FIELDS = ("storage_class", "gib_month")
-DEVICE_PRICE_FIELDS = ("device", "price_per_hour")
-GPU_MODEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
-STORAGE_CLASS_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
-
-
-def _first(exc: ValidationError) -> dict[str, str]:
-    return {name: str(msgs[0]) for name, msgs in exc.message_dict.items() if msgs}
-
-
-EGRESS_PRICE_FIELDS = ("egress_gib", "egress_region_gib", "egress_zone_gib")
-
-
-def _device_errors(devices: Iterable[Mapping]) -> dict[str, str]:
-    """Problems of a card's device price overrides, keyed ``devices-<i>-<field>``: a
-    device key (``billing.pricebook.Device.key``) listed once, a price per device-hour
-    from 0 to :data:`~billing.choices.UNIT_PRICE_MAX`."""
-    errors: dict[str, str] = {}
-    seen: set[str] = set()
-    for i, row in enumerate(devices):
-        key = f"devices-{i}-"
-        unknown = set(row) - set(DEVICE_PRICE_FIELDS)
-        if unknown:
-            errors[key + sorted(unknown)[0]] = _("Unknown field.")
-            continue
-        raw = str(row.get("device") or "").strip()
-        try:
-            device = pricebook.Device.from_key(raw)
-            if not device.gpu_model or not GPU_MODEL_RE.match(device.gpu_model):
-                raise ValueError(raw)
-        except (ValueError, ZeroDivisionError):
-            errors[key + "device"] = _(
-                "A device as <GPU model>|<MIG profile>, <GPU model>|shared:<share> or "
-                "<GPU model>|hami:<share> (a share such as 1/4), or <GPU model>| for a "
-                "whole card.")
-        else:
-            if device.key in seen:
-                errors[key + "device"] = _("Device %(d)s is listed twice.") % {"d": device.key}
-            seen.add(device.key)
-        try:
-            price = Decimal(str(row.get("price_per_hour")))
-        except ArithmeticError:
-            price = None
-        if price is None or not price.is_finite() or not 0 <= price <= UNIT_PRICE_MAX \
-                or price != price.quantize(Decimal("0.0001")):
-            errors[key + "price_per_hour"] = _(
-                "A price per device-hour from 0 to %(max)s, at most 4 decimals.") % {
-                "max": UNIT_PRICE_MAX}
-    return errors
-
-
-def rate_card_errors(*, gpus: Iterable[Mapping], storage: Iterable[Mapping] = (),
-                     egress: Mapping[str, Any] | None = None,
-                     devices: Iterable[Mapping] = ()) -> dict[str, str]:
-    """Every problem of a rate card's price rows, keyed ``gpus-<i>-<field>``,
-    ``storage-<i>-<field>`` and ``devices-<i>-<field>`` (the device price overrides:
-    :func:`_device_errors`; the page's formset names; the API returns the same keys),
-    and of its egress prices per destination class (``egress``: ``egress_gib`` to the
-    internet, ``egress_region_gib``, ``egress_zone_gib``; keyed by those names).
-    The one validation of a rate card's rows: the page and the API both get it from
-    :func:`rate_card_create`. Writes nothing."""
-    errors: dict[str, str] = _device_errors(devices)
-    egress = dict(egress or {})
-    for name in sorted(set(egress) - set(EGRESS_PRICE_FIELDS)):
-        errors[name] = _("Unknown field.")
-    prices = {name: egress[name] for name in EGRESS_PRICE_FIELDS if name in egress}
-    try:
-        RateCard(**prices).clean_fields(
-            exclude=[f.name for f in RateCard._meta.fields if f.name not in prices])
-    except ValidationError as exc:
-        errors.update(_first(exc))
-    for name, value in prices.items():
-        if name not in errors and (value is None or Decimal(value) < 0):
-            errors[name] = _("Enter zero or more.")
-    seen: set[str] = set()
-    for i, row in enumerate(gpus):
-        key = f"gpus-{i}-"
-        unknown = set(row) - set(GPU_PRICE_FIELDS)
-        if unknown:
-            errors[key + sorted(unknown)[0]] = _("Unknown field.")
-            continue
-        model = str(row.get("gpu_model") or "").strip()
-        price = GpuPrice(**{**row, "gpu_model": model})
-        try:
-            price.full_clean(exclude=["card"], validate_unique=False)
-        except ValidationError as exc:
-            errors.update({key + name: msg for name, msg in _first(exc).items()})
-        if model and not GPU_MODEL_RE.match(model):
-            errors.setdefault(key + "gpu_model", _(
-                "A GPU model as the cluster names it (nvidia.com/gpu.product), e.g. "
-                "NVIDIA-A100-SXM4-80GB."))
-        elif model in seen:
-            errors.setdefault(key + "gpu_model", _("GPU model %(m)s is listed twice.")
-                              % {"m": model})
-        seen.add(model)
-        wording = {
-            "depreciation_months": _("The depreciation period must be between 1 and 240 "
-                                     "months."),
-            "pue": _("PUE is between 1 and 3."),
-            "power_watts": _("Power draw is between 0 and 5,000 W per card."),
-            "memory_gib": _("Card memory is between 1 and 1,024 GiB (empty: as the cluster "
-                            "reports it)."),
-        }
-        for name, (low, high) in GPU_PRICE_BOUNDS.items():
-            value = getattr(price, name)
-            if key + name in errors or value is None or not isinstance(value, int | Decimal):
-                continue
-            if value < low or value > high:
-                # the money fields' upper bound is their column's width (full_clean says so)
-                errors[key + name] = wording.get(name, _("Enter zero or more."))
-    names: set[str] = set()
-    for i, row in enumerate(storage):
-        key = f"storage-{i}-"
-        cls = str(row.get("storage_class") or "").strip()
-        sp = StoragePrice(storage_class=cls, gib_month=row.get("gib_month"))  # type: ignore[misc]
-        try:
-            sp.full_clean(exclude=["card"], validate_unique=False)
-        except ValidationError as exc:
-            errors.update({key + name: msg for name, msg in _first(exc).items()})
-        if cls and not STORAGE_CLASS_RE.match(cls):
-            errors.setdefault(key + "storage_class", _("Not a StorageClass name."))
-        elif cls in names:
-            errors.setdefault(key + "storage_class", _("StorageClass %(c)s is listed twice.")
-                              % {"c": cls})
-        names.add(cls)
-        if isinstance(sp.gib_month, Decimal) and sp.gib_month < 0 and \
-                key + "gib_month" not in errors:
-            errors[key + "gib_month"] = _("Enter zero or more.")
-    return errors
-
-
-def rate_card_create(*, actor: AnyUser, effective_from: dt.date, gpus: Iterable[Mapping],
-                     storage: Iterable[Mapping] = (), egress_gib: Decimal = Decimal(0),
-                     egress_region_gib: Decimal = Decimal(0),
-                     egress_zone_gib: Decimal = Decimal(0),
-                     cpu_core_hour: Decimal | None = None,
-                     memory_gib_hour: Decimal | None = None,
-                     mig_pricing: str = MigPricing.MEMORY, note: str = "",
-                     devices: Iterable[Mapping] = ()) -> RateCard:
-    """A new rate card from ``effective_from`` (00:00 local). Never in a closed month; a
-    card in effect is never edited, a new one replaces it from its day. A problem with a
-    price row is an ApplicationError whose ``extra["errors"]`` names every field
-    (:func:`rate_card_errors`); nothing is written then. Egress is priced per GiB by
-    destination: ``egress_gib`` to the internet (and every byte of a source that cannot
-    tell destinations apart), ``egress_region_gib`` to other regions, ``egress_zone_gib``
-    to other zones; traffic within the zone is free."""
-    require_platform_admin(actor)
-    _require_open(effective_from)
-    if MigPricing(mig_pricing) is None:  # pragma: no cover - ValueError first
-        raise ApplicationError(_("Unknown MIG pricing."))
-    gpus = [{k: (v.strip() if k == "gpu_model" and isinstance(v, str) else v)
-             for k, v in g.items()} for g in gpus]
-    storage = list(storage)
-    devices = [dict(d) for d in devices]
-    if not gpus:
-        raise ApplicationError(_("Price at least one GPU model."), field="gpus")
-    egress = {"egress_gib": egress_gib, "egress_region_gib": egress_region_gib,
-              "egress_zone_gib": egress_zone_gib}
-    errors = rate_card_errors(gpus=gpus, storage=storage, egress=egress, devices=devices)
-    if errors:
-        first = next(iter(errors))
-        raise ApplicationError(errors[first], field=first, extra={"errors": errors})
-    with transaction.atomic():
-        try:
-            card = RateCard.objects.create(
-                effective_from=effective_from, **egress,
-                cpu_core_hour=cpu_core_hour or None, memory_gib_hour=memory_gib_hour or None,
-                mig_pricing=mig_pricing, note=note, created_by=actor)
-        except IntegrityError:
-            raise Conflict(_("A rate card already starts on %(day)s.")
-                           % {"day": effective_from.isoformat()}, field="effective_from") from None
-        GpuPrice.objects.bulk_create(GpuPrice(card=card, **g) for g in gpus)
-        StoragePrice.objects.bulk_create(StoragePrice(card=card, **st) for st in storage)
-        DevicePrice.objects.bulk_create(
-            DevicePrice(card=card, device=pricebook.Device.from_key(str(d["device"]).strip()).key,
-                        price_per_hour=Decimal(str(d["price_per_hour"]))) for d in devices)
-        record_audit(actor=actor, action="billing.rate_card.create",
-                     text=message(texts.AUDIT_RATE_CARD, day=str(effective_from)), card=card.pk)
-    return card
-
-
-# --- the ledger ---------------------------------------------------------------------------
-
-
-def ledger_ingest_gpu(*, now: dt.datetime | None = None,
-                      job_ids: Iterable[int] | None = None, tenant: Tenant | None = None
-                      ) -> int:
-    """Recompute the GpuUsage rows (job, day, billed month) of every job with a transition
-    the ledger has not taken in yet, or that still runs (or of ``job_ids``).
-
-    Rows are recomputed from the whole transition history and upserted on (job, day,
-    billed month), so running this twice changes nothing. Rows billed by a closed month
-    are frozen; what a (job, day) of a closed month ran beyond (or short of) them is a
-    late row billed by the first open month (see :class:`~billing.models.GpuUsage`).
-
-    Transitions are written once and never changed, so a job's rows change only when it
-    gains one, or while it runs. Each transition is marked when the ledger has taken it in
-    (``JobTransition.processed_at``, in the same transaction as its job's rows), so the
-    ten-minute ingest reads what is new, not the month: a transition recorded late,
-    whatever month it is dated in, is still unmarked and is billed (late if its month
-    was closed) rather than lost; an ingest that dies half-way leaves the rest unmarked
-    for the next. Returns the number of rows written.
-    """
-    now = now or timezone.now()
-    tz = selectors.tz()
-    open_from = _closed_until()
-    # (transition id, job id) the ledger has not taken in: marked once their job's rows
-    # are written (a transition committed meanwhile stays unmarked for the next ingest)
-    pending = JobTransition.objects.filter(processed_at__isnull=True)
-    if job_ids is None:
-        active = TrainingJob.objects.filter(state__in=[JobState.RUNNING, JobState.PREEMPTING])
-        if tenant is not None:
-            pending = pending.filter(job__tenant=tenant)
-            active = active.filter(tenant=tenant)
-        ids = set(active.values_list("pk", flat=True))
-    else:
-        ids = set(job_ids)
-        pending = pending.filter(job_id__in=ids)
-    unmarked: dict[int, list[int]] = defaultdict(list)
-    for pk, job_id in pending.order_by().values_list("pk", "job_id"):
-        unmarked[job_id].append(pk)
-    if job_ids is None:
-        ids |= set(unmarked)
-    ordered = sorted(ids)
-    written = 0
-    grid, now_epoch = ledger.DayGrid(tz), ledger.epoch_second(now)
-    facts: selectors.DeviceFacts | None = None  # read once, when a row needs it
-    shapes: dict[int, pricebook.JobShape] = {}
-    for index in range(0, len(ordered), CHUNK):
-        chunk = ordered[index:index + CHUNK]
-        # dense ids (a month close) are read by range, which is far cheaper than a long IN
-        dense = chunk[-1] - chunk[0] < 2 * len(chunk)
-        wanted = set(chunk)
-        in_chunk = ({"pk__gte": chunk[0], "pk__lte": chunk[-1]} if dense
-                    else {"pk__in": chunk})
-        job_in_chunk = {f"job_id{k[2:]}": v for k, v in in_chunk.items()}
-        jobs = {j["pk"]: j for j in TrainingJob.objects.filter(**in_chunk).values(
-            "pk", "tenant_id", "pool_id", "gpu_model", "mig_profile", "workers",
-            "gpus_per_worker", "cpu_per_worker", "memory_gib_per_worker", "gpu_shared",
-            "gpu_memory_gib_per_card")}
-        stretches = selectors.running_stretches(
-            first_job=chunk[0], last_job=chunk[-1], job_ids=None if dense else chunk)
-        days: dict[tuple[int, dt.date], int] = {}
-        for job_id, runs in stretches.items():
-            if job_id in wanted and job_id in jobs:
-                for day, seconds in ledger.stretch_day_seconds(runs, now_epoch, grid).items():
-                    days[(job_id, day)] = seconds
-        frozen = _frozen_usage(job_in_chunk, wanted, open_from,
-                               min((d for _j, d in days), default=None))
-        rows: list[tuple[Any, ...]] = []
-        for (job_id, day), seconds in sorted(days.items()):
-            billed = max(ledger.month_start(day), open_from)
-            seconds -= frozen.get((job_id, day), 0)
-            if not seconds:
-                continue
-            job = jobs[job_id]
-            shape = shapes.get(job_id)
-            if shape is None:  # what a device of the job is (billing.pricebook)
-                facts = facts or selectors.device_facts()
-                shape = shapes[job_id] = pricebook.JobShape.of(
-                    facts.device(gpu_model=job["gpu_model"], mig_profile=job["mig_profile"],
-                                 gpu_shared=job["gpu_shared"],
-                                 memory_limit_gib=job["gpu_memory_gib_per_card"]),
-                    workers=job["workers"], gpus_per_worker=job["gpus_per_worker"],
-                    cpu_per_worker=job["cpu_per_worker"],
-                    memory_gib_per_worker=job["memory_gib_per_worker"])
-            rows.append((job_id, job["tenant_id"], job["pool_id"], day, billed,
-                         job["gpu_model"], job["mig_profile"], shape.devices, seconds,
-                         shape.millicores, shape.memory_mib, shape.device.kind,
-                         shape.device.share.numerator, shape.device.share.denominator))
-        with transaction.atomic():
-            _drop_stale_usage(job_in_chunk, wanted, open_from,
-                              {(r[0], r[3], r[4]) for r in rows})
-            _upsert_usage(rows, now)
-            _mark_taken_in([pk for job_id in chunk for pk in unmarked.get(job_id, ())], now)
-        written += len(rows)
-    return written
-
-
-def _mark_taken_in(transition_ids: list[int], now: dt.datetime) -> None:
-    for index in range(0, len(transition_ids), CHUNK):
-        JobTransition.objects.filter(pk__in=transition_ids[index:index + CHUNK]).update(
-            processed_at=now)
-
-
-def _frozen_usage(job_in_chunk: Mapping[str, Any], wanted: set[int], open_from: dt.date,
-                  first_day: dt.date | None) -> dict[tuple[int, dt.date], int]:
-    """Seconds per (job, day) already billed by closed months (frozen rows). One query,
-    and none when the recomputed days all lie in open months."""
-    if first_day is None or first_day >= open_from:
-        return {}
-    frozen: dict[tuple[int, dt.date], int] = defaultdict(int)
-    for job_id, day, seconds in GpuUsage.objects.filter(
-            **job_in_chunk, billed_period__lt=open_from, day__gte=first_day).values_list(
-            "job_id", "day", "seconds"):
-        if job_id in wanted:
-            frozen[(job_id, day)] += seconds
-    return frozen
-
-
-def _drop_stale_usage(job_in_chunk: Mapping[str, Any], wanted: set[int], open_from: dt.date,
-                      keep: set[tuple[int, dt.date, dt.date]]) -> None:
-    """Delete the open months' rows of these jobs that the history no longer gives (a
-    finish the cluster dated before days already counted as running, a late row whose
-    difference is back to 0)."""
-    stale = [pk for pk, job_id, day, billed in GpuUsage.objects.filter(
-        **job_in_chunk, billed_period__gte=open_from).values_list(
-        "pk", "job_id", "day", "billed_period")
-        if job_id in wanted and (job_id, day, billed) not in keep]
-    for index in range(0, len(stale), CHUNK):
-        GpuUsage.objects.filter(pk__in=stale[index:index + CHUNK]).delete()
-
-
-_UPSERT = """
-    INSERT INTO billing_gpuusage (job_id, tenant_id, pool_id, day, billed_period, gpu_model,
-                                  mig_profile, devices, seconds, cpu_millicores, memory_mib,
-                                  device_kind, share_num, share_den, updated_at)
-    VALUES {values}
-    ON CONFLICT (job_id, day, billed_period) DO UPDATE SET
-        gpu_model = excluded.gpu_model, mig_profile = excluded.mig_profile,
-        devices = excluded.devices, seconds = excluded.seconds,
-        cpu_millicores = excluded.cpu_millicores, memory_mib = excluded.memory_mib,
-        device_kind = excluded.device_kind, share_num = excluded.share_num,
-        share_den = excluded.share_den, updated_at = excluded.updated_at"""
-
-
-def _upsert_usage(rows: list[tuple[Any, ...]], now: dt.datetime) -> None:
-    """Insert or overwrite GpuUsage rows keyed (job, day, billed month) with one prepared
-    statement (SQLite 3.24+ and Postgres share the ON CONFLICT syntax): on Postgres one
-    statement of arrays, on SQLite one single-row statement run for every row. The ORM's
-    bulk upsert spent most of a month close preparing values."""
-    if not rows:
-        return
-    stamp = connection.ops.adapt_datetimefield_value(now)
-    if connection.vendor == "postgresql":  # one statement of arrays: no per-row parsing
-        columns = list(zip(*rows, strict=True))
-        sql = _UPSERT.format(values="").replace("VALUES ", """
-            SELECT u.*, %s::timestamptz FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[],
-                %s::date[], %s::date[], %s::text[], %s::text[], %s::int[], %s::int[],
-                %s::bigint[], %s::bigint[], %s::text[], %s::bigint[], %s::bigint[]) AS u""")
-        with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(sql, [stamp, *[list(c) for c in columns]])
-        return
-    # SQLite: one single-row statement, compiled once and run for every row
-    day = connection.ops.adapt_datefield_value  # looked up once: the proxy costs per call
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.executemany(
-            _UPSERT.format(values="(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"),
-            [(*row[:3], day(row[3]), day(row[4]), *row[5:], stamp) for row in rows])
-
-
-def _pools_by_namespace() -> dict[str, Pool]:
-    return {p.namespace: p for p in Pool.objects.select_related("tenant")}
-
-
-def _snapshot_billed(at: dt.datetime, open_from: dt.date, tz: dt.tzinfo) -> dt.date:
-    """The first month that bills a snapshot: its own, or the first open one when its
-    month is closed already (a volume first seen, or resized, after its month closed)."""
-    return max(ledger.month_start(at.astimezone(tz).date()), open_from)
-
-
-def storage_snapshots_record(*, now: dt.datetime | None = None) -> int:
-    """Record each tenant PVC's size when first seen, resized or gone (size 0).
-
-    Keyed on (uid, at) and written only on change, so recording twice adds nothing.
-    A resize is dated when Trainyard observed it; a new volume from its creation time.
-    A snapshot dated in a closed month is billed from the first open month (its
-    difference to the closed months as "storage from <month>" lines).
-    """
-    now = now or timezone.now()
-    pools = _pools_by_namespace()
-    open_from, tz = _closed_until(), selectors.tz()
-    latest_at = dict(StorageSnapshot.objects.values("uid").annotate(m=Max("at"))
-                     .values_list("uid", "m"))
-    last: dict[str, tuple[int, dt.datetime, StorageSnapshot]] = {}
-    for snap in StorageSnapshot.objects.filter(at__in=set(latest_at.values())):
-        if latest_at.get(snap.uid) == snap.at:
-            last[snap.uid] = (snap.size_bytes, snap.at, snap)
-    rows, seen = [], set()
-    for pvc in ObservedPVC.objects.filter(namespace__in=list(pools)):
-        pool = pools[pvc.namespace]
-        seen.add(pvc.uid)
-        size = pvc.requested_bytes or 0
-        previous = last.get(pvc.uid)
-        if previous is None:
-            at = pvc.created_at or pvc.observed_at or now
-        elif previous[0] != size:
-            at = max(pvc.observed_at or now, previous[1] + dt.timedelta(seconds=1))
-        else:
-            continue
-        rows.append(StorageSnapshot(tenant_id=pool.tenant_id, pool=pool, namespace=pvc.namespace,
-                                    name=pvc.name, uid=pvc.uid, storage_class=pvc.storage_class,
-                                    size_bytes=size, at=at,
-                                    billed_period=_snapshot_billed(at, open_from, tz)))
-    for uid, (size, at, snap) in last.items():
-        if size and uid not in seen:
-            rows.append(StorageSnapshot(
-                tenant_id=snap.tenant_id, pool_id=snap.pool_id, namespace=snap.namespace,
-                name=snap.name, uid=uid, storage_class=snap.storage_class, size_bytes=0,
-                at=(gone := max(now, at + dt.timedelta(seconds=1))),
-                billed_period=_snapshot_billed(gone, open_from, tz)))
-    StorageSnapshot.objects.bulk_create(rows, ignore_conflicts=True)
-    return len(rows)
-
-
-def egress_record(*, readings: Mapping[tuple[str, str, str], int], at: dt.datetime) -> int:
-    """Record one reading of every pod's egress counters: (namespace, pod, destination
-    class) -> bytes sent there so far (``k8s_sync.metrics.pod_egress_bytes``).
-
-    The bytes sent since the previous reading of the same pod and class are stored with
-    it (a counter below the previous reading was reset: only the new value counts).
-    Keyed on (namespace, pod, destination, at): recording the same reading twice adds
-    nothing. Pods outside tenant namespaces and unknown classes are ignored.
-    """
-    pools = _pools_by_namespace()
-    keys = [k for k in readings if k[0] in pools and k[2] in EgressClass.values]
-    if not keys:
-        return 0
-    namespaces, pods = {k[0] for k in keys}, {k[1] for k in keys}
-    earlier = EgressSample.objects.filter(namespace__in=namespaces, pod__in=pods, at__lt=at)
-    last = earlier.values("namespace", "pod", "destination").annotate(last=Max("at"))
-    previous: dict[tuple[str, str, str], int] = {}
-    for ns, pod, destination, total in earlier.filter(
-            at__in={row["last"] for row in last}).values_list(
-            "namespace", "pod", "destination", "transmit_total").order_by("at"):
-        previous[(ns, pod, destination)] = total
-    rows = []
-    for key in keys:
-        pool = pools[key[0]]
-        total = int(readings[key])
-        rows.append(EgressSample(tenant_id=pool.tenant_id, pool=pool, namespace=key[0],
-                                 pod=key[1], destination=key[2], at=at, transmit_total=total,
-                                 transmit_delta=ledger.counter_delta(previous.get(key), total)))
-    EgressSample.objects.bulk_create(rows, ignore_conflicts=True)
-    return len(rows)
 
 
 # --- invoices -----------------------------------------------------------------------------
@@ -753,7 +288,7 @@ def adjustment_add(*, actor: AnyUser, tenant: Tenant, period: dt.date, descripti
     """A manual charge or discount on an open month's invoice (finance)."""
     require_finance(actor)
     period = ledger.month_start(period)
-    _require_open(period)
+    months.require_open(period)
     if not description.strip() or not amount:
         raise ApplicationError(_("An adjustment needs a description and a non-zero amount."))
     with transaction.atomic():

@@ -147,13 +147,13 @@ def test_ten_minute_ingest_reads_only_what_is_new(tenant_a):
 
 
 def test_an_ingest_that_dies_half_way_leaves_the_rest_for_the_next(tenant_a, monkeypatch):
-    from billing import services
+    from billing import ingest, services
 
     jobs = [make_job(tenant_a, [("running", at("2026-11-02", f"0{n}:00")),
                                 ("succeeded", at("2026-11-02", f"0{n}:30"))])
             for n in range(1, 4)]
-    monkeypatch.setattr(services, "CHUNK", 1)
-    real, calls = services._upsert_usage, []
+    monkeypatch.setattr(ingest, "CHUNK", 1)
+    real, calls = ingest._upsert_usage, []
 
     def dies_on_the_second(rows, now):
         calls.append(rows)
@@ -161,12 +161,12 @@ def test_an_ingest_that_dies_half_way_leaves_the_rest_for_the_next(tenant_a, mon
             raise ConnectionError("database went away")
         return real(rows, now)
 
-    monkeypatch.setattr(services, "_upsert_usage", dies_on_the_second)
+    monkeypatch.setattr(ingest, "_upsert_usage", dies_on_the_second)
     with pytest.raises(ConnectionError):
         services.ledger_ingest_gpu(now=at("2026-11-03"))
     assert [bool(_rows(job)) for job in jobs] == [True, False, False]
     assert [JobTransition.objects.filter(job=job, processed_at__isnull=True).count()
             for job in jobs] == [0, 2, 2]
-    monkeypatch.setattr(services, "_upsert_usage", real)
+    monkeypatch.setattr(ingest, "_upsert_usage", real)
     assert services.ledger_ingest_gpu(now=at("2026-11-03")) == 2
     assert [sum(s for s, _u in _rows(job).values()) for job in jobs] == [1800] * 3
