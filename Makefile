@@ -41,10 +41,11 @@ $(STAMP)-dev: pyproject.toml | $(BIN)/python
 run: $(STAMP)-run
 	$(BIN)/python -m portal.launcher
 
-# The suite runs on TEST_WORKERS pytest-xdist workers (auto: one per CPU), each with its own
-# test database and Redis database; TEST_WORKERS=0 (or xdist not installed) runs it in one
-# process. PYTEST_ARGS go to pytest either way, e.g. PYTEST_ARGS="-x jobs".
-TEST_WORKERS ?= auto
+# The suite runs on TEST_WORKERS pytest-xdist workers (default: one per CPU plus one, since
+# the browser tests wait on chromium and the live server for about 40% of their time), each
+# with its own test database and Redis database; TEST_WORKERS=0 (or xdist not installed) runs
+# it in one process. PYTEST_ARGS go to pytest either way, e.g. PYTEST_ARGS="-x jobs".
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 XDIST = $(shell [ "$(TEST_WORKERS)" != "0" ] && $(BIN)/python -c 'import xdist' 2>/dev/null \
 	&& echo "-n $(TEST_WORKERS) --dist loadgroup")
 
