@@ -75,6 +75,10 @@ class Resource:
             return ngettext("instance", "instances", n)
         if self.kind == ResourceKind.CPU:
             return ngettext("core", "cores", n)
+        if self.kind == ResourceKind.GPU_SHARED:
+            return ngettext("share", "shares", n)
+        if self.kind == ResourceKind.PVCS:
+            return ngettext("claim", "claims", n)
         return self.unit
 
     @property

@@ -34,9 +34,12 @@ from tenants.models import (
     UsageSeries,
 )
 
-PRICES = {  # purchase price per card, power in watts
+PRICES = {  # purchase price per card, power in watts: every GPU model of the demo cluster
     "NVIDIA-A100-SXM4-80GB": (Decimal("17000"), 400),
     "NVIDIA-H800": (Decimal("32000"), 700),
+    "NVIDIA-A10": (Decimal("3500"), 150),
+    "NVIDIA-L4": (Decimal("2500"), 72),
+    "NVIDIA-L40S": (Decimal("9000"), 350),
 }
 
 
@@ -198,6 +201,8 @@ class Command(BaseCommand):
         try:
             billing.rate_card_create(
                 actor=admin.user, effective_from=first, egress_gib=Decimal("0.08"),
+                # CPU and memory of the GPU nodes are billed too (the preview adds them)
+                cpu_core_hour=Decimal("0.02"), memory_gib_hour=Decimal("0.002"),
                 gpus=[{"gpu_model": model, "purchase_price": price, "depreciation_months": 48,
                        "power_watts": watts, "pue": Decimal("1.3"),
                        "electricity_kwh": Decimal("0.15"), "operations_month": Decimal("400")}
@@ -205,8 +210,8 @@ class Command(BaseCommand):
                 storage=[{"storage_class": "fast-ssd", "gib_month": Decimal("0.10")}])
             billing.ledger_ingest_gpu(now=now)
             # every ended month with charges, oldest first (months are closed in order);
-            # the demo cluster has models the demo rate card leaves unpriced: their lines
-            # say "billed 0" (finance confirms it, as on the month page)
+            # a model the cluster gains later is unpriced until a card prices it: its
+            # lines say "billed 0" (finance confirms it, as on the month page)
             while (month := first_open_month_with_charges(now.date().replace(day=1))):
                 billing.month_close(actor=finance.user, period=month, now=now,
                                     confirm_unpriced=True)
