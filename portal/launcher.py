@@ -223,6 +223,9 @@ def _env(var: Path | None = None) -> dict[str, str]:
         env.setdefault("STATIC_ROOT", str(var / "staticfiles"))
     env.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     env.setdefault("PYTHONUNBUFFERED", "1")
+    # The demo's invoices have an issuer to print (a real install sets its own)
+    env.setdefault("TRAINYARD_INVOICE_ISSUER_ADDRESS", "1 Platform Way|Springfield 01101")
+    env.setdefault("TRAINYARD_INVOICE_ISSUER_TAX_ID", "DEMO-VAT-0000001")
     return env
 
 
