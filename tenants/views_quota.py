@@ -122,7 +122,7 @@ def loan_offer(request: HttpRequest, slug: str) -> HttpResponse:
         messages.success(request, _("The offer was sent; the borrower's admins must accept it "
                                     "by %(when)s. %(terms)s")
                          % {"when": when_text(offer_expires(loan)),
-                            "terms": render_text(loan.terms)})
+                            "terms": render_text(getattr(loan, "terms", ""))})
     except ApplicationError as exc:
         messages.error(request, exc.message)
     return redirect("tenants:quota", slug=slug)
