@@ -20,10 +20,13 @@ log = logging.getLogger(__name__)
 @shared_task(name="billing.ingest_ledger", queue="billing")
 def ingest_ledger() -> int:
     """GPU-seconds of jobs that ran in an open month, and PVC size changes; then every
-    budget is evaluated on the fresh ledger, so an alert comes within the ingest period."""
+    tenant's draft of this month from the fresh ledger (so the drafts' totals and the
+    utilisation figures on one page read the same ingest) and every budget evaluated on
+    them, so an alert comes within the ingest period."""
     now = timezone.now()
     written = services.ledger_ingest_gpu(now=now) + services.storage_snapshots_record(now=now)
-    budgets.budget_alerts_check(now=now)
+    services.drafts_refresh(now=now)  # its own ingest finds nothing new
+    budgets.budget_alerts_check(now=now, refresh=False)
     return written
 
 

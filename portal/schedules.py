@@ -118,8 +118,9 @@ BEAT_SCHEDULE: dict[str, dict] = {
         "options": {"queue": "default", "expires": 5400},
     },
     # every 10 min (at :06, :16, ...): GPU-seconds of running and finished jobs and PVC
-    # size changes into the billing ledger (idempotent: keyed rows, recomputed), then every
-    # budget evaluated on it (alerts at 50, 80 and 100%, once each a month)
+    # size changes into the billing ledger (idempotent: keyed rows, recomputed), every
+    # tenant's draft of this month from it, then every budget evaluated on the drafts
+    # (alerts at 50, 80 and 100%, once each a month)
     "billing.ingest_ledger": {
         "task": "billing.ingest_ledger",
         "schedule": crontab(minute="6-59/10"),
@@ -131,12 +132,6 @@ BEAT_SCHEDULE: dict[str, dict] = {
         "task": "billing.record_egress",
         "schedule": crontab(minute="4-59/5"),
         "options": {"queue": "billing", "expires": 450},
-    },
-    # hourly at :23: every tenant's running draft of this month, from the ledger
-    "billing.refresh_drafts": {
-        "task": "billing.refresh_drafts",
-        "schedule": crontab(minute=23),
-        "options": {"queue": "billing", "expires": 5400},
     },
     # quarterly, on the 2nd of Jan/Apr/Jul/Oct at 06:10: lower GPU grants that sat idle
     # last quarter (dynamic mode), as proposals for platform admins

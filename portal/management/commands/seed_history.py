@@ -216,5 +216,6 @@ class Command(BaseCommand):
                 billing.month_close(actor=finance.user, period=month, now=now,
                                     confirm_unpriced=True)
                 self.stdout.write(f"Closed {month:%Y-%m}: invoices issued.")
+            billing.drafts_refresh(now=now)  # this month's drafts, as the ingest keeps them
         except Exception as exc:  # the demo still runs without invoices
             self.stderr.write(f"demo invoices skipped: {exc}")
