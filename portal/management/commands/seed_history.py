@@ -207,7 +207,9 @@ class Command(BaseCommand):
                        "power_watts": watts, "pue": Decimal("1.3"),
                        "electricity_kwh": Decimal("0.15"), "operations_month": Decimal("400")}
                       for model, (price, watts) in PRICES.items()],
-                storage=[{"storage_class": "fast-ssd", "gib_month": Decimal("0.10")}])
+                storage=[{"storage_class": "fast-ssd", "gib_month": Decimal("0.10")},
+                         {"storage_class": "shared-nfs", "gib_month": Decimal("0.05")},
+                         {"storage_class": "object-cache", "gib_month": Decimal("0.02")}])
             billing.ledger_ingest_gpu(now=now)
             # every ended month with charges, oldest first (months are closed in order);
             # a model the cluster gains later is unpriced until a card prices it: its
