@@ -18,7 +18,7 @@ from django.utils.translation import gettext as _
 from billing import selectors, texts
 from billing.choices import BUDGET_MAX, BUDGET_THRESHOLDS
 from billing.models import Budget, BudgetAlert
-from billing.services import _write_invoices, invoice_draft_refresh
+from billing.services import drafts_refresh, invoice_draft_refresh
 from core.exceptions import ApplicationError
 from core.texts import message
 from tenants.access import AnyUser, TenantAccess
@@ -88,12 +88,8 @@ def budget_alerts_check(*, now: dt.datetime | None = None, refresh: bool = True)
         tenant__status=TenantStatus.DELETED).exclude(monthly_amount=0))
     if not budgets:
         return 0
-    period = selectors.current_period(now)
-    if refresh and not selectors.month_is_closed(period):
-        ids = [b.tenant_id for b in budgets]
-        lines = selectors.month_lines(period, ids)
-        with transaction.atomic():
-            _write_invoices(period=period, lines=lines, tenant_ids=ids, now=now)
+    if refresh:
+        drafts_refresh(now=now, tenant_ids=[b.tenant_id for b in budgets], ingest=False)
     return sum(1 for budget in budgets if _budget_evaluate(budget, now).sent is not None)
 
 

@@ -312,26 +312,20 @@ def usage_lines(rows: Iterable[UsageRow], table: PriceTable | None, *,
             quantity=pricing.hours(row.device_seconds), unit=UNITS[row.device.kind],
             unit_price=price, amount=pricing.hourly_amount(row.device_seconds, price),
             rate_card_id=card_id))
-    if table is not None and table.cpu_core_hour:
-        for tenant_id, milli in cpu.items():
-            if milli:
-                core_s = Decimal(milli) / 1000
-                out[tenant_id].append(LineSpec(
-                    kind="cpu", text=wrap(message(texts.LINE_CPU), True),
-                    starts=starts, ends=ends, quantity=pricing.hours(core_s),
-                    unit="core-hours", unit_price=table.cpu_core_hour,
-                    amount=pricing.hourly_amount(core_s, table.cpu_core_hour),
-                    rate_card_id=card_id))
-    if table is not None and table.memory_gib_hour:
-        for tenant_id, mib in mem.items():
-            if mib:
-                gib_s = Decimal(mib) / 1024
-                out[tenant_id].append(LineSpec(
-                    kind="memory", text=wrap(message(texts.LINE_MEMORY), True),
-                    starts=starts, ends=ends, quantity=pricing.hours(gib_s),
-                    unit="GiB-hours", unit_price=table.memory_gib_hour,
-                    amount=pricing.hourly_amount(gib_s, table.memory_gib_hour),
-                    rate_card_id=card_id))
+    if table is not None:
+        # CPU core-seconds from millicore-seconds, memory GiB-seconds from MiB-seconds
+        for totals, per_unit, rate, what, unit, kind in (
+                (cpu, 1000, table.cpu_core_hour, texts.LINE_CPU, "core-hours", "cpu"),
+                (mem, 1024, table.memory_gib_hour, texts.LINE_MEMORY, "GiB-hours", "memory")):
+            if not rate:
+                continue
+            for tenant_id, raw in totals.items():
+                if raw:
+                    unit_s = Decimal(raw) / per_unit
+                    out[tenant_id].append(LineSpec(
+                        kind=kind, text=wrap(message(what), True), starts=starts, ends=ends,
+                        quantity=pricing.hours(unit_s), unit=unit, unit_price=rate,
+                        amount=pricing.hourly_amount(unit_s, rate), rate_card_id=card_id))
     return dict(out)
 
 

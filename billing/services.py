@@ -84,7 +84,7 @@ def _write_invoices(*, period: dt.date, lines: Mapping[int, list[selectors.LineS
     """Replace the drafts of ``tenant_ids`` for ``period`` by ``lines`` (inside a
     transaction). A tenant without lines has no draft."""
     tenant_ids = list(tenant_ids)
-    # the tenant rows are locked (in id order) so a page refresh, the hourly task and a
+    # the tenant rows are locked (in id order) so a page refresh, the ledger ingest and a
     # month close never write the same draft at once
     tenants = {t.pk: t for t in Tenant.objects.select_for_update().filter(
         pk__in=tenant_ids).order_by("pk")}
@@ -140,17 +140,24 @@ def invoice_draft_refresh(*, tenant: Tenant, period: dt.date | None = None,
     return invoices[0] if invoices else None
 
 
-def drafts_refresh(*, now: dt.datetime | None = None) -> int:
-    """Bring the ledger up to date and recompute every tenant's draft of this month."""
+def drafts_refresh(*, now: dt.datetime | None = None, tenant_ids: Iterable[int] | None = None,
+                   ingest: bool = True) -> int:
+    """Recompute this month's draft of every tenant (or of ``tenant_ids``) from the ledger,
+    first brought up to date unless the caller just did (``ingest=False``)."""
     now = now or timezone.now()
     period = selectors.current_period(now)
     if selectors.month_is_closed(period):
         return 0
-    ledger_ingest_gpu(now=now)
-    storage_snapshots_record(now=now)
-    lines = selectors.month_lines(period)
-    ids = set(lines) | set(Invoice.objects.filter(period=period, kind=InvoiceKind.INVOICE)
-                           .values_list("tenant_id", flat=True))
+    if ingest:
+        ledger_ingest_gpu(now=now)
+        storage_snapshots_record(now=now)
+    if tenant_ids is not None:
+        ids = set(tenant_ids)
+        lines = selectors.month_lines(period, ids)
+    else:
+        lines = selectors.month_lines(period)
+        ids = set(lines) | set(Invoice.objects.filter(
+            period=period, kind=InvoiceKind.INVOICE).values_list("tenant_id", flat=True))
     with transaction.atomic():
         return len(_write_invoices(period=period, lines=lines, tenant_ids=ids, now=now))
 

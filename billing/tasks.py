@@ -25,7 +25,7 @@ def ingest_ledger() -> int:
     them, so an alert comes within the ingest period."""
     now = timezone.now()
     written = services.ledger_ingest_gpu(now=now) + services.storage_snapshots_record(now=now)
-    services.drafts_refresh(now=now)  # its own ingest finds nothing new
+    services.drafts_refresh(now=now, ingest=False)
     budgets.budget_alerts_check(now=now, refresh=False)
     return written
 
