@@ -20,8 +20,11 @@ reachable by borrowing (:func:`queue_limits`). So the nominal quotas of the coho
 to no more than the cluster (static grants are backed first, the guaranteed shares split
 what is left), a job within its guarantee is within its queue's nominal quota and
 reclaims from queues above theirs (``reclaimWithinCohort: Any``), and the overcommitted
-part, used beyond the guarantee, is what Kueue reclaims. No ``lendingLimit``: it would
-keep idle guaranteed cards from everyone else (docs/architecture.md).
+part, used beyond the guarantee, is what Kueue reclaims. No ``lendingLimit``: Kueue keeps
+``nominalQuota - lendingLimit`` of a queue invisible to its cohort (``localQuota`` in
+Kueue's ``pkg/cache/scheduler/resource_node.go``), so idle guaranteed cards would sit idle
+while others' jobs that fit them wait; without it the cohort lends them and the owner
+reclaims them with the borrowers' grace (docs/architecture.md).
 """
 
 from __future__ import annotations
