@@ -366,12 +366,15 @@ def _preemption(queue: QueueSpec, spec: KueueSpec) -> dict[str, Any]:
 
 def build_cluster_queue(queue: QueueSpec, spec: KueueSpec) -> dict[str, Any]:
     """A pool's queue: every flavor of the cluster, ``nominalQuota`` its grant (0 where
-    not granted); production ``borrowingLimit: 0``; development and batch the pool's
-    borrowing limit (0 for a key missing from it), or none at all without a cap."""
+    not granted; for an overcommitted-mode tenant its guaranteed part,
+    ``tenants.kueue.queue_limits``); production ``borrowingLimit: 0`` (the overcommitted
+    part of its grant, ``QueueSpec.borrowing``, for an overcommitted-mode tenant);
+    development and batch the pool's borrowing limit (0 for a key missing from it), or
+    none at all without a cap. Never a ``lendingLimit`` (docs/architecture.md)."""
     def quota(key: str) -> dict[str, Any]:
         item = {"nominalQuota": _quantity(key, Decimal(queue.nominal.get(key, 0)))}
-        if queue.role == "prod":
-            item["borrowingLimit"] = _quantity(key, Decimal(0))
+        if queue.role == "prod":   # the overcommitted part of its grant, else 0
+            item["borrowingLimit"] = _quantity(key, Decimal((queue.borrowing or {}).get(key, 0)))
         elif queue.borrowing is not None:
             item["borrowingLimit"] = _quantity(key, Decimal(queue.borrowing.get(key, 0)))
         return item

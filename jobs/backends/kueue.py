@@ -31,6 +31,12 @@ into its own job states, so pages, the API, billing and notifications work uncha
 * **Quota**: ``tenants.tasks.reconcile_kueue`` writes the ClusterQueues from the grants
   and loans (after each pool reconcile and on the resync beat).
 
+* **Watermark** (:mod:`jobs.backends.kueue_watermark`): Kueue admits by quota alone, so
+  each pass measures physical use as the engine does; above the line it moves the
+  jobs the engine would evict, in its order and with its words, to preempting (their
+  Workloads deactivated, as above), and keeps the Workloads of queued jobs the engine
+  would gate inactive, reactivating them once use is back below the line.
+
 What Kueue's own controller does is not repeated: no pod-start deadline (use Kueue's
 ``waitForPodsReady``), no node placement (Kueue's flavors and topology-aware scheduling),
 no defragmentation windows.
@@ -42,7 +48,7 @@ import datetime as dt
 import hashlib
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from django.core.cache import cache
@@ -56,6 +62,7 @@ from core.texts import text_code
 from jobs import enqueue, selectors, transitions
 from jobs.admission.text import position as ordinal_text
 from jobs.admission.types import WaitInfo
+from jobs.backends import kueue_watermark
 from jobs.backends.base import BaseBackend
 from jobs.choices import ACTIVE_STATES, JobState
 from jobs.converge import refused, unbuildable
@@ -86,12 +93,13 @@ def cluster_queue_of(job: TrainingJob) -> str:
     return kueue.cluster_queue_name(job.pool.namespace, role)  # type: ignore[arg-type]
 
 
-def desired_active(job: TrainingJob) -> bool:
-    """Whether the job's Workload should be active: not while it is held in the queue,
-    nor while a preemption Trainyard asked for (an admin's, a maintenance window's) stops
-    it, until it is back in the queue. Kueue's own preemptions need nothing: Kueue
-    requeues the Workload itself."""
-    if job.state == JobState.QUEUED and job.held:
+def desired_active(job: TrainingJob, gated: Collection[int] = ()) -> bool:
+    """Whether the job's Workload should be active: not while it is held in the queue or
+    kept out by the eviction watermark (``gated``: the ids of such queued jobs,
+    :mod:`jobs.backends.kueue_watermark`), nor while a preemption Trainyard asked for (an
+    admin's, a maintenance window's, the watermark's) stops it, until it is back in the
+    queue. Kueue's own preemptions need nothing: Kueue requeues the Workload itself."""
+    if job.state == JobState.QUEUED and (job.held or job.pk in gated):
         return False
     return not (job.state == JobState.PREEMPTING
                 and text_code(job.preempt_reason) != KUEUE_PREEMPT)
@@ -200,11 +208,16 @@ class KueueBackend(BaseBackend):
                             "pool__tenant__slug"))
         views = kueue_observe.workload_views(
             (job.pool.namespace, job.k8s_name) for job in active)
-        result.update(apply_workloads(client, views, now))
+        # the eviction watermark, the engine's rule on the engine's inputs
+        inputs = selectors.admission_inputs(now)
+        watermark = kueue_watermark.plan(inputs)
+        result["watermark_evicted"] = kueue_watermark.evict(watermark, now)
+        result["watermark_gated"] = len(watermark.gated)
+        result.update(apply_workloads(client, views, now, gated=watermark.gated))
         result["waiting"] = None
         if explain:
-            waiting, result["positions_read"] = waiting_info(client, views, now,
-                                                             active=active)
+            waiting, result["positions_read"] = waiting_info(
+                client, views, now, active=active, gated=watermark.gated, inputs=inputs)
             transitions.record_waiting(waiting)
             result["waiting"] = len(waiting)
         with transaction.atomic():
@@ -219,9 +232,11 @@ _READ = ("id", "state", "tier", "kind", "k8s_name", "restart_count", "held", "pr
 
 
 def apply_workloads(client: Any, views: Mapping[tuple[str, str], kueue.WorkloadView],
-                    now: dt.datetime) -> dict[str, int]:
+                    now: dt.datetime, *, gated: Collection[int] = ()) -> dict[str, int]:
     """Kueue's decisions into job transitions, and each Workload's ``active`` as the job
-    wants it (one patch per Workload that differs; none when nothing changed)."""
+    wants it (one patch per Workload that differs; none when nothing changed). ``gated``:
+    queued jobs the eviction watermark keeps out (their Workloads stay inactive), unless
+    Kueue has admitted them already."""
     counts = {"admitted": 0, "preempted": 0, "activated": 0, "deactivated": 0}
     jobs = TrainingJob.objects.filter(state__in=list(ACTIVE_STATES), in_cluster=True
                                       ).select_related("pool__tenant").only(*_READ)
@@ -230,8 +245,9 @@ def apply_workloads(client: Any, views: Mapping[tuple[str, str], kueue.WorkloadV
         view = views.get((job.pool.namespace, job.k8s_name))
         if view is None:
             continue
-        if job.state == JobState.QUEUED and (view.admitted or (
-                view.is_true("Finished") and view.is_true("Admitted"))):
+        admitting = job.state == JobState.QUEUED and (view.admitted or (
+            view.is_true("Finished") and view.is_true("Admitted")))
+        if admitting:
             # (admitted, or admitted and already finished between two passes: its
             # running and end are read from the job by the next observe_jobs)
             admitted = view.conditions["Admitted"].at or now
@@ -245,7 +261,7 @@ def apply_workloads(client: Any, views: Mapping[tuple[str, str], kueue.WorkloadV
             counts["preempted"] += _evicted(job, view, now)
         if job.state == JobState.QUEUED and job.restart_count and not view.admitted:
             counts["resumable"] = counts.get("resumable", 0) + refresh_resume(client, job)
-        want = desired_active(job)
+        want = desired_active(job, () if admitting else gated)
         if view.active != want:
             client.patch("kueue.x-k8s.io/v1beta2", "Workload", view.name,
                          kueue.workload_active_patch(want), view.namespace)
@@ -390,11 +406,13 @@ def queue_positions(client: Any, digests: Mapping[str, tuple[str, frozenset[tupl
     return found, len(stale)
 
 
-def _forecast(now: dt.datetime) -> dict[int, WaitInfo]:
+def _forecast(now: dt.datetime, inputs: dict[str, Any] | None = None) -> dict[int, WaitInfo]:
     """Trainyard's engine over the same cluster and history, as a forecaster: its
-    estimated starts and its reasons (its admissions and preemptions are not applied)."""
+    estimated starts and its reasons (its admissions and preemptions are not applied).
+    ``inputs``: the engine's inputs the pass already read."""
     try:
-        decisions, _absent = selectors.decide_with_pools_absent(selectors.admission_inputs(now))
+        decisions, _absent = selectors.decide_with_pools_absent(
+            inputs if inputs is not None else selectors.admission_inputs(now))
     except Exception:  # a forecast never stops Kueue's decisions from being recorded
         log.exception("Kueue mode: the ETA forecast failed")
         return {}
@@ -440,12 +458,15 @@ def model_positions(queued: list[TrainingJob]) -> dict[int, int]:
 
 
 def waiting_info(client: Any, views: Mapping[tuple[str, str], kueue.WorkloadView],
-                 now: dt.datetime, *, active: Iterable[TrainingJob] = ()
+                 now: dt.datetime, *, active: Iterable[TrainingJob] = (),
+                 gated: Mapping[int, Any] | None = None, inputs: dict[str, Any] | None = None,
                  ) -> tuple[dict[int, WaitInfo], int]:
     """Every queued job's position (Kueue's), reason (Kueue's, and Trainyard's
-    explanation of who holds the room) and estimated start (Trainyard's forecast); and
-    how many ClusterQueues the visibility API was asked about (``active``: every active
-    job, whose pending Workloads tell which queues changed: :func:`queue_positions`)."""
+    explanation of who holds the room; the eviction watermark's first for a job it keeps
+    out, ``gated``) and estimated start (Trainyard's forecast, on ``inputs`` when the
+    pass read them); and how many ClusterQueues the visibility API was asked about
+    (``active``: every active job, whose pending Workloads tell which queues changed:
+    :func:`queue_positions`)."""
     queued = list(TrainingJob.objects.filter(state=JobState.QUEUED).select_related(
         "pool__tenant").order_by("submitted_at", "id"))
     if not queued:
@@ -453,7 +474,8 @@ def waiting_info(client: Any, views: Mapping[tuple[str, str], kueue.WorkloadView
     every = {job.pk: job for job in (*queued, *active)}.values()
     positions, reads = queue_positions(client, queue_digests(every, views))
     by_model = model_positions(queued)
-    forecast = _forecast(now)
+    forecast = _forecast(now, inputs)
+    gated = gated or {}
     out: dict[int, WaitInfo] = {}
     for job in queued:
         view = views.get((job.pool.namespace, job.k8s_name))
@@ -463,6 +485,8 @@ def waiting_info(client: Any, views: Mapping[tuple[str, str], kueue.WorkloadView
         engine = forecast.get(job.pk)
         if job.held:
             reason: Any = stored_text("jobs.wait.held")
+        elif job.pk in gated:   # its Workload is inactive: Kueue's reason says nothing
+            reason = gated[job.pk]
         else:
             reason = kueue_reason(view, queue, in_cq)
             if engine is not None and engine.reason:

@@ -336,3 +336,138 @@ def test_a_capped_tenant_waits_with_the_cap_named(mode, cluster, platform_admin,
         assert "borrowing cap" in reason, reason
     else:   # Kueue does not know why a borrowingLimit is 0: "insufficient unused quota"
         assert "ty-acme-dev" in reason and "insufficient unused quota" in reason, reason
+
+
+# -- issue 31: the eviction watermark and guarantees below a grant, in both modes ---------
+
+
+def _submit_cpu(mode, user, tenant, name, tier, pool, gpus, cpu, run_seconds=7200):
+    with mode["capture"](execute=True):
+        return job_services.job_submit(
+            access=access_for(user, tenant), actor=user, pool=pool, data={
+                "name": name, "image": "registry.example.org/ml/trainer:1", "tier": tier,
+                "workers": 1, "gpus_per_worker": gpus, "gpu_model": mode["h800"],
+                "cpu_per_worker": cpu, "memory_gib_per_worker": 32, "max_run_seconds": 86400,
+                "annotations": {"kubesim.trainyard.io/run-seconds": str(run_seconds)}})
+
+
+def _workload_active(job):
+    from k8s_sync import kueue
+
+    views = kueue.workloads_by_job(get_client().list_objects(kueue.KUEUE_API, "Workload"))
+    return views[(job.pool.namespace, job.k8s_name)].active
+
+
+def test_watermark_eviction_takes_the_engines_victim_and_it_comes_back_when_use_falls(
+        mode, cluster, platform_admin, bob, tenant_a):
+    """Batch work fills the 8 cards and requests 86% of the node's CPU while the
+    watermark is off; set to 85%, the most recently admitted batch job (the engine's
+    order) is evicted with the engine's words and the batch grace (Kueue mode: its
+    Workload deactivated by Trainyard, which measures physical use as the engine does),
+    waits with the watermark named (Kueue mode: its Workload kept inactive, not admitted
+    and evicted in a loop), and comes back once use falls (a sweep cancelled)."""
+    tenant_services.policy_update(actor=platform_admin, eviction_watermark=Decimal("1"))
+    sweeps = [_submit_cpu(mode, bob, tenant_a, f"batch-{i}", "batch", "dev", 2, 82)
+              for i in range(4)]
+    assert _until(mode, cluster, sweeps, ["running"] * 4, rounds=10) == [
+        "running"] * 4, mode["backend"]
+    held = list(type(sweeps[0]).objects.filter(pk__in=[j.pk for j in sweeps]))
+    expected = max(held, key=lambda j: (j.admitted_at, j.pk))   # the engine's victim order
+
+    tenant_services.policy_update(actor=platform_admin, eviction_watermark=Decimal("0.85"))
+    _cycle(mode, cluster)
+    evicted = [j for j in sweeps if _states(j) == ["preempting"]]
+    assert [j.pk for j in evicted] == [expected.pk], mode["backend"]
+    victim = type(expected).objects.get(pk=expected.pk)
+    words = ("NVIDIA-H800 are at 86% of their physical capacity, above the 85% eviction "
+             "watermark")
+    assert text_code(victim.preempt_reason) == "jobs.preempt.watermark_use", mode["backend"]
+    assert english(victim.preempt_reason).startswith(words), english(victim.preempt_reason)
+    moved = victim.transitions.get(to_state="preempting")
+    assert english(moved.message).startswith(words) and moved.reason == "Preempted"
+    grace = (victim.preempt_deadline - moved.at).total_seconds()
+    assert 25 < grace <= 30, (mode["backend"], grace)   # the batch grace
+
+    for _ in range(8):   # the batch grace is 30 s: then back in the queue, and kept there
+        _cycle(mode, cluster, 10)
+    assert sorted(_states(*sweeps)) == ["queued", "running", "running", "running"], \
+        mode["backend"]
+    victim.refresh_from_db()
+    assert victim.state == "queued" and victim.restart_count == 1
+    assert "above the 85% eviction watermark" in english(victim.wait_reason), \
+        english(victim.wait_reason)
+    assert victim.transitions.filter(to_state="preempting").count() == 1   # no loop
+    assert [t.to_state for t in victim.transitions.order_by("at", "id")][-2:] == [
+        "preempting", "queued"]
+    if mode["backend"] == "kueue":   # not admitted and evicted again: kept inactive
+        assert _workload_active(victim) is False
+
+    other = next(j for j in sweeps if j.pk != victim.pk)
+    with mode["capture"](execute=True):   # use falls: one sweep is cancelled
+        job_services.job_cancel(access=access_for(bob, tenant_a), actor=bob,
+                                job=type(other).objects.get(pk=other.pk))
+    assert _until(mode, cluster, [victim], ["running"], rounds=20) == ["running"], (
+        mode["backend"], english(type(victim).objects.get(pk=victim.pk).wait_reason))
+    victim.refresh_from_db()
+    assert victim.restart_count == 1
+    assert victim.transitions.filter(to_state="preempting").count() == 1
+    if mode["backend"] == "kueue":
+        assert _workload_active(victim) is True
+
+
+def test_a_guarantee_held_against_a_borrower(mode, cluster, platform_admin, bob, charlie,
+                                            tenant_a, tenant_b):
+    """globex (overcommitted) is granted 8 H800 in dev next to acme's static 4 on 8 cards
+    (GPU overcommit 1.5): 4 of globex's 8 are guaranteed. acme borrows globex's idle
+    guaranteed cards; globex's job within its guarantee gets them back with the
+    borrower's grace (Kueue: globex's queue has its guarantee as nominal quota and
+    reclaims, ``InCohortReclamation``). A second globex job, on the overcommitted part,
+    waits: acme's own 4 are not reclaimed for it (Kueue: it would borrow, and a borrower
+    reclaims nothing)."""
+    tenant_services.policy_update(actor=platform_admin,
+                                  overcommit_factors={"gpu": 1.5, "cpu": 4, "memory": 4})
+    tenant_b.quota_mode = "overcommitted"
+    tenant_b.save(update_fields=["quota_mode"])
+    h800 = f"gpu:{mode['h800']}"
+    with mode["capture"](execute=True):
+        for pool, cards in ((tenant_a.pools.get(kind="prod"), 0),
+                            (tenant_b.pools.get(kind="prod"), 0),
+                            (tenant_b.pools.get(kind="dev"), 8)):
+            tenant_services.quota_set(actor=platform_admin, pool=pool, reason="t", amounts={
+                h800: cards, "cpu": 128, "memory": 1024})
+            reconcile_pool.apply(args=[pool.pk]).get()
+    relist_all(get_client(), kinds=["quotas"])
+    a1 = _submit(mode, bob, tenant_a, "a-own", "development", "dev", gpus=4,
+                 run_seconds=7200)
+    a2 = _submit(mode, bob, tenant_a, "a-borrows", "development", "dev", gpus=4,
+                 run_seconds=7200)
+    assert _until(mode, cluster, [a1, a2], ["running", "running"], rounds=10) == [
+        "running", "running"], mode["backend"]
+    if mode["backend"] == "kueue":   # nominal quota = the guarantee; the rest borrowed
+        from k8s_sync import kueue
+
+        cq = get_client().read(kueue.KUEUE_API, "ClusterQueue", "ty-globex-dev")
+        gpu = next(r for g in cq["spec"]["resourceGroups"] for f in g["flavors"]
+                   if f["name"] == kueue.gpu_flavor_name(mode["h800"])
+                   for r in f["resources"])
+        assert gpu["nominalQuota"] == "4" and "lendingLimit" not in gpu, gpu
+
+    g1 = _submit(mode, charlie, tenant_b, "g-guaranteed", "development", "dev", gpus=4,
+                 run_seconds=7200)
+    assert _until(mode, cluster, [a2], ["preempting"], rounds=5, seconds=5) == [
+        "preempting"], mode["backend"]
+    a2.refresh_from_db()
+    preempted = a2.transitions.get(to_state="preempting")
+    grace = (a2.preempt_deadline - preempted.at).total_seconds()
+    assert 240 < grace <= 300, (mode["backend"], grace)   # development's grace
+    if mode["backend"] == "kueue":
+        assert "InCohortReclamation" in english(preempted.message), english(
+            preempted.message)
+    assert _until(mode, cluster, [a1, a2, g1], ["running", "queued", "running"], rounds=40,
+                  seconds=20) == ["running", "queued", "running"], mode["backend"]
+
+    g2 = _submit(mode, charlie, tenant_b, "g-overcommitted", "development", "dev", gpus=4,
+                 run_seconds=7200)
+    for _ in range(4):   # beyond its guarantee: acme's own cards are not taken for it
+        _cycle(mode, cluster, 20)
+    assert _states(a1, g1, g2) == ["running", "running", "queued"], mode["backend"]
