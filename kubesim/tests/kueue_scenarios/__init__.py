@@ -39,6 +39,10 @@ Each topic module holds ``SCENARIOS``, a list of plain dicts run by
     ``pending``: {workload: reason | [reason, message substring] | None};
     ``preempted``: {workload: Preempted condition reason}, every workload preempted on the way
     (any other workload must never have been preempted).
+``withdraw_preempted``
+    true: a workload seen preempted has its job deleted at once (the Go unit tests look at
+    one preemption round; without this the requeued workload could preempt in turn, which
+    the test does not state). Withdrawn workloads are listed under ``preempted`` only.
 ``xfail``
     a reason: kubesim disagrees with Kueue here and is not fixed yet.
 """
