@@ -1,0 +1,246 @@
+"""Hierarchical cohorts (Cohort objects with parentName and their own quota).
+
+TestHierarchicalPreemptions gives several ClusterQueues a flavor with no resources; here they
+list cpu (and memory) with a nominal quota of 0, the same quota, since a ClusterQueue must
+cover every resource a workload requests before Kueue's scheduler looks at it. Queue names
+take "-" for Kueue's "_" (object names)."""
+
+PH = "pkg/scheduler/preemption/preemption_hierarchical_test.go TestHierarchicalPreemptions"
+ANY = {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"}
+BWC = {"policy": "LowerPriority", "maxPriorityThreshold": 0}
+
+
+def _q(name, cohort, cpu=0, preemption=ANY, **res):
+    return {"name": name, "cohort": cohort, "flavors": {"default": {"cpu": cpu, **res}},
+            "preemption": preemption}
+
+
+def _c(name, parent=None, cpu=None, **res):
+    c = {"name": name, "parentName": parent}
+    if cpu is not None:
+        c["quota"] = {"default": {"cpu": cpu, **res}}
+    return c
+
+
+def _wl(name, queue, cpu, priority=0, **req):
+    return {"name": name, "queue": queue, "priority": priority,
+            "requests": {"cpu": cpu, **req}}
+
+
+R_C2 = [_c("r"), _c("c", "r", 2)]
+
+SCENARIOS = [
+    {
+        "name": "hier-preempt-with-hierarchical-advantage",
+        "source": f"{PH} / 'preempt with hierarchical advantage'",
+        "cohorts": R_C2,
+        "clusterQueues": [_q("q", "c"), _q("q-borrowing", "r")],
+        "admitted": [_wl("admitted2", "q-borrowing", 2)],
+        "incoming": [_wl("in", "q", 2)],
+        "expect": {"preempted": {"admitted2": "InCohortReclamation"},
+                   "admitted": {"in": "default"},
+                   "pending": {"admitted2": "WaitingForQuota"}},
+    },
+    {
+        "name": "hier-avoid-queues-within-nominal-quota",
+        "source": f"{PH} / 'avoid queues within nominal quota'",
+        "cohorts": R_C2,
+        "clusterQueues": [_q("q-nominal", "r", 2), _q("q", "c"), _q("q-borrowing", "r")],
+        "admitted": [_wl("admitted1", "q-nominal", 2, -10), _wl("admitted2", "q-borrowing", 2)],
+        "incoming": [_wl("in", "q", 2)],
+        "expect": {"preempted": {"admitted2": "InCohortReclamation"},
+                   "admitted": {"admitted1": "default", "in": "default"},
+                   "pending": {"admitted2": "WaitingForQuota"}},
+    },
+    {
+        "name": "hier-preempt-multiple-with-hierarchical-advantage",
+        "source": f"{PH} / 'preempt multiple with hierarchical advantage'",
+        "cohorts": R_C2,
+        "clusterQueues": [_q("q", "c"), _q("q-borrowing", "r")],
+        "admitted": [_wl("admitted1", "q-borrowing", 1, 1),
+                     _wl("admitted2", "q-borrowing", 1, 2)],
+        "incoming": [_wl("in", "q", 2)],
+        "withdraw_preempted": True,
+        "expect": {"preempted": {"admitted1": "InCohortReclamation",
+                                 "admitted2": "InCohortReclamation"},
+                   "admitted": {"in": "default"}},
+    },
+    {
+        "name": "hier-preempt-in-cohort-and-own-queue",
+        # Kueue's test admits admitted_preemptible (1 cpu requested) with a usage of 2; here
+        # its usage is its request, 1: the same two preemptions are needed for 2 cpu
+        "source": f"{PH} / 'preempt in cohort and own CQ'",
+        "cohorts": [_c("r"), _c("c", "r", 3)],
+        "clusterQueues": [
+            _q("q", "c", preemption={**ANY, "borrowWithinCohort": BWC}),
+            _q("q-same-cohort", "c")],
+        "admitted": [_wl("admitted_not_preemptible", "q-same-cohort", 1, 1),
+                     _wl("admitted_preemptible", "q-same-cohort", 1, 0),
+                     _wl("admitted_own_queue", "q", 1, -1)],
+        "incoming": [_wl("in", "q", 2, 1)],
+        "expect": {"preempted": {"admitted_own_queue": "InClusterQueue",
+                                 "admitted_preemptible": "InCohortReclaimWhileBorrowing"},
+                   "admitted": {"admitted_not_preemptible": "default", "in": "default"},
+                   "pending": {"admitted_own_queue": "WaitingForQuota",
+                               "admitted_preemptible": "WaitingForQuota"}},
+    },
+    {
+        "name": "hier-prefer-hierarchical-candidate",
+        "source": f"{PH} / 'prefer to preempt hierarchical candidate'",
+        "cohorts": R_C2,
+        "clusterQueues": [_q("q", "c"), _q("q-borrowing", "r")],
+        "admitted": [_wl("admitted_borrowing", "q-borrowing", 1, 1),
+                     _wl("admitted_same_queue", "q", 1, -2)],
+        "incoming": [_wl("in", "q", 1)],
+        "withdraw_preempted": True,
+        "expect": {"preempted": {"admitted_borrowing": "InCohortReclamation"},
+                   "admitted": {"admitted_same_queue": "default", "in": "default"}},
+    },
+    {
+        "name": "hier-forced-to-preempt-priority-candidate",
+        "source": f"{PH} / 'forced to preempt priority candidate'",
+        "cohorts": R_C2,
+        "clusterQueues": [
+            _q("q", "c", preemption={**ANY, "borrowWithinCohort": BWC}),
+            _q("q-nominal", "r", 2), _q("q-same-cohort", "c")],
+        "admitted": [_wl("admitted_nominal", "q-nominal", 2, -10),
+                     _wl("admitted_same_cohort", "q-same-cohort", 2, -1)],
+        "incoming": [_wl("in", "q", 2)],
+        "expect": {"preempted": {"admitted_same_cohort": "InCohortReclaimWhileBorrowing"},
+                   "admitted": {"admitted_nominal": "default", "in": "default"},
+                   "pending": {"admitted_same_cohort": "WaitingForQuota"}},
+    },
+    {
+        "name": "hier-incoming-fits-in-queue-nominal-quota",
+        "source": f"{PH} / 'incoming workload fits in CQ nominal quota'",
+        "cohorts": R_C2,
+        "clusterQueues": [_q("q", "c", 4), _q("q-borrowing", "r"), _q("q-same-cohort", "c")],
+        "admitted": [_wl("admitted_borrowing", "q-borrowing", 3, 10),
+                     _wl("admitted_same_cohort", "q-same-cohort", 3, 10)],
+        "incoming": [_wl("in", "q", 4)],
+        "expect": {"preempted": {"admitted_borrowing": "InCohortReclamation",
+                                 "admitted_same_cohort": "InCohortReclamation"},
+                   "admitted": {"in": "default"},
+                   "pending": {"admitted_borrowing": "WaitingForQuota",
+                               "admitted_same_cohort": "WaitingForQuota"}},
+    },
+    {
+        "name": "hier-preempt-hierarchical-and-priority-candidates",
+        "source": f"{PH} / 'preempt hierarchical and priority candidates'",
+        "cohorts": [_c("r", None, 1), _c("c", "r", 4)],
+        "clusterQueues": [
+            _q("q", "c", preemption={"withinClusterQueue": "LowerPriority",
+                                     "reclaimWithinCohort": "LowerPriority",
+                                     "borrowWithinCohort": BWC}),
+            _q("q-borrowing", "r"), _q("q-same-cohort", "c")],
+        "admitted": [_wl("admitted_borrowing", "q-borrowing", 2, -1),
+                     _wl("admitted_same_cohort_preemptible", "q-same-cohort", 1, -1),
+                     _wl("admitted_borrowing_not_preemptible", "q-borrowing", 2, 1)],
+        "incoming": [_wl("in", "q", 3)],
+        "withdraw_preempted": True,
+        "expect": {"preempted": {
+            "admitted_borrowing": "InCohortReclamation",
+            "admitted_same_cohort_preemptible": "InCohortReclaimWhileBorrowing"},
+            "admitted": {"admitted_borrowing_not_preemptible": "default", "in": "default"}},
+    },
+    {
+        "name": "hier-preempt-hierarchical-candidates-and-inside-queue",
+        "source": f"{PH} / 'preempt hierarchical candidates and inside CQ'",
+        "cohorts": [_c("r", None, 1), _c("c", "r", 4)],
+        "clusterQueues": [
+            _q("q", "c", preemption={"withinClusterQueue": "LowerPriority",
+                                     "reclaimWithinCohort": "LowerPriority",
+                                     "borrowWithinCohort": BWC}),
+            _q("q-borrowing", "r"), _q("q-same-cohort", "c")],
+        "admitted": [_wl("admitted_borrowing", "q-borrowing", 2, -1),
+                     _wl("admitted_same_queue_preemptible", "q", 1, -1),
+                     _wl("admitted_borrowing_not_preemptible", "q-borrowing", 2, 1)],
+        "incoming": [_wl("in", "q", 3)],
+        "expect": {"preempted": {"admitted_borrowing": "InCohortReclamation",
+                                 "admitted_same_queue_preemptible": "InClusterQueue"},
+                   "admitted": {"admitted_borrowing_not_preemptible": "default",
+                                "in": "default"},
+                   "pending": {"admitted_borrowing": "WaitingForQuota",
+                               "admitted_same_queue_preemptible": "WaitingForQuota"}},
+    },
+    {
+        "name": "hier-reclaim-from-lowest-priority-excluding-non-borrowing",
+        "source": f"{PH} / 'reclaim nominal quota from lowest priority workload, excluding "
+                  "non-borrowing'",
+        "cohorts": [_c("r"), _c("c", "r", 3)],
+        "clusterQueues": [_q("q", "c"), _q("q-borrowing", "r"), _q("q-nominal", "r", 2)],
+        "admitted": [_wl("admitted_borrowing_prio_8", "q-borrowing", 1, 8),
+                     _wl("admitted_borrowing_prio_9", "q-borrowing", 1, 9),
+                     _wl("admitted_borrowing_prio_10", "q-borrowing", 1, 9),
+                     _wl("admitted_nominal", "q-nominal", 2, -2)],
+        "incoming": [_wl("in", "q", 1)],
+        "withdraw_preempted": True,
+        "expect": {"preempted": {"admitted_borrowing_prio_8": "InCohortReclamation"},
+                   "admitted": {"admitted_borrowing_prio_9": "default",
+                                "admitted_borrowing_prio_10": "default",
+                                "admitted_nominal": "default", "in": "default"}},
+    },
+    {
+        "name": "hier-infeasible-preemption-in-pruned-subtrees",
+        "source": f"{PH} / 'infeasible preemption all available workloads in pruned subtrees'",
+        "cohorts": [_c("r"), _c("c", "r", 2), _c("c-other", "r", 2)],
+        "clusterQueues": [_q("q-other", "c-other"), _q("q", "c"), _q("q-same-cohort", "c")],
+        "admitted": [_wl("admitted_other_1", "q-other", 1, -10),
+                     _wl("admitted_other_2", "q-other", 1, -10),
+                     _wl("admitted_same_cohort", "q-same-cohort", 2)],
+        "incoming": [_wl("in", "q", 2)],
+        "expect": {"admitted": {"admitted_other_1": "default", "admitted_other_2": "default",
+                                "admitted_same_cohort": "default"},
+                   "pending": {"in": "WaitingForQuota"}},
+    },
+    {
+        "name": "hier-preemption-with-multiple-resources",
+        "source": f"{PH} / 'hiearchical preemption with multiple resources'",
+        "cohorts": [_c("r", None, 3), _c("c", "r", 4, memory="4Gi")],
+        "clusterQueues": [_q("q", "c", memory=0), _q("q-borrowing", "r", memory=0),
+                          _q("q-same-cohort", "c", memory=0)],
+        "admitted": [_wl("admitted_borrowing", "q-borrowing", 3, 0, memory="1Gi"),
+                     _wl("admitted_same_cohort", "q-same-cohort", 1, -2, memory="3Gi")],
+        "incoming": [_wl("in", "q", 2, -2, memory="1Gi")],
+        "withdraw_preempted": True,
+        "expect": {"preempted": {"admitted_borrowing": "InCohortReclamation"},
+                   "admitted": {"admitted_same_cohort": "default", "in": "default"}},
+    },
+    {
+        "name": "hier-respect-lending-limits",
+        "source": f"{PH} / 'respect lending limits'",
+        "cohorts": R_C2,
+        "clusterQueues": [_q("q", "c", {"nominal": 3, "lendingLimit": 2}),
+                          _q("q-borrowing", "r")],
+        "admitted": [_wl("admitted_borrowing", "q-borrowing", 4)],
+        "incoming": [_wl("in", "q", 5, -2)],
+        "withdraw_preempted": True,
+        "expect": {"preempted": {"admitted_borrowing": "InCohortReclamation"},
+                   "admitted": {"in": "default"}},
+    },
+    {
+        "name": "hier-reclaim-in-complex-hierarchy",
+        "source": f"{PH} / 'reclaim in complex hierarchy'",
+        "cohorts": [_c("r"), _c("c11", "r", 4), _c("c12", "r", 4), _c("c21", "c11", 4),
+                    _c("c22", "c11", 4), _c("c23", "c11", 4), _c("c31", "c21", 4),
+                    _c("c32", "c21", 4)],
+        "clusterQueues": [_q("q1", "c12"), _q("q2", "c23"), _q("q3", "c22"), _q("q4", "c32"),
+                          _q("q5", "c31")],
+        "admitted": [_wl("admitted_borrowing_1", "q1", 4, -6),
+                     _wl("admitted_borrowing_2", "q1", 4, -5),
+                     _wl("admitted_borrowing_3", "q2", 4, -9),
+                     _wl("admitted_borrowing_4", "q2", 4, -10),
+                     _wl("admitted_borrowing_5", "q3", 4, -4),
+                     _wl("admitted_borrowing_6", "q3", 3, -3),
+                     _wl("admitted_borrowing_7", "q4", 2, 4),
+                     _wl("admitted_borrowing_8", "q4", 3, 2)],
+        "incoming": [_wl("in", "q5", 7, -2)],
+        # "only one of workloads from q2 will be preempted because after preempting the
+        # first one, the usage of cohort c23 will be back within nominal quota"
+        "withdraw_preempted": True,
+        "expect": {"preempted": {"admitted_borrowing_1": "InCohortReclamation",
+                                 "admitted_borrowing_4": "InCohortReclamation"},
+                   "admitted": {f"admitted_borrowing_{i}": "default" for i in (2, 3, 5, 6, 7, 8)}
+                   | {"in": "default"}},
+    },
+]
