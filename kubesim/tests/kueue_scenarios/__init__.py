@@ -28,15 +28,19 @@ Each topic module holds ``SCENARIOS``, a list of plain dicts run by
     as the Go tests start with workloads that hold quota.
 ``incoming``
     workloads created together after the set-up, in list order (older first), or a list of
-    such lists created one after another (each run until stable before the next).
+    such lists created one after another (each run until stable before the next). An
+    entry ``{"finish": name}`` ends that workload's job instead (its quota is released;
+    it is not expected at the end).
     A workload: ``{"name", "queue" (LocalQueue = ClusterQueue name), "priority" (int),
     "requests": {resource: q} (per pod), "count" (pods, default 1), "podsets": [{"name",
     "count", "requests"}] (instead of requests/count, up to two: master, worker),
-    "namespace", "flavor" (for ``admitted``: the flavor expected)}``.
+    "namespace", "tolerations", "flavor" (for ``admitted``: the flavor expected)}``.
 ``expect``
     after everything settled:
     ``admitted``: {workload: flavor | None}, every workload admitted at the end;
-    ``pending``: {workload: reason | [reason, message substring] | None};
+    ``pending``: {workload: reason | [reason, message substring] | None | "NoCondition"
+    (no ``QuotaReserved`` condition at all: never tried)};
+    ``unchecked``: workloads whose end state Kueue's test does not state;
     ``preempted``: {workload: Preempted condition reason}, every workload preempted on the way
     (any other workload must never have been preempted).
 ``withdraw_preempted``
