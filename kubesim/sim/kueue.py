@@ -854,6 +854,9 @@ class KueueController:
                 node.parent = p
                 p.children.append(node)
             cqs[name] = node
+        for _, name in sorted(self.objs[COHORTS]):
+            cohort(name)  # a Cohort without ClusterQueues still lends its quota to its tree
+            # (pkg/cache/scheduler: every Cohort object is a node of the hierarchy)
         for node in cqs.values():
             node.subtree = {fr: q[0] for fr, q in node.quotas.items()}
         return cqs, groups, cohorts

@@ -6,6 +6,8 @@ cover every resource a workload requests before Kueue's scheduler looks at it. Q
 take "-" for Kueue's "_" (object names)."""
 
 PH = "pkg/scheduler/preemption/preemption_hierarchical_test.go TestHierarchicalPreemptions"
+ST = "test/integration/singlecluster/scheduler/scheduler_test.go"
+PI = "test/integration/singlecluster/scheduler/preemption_test.go"
 ANY = {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"}
 BWC = {"policy": "LowerPriority", "maxPriorityThreshold": 0}
 
@@ -243,4 +245,120 @@ SCENARIOS = [
                    "admitted": {f"admitted_borrowing_{i}": "default" for i in (2, 3, 5, 6, 7, 8)}
                    | {"in": "default"}},
     },
+    {
+        "name": "hier-guaranteed-cohort-preferential-access",
+        "source": f"{PI} / In a multi-level cohort / 'workloads in guaranteed cq should have "
+                  "preferential access to the resources'",
+        "cohorts": [_c("root"), _c("guaranteed", "root", 3)],
+        "clusterQueues": [_q("best-effort", "root"), _q("guaranteed", "guaranteed")],
+        "admitted": [_wl("best-effort-wl", "best-effort", 3, 1)],
+        "incoming": [_wl("guaranteed-wl", "guaranteed", 3, 0)],
+        "expect": {"preempted": {"best-effort-wl": "InCohortReclamation"},
+                   "admitted": {"guaranteed-wl": "default"},
+                   "pending": {"best-effort-wl": None}},
+    },
+    {
+        "name": "hier-cohort-provides-resources-directly",
+        "source": f"{ST} / Cohort provides resources directly / 'Should admit workload using "
+                  "resources borrowed from cohort' (cohort quota 10)",
+        "cohorts": [_c("cohort", None, 10)],
+        "clusterQueues": [{"name": "clusterqueue", "cohort": "cohort",
+                           "flavors": {"default": {"cpu": 0}}}],
+        "incoming": [_wl("wl", "clusterqueue", 10)],
+        "expect": {"admitted": {"wl": "default"}},
+    },
+    {
+        "name": "hier-cohort-quota-too-small",
+        "source": f"{ST} / Cohort provides resources directly / 'Should admit workload using "
+                  "resources borrowed from cohort' (cohort quota 5: pending)",
+        "cohorts": [_c("cohort", None, 5)],
+        "clusterQueues": [{"name": "clusterqueue", "cohort": "cohort",
+                           "flavors": {"default": {"cpu": 0}}}],
+        "incoming": [_wl("wl", "clusterqueue", 10)],
+        "expect": {"pending": {"wl": None}},
+    },
+    {
+        "name": "hier-long-distance-resource",
+        "source": f"{ST} / Cohort provides resources directly / 'Long distance resource allows "
+                  "workload to be scheduled' (once cohort bank exists)",
+        "cohorts": [_c("root"), _c("left", "root"), _c("right", "root"),
+                    _c("bank", "right", 10)],
+        "clusterQueues": [{"name": "cq", "cohort": "left", "flavors": {"default": {"cpu": 0}}}],
+        "incoming": [_wl("wl", "cq", 10)],
+        "expect": {"admitted": {"wl": "default"}},
+    },
+    {
+        "name": "hier-cohort-lending-limit-caps-sibling",
+        "source": f"{ST} / Cohort lendingLimit caps sibling borrowing in hierarchy / 'Should "
+                  "admit only up to the lendingLimit of sibling cohort'",
+        "cohorts": [_c("root", None, 0),
+                    {"name": "lender", "parentName": "root",
+                     "quota": {"default": {"cpu": {"nominal": 1, "lendingLimit": "500m"}}}},
+                    _c("borrower", "root")],
+        "clusterQueues": [{"name": "lender-cq", "cohort": "lender",
+                           "flavors": {"default": {"cpu": 1}}},
+                          {"name": "borrower-cq", "cohort": "borrower",
+                           "flavors": {"default": {"cpu": 0}}}],
+        "incoming": [_wl("wl-1", "borrower-cq", "500m"), _wl("wl-2", "borrower-cq", "500m")],
+        "expect": {"admitted": {"wl-1": "default"}, "pending": {"wl-2": None}},
+    },
+    {
+        "name": "hier-cohort-borrowing-limit-zero-blocks",
+        "source": f"{ST} / Cohort borrowingLimit blocks sibling borrowing in hierarchy / "
+                  "'should allow production to borrow but block research from borrowing'",
+        "cohorts": [_c("root", None, 0),
+                    {"name": "research", "parentName": "root",
+                     "quota": {"default": {"cpu": {"nominal": 0, "borrowingLimit": 0}}}},
+                    _c("production", "root", 0)],
+        "clusterQueues": [{"name": "research-cq", "cohort": "research",
+                           "flavors": {"default": {"cpu": 1}}},
+                          {"name": "production-cq", "cohort": "production",
+                           "flavors": {"default": {"cpu": 1}}}],
+        "incoming": [[_wl(f"prod-{i}", "production-cq", "500m") for i in (1, 2, 3)],
+                     [{"finish": f"prod-{i}"} for i in (1, 2, 3)],
+                     [_wl(f"research-{i}", "research-cq", "500m") for i in (1, 2, 3)]],
+        # "verifying production admits all 3 workloads with borrowing", then "research
+        # admits only 2 workloads and cannot borrow"
+        "expect": {"admitted": {"research-1": "default", "research-2": "default"},
+                   "pending": {"research-3": None}},
+    },
+    {
+        "name": "hier-production-borrows-across-cohorts",
+        "source": f"{ST} / Cohort borrowingLimit blocks sibling borrowing in hierarchy / "
+                  "'should allow production to borrow but block research from borrowing' "
+                  "(production admits all 3 workloads with borrowing)",
+        "cohorts": [_c("root", None, 0),
+                    {"name": "research", "parentName": "root",
+                     "quota": {"default": {"cpu": {"nominal": 0, "borrowingLimit": 0}}}},
+                    _c("production", "root", 0)],
+        "clusterQueues": [{"name": "research-cq", "cohort": "research",
+                           "flavors": {"default": {"cpu": 1}}},
+                          {"name": "production-cq", "cohort": "production",
+                           "flavors": {"default": {"cpu": 1}}}],
+        "incoming": [_wl(f"prod-{i}", "production-cq", "500m") for i in (1, 2, 3)],
+        "expect": {"admitted": {f"prod-{i}": "default" for i in (1, 2, 3)}},
+    },
+    {
+        "name": "hier-burst-queue-borrows-while-orgs-stay-isolated",
+        "source": f"{ST} / Cohort borrowingLimit blocks sibling borrowing in hierarchy / "
+                  "'should allow burst queue to borrow idle capacity while orgs stay isolated'",
+        "cohorts": [_c("root", None, 0),
+                    {"name": "org-a", "parentName": "root",
+                     "quota": {"default": {"cpu": {"nominal": 0, "borrowingLimit": 0}}}},
+                    {"name": "org-b", "parentName": "root",
+                     "quota": {"default": {"cpu": {"nominal": 0, "borrowingLimit": 0}}}}],
+        "clusterQueues": [{"name": "org-a-cq", "cohort": "org-a",
+                           "flavors": {"default": {"cpu": 1}}},
+                          {"name": "org-b-cq", "cohort": "org-b",
+                           "flavors": {"default": {"cpu": 1}}},
+                          {"name": "burst-cq", "cohort": "root",
+                           "flavors": {"default": {"cpu": 0}}}],
+        "incoming": [[_wl("org-a-1", "org-a-cq", "500m"), _wl("org-a-2", "org-a-cq", "500m")],
+                     [_wl("org-a-overflow", "org-a-cq", "500m")],
+                     [_wl("burst-1", "burst-cq", "500m"), _wl("burst-2", "burst-cq", "500m")]],
+        "expect": {"admitted": {"org-a-1": "default", "org-a-2": "default",
+                                "burst-1": "default", "burst-2": "default"},
+                   "pending": {"org-a-overflow": None}},
+    },
 ]
+

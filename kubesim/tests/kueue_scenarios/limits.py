@@ -1,6 +1,8 @@
 """borrowingLimit and lendingLimit."""
 
 PT = "pkg/scheduler/preemption/preemption_test.go TestPreemption"
+ST = "test/integration/singlecluster/scheduler/scheduler_test.go"
+PI = "test/integration/singlecluster/scheduler/preemption_test.go"
 
 
 def _lend(name, lending):
@@ -14,8 +16,8 @@ def _lend(name, lending):
 LEND = [_lend("lend1", 4), _lend("lend2", 2)]
 
 
-def _wl(name, queue, cpu, priority=0):
-    return {"name": name, "queue": queue, "priority": priority, "requests": {"cpu": cpu}}
+def _wl(name, queue, cpu, priority=0, **kw):
+    return {"name": name, "queue": queue, "priority": priority, "requests": {"cpu": cpu}, **kw}
 
 
 SCENARIOS = [
@@ -54,4 +56,113 @@ SCENARIOS = [
         "expect": {"admitted": {"lend2-low": "default"},
                    "pending": {"in": None}},
     },
+    {
+        "name": "borrowing-both-queues-borrow-from-a-third",
+        # Kueue's test creates test-cq after the workloads so that both meet in one cycle;
+        # here they are created in the same instant
+        "source": f"{ST} / Using cohorts for sharing unused resources / 'Should schedule "
+                  "workloads borrowing quota from ClusterQueues in the same Cohort'",
+        "flavors": ["on-demand"],
+        "clusterQueues": [
+            {"name": "prod-cq", "cohort": "all",
+             "flavors": {"on-demand": {"cpu": {"nominal": 5, "borrowingLimit": 10}}}},
+            {"name": "dev-cq", "cohort": "all",
+             "flavors": {"on-demand": {"cpu": {"nominal": 5, "borrowingLimit": 10}}}},
+            {"name": "test-cq", "cohort": "all",
+             "flavors": {"on-demand": {"cpu": {"nominal": 15, "borrowingLimit": 0}}}}],
+        "incoming": [_wl("wl-1", "prod-cq", 11), _wl("wl-2", "dev-cq", 11)],
+        "expect": {"admitted": {"wl-1": "on-demand", "wl-2": "on-demand"}},
+    },
+    {
+        "name": "borrowing-limit-zero-is-not-borrowed-from",
+        # 'Should admit workloads using borrowed ClusterQueue': prod-cq's spot-tainted has
+        # borrowingLimit 0, so the 10 cpu go to on-demand borrowed from fallback-cq
+        "source": f"{ST} / Using cohorts for sharing unused resources / 'Should admit "
+                  "workloads using borrowed ClusterQueue' (once fallback-cq exists)",
+        "flavors": [
+            {"name": "on-demand", "nodeLabels": {"cloud.provider.com/instance": "on-demand"}},
+            {"name": "spot-tainted",
+             "nodeLabels": {"cloud.provider.com/instance": "spot-tainted"},
+             "nodeTaints": [{"key": "cloud.provider.com/instance", "value": "spot-tainted",
+                             "effect": "NoSchedule"}]}],
+        "clusterQueues": [
+            {"name": "prod-cq", "cohort": "all",
+             "flavors": {"spot-tainted": {"cpu": {"nominal": 5, "borrowingLimit": 0}},
+                         "on-demand": {"cpu": 5}}},
+            {"name": "fallback-cq", "cohort": "all",
+             "flavors": {"spot-tainted": {"cpu": 5}, "on-demand": {"cpu": 5}}}],
+        "incoming": [_wl("wl", "prod-cq", 10, tolerations=[{
+            "key": "cloud.provider.com/instance", "operator": "Equal",
+            "value": "spot-tainted", "effect": "NoSchedule"}])],
+        "expect": {"admitted": {"wl": "on-demand"}},
+    },
+    {
+        "name": "borrowing-no-fit-without-a-lender",
+        "source": f"{ST} / Using cohorts for sharing unused resources / 'Should admit "
+                  "workloads using borrowed ClusterQueue' (checking a no-fit workload does not "
+                  "get admitted)",
+        "flavors": ["on-demand", "spot-tainted"],
+        "clusterQueues": [
+            {"name": "prod-cq", "cohort": "all",
+             "flavors": {"spot-tainted": {"cpu": {"nominal": 5, "borrowingLimit": 0}},
+                         "on-demand": {"cpu": 5}}}],
+        "incoming": [_wl("wl", "prod-cq", 10)],
+        "expect": {"pending": {"wl": None}},
+    },
+    {
+        "name": "lending-limit-lent-quota-admits-borrower",
+        "source": f"{ST} / Using cohorts for sharing with LendingLimit / 'Should admit "
+                  "workloads using borrowed ClusterQueue' (once dev-cq exists)",
+        "flavors": ["on-demand"],
+        "clusterQueues": [
+            {"name": "prod-cq", "cohort": "all",
+             "flavors": {"on-demand": {"cpu": {"nominal": 5, "lendingLimit": 1}}}},
+            {"name": "dev-cq", "cohort": "all",
+             "flavors": {"on-demand": {"cpu": {"nominal": 5, "lendingLimit": 4}}}}],
+        "incoming": [_wl("wl", "prod-cq", 9)],
+        "expect": {"admitted": {"wl": "on-demand"}},
+    },
+    {
+        "name": "lending-limit-zero-lends-nothing",
+        "source": f"{ST} / Using cohorts for sharing with LendingLimit / 'Should admit "
+                  "workloads after updating lending limit' (before the update)",
+        "flavors": ["on-demand"],
+        "clusterQueues": [
+            {"name": "prod-cq", "cohort": "all",
+             "flavors": {"on-demand": {"cpu": {"nominal": 5, "lendingLimit": 0}}}},
+            {"name": "dev-cq", "cohort": "all",
+             "flavors": {"on-demand": {"cpu": {"nominal": 5, "lendingLimit": 0}}}}],
+        "incoming": [_wl("wl-1", "prod-cq", 5), _wl("wl-2", "prod-cq", 5)],
+        "expect": {"admitted": {"wl-1": "on-demand"}, "pending": {"wl-2": None}},
+    },
+    {
+        "name": "lending-limit-raised-lends",
+        "source": f"{ST} / Using cohorts for sharing with LendingLimit / 'Should admit "
+                  "workloads after updating lending limit' (dev-cq's lendingLimit 5)",
+        "flavors": ["on-demand"],
+        "clusterQueues": [
+            {"name": "prod-cq", "cohort": "all",
+             "flavors": {"on-demand": {"cpu": {"nominal": 5, "lendingLimit": 0}}}},
+            {"name": "dev-cq", "cohort": "all",
+             "flavors": {"on-demand": {"cpu": {"nominal": 5, "lendingLimit": 5}}}}],
+        "incoming": [_wl("wl-1", "prod-cq", 5), _wl("wl-2", "prod-cq", 5)],
+        "expect": {"admitted": {"wl-1": "on-demand", "wl-2": "on-demand"}},
+    },
+    {
+        "name": "lending-limit-preempt-borrower",
+        "source": f"{PI} / With lending limit / 'Should be able to preempt when lending limit "
+                  "enabled'",
+        "flavors": ["alpha"],
+        "clusterQueues": [
+            {"name": "prod-cq", "cohort": "all",
+             "flavors": {"alpha": {"cpu": {"nominal": 5, "lendingLimit": 4}}},
+             "preemption": {"reclaimWithinCohort": "Any"}},
+            {"name": "dev-cq", "cohort": "all", "flavors": {"alpha": {"cpu": 5}}}],
+        "admitted": [_wl("wl-1", "dev-cq", 4, 0), _wl("wl-2", "dev-cq", 5, 1)],
+        "incoming": [_wl("wl-3", "prod-cq", 4)],
+        "expect": {"preempted": {"wl-1": "InCohortReclamation"},
+                   "admitted": {"wl-2": "alpha", "wl-3": "alpha"},
+                   "pending": {"wl-1": None}},
+    },
 ]
+

@@ -1,6 +1,13 @@
 """reclaimWithinCohort (Any, LowerPriority, Never) and preemption across a cohort."""
 
 PT = "pkg/scheduler/preemption/preemption_test.go TestPreemption"
+PI = "test/integration/singlecluster/scheduler/preemption_test.go"
+LOW, MID, HIGH = -1, 0, 1  # its lowPriority, midPriority, highPriority
+ANY = {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"}
+# its "In a ClusterQueue that is part of a cohort" queues
+ABG = [{"name": "alpha-cq", "cohort": "all", "flavors": {"alpha": {"cpu": 2}}, "preemption": ANY},
+       {"name": "beta-cq", "cohort": "all", "flavors": {"alpha": {"cpu": 2}}},
+       {"name": "gamma-cq", "cohort": "all", "flavors": {"alpha": {"cpu": 2}}, "preemption": ANY}]
 
 
 def _cohort_cq(name, cohort, within, reclaim, borrowing=True):
@@ -221,4 +228,56 @@ SCENARIOS = [
                                 "b4": "default", "in": "default"},
                    "pending": {"a1": "WaitingForQuota", "b5": "WaitingForQuota"}},
     },
+    {
+        "name": "cohort-reclaim-while-under-nominal",
+        "source": f"{PI} / In a ClusterQueue that is part of a cohort / 'Should preempt "
+                  "Workloads in the cohort borrowing quota, when the ClusterQueue is using less "
+                  "than nominal quota'",
+        "flavors": ["alpha"], "clusterQueues": ABG,
+        "admitted": [_wl("alpha-low", "alpha-cq", 1, LOW), _wl("beta-mid", "beta-cq", 1, MID),
+                     _wl("beta-high", "beta-cq", 4, HIGH)],
+        "incoming": [_wl("alpha-mid", "alpha-cq", 2, MID)],
+        "expect": {"preempted": {"alpha-low": "InClusterQueue",
+                                 "beta-mid": "InCohortReclamation"},
+                   "admitted": {"alpha-mid": "alpha", "beta-high": "alpha"},
+                   "pending": {"alpha-low": None, "beta-mid": None}},
+    },
+    {
+        "name": "cohort-reclaim-then-readmitted-after-finish",
+        "source": f"{PI} / 'Should preempt Workloads in the cohort borrowing quota, when the "
+                  "ClusterQueue is using less than nominal quota' (after alpha-mid finishes)",
+        "flavors": ["alpha"], "clusterQueues": ABG,
+        "admitted": [_wl("alpha-low", "alpha-cq", 1, LOW), _wl("beta-mid", "beta-cq", 1, MID),
+                     _wl("beta-high", "beta-cq", 4, HIGH)],
+        "incoming": [[_wl("alpha-mid", "alpha-cq", 2, MID)], [{"finish": "alpha-mid"}]],
+        "expect": {"preempted": {"alpha-low": "InClusterQueue",
+                                 "beta-mid": "InCohortReclamation"},
+                   "admitted": {"alpha-low": "alpha", "beta-mid": "alpha",
+                                "beta-high": "alpha"}},
+    },
+    {
+        "name": "cohort-no-reclaim-when-preemptor-must-borrow",
+        "source": f"{PI} / In a ClusterQueue that is part of a cohort / 'Should not preempt "
+                  "Workloads in the cohort, if the ClusterQueue requires borrowing'",
+        "flavors": ["alpha"], "clusterQueues": ABG,
+        "admitted": [_wl("alpha-high-1", "alpha-cq", 2, HIGH), _wl("beta-low", "beta-cq", 4, LOW)],
+        "incoming": [_wl("alpha-high-2", "alpha-cq", 2, HIGH)],
+        "expect": {"admitted": {"alpha-high-1": "alpha", "beta-low": "alpha"},
+                   "pending": {"alpha-high-2": None}},
+    },
+    {
+        "name": "reclaim-never",
+        # TestPreemption's 'reclaim quota from borrower' with c1's policies Never: c1 is
+        # within its nominal quota but may not reclaim; nothing is preempted
+        "source": f"{PT} / 'reclaim quota from borrower' with reclaimWithinCohort and "
+                  "withinClusterQueue Never (the defaults; preemption.go: no candidates)",
+        "clusterQueues": [{**C1, "preemption": {"withinClusterQueue": "Never",
+                                                "reclaimWithinCohort": "Never"}}, C2],
+        "admitted": [_wl("c1-low", "c1", 3, -1), _wl("c2-mid", "c2", 3),
+                     _wl("c2-high", "c2", 6, 1)],
+        "incoming": [_wl("in", "c1", 3, 1)],
+        "expect": {"admitted": {"c1-low": "default", "c2-mid": "default", "c2-high": "default"},
+                   "pending": {"in": "WaitingForQuota"}},
+    },
 ]
+
