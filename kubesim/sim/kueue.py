@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import hashlib
 import logging
 from collections.abc import Callable
@@ -1118,34 +1119,14 @@ class KueueController:
         return wrote
 
     def _oracle(self, info: WlInfo, node: QNode) -> tuple[Callable[[dict], list], dict]:
-        """The preemption search as ``SimulatePreemption`` runs it for one flavor
-        (``kueue_fungibility.simulate``), on the current pass's tree."""
-        cqs, admitted = self._pass_ctx or (
-            self.cqs, {n: list(d.values()) for n, d in self.admitted.items()})
-
-        def search(usage: dict) -> list:
-            return self._search_targets(info, Assignment("Preempt", [], usage, []), node,
-                                        cqs, admitted)
-        return search, cqs
-
-    def _oracle_ran(self) -> None:
-        self._oracle_used = True
+        self._oracle_used = True  # its answer depends on the workload: not memoised
+        return kf.oracle(self, info, node)  # the preemption oracle for one flavor
 
     def _reserve(self, info: WlInfo, asg: Assignment, node: QNode, held: list) -> None:
-        """A workload needing preemption that found no candidates holds the quota it could
-        have for the rest of the cycle: this round of heads, ``held`` is released after it
-        (scheduler.go ``reserveCapacityForUnreclaimablePreempt``, ``kf.to_reserve``)."""
-        spec = (self.objs[CLUSTERQUEUES].get(("", info.cq)) or {}).get("spec") or {}
-        for fr, v in kf.to_reserve(node, spec, asg.usage, asg.borrows).items():
-            node.add_usage(fr, v)
-            held.append((node, fr, v))
-            self._rver[self._root_id(node)] = self._rver.get(self._root_id(node), 0) + 1
+        kf.reserve(self, info, asg, node, held)  # reserveCapacityForUnreclaimablePreempt
 
     def _release(self, held: list) -> None:
-        for node, fr, v in reversed(held):
-            node.remove_usage(fr, v)
-            self._rver[self._root_id(node)] = self._rver.get(self._root_id(node), 0) + 1
-        held.clear()
+        kf.release(self, held)
 
     def _inactive_reason(self, cq_name: str, groups: list) -> str:
         missing = sorted({f for _, fls in groups for f in fls
@@ -1231,11 +1212,10 @@ class KueueController:
                     if not want:
                         continue
                     # flavorFungibility and the preemption oracle: kueue_fungibility.choose
-                    search, pass_cqs = self._oracle(info, node)
                     best, freasons, tried, level = kf.choose(
                         flavors, self._try_flavor, (want, per_pod, count, tmpl, node, usage,
                                                     overlay), node, cq_spec, want, usage,
-                        search, pass_cqs, self._oracle_ran)
+                        functools.partial(self._oracle, info, node))
                     reasons.extend(freasons)
                     levels.append(level)
                     # the group's reason (KEP-10852 tiers): the nominated flavor's;

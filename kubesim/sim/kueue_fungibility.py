@@ -203,14 +203,16 @@ def _resolved(pm: int, level: int) -> Mode:
 
 
 def choose(flavors: list, try_flavor: Callable[..., tuple], args: tuple, cq: Any,
-           cq_spec: dict, want: dict, assumed: dict, search: Callable[[dict], list],
-           cqs: dict, on_oracle: Callable[[], None]
+           cq_spec: dict, want: dict, assumed: dict,
+           oracle: Callable[[], tuple[Callable[[dict], list], dict]]
            ) -> tuple[tuple | None, list[str], list[str], int]:
     """One resource group's flavor, as ``findFlavorForPodSets``. ``try_flavor(fl, *args)``
     is the controller's check of one flavor: ``(mode, reasons, reason, borrows, place)``
     with mode ``Fit``, ``Preempt`` (lacks unused quota) or ``NoFit``. Returns the chosen
     ``(mode, flavor, borrows, place)`` or ``None``, the reasons and pending reasons of the
-    flavors tried that do not fit, and the borrowing level of the choice."""
+    flavors tried that do not fit, and the borrowing level of the choice. ``oracle()``
+    gives the preemption search and the quota tree it works on, asked for only when a
+    decision needs to know whether preemption would find candidates."""
     _wb, _wp, preference = fungibility(cq_spec)
     results: dict[str, tuple] = {}
     reasons: list[str] = []
@@ -228,7 +230,7 @@ def choose(flavors: list, try_flavor: Callable[..., tuple], args: tuple, cq: Any
             return Mode("nofit", level)
 
         def resolve() -> tuple[int, int]:
-            on_oracle()
+            search, cqs = oracle()
             rep = _resolved(FIT, 0)
             for fr, v in vals.items():  # the flavor's mode: its worst resource's
                 if fr in short:
@@ -255,3 +257,42 @@ def choose(flavors: list, try_flavor: Callable[..., tuple], args: tuple, cq: Any
     fl, mode = chosen
     r = results[fl]
     return (r[0], fl, r[3], r[4]), reasons, tried, mode.level
+
+
+# ---- the controller's side (``KueueController`` hooks) ---------------------------------------
+def oracle(ctrl: Any, info: Any, node: Any) -> tuple[Callable[[dict], list], dict]:
+    """The controller's classical preemption search as ``SimulatePreemption`` runs it for
+    one flavor (``simulate``), on the current pass's quota tree and admitted workloads."""
+    from kubesim.sim.kueue import Assignment
+    cqs, admitted = ctrl._pass_ctx or (
+        ctrl.cqs, {n: list(d.values()) for n, d in ctrl.admitted.items()})
+
+    def search(usage: dict) -> list:
+        return ctrl._search_targets(info, Assignment("Preempt", [], usage, []), node, cqs,
+                                    admitted)
+    return search, cqs
+
+
+def _bump(ctrl: Any, node: Any) -> None:
+    root = ctrl._root_id(node)
+    ctrl._rver[root] = ctrl._rver.get(root, 0) + 1
+
+
+def reserve(ctrl: Any, info: Any, asg: Any, node: Any, held: list) -> None:
+    """A head needing preemption that found no candidates holds the quota it could have
+    (``to_reserve``) for the rest of the cycle: the controller releases ``held`` after
+    this round of heads, or after the pass for a StrictFIFO head, which is the head again
+    in every cycle."""
+    from kubesim.sim.kueue import CLUSTERQUEUES
+    spec = (ctrl.objs[CLUSTERQUEUES].get(("", info.cq)) or {}).get("spec") or {}
+    for fr, v in to_reserve(node, spec, asg.usage, asg.borrows).items():
+        node.add_usage(fr, v)
+        held.append((node, fr, v))
+        _bump(ctrl, node)
+
+
+def release(ctrl: Any, held: list) -> None:
+    for node, fr, v in reversed(held):
+        node.remove_usage(fr, v)
+        _bump(ctrl, node)
+    held.clear()
