@@ -3,6 +3,19 @@
 PT = "pkg/scheduler/preemption/preemption_test.go TestPreemption"
 ST = "test/integration/singlecluster/scheduler/scheduler_test.go"
 PI = "test/integration/singlecluster/scheduler/preemption_test.go"
+DOC = ("site/content/en/docs/concepts/cluster_queue.md "
+       "(kueue.sigs.k8s.io/docs/concepts/cluster_queue)")
+
+
+def _team(name, cpu, **limits):
+    """The docs' team-a-cq / team-b-cq in cohort team-ab, flavor default-flavor."""
+    q = {"nominal": cpu, **limits} if limits else cpu
+    return {"name": name, "cohort": "team-ab", "flavors": {"default-flavor": {"cpu": q}}}
+
+
+def _docs(name, section, queues, incoming, expect, note=""):
+    return {"name": name, "source": f"{DOC} / {section}{note}", "flavors": ["default-flavor"],
+            "clusterQueues": queues, "incoming": incoming, "expect": expect}
 
 
 def _lend(name, lending):
@@ -164,5 +177,45 @@ SCENARIOS = [
                    "admitted": {"wl-2": "alpha", "wl-3": "alpha"},
                    "pending": {"wl-1": None}},
     },
+    _docs("docs-borrowing-up-to-the-cohort", "Borrowing example",
+          [_team("team-a-cq", 9), _team("team-b-cq", 12)],
+          [_wl("a-21", "team-a-cq", 21)],
+          {"admitted": {"a-21": "default-flavor"}},
+          ": team-a-cq can admit up to 12+9=21 CPUs while team-b-cq has no workloads"),
+    _docs("docs-borrowing-not-beyond-the-cohort", "Borrowing example",
+          [_team("team-a-cq", 9), _team("team-b-cq", 12)],
+          [_wl("a-22", "team-a-cq", 22)],
+          {"pending": {"a-22": ["ExceedsMaxQuota", "maximum capacity (21)"]}},
+          ": up to 21 CPUs (the reason and message: flavorassigner.go fitsResourceQuota)"),
+    _docs("docs-nominal-quota-first", "Borrowing example",
+          [_team("team-a-cq", 9), _team("team-b-cq", 12)],
+          [[_wl("a-base", "team-a-cq", 9)],
+           [_wl("a-more", "team-a-cq", 3), _wl("b-1", "team-b-cq", 12)]],
+          {"admitted": {"a-base": "default-flavor", "b-1": "default-flavor"},
+           "pending": {"a-more": "WaitingForQuota"}},
+          ": with team-a-cq's nominal quota used, Kueue admits team-b-cq's pending workloads "
+          "before new ones of team-a-cq (a-more arrives first here)"),
+    _docs("docs-borrowing-limit", "BorrowingLimit",
+          [_team("team-a-cq", 9, borrowingLimit=1), _team("team-b-cq", 12)],
+          [_wl("a-10", "team-a-cq", 10), _wl("a-1", "team-a-cq", 1)],
+          {"admitted": {"a-10": "default-flavor"},
+           "pending": {"a-1": "WaitingForQuota"}},
+          ": team-a-cq can admit up to 9+1=10 CPUs"),
+    _docs("docs-no-borrowing-limit-uses-the-cohort", "BorrowingLimit",
+          [_team("team-a-cq", 9, borrowingLimit=1), _team("team-b-cq", 12)],
+          [_wl("b-21", "team-b-cq", 21)],
+          {"admitted": {"b-21": "default-flavor"}},
+          ": team-b-cq, without borrowingLimit, can use up to 12+9 CPUs"),
+    _docs("docs-lending-limit", "LendingLimit",
+          [_team("team-a-cq", 9), _team("team-b-cq", 12, lendingLimit=1)],
+          [_wl("a-10", "team-a-cq", 10), _wl("a-1", "team-a-cq", 1)],
+          {"admitted": {"a-10": "default-flavor"},
+           "pending": {"a-1": "WaitingForQuota"}},
+          ": team-a-cq can admit up to 9+1=10 CPUs"),
+    _docs("docs-no-lending-limit-lends-all", "LendingLimit",
+          [_team("team-a-cq", 9), _team("team-b-cq", 12, lendingLimit=1)],
+          [_wl("b-21", "team-b-cq", 21)],
+          {"admitted": {"b-21": "default-flavor"}},
+          ": team-a-cq, without lendingLimit, lends all: team-b-cq can use up to 9+12 CPUs"),
 ]
 
