@@ -360,5 +360,28 @@ SCENARIOS = [
                                 "burst-1": "default", "burst-2": "default"},
                    "pending": {"org-a-overflow": None}},
     },
+    {
+        "name": "docs-cohort-shared-quota",
+        "source": "site/content/en/docs/concepts/cohort.md (kueue.sigs.k8s.io/docs/concepts/"
+                  "cohort) / Configuring Quotas: a ClusterQueue with nominal quota 0 may access "
+                  "the 12 shared CPUs defined by its Cohort",
+        "flavors": ["default-flavor"],
+        "cohorts": [{"name": "hello-cohort", "quota": {"default-flavor": {"cpu": 12}}}],
+        "clusterQueues": [{"name": "my-cluster-queue", "cohort": "hello-cohort",
+                           "flavors": {"default-flavor": {"cpu": 0}}}],
+        "incoming": [_wl("uses-12", "my-cluster-queue", 12)],
+        "expect": {"admitted": {"uses-12": "default-flavor"}},
+    },
+    {
+        "name": "docs-cohort-shared-quota-is-the-limit",
+        "source": "site/content/en/docs/concepts/cohort.md / Configuring Quotas (12 shared "
+                  "CPUs; the reason and message: flavorassigner.go fitsResourceQuota)",
+        "flavors": ["default-flavor"],
+        "cohorts": [{"name": "hello-cohort", "quota": {"default-flavor": {"cpu": 12}}}],
+        "clusterQueues": [{"name": "my-cluster-queue", "cohort": "hello-cohort",
+                           "flavors": {"default-flavor": {"cpu": 0}}}],
+        "incoming": [_wl("wants-13", "my-cluster-queue", 13)],
+        "expect": {"pending": {"wants-13": ["ExceedsMaxQuota", "maximum capacity (12)"]}},
+    },
 ]
 
