@@ -98,10 +98,11 @@ SCENARIOS = [
                      _wl("a-best-effort-low", "a-best-effort", 1, -1),
                      _wl("a-best-effort-lower", "a-best-effort", 1, -2)],
         "incoming": [_wl("in", "b-standard", 2, 2)],
-        "withdraw_preempted": True,
         "expect": {"preempted": {"a-best-effort-lower": "InCohortReclaimWhileBorrowing",
                                  "b-standard-mid": "InClusterQueue"},
                    "admitted": {"b-standard-high": "default", "a-best-effort-low": "default",
-                                "in": "default"}},
+                                "in": "default"},
+                   "pending": {"a-best-effort-lower": "WaitingForQuota",
+                               "b-standard-mid": "WaitingForQuota"}},
     },
 ]

@@ -62,10 +62,10 @@ SCENARIOS = [
         "admitted": [_wl("admitted1", "q-borrowing", 1, 1),
                      _wl("admitted2", "q-borrowing", 1, 2)],
         "incoming": [_wl("in", "q", 2)],
-        "withdraw_preempted": True,
         "expect": {"preempted": {"admitted1": "InCohortReclamation",
                                  "admitted2": "InCohortReclamation"},
-                   "admitted": {"in": "default"}},
+                   "admitted": {"in": "default"},
+                   "pending": {"admitted1": "WaitingForQuota", "admitted2": "WaitingForQuota"}},
     },
     {
         "name": "hier-preempt-in-cohort-and-own-queue",
@@ -94,9 +94,9 @@ SCENARIOS = [
         "admitted": [_wl("admitted_borrowing", "q-borrowing", 1, 1),
                      _wl("admitted_same_queue", "q", 1, -2)],
         "incoming": [_wl("in", "q", 1)],
-        "withdraw_preempted": True,
         "expect": {"preempted": {"admitted_borrowing": "InCohortReclamation"},
-                   "admitted": {"admitted_same_queue": "default", "in": "default"}},
+                   "admitted": {"admitted_same_queue": "default", "in": "default"},
+                   "pending": {"admitted_borrowing": "WaitingForQuota"}},
     },
     {
         "name": "hier-forced-to-preempt-priority-candidate",
@@ -176,11 +176,11 @@ SCENARIOS = [
                      _wl("admitted_borrowing_prio_10", "q-borrowing", 1, 9),
                      _wl("admitted_nominal", "q-nominal", 2, -2)],
         "incoming": [_wl("in", "q", 1)],
-        "withdraw_preempted": True,
         "expect": {"preempted": {"admitted_borrowing_prio_8": "InCohortReclamation"},
                    "admitted": {"admitted_borrowing_prio_9": "default",
                                 "admitted_borrowing_prio_10": "default",
-                                "admitted_nominal": "default", "in": "default"}},
+                                "admitted_nominal": "default", "in": "default"},
+                   "pending": {"admitted_borrowing_prio_8": "WaitingForQuota"}},
     },
     {
         "name": "hier-infeasible-preemption-in-pruned-subtrees",
@@ -204,9 +204,9 @@ SCENARIOS = [
         "admitted": [_wl("admitted_borrowing", "q-borrowing", 3, 0, memory="1Gi"),
                      _wl("admitted_same_cohort", "q-same-cohort", 1, -2, memory="3Gi")],
         "incoming": [_wl("in", "q", 2, -2, memory="1Gi")],
-        "withdraw_preempted": True,
         "expect": {"preempted": {"admitted_borrowing": "InCohortReclamation"},
-                   "admitted": {"admitted_same_cohort": "default", "in": "default"}},
+                   "admitted": {"admitted_same_cohort": "default", "in": "default"},
+                   "pending": {"admitted_borrowing": "WaitingForQuota"}},
     },
     {
         "name": "hier-respect-lending-limits",
@@ -216,9 +216,9 @@ SCENARIOS = [
                           _q("q-borrowing", "r")],
         "admitted": [_wl("admitted_borrowing", "q-borrowing", 4)],
         "incoming": [_wl("in", "q", 5, -2)],
-        "withdraw_preempted": True,
         "expect": {"preempted": {"admitted_borrowing": "InCohortReclamation"},
-                   "admitted": {"in": "default"}},
+                   "admitted": {"in": "default"},
+                   "pending": {"admitted_borrowing": "WaitingForQuota"}},
     },
     {
         "name": "hier-reclaim-in-complex-hierarchy",
@@ -239,11 +239,12 @@ SCENARIOS = [
         "incoming": [_wl("in", "q5", 7, -2)],
         # "only one of workloads from q2 will be preempted because after preempting the
         # first one, the usage of cohort c23 will be back within nominal quota"
-        "withdraw_preempted": True,
         "expect": {"preempted": {"admitted_borrowing_1": "InCohortReclamation",
                                  "admitted_borrowing_4": "InCohortReclamation"},
                    "admitted": {f"admitted_borrowing_{i}": "default" for i in (2, 3, 5, 6, 7, 8)}
-                   | {"in": "default"}},
+                   | {"in": "default"},
+                   "pending": {"admitted_borrowing_1": "WaitingForQuota",
+                               "admitted_borrowing_4": "WaitingForQuota"}},
     },
     {
         "name": "hier-guaranteed-cohort-preferential-access",

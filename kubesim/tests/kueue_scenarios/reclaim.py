@@ -91,10 +91,10 @@ SCENARIOS = [
         "admitted": [_wl("c1-low", "c1", 4, -1), _wl("c2-low-1", "c2", 4, -1),
                      _wl("c2-high-2", "c2", 4, 1)],
         "incoming": [_wl("in", "c1", 4, 1, memory="5Gi")],
-        "withdraw_preempted": True,
         "expect": {"preempted": {"c1-low": "InClusterQueue"},
                    "admitted": {"c2-low-1": "default", "c2-high-2": "default",
-                                "in": "default"}},
+                                "in": "default"},
+                   "pending": {"c1-low": "WaitingForQuota"}},
     },
     {
         "name": "preempt-locally-borrowing-same-resource",
