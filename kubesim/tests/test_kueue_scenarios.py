@@ -112,6 +112,7 @@ class Run:
         self.core = kubernetes.client.CoreV1Api(kubesim.api_client)
         self.jobs: dict[str, tuple[str, str]] = {}   # scenario name -> (namespace, job name)
         self.preempted: dict[str, set[str]] = {}
+        self.messages: dict[str, set[str]] = {}
         self.seq = 0
         self.withdrawn: set[str] = set()
 
@@ -205,6 +206,7 @@ class Run:
             pre = conds.get("Preempted")
             if pre and pre["status"] == "True":
                 self.preempted.setdefault(n, set()).add(pre["reason"])
+                self.messages.setdefault(n, set()).add(pre.get("message", ""))
                 if self.sc.get("withdraw_preempted") and n not in self.withdrawn:
                     # as the Go unit tests, which look at one preemption: the preempted
                     # job is deleted before it could be requeued and preempt in turn
@@ -310,3 +312,5 @@ def test_kueue_scenario(kubesim, sc):
             assert msg in qr.get("message", ""), (n, qr.get("message"))
     want_pre = {n: {r} for n, r in (exp.get("preempted") or {}).items()}
     assert run.preempted == want_pre, states
+    for n, text in (exp.get("preempted_messages") or {}).items():
+        assert any(text in m for m in run.messages.get(n, ())), (n, run.messages.get(n))

@@ -42,7 +42,9 @@ Each topic module holds ``SCENARIOS``, a list of plain dicts run by
     (no ``QuotaReserved`` condition at all: never tried)};
     ``unchecked``: workloads whose end state Kueue's test does not state;
     ``preempted``: {workload: Preempted condition reason}, every workload preempted on the way
-    (any other workload must never have been preempted).
+    (any other workload must never have been preempted);
+    ``preempted_messages``: {workload: a part of its ``Preempted`` message} (Kueue's
+    message names the preemptor's UID, which differs; the reason and paths are compared).
 ``withdraw_preempted``
     true: a workload seen preempted has its job deleted at once (the Go unit tests look at
     one preemption round; without this the requeued workload could preempt in turn, which

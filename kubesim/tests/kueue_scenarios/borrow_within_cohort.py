@@ -36,7 +36,11 @@ SCENARIOS = [
         "admitted": [_wl("a-best-effort-low", "a-best-effort", 10, -1),
                      _wl("b-best-effort-low", "b-best-effort", 1, -1)],
         "incoming": [_wl("in", "a-standard", 10)],
-        "expect": {"preempted": {"a-best-effort-low": "InCohortReclaimWhileBorrowing"},
+        "expect": {"preempted_messages": {"a-best-effort-low": (
+            "due to reclamation within the cohort while borrowing; "
+            "preemptor path: /with-shared-cq/a-standard; "
+            "preemptee path: /with-shared-cq/a-best-effort")},
+                   "preempted": {"a-best-effort-low": "InCohortReclaimWhileBorrowing"},
                    "admitted": {"b-best-effort-low": "default", "in": "default"},
                    "pending": {"a-best-effort-low": "WaitingForQuota"}},
     },

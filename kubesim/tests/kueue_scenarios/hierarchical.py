@@ -39,7 +39,10 @@ SCENARIOS = [
         "clusterQueues": [_q("q", "c"), _q("q-borrowing", "r")],
         "admitted": [_wl("admitted2", "q-borrowing", 2)],
         "incoming": [_wl("in", "q", 2)],
-        "expect": {"preempted": {"admitted2": "InCohortReclamation"},
+        "expect": {"preempted_messages": {"admitted2": (
+            "due to reclamation within the cohort; "
+            "preemptor path: /r/c/q; preemptee path: /r/q-borrowing")},
+                   "preempted": {"admitted2": "InCohortReclamation"},
                    "admitted": {"in": "default"},
                    "pending": {"admitted2": "WaitingForQuota"}},
     },
@@ -383,6 +386,23 @@ SCENARIOS = [
                            "flavors": {"default-flavor": {"cpu": 0}}}],
         "incoming": [_wl("wants-13", "my-cluster-queue", 13)],
         "expect": {"pending": {"wants-13": ["ExceedsMaxQuota", "maximum capacity (12)"]}},
+    },
+    {
+        "name": "hier-long-range-preemption",
+        "source": "pkg/scheduler/preemption/preemption_test.go TestPreemption / 'long range "
+                  "preemption'",
+        "cohorts": [_c("cohort-left", "root"), _c("cohort-right", "root")],
+        "clusterQueues": [_q("cq-left", "cohort-left", 10,
+                             preemption={"reclaimWithinCohort": "Any"}),
+                          {"name": "cq-right", "cohort": "cohort-right",
+                           "flavors": {"default": {"cpu": 0}}}],
+        "admitted": [_wl("to-be-preempted", "cq-right", 5)],
+        "incoming": [_wl("in", "cq-left", 8)],
+        "expect": {"preempted_messages": {"to-be-preempted": (
+            "due to reclamation within the cohort; preemptor path: /root/cohort-left/cq-left; "
+            "preemptee path: /root/cohort-right/cq-right")},
+            "preempted": {"to-be-preempted": "InCohortReclamation"},
+            "admitted": {"in": "default"}, "pending": {"to-be-preempted": "WaitingForQuota"}},
     },
 ]
 

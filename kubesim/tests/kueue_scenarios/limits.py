@@ -41,7 +41,10 @@ SCENARIOS = [
         "admitted": [_wl("lend1-low", "lend1", 3, -1), _wl("lend2-mid", "lend2", 3),
                      _wl("lend2-high", "lend2", 4, 1)],
         "incoming": [_wl("in", "lend1", 3, 1)],
-        "expect": {"preempted": {"lend2-mid": "InCohortReclamation"},
+        "expect": {"preempted_messages": {"lend2-mid": (
+            "due to reclamation within the cohort; "
+            "preemptor path: /cohort-lend/lend1; preemptee path: /cohort-lend/lend2")},
+                   "preempted": {"lend2-mid": "InCohortReclamation"},
                    "admitted": {"lend1-low": "default", "lend2-high": "default",
                                 "in": "default"},
                    "pending": {"lend2-mid": "WaitingForQuota"}},

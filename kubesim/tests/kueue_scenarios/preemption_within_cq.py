@@ -29,7 +29,10 @@ SCENARIOS = [
         "flavors": FLAVORS, "clusterQueues": [STANDALONE],
         "admitted": [_wl("low", 2, -1), _wl("mid", 2, 0), _wl("high", 2, 1)],
         "incoming": [_wl("in", 2, 1)],
-        "expect": {"preempted": {"low": "InClusterQueue"},
+        "expect": {"preempted_messages": {"low": (
+            "due to prioritization in the ClusterQueue; "
+            "preemptor path: /standalone; preemptee path: /standalone")},
+                   "preempted": {"low": "InClusterQueue"},
                    "admitted": {"in": "default", "mid": "default", "high": "default"},
                    "pending": {"low": "WaitingForQuota"}},
     },

@@ -57,7 +57,10 @@ SCENARIOS = [
         "admitted": [_wl("c1-low", "c1", 3, -1), _wl("c2-mid", "c2", 3),
                      _wl("c2-high", "c2", 6, 1)],
         "incoming": [_wl("in", "c1", 3, 1)],
-        "expect": {"preempted": {"c2-mid": "InCohortReclamation"},
+        "expect": {"preempted_messages": {"c2-mid": (
+            "due to reclamation within the cohort; "
+            "preemptor path: /cohort/c1; preemptee path: /cohort/c2")},
+                   "preempted": {"c2-mid": "InCohortReclamation"},
                    "admitted": {"c1-low": "default", "c2-high": "default", "in": "default"},
                    "pending": {"c2-mid": "WaitingForQuota"}},
     },
@@ -183,7 +186,10 @@ SCENARIOS = [
         "admitted": [_wl("a1", "a", 1, -2), _wl("a2", "a", 1, -2), _wl("a3", "a", 1, -1),
                      _wl("b1", "b", 1), _wl("b2", "b", 1), _wl("b3", "b", 1)],
         "incoming": [_wl("in", "a", 2)],
-        "expect": {"preempted": {"a1": "InClusterQueue", "a2": "InClusterQueue"},
+        "expect": {"preempted_messages": {"a1": (
+            "due to prioritization in the ClusterQueue; "
+            "preemptor path: /cohort-three/a; preemptee path: /cohort-three/a")},
+                   "preempted": {"a1": "InClusterQueue", "a2": "InClusterQueue"},
                    "admitted": {"a3": "default", "b1": "default", "b2": "default",
                                 "b3": "default", "in": "default"},
                    "pending": {"a1": "WaitingForQuota", "a2": "WaitingForQuota"}},
