@@ -94,6 +94,8 @@ def _job(name: str, wl: dict) -> dict:
                 "terminationGracePeriodSeconds": 0}
         if wl.get("tolerations"):
             spec["tolerations"] = wl["tolerations"]
+        if wl.get("nodeSelector"):
+            spec["nodeSelector"] = wl["nodeSelector"]
         replicas[rtype] = {"replicas": int(ps.get("count", 1)), "restartPolicy": "Never",
                            "template": {"metadata": {"labels": {"app": name}}, "spec": spec}}
     labels = {f"{K}/queue-name": wl["queue"]}

@@ -34,7 +34,8 @@ Each topic module holds ``SCENARIOS``, a list of plain dicts run by
     A workload: ``{"name", "queue" (LocalQueue = ClusterQueue name), "priority" (int),
     "requests": {resource: q} (per pod), "count" (pods, default 1), "podsets": [{"name",
     "count", "requests"}] (instead of requests/count, up to two: master, worker),
-    "namespace", "tolerations", "flavor" (for ``admitted``: the flavor expected)}``.
+    "namespace", "tolerations", "nodeSelector" (pins a set-up workload to a flavor with
+    those ``nodeLabels``), "flavor" (for ``admitted``: the flavor expected)}``.
 ``expect``
     after everything settled:
     ``admitted``: {workload: flavor | None}, every workload admitted at the end;

@@ -15,6 +15,54 @@ SPOT_TOLERATION = {"key": INSTANCE, "operator": "Equal", "value": "spot-tainted"
                    "effect": "NoSchedule"}
 
 
+RB = "pkg/scheduler/flavorassigner/flavorassigner_test.go TestReclaimBeforePriorityPreemption"
+GPU = "example.com/gpu"
+
+
+def _reclaim_first(case, test_gpu, other_gpu, fungibility, want, preempted, cpu_usage=None):
+    """TestReclaimBeforePriorityPreemption: test-clusterqueue provides flavors uno, due and
+    tre (10 compute and 10 gpu each) to its cohort; other-clusterqueue has none. The test
+    sets each queue's usage and stubs the preemption oracle; here the usage is workloads of
+    priority 0 pinned to their flavor (flavors with nodeLabels, workloads with a
+    nodeSelector), the incoming workload has priority 10, and kubesim's own oracle runs.
+    "compute" is cpu here, "gpu" is example.com/gpu."""
+    flavors = [{"name": f, "nodeLabels": {"example.com/flavor": f}} for f in ("uno", "due",
+                                                                              "tre")]
+    res = {"cpu": 10, GPU: 10}
+    queues = [
+        {"name": "test-clusterqueue", "cohort": "cohort",
+         "preemption": {"withinClusterQueue": "LowerPriority",
+                        "reclaimWithinCohort": "LowerPriority"},
+         "flavorFungibility": fungibility or {"whenCanPreempt": "TryNextFlavor"},
+         "flavors": {f: dict(res) for f in ("uno", "due", "tre")}},
+        {"name": "other-clusterqueue", "cohort": "cohort",
+         "flavors": {f: {"cpu": 0, GPU: 0} for f in ("uno", "due", "tre")}}]
+    setup = []
+    cpu_usage = cpu_usage or {}
+    for f in ("uno", "due", "tre"):
+        req = {k: v for k, v in (("cpu", cpu_usage.get(f)), (GPU, test_gpu.get(f))) if v}
+        if req:
+            setup.append({"name": f"test-{f}", "queue": "test-clusterqueue", "priority": 0,
+                          "requests": req, "nodeSelector": {"example.com/flavor": f},
+                          "flavor": f})
+    for f, n in other_gpu.items():
+        setup.append({"name": f"other-{f}", "queue": "other-clusterqueue", "priority": 0,
+                      "requests": {GPU: n}, "nodeSelector": {"example.com/flavor": f},
+                      "flavor": f})
+    incoming = {"name": "in", "queue": "test-clusterqueue", "priority": 10,
+                "requests": {GPU: 10, **({"cpu": 10} if cpu_usage else {})}}
+    names = [w["name"] for w in setup]
+    expect: dict = {"admitted": dict.fromkeys(names) | {"in": want}}
+    if preempted:
+        expect["preempted"] = {preempted[0]: preempted[1]}
+        del expect["admitted"][preempted[0]]
+        expect["pending"] = {preempted[0]: "WaitingForQuota"}
+    slug = case.lower().replace(",", "").replace(" ", "-")
+    return {"name": f"reclaim-before-priority-{slug}", "source": f"{RB} / '{case}'",
+            "flavors": flavors, "clusterQueues": queues, "admitted": setup,
+            "incoming": [incoming], "expect": expect}
+
+
 def _wl(name, queue, cpu, priority=0, **kw):
     return {"name": name, "queue": queue, "priority": priority, "requests": {"cpu": cpu}, **kw}
 
@@ -138,4 +186,19 @@ SCENARIOS = [
                    "admitted": {"cq2-middle": "f1", "cq1-high": "f2"},
                    "pending": {"cq1-low": "WaitingForQuota"}},
     },
+    *[_reclaim_first(*case) for case in (
+        ("Select first flavor which fits", {"uno": 1}, {"due": 1}, None, "tre", None),
+        ("Select first flavor where gpu reclamation is possible", {"uno": 1},
+         {"due": 1, "tre": 1}, None, "due", ("other-due", "InCohortReclamation")),
+        ("Select first flavor when flavor fungibility is disabled", {"uno": 1},
+         {"due": 1, "tre": 1}, {"whenCanPreempt": "MayStopSearch"}, "uno",
+         ("test-uno", "InClusterQueue")),
+        ("Select first flavor where priority based preemption is possible",
+         {"uno": 1, "due": 1, "tre": 1}, {}, None, "uno", ("test-uno", "InClusterQueue")),
+    )],
+    _reclaim_first(
+        "Select second flavor where gpu reclamation is possible, as compute Fits",
+        {"uno": 1}, {"due": 1, "tre": 1}, None, {"cpu": "tre", GPU: "tre"},
+        ("other-tre", "InCohortReclamation"), cpu_usage={"uno": 1, "due": 1}),
 ]
+
