@@ -283,7 +283,7 @@ def test_kueue_scenario(kubesim, sc):
                 run.finish(wl["finish"])
             else:
                 run.submit(wl)
-        final = run.settle()
+        run.settle()
     final = run.settle()
     exp = sc["expect"]
     states = {}
