@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import hashlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubesim.sim import kueue_fungibility as kf
 from kubesim.sim.state import PYTORCHJOBS, TERMINAL, ClusterState
 from kubesim.sim.util import fmt_time, parse_time, pod_requests, to_units
 
@@ -454,7 +456,7 @@ class Assignment:
     per_podset: list[dict]                      # per podset: resource -> total units
     message: str = ""
     reason: str = ""
-    borrows: bool = False
+    borrows: int = 0  # the borrowing level (flavorassigner.go Assignment.Borrowing)
     topology: list = field(default_factory=list)  # per podset: (level, value) or None
 
 
@@ -500,6 +502,8 @@ class KueueController:
         self._deferred: dict[tuple, None] = {}  # workload events during a pass
         self._podsets_cache: dict[str, tuple] = {}   # job uid -> (inputs, podsets, shape)
         self._wl_shape_cache: dict[tuple, tuple] = {}  # workload key -> (inputs, shape)
+        self._pass_ctx: tuple | None = None  # (quota tree, admitted) of the current pass
+        self._oracle_used = False
 
     # ---- events -------------------------------------------------------------------------------
     @property
@@ -851,6 +855,9 @@ class KueueController:
                 node.parent = p
                 p.children.append(node)
             cqs[name] = node
+        for _, name in sorted(self.objs[COHORTS]):
+            cohort(name)  # a Cohort without ClusterQueues still lends its quota to its tree
+            # (pkg/cache/scheduler: every Cohort object is a node of the hierarchy)
         for node in cqs.values():
             node.subtree = {fr: q[0] for fr, q in node.quotas.items()}
         return cqs, groups, cohorts
@@ -890,7 +897,7 @@ class KueueController:
             return ("pend", "Suspended", f"ClusterQueue {cq_name} is inactive")
         if not self._ns_selected(cq_name, key[0]):
             return ("pend", "Misconfigured",
-                    "Workload namespace doesn't match ClusterQueue selector")
+                    "workload namespace doesn't match ClusterQueue selector")
         info.cq = cq_name
         return ("q", cq_name)
 
@@ -996,8 +1003,10 @@ class KueueController:
         got = self._asg_memo.get(mkey)
         if got is not None and got[0] == sig:
             return got[1]
+        self._oracle_used = False
         asg = self._assign(info, node, groups, dry=dry)
-        self._asg_memo[mkey] = (sig, asg)
+        if not self._oracle_used:  # the oracle's answer depends on the workload
+            self._asg_memo[mkey] = (sig, asg)
         return asg
 
     def _schedule(self, now: float, ts: str) -> None:
@@ -1037,6 +1046,7 @@ class KueueController:
         pending: dict[str, list[WlInfo]] = {n: list(self._queue_order(n)) for n in sel}
         wrote: set[tuple] = set()
         self._tas_used = {}
+        self._pass_ctx = (cqs, admitted)
         blocked: set[str] = set()
         searched: set[str] = set()  # one preemption search per ClusterQueue and pass
         idx = dict.fromkeys(pending, 0)
@@ -1052,6 +1062,7 @@ class KueueController:
             entries = [(h, self._assign_memo(h, cqs[h.cq], groups[h.cq], dry=True))
                        for h in heads]
             entries.sort(key=lambda e: (e[1].borrows, -e[0].priority, e[0].order_ts))
+            held: list = []  # quota reserved by heads that cannot reclaim, this round only
             for info, asg in entries:
                 node = cqs[info.cq]
                 self._wrote = False
@@ -1091,10 +1102,14 @@ class KueueController:
                     self._pend(info, asg.reason or "WaitingForQuota", asg.message, ts)
                 else:
                     self._pend(info, asg.reason or "WaitingForQuota", asg.message, ts)
+                if asg.mode == "Preempt":  # StrictFIFO: the head again in every cycle
+                    self._reserve(info, asg, node, self._phantom if strict else held)
                 if self._wrote:
                     wrote.add(self._root_id(node))
                 if strict:
                     blocked.add(info.cq)
+            self._release(held)
+        self._pass_ctx = None
         for name in sel:
             self.pending[name] = pending[name]
         for name in list(self.pending):
@@ -1102,6 +1117,16 @@ class KueueController:
                 del self.pending[name]
         self._cq_status({name: cqs[name] for name in sel}, admitted, pending, ts)
         return wrote
+
+    def _oracle(self, info: WlInfo, node: QNode) -> tuple[Callable[[dict], list], dict]:
+        self._oracle_used = True  # its answer depends on the workload: not memoised
+        return kf.oracle(self, info, node)  # the preemption oracle for one flavor
+
+    def _reserve(self, info: WlInfo, asg: Assignment, node: QNode, held: list) -> None:
+        kf.reserve(self, info, asg, node, held)  # reserveCapacityForUnreclaimablePreempt
+
+    def _release(self, held: list) -> None:
+        kf.release(self, held)
 
     def _inactive_reason(self, cq_name: str, groups: list) -> str:
         missing = sorted({f for _, fls in groups for f in fls
@@ -1161,6 +1186,8 @@ class KueueController:
         per_podset: list[dict] = []
         usage: dict[FR, int] = {}
         topo: list = []
+        levels: list[int] = []  # borrowing level per resource group (Assignment.Borrowing)
+        cq_spec = (self.objs[CLUSTERQUEUES].get(("", info.cq)) or {}).get("spec") or {}
         worst = "Fit"
         msgs: list[str] = []
         reason = ""
@@ -1184,18 +1211,13 @@ class KueueController:
                     want = {r: v for r, v in req.items() if r in covered}
                     if not want:
                         continue
-                    best = None
-                    tried: list[str] = []
-                    for fl in flavors:
-                        fmode, freasons, freason, borrow, place = self._try_flavor(
-                            fl, want, per_pod, count, tmpl, node, usage, overlay)
-                        if fmode == "Fit":
-                            best = (fmode, fl, borrow, place)
-                            break  # whenCanBorrow: MayStopSearch stops at borrowing too
-                        reasons.extend(freasons)
-                        tried.append(freason)
-                        if fmode == "Preempt" and best is None:
-                            best = (fmode, fl, borrow, place)  # whenCanPreempt: TryNextFlavor
+                    # flavorFungibility and the preemption oracle: kueue_fungibility.choose
+                    best, freasons, tried, level = kf.choose(
+                        flavors, self._try_flavor, (want, per_pod, count, tmpl, node, usage,
+                                                    overlay), node, cq_spec, want, usage,
+                        functools.partial(self._oracle, info, node))
+                    reasons.extend(freasons)
+                    levels.append(level)
                     # the group's reason (KEP-10852 tiers): the nominated flavor's;
                     # NoMatchingFlavor only when every flavor failed to match
                     further = [r for r in tried if r and r != "NoMatchingFlavor"]
@@ -1231,7 +1253,7 @@ class KueueController:
             topo.append(placement)
             for r, fl in chosen.items():
                 usage[(fl, r)] = usage.get((fl, r), 0) + req[r]
-        borrows = any(node.usage.get(fr, 0) + v > node.nominal(fr) for fr, v in usage.items())
+        borrows = max(levels, default=0)  # a level, 0 when within nominal quota
         if worst == "Fit" and not dry:
             self._tas_next = overlay
         return Assignment(worst, flavors_out, usage, per_podset, "; ".join(msgs),

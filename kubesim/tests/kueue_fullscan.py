@@ -57,7 +57,7 @@ class FullScanKueueController(KueueController):
                 continue
             if not self._ns_selected(cq_name, key[0]):
                 self._pend(info, "Misconfigured",
-                           "Workload namespace doesn't match ClusterQueue selector", ts)
+                           "workload namespace doesn't match ClusterQueue selector", ts)
                 continue
             info.cq = cq_name
             pending[cq_name].append(info)
@@ -73,6 +73,7 @@ class FullScanKueueController(KueueController):
         # rounds of heads, one per ClusterQueue, in Kueue's cycle order
         blocked: set[str] = set()
         searched: set[str] = set()  # one preemption search per ClusterQueue and pass
+        self._pass_ctx = (cqs, admitted)
         idx = dict.fromkeys(pending, 0)
         while True:
             heads = []
@@ -85,6 +86,7 @@ class FullScanKueueController(KueueController):
                 break
             entries = [(h, self._assign(h, cqs[h.cq], groups[h.cq], dry=True)) for h in heads]
             entries.sort(key=lambda e: (e[1].borrows, -e[0].priority, e[0].order_ts))
+            held: list = []
             for info, asg in entries:
                 node = cqs[info.cq]
                 if asg.mode != "NoFit":  # recompute: earlier entries changed the usage
@@ -118,8 +120,12 @@ class FullScanKueueController(KueueController):
                     self._pend(info, asg.reason or "WaitingForQuota", asg.message, ts)
                 else:
                     self._pend(info, asg.reason or "WaitingForQuota", asg.message, ts)
+                if asg.mode == "Preempt":
+                    self._reserve(info, asg, node, [] if strict else held)
                 if strict:
                     blocked.add(info.cq)
+            self._release(held)
+        self._pass_ctx = None
         self.pending = pending
         self._cq_status(cqs, admitted, pending, ts)
 
