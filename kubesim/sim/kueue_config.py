@@ -214,3 +214,28 @@ def is_config(resource: str, obj: dict) -> bool:
     md = obj.get("metadata") or {}
     return resource == "configmaps" and md.get("name") == CONFIG_NAME and \
         md.get("namespace") == CONFIG_NAMESPACE
+
+
+def install(store: Any, text: str) -> None:
+    """Put Kueue's ConfigMap in the store (``python -m kubesim --kueue-config FILE``):
+    ``text`` is the ConfigMap's manifest, or a bare Configuration; the namespace
+    ``kueue-system`` is created if missing, an existing ConfigMap replaced."""
+    doc = yaml.safe_load(text) or {}
+    if doc.get("kind") != "ConfigMap":
+        doc = {"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": CONFIG_NAME, "namespace": CONFIG_NAMESPACE},
+               "data": {CONFIG_KEY: text}}
+    md = doc.setdefault("metadata", {})
+    md.update(name=CONFIG_NAME, namespace=CONFIG_NAMESPACE)
+    try:
+        store.get("namespaces", CONFIG_NAMESPACE)
+    except Exception:
+        store.create("namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                    "metadata": {"name": CONFIG_NAMESPACE}})
+    try:
+        old = store.get("configmaps", CONFIG_NAME, namespace=CONFIG_NAMESPACE)
+    except Exception:
+        store.create("configmaps", doc, namespace=CONFIG_NAMESPACE)
+        return
+    md["resourceVersion"] = old["metadata"].get("resourceVersion")
+    store.replace("configmaps", doc, namespace=CONFIG_NAMESPACE)
