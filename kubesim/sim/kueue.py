@@ -503,6 +503,7 @@ class KueueController:
         self._wl_shape_cache: dict[tuple, tuple] = {}  # workload key -> (inputs, shape)
         self.cfg = kueue_config.KueueConfig()  # Kueue's Configuration (kueue_config.py)
         self.timers = kueue_podsready.Timers()  # PodsReady timeouts, backoffs' ends
+        self._pr_blocked = False  # waitForPodsReady.blockAdmission stopped the last pass
 
     # ---- events -------------------------------------------------------------------------------
     @property
@@ -1039,7 +1040,9 @@ class KueueController:
             if info is not None and place is not None and place[0] == "pend":
                 self._pend(info, place[1], place[2], ts)
         self._to_pend = set()
-        roots = self._roots() if self.objs[TOPOLOGIES] else self._dirty_roots & self._roots()
+        every = bool(self.objs[TOPOLOGIES]) or self._pr_blocked  # blockAdmission: all trees
+        self._pr_blocked = False
+        roots = self._roots() if every else self._dirty_roots & self._roots()
         self._dirty_roots = set()
         sel = [n for n, node in cqs.items() if self._root_id(node) in roots]
         if not sel:
@@ -1090,6 +1093,11 @@ class KueueController:
                 strict = ((self.objs[CLUSTERQUEUES].get(("", info.cq)) or {}).get("spec") or {}
                           ).get("queueingStrategy") == "StrictFIFO"
                 if asg.mode == "Fit":
+                    if kueue_podsready.blocks(self.cfg.pods_ready, self.admitted):
+                        self._pend(info, "WaitingForPodsReady", kueue_podsready.BLOCKED, ts)
+                        self._pr_blocked = True  # the scheduler waits: no more this pass
+                        blocked.update(pending)
+                        break
                     self._admit(info, asg, node, ts)
                     admitted[info.cq].append(info)
                     pending[info.cq] = [p for p in pending[info.cq] if p is not info]

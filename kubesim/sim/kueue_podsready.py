@@ -37,6 +37,7 @@ READY = "All pods reached readiness and the workload is running"
 LIMIT_REASON = "RequeuingLimitExceeded"
 LIMIT_MESSAGE = "exceeding the maximum number of re-queuing retries"
 BACKOFF_FINISHED = "The workload backoff was finished"
+BLOCKED = "waiting for all admitted workloads to be in PodsReady condition"
 
 
 class Timers:
@@ -61,6 +62,22 @@ class Timers:
             del self.due[k]
         self.next_due = min(self.due.values(), default=float("inf"))
         return keys
+
+
+def blocks(cfg: PodsReady, admitted: dict[str, dict[tuple, Any]]) -> bool:
+    """``blockAdmission``: a workload that fits waits (``QuotaReserved=False`` reason
+    ``WaitingForPodsReady``, :data:`BLOCKED`) while any workload holding quota, in any
+    ClusterQueue, has not ``PodsReady=True``; the scheduler stops there
+    (``pkg/scheduler/scheduler.go`` ``waitForPodsReadyIfNeeded``,
+    ``pkg/cache/scheduler/cache.go`` ``podsReadyForAllAdmittedWorkloads``)."""
+    if not (cfg.enabled and cfg.block_admission):
+        return False
+    for by_key in admitted.values():
+        for info in by_key.values():
+            pr = _cond((info.obj.get("status") or {}).get("conditions") or [], "PodsReady")
+            if pr is None or pr.get("status") != "True":
+                return True
+    return False
 
 
 def _cond(conds: list[dict], ctype: str) -> dict | None:

@@ -280,3 +280,52 @@ def test_recovery_timeout_after_a_pod_fails(kubesim, api):
     kubesim.advance(2)
     pr = cond(workload(co, "r"), "PodsReady")
     assert (pr["status"], pr["reason"]) in (("False", "WaitForRecovery"), ("True", "Recovered"))
+
+
+def test_block_admission_unblocks_other_clusterqueues_once_the_admitted_exceeds_timeout(
+        kubesim, api):
+    """scheduler_test.go, "Should unblock admission of new workloads in other
+    ClusterQueues once the admitted workload exceeds timeout" (``blockAdmission: true``):
+    dev-wl waits with ``WaitingForPodsReady`` while prod-wl's pods are not ready, and is
+    admitted once prod-wl is evicted by the timeout."""
+    _, co = api
+    configure(kubesim, wfpr(timeout="60s", base=100, blockAdmission=True))
+    cq(co, "prod-cq", 2, cohort="all")
+    cq(co, "dev-cq", 2, cohort="all")
+    lq(co, NS, "prod-queue", "prod-cq")
+    lq(co, NS, "dev-queue", "dev-cq")
+    submit(co, "prod-wl", "prod-queue", gpus=2, annotations=BAD)
+    kubesim.advance(2)
+    submit(co, "dev-wl", "dev-queue", gpus=2)
+    kubesim.advance(5)
+    assert cond(workload(co, "prod-wl"), "Admitted")["status"] == "True"
+    qr = cond(workload(co, "dev-wl"), "QuotaReserved")
+    assert (qr["status"], qr["reason"], qr["message"]) == (
+        "False", "WaitingForPodsReady",
+        "waiting for all admitted workloads to be in PodsReady condition")
+    kubesim.advance(70)
+    assert cond(workload(co, "prod-wl"), "Evicted")["reason"] == "PodsReadyTimeout"
+    assert cond(workload(co, "dev-wl"), "Admitted")["status"] == "True"
+
+
+def test_block_admission_of_one_of_two_workloads_in_the_same_cycle(kubesim, api):
+    """scheduler_test.go, "Should block admission of one new workload if two are
+    considered in the same scheduling cycle": both pending before their queues exist;
+    the first created is admitted, the second waits as the first is not ready; once the
+    first's pods are ready the second is admitted."""
+    _, co = api
+    configure(kubesim, wfpr(timeout="300s", blockAdmission=True))
+    submit(co, "prod-wl", "prod-queue", gpus=2)
+    kubesim.advance(1)
+    submit(co, "dev-wl", "dev-queue", gpus=2)
+    kubesim.advance(1)
+    lq(co, NS, "prod-queue", "prod-cq")
+    lq(co, NS, "dev-queue", "dev-cq")
+    cq(co, "prod-cq", 2, cohort="all")
+    cq(co, "dev-cq", 2, cohort="all")
+    kubesim.advance(1)
+    assert cond(workload(co, "prod-wl"), "QuotaReserved")["status"] == "True"
+    assert cond(workload(co, "dev-wl"), "QuotaReserved")["reason"] == "WaitingForPodsReady"
+    kubesim.advance(20)  # prod-wl's pods run: PodsReady=True unblocks admission
+    assert cond(workload(co, "prod-wl"), "PodsReady")["status"] == "True"
+    assert cond(workload(co, "dev-wl"), "Admitted")["status"] == "True"
