@@ -351,7 +351,7 @@ def _pod_start_policy(mode, cluster, deadline, attempts):
         kueue_configured(cluster)
 
 
-def test_pod_start_requeue_then_fail_with_the_same_words(mode, cluster, bob, tenant_a):
+def test_pod_start_requeue_then_fail_with_the_same_words(mode, cluster, api, bob, tenant_a):
     """A job whose image cannot be pulled for now (the registry answers 503) holds its
     cards only until the pod-start deadline: it is sent back to the queue with the
     cluster's reason, then fails after the policy's attempts, in the same words in both
@@ -386,6 +386,21 @@ def test_pod_start_requeue_then_fail_with_the_same_words(mode, cluster, bob, ten
             mode["backend"], text)
         assert "attempt 1 of 2" in text and "back in the queue" in text, text
         assert bad.restart_count == 1
+        # the API, the job page and the owner's notification say it in the same words
+        steps = api(bob).get(f"/api/v1/tenants/{tenant_a.slug}/jobs/{bad.pk}/transitions/")
+        said = [t for t in steps.json() if t["reason_code"] == "NotStarted"]
+        assert said and said[0]["message_code"] == "jobs.transition.start_requeued"
+        assert said[0]["message"] == text
+        from django.test import Client
+
+        from tenants.models import Notification
+
+        page = Client()
+        page.force_login(bob)
+        assert "cannot pull the image registry.example.org/ml/trainer:1" in page.get(
+            f"/t/{tenant_a.slug}/jobs/{bad.pk}/").content.decode()
+        assert any("back in the queue" in english(n.text)
+                   for n in Notification.objects.filter(user=bob)), mode["backend"]
     with time_machine.travel(start + dt.timedelta(minutes=9), tick=True):
         assert _until(mode, cluster, [bad], ["failed"], rounds=20, seconds=20) == [
             "failed"], mode["backend"]
@@ -396,6 +411,14 @@ def test_pod_start_requeue_then_fail_with_the_same_words(mode, cluster, bob, ten
         assert text.startswith("Its pods did not start within 2 minutes, 2 times: the "
                                "cluster cannot pull the image"), (mode["backend"], text)
         assert bad.finished_at is not None
+        _cycle(mode, cluster, 20)
+        if mode["backend"] == "kueue":  # Trainyard left Kueue's deactivation alone
+            from k8s_sync import kueue
+
+            views = kueue.workloads_by_job(get_client().list_objects(
+                kueue.KUEUE_API, "Workload", "ty-acme-dev"))
+            view = views.get(("ty-acme-dev", bad.k8s_name))
+            assert view is None or not view.active
 
 
 def test_a_preemption_between_passes_is_recorded(mode, cluster, alice, bob, tenant_a):
