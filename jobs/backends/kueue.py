@@ -425,6 +425,9 @@ def kueue_reason(view: kueue.WorkloadView | None, queue: str,
     """Why a queued job waits, in plain language, from its Workload's conditions."""
     if view is None:
         return stored_text("jobs.wait.kueue.not_queued")
+    backoff = kueue_evictions.backoff_reason(view)
+    if backoff is not None:
+        return backoff
     pending = view.pending
     why = pending.reason if pending is not None else ""
     detail = (pending.message if pending is not None else "") or "-"

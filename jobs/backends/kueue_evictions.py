@@ -24,18 +24,20 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from typing import Any
 
 from core.models import Policy
 from core.texts import StoredText
 from core.texts import message as stored_text
 from jobs import enqueue, podstart, problems, selectors, transitions
+from jobs.admission.text import when
 from jobs.choices import JobState
 from jobs.models import JobTransition, TrainingJob
 from k8s_sync import kueue, kueue_status
 
 log = logging.getLogger(__name__)
 
-__all__ = ["record_new", "start_deadline"]
+__all__ = ["backoff_reason", "record_new", "start_deadline"]
 
 KUEUE_PREEMPT = "jobs.preempt.kueue"
 
@@ -141,3 +143,15 @@ def record_new(job: TrainingJob, view: kueue.WorkloadView, now: dt.datetime, pol
             transitions.job_notify_owner(job=job, text=text)
     TrainingJob.objects.filter(pk=job.pk).update(kueue_evictions=current)
     return len(new)
+
+
+def backoff_reason(view: kueue.WorkloadView) -> dict[str, Any] | None:
+    """Why a job back in the queue after a pod-start timeout waits: Kueue holds it out of
+    its queue until ``requeueState.requeueAt`` (``requeuingStrategy``'s backoff); None
+    when it is not in a backoff."""
+    requeued = view.conditions.get("Requeued")
+    if view.requeue_at is None or requeued is None or requeued.status or \
+            requeued.reason != kueue_status.PODS_READY_TIMEOUT:
+        return None
+    return stored_text("jobs.wait.kueue.backoff", n=view.requeue_count,
+                       at=when(view.requeue_at, dt.datetime.now(dt.UTC)))
