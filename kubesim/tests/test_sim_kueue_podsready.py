@@ -262,24 +262,31 @@ def test_keep_the_evicted_workload_at_the_front_with_creation_timestamp(kubesim,
 
 
 def test_recovery_timeout_after_a_pod_fails(kubesim, api):
-    """recoveryTimeout (configuration_types.go): PodsReady goes False with
-    WaitForRecovery once a ready workload loses a pod; past the recovery timeout the
-    workload is evicted with the underlying cause WaitForRecovery."""
+    """recoveryTimeout (configuration_types.go): a ready workload that loses a pod goes to
+    ``PodsReady=False`` ``WaitForRecovery``; when the replacement cannot start within the
+    recovery timeout the workload is evicted (``PodsReadyTimeout``, underlying cause
+    ``WaitForRecovery``)."""
     core, co = api
-    configure(kubesim, wfpr(timeout="60s", recoveryTimeout="20s"))
+    configure(kubesim, wfpr(timeout="60s", recoveryTimeout="20s", base=300))
     cq(co, "cq", 8)
     lq(co, NS, "lq", "cq")
     submit(co, "r", "lq", gpus=1)
     kubesim.advance(15)
     assert cond(workload(co, "r"), "PodsReady")["reason"] == "Started"
+    for node in core.list_node().items:  # the replacement pod finds no node
+        core.patch_node(node.metadata.name, {"spec": {"unschedulable": True}})
     for p in core.list_namespaced_pod(NS, label_selector="training.kubeflow.org/job-name=r"
                                       ).items:
-        core.patch_namespaced_pod(p.metadata.name, NS, {"metadata": {"annotations": {
-            "kubesim.trainyard.io/image-pull": "not-found"}}})
         core.delete_namespaced_pod(p.metadata.name, NS, grace_period_seconds=0)
-    kubesim.advance(2)
+    kubesim.advance(5)
     pr = cond(workload(co, "r"), "PodsReady")
-    assert (pr["status"], pr["reason"]) in (("False", "WaitForRecovery"), ("True", "Recovered"))
+    assert (pr["status"], pr["reason"], pr["message"]) == (
+        "False", "WaitForRecovery", "At least one pod has failed, waiting for recovery")
+    kubesim.advance(20)
+    wl, rq, evs = state(co, "r")
+    assert cond(wl, "Evicted")["reason"] == "PodsReadyTimeout" and rq["count"] == 1
+    assert evs == [{"reason": "PodsReadyTimeout", "underlyingCause": "WaitForRecovery",
+                    "count": 1}]
 
 
 def test_block_admission_unblocks_other_clusterqueues_once_the_admitted_exceeds_timeout(
@@ -329,3 +336,29 @@ def test_block_admission_of_one_of_two_workloads_in_the_same_cycle(kubesim, api)
     kubesim.advance(20)  # prod-wl's pods run: PodsReady=True unblocks admission
     assert cond(workload(co, "prod-wl"), "PodsReady")["status"] == "True"
     assert cond(workload(co, "dev-wl"), "Admitted")["status"] == "True"
+
+
+def test_a_workload_that_gets_its_pod_back_is_recovered(kubesim, api):
+    """generatePodsReadyCondition: ready again after ``WaitForRecovery`` is ``Recovered``
+    (not ``Started``), and nothing is evicted."""
+    core, co = api
+    configure(kubesim, wfpr(timeout="60s", recoveryTimeout="60s"))
+    cq(co, "cq", 8)
+    lq(co, NS, "lq", "cq")
+    submit(co, "r", "lq", gpus=1)
+    kubesim.advance(15)
+    nodes = [n.metadata.name for n in core.list_node().items]
+    for name in nodes:
+        core.patch_node(name, {"spec": {"unschedulable": True}})
+    for p in core.list_namespaced_pod(NS, label_selector="training.kubeflow.org/job-name=r"
+                                      ).items:
+        core.delete_namespaced_pod(p.metadata.name, NS, grace_period_seconds=0)
+    kubesim.advance(5)
+    assert cond(workload(co, "r"), "PodsReady")["reason"] == "WaitForRecovery"
+    for name in nodes:
+        core.patch_node(name, {"spec": {"unschedulable": False}})
+    kubesim.advance(20)
+    wl, rq, evs = state(co, "r")
+    pr = cond(wl, "PodsReady")
+    assert (pr["status"], pr["reason"]) == ("True", "Recovered")
+    assert rq is None and not evs and cond(wl, "Evicted") is None
