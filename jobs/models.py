@@ -105,6 +105,10 @@ class TrainingJob(models.Model):
     # What stops its pods as the cluster reports it (jobs.problems: code, the cluster's
     # reason and message, since, the next step and when); None when nothing does.
     problem = models.JSONField(null=True, blank=True, default=None)
+    # Kueue mode: the evictions of its Workload it last saw, per "reason/underlyingCause"
+    # (status.schedulingStats.evictions): each new one is recorded as a transition, even
+    # one undone between two passes (jobs.backends.kueue_evictions)
+    kueue_evictions = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-submitted_at", "-id"]

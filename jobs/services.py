@@ -29,6 +29,7 @@ from jobs.backends import get_backend
 from jobs.choices import ACTIVE_STATES, JobState
 from jobs.contract import NON_FIELD, check_buildable
 from jobs.defrag import plan_defrag
+from jobs.kueue_submit import check_gpu_memory
 from jobs.models import MaintenanceWindow, TrainingJob
 from jobs.transitions import Move as Move
 from jobs.transitions import job_notify_owner as job_notify_owner
@@ -104,6 +105,7 @@ def job_submit_check(*, access: TenantAccess, pool: str, data: dict[str, Any],
         raise ApplicationError(message, field=None if field == NON_FIELD else field,
                                extra={"errors": exc.errors}) from None
     _check_ceiling(pool_row, clean, snap)
+    check_gpu_memory(pool_row, clean, snap)  # Kueue mode: what Kueue cannot count
     try:
         check_gang(clean, inventory or snap.inventory)
     except SubmissionError as exc:

@@ -302,6 +302,8 @@ register("jobs.wait.kueue.topology", _(
 register("jobs.wait.kueue.other", _("waiting in Kueue's queue %(queue)s (%(reason)s: "
                                     "%(message)s)"))
 register("jobs.wait.kueue.not_queued", _("waiting for Kueue to queue it"))
+register("jobs.wait.kueue.backoff", _(
+    "its pods did not start in time (%(n)s times so far): Kueue queues it again at %(at)s"))
 
 # -- audit log (AuditEvent.text) -------------------------------------------------------------
 

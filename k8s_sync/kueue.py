@@ -60,7 +60,7 @@ from dataclasses import dataclass, field
 from decimal import ROUND_FLOOR, Decimal
 from typing import Any, Literal
 
-from k8s_sync import naming
+from k8s_sync import kueue_status, naming
 from k8s_sync.specs import (
     GPU_PRODUCT_LABEL,
     GPU_RESOURCE,
@@ -470,6 +470,9 @@ class WorkloadView:
     conditions: Mapping[str, Condition]
     flavors: tuple[str, ...] = ()
     requeue_at: dt.datetime | None = None
+    requeue_count: int = 0   # status.requeueState.count (PodsReady timeouts, Kueue v0.19)
+    # status.schedulingStats.evictions: (reason, underlying cause, count), sorted
+    evictions: tuple[tuple[str, str, int], ...] = ()
 
     def is_true(self, kind: str) -> bool:
         cond = self.conditions.get(kind)
@@ -494,6 +497,11 @@ class WorkloadView:
                 and cond.at is not None and cond.at < admitted.at):
             return None  # an eviction before this admission
         return cond
+
+    @property
+    def requeue_limit_exceeded(self) -> bool:
+        """Kueue gave up starting it (``k8s_sync.kueue_status.limit_exceeded``)."""
+        return kueue_status.limit_exceeded(self.active, self.conditions)
 
     @property
     def pending(self) -> Condition | None:
@@ -546,7 +554,10 @@ def workload_view(obj: Mapping[str, Any]) -> WorkloadView:
         queue_name=str(spec.get("queueName") or ""),
         cluster_queue=str(admission.get("clusterQueue") or ""),
         conditions=conditions, flavors=tuple(flavors),
-        requeue_at=_time((status.get("requeueState") or {}).get("requeueAt")))
+        requeue_at=_time((status.get("requeueState") or {}).get("requeueAt")),
+        requeue_count=int((status.get("requeueState") or {}).get("count") or 0),
+        evictions=kueue_status.evictions_of(
+            (status.get("schedulingStats") or {}).get("evictions") or []))
 
 
 JOB_KINDS = ("PyTorchJob", "TrainJob")

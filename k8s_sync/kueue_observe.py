@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from k8s_sync import kueue, naming
+from k8s_sync import kueue, kueue_status, naming
 from k8s_sync.models import ObservedKind, ObservedKueueWorkload
 
 __all__ = ["KIND_NAME", "WORKLOAD", "keeps_workload", "parse_workload", "view_of_row",
@@ -38,7 +38,8 @@ KIND_NAME = "kueueworkloads"
 WORKLOAD: tuple[str, str] = kueue.WORKLOAD
 CONDITION_FIELDS = ("type", "status", "reason", "message", "lastTransitionTime")
 _COLUMNS = ("namespace", "name", "created_at", "owner_kind", "owner_name", "active",
-            "queue_name", "cluster_queue", "conditions", "flavors", "requeue_at")
+            "queue_name", "cluster_queue", "conditions", "flavors", "requeue_at",
+            "requeue_count", "evictions")
 
 
 def keeps_workload(obj: Mapping[str, Any]) -> bool:
@@ -61,7 +62,9 @@ def parse_workload(obj: Mapping[str, Any]) -> dict[str, Any]:
         "owner_kind": view.owner_kind, "owner_name": view.owner_name,
         "active": view.active, "queue_name": view.queue_name,
         "cluster_queue": view.cluster_queue, "flavors": list(view.flavors),
-        "requeue_at": view.requeue_at,
+        "requeue_at": view.requeue_at, "requeue_count": view.requeue_count,
+        "evictions": [{"reason": r, "underlyingCause": c, "count": n}
+                      for r, c, n in view.evictions],
         "conditions": [{k: c[k] for k in CONDITION_FIELDS if k in c}
                        for c in status.get("conditions") or [] if isinstance(c, Mapping)],
     }
@@ -76,7 +79,9 @@ def view_of_row(row: Mapping[str, Any]) -> kueue.WorkloadView:
         owner_name=row["owner_name"], active=row["active"], queue_name=row["queue_name"],
         cluster_queue=row["cluster_queue"],
         conditions=kueue.conditions_by_type(row["conditions"] or []),
-        flavors=tuple(row["flavors"] or ()), requeue_at=row["requeue_at"])
+        flavors=tuple(row["flavors"] or ()), requeue_at=row["requeue_at"],
+        requeue_count=int(row.get("requeue_count") or 0),
+        evictions=kueue_status.evictions_of(row.get("evictions") or []))
 
 
 def workload_views(keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], kueue.WorkloadView]:

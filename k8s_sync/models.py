@@ -233,6 +233,10 @@ class ObservedKueueWorkload(Observed):
     conditions = models.JSONField(default=list)
     flavors = models.JSONField(default=list)  # the flavors of its admission, sorted
     requeue_at = models.DateTimeField(null=True, blank=True)  # status.requeueState
+    requeue_count = models.PositiveIntegerField(default=0)  # status.requeueState.count
+    # status.schedulingStats.evictions: [{reason, underlyingCause, count}] (every eviction
+    # Kueue made of it, counted when made: no preemption is lost between two passes)
+    evictions = models.JSONField(default=list)
 
     class Meta(Observed.Meta):
         verbose_name = _("observed Kueue workload")

@@ -33,6 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--watch-cache-size", type=int, default=None,
                    help="events kept per resource for watch resumes (default: sized as "
                         "kube-apiserver's watch cache, 100 growing to 102400)")
+    p.add_argument("--kueue-config", type=Path, default=None,
+                   help="Kueue's Configuration (the kueue-system/kueue-manager-config "
+                        "ConfigMap's manifest, or a bare Configuration), put in the store "
+                        "at start (kubesim/KUEUE.md)")
     args = p.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -44,6 +48,10 @@ def main(argv: list[str] | None = None) -> int:
                           save_interval=args.save_interval, access_log=args.access_log,
                           watch_cache_size=args.watch_cache_size)
         url = cluster.start(args.host, args.port)
+        if args.kueue_config is not None:
+            from .sim.kueue_config import install
+            text = args.kueue_config.read_text()
+            cluster.call(install, cluster.store, text)
     except (OSError, ValueError) as e:
         log.error("cannot start: %s", e)
         return 1

@@ -272,6 +272,9 @@ def main() -> int:
                 "--speed", env.get("KUBESIM_SPEED", "60"),
                 "--state", str(var / "kubesim" / "state.json"),
                 "--kubeconfig", str(kubeconfig),
+                # Kueue mode: kubesim's Kueue gets the Configuration a cluster is given
+                *(["--kueue-config", str(ROOT / "deploy" / "kueue" / "kueue-manager-config.yaml")]
+                  if env.get("TRAINYARD_ADMISSION_BACKEND") == "kueue" else []),
             ])
         # The static files (needs no database) are collected while the database is prepared.
         static = subprocess.Popen([PY, str(ROOT / "manage.py"), "static_ready"], env=env,

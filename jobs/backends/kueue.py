@@ -37,9 +37,13 @@ into its own job states, so pages, the API, billing and notifications work uncha
   Workloads deactivated, as above), and keeps the Workloads of queued jobs the engine
   would gate inactive, reactivating them once use is back below the line.
 
-What Kueue's own controller does is not repeated: no pod-start deadline (use Kueue's
-``waitForPodsReady``), no node placement (Kueue's flavors and topology-aware scheduling),
-no defragmentation windows.
+* **Pod-start deadline** is Kueue's ``waitForPodsReady`` (``deploy/kueue/``): its
+  requeues and its giving up are read into the engine's transitions and words
+  (``jobs.backends.kueue_evictions``), and every eviction Kueue counted is recorded, also
+  one undone between two passes.
+
+What Kueue's own controller does is not repeated: no node placement (Kueue's flavors and
+topology-aware scheduling), no defragmentation windows.
 """
 
 from __future__ import annotations
@@ -62,7 +66,7 @@ from core.texts import text_code
 from jobs import enqueue, selectors, transitions
 from jobs.admission.text import position as ordinal_text
 from jobs.admission.types import WaitInfo
-from jobs.backends import kueue_watermark
+from jobs.backends import kueue_evictions, kueue_watermark
 from jobs.backends.base import BaseBackend
 from jobs.choices import ACTIVE_STATES, JobState
 from jobs.converge import refused, unbuildable
@@ -228,7 +232,7 @@ class KueueBackend(BaseBackend):
 
 #: What a pass reads of each active job (refresh_resume reads the rest of a requeued one).
 _READ = ("id", "state", "tier", "kind", "k8s_name", "restart_count", "held", "preempt_reason",
-         "pool__kind", "pool__tenant__slug")
+         "problem", "kueue_evictions", "pool__kind", "pool__tenant__slug")
 
 
 def apply_workloads(client: Any, views: Mapping[tuple[str, str], kueue.WorkloadView],
@@ -241,13 +245,21 @@ def apply_workloads(client: Any, views: Mapping[tuple[str, str], kueue.WorkloadV
     jobs = TrainingJob.objects.filter(state__in=list(ACTIVE_STATES), in_cluster=True
                                       ).select_related("pool__tenant").only(*_READ)
     admissions: list[transitions.Move] = []
+    policy = Policy.current()
     for job in jobs:
         view = views.get((job.pool.namespace, job.k8s_name))
         if view is None:
             continue
         admitting = job.state == JobState.QUEUED and (view.admitted or (
             view.is_true("Finished") and view.is_true("Admitted")))
-        if admitting:
+        consumed = ""
+        # Kueue's waitForPodsReady: requeued or failed as the engine's deadline does
+        moved = kueue_evictions.start_deadline(job, view, now, policy)
+        if moved:
+            admitting = False
+            counts["start_" + moved] = counts.get("start_" + moved, 0) + 1
+            consumed = "Deactivated" if moved == "failed" else "PodsReadyTimeout"
+        elif admitting:
             # (admitted, or admitted and already finished between two passes: its
             # running and end are read from the job by the next observe_jobs)
             admitted = view.conditions["Admitted"].at or now
@@ -259,6 +271,13 @@ def apply_workloads(client: Any, views: Mapping[tuple[str, str], kueue.WorkloadV
         elif (job.state in (JobState.ADMITTED, JobState.RUNNING) and not view.admitted
               and not view.is_true("Finished")):
             counts["preempted"] += _evicted(job, view, now)
+            consumed = view.evicted.reason if view.evicted is not None else ""
+        # every eviction Kueue counted, also one undone between two passes
+        recorded = kueue_evictions.record_new(job, view, now, policy, consumed=consumed)
+        if recorded:
+            counts["evictions_recorded"] = counts.get("evictions_recorded", 0) + recorded
+        if moved == "failed":
+            continue  # Kueue deactivated it; the job has ended: leave it inactive
         if job.state == JobState.QUEUED and job.restart_count and not view.admitted:
             counts["resumable"] = counts.get("resumable", 0) + refresh_resume(client, job)
         want = desired_active(job, () if admitting else gated)
@@ -424,6 +443,9 @@ def kueue_reason(view: kueue.WorkloadView | None, queue: str,
     """Why a queued job waits, in plain language, from its Workload's conditions."""
     if view is None:
         return stored_text("jobs.wait.kueue.not_queued")
+    backoff = kueue_evictions.backoff_reason(view)
+    if backoff is not None:
+        return backoff
     pending = view.pending
     why = pending.reason if pending is not None else ""
     detail = (pending.message if pending is not None else "") or "-"

@@ -17,7 +17,7 @@ from core.texts import english, text_code
 from jobs import services as job_services
 from jobs.tests.conftest import cycle as _cycle
 from jobs.tests.conftest import states as _states
-from jobs.tests.test_kueue_mode import _model, _submit
+from jobs.tests.test_kueue_mode import _model, _submit, kueue_configured
 from k8s_sync.client import get_client
 from k8s_sync.observe import relist_all
 from tenants import services as tenant_services
@@ -31,6 +31,8 @@ pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 def mode(request, cluster, settings, platform_admin, tenant_a,
          django_capture_on_commit_callbacks):
     settings.TRAINYARD_ADMISSION_BACKEND = request.param
+    if request.param == "kueue":
+        kueue_configured(cluster)
     reconcile_cluster.apply().get()
     relist_all(get_client())
     h800 = _model(cluster, "H800")
@@ -471,3 +473,116 @@ def test_a_guarantee_held_against_a_borrower(mode, cluster, platform_admin, bob,
     for _ in range(4):   # beyond its guarantee: acme's own cards are not taken for it
         _cycle(mode, cluster, 20)
     assert _states(a1, g1, g2) == ["running", "running", "queued"], mode["backend"]
+def _pod_start_policy(mode, cluster, deadline, attempts):
+    """The policy's pod-start deadline; in Kueue mode, Kueue's waitForPodsReady follows
+    it (the platform team applies ``deploy/kueue/`` rendered from it)."""
+    from core.models import Policy
+
+    Policy.objects.filter(pk=Policy.current().pk).update(
+        pod_start_deadline_seconds=deadline, pod_start_attempts=attempts)
+    if mode["backend"] == "kueue":
+        kueue_configured(cluster)
+
+
+def test_pod_start_requeue_then_fail_with_the_same_words(mode, cluster, api, bob, tenant_a):
+    """A job whose image cannot be pulled for now (the registry answers 503) holds its
+    cards only until the pod-start deadline: it is sent back to the queue with the
+    cluster's reason, then fails after the policy's attempts, in the same words in both
+    modes (Kueue: waitForPodsReady's PodsReadyTimeout, then its requeuing limit)."""
+    import datetime as dt
+
+    import time_machine
+    from django.utils import timezone
+
+    _pod_start_policy(mode, cluster, deadline=120, attempts=2)
+    with mode["capture"](execute=True):
+        bad = job_services.job_submit(
+            access=access_for(bob, tenant_a), actor=bob, pool="dev", data={
+                "name": "bad-image", "image": "registry.example.org/ml/trainer:1",
+                "tier": "development", "workers": 1, "gpus_per_worker": 4,
+                "gpu_model": mode["h800"], "cpu_per_worker": 8, "memory_gib_per_worker": 32,
+                "max_run_seconds": 86400,
+                "annotations": {"kubesim.trainyard.io/image-pull": "unavailable"}})
+    assert _until(mode, cluster, [bad], ["admitted"], rounds=5, seconds=5) == ["admitted"]
+    start = timezone.now()
+    with time_machine.travel(start + dt.timedelta(minutes=3), tick=True):
+        for _ in range(8):  # (the engine may admit it again in the same pass)
+            _cycle(mode, cluster, 20)
+            if bad.transitions.filter(to_state="queued", reason="NotStarted").exists():
+                break
+        bad.refresh_from_db()
+        step = bad.transitions.filter(to_state="queued", reason="NotStarted").get()
+        assert step.from_state == "admitted"
+        text = english(step.message)
+        assert text.startswith("Its pods did not start within 2 minutes: the cluster "
+                               "cannot pull the image registry.example.org/ml/trainer:1 ("), (
+            mode["backend"], text)
+        assert "attempt 1 of 2" in text and "back in the queue" in text, text
+        assert bad.restart_count == 1
+        # the API, the job page and the owner's notification say it in the same words
+        steps = api(bob).get(f"/api/v1/tenants/{tenant_a.slug}/jobs/{bad.pk}/transitions/")
+        said = [t for t in steps.json() if t["reason_code"] == "NotStarted"]
+        assert said and said[0]["message_code"] == "jobs.transition.start_requeued"
+        assert said[0]["message"] == text
+        from django.test import Client
+
+        from tenants.models import Notification
+
+        page = Client()
+        page.force_login(bob)
+        assert "cannot pull the image registry.example.org/ml/trainer:1" in page.get(
+            f"/t/{tenant_a.slug}/jobs/{bad.pk}/").content.decode()
+        assert any("back in the queue" in english(n.text)
+                   for n in Notification.objects.filter(user=bob)), mode["backend"]
+    with time_machine.travel(start + dt.timedelta(minutes=9), tick=True):
+        assert _until(mode, cluster, [bad], ["failed"], rounds=20, seconds=20) == [
+            "failed"], mode["backend"]
+        bad.refresh_from_db()
+        step = bad.transitions.order_by("-at", "-id").first()
+        assert (step.to_state, step.reason) == ("failed", "NotStarted")
+        text = english(step.message)
+        assert text.startswith("Its pods did not start within 2 minutes, 2 times: the "
+                               "cluster cannot pull the image"), (mode["backend"], text)
+        assert bad.finished_at is not None
+        _cycle(mode, cluster, 20)
+        if mode["backend"] == "kueue":  # Trainyard left Kueue's deactivation alone
+            from k8s_sync import kueue
+
+            views = kueue.workloads_by_job(get_client().list_objects(
+                kueue.KUEUE_API, "Workload", "ty-acme-dev"))
+            view = views.get(("ty-acme-dev", bad.k8s_name))
+            assert view is None or not view.active
+
+
+def test_a_preemption_between_passes_is_recorded(mode, cluster, alice, bob, tenant_a):
+    """A batch job on idle cards is preempted twice by short production jobs and is
+    running again each time. Trainyard mode decides each preemption in a pass; in Kueue
+    mode both happen (evicted, requeued, admitted again) between two of Trainyard's
+    passes, and each is still recorded as the job's transition, with Kueue's reason."""
+    sweep = _submit(mode, bob, tenant_a, "sweep", "batch", "dev", gpus=8, run_seconds=7200)
+    assert _until(mode, cluster, [sweep], ["running"], rounds=10) == ["running"]
+    before = sweep.transitions.count()
+    for n in (1, 2):
+        p = _submit(mode, alice, tenant_a, f"prod-{n}", "production", "prod", gpus=4,
+                    run_seconds=30)
+        if mode["backend"] == "kueue":
+            for _ in range(40):   # no Trainyard pass: Kueue alone
+                cluster.advance(15, step=5)
+                wl = [w for w in get_client().list_objects("kueue.x-k8s.io/v1beta2",
+                                                           "Workload", "ty-acme-prod")
+                      if w["metadata"]["ownerReferences"][0]["name"] == p.k8s_name]
+                if wl and any(c["type"] == "Finished" and c["status"] == "True"
+                              for c in wl[0]["status"].get("conditions") or []):
+                    break
+            cluster.advance(120, step=5)   # the sweep is admitted and running again
+        else:
+            assert _until(mode, cluster, [p], ["succeeded"], rounds=40, seconds=15) == [
+                "succeeded"]
+    assert _until(mode, cluster, [sweep], ["running"], rounds=20, seconds=15) == ["running"]
+    preempted = sweep.transitions.filter(reason="Preempted")
+    assert preempted.count() == 2, (mode["backend"], list(sweep.transitions.values_list(
+        "from_state", "to_state", "reason")))
+    assert sweep.transitions.count() > before
+    if mode["backend"] == "kueue":
+        texts = [english(t.message) for t in preempted]
+        assert all("Kueue evicted it (InCohortReclamation)" in t for t in texts), texts

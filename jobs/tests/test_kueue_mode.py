@@ -35,10 +35,29 @@ def _model(cluster, fragment):
     raise AssertionError(f"no {fragment} node in the profile")
 
 
+def kueue_configured(cluster):
+    """Kueue is given Trainyard's recommended Configuration (``deploy/kueue/``, from the
+    policy's pod-start deadline and attempts), as a platform team applies it."""
+    from core.models import Policy
+    from k8s_sync.kueue_config import config_map
+
+    policy = Policy.current()
+    cm = config_map(pod_start_deadline_seconds=policy.pod_start_deadline_seconds,
+                    pod_start_attempts=policy.pod_start_attempts)
+    core = k8s.CoreV1Api(cluster.api_client)
+    if not any(n.metadata.name == "kueue-system" for n in core.list_namespace().items):
+        core.create_namespace({"metadata": {"name": "kueue-system"}})
+    try:
+        core.replace_namespaced_config_map(cm["metadata"]["name"], "kueue-system", cm)
+    except k8s.ApiException:
+        core.create_namespaced_config_map("kueue-system", cm)
+
+
 @pytest.fixture
 def kworld(cluster, settings, platform_admin, tenant_a, django_capture_on_commit_callbacks):
     """tenant_a's pools with 4 H800 each (the cluster has one node of 8), in Kueue mode."""
     settings.TRAINYARD_ADMISSION_BACKEND = "kueue"
+    kueue_configured(cluster)
     reconcile_cluster.apply().get()
     relist_all(get_client())
     h800 = _model(cluster, "H800")

@@ -24,7 +24,10 @@ def _admitted(name="pytorchjob-j7-abcde", owner="j7", created="2026-01-01T00:00:
         ("QuotaReserved", "True", "QuotaReserved", ""), ("Admitted", "True", "Admitted", "")],
         admission={"clusterQueue": "ty-acme-dev", "podSetAssignments": [
             {"name": "master", "flavors": {"nvidia.com/gpu": "gpu-nvidia-h800"}}]},
-        requeueState={"count": 1, "requeueAt": "2026-01-01T00:05:00Z"})
+        requeueState={"count": 1, "requeueAt": "2026-01-01T00:05:00Z"},
+        schedulingStats={"evictions": [
+            {"reason": "Preempted", "underlyingCause": "", "count": 2},
+            {"reason": "PodsReadyTimeout", "underlyingCause": "WaitForStart", "count": 1}]})
     obj["metadata"].update(uid=f"uid-{name}", resourceVersion="7",
                            creationTimestamp=created)
     return obj
@@ -63,6 +66,9 @@ def test_a_recorded_workload_reads_back_as_the_object_does_by_its_job(
                      if key[0] == "ty-acme-dev"}
     assert views[("ty-acme-dev", "j7")].admitted
     assert views[("ty-acme-dev", "j7")].requeue_at is not None
+    assert views[("ty-acme-dev", "j7")].requeue_count == 1
+    assert views[("ty-acme-dev", "j7")].evictions == (
+        ("PodsReadyTimeout", "WaitForStart", 1), ("Preempted", "", 2))
     assert not views[("ty-acme-dev", "j8")].active
     assert workload_views([("ty-acme-dev", "j8")]).keys() == {("ty-acme-dev", "j8")}
 

@@ -111,7 +111,7 @@ class Simulation:
         ]
         self._prime()
         state_event, kueue_event = self.state.on_event, self.kueue.on_event
-        kueue_keys = KUEUE_RESOURCES | JOB_RESOURCES | {"pods"}
+        kueue_keys = KUEUE_RESOURCES | JOB_RESOURCES | {"pods", "configmaps"}
 
         def on_event(etype: str, resource: str, obj: dict) -> None:
             state_event(etype, resource, obj)
@@ -138,7 +138,7 @@ class Simulation:
                 continue
             for obj in objs:
                 self.state.on_event("ADDED", resource, obj)
-        for resource in sorted(KUEUE_RESOURCES | JOB_RESOURCES):
+        for resource in sorted(KUEUE_RESOURCES | JOB_RESOURCES | {"configmaps"}):
             try:
                 objs = self.store.list(resource)
             except Exception as exc:  # not served (no CRD)

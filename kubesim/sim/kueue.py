@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubesim.sim import kueue_config, kueue_podsready
 from kubesim.sim import kueue_fungibility as kf
 from kubesim.sim.state import PYTORCHJOBS, TERMINAL, ClusterState
 from kubesim.sim.util import fmt_time, parse_time, pod_requests, to_units
@@ -504,6 +505,9 @@ class KueueController:
         self._wl_shape_cache: dict[tuple, tuple] = {}  # workload key -> (inputs, shape)
         self._pass_ctx: tuple | None = None  # (quota tree, admitted) of the current pass
         self._oracle_used = False
+        self.cfg = kueue_config.KueueConfig()  # Kueue's Configuration (kueue_config.py)
+        self.timers = kueue_podsready.Timers()  # PodsReady timeouts, backoffs' ends
+        self._pr_blocked = False  # waitForPodsReady.blockAdmission stopped the last pass
 
     # ---- events -------------------------------------------------------------------------------
     @property
@@ -512,6 +516,11 @@ class KueueController:
 
     def on_event(self, etype: str, resource: str, obj: dict) -> None:
         md = obj["metadata"]
+        if resource == "configmaps":
+            if kueue_config.is_config(resource, obj):
+                self.cfg = kueue_config.from_configmap(None if etype == "DELETED" else obj)
+                self._config_dirty = self.sched_dirty = self.all_jobs_dirty = True
+            return
         if resource == "pods":
             labels = md.get("labels") or {}
             if not self.jobs or not labels.get(PODSET_LABEL):
@@ -566,6 +575,11 @@ class KueueController:
                 self._podsets_cache.pop(md.get("uid", ""), None)
 
     def tick(self) -> None:
+        if self.timers.next_due <= self.now_fn():
+            for key in self.timers.pop_due(self.now_fn()):
+                if key in self.objs[WORKLOADS]:
+                    self._owner_dirty(self.objs[WORKLOADS][key])
+                    self.sched_dirty = True
         if not (self.sched_dirty or self.all_jobs_dirty or self.job_dirty):
             return
         self.reconciles += 1
@@ -587,6 +601,13 @@ class KueueController:
                              namespace=md.get("namespace"))
         except Exception as exc:
             log.debug("patch job %s: %s", md["name"], exc)
+
+    def _patch_wl_spec(self, key: tuple, spec: dict) -> None:
+        try:
+            self.objs[WORKLOADS][key] = self.store.patch(
+                WORKLOADS, key[1], {"spec": spec}, patch_type="merge", namespace=key[0])
+        except Exception as exc:
+            log.debug("update workload %s: %s", key, exc)
 
     def _priority(self, job: dict, podsets: list[dict]) -> tuple[int, dict | None]:
         name = (job["metadata"].get("labels") or {}).get(PRIORITY_LABEL)
@@ -677,10 +698,16 @@ class KueueController:
         reserved = _true({c["type"]: c for c in conds}, "QuotaReserved")
         evicted = _true({c["type"]: c for c in conds}, "Evicted")
         active_spec = (wl.get("spec") or {}).get("active", True)
+        if active_spec is not False and _true({c["type"]: c for c in conds},
+                                              "DeactivationTarget"):
+            self._patch_wl_spec(wl_key, {"active": False})  # workload_controller.go
+            return
         if reserved and active_spec is False and not evicted:
-            conds = set_cond(conds, "Evicted", "True", "Deactivated",
-                             "The workload is deactivated", ts, gen)
+            conds, why, msg, _cause = kueue_podsready.deactivation(status, conds)
+            conds = set_cond(conds, "Evicted", "True", why, msg, ts, gen)
             evicted = True
+        elif active_spec is False and status.get("requeueState"):
+            status["requeueState"] = None
         if reserved and evicted:
             # stop the job; once its pods are gone, release the quota and requeue
             if not ad.suspended(job):
@@ -699,17 +726,7 @@ class KueueController:
                 if any(c["type"] == "PodsReady" for c in conds):
                     conds = set_cond(conds, "PodsReady", "False", "WaitForStart",
                                      "Not all pods are ready or succeeded", ts, gen)
-                status["admission"] = None
-                stats = status.get("schedulingStats") or {}
-                evs = [dict(e) for e in stats.get("evictions") or []]
-                for e in evs:
-                    if e.get("reason") == ev.get("reason"):
-                        e["count"] = int(e.get("count", 0)) + 1
-                        break
-                else:
-                    evs.append({"reason": ev.get("reason", ""), "underlyingCause": "",
-                                "count": 1})
-                status["schedulingStats"] = {"evictions": evs}
+                status["admission"] = None  # (the eviction was counted when it was made)
                 self.events.record(wl, "Normal", "Pending", ev.get("message", ""),
                                    component="kueue-admission")
             status["conditions"] = conds
@@ -724,17 +741,23 @@ class KueueController:
                                    f"Admitted by clusterQueue {cq_name}",
                                    component="kueue-admission")
             total = sum(int(ps.get("count", 1)) for ps in (wl["spec"].get("podSets") or []))
-            if ad.pods_ready(self.state, job, total):
-                conds = set_cond(conds, "PodsReady", "True", "Started",
-                                 "All pods reached readiness and the workload is running",
-                                 ts, gen)
-            elif not any(c["type"] == "PodsReady" for c in conds):
-                conds = set_cond(conds, "PodsReady", "False", "WaitForStart",
-                                 "Not all pods are ready or succeeded", ts, gen)
+            conds, due = kueue_podsready.on_admitted(
+                self.cfg.pods_ready, wl_key, status, conds,
+                ad.pods_ready(self.state, job, total), parse_time(ts) or 0.0, set_cond, gen)
+            self.timers.set(wl_key, due)
+            if _true({c["type"]: c for c in conds}, "Evicted"):  # PodsReadyTimeout: stop it
+                self._owner_dirty(wl)
             status["conditions"] = conds
             self._write_wl(wl_key, wl, status)
             return
         rq = cond_of({"status": {"conditions": conds}}, "Requeued")
+        if not reserved and active_spec is not False:
+            now = parse_time(ts) or 0.0
+            self.timers.set(wl_key, kueue_podsready.backoff_state(status, conds, now))
+            done_conds = kueue_podsready.finish_backoff(status, conds, now, set_cond, gen)
+            if done_conds is not None:
+                status["conditions"] = conds = done_conds
+                self._write_wl(wl_key, wl, status)
         if not reserved and active_spec is not False and rq and rq.get("status") == "False" \
                 and rq.get("reason") == "Deactivated":
             conds = set_cond(conds, "Requeued", "True", "Reactivated",
@@ -887,6 +910,14 @@ class KueueController:
             return ("res", info.cq)
         if (wl.get("spec") or {}).get("active", True) is False:
             return ("pend", "Deactivated", "The workload is deactivated")
+        status = wl.get("status") or {}
+        if kueue_podsready.backoff_state(status, (status.get("conditions") or []),
+                                         self.now_fn()) is not None:
+            return ("backoff",)  # out of its queue until requeueAt (workload_controller.go)
+        ev = cond_of(wl, "Evicted")
+        if self.cfg.pods_ready.timestamp == "Creation" and ev and ev.get(
+                "reason") == "PodsReadyTimeout" and ev.get("status") == "True":
+            info.order_ts = parse_time(wl["metadata"].get("creationTimestamp")) or 0.0
         lq = self.objs[LOCALQUEUES].get((key[0], info.lq))
         if lq is None:
             return ("pend", "Misconfigured", f"LocalQueue {info.lq} doesn't exist")
@@ -1018,7 +1049,9 @@ class KueueController:
             if info is not None and place is not None and place[0] == "pend":
                 self._pend(info, place[1], place[2], ts)
         self._to_pend = set()
-        roots = self._roots() if self.objs[TOPOLOGIES] else self._dirty_roots & self._roots()
+        every = bool(self.objs[TOPOLOGIES]) or self._pr_blocked  # blockAdmission: all trees
+        self._pr_blocked = False
+        roots = self._roots() if every else self._dirty_roots & self._roots()
         self._dirty_roots = set()
         sel = [n for n, node in cqs.items() if self._root_id(node) in roots]
         if not sel:
@@ -1071,6 +1104,11 @@ class KueueController:
                 strict = ((self.objs[CLUSTERQUEUES].get(("", info.cq)) or {}).get("spec") or {}
                           ).get("queueingStrategy") == "StrictFIFO"
                 if asg.mode == "Fit":
+                    if kueue_podsready.blocks(self.cfg.pods_ready, self.admitted):
+                        self._pend(info, "WaitingForPodsReady", kueue_podsready.BLOCKED, ts)
+                        self._pr_blocked = True  # the scheduler waits: no more this pass
+                        blocked.update(pending)
+                        break
                     self._admit(info, asg, node, ts)
                     admitted[info.cq].append(info)
                     pending[info.cq] = [p for p in pending[info.cq] if p is not info]
@@ -1194,8 +1232,8 @@ class KueueController:
         for ps in podsets:
             tmpl = ps.get("template") or {}
             count = int(ps.get("count", 1))
-            req = {r: v * count for r, v in pod_requests(tmpl).items()}
-            per_pod = pod_requests(tmpl)
+            per_pod = self.cfg.requests(pod_requests(tmpl))  # resources.transformations
+            req = {r: v * count for r, v in per_pod.items()}
             per_podset.append(req)
             chosen: dict[str, str] = {}
             reasons: list[str] = []
@@ -1622,6 +1660,7 @@ class KueueController:
         conds = set_cond(conds, "Evicted", "True", "Preempted", msg, ts, gen)
         conds = set_cond(conds, "Preempted", "True", reason, msg, ts, None)
         status["conditions"] = conds
+        kueue_podsready.count_eviction(status, "Preempted")  # evict.go, at the eviction
         target.evicted = True
         self._bump(target.cq)
         self._write_wl(target.key, wl, status)
