@@ -178,6 +178,7 @@ class KueueSpec:
     topology_levels: tuple[str, ...] = ()
     batch_threshold: int | None = None
     capacity: Amounts = field(default_factory=dict)
+    holds: tuple[Any, ...] = ()  # maintenance windows' holds (k8s_sync.kueue_hold.HoldSpec)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "capacity", {k: Decimal(v) for k, v in sorted(
@@ -408,7 +409,8 @@ def desired_kueue_objects(spec: KueueSpec) -> list[dict[str, Any]]:
     objects += [build_cluster_queue(queue, spec) for queue in queues]
     for queue in queues:
         objects += build_local_queues(queue)
-    return objects
+    from k8s_sync.kueue_hold import hold_objects
+    return objects + [obj for hold in spec.holds for obj in hold_objects(hold)]
 
 
 # --- jobs ----------------------------------------------------------------------------------

@@ -58,7 +58,7 @@ from jobs.admission.text import position as ordinal_text
 from jobs.admission.types import WaitInfo
 from jobs.backends.base import BaseBackend
 from jobs.choices import ACTIVE_STATES, JobState
-from jobs.converge import refused, unbuildable
+from jobs.converge import ensure_tier_runtime, refused, unbuildable
 from jobs.models import TrainingJob
 from jobs.observation import observe_jobs
 from k8s_sync import kueue, kueue_observe, manifests
@@ -139,6 +139,8 @@ class KueueBackend(BaseBackend):
                 return unbuildable(job, exc)
             if pvc is not None:
                 client.create_if_absent(pvc)
+            if not job.in_cluster:
+                ensure_tier_runtime(client, spec)
             _obj, created = client.create_if_absent(workload)
             TrainingJob.objects.filter(pk=job.pk).update(in_cluster=True, last_error="")
         except K8sError as exc:
