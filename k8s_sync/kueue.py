@@ -409,8 +409,7 @@ def desired_kueue_objects(spec: KueueSpec) -> list[dict[str, Any]]:
     objects += [build_cluster_queue(queue, spec) for queue in queues]
     for queue in queues:
         objects += build_local_queues(queue)
-    from k8s_sync.kueue_hold import hold_objects
-    return objects + [obj for hold in spec.holds for obj in hold_objects(hold)]
+    return objects  # and the holds': k8s_sync.kueue_hold.desired_objects
 
 
 # --- jobs ----------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from typing import Any
 from k8s_sync import kueue
 from k8s_sync.maintenance import HOLD_LABEL, hold_tolerations
 
-__all__ = ["HoldSpec", "hold_name", "hold_objects"]
+__all__ = ["HoldSpec", "desired_objects", "held_capacity", "hold_name", "hold_objects"]
 
 HOLD_PREFIX = "trainyard-window-"
 
@@ -85,6 +85,13 @@ def hold_objects(hold: HoldSpec) -> list[dict[str, Any]]:
              "metadata": {**meta, "namespace": hold.namespace},
              "spec": {"clusterQueue": name}}
     return [flavor, queue, local]
+
+
+def desired_objects(spec: kueue.KueueSpec) -> list[dict[str, Any]]:
+    """Every Kueue object Trainyard wants (:func:`k8s_sync.kueue.desired_kueue_objects`)
+    and then the holds' (``KueueSpec.holds``), in apply order."""
+    return [*kueue.desired_kueue_objects(spec),
+            *(obj for hold in spec.holds for obj in hold_objects(hold))]
 
 
 def held_capacity(holds: tuple[HoldSpec, ...]) -> dict[str, Decimal]:
