@@ -401,7 +401,8 @@ def test_the_defrag_hold_keeps_the_freed_nodes_for_the_target_job(
     mover = _submit_gang(mode, bob, tenant_a, "mover", a100, workers=1, gpus=4,
                          run_seconds=7200)
     assert _until(mode, cluster, [mover], ["running"], rounds=10) == ["running"]
-    target = _submit_gang(mode, bob, tenant_a, "two-node", a100, workers=2, gpus=8)
+    target = _submit_gang(mode, bob, tenant_a, "two-node", a100, workers=2, gpus=8,
+                          run_seconds=600)
     assert _until(mode, cluster, [short, target], ["succeeded", "queued"], rounds=20) == [
         "succeeded", "queued"], mode["backend"]
     start = timezone.now()
@@ -447,6 +448,24 @@ def test_the_defrag_hold_keeps_the_freed_nodes_for_the_target_job(
         assert not node["spec"].get("unschedulable")   # tainted, not cordoned (TAS)
         assert {"key": "trainyard.io/maintenance", "value": str(window.pk),
                 "effect": "NoSchedule"} in node["spec"]["taints"]
+
+    # the target done, the window is cancelled: its nodes go back, the waiting job runs
+    assert _until(mode, cluster, [target], ["succeeded"], rounds=60, seconds=20) == [
+        "succeeded"], mode["backend"]
+    with mode["capture"](execute=True):
+        job_services.window_cancel(actor=platform_admin, window_id=window.pk)
+    windows()
+    for name in ("a100-0", "a100-1"):
+        node = get_client().read("v1", "Node", name)
+        assert not node["spec"].get("unschedulable") and not node["spec"].get("taints")
+        assert "trainyard.io/maintenance-hold" not in node["metadata"].get("labels", {})
+    if mode["backend"] == "kueue":
+        from k8s_sync.kueue import KUEUE_API
+
+        for kind in ("ResourceFlavor", "ClusterQueue"):
+            assert get_client().read(KUEUE_API, kind, f"trainyard-window-{window.pk}") is None
+    assert _until(mode, cluster, [other], ["running"], rounds=15) == ["running"], mode[
+        "backend"]
 
 
 def test_a_trainjob_runs_at_its_tiers_priority_class(mode, cluster, alice, bob, tenant_a):
