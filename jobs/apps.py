@@ -13,5 +13,6 @@ class JobsConfig(AppConfig):
         # PyTorchJobs or pods (k8s_sync.signals.observed_changed); usage answers the
         # quota pages' "in use" (tenants.usage.pools_in_use); tasks registers the jobs
         # app's Celery tasks in every process, so jobs.enqueue finds them by name (with
-        # their queues) wherever it runs.
-        from jobs import receivers, tasks, texts, usage, volumes  # noqa: F401
+        # their queues) wherever it runs; window_kueue declares maintenance windows' holds
+        # to the Kueue converge (tenants.signals.kueue_holds).
+        from jobs import receivers, tasks, texts, usage, volumes, window_kueue  # noqa: F401

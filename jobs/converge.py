@@ -29,9 +29,9 @@ from core.texts import message as stored_text
 from jobs import enqueue, selectors, submitcache, transitions
 from jobs.choices import JobState
 from jobs.models import TrainingJob
-from k8s_sync import manifests
+from k8s_sync import manifests, tier_runtime
 from k8s_sync.client import K8sError, K8sNotFoundError, get_client, is_transient
-from k8s_sync.specs import JOB_KIND_TRAINJOB, WORKLOAD_KINDS
+from k8s_sync.specs import JOB_KIND_TRAINJOB, WORKLOAD_KINDS, JobSpec
 from tenants.services import pool_sync_request
 from tenants.tasks import backoff_seconds
 
@@ -165,6 +165,8 @@ def sync_one(job_id: int, *, facts: submitcache.Snapshot | None = None,
             return unbuildable(job, exc), None
         if pvc is not None:
             client.create_if_absent(pvc)
+        if obj_absent_or_resumed(job, spec):
+            ensure_tier_runtime(client, spec)
         # A job created before (admitted or preempted now) is read, not created again: a
         # create of an existing object is refused (409) and then read anyway.
         obj = (client.read(api_version, kind, job.k8s_name, job.pool.namespace)
@@ -243,3 +245,24 @@ def refused(exc: K8sError) -> bool:
     """A refusal no retry changes: a bad request, forbidden, or an invalid object. Not
     a missing namespace (the pool is still being created) nor a conflict."""
     return not exc.transient and exc.status in (400, 403, 422)
+
+
+def obj_absent_or_resumed(job: TrainingJob, spec: JobSpec) -> bool:
+    """Whether this sync may create or un-suspend a TrainJob (its tier's runtime is then
+    written first)."""
+    return spec.kind == JOB_KIND_TRAINJOB and (not job.in_cluster or not spec.suspend)
+
+
+def ensure_tier_runtime(client, spec: JobSpec) -> bool:  # type: ignore[no-untyped-def]
+    """Write the tier's copy of a TrainJob's runtime (``k8s_sync.tier_runtime``) from the
+    runtime as it is now, before the TrainJob that references it is created or resumed.
+    A runtime the cluster lacks is left to Trainer (its TrainJob waits, with Trainer's
+    event, as on a runtime of the original name). Idempotent (server-side apply)."""
+    if spec.kind != JOB_KIND_TRAINJOB:
+        return False
+    api_version = manifests.TRAINJOB_API_VERSION
+    base = client.read(api_version, manifests.TRAINING_RUNTIME_KIND, spec.runtime)
+    if base is None or tier_runtime.is_tier_runtime(base):
+        return False
+    client.apply(tier_runtime.build_tier_runtime(base, spec.tier))
+    return True

@@ -35,18 +35,21 @@ class DefragPlan:
 
 
 def plan_defrag(*, nodes: Sequence[NodeView], jobs: Sequence[JobView], gpu_model: str,
-                wanted: int) -> DefragPlan:
+                wanted: int, min_gpus: int = 0) -> DefragPlan:
     """Pick up to ``wanted`` nodes of ``gpu_model`` to empty, cheapest first (fewest GPUs
-    to move), keeping every moved job placeable on the remaining nodes."""
+    to move), keeping every moved job placeable on the remaining nodes. ``min_gpus``: only
+    nodes with at least that many cards (a target job's cards per worker) are emptied."""
     plan = DefragPlan(gpu_model=gpu_model, wanted=wanted)
     model_nodes = [n for n in nodes if n.gpu_model == gpu_model and n.schedulable]
-    free = {n.name: n.gpus - n.gpus_used for n in model_nodes}
+    free_on = {n.name: n.gpus - n.gpus_used for n in model_nodes}
+    free = free_on
     on_node: dict[str, list[JobView]] = defaultdict(list)
     for job in jobs:
         if job.state in (JobState.RUNNING, JobState.ADMITTED) and job.gpu_model == gpu_model:
             for node_name in set(job.placement):
                 on_node[node_name].append(job)
-    order = sorted(model_nodes, key=lambda n: (n.gpus_used, n.name))
+    order = sorted((n for n in model_nodes if n.gpus >= min_gpus),
+                   key=lambda n: (n.gpus_used, n.name))
     moving: dict[int, JobView] = {}
     chosen: list[str] = []
     for node in order:

@@ -250,6 +250,10 @@ class MaintenanceWindow(models.Model):
     # nodes cordoned for the window (released when it ends)
     nodes = models.JSONField(default=list, blank=True)
     released_at = models.DateTimeField(null=True, blank=True)
+    # the job the freed nodes are held for: it alone may run there during the window
+    target_job = models.ForeignKey("jobs.TrainingJob", null=True, blank=True,
+                                   on_delete=models.SET_NULL, related_name="+",
+                                   verbose_name=_("held for job"))
 
     class Meta:
         ordering = ["-starts_at"]

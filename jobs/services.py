@@ -21,6 +21,7 @@ from django.utils.translation import gettext as _
 
 from core.choices import Tier
 from core.exceptions import ApplicationError, Conflict, NotAllowed
+from core.models import Policy
 from core.texts import StoredText
 from core.texts import message as stored_text
 from core.validation import typed_text
@@ -47,6 +48,7 @@ from tenants.demand import (
     pool_ceiling,
 )
 from tenants.models import Pool
+from tenants.tiers import tier_rules
 
 
 def job_submit(*, access: TenantAccess, actor: AnyUser, pool: str, data: dict[str, Any],
@@ -292,18 +294,31 @@ def clone_initial(job: TrainingJob) -> dict[str, Any]:
 # --- maintenance windows (defragmentation) ------------------------------------------------
 
 
-def defrag_plan_preview(*, gpu_model: str, wanted: int):  # type: ignore[no-untyped-def]
-    """The plan for freeing ``wanted`` whole nodes of ``gpu_model`` now (nothing written)."""
+def defrag_plan_preview(*, gpu_model: str, wanted: int,
+                        min_gpus: int = 0):  # type: ignore[no-untyped-def]
+    """The plan for freeing ``wanted`` whole nodes of ``gpu_model`` now (nothing written);
+    ``min_gpus``: a target job's cards per worker (smaller nodes are not emptied)."""
     inputs = selectors.admission_inputs(timezone.now())
     return plan_defrag(nodes=inputs["nodes"], jobs=inputs["jobs"], gpu_model=gpu_model,
-                       wanted=wanted)
+                       wanted=wanted, min_gpus=min_gpus)
 
 
 def window_schedule(*, actor: AnyUser, gpu_model: str, nodes_wanted: int,
-                    starts_at: dt.datetime, ends_at: dt.datetime, reason: str = ""):  # type: ignore[no-untyped-def]
+                    starts_at: dt.datetime, ends_at: dt.datetime, reason: str = "",
+                    target_job_id: int | None = None):  # type: ignore[no-untyped-def]
     """Schedule a defragmentation window (platform admins); the plan is re-computed when
-    the window opens, since the cluster will have changed by then."""
+    the window opens, since the cluster will have changed by then. ``target_job_id``: a
+    queued job of ``gpu_model`` the freed nodes are held for (it alone runs there during
+    the window: ``selectors.window_targets``)."""
     require_platform_admin(actor)
+    target = None
+    if target_job_id is not None:
+        target = TrainingJob.objects.filter(pk=target_job_id).first()
+        if target is None or target.state != JobState.QUEUED or target.mig_profile or (
+                target.gpu_model != gpu_model):
+            raise ApplicationError(_("The nodes can be held only for a queued job of "
+                                     "%(m)s whole cards.") % {"m": gpu_model},
+                                   field="target_job")
     reason = typed_text(reason, field="reason")
     if nodes_wanted < 1:
         raise ApplicationError(_("Free at least one node."), field="nodes_wanted")
@@ -313,11 +328,12 @@ def window_schedule(*, actor: AnyUser, gpu_model: str, nodes_wanted: int,
     if gpu_model not in selectors.inventory().gpus_per_node:
         raise ApplicationError(_("The cluster has no GPU model “%(m)s”.") % {"m": gpu_model},
                                field="gpu_model")
-    plan = defrag_plan_preview(gpu_model=gpu_model, wanted=nodes_wanted)
+    plan = defrag_plan_preview(gpu_model=gpu_model, wanted=nodes_wanted,
+                               min_gpus=target.gpus_per_worker if target else 0)
     with transaction.atomic():
         window = MaintenanceWindow.objects.create(
             gpu_model=gpu_model, nodes_wanted=nodes_wanted, starts_at=starts_at,
-            ends_at=ends_at, reason=reason, created_by=actor,
+            ends_at=ends_at, reason=reason, created_by=actor, target_job=target,
             plan={"nodes": plan.nodes, "moves": plan.moves, "blocked": plan.blocked})
         starts = {"code": "jobs.clock.date",
                   "args": {"at": window.starts_at.astimezone(dt.UTC).isoformat()}}
@@ -338,15 +354,21 @@ def window_apply(*, window_id: int, now: dt.datetime | None = None) -> int:
             starts_at__lte=now).first()
         if window is None:
             return 0
-        plan = defrag_plan_preview(gpu_model=window.gpu_model, wanted=window.nodes_wanted)
+        target = window.target_job
+        plan = defrag_plan_preview(gpu_model=window.gpu_model, wanted=window.nodes_wanted,
+                                   min_gpus=target.gpus_per_worker if target else 0)
         moved = 0
+        grace = {str(tier): rules.termination_grace_seconds
+                 for tier, rules in tier_rules(Policy.current()).items()}
+        tiers = dict(TrainingJob.objects.filter(pk__in=plan.moves).values_list("pk", "tier"))
         for job_id in plan.moves:
             if job_transition(job_id=job_id, from_states=[JobState.RUNNING, JobState.ADMITTED],
                               to_state=JobState.PREEMPTING, reason="Preempted",
                               message=stored_text("jobs.transition.maintenance",
                                               window=window.pk, model=window.gpu_model),
                               preempt_reason=stored_text("jobs.preempt.maintenance"),
-                              preempt_deadline=now + dt.timedelta(seconds=300)):
+                              preempt_deadline=now + dt.timedelta(
+                                  seconds=grace.get(str(tiers.get(job_id)), 300))):
                 enqueue.schedule_sync(job_id)
                 moved += 1
         window.status = MaintenanceWindow.Status.APPLIED

@@ -25,10 +25,10 @@ from typing import Any
 from celery import shared_task
 from django.utils import timezone
 
-from jobs import progress, windows
+from jobs import progress, window_kueue, windows
 from jobs.backends import get_backend
 from jobs.backends.base import MAX_RETRIES
-from k8s_sync.client import K8sError, is_transient
+from k8s_sync.client import K8sError, get_client, is_transient
 from tenants.tasks import backoff_seconds
 
 log = logging.getLogger(__name__)
@@ -67,6 +67,7 @@ def apply_maintenance_windows(self) -> dict[str, int]:  # type: ignore[no-untype
     try:
         cordoned = windows.hold_window_nodes(now)
         released = windows.release_windows(now)
+        window_kueue.hold_in_kueue(get_client(), now)  # Kueue mode: the targets' holds
     except K8sError as exc:
         log.warning("maintenance windows: %s", exc)
         if is_transient(exc) and self.request.retries < MAX_RETRIES:

@@ -252,9 +252,14 @@ def defrag(request: HttpRequest) -> HttpResponse:
         try:
             starts = _aware(request.POST.get("starts_at", ""))
             ends = _aware(request.POST.get("ends_at", ""))
+            target = (request.POST.get("target_job") or "").strip()
+            if target and not target.isdigit():
+                raise ApplicationError(_("Give the job to hold the nodes for by its number."),
+                                       field="target_job")
             services.window_schedule(actor=request.user, gpu_model=model, nodes_wanted=wanted,
                                      starts_at=starts, ends_at=ends,
-                                     reason=request.POST.get("reason", ""))
+                                     reason=request.POST.get("reason", ""),
+                                     target_job_id=int(target[:18]) if target else None)
         except (ApplicationError, ValueError) as exc:
             error = getattr(exc, "message", None) or _("Give the window's start and end.")
         else:

@@ -18,6 +18,7 @@ from jobs import selectors, services
 from jobs.models import MaintenanceWindow
 from k8s_sync.client import get_client
 from k8s_sync.maintenance import cordon_patch, is_cordoned, maintenance_taint
+from tenants.kueue import kueue_on
 
 
 def open_due(now: dt.datetime) -> int:
@@ -53,10 +54,12 @@ def hold_window_nodes(now: dt.datetime) -> int:
                 window_id=window.pk, cordoned=fresh, already=found):
             continue  # cancelled or released meanwhile
         taint = maintenance_taint(window.pk)
+        # Kueue mode, nodes held for a target job: tainted, not cordoned (jobs.window_kueue)
+        only = kueue_on() and window.target_job_id is not None
         for name in sorted(ours | set(fresh)):
-            if name in nodes and cordon_patch(nodes[name], unschedulable=True,
-                                              taint=taint) is not None:
-                client.set_node_unschedulable(name, True, taint=taint)
+            if name in nodes and cordon_patch(nodes[name], unschedulable=True, taint=taint,
+                                              taint_only=only) is not None:
+                client.set_node_unschedulable(name, True, taint=taint, taint_only=only)
                 patched += 1
         if fresh:  # cancelled and released while we cordoned: give them back now
             window.refresh_from_db()

@@ -523,17 +523,17 @@ class KubeClient:
 
     def set_node_unschedulable(self, name: str, unschedulable: bool, *,
                                taint: Mapping[str, str] | None = None,
-                               keep_unschedulable: bool = False) -> dict[str, Any] | None:
-        """Cordon (True) or uncordon (False) a node as ``kubectl cordon``/``uncordon`` do
-        (``spec.unschedulable``), adding or removing ``taint`` with it (see
-        :func:`k8s_sync.maintenance.cordon_patch`). Returns the node as it is now, or None
+                               keep_unschedulable: bool = False,
+                               taint_only: bool = False) -> dict[str, Any] | None:
+        """Cordon (True) or uncordon (False) a node as ``kubectl cordon``/``uncordon`` do,
+        with ``taint`` (:func:`k8s_sync.maintenance.cordon_patch`). Returns the node, or None
         when it does not exist. No write when it already is as asked; a concurrent change
         of the node is a 409 (transient: retry)."""
         node = self.read("v1", "Node", name)
         if node is None:
             return None
         patch = cordon_patch(node, unschedulable=unschedulable, taint=taint,
-                             keep_unschedulable=keep_unschedulable)
+                             keep_unschedulable=keep_unschedulable, taint_only=taint_only)
         if patch is None:
             return node
         return self.patch("v1", "Node", name, patch)

@@ -178,6 +178,7 @@ class KueueSpec:
     topology_levels: tuple[str, ...] = ()
     batch_threshold: int | None = None
     capacity: Amounts = field(default_factory=dict)
+    holds: tuple[Any, ...] = ()  # maintenance windows' holds (k8s_sync.kueue_hold.HoldSpec)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "capacity", {k: Decimal(v) for k, v in sorted(
@@ -411,7 +412,7 @@ def desired_kueue_objects(spec: KueueSpec) -> list[dict[str, Any]]:
     objects += [build_cluster_queue(queue, spec) for queue in queues]
     for queue in queues:
         objects += build_local_queues(queue)
-    return objects
+    return objects  # and the holds': k8s_sync.kueue_hold.desired_objects
 
 
 # --- jobs ----------------------------------------------------------------------------------

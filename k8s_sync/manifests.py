@@ -74,6 +74,7 @@ from k8s_sync.specs import (
     gib_quantity,
     thaw,
 )
+from k8s_sync.tier_runtime import tier_runtime_name
 
 __all__ = [
     "POOL_KINDS",
@@ -649,10 +650,9 @@ def pytorchjob_resume_patch(spec: JobSpec) -> dict[str, Any]:
 #   lets runtime patches change when the TrainJob is suspended before or after the
 #   update, so a resume un-suspends and replaces Trainyard's entry in one request
 #   (:func:`trainjob_resume_patch`), as Kueue does with its own entry.
-# * What a runtime patch cannot carry: ``priorityClassName`` and
-#   ``automountServiceAccountToken`` (Trainer's PodSpecPatch has neither). The pods run at
-#   the cluster's default priority (Trainyard's admission is the queue, as for a
-#   PyTorchJob), and the pool's ServiceAccount does not automount a token anyway.
+# * Trainer's PodSpecPatch has no ``priorityClassName`` (nor automountServiceAccountToken):
+#   the TrainJob references ``<runtime>-<tier>``, the runtime's copy at the tier's
+#   PriorityClass that Trainyard writes first (why: ``k8s_sync.tier_runtime``).
 # * ``activeDeadlineSeconds`` is the longest run: Trainer counts it from the last resume,
 #   like the PyTorchJob's runPolicy.
 # * The checkpoint PVC is the same (:func:`build_checkpoint_pvc`): no ownerReference, it
@@ -708,9 +708,8 @@ def _trainyard_runtime_patch(spec: JobSpec) -> dict[str, Any]:
 
 def build_trainjob(spec: JobSpec) -> Manifest:
     """The ``trainer.kubeflow.org/v1alpha1`` TrainJob of one Trainyard job (see the design
-    notes above): suspended unless ``spec.suspend`` is False, on the ClusterTrainingRuntime
-    ``spec.runtime``, ``trainer.numNodes`` = the job's pods. Validates against the bundled
-    CRD (``k8s_sync.crd_validation.validate_trainjob``)."""
+    notes above): suspended unless ``spec.suspend`` is False, on the tier's copy of the
+    runtime ``spec.runtime``, ``trainer.numNodes`` = the job's pods (CRD-validated)."""
     gpus = spec.gpus_per_replica if spec.gpu_resource == GPU_RESOURCE else 0
     trainer: dict[str, Any] = {"image": spec.image}
     if spec.command:
@@ -727,7 +726,8 @@ def build_trainjob(spec: JobSpec) -> Manifest:
         "metadata": _metadata(spec.name, spec.labels, spec.namespace),
         "spec": {
             "runtimeRef": {"apiGroup": TRAINER_GROUP, "kind": TRAINING_RUNTIME_KIND,
-                           "name": spec.runtime or DEFAULT_TRAINING_RUNTIME},
+                           "name": tier_runtime_name(spec.runtime or DEFAULT_TRAINING_RUNTIME,
+                                                     spec.tier)},
             "trainer": trainer,
             "runtimePatches": [_trainyard_runtime_patch(spec)],
             "suspend": spec.suspend,

@@ -10,6 +10,8 @@ the tiers, the policy's topology levels and the cluster's physical capacity per 
 key (``tenants.capacity.capacity_by_resource``, from the observed nodes): what no queue
 was granted becomes the cohort's own quota, so borrowers may use any idle card, granted or
 not, as in the engine (``k8s_sync.kueue.cohort_quota``).
+Nodes held for one job (``signals.kueue_holds``: a maintenance window's target) leave
+the cohort's capacity and get their own queue (``k8s_sync.kueue_hold``).
 A suspended tenant's queues have no quota at all and borrow nothing; a pool never
 reconciled yet (no namespace) has no queues yet. Read by ``tenants.tasks.reconcile_kueue``.
 
@@ -30,12 +32,14 @@ reclaims them with the borrowers' grace (docs/architecture.md).
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 
 from core.choices import PoolKind
 from core.models import Policy
 from k8s_sync.kueue import KueueSpec, QueueRole, QueueSpec, counted
+from k8s_sync.kueue_hold import HoldSpec, held_capacity
 from k8s_sync.specs import default_tiers
 from tenants.capacity import capacity_by_resource
 from tenants.choices import QuotaMode, TenantStatus
@@ -47,6 +51,7 @@ from tenants.selectors import (
     pools_to_sync,
     topology_levels,
 )
+from tenants.signals import kueue_holds
 
 Amounts = dict[str, Decimal]
 
@@ -116,5 +121,11 @@ def kueue_spec() -> KueueSpec:
                                 else {key: pool_ceiling(key, amount, factor) or amount
                                       for key, amount in grants.items()}))
     capacity = {key: amount for key, amount in capacity_by_resource().items() if counted(key)}
+    # nodes held for one job (a maintenance window's target) leave the cohort's capacity
+    answers: list[Any] = [found for _receiver, found in kueue_holds.send(sender=KueueSpec)]
+    holds: tuple[HoldSpec, ...] = tuple(hold for found in answers for hold in found or ())
+    for key, amount in held_capacity(holds).items():
+        if key in capacity:
+            capacity[key] = max(Decimal(0), capacity[key] - amount)
     return KueueSpec(queues=tuple(queues), tiers=default_tiers(),
-                     topology_levels=tuple(topology_levels()), capacity=capacity)
+                     topology_levels=tuple(topology_levels()), capacity=capacity, holds=holds)

@@ -17,6 +17,11 @@ from tenants.services.preferences import preference_default_language
 # admitted, running and preempting jobs). A signal, because tenants ranks below jobs.
 volumes_held = Signal()
 
+# Sent by ``tenants.kueue.kueue_spec`` (Kueue mode); a receiver returns the holds
+# (``k8s_sync.kueue_hold.HoldSpec``) of nodes kept for one job (the jobs app: the open
+# maintenance windows with a target job). A signal, because tenants ranks below jobs.
+kueue_holds = Signal()
+
 
 @receiver(user_logged_in, dispatch_uid="tenants.language_at_login")
 def language_at_login(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:

@@ -28,7 +28,7 @@ from django.utils import timezone
 
 from core.choices import PoolKind
 from core.models import Policy
-from k8s_sync import kueue, manifests, naming
+from k8s_sync import kueue, kueue_hold, manifests, naming
 from k8s_sync.client import K8sError, get_client, is_transient
 from k8s_sync.models import ObservedPod, ObservedPVC
 from k8s_sync.placement import node_dedication_patch
@@ -186,7 +186,7 @@ def reconcile_kueue(self) -> str:  # type: ignore[no-untyped-def]
     if not kueue_on():
         return "off"
     try:
-        result = converge(get_client(), kueue.desired_kueue_objects(kueue_spec()),
+        result = converge(get_client(), kueue_hold.desired_objects(kueue_spec()),
                           owner=kueue_owner())
     except K8sError as exc:
         if is_transient(exc) and self.request.retries < MAX_RETRIES:

@@ -207,7 +207,7 @@ class _Pass(Reclaim):
         when it could some day. It reads no use, so it holds for every job of the same
         pool, tier and shape until the nodes of ``key`` or the quotas change: memoised in
         :attr:`verdicts` (the incremental engine keeps them between passes)."""
-        kind = (job.tenant, job.pool, job.tier, job.replicas, job.gpus_per_replica, job.dims)
+        kind = (job.place_as, job.pool, job.tier, job.replicas, job.gpus_per_replica, job.dims)
         memo = self.verdicts.get(key)
         if memo is None:
             memo = self.verdicts[key] = {}
@@ -218,7 +218,7 @@ class _Pass(Reclaim):
 
     def _never_reason(self, job: JobView, key: str) -> Text | None:
         units = job.demand
-        tenant, replicas, per = job.tenant, job.replicas, job.gpus_per_replica
+        tenant, replicas, per = job.place_as, job.replicas, job.gpus_per_replica
         if not self.cap.eligible(key, tenant):
             return {"code": "jobs.never.no_node_has",
                     "args": {"resource": text.resource_name(key)}}
@@ -252,7 +252,7 @@ class _Pass(Reclaim):
         # everything the pool's pods hold, its batch jobs' included, within what the pool's
         # unscoped ResourceQuota allows (production: its own is its grant, checked above)
         if not gated and mode != _OVER and al + units <= self.pool_ceiling(job, key):
-            plan = self.place(key, tenant, replicas, per)
+            plan = self.place(key, job.place_as, replicas, per)
             if plan is not None:
                 res = self.reservations.get(key)
                 d90 = self.durations(job)[1]
@@ -278,7 +278,7 @@ class _Pass(Reclaim):
             mode = _worst(key_mode, dim_mode)
         if not (batch and mode == _OVER) and self.reclaim(job, key, mode, nominal, ceiling):
             return
-        if gated and mode != _OVER and self.place(key, tenant, replicas, per) is not None:
+        if gated and mode != _OVER and self.place(key, job.place_as, replicas, per) is not None:
             # it would fit now: the watermark alone keeps it out (else: the usual reason)
             self.block(job, self.watermark_wait(job, key), capacity=True)
             return
@@ -346,7 +346,7 @@ class _Pass(Reclaim):
             return False
         if job.dims and self.dims_mode(as_batch)[0] == _OVER:
             return False
-        plan = self.cap.place(key, job.tenant, job.replicas, job.gpus_per_replica)
+        plan = self.cap.place(key, job.place_as, job.replicas, job.gpus_per_replica)
         if plan is None:
             return False
         res = self.reservations.get(key)

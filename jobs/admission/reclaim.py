@@ -113,14 +113,15 @@ class Reclaim(QuotaRules):
         within_ceiling = (eff_all if job.tier == Tier.BATCH else eff_nb) + units <= ceiling
         pend = self.pending.get(key, {})
         loose = self.pending_loose.get(key, 0)
-        usable = {id(s) for s in self.cap.eligible(key, tenant)}
-        free = self.cap.free_total(key, tenant)
+        scope = job.place_as   # whose dedicated nodes it may use
+        usable = {id(s) for s in self.cap.eligible(key, scope)}
+        free = self.cap.free_total(key, scope)
 
         def fits(extra: dict[Slot, int], loose_units: int) -> Plan | None:
             """A placement on free + ``extra``; or, when units of unknown placement are being
             freed, an empty plan if the room exists in aggregate (the best that can be
             proven without knowing their nodes); None when it does not fit."""
-            found = self.cap.place(key, tenant, replicas, per, extra)
+            found = self.cap.place(key, scope, replicas, per, extra)
             if found is None and loose_units and (
                     free + sum(v for s, v in extra.items() if id(s) in usable) + loose_units
                     >= units):
@@ -137,8 +138,8 @@ class Reclaim(QuotaRules):
             return False
         if mode == _OVER and not self.policy.preempt_lower_priority_within_tenant:
             return False
-        memo = (key, tenant, job.pool, job.tier, mode, job.priority, replicas, per, job.dims,
-                within_g)
+        memo = (key, tenant, scope, job.pool, job.tier, mode, job.priority, replicas, per,
+                job.dims, within_g)
         if memo in self.reclaim_fail:
             return False
 

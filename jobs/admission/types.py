@@ -132,6 +132,15 @@ class JobView:
     None without a fresh one. The run-time estimate takes it over History's
     (:meth:`jobs.admission.eta.RunTimes.remaining`)."""
     reported_at: datetime | None = None
+    scope: str = ""
+    """The dedication it is placed under instead of its tenant's: ``window:<id>`` for the
+    target job of an open maintenance window, whose freed nodes are dedicated to it alone
+    (``NodeView.dedicated_to``); "" for every other job."""
+
+    @property
+    def place_as(self) -> str:
+        """Whose dedicated nodes it may use (``Capacity.eligible``): its scope or tenant."""
+        return self.scope or self.tenant
 
     @cached_property
     def resource_key(self) -> str:

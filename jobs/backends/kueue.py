@@ -21,9 +21,11 @@ into its own job states, so pages, the API, billing and notifications work uncha
   (whose Workload Kueue names ``trainjob-<name>-<hash>``, read by its owner like any).
 * **Waiting jobs**: position from Kueue's visibility API (``pendingworkloads`` of the
   job's ClusterQueue), reason from the Workload's ``QuotaReserved`` condition in plain
-  language, and the estimated start from Trainyard's own engine run as a forecaster
-  over the same cluster and run history (``jobs.admission.decide``: its ``eta.py``
-  simulation and ``explain.py`` reason, whose admissions and preemptions are ignored).
+  language, and the estimated start from Kueue's order (``jobs.kueue_eta``): Trainyard's
+  engine run as a forecaster over the same cluster and run history with the queued jobs
+  in Kueue's positions (``jobs.admission.decide``: its ``eta.py`` simulation and
+  ``explain.py`` reason, whose admissions and preemptions are ignored), bounded by the
+  ClusterQueue's observed admission rate.
 * **Hold and Trainyard's own preemptions** (an admin's, a maintenance window's) are
   Kueue's ``spec.active``: a held queued job's Workload and a job preempted by Trainyard
   are deactivated (Kueue evicts, the job is suspended and its pods get their grace), and
@@ -43,7 +45,9 @@ into its own job states, so pages, the API, billing and notifications work uncha
   one undone between two passes.
 
 What Kueue's own controller does is not repeated: no node placement (Kueue's flavors and
-topology-aware scheduling), no defragmentation windows.
+topology-aware scheduling). A maintenance window's moves are Trainyard's preemptions
+(deactivations), its hold of the freed nodes for a target job Kueue's objects
+(``jobs.window_kueue``).
 """
 
 from __future__ import annotations
@@ -63,13 +67,13 @@ from core.choices import Tier
 from core.models import Policy
 from core.texts import message as stored_text
 from core.texts import text_code
-from jobs import enqueue, selectors, transitions
+from jobs import enqueue, kueue_eta, selectors, transitions
 from jobs.admission.text import position as ordinal_text
 from jobs.admission.types import WaitInfo
 from jobs.backends import kueue_evictions, kueue_watermark
 from jobs.backends.base import BaseBackend
 from jobs.choices import ACTIVE_STATES, JobState
-from jobs.converge import refused, unbuildable
+from jobs.converge import ensure_tier_runtime, refused, unbuildable
 from jobs.models import TrainingJob
 from jobs.observation import observe_jobs
 from k8s_sync import kueue, kueue_observe, manifests
@@ -151,6 +155,8 @@ class KueueBackend(BaseBackend):
                 return unbuildable(job, exc)
             if pvc is not None:
                 client.create_if_absent(pvc)
+            if not job.in_cluster:
+                ensure_tier_runtime(client, spec)
             _obj, created = client.create_if_absent(workload)
             TrainingJob.objects.filter(pk=job.pk).update(in_cluster=True, last_error="")
         except K8sError as exc:
@@ -262,9 +268,10 @@ def apply_workloads(client: Any, views: Mapping[tuple[str, str], kueue.WorkloadV
         elif admitting:
             # (admitted, or admitted and already finished between two passes: its
             # running and end are read from the job by the next observe_jobs)
-            admitted = view.conditions["Admitted"].at or now
+            # never later than the pass (clocks differ): the ETA record's start is the same
+            admitted = min(view.conditions["Admitted"].at or now, now)
             admissions.append(transitions.Move(
-                job_id=job.pk, at=admitted, fields={"admitted_at": min(admitted, now)},
+                job_id=job.pk, at=admitted, fields={"admitted_at": admitted},
                 message=stored_text("jobs.transition.kueue_admitted",
                                     queue=view.cluster_queue,
                                     flavors=", ".join(view.flavors) or "-")))
@@ -425,13 +432,18 @@ def queue_positions(client: Any, digests: Mapping[str, tuple[str, frozenset[tupl
     return found, len(stale)
 
 
-def _forecast(now: dt.datetime, inputs: dict[str, Any] | None = None) -> dict[int, WaitInfo]:
+def _forecast(now: dt.datetime, inputs: dict[str, Any] | None = None,
+              order: Mapping[int, tuple[str, int]] | None = None) -> dict[int, WaitInfo]:
     """Trainyard's engine over the same cluster and history, as a forecaster: its
-    estimated starts and its reasons (its admissions and preemptions are not applied).
-    ``inputs``: the engine's inputs the pass already read."""
+    estimated starts and its reasons (its admissions and preemptions are not applied),
+    the queued jobs in Kueue's order (``order``: job id -> (ClusterQueue, position);
+    ``jobs.kueue_eta.in_kueue_order``). ``inputs``: the engine's inputs the pass already
+    read."""
     try:
-        decisions, _absent = selectors.decide_with_pools_absent(
-            inputs if inputs is not None else selectors.admission_inputs(now))
+        inputs = inputs if inputs is not None else selectors.admission_inputs(now)
+        if order:
+            inputs = {**inputs, "jobs": kueue_eta.in_kueue_order(inputs["jobs"], order)}
+        decisions, _absent = selectors.decide_with_pools_absent(inputs)
     except Exception:  # a forecast never stops Kueue's decisions from being recorded
         log.exception("Kueue mode: the ETA forecast failed")
         return {}
@@ -496,7 +508,9 @@ def waiting_info(client: Any, views: Mapping[tuple[str, str], kueue.WorkloadView
     every = {job.pk: job for job in (*queued, *active)}.values()
     positions, reads = queue_positions(client, queue_digests(every, views))
     by_model = model_positions(queued)
-    forecast = _forecast(now, inputs)
+    order = kueue_eta.positions_by_job(queued, views, positions, cluster_queue_of)
+    forecast = _forecast(now, inputs, order)
+    rates = kueue_eta.admission_rates(now, cluster_queue_of) if order else {}
     gated = gated or {}
     out: dict[int, WaitInfo] = {}
     for job in queued:
@@ -513,11 +527,12 @@ def waiting_info(client: Any, views: Mapping[tuple[str, str], kueue.WorkloadView
             reason = kueue_reason(view, queue, in_cq)
             if engine is not None and engine.reason:
                 reason = [reason, engine.reason]
+        p50, p90 = kueue_eta.combine(
+            (engine.eta_p50, engine.eta_p90) if engine is not None else (None, None),
+            kueue_eta.rate_eta(now, in_cq, rates.get(queue)))
         out[job.pk] = WaitInfo(
             # the pool's queue is its own ClusterQueue (one LocalQueue each): one position
             position_in_pool=in_cq if in_cq is not None else in_lq,  # type: ignore[arg-type]
             position_in_model=by_model.get(job.pk),  # type: ignore[arg-type]
-            eta_p50=engine.eta_p50 if engine is not None else None,
-            eta_p90=engine.eta_p90 if engine is not None else None,
-            reason=reason)
+            eta_p50=p50, eta_p90=p90, reason=reason)
     return out, reads

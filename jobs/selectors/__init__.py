@@ -89,6 +89,9 @@ from jobs.selectors.use import (
 from jobs.selectors.windows import (
     maintenance_held_nodes,
     open_windows,
+    target_windows,
+    window_scope,
+    window_targets,
     windows_to_release,
 )
 
@@ -140,6 +143,9 @@ __all__ = [
     "start_observations",
     "storage_left",
     "stuck_jobs",
+    "target_windows",
     "transitions_of",
+    "window_scope",
+    "window_targets",
     "windows_to_release",
 ]

@@ -21,7 +21,12 @@ from jobs.progress import reported_remaining
 from jobs.selectors.history import recent_history
 from jobs.selectors.inventory import _node_cpu_memory, physical_use_now
 from jobs.selectors.use import job_resources
-from jobs.selectors.windows import maintenance_held_nodes
+from jobs.selectors.windows import (
+    maintenance_held_nodes,
+    target_windows,
+    window_scope,
+    window_targets,
+)
 from k8s_sync.models import (
     ObservedPod,
 )
@@ -72,6 +77,8 @@ def _admission_inputs(now, *, rows=None, nodes=None, pods=None):  # type: ignore
     counts its hypothetical job with the same ones, from the same capacity report)."""
     dedicated = node_dedications()
     held = maintenance_held_nodes(now)  # cordoned for a window, even before it is observed
+    # a window's nodes held for its target job: dedicated to it alone (JobView.scope)
+    targeted, targets = window_targets(now), target_windows(now)
     policy = Policy.current()
     # NodeView.switch: the node's value of the policy's last topology level.
     report = capacity_report(topology_levels_in_force(policy.topology_levels), nodes=nodes,
@@ -82,8 +89,10 @@ def _admission_inputs(now, *, rows=None, nodes=None, pods=None):  # type: ignore
                       gpus=n.whole_allocatable, gpus_used=n.whole_allocated,
                       mig={m.profile: m.allocatable for m in n.mig},
                       mig_used={m.profile: m.allocated for m in n.mig},
-                      schedulable=n.schedulable and n.name not in held,
-                      dedicated_to=dedicated.get(n.name, ""),
+                      schedulable=(n.schedulable or n.name in targeted)
+                      and (n.name not in held or n.name in targeted),
+                      dedicated_to=(window_scope(targeted[n.name]) if n.name in targeted
+                                    else dedicated.get(n.name, "")),
                       shared=n.shared_allocatable, shared_used=n.shared_allocated,
                       **_node_cpu_memory(n))
              for n in report_nodes]
@@ -130,6 +139,8 @@ def _admission_inputs(now, *, rows=None, nodes=None, pods=None):  # type: ignore
                 resources=resources(j), reported_remaining_seconds=said and said[0],
                 reported_at=said and said[1])
         views[j.id] = (j, placement, view, said)
+        if j.id in targets:
+            view = replace(view, scope=window_scope(targets[j.id]))
         jobs.append(view)
     _VIEWS["last"] = (facts, views)
     # The pools' quotas change rarely: kept while the snapshot's marker (one query) says

@@ -17,6 +17,7 @@ from k8s_sync.models import (
     ObservedStorageClass,
 )
 from k8s_sync.physical import last_framebuffer_mib, physical_use, shared_framebuffer_mib
+from k8s_sync.placement import configured_topology_levels
 from k8s_sync.quantity import parse_quantity
 from k8s_sync.selectors import capacity_report, node_capacity
 from k8s_sync.templatetags.k8s_sync import mib, sharing
@@ -34,8 +35,8 @@ def inventory() -> Inventory:
     Every submission checks against it: the nodes' part is computed again only when an
     observed node changed (its id, resourceVersion or observation time; one small query),
     so a burst of submissions does not re-read every node's labels each time."""
-    signature = tuple(ObservedNode.objects.order_by("pk").values_list(
-        "pk", "resource_version", "observed_at"))
+    signature = (configured_topology_levels(), *ObservedNode.objects.order_by("pk").values_list(
+        "pk", "resource_version", "observed_at"))  # a switch: the last level in force
     cached = _NODE_SHAPES.get("last")
     if cached is None or cached[0] != signature:
         cached = (signature, _node_shapes())
@@ -56,13 +57,14 @@ def _node_shapes() -> Inventory:
     hami: dict[str, int] = defaultdict(int)
     room: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
     max_cpu, max_mem = Decimal(0), Decimal(0)
+    levels = configured_topology_levels()  # the switch a gang must fit under, as admission
     for node in ObservedNode.objects.defer("raw", "capacity", "taints"):
         model, alloc = node.gpu_model, node.allocatable or {}
-        cap = node_capacity(node, {})
+        cap = node_capacity(node, {}, levels)
         whole = cap.whole_allocatable  # HAMi: cards (its vGPUs of one pod are on distinct cards)
         if model and whole:
             gpus[model] = max(gpus[model], whole)
-            room[f"gpu:{model}"][node.switch].append(whole)
+            room[f"gpu:{model}"][cap.switch].append(whole)
         if model and cap.hami and node.gpu_memory_mib:
             hami[model] = max(hami[model], node.gpu_memory_mib)
         if model and cap.shared_allocatable:
@@ -74,7 +76,7 @@ def _node_shapes() -> Inventory:
             if key.startswith("nvidia.com/mig-"):
                 profile = key.removeprefix("nvidia.com/mig-")
                 mig[profile] = max(mig[profile], _int(value))
-                room[f"mig:{profile}"][node.switch].append(_int(value))
+                room[f"mig:{profile}"][cap.switch].append(_int(value))
         max_cpu = max(max_cpu, _dec(alloc.get("cpu")))
         max_mem = max(max_mem, _dec(alloc.get("memory")) / GIB)
     return Inventory(dict(gpus), dict(mig), max_cpu, max_mem.quantize(Decimal("0.001")),

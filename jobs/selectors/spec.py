@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from core.choices import Tier
@@ -12,6 +13,8 @@ from core.models import Policy
 from core.numbers import gib, quantity
 from jobs.choices import JobKind, JobState
 from jobs.models import TrainingJob
+from jobs.selectors.windows import target_windows
+from k8s_sync.maintenance import hold_tolerations
 from k8s_sync.placement import dedicated_placement, switch_label
 from k8s_sync.specs import JobSpec
 from tenants import demand
@@ -30,6 +33,10 @@ def job_spec(job: TrainingJob, *, policy: Policy | None = None,  # type: ignore[
     if dedicated is None:
         dedicated = NodeDedication.objects.filter(tenant=job.tenant).exists()
     placement = dedicated_placement(job.tenant.slug) if dedicated else {}
+    window = target_windows(timezone.now()).get(job.pk) if job.pk is not None else None
+    if window is not None:  # the target of a window: its pods tolerate the held nodes
+        placement = {**placement, "tolerations": [*placement.get("tolerations", []),
+                                                  *hold_tolerations(window)]}
     return JobSpec(
         # An unsaved job (submission checks it with this same code: jobs.contract) has no
         # id yet; 0 stands in for it.

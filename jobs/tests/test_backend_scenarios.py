@@ -441,6 +441,9 @@ def test_a_guarantee_held_against_a_borrower(mode, cluster, platform_admin, bob,
     relist_all(get_client(), kinds=["quotas"])
     a1 = _submit(mode, bob, tenant_a, "a-own", "development", "dev", gpus=4,
                  run_seconds=7200)
+    assert _until(mode, cluster, [a1], ["running"], rounds=10) == ["running"], mode["backend"]
+    # admitted in a later pass: the most recently admitted, the victim in both modes (Kueue
+    # breaks a tie of reservation times by UID: common/ordering.go CandidatesOrdering)
     a2 = _submit(mode, bob, tenant_a, "a-borrows", "development", "dev", gpus=4,
                  run_seconds=7200)
     assert _until(mode, cluster, [a1, a2], ["running", "running"], rounds=10) == [
@@ -473,6 +476,8 @@ def test_a_guarantee_held_against_a_borrower(mode, cluster, platform_admin, bob,
     for _ in range(4):   # beyond its guarantee: acme's own cards are not taken for it
         _cycle(mode, cluster, 20)
     assert _states(a1, g1, g2) == ["running", "running", "queued"], mode["backend"]
+
+
 def _pod_start_policy(mode, cluster, deadline, attempts):
     """The policy's pod-start deadline; in Kueue mode, Kueue's waitForPodsReady follows
     it (the platform team applies ``deploy/kueue/`` rendered from it)."""
@@ -586,3 +591,155 @@ def test_a_preemption_between_passes_is_recorded(mode, cluster, alice, bob, tena
     if mode["backend"] == "kueue":
         texts = [english(t.message) for t in preempted]
         assert all("Kueue evicted it (InCohortReclamation)" in t for t in texts), texts
+# --- issue 31: the defrag hold, a TrainJob with a tier (h-defrag) -------------------------
+
+
+def _submit_gang(mode, user, tenant, name, model, workers, gpus, run_seconds=3600,
+                 kind="pytorchjob", tier="development", pool="dev"):
+    with mode["capture"](execute=True):
+        return job_services.job_submit(
+            access=access_for(user, tenant), actor=user, pool=pool, data={
+                "name": name, "kind": kind, "image": "registry.example.org/ml/trainer:1",
+                "tier": tier, "workers": workers, "gpus_per_worker": gpus, "gpu_model": model,
+                "cpu_per_worker": 8, "memory_gib_per_worker": 32, "max_run_seconds": 86400,
+                "annotations": {"kubesim.trainyard.io/run-seconds": str(run_seconds)}})
+
+
+def _job_pods(cluster, job):
+    from kubernetes import client as k8s
+
+    pods = k8s.CoreV1Api(cluster.api_client).list_namespaced_pod(job.pool.namespace).items
+    return [p for p in pods if (p.metadata.labels or {}).get("trainyard.io/job-id") == str(job.pk)
+            or p.metadata.name.startswith(job.k8s_name + "-")]
+
+
+def test_the_defrag_hold_keeps_the_freed_nodes_for_the_target_job(
+        mode, cluster, platform_admin, bob, tenant_a):
+    """A maintenance window frees the two whole A100 nodes of one rack for a queued
+    two-node job (its target), moving the job in the way with its grace to the room left
+    elsewhere: during the window no other job takes them, though one that fits only there
+    is waiting, and the target runs there. Trainyard: the engine dedicates the held nodes
+    to the target (``JobView.scope``), whose pods tolerate the cordon and the window's
+    taint. Kueue: the move is a deactivation; a ResourceFlavor selecting the held nodes and
+    tolerating the taint, offered by one ClusterQueue that only the target's LocalQueue
+    feeds; the held capacity leaves the cohort (``k8s_sync.kueue_hold``)."""
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from jobs.tasks import apply_maintenance_windows
+    from k8s_sync.placement import RACK_LABEL
+    from tenants.tasks import reconcile_kueue
+
+    def windows():
+        with mode["capture"](execute=True):
+            apply_maintenance_windows.apply().get()
+
+    # one topology domain holds both 8-card A100 nodes (kubesim's small profile puts them
+    # on two switches of rack-a1), so a two-node gang is placeable in both modes
+    tenant_services.policy_update(actor=platform_admin, topology_levels=[RACK_LABEL])
+    relist_all(get_client())
+    if mode["backend"] == "kueue":   # a Topology's levels are immutable: written anew
+        from k8s_sync.kueue import KUEUE_API, TOPOLOGY
+
+        get_client().ensure_absent(KUEUE_API, "Topology", TOPOLOGY)
+    with mode["capture"](execute=True):
+        reconcile_kueue.apply()
+    a100 = _model(cluster, "A100")
+    # GPUs bin-packed (engine and kube-scheduler alike): the short job takes the 4 whole
+    # cards of a100-mig-0, the long one half of a100-0
+    short = _submit_gang(mode, bob, tenant_a, "short", a100, workers=1, gpus=4,
+                         run_seconds=120)
+    assert _until(mode, cluster, [short], ["running"], rounds=10) == ["running"]
+    mover = _submit_gang(mode, bob, tenant_a, "mover", a100, workers=1, gpus=4,
+                         run_seconds=7200)
+    assert _until(mode, cluster, [mover], ["running"], rounds=10) == ["running"]
+    target = _submit_gang(mode, bob, tenant_a, "two-node", a100, workers=2, gpus=8,
+                          run_seconds=600)
+    assert _until(mode, cluster, [short, target], ["succeeded", "queued"], rounds=20) == [
+        "succeeded", "queued"], mode["backend"]
+    start = timezone.now()
+    window = job_services.window_schedule(
+        actor=platform_admin, gpu_model=a100, nodes_wanted=2, starts_at=start,
+        ends_at=start + dt.timedelta(hours=2), reason="two-node run", target_job_id=target.pk)
+    assert sorted(window.plan["nodes"]) == ["a100-0", "a100-1"], window.plan
+    assert window.plan["moves"] == [mover.pk], window.plan
+    windows()
+    mover.refresh_from_db()
+    assert mover.state == "preempting", mode["backend"]
+    # a job that fits only on a held node, submitted during the window
+    other = _submit_gang(mode, bob, tenant_a, "one-node", a100, workers=1, gpus=8)
+    for _ in range(20):
+        _cycle(mode, cluster, 20)
+        windows()
+        if _states(target, other) == ["running", "queued"]:
+            break
+    assert _states(target, other) == ["running", "queued"], mode["backend"]
+    for _ in range(3):   # and it stays so: nobody else takes the held nodes
+        _cycle(mode, cluster, 20)
+        windows()
+    assert _states(target, other) == ["running", "queued"], mode["backend"]
+    nodes = sorted(p.spec.node_name for p in _job_pods(cluster, target))
+    assert nodes == ["a100-0", "a100-1"], (mode["backend"], nodes)
+    assert all(p.spec.node_name in (None, "a100-mig-0")
+               for p in _job_pods(cluster, other) + _job_pods(cluster, mover)), mode["backend"]
+    mover.refresh_from_db()
+    assert mover.restart_count == 1 and mover.state in ("queued", "running"), mode["backend"]
+    if mode["backend"] == "kueue":
+        from k8s_sync.kueue import KUEUE_API
+
+        client = get_client()
+        flavor = client.read(KUEUE_API, "ResourceFlavor", f"trainyard-window-{window.pk}")
+        assert flavor["spec"]["nodeLabels"] == {
+            "trainyard.io/maintenance-hold": str(window.pk)}
+        assert flavor["metadata"]["labels"]["trainyard.io/component"] == "kueue"
+        queue = client.read(KUEUE_API, "ClusterQueue", f"trainyard-window-{window.pk}")
+        assert "cohortName" not in queue["spec"]
+        assert queue["spec"]["namespaceSelector"]["matchLabels"] == {
+            "kubernetes.io/metadata.name": target.pool.namespace}
+        node = client.read("v1", "Node", "a100-0")
+        assert not node["spec"].get("unschedulable")   # tainted, not cordoned (TAS)
+        assert {"key": "trainyard.io/maintenance", "value": str(window.pk),
+                "effect": "NoSchedule"} in node["spec"]["taints"]
+
+    # the target done, the window is cancelled: its nodes go back, the waiting job runs
+    assert _until(mode, cluster, [target], ["succeeded"], rounds=60, seconds=20) == [
+        "succeeded"], mode["backend"]
+    with mode["capture"](execute=True):
+        job_services.window_cancel(actor=platform_admin, window_id=window.pk)
+    windows()
+    for name in ("a100-0", "a100-1"):
+        node = get_client().read("v1", "Node", name)
+        assert not node["spec"].get("unschedulable") and not node["spec"].get("taints")
+        assert "trainyard.io/maintenance-hold" not in node["metadata"].get("labels", {})
+    if mode["backend"] == "kueue":
+        from k8s_sync.kueue import KUEUE_API
+
+        for kind in ("ResourceFlavor", "ClusterQueue"):
+            assert get_client().read(KUEUE_API, kind, f"trainyard-window-{window.pk}") is None
+    assert _until(mode, cluster, [other], ["running"], rounds=15) == ["running"], mode[
+        "backend"]
+
+
+def test_a_trainjob_runs_at_its_tiers_priority_class(mode, cluster, alice, bob, tenant_a):
+    """A TrainJob's pods carry their tier's PriorityClass in both modes: Trainer's runtime
+    patch cannot set ``priorityClassName``, so the TrainJob runs on Trainyard's copy of
+    its runtime at the tier's class (``k8s_sync.tier_runtime``)."""
+    h800 = mode["h800"]
+    prod = _submit_gang(mode, alice, tenant_a, "tj-prod", h800, workers=1, gpus=4,
+                        kind="trainjob", tier="production", pool="prod")
+    dev = _submit_gang(mode, bob, tenant_a, "tj-dev", h800, workers=1, gpus=4,
+                       kind="trainjob", tier="development", pool="dev")
+    assert _until(mode, cluster, [prod, dev], ["running", "running"], rounds=15) == [
+        "running", "running"], mode["backend"]
+    client = get_client()
+    for job, tier in ((prod, "production"), (dev, "development")):
+        obj = client.read("trainer.kubeflow.org/v1alpha1", "TrainJob", job.k8s_name,
+                          job.pool.namespace)
+        assert obj["spec"]["runtimeRef"]["name"] == f"torch-distributed-{tier}"
+        pods = _job_pods(cluster, job)
+        assert pods, (mode["backend"], tier)
+        for pod in pods:
+            assert pod.spec.priority_class_name == f"trainyard-{tier}", mode["backend"]
+            assert pod.spec.priority == client.read(
+                "scheduling.k8s.io/v1", "PriorityClass", f"trainyard-{tier}")["value"]

@@ -80,3 +80,35 @@ def test_the_defrag_page_is_for_platform_admins(login, alice, platform_admin, in
     assert login(alice).get("/platform/defrag/").status_code == 404
     page = login(platform_admin).get(f"/platform/defrag/?gpu_model={H800}&nodes_wanted=2")
     assert page.status_code == 200 and "can be emptied" in page.content.decode()
+
+
+def test_a_window_holds_its_nodes_for_a_queued_job_of_its_model_only(
+        login, bob, platform_admin, quota, inventory):
+    """The target job is named on the page: a queued job of the window's model (its
+    cards per worker bound the nodes the plan empties); anything else is refused, in
+    words, with nothing written."""
+    queued = services.job_submit(access=access_for(bob, quota), actor=bob, pool="dev",
+                                 data=submission(name="two-node", workers=2,
+                                                 gpus_per_worker=8))
+    running = services.job_submit(access=access_for(bob, quota), actor=bob, pool="dev",
+                                  data=submission(name="busy", gpus_per_worker=2))
+    TrainingJob.objects.filter(pk=running.pk).update(state="running")
+    client = login(platform_admin)
+    start = timezone.now() + dt.timedelta(minutes=5)
+    form = {"gpu_model": H800, "nodes_wanted": "1", "reason": "run",
+            "starts_at": start.strftime("%Y-%m-%dT%H:%M"),
+            "ends_at": (start + dt.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M")}
+    for bad in ("x1", str(running.pk), "999999"):
+        answer = client.post("/platform/defrag/", {**form, "target_job": bad})
+        assert answer.status_code == 400, bad
+    assert not MaintenanceWindow.objects.exists()
+    answer = client.post("/platform/defrag/", {**form, "target_job": str(queued.pk)})
+    assert answer.status_code == 302
+    window = MaintenanceWindow.objects.get()
+    assert window.target_job_id == queued.pk
+    page = client.get("/platform/defrag/").content.decode()
+    assert f"(held for job #{queued.pk})" in page
+    with pytest.raises(ApplicationError, match="queued job of B200"):
+        services.window_schedule(actor=platform_admin, gpu_model="B200", nodes_wanted=1,
+                                 starts_at=start, ends_at=start + dt.timedelta(hours=1),
+                                 target_job_id=queued.pk)

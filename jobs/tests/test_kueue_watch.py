@@ -178,8 +178,9 @@ def test_the_forecast_runs_on_the_explanation_cadence(kqueue, settings, monkeypa
     settings.TRAINYARD_EXPLAIN_SECONDS = 60
     forecasts: list[dt.datetime] = []
     real = backend._forecast
-    monkeypatch.setattr(backend, "_forecast", lambda now, inputs=None: forecasts.append(now)
-                        or real(now, inputs))
+    monkeypatch.setattr(backend, "_forecast",
+                        lambda now, inputs=None, order=None: forecasts.append(now)
+                        or real(now, inputs, order))
     first = KueueBackend().cycle()
     assert first["waiting"] == 1 and len(forecasts) == 1
     again = KueueBackend().cycle()  # seconds later: decisions read, nothing explained

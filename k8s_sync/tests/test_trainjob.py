@@ -55,7 +55,7 @@ def test_every_shape_builds_a_valid_trainjob_with_the_pytorchjob_pods(case):
     assert obj["metadata"] == pytorch["metadata"]
     assert obj["spec"]["runtimeRef"] == {"apiGroup": "trainer.kubeflow.org",
                                          "kind": "ClusterTrainingRuntime",
-                                         "name": "torch-distributed"}
+                                         "name": f"torch-distributed-{spec.tier}"}
     assert trainer["numNodes"] == spec.replicas
     assert trainer["numProcPerNode"] == int(pytorch["spec"]["nprocPerNode"])
     assert trainer["resourcesPerNode"] == container["resources"]
@@ -111,7 +111,7 @@ def test_the_checkpoint_contract_reaches_the_node_container():
 def test_a_named_runtime_and_its_checks():
     spec = trainjob_spec("single_gpu", runtime="torch-distributed-with-cache")
     assert manifests.build_trainjob(spec)["spec"]["runtimeRef"]["name"] == (
-        "torch-distributed-with-cache")
+        f"torch-distributed-with-cache-{spec.tier}")
     with pytest.raises(ValueError, match=r"^runtime: not a ClusterTrainingRuntime"):
         trainjob_spec("single_gpu", runtime="Torch_Distributed")
     with pytest.raises(ValueError, match=r"^runtime: only a TrainJob"):
@@ -251,6 +251,11 @@ def test_trainjob_lifecycle_against_kubesim(cluster):
         checkpoint_storage_class="fast-ssd", checkpoint_size_gib=10, kind="trainjob",
         annotations={"kubesim.trainyard.io/run-seconds": "120"})
     client.create_if_absent(manifests.build_checkpoint_pvc(spec))
+    # what jobs.converge.ensure_tier_runtime writes first: the runtime at the tier's class
+    from k8s_sync.tier_runtime import build_tier_runtime
+    client.apply(build_tier_runtime(client.read(
+        "trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime", "torch-distributed"),
+        spec.tier))
     stored, created = client.create_if_absent(manifests.build_workload(spec))
     assert created and manifests.workload_suspended("trainjob", stored)
     cluster.advance(10)
@@ -271,6 +276,10 @@ def test_trainjob_lifecycle_against_kubesim(cluster):
         assert labels["trainyard.io/switch"] == switch
         assert pod["metadata"]["labels"]["jobset.sigs.k8s.io/jobset-name"] == spec.name
         assert pod["metadata"]["labels"]["trainyard.io/tier"] == "development"
+        # the tier's PriorityClass, from the tier's runtime, resolved by pod admission
+        assert pod["spec"]["priorityClassName"] == "trainyard-development"
+        assert pod["spec"]["priority"] == next(
+            t.value for t in manifests.default_tiers() if t.name == "development")
         assert pod["metadata"]["annotations"]["trainyard.io/resume"] == "0"
         env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
         assert env["PET_NNODES"] == "2" and env["TRAINYARD_CHECKPOINT_DIR"] == "/checkpoints"
@@ -315,3 +324,38 @@ def test_a_production_trainjob_is_valid_too():
     spec = dataclasses.replace(SPECS["ddp_one_node"](), kind="trainjob")
     assert spec.tier == Tier.PRODUCTION
     validate_trainjob(manifests.build_workload(spec))
+
+
+def test_the_tier_runtime_is_the_runtime_at_the_tier_priority_class():
+    """Trainer's PodSpecPatch has no priorityClassName, so the tier comes from Trainyard's
+    copy of the runtime (k8s_sync.tier_runtime): every replicated job's pod template at the
+    tier's PriorityClass, the rest as the runtime has it."""
+    from k8s_sync.tier_runtime import build_tier_runtime, is_tier_runtime, tier_runtime_name
+
+    TORCH_DISTRIBUTED = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
+        "metadata": {"name": "torch-distributed",
+                     "labels": {"trainer.kubeflow.org/framework": "torch"}},
+        "spec": {"mlPolicy": {"numNodes": 1, "torch": {}}, "template": {"spec": {
+            "replicatedJobs": [{"name": "node", "template": {
+                "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step":
+                                        "trainer"}},
+                "spec": {"template": {"spec": {"containers": [
+                    {"name": "node", "image": "pytorch/pytorch:2.13.0"}]}}}}}]}}}}
+    base = copy.deepcopy(TORCH_DISTRIBUTED)
+    base["metadata"].update(uid="u", resourceVersion="7")
+    copy_ = build_tier_runtime(base, "production")
+    assert copy_["metadata"]["name"] == "torch-distributed-production"
+    assert "uid" not in copy_["metadata"] and "resourceVersion" not in copy_["metadata"]
+    assert copy_["metadata"]["labels"]["trainyard.io/runtime-of"] == "torch-distributed"
+    assert copy_["metadata"]["labels"]["trainer.kubeflow.org/framework"] == "torch"
+    assert is_tier_runtime(copy_) and not is_tier_runtime(base)
+    [rjob] = copy_["spec"]["template"]["spec"]["replicatedJobs"]
+    pod = rjob["template"]["spec"]["template"]["spec"]
+    assert pod["priorityClassName"] == "trainyard-production"
+    assert pod["containers"] == TORCH_DISTRIBUTED["spec"]["template"]["spec"][
+        "replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"]
+    assert copy_["spec"]["mlPolicy"] == base["spec"]["mlPolicy"]
+    assert "priorityClassName" not in str(TORCH_DISTRIBUTED)  # the original is untouched
+    name = tier_runtime_name("r" * 253, "development")
+    assert len(name) == 253 and name.endswith("-development")

@@ -20,6 +20,8 @@ from typing import Any
 
 from kubesim.sim import kueue_config, kueue_podsready
 from kubesim.sim import kueue_fungibility as kf
+from kubesim.sim.kueue_queue_name import queue_name_change
+from kubesim.sim.kueue_tas_taints import untolerated
 from kubesim.sim.state import PYTORCHJOBS, TERMINAL, ClusterState
 from kubesim.sim.util import fmt_time, parse_time, pod_requests, to_units
 
@@ -696,6 +698,8 @@ class KueueController:
                 self._write_wl(wl_key, wl, status)
             return
         reserved = _true({c["type"]: c for c in conds}, "QuotaReserved")
+        if queue_name_change(self.store, WORKLOADS, job, wl, reserved, ad.suspended(job)):
+            return  # the Workload's update brings it back here, in its new queue
         evicted = _true({c["type"]: c for c in conds}, "Evicted")
         active_spec = (wl.get("spec") or {}).get("active", True)
         if active_spec is not False and _true({c["type"]: c for c in conds},
@@ -1362,10 +1366,13 @@ class KueueController:
                                          (topo.get("spec") or {}).get("levels") or []]:
             return None
         sel = {**((tmpl.get("spec") or {}).get("nodeSelector") or {}), **labels}
+        tols = [*((tmpl.get("spec") or {}).get("tolerations") or []),
+                *(rf_spec.get("tolerations") or [])]
         room: dict[str, int] = {}
         per_node: dict[str, list[tuple[str, int]]] = {}
         for ns in sorted(self.state.nodes.values(), key=lambda n: n.name):
-            if ns.failed or ns.unschedulable or level not in ns.labels:
+            if ns.failed or ns.unschedulable or level not in ns.labels or untolerated(
+                    ns.taints, tols, _tolerated):
                 continue
             if any(ns.labels.get(k) != v for k, v in sel.items()):
                 continue

@@ -25,7 +25,11 @@ it).
   template in list order (labels, annotations, node selector and maps merged; volumes,
   containers, volume mounts by name; tolerations, affinity replaced). The
   ``trainjob-ancestor-step`` label is on the runtime's Job template, so it would be on the
-  Job, not on the pods (kubesim has no Job object).
+  Job, not on the pods (kubesim has no Job object). The rest of the runtime's pod
+  template is the pods' as it is, ``priorityClassName`` included (Trainer's JobSet builder
+  patches only the trainer's fields and the runtime patches into it:
+  ``pkg/runtime/framework/plugins/jobset/builder.go``; a runtime patch has no
+  ``priorityClassName``); the API server's Priority admission then sets ``priority``.
 * ``restartPolicy`` defaults to ``OnFailure`` (JobSet's webhook default); a failed pod is
   recreated and container restarts count too, up to the Job's ``backoffLimit`` (the
   runtime's, else Kubernetes' default 6); past it the Job, hence the JobSet, fails

@@ -430,6 +430,8 @@ ALLOWED: dict[tuple[str, str], set[str]] = {
     ("trainer.kubeflow.org", "trainjobs"): {"get", "list", "watch", "create", "patch",
                                             "delete"},
     ("trainer.kubeflow.org", "trainjobs/status"): {"get", "list", "watch"},
+    # a TrainJob's tier: the runtime's copy at the tier's class (k8s_sync.tier_runtime)
+    ("trainer.kubeflow.org", "clustertrainingruntimes"): {"get", "create", "patch"},
     ("apiextensions.k8s.io", "customresourcedefinitions"): {"get"},
     # Kueue mode (jobs.backends.kueue, tenants.tasks.reconcile_kueue)
     ("kueue.x-k8s.io", "clusterqueues"): {"list", "create", "patch", "delete"},
@@ -465,6 +467,8 @@ DISCOVERED = {
     ("apiextensions.k8s.io/v1", "CustomResourceDefinition"): "customresourcedefinitions",
     # Kueue's visibility API: KubeClient.kueue_pending_workloads
     (VISIBILITY_PENDING[0], VISIBILITY_PENDING[1]): "clusterqueues/pendingworkloads",
+    # Trainer's runtimes (jobs.converge.ensure_tier_runtime)
+    ("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime"): "clustertrainingruntimes",
 }
 APPS = ("core", "portal", "tenants", "jobs", "billing", "k8s_sync")
 
@@ -567,6 +571,15 @@ DYNAMIC_CALL_SITES = {
     ("jobs/backends/kueue.py", "refresh_resume", "patch"): _job_kinds,
     ("jobs/backends/kueue.py", "_positions", "kueue_pending_workloads"): lambda: [
         VISIBILITY_PENDING],
+    # a TrainJob's tier: the runtime it names, and its copy (k8s_sync.tier_runtime)
+    ("jobs/converge.py", "ensure_tier_runtime", "read"): lambda: [
+        (manifests.TRAINJOB_API_VERSION, manifests.TRAINING_RUNTIME_KIND)],
+    ("jobs/converge.py", "ensure_tier_runtime", "apply"): lambda: [
+        (manifests.TRAINJOB_API_VERSION, manifests.TRAINING_RUNTIME_KIND)],
+    # a maintenance window's target moved between queues (jobs.window_kueue)
+    ("jobs/window_kueue.py", "hold_in_kueue", "read"): _job_kinds,
+    ("jobs/window_kueue.py", "hold_in_kueue", "patch"): lambda: [("v1", "Node"),
+                                                                *_job_kinds()],
 }
 
 
