@@ -2,8 +2,9 @@
 by the cluster page, ``/metrics`` and finance's month.
 
 The figure itself is pure (:func:`jobs.admission.waste.idle_while_waiting`); this module
-holds its one write (:func:`idle_waiting_record`, called by ``jobs.tasks.admission_cycle``
-on every pass that explains) and its reads (the selectors below), all on
+holds its one write (:func:`idle_waiting_record`, called on every admission pass that
+explains: the trainyard engine's through :func:`record_pass`, Kueue mode's through
+:func:`record_observed`) and its reads (the selectors below), all on
 :class:`jobs.models.IdleWhileWaiting`: one row per (minute, resource key, cause) in
 unit-seconds (GPU-seconds for ``gpu:`` keys, MIG instance-seconds, share-seconds), and a
 row of cause "" per (minute, key) with the key's idle and capacity unit-seconds.
@@ -26,7 +27,8 @@ from django.db.models import Sum
 from django.utils.translation import gettext_lazy as _
 
 from jobs.admission import Decisions, JobView, NodeView
-from jobs.admission.waste import CAUSES, KeyIdle, idle_while_waiting
+from jobs.admission.types import WaitInfo
+from jobs.admission.waste import CAUSES, KeyIdle, idle_while_waiting, reason_code
 from jobs.models import IdleWhileWaiting
 
 MAX_INTERVAL_SECONDS = 60.0
@@ -88,6 +90,35 @@ def record_pass(*, nodes: Sequence[NodeView], jobs: Sequence[JobView], decisions
     return idle_waiting_record(figures=figures,
                                seconds=interval_seconds(now, previous, default_seconds),
                                now=now)
+
+
+def record_observed(*, nodes: Sequence[NodeView], jobs: Sequence[JobView],
+                    waiting: Mapping[int, WaitInfo], now: dt.datetime,
+                    previous: dt.datetime | None, default_seconds: float) -> int:
+    """Kueue mode's call on a pass that explains: Kueue decided, so there are no decisions
+    of Trainyard's to apply; the figure is taken on the jobs still waiting after the pass
+    (``waiting``: each with the reason and the position it shows), against the nodes'
+    free units the pass read. A Workload Kueue admitted whose pods are not bound yet is
+    not subtracted (Kueue leaves node choice to the scheduler): for those seconds its
+    cards count as free, and count as idle-while-waiting only if another waiting job fits
+    them."""
+    reasons = {job_id: _cause_reason(info.reason) for job_id, info in waiting.items()}
+    figures = idle_while_waiting(nodes=nodes, jobs=[j for j in jobs if j.id in reasons],
+                                 decisions=Decisions(waiting=dict(waiting)), reasons=reasons)
+    return idle_waiting_record(figures=figures,
+                               seconds=interval_seconds(now, previous, default_seconds),
+                               now=now)
+
+
+def _cause_reason(reason: Any) -> Any:
+    """The reason a Kueue-mode wait is counted under: Trainyard's own explanation (the
+    second of ``[Kueue's reason, Trainyard's]``) when Kueue only says "insufficient unused
+    quota", since it names the limit (a borrowing cap, a soft limit, production's own
+    quota); else the reason as shown."""
+    if (isinstance(reason, list) and len(reason) > 1
+            and reason_code(reason[0]) == "jobs.wait.kueue.quota"):
+        return reason[1]
+    return reason
 
 
 # -- reads ----------------------------------------------------------------------------------

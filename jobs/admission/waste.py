@@ -37,7 +37,8 @@ reason with its queue position, is read by its first element):
 * ``soft_limit``: a quota-type wait of a development or batch job
   (:data:`QUOTA_CODES`: over its quota, ceiling or batch ceiling, in the GPU key or in
   another dimension, and ``jobs.never.no_quota``/``above_quota``/``above_ceiling``: asking
-  more than its pool may hold), a limit idle capacity could have served;
+  more than its pool may hold; in Kueue mode Kueue's quota wait, ``jobs.wait.kueue.quota``),
+  a limit idle capacity could have served;
 * ``own_quota``: the same codes for a production job: production never borrows;
 * ``reservation``: ``jobs.wait.reserved``, the units are held for a larger job's
   reserved start;
@@ -68,6 +69,9 @@ QUOTA_CODES: frozenset[str] = frozenset({
     "jobs.wait.over_quota", "jobs.wait.over_quota_wait", "jobs.wait.over_ceiling",
     "jobs.wait.over_batch_ceiling", "jobs.wait.over_quota_dim", "jobs.wait.over_ceiling_dim",
     "jobs.never.no_quota", "jobs.never.above_quota", "jobs.never.above_ceiling",
+    # Kueue mode: Kueue's "insufficient unused quota" (its QuotaReserved reason, read
+    # into jobs.backends.kueue.kueue_reason)
+    "jobs.wait.kueue.quota",
 })
 """Reasons of a job held back by its pool's quota (soft limit, or production's own quota)."""
 

@@ -59,6 +59,7 @@ from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
+from django.conf import settings
 from django.core.cache import cache
 from django.db import DatabaseError, transaction
 from django.utils import timezone
@@ -67,7 +68,7 @@ from core.choices import Tier
 from core.models import Policy
 from core.texts import message as stored_text
 from core.texts import text_code
-from jobs import enqueue, kueue_eta, selectors, transitions
+from jobs import enqueue, idle_waiting, kueue_eta, selectors, transitions
 from jobs.admission.text import position as ordinal_text
 from jobs.admission.types import WaitInfo
 from jobs.backends import kueue_evictions, kueue_watermark
@@ -210,7 +211,8 @@ class KueueBackend(BaseBackend):
                         "and Kueue installed?)")
             result["error"] = "Kueue's Workloads are not observed yet"
             return result
-        explain = self.explain_due(now, self.pass_state())
+        state = self.pass_state()
+        explain = self.explain_due(now, state)
         client = get_client()
         active = list(TrainingJob.objects.filter(state__in=list(ACTIVE_STATES))
                       .select_related("pool__tenant")
@@ -230,6 +232,10 @@ class KueueBackend(BaseBackend):
                 client, views, now, active=active, gated=watermark.gated, inputs=inputs)
             transitions.record_waiting(waiting)
             result["waiting"] = len(waiting)
+            # GPU-seconds idle while work that fits waits, measured as in trainyard mode
+            idle_waiting.record_observed(
+                nodes=inputs["nodes"], jobs=inputs["jobs"], waiting=waiting, now=now,
+                previous=state.explained_at, default_seconds=settings.TRAINYARD_EXPLAIN_SECONDS)
         with transaction.atomic():
             self.record_pass(started, {**result, "backend": self.name}, at=now,
                              explained_at=now if explain else None)

@@ -9,6 +9,7 @@ platform admin capped it; production never borrows; borrowed work is reclaimed w
 tier's grace when its owner needs its quota back. A scenario whose point is exact quota
 behaviour caps the tenant at its grant (``borrowing_cap = 1``) and says so."""
 
+import datetime as dt
 from decimal import Decimal
 
 import pytest
@@ -338,6 +339,16 @@ def test_a_capped_tenant_waits_with_the_cap_named(mode, cluster, platform_admin,
         assert "borrowing cap" in reason, reason
     else:   # Kueue does not know why a borrowingLimit is 0: "insufficient unused quota"
         assert "ty-acme-dev" in reason and "insufficient unused quota" in reason, reason
+    # the idle cards the waiting job fits are measured in both modes, under the cap
+    from django.utils import timezone
+
+    from jobs.idle_waiting import window_totals
+
+    now = timezone.now()
+    totals = window_totals(now - dt.timedelta(hours=1), now + dt.timedelta(minutes=1))
+    by_cause = {c["cause"]: c["hours"] for c in totals["causes"]}
+    assert by_cause["cap"] > 0, (mode["backend"], by_cause)
+    assert by_cause["soft_limit"] == 0, (mode["backend"], by_cause)
 
 
 # -- issue 31: the eviction watermark and guarantees below a grant, in both modes ---------
