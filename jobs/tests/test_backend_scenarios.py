@@ -754,3 +754,37 @@ def test_a_trainjob_runs_at_its_tiers_priority_class(mode, cluster, alice, bob, 
             assert pod.spec.priority_class_name == f"trainyard-{tier}", mode["backend"]
             assert pod.spec.priority == client.read(
                 "scheduling.k8s.io/v1", "PriorityClass", f"trainyard-{tier}")["value"]
+
+
+def test_a_gang_is_admitted_whole_under_one_domain_of_the_last_topology_level(
+        mode, cluster, platform_admin, bob, tenant_a):
+    """A two-node gang of 8 A100 cards a worker: under the default levels (rack, switch)
+    no one switch holds it (kubesim's small profile puts the two 8-card A100 nodes on two
+    switches), so it is refused at submission with the reason, in both modes; once the
+    policy's last level is the rack it is admitted whole, both workers at once, on the two
+    nodes of that rack (trainyard: the engine's placement; Kueue: the Topology's required
+    level, TAS)."""
+    from core.exceptions import ApplicationError
+    from k8s_sync.placement import RACK_LABEL
+    from tenants.tasks import reconcile_kueue
+
+    a100 = _model(cluster, "A100")
+    with pytest.raises(ApplicationError) as refused:
+        _submit_gang(mode, bob, tenant_a, "too-wide", a100, workers=2, gpus=8)
+    assert "under one switch" in str(refused.value), str(refused.value)
+    tenant_services.policy_update(actor=platform_admin, topology_levels=[RACK_LABEL])
+    relist_all(get_client())
+    if mode["backend"] == "kueue":   # a Topology's levels are immutable: written anew
+        from k8s_sync.kueue import KUEUE_API, TOPOLOGY
+
+        get_client().ensure_absent(KUEUE_API, "Topology", TOPOLOGY)
+    with mode["capture"](execute=True):
+        reconcile_kueue.apply()
+    gang = _submit_gang(mode, bob, tenant_a, "two-node", a100, workers=2, gpus=8,
+                        run_seconds=600)
+    assert _until(mode, cluster, [gang], ["running"], rounds=20) == ["running"], mode["backend"]
+    pods = _job_pods(cluster, gang)
+    assert sorted(p.spec.node_name for p in pods) == ["a100-0", "a100-1"], mode["backend"]
+    gang.refresh_from_db()
+    admitted = [t for t in gang.transitions.all() if t.to_state == "admitted"]
+    assert len(admitted) == 1, mode["backend"]   # whole: one admission for both workers
