@@ -1162,10 +1162,11 @@ class KueueController:
 
     def _oracle(self, info: WlInfo, node: QNode) -> tuple[Callable[[dict], list], dict]:
         self._oracle_used = True  # its answer depends on the workload: not memoised
-        return kf.oracle(self, info, node)  # the preemption oracle for one flavor
+        return kf.oracle(self, info, node, Assignment)  # the preemption oracle, one flavor
 
     def _reserve(self, info: WlInfo, asg: Assignment, node: QNode, held: list) -> None:
-        kf.reserve(self, info, asg, node, held)  # reserveCapacityForUnreclaimablePreempt
+        spec = (self.objs[CLUSTERQUEUES].get(("", info.cq)) or {}).get("spec") or {}
+        kf.reserve(self, spec, asg, node, held)  # reserveCapacityForUnreclaimablePreempt
 
     def _release(self, held: list) -> None:
         kf.release(self, held)

@@ -260,15 +260,17 @@ def choose(flavors: list, try_flavor: Callable[..., tuple], args: tuple, cq: Any
 
 
 # ---- the controller's side (``KueueController`` hooks) ---------------------------------------
-def oracle(ctrl: Any, info: Any, node: Any) -> tuple[Callable[[dict], list], dict]:
+def oracle(ctrl: Any, info: Any, node: Any, assignment: Callable[..., Any]
+           ) -> tuple[Callable[[dict], list], dict]:
     """The controller's classical preemption search as ``SimulatePreemption`` runs it for
-    one flavor (``simulate``), on the current pass's quota tree and admitted workloads."""
-    from kubesim.sim.kueue import Assignment
+    one flavor (``simulate``), on the current pass's quota tree and admitted workloads
+    (``assignment``: the controller's ``Assignment``, given so that this module does not
+    import the controller's)."""
     cqs, admitted = ctrl._pass_ctx or (
         ctrl.cqs, {n: list(d.values()) for n, d in ctrl.admitted.items()})
 
     def search(usage: dict) -> list:
-        return ctrl._search_targets(info, Assignment("Preempt", [], usage, []), node, cqs,
+        return ctrl._search_targets(info, assignment("Preempt", [], usage, []), node, cqs,
                                     admitted)
     return search, cqs
 
@@ -278,13 +280,11 @@ def _bump(ctrl: Any, node: Any) -> None:
     ctrl._rver[root] = ctrl._rver.get(root, 0) + 1
 
 
-def reserve(ctrl: Any, info: Any, asg: Any, node: Any, held: list) -> None:
+def reserve(ctrl: Any, spec: dict, asg: Any, node: Any, held: list) -> None:
     """A head needing preemption that found no candidates holds the quota it could have
     (``to_reserve``) for the rest of the cycle: the controller releases ``held`` after
     this round of heads, or after the pass for a StrictFIFO head, which is the head again
-    in every cycle."""
-    from kubesim.sim.kueue import CLUSTERQUEUES
-    spec = (ctrl.objs[CLUSTERQUEUES].get(("", info.cq)) or {}).get("spec") or {}
+    in every cycle. ``spec``: the head's ClusterQueue's spec."""
     for fr, v in to_reserve(node, spec, asg.usage, asg.borrows).items():
         node.add_usage(fr, v)
         held.append((node, fr, v))
