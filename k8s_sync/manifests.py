@@ -575,13 +575,15 @@ def build_checkpoint_pvc(spec: JobSpec) -> Manifest | None:
     Workers, because their pods land on other nodes and a RWO volume attaches to one node
     only (so multi-node jobs need an RWX-capable class such as NFS/CephFS/Lustre). Create
     it once, before the PyTorchJob (``client.create_if_absent``): a PVC's spec is
-    immutable apart from growing ``resources.requests.storage``.
+    immutable apart from growing ``resources.requests.storage``. With
+    ``checkpoint_volume_attributes_class`` it names that VolumeAttributesClass (its
+    provisioned IOPS; the class is the pool reconcile's, ``tenants.iops``).
     """
     if not spec.checkpoint_storage_class or spec.checkpoint_size_gib is None:
         return None
     name = spec.checkpoint_claim_name
     assert name is not None  # derived from the storage class above
-    return {
+    pvc = {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
         "metadata": _metadata(name, spec.labels, spec.namespace),
@@ -591,6 +593,9 @@ def build_checkpoint_pvc(spec: JobSpec) -> Manifest | None:
             "resources": {"requests": {"storage": gib_quantity(spec.checkpoint_size_gib)}},
         },
     }
+    if spec.checkpoint_volume_attributes_class:  # its provisioned IOPS (k8s_sync.storage)
+        pvc["spec"]["volumeAttributesClassName"] = spec.checkpoint_volume_attributes_class
+    return pvc
 
 
 def pytorchjob_suspend_patch(suspend: bool) -> dict[str, Any]:

@@ -666,6 +666,8 @@ class JobSpec:
     checkpoint_path: str = "/checkpoints"
     checkpoint_storage_class: str = ""
     checkpoint_size_gib: Number | None = None
+    # the new claim's VolumeAttributesClass: its provisioned IOPS (k8s_sync.storage)
+    checkpoint_volume_attributes_class: str = ""
     resume: bool = False
     restart_count: int = 0
     switch: str = ""
@@ -820,6 +822,10 @@ class JobSpec:
                 raise ValueError(f"checkpoint_size_gib: {exc}") from None
             if _decimal(self.checkpoint_size_gib, "checkpoint_size_gib") == 0:
                 raise ValueError("checkpoint_size_gib: must be > 0")
+        vac = self.checkpoint_volume_attributes_class
+        if vac and (not wants_pvc or not naming.is_dns1123_subdomain(vac)):
+            raise ValueError(f"checkpoint_volume_attributes_class: {vac!r} needs a new claim "
+                             "and a DNS-1123 name")
         # placement
         if self.switch and not naming.is_label_value(self.switch):
             raise ValueError(f"switch: not a label value: {self.switch!r}")
