@@ -59,7 +59,7 @@ def pending_iops(pools: list[Any]) -> dict[int, dict[str, Decimal]]:
     for pk, name, k8s_name, pool_id, storage_class, iops in jobs:
         claim = f"{k8s_name or job_name(pk, name)}-ckpt"
         if (by_pk[pool_id].namespace, claim) not in observed:
-            out[pool_id][f"iops:{storage_class}"] += Decimal(iops)
+            out[pool_id][f"iops:{storage_class}"] += Decimal(iops or 0)
     return {pk: dict(v) for pk, v in out.items()}
 
 
