@@ -10,7 +10,6 @@ from typing import Any
 from django.dispatch import receiver
 
 from jobs.selectors import in_use_by_pool
-from jobs.volume_iops import pending_iops
 from tenants.usage import pools_in_use
 
 
@@ -19,11 +18,5 @@ def jobs_in_use(sender: Any, pools: list[Any], within_quota: bool = False, **kwa
                 ) -> dict[int, dict[str, Decimal]]:
     """Pool pk -> resource key -> what its jobs holding quota demand (``within_quota``:
     not batch nor borrowing work), and the provisioned IOPS of their new checkpoint
-    volumes the cluster does not show yet (``jobs.volume_iops.pending_iops``)."""
-    out = in_use_by_pool(pools, within_quota=within_quota)
-    for pk, amounts in pending_iops(pools).items():
-        merged = dict(out.get(pk) or {})
-        for key, amount in amounts.items():
-            merged[key] = merged.get(key, Decimal(0)) + amount
-        out[pk] = merged
-    return out
+    volumes the cluster does not show yet (``jobs.volume_iops.unobserved_iops``)."""
+    return in_use_by_pool(pools, within_quota=within_quota)

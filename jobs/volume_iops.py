@@ -3,7 +3,7 @@
 
 * the submission check (:func:`check_checkpoint_iops`): a new volume's IOPS must fit in
   what the pool's grant leaves, counting the pool's observed volumes and the new volumes
-  of its jobs not observed yet (:func:`pending_iops`); refused naming ``checkpoint_iops``;
+  of its jobs not observed yet (:func:`unobserved_iops`); refused naming ``checkpoint_iops``;
 * the VolumeAttributesClass the volume names (:func:`checkpoint_volume_attributes_class`),
   one shared class per CSI driver and tier (``k8s_sync.storage``).
 """
@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
@@ -18,7 +19,6 @@ from django.utils.translation import gettext as _
 
 from core.exceptions import ApplicationError
 from jobs.choices import ACTIVE_STATES
-from jobs.models import TrainingJob
 from k8s_sync.models import ObservedPVC
 from k8s_sync.naming import job_name
 from k8s_sync.storage import iops_volume_class_name
@@ -26,7 +26,7 @@ from tenants.selectors import effective_grants
 from tenants.storage import iops_driver
 from tenants.usage import in_use_by_pool
 
-__all__ = ["check_checkpoint_iops", "checkpoint_volume_attributes_class", "pending_iops"]
+__all__ = ["check_checkpoint_iops", "checkpoint_volume_attributes_class", "unobserved_iops"]
 
 
 def checkpoint_volume_attributes_class(job: Any) -> str:
@@ -42,24 +42,25 @@ def checkpoint_volume_attributes_class(job: Any) -> str:
     return iops_volume_class_name(driver, int(job.checkpoint_iops))
 
 
-def pending_iops(pools: list[Any]) -> dict[int, dict[str, Decimal]]:
-    """Pool pk -> ``iops:<class>`` -> the IOPS of the new checkpoint volumes of its queued,
-    admitted, running and preempting jobs that the cluster does not show yet (once
-    observed, ``tenants.usage.volumes_by_namespace`` counts them)."""
+def unobserved_iops(pools: list[Any], jobs: Iterable[Any]) -> dict[int, dict[str, Decimal]]:
+    """Pool pk -> ``iops:<class>`` -> the provisioned IOPS of the new checkpoint volumes of
+    ``jobs`` (the pools' queued, admitted, running and preempting jobs with
+    ``checkpoint_iops``) that the cluster does not show yet: once observed,
+    ``tenants.usage.volumes_by_namespace`` counts them. One query, none without jobs."""
     by_pk = {p.pk: p for p in pools}
-    out: dict[int, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
-    jobs = list(TrainingJob.objects.filter(
-        pool_id__in=list(by_pk), state__in=list(ACTIVE_STATES), checkpoint_iops__gt=0,
-        checkpoint_claim="").exclude(checkpoint_storage_class="").values_list(
-        "pk", "name", "k8s_name", "pool_id", "checkpoint_storage_class", "checkpoint_iops"))
-    if not jobs:
+    wanted = [job for job in jobs if job.checkpoint_iops and not job.checkpoint_claim
+              and job.checkpoint_storage_class and job.state in ACTIVE_STATES
+              and job.pool_id in by_pk]
+    if not wanted:
         return {}
     observed = set(ObservedPVC.objects.filter(
         namespace__in=[p.namespace for p in pools]).values_list("namespace", "name"))
-    for pk, name, k8s_name, pool_id, storage_class, iops in jobs:
-        claim = f"{k8s_name or job_name(pk, name)}-ckpt"
-        if (by_pk[pool_id].namespace, claim) not in observed:
-            out[pool_id][f"iops:{storage_class}"] += Decimal(iops or 0)
+    out: dict[int, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
+    for job in wanted:
+        claim = f"{job.k8s_name or job_name(job.pk, job.name)}-ckpt"
+        if (by_pk[job.pool_id].namespace, claim) not in observed:
+            out[job.pool_id][f"iops:{job.checkpoint_storage_class}"] += Decimal(
+                job.checkpoint_iops)
     return {pk: dict(v) for pk, v in out.items()}
 
 
