@@ -27,6 +27,7 @@ from tenants.selectors import effective_grants
 from tenants.tasks import reconcile_pool
 from tenants.usage import in_use_by_pool
 
+from .test_kueue_mode import kworld  # noqa: F401  (Kueue mode)
 from .test_lifecycle import _cycle, world  # noqa: F401  (the kubesim world)
 
 INVENTORY = Inventory(gpus_per_node={"NVIDIA-H800": 8}, max_cpu=64, max_memory_gib=512,
@@ -171,3 +172,36 @@ def test_the_form_offers_the_tiers_and_the_preview_refuses_naming_the_field(
     assert answer["preview"]["verdict"] != "refused", answer
     page = client.get("/t/acme/quota/").content.decode()
     assert 'data-key="iops:fast-ssd"' in page
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_kueue_mode_volumes_carry_their_iops_and_the_grant_binds_the_same(
+        kworld, cluster, bob, tenant_a, platform_admin):  # noqa: F811
+    """Kueue mode: the same service check refuses, and the checkpoint PVC the Kueue
+    backend creates names the tier's VolumeAttributesClass, which kubesim's provisioner
+    honours once a pod uses the claim (fast-ssd binds on first consumer)."""
+    access = access_for(bob, tenant_a)
+    pool = tenant_a.pools.get(kind="dev")
+    _grant(pool, platform_admin, **{"storage:fast-ssd": "100", "iops:fast-ssd": "3000"})
+    data = {**_data(kworld, "kq-iops", 3000), "gpus_per_worker": 1,
+            "annotations": {"kubesim.trainyard.io/run-seconds": "3600"}}
+    with kworld["capture"](execute=True):
+        job = services.job_submit(access=access, actor=bob, pool="dev", data=data)
+    with pytest.raises(ApplicationError) as refused:
+        services.job_submit(access=access, actor=bob, pool="dev",
+                            data=_data(kworld, "kq-iops-2", 3000))
+    assert refused.value.field == "checkpoint_iops"
+    core = k8s.CoreV1Api(cluster.api_client)
+    job.refresh_from_db()
+    claim = f"{job.k8s_name}-ckpt"
+    pvc = core.read_namespaced_persistent_volume_claim(claim, pool.namespace)
+    assert pvc.spec.volume_attributes_class_name == VAC.format(n=3000), job.last_error
+    for _ in range(6):
+        _cycle(kworld, cluster, 20)
+        pvc = core.read_namespaced_persistent_volume_claim(claim, pool.namespace)
+        if pvc.status.phase == "Bound":
+            break
+    assert pvc.status.phase == "Bound", TrainingJob.objects.get(pk=job.pk).state
+    assert pvc.status.current_volume_attributes_class_name == VAC.format(n=3000)
+    assert in_use_by_pool([pool])[pool.pk]["iops:fast-ssd"] == Decimal(3000)
