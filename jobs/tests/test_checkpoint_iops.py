@@ -7,6 +7,7 @@ involved."""
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 
 import pytest
@@ -78,7 +79,7 @@ def _data(w, name, iops=None, gib=20):
 
 @pytest.mark.slow
 def test_the_iops_grant_is_the_sum_over_the_pools_volumes(
-        world, cluster, bob, tenant_a, platform_admin, api):  # noqa: F811
+        world, cluster, bob, tenant_a, platform_admin, api, login):  # noqa: F811
     access = access_for(bob, tenant_a)
     pool = tenant_a.pools.get(kind="dev")
     _grant(pool, platform_admin, **{"storage:fast-ssd": "100", "iops:fast-ssd": "9000"})
@@ -137,6 +138,11 @@ def test_the_iops_grant_is_the_sum_over_the_pools_volumes(
     dev = next(p for p in overview["pools"] if p["pool"] == "dev")
     row = next(r for r in dev["resources"] if r["key"] == "iops:fast-ssd")
     assert (row["used"], row["granted"]) == ("9000", "9000")
+    page = login(bob).get("/t/acme/quota/").content.decode()
+    html_row = re.search(r'<tr data-pool="dev" data-key="iops:fast-ssd">.*?</tr>', page, re.S)
+    assert html_row, page
+    assert "<td>9,000 IOPS</td>" in html_row.group(0)  # granted
+    assert 'data-field="used">9,000</span> <small class="muted">IOPS' in html_row.group(0)
     # the other pool, without an IOPS grant, is refused any tier
     with pytest.raises(ApplicationError) as none:
         services.job_submit(access=access, actor=bob, pool="prod", data={
