@@ -98,6 +98,8 @@ def job_submit_check(*, access: TenantAccess, pool: str, data: dict[str, Any],
         # only the shared StorageClasses and the tenant's own (never another tenant's)
         clean = validate_submission(data, pool=pool, inventory=(
             inventory or snap.inventory).for_tenant(access.tenant.slug))
+        # the pool's IOPS total, in words, before the spec's own check of the class
+        check_checkpoint_iops(pool_row, clean)
         # One contract: build the spec and manifests now, with the code sync_job uses.
         check_buildable(tenant=access.tenant, pool=pool_row, clean=clean,
                         annotations=annotations, policy=snap.policy,
@@ -113,7 +115,6 @@ def job_submit_check(*, access: TenantAccess, pool: str, data: dict[str, Any],
         raise ApplicationError(exc.errors["workers"], field="workers",
                                extra={"errors": exc.errors}) from None
     _check_checkpoint_storage(pool_row, clean)
-    check_checkpoint_iops(pool_row, clean)
     if name_taken and name == clean["name"]:
         raise Conflict(_("A job named “%(n)s” exists already in this tenant; choose another "
                          "name.") % {"n": clean["name"]}, field="name")

@@ -211,3 +211,21 @@ def test_kueue_mode_volumes_carry_their_iops_and_the_grant_binds_the_same(
     assert pvc.status.phase == "Bound", TrainingJob.objects.get(pk=job.pk).state
     assert pvc.status.current_volume_attributes_class_name == VAC.format(n=3000)
     assert in_use_by_pool([pool])[pool.pk]["iops:fast-ssd"] == Decimal(3000)
+
+
+def test_a_class_whose_driver_cannot_set_iops_is_refused_in_words(quota, bob, platform_admin,
+                                                                  tenant_a):
+    ObservedStorageClass.objects.create(
+        name="shared-nfs", uid="sc-nfs", resource_version="1", observed_at=timezone.now(),
+        provisioner="nfs.csi.k8s.io")
+    pool = tenant_a.pools.get(kind="dev")
+    current = {k: str(v) for k, v in effective_grants(pool).items()}
+    tenant_services.quota_set(actor=platform_admin, pool=pool, reason="t",
+                              amounts={**current, "iops:shared-nfs": "9000"})
+    with pytest.raises(ApplicationError) as refused:
+        services.job_submit(access=access_for(bob, tenant_a), actor=bob, pool="dev", data={
+            **submission(name="nfs-iops", gpus_per_worker=1),
+            "checkpoint_storage_class": "shared-nfs", "checkpoint_iops": 3000})
+    assert refused.value.field == "checkpoint_iops"
+    assert "shared-nfs cannot set provisioned IOPS per volume" in str(refused.value.message)
+    assert not TrainingJob.objects.filter(name="nfs-iops").exists()
