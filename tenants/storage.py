@@ -8,9 +8,10 @@ reconcile makes sure the classes of every tier up to the grant exist for the cla
 CSI driver (:func:`iops_volume_classes`). The grant binds at submission
 (``jobs.services``: a new volume whose IOPS would take the pool's sum over the grant is
 refused) and in the volumes themselves (the driver provisions what the class says).
-Kubernetes' ResourceQuota has no IOPS key, so admission control by the API server does
-not; a claim a team writes by hand naming one of the classes counts in the sum
-(``tenants.usage``), so its use shows.
+Kubernetes' ResourceQuota has no IOPS key, so the API server's admission does not bind
+them. The tenant's Role is read-only (``k8s_sync.manifests.build_role``), so only
+Trainyard creates a pool's claims; a claim someone with more rights writes by hand naming
+one of the classes counts in the sum (``tenants.usage``), so its use shows.
 
 Names: a tenant sees the cluster's shared StorageClasses and its own, never a class
 another tenant's pools own (``trainyard.io/tenant`` label, as older Trainyard's per-pool
