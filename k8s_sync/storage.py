@@ -14,7 +14,9 @@ so the base class's storage quota binds as granted.
 The IOPS parameter per CSI driver (the drivers' VolumeAttributesClass documentation):
 AWS EBS ``iops`` (aws-ebs-csi-driver ``docs/modify-volume.md``), GCE PD / Hyperdisk
 ``provisioned-iops`` (kubernetes.io "Volume Attributes Classes"), Azure Disk
-``DiskIOPSReadWrite`` (azuredisk-csi-driver), kubesim ``iops``;
+``DiskIOPSReadWrite`` (azuredisk-csi-driver), kubesim's ``local.csi.kubesim.trainyard.io``
+``iops``; a VolumeAttributesClass is for CSI drivers only, whose names are DNS-1123
+subdomains (pkg/apis/storage/validation ``validateCSIDriverName``);
 ``settings.TRAINYARD_IOPS_PARAMETERS`` adds or overrides drivers.
 
 Trainyard before this change made a StorageClass per pool (``ty-<tenant>-<pool>-<class>-
@@ -40,7 +42,7 @@ DEFAULT_IOPS_PARAMETERS = {
     "ebs.csi.aws.com": "iops",
     "pd.csi.storage.gke.io": "provisioned-iops",
     "disk.csi.azure.com": "DiskIOPSReadWrite",
-    "kubesim.trainyard.io/local": "iops",
+    "local.csi.kubesim.trainyard.io": "iops",
 }
 #: the annotation on a VolumeAttributesClass of Trainyard's that says its IOPS
 IOPS_ANNOTATION = "trainyard.io/provisioned-iops"

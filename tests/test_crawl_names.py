@@ -32,7 +32,7 @@ def _seed_classes(w, platform_admin) -> dict[str, list[str]]:
     now = timezone.now()
     ObservedStorageClass.objects.create(
         name="fast-ssd", uid="sc-fast", resource_version="1", observed_at=now,
-        is_default=True, provisioner="kubesim.trainyard.io/local")
+        is_default=True, provisioner="local.csi.kubesim.trainyard.io")
     owned: dict[str, list[str]] = {}
     for tenant in (w["a"], w["b"]):
         for pool in tenant.pools.all():
@@ -43,7 +43,7 @@ def _seed_classes(w, platform_admin) -> dict[str, list[str]]:
             name = f"{pool.namespace}-fast-ssd-3000iops"
             ObservedStorageClass.objects.create(
                 name=name, uid=f"sc-{name}", resource_version="1", observed_at=now,
-                provisioner="kubesim.trainyard.io/local",
+                provisioner="local.csi.kubesim.trainyard.io",
                 labels=naming.pool_labels(tenant.slug, pool.kind))
             owned.setdefault(tenant.slug, []).append(name)
     return owned

@@ -33,7 +33,7 @@ from .test_lifecycle import _cycle, world  # noqa: F401  (the kubesim world)
 
 INVENTORY = Inventory(gpus_per_node={"NVIDIA-H800": 8}, max_cpu=64, max_memory_gib=512,
                       storage_classes={"fast-ssd": True, "shared-nfs": False})
-VAC = "trainyard-iops-{n}-kubesim-trainyard-io-local"
+VAC = "trainyard-iops-{n}-local-csi-kubesim-trainyard-io"
 
 
 def _errors(**overrides) -> dict[str, str]:
@@ -155,7 +155,7 @@ def test_the_form_offers_the_tiers_and_the_preview_refuses_naming_the_field(
     settings.TRAINYARD_IOPS_TIERS = [3000, 6000]
     ObservedStorageClass.objects.create(
         name="fast-ssd", uid="sc1", resource_version="1", observed_at=timezone.now(),
-        is_default=True, provisioner="kubesim.trainyard.io/local")
+        is_default=True, provisioner="local.csi.kubesim.trainyard.io")
     client = login(bob)
     page = client.get("/t/acme/jobs/new/").content.decode()
     assert 'name="checkpoint_iops"' in page and 'value="6000"' in page

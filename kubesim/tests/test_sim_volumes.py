@@ -131,9 +131,21 @@ def test_a_claim_with_a_volume_attributes_class_waits_for_it_and_reports_it(h):
 def test_a_volume_attributes_class_keeps_its_driver_and_parameters(h):
     from kubesim.errors import ApiError
 
-    vac = _vac(h, "iops-1", "kubesim.trainyard.io/local", "1000")
+    vac = _vac(h, "iops-1", "local.csi.kubesim.trainyard.io", "1000")
     ApiClient()._ApiClient__deserialize(vac, "V1VolumeAttributesClass")
     vac["parameters"] = {"iops": "2000"}
     with pytest.raises(ApiError) as err:
         h.store.replace("volumeattributesclasses.storage.k8s.io", vac)
     assert err.value.code == 422
+    # ValidateVolumeAttributesClass: a driver name and at least one parameter
+    for body, field in (({"parameters": {"iops": "1"}}, "driverName"),
+                        ({"driverName": "x" * 64, "parameters": {"iops": "1"}}, "driverName"),
+                        ({"driverName": "Not_A_Driver", "parameters": {"a": "1"}}, "driverName"),
+                        ({"driverName": "csi.example.com"}, "parameters"),
+                        ({"driverName": "csi.example.com", "parameters": {"": "1"}},
+                         "parameters")):
+        with pytest.raises(ApiError) as err:
+            h.store.create("volumeattributesclasses.storage.k8s.io", {
+                "apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttributesClass",
+                "metadata": {"name": "bad"}, **body})
+        assert err.value.code == 422 and field in str(err.value), body

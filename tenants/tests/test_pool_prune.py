@@ -80,7 +80,7 @@ def test_an_iops_grant_prunes_the_pools_old_iops_storage_class_and_nothing_else(
     net.create_namespaced_network_policy("ty-acme-prod", _network_policy(
         "half-labelled", naming.managed_labels()))
     _storage(cluster).create_storage_class(k8s.V1StorageClass(
-        metadata=k8s.V1ObjectMeta(name="team-made"), provisioner="kubesim.trainyard.io/local"))
+        metadata=k8s.V1ObjectMeta(name="team-made"), provisioner="local.csi.kubesim.trainyard.io"))
 
     # 6000's VolumeAttributesClass, and the quota (the new team-made class at 0)
     assert sync(prod, **{"iops:fast-ssd": 6000}) == "applied 2, pruned 1"
@@ -88,8 +88,8 @@ def test_an_iops_grant_prunes_the_pools_old_iops_storage_class_and_nothing_else(
     assert _pool_classes(cluster, "acme", "prod") == []
     vacs = sorted(v.metadata.name for v in _storage(cluster).list_volume_attributes_class(
         ).items)
-    assert vacs == ["trainyard-iops-3000-kubesim-trainyard-io-local",
-                    "trainyard-iops-6000-kubesim-trainyard-io-local"]
+    assert vacs == ["trainyard-iops-3000-local-csi-kubesim-trainyard-io",
+                    "trainyard-iops-6000-local-csi-kubesim-trainyard-io"]
     hard = k8s.CoreV1Api(cluster.api_client).read_namespaced_resource_quota(
         "trainyard-quota", "ty-acme-prod").spec.hard
     assert hard["fast-ssd.storageclass.storage.k8s.io/requests.storage"] == "100Gi"

@@ -43,8 +43,8 @@ def test_a_namespace_creates_pvcs_only_of_granted_classes(granted, cluster):
     assert err.value.status == 403 and "shared-nfs.storageclass" in err.value.body
 
 
-VAC_3000 = "trainyard-iops-3000-kubesim-trainyard-io-local"
-VAC_6000 = "trainyard-iops-6000-kubesim-trainyard-io-local"
+VAC_3000 = "trainyard-iops-3000-local-csi-kubesim-trainyard-io"
+VAC_6000 = "trainyard-iops-6000-local-csi-kubesim-trainyard-io"
 
 
 def test_an_iops_grant_makes_the_tiers_classes_and_leaves_the_base_class_its_gib(granted,
