@@ -74,7 +74,7 @@ class Inventory:
 
     def for_tenant(self, slug: str) -> Inventory:
         """What ``slug`` is shown: the shared StorageClasses and its own, never another
-        tenant's (``tenants.storage.visible_to``)."""
+        tenant's (``tenants.storage.storage_class_owners``)."""
         return replace(self, storage_classes={
             name: default for name, default in self.storage_classes.items()
             if self.storage_class_owners.get(name, slug) == slug})

@@ -20,7 +20,7 @@ IOPS classes ``ty-<tenant>-...-<n>iops`` carry until the reconcile prunes them).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -31,7 +31,7 @@ from k8s_sync.models import ObservedStorageClass
 from k8s_sync.storage import DEFAULT_IOPS_PARAMETERS, build_iops_volume_class
 
 __all__ = ["iops_driver", "iops_parameters", "iops_tiers", "iops_volume_classes",
-           "storage_class_owners", "tenant_storage_classes", "visible_to"]
+           "storage_class_owners"]
 
 
 def iops_tiers() -> list[int]:
@@ -76,29 +76,11 @@ def iops_driver(storage_class: str) -> str | None:
     return driver if driver in iops_parameters() else None
 
 
-def visible_to(tenant_slug: str, labels: Mapping[str, str] | None) -> bool:
-    """Whether a StorageClass with these labels may be shown to ``tenant_slug``: a shared
-    one (no tenant label) or the tenant's own."""
-    owner = (labels or {}).get(naming.LABEL_TENANT)
-    return owner is None or owner == tenant_slug
-
-
 def storage_class_owners() -> dict[str, str]:
     """Observed StorageClass -> the tenant its ``trainyard.io/tenant`` label names, for
-    the classes a tenant's pools own (the shared ones are left out)."""
+    the classes a tenant's pools own (the shared ones are left out). A tenant is shown
+    the shared classes and its own, never another's
+    (``jobs.validation.Inventory.for_tenant``)."""
     return {name: str((labels or {})[naming.LABEL_TENANT])
             for name, labels in ObservedStorageClass.objects.values_list("name", "labels")
             if naming.LABEL_TENANT in (labels or {})}
-
-
-def tenant_storage_classes(tenant_slug: str | None,
-                           names: Iterable[str] | None = None) -> dict[str, bool]:
-    """Observed StorageClass name -> is the cluster default, of the classes
-    ``tenant_slug`` may see (:func:`visible_to`; ``None``: the shared ones only);
-    ``names`` narrows to those (a cached inventory's list)."""
-    rows = ObservedStorageClass.objects.values_list("name", "is_default", "labels")
-    if names is not None:
-        rows = rows.filter(name__in=list(names))
-    return {name: default for name, default, labels in rows
-            if visible_to(tenant_slug or "", labels)
-            and (tenant_slug is not None or naming.LABEL_TENANT not in (labels or {}))}

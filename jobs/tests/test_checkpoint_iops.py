@@ -229,3 +229,17 @@ def test_a_class_whose_driver_cannot_set_iops_is_refused_in_words(quota, bob, pl
     assert refused.value.field == "checkpoint_iops"
     assert "shared-nfs cannot set provisioned IOPS per volume" in str(refused.value.message)
     assert not TrainingJob.objects.filter(name="nfs-iops").exists()
+
+
+def test_a_tenant_is_shown_the_shared_classes_and_its_own_only():
+    inventory = Inventory(storage_classes={"fast-ssd": True, "ty-acme-prod-fast-ssd-3000iops":
+                                           False, "ty-globex-prod-fast-ssd-3000iops": False},
+                          storage_class_owners={"ty-acme-prod-fast-ssd-3000iops": "acme",
+                                                "ty-globex-prod-fast-ssd-3000iops": "globex"})
+    assert set(inventory.for_tenant("acme").storage_classes) == {
+        "fast-ssd", "ty-acme-prod-fast-ssd-3000iops"}
+    with pytest.raises(SubmissionError) as caught:
+        validate_submission(submission(checkpoint_storage_class="ty-globex-prod-fast-ssd-3000iops"),
+                            pool="dev", inventory=inventory.for_tenant("acme"))
+    message = caught.value.errors["checkpoint_storage_class"]
+    assert "fast-ssd" in message and message.count("globex") == 1  # the name sent, no list
