@@ -575,9 +575,7 @@ def build_checkpoint_pvc(spec: JobSpec) -> Manifest | None:
     Workers, because their pods land on other nodes and a RWO volume attaches to one node
     only (so multi-node jobs need an RWX-capable class such as NFS/CephFS/Lustre). Create
     it once, before the PyTorchJob (``client.create_if_absent``): a PVC's spec is
-    immutable apart from growing ``resources.requests.storage``. With
-    ``checkpoint_volume_attributes_class`` it names that VolumeAttributesClass (its
-    provisioned IOPS; the class is the pool reconcile's, ``tenants.iops``).
+    immutable apart from growing ``resources.requests.storage``.
     """
     if not spec.checkpoint_storage_class or spec.checkpoint_size_gib is None:
         return None

@@ -822,10 +822,6 @@ class JobSpec:
                 raise ValueError(f"checkpoint_size_gib: {exc}") from None
             if _decimal(self.checkpoint_size_gib, "checkpoint_size_gib") == 0:
                 raise ValueError("checkpoint_size_gib: must be > 0")
-        vac = self.checkpoint_volume_attributes_class
-        if vac and (not wants_pvc or not naming.is_dns1123_subdomain(vac)):
-            raise ValueError(f"checkpoint_volume_attributes_class: {vac!r} needs a new claim "
-                             "and a DNS-1123 name")
         # placement
         if self.switch and not naming.is_label_value(self.switch):
             raise ValueError(f"switch: not a label value: {self.switch!r}")
