@@ -17,6 +17,7 @@ from jobs.templates import TEMPLATES
 from k8s_sync.specs import MAX_RUN_SECONDS
 from k8s_sync.templatetags.k8s_sync import mib as mib_label
 from k8s_sync.templatetags.k8s_sync import sharing as sharing_label
+from tenants.storage import iops_tiers
 
 
 class JobForm(forms.Form):
@@ -90,6 +91,11 @@ class JobForm(forms.Form):
     checkpoint_size_gib = forms.IntegerField(label=_("New volume size (GiB)"), required=False,
                                              min_value=1, max_value=v.MAX_CHECKPOINT_GIB,
                                              initial=v.CHECKPOINT_GIB)
+    checkpoint_iops = forms.ChoiceField(
+        label=_("New volume provisioned IOPS"), required=False, choices=[],
+        help_text=_("The class's default, or a tier: your pool's IOPS quota of the class is "
+                    "the sum over its volumes, and a volume that would take it over is "
+                    "refused."))
     checkpoint_path = forms.CharField(label=_("Checkpoint path"), initial="/checkpoints",
                                       max_length=500)
 
@@ -107,6 +113,8 @@ class JobForm(forms.Form):
         fields["checkpoint_storage_class"].choices = [("", _("(none)"))] + [
             (name, _("%(name)s (default)") % {"name": name} if default else name)
             for name, default in classes]
+        fields["checkpoint_iops"].choices = [("", _("(the class's default)"))] + [
+            (str(tier), _("%(n)s IOPS") % {"n": tier}) for tier in iops_tiers()]
         profiles = sorted((inventory.mig_per_node if inventory else {}).items())
         fields["mig_profile"].choices = [("", _("(none)"))] + [
             (p, _("%(what)s (≤%(n)s/node)") % {"what": p, "n": n}) for p, n in profiles]
@@ -141,6 +149,7 @@ class JobForm(forms.Form):
         data["max_run_seconds"] = int(hours * 3600)
         for key in ("template", "pool"):
             data.pop(key, None)
+        data["checkpoint_iops"] = data.get("checkpoint_iops") or None
         return data
 
 

@@ -63,6 +63,9 @@ class TrainingJob(models.Model):
                                        default="/checkpoints")
     checkpoint_size_gib = models.PositiveIntegerField(null=True, blank=True)
     checkpoint_storage_class = models.CharField(max_length=253, blank=True)
+    # the new volume's provisioned IOPS (a tier; null: the class's default), counted
+    # against the pool's IOPS grant of the class (tenants.storage)
+    checkpoint_iops = models.PositiveIntegerField(null=True, blank=True)
     annotations = models.JSONField(default=dict, blank=True)  # e.g. simulator hints
     # where it stands
     state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.QUEUED,

@@ -38,6 +38,7 @@ from jobs.transitions import job_transition, record
 from jobs.transitions import job_transitions as job_transitions
 from jobs.transitions import record_waiting as record_waiting
 from jobs.validation import Inventory, SubmissionError, check_gang, validate_submission
+from jobs.volume_iops import check_checkpoint_iops
 from k8s_sync.naming import job_name
 from tenants.access import AnyUser, TenantAccess, require_platform_admin
 from tenants.audit import record_audit
@@ -97,7 +98,11 @@ def job_submit_check(*, access: TenantAccess, pool: str, data: dict[str, Any],
     annotations = {k: str(v) for k, v in (data.get("annotations") or {}).items()
                    if str(k).startswith("kubesim.trainyard.io/")}
     try:
-        clean = validate_submission(data, pool=pool, inventory=inventory or snap.inventory)
+        # only the shared StorageClasses and the tenant's own (never another tenant's)
+        clean = validate_submission(data, pool=pool, inventory=(
+            inventory or snap.inventory).for_tenant(access.tenant.slug))
+        # the pool's IOPS total, in words, before the spec's own check of the class
+        check_checkpoint_iops(pool_row, clean)
         # One contract: build the spec and manifests now, with the code sync_job uses.
         check_buildable(tenant=access.tenant, pool=pool_row, clean=clean,
                         annotations=annotations, policy=snap.policy,

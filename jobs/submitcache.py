@@ -53,6 +53,7 @@ from jobs.validation import Inventory
 from k8s_sync.models import ObservedNode, ObservedStorageClass
 from tenants.choices import LoanStatus
 from tenants.models import NodeDedication, Pool, QuotaGrant, QuotaLoan, Tenant
+from tenants.storage import storage_class_owners
 
 _ENABLED = True
 _LOCK = threading.Lock()
@@ -186,7 +187,8 @@ class Snapshot:
 def _read(mark: tuple[Any, ...]) -> Snapshot:
     inventory = _node_shapes()
     classes = dict(ObservedStorageClass.objects.values_list("name", "is_default"))
-    return Snapshot(marker=mark, inventory=replace(inventory, storage_classes=classes),
+    return Snapshot(marker=mark, inventory=replace(inventory, storage_classes=classes,
+                                                   storage_class_owners=storage_class_owners()),
                     policy=Policy.current(),
                     dedicated=frozenset(NodeDedication.objects.values_list("tenant_id",
                                                                            flat=True)))

@@ -17,5 +17,6 @@ from tenants.usage import pools_in_use
 def jobs_in_use(sender: Any, pools: list[Any], within_quota: bool = False, **kwargs: Any
                 ) -> dict[int, dict[str, Decimal]]:
     """Pool pk -> resource key -> what its jobs holding quota demand (``within_quota``:
-    not batch nor borrowing work)."""
+    not batch nor borrowing work), and the provisioned IOPS of their new checkpoint
+    volumes the cluster does not show yet (``jobs.volume_iops.unobserved_iops``)."""
     return in_use_by_pool(pools, within_quota=within_quota)

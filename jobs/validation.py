@@ -7,7 +7,7 @@ on. Nothing here touches the database or the cluster.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -18,6 +18,7 @@ from core.choices import Tier
 from core.numbers import api_decimal
 from jobs.choices import TIER_POOLS, JobKind
 from k8s_sync import specs as k8s_specs
+from tenants.storage import iops_tiers
 
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,58}[a-z0-9])?$")
 # [registry[:port]/]path[:tag][@sha256:digest] with lower-case path components.
@@ -68,6 +69,15 @@ class Inventory:
     # whole GPUs ("gpu:<model>") and MIG slices ("mig:<profile>"): switch -> the units of
     # each node under it (every node, schedulable or not), bounding a gang (one switch)
     gang_room: dict[str, dict[str, tuple[int, ...]]] = field(default_factory=dict)
+    # StorageClass -> the tenant whose pools own it (its trainyard.io/tenant label)
+    storage_class_owners: dict[str, str] = field(default_factory=dict)
+
+    def for_tenant(self, slug: str) -> Inventory:
+        """What ``slug`` is shown: the shared StorageClasses and its own, never another
+        tenant's (``tenants.storage.storage_class_owners``)."""
+        return replace(self, storage_classes={
+            name: default for name, default in self.storage_classes.items()
+            if self.storage_class_owners.get(name, slug) == slug})
 
 
 class SubmissionError(ValueError):
@@ -180,6 +190,7 @@ def validate_submission(data: dict[str, Any], *, pool: str, inventory: Inventory
     else:
         _check_checkpoint_path(path, errors)
     claim, storage_class, size = _checkpoint_volume(data, inventory, errors)
+    iops = _checkpoint_iops(data, storage_class, errors)
     kind, runtime = _kind(data, errors)
     if errors:
         raise SubmissionError(errors)
@@ -192,6 +203,7 @@ def validate_submission(data: dict[str, Any], *, pool: str, inventory: Inventory
         "command": list(data.get("command") or []), "args": list(data.get("args") or []),
         "checkpoint_path": path, "checkpoint_claim": claim,
         "checkpoint_storage_class": storage_class, "checkpoint_size_gib": size,
+        "checkpoint_iops": iops,
         "gpu_shared": bool(shared), "gpu_memory_gib_per_card": gpu_memory,
     }
 
@@ -332,6 +344,31 @@ def _checkpoint_volume(data: dict[str, Any], inventory: Inventory, errors: dict[
     if size is not None and not 1 <= size <= MAX_CHECKPOINT_GIB:
         errors["checkpoint_size_gib"] = _("Use 1 to %(n)s GiB.") % {"n": MAX_CHECKPOINT_GIB}
     return claim, storage_class, size
+
+
+def _checkpoint_iops(data: dict[str, Any], storage_class: str, errors: dict[str, str]
+                     ) -> int | None:
+    """The new checkpoint volume's provisioned IOPS: one of the tiers
+    (``tenants.storage.iops_tiers``), or none (the class's own default, not counted
+    against an IOPS grant). Whether the pool's IOPS grant holds it is the service's
+    check (``jobs.services``)."""
+    raw = data.get("checkpoint_iops")
+    if raw in (None, "", 0, "0"):
+        return None
+    tiers = iops_tiers()
+    value = _number(data, "checkpoint_iops", errors, integer=True)
+    if value is None:
+        return None
+    if value not in tiers:
+        errors["checkpoint_iops"] = _("Provisioned IOPS come in tiers: choose one of "
+                                      "%(tiers)s, or none for the class's default.") % {
+            "tiers": ", ".join(str(t) for t in tiers) or "—"}
+        return None
+    if not storage_class:
+        errors.setdefault("checkpoint_iops", _(
+            "Provisioned IOPS are for a new checkpoint volume: choose its class too."))
+        return None
+    return int(value)
 
 
 def _check_accelerators(gpus: int, model: str, mig: str, inventory: Inventory,

@@ -51,7 +51,7 @@ def job_list(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 def job_new(request: HttpRequest, slug: str) -> HttpResponse:
     access = tenant_access_or_404(request.user, slug)
-    inventory = selectors.inventory()
+    inventory = selectors.inventory().for_tenant(access.tenant.slug)
     granted = selectors.granted_gpu_models(access.tenant)
     initial = template_initial(request.GET.get("template", ""), inventory, granted)
     if request.GET.get("clone"):
@@ -88,7 +88,7 @@ def preview_data(request: HttpRequest, slug: str) -> tuple[dict, dict | None]:
     the same check Submit makes), ``errors`` every field's refusal (empty unless refused).
     Times are sent as ISO instants and as every page writes them (``*_text``)."""
     access = tenant_access_or_404(request.user, slug)
-    inventory = selectors.inventory()
+    inventory = selectors.inventory().for_tenant(access.tenant.slug)
     form = JobForm(request.POST, inventory=inventory)
     if not form.is_valid():
         errors = {k: str(v[0]) for k, v in form.errors.items()}

@@ -582,15 +582,18 @@ def build_checkpoint_pvc(spec: JobSpec) -> Manifest | None:
         return None
     name = spec.checkpoint_claim_name
     assert name is not None  # derived from the storage class above
+    claim: dict[str, Any] = {
+        "accessModes": ["ReadWriteMany" if spec.worker_replicas else "ReadWriteOnce"],
+        "storageClassName": spec.checkpoint_storage_class,
+        "resources": {"requests": {"storage": gib_quantity(spec.checkpoint_size_gib)}},
+    }
+    if spec.checkpoint_volume_attributes_class:  # its provisioned IOPS (k8s_sync.storage)
+        claim["volumeAttributesClassName"] = spec.checkpoint_volume_attributes_class
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
         "metadata": _metadata(name, spec.labels, spec.namespace),
-        "spec": {
-            "accessModes": ["ReadWriteMany" if spec.worker_replicas else "ReadWriteOnce"],
-            "storageClassName": spec.checkpoint_storage_class,
-            "resources": {"requests": {"storage": gib_quantity(spec.checkpoint_size_gib)}},
-        },
+        "spec": claim,
     }
 
 

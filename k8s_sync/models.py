@@ -120,6 +120,8 @@ class ObservedPVC(Observed):
     capacity = models.CharField(max_length=64, blank=True)  # status.capacity.storage
     phase = models.CharField(max_length=20, blank=True)
     volume_name = models.CharField(max_length=253, blank=True)
+    # spec.volumeAttributesClassName: the volume's provisioned IOPS (k8s_sync.storage)
+    volume_attributes_class = models.CharField(max_length=253, blank=True, default="")
 
     class Meta(Observed.Meta):
         verbose_name = _("observed persistent volume claim")

@@ -228,6 +228,7 @@ def parse_pvc(obj: Mapping[str, Any]) -> dict[str, Any]:
         "storage_class": spec.get("storageClassName") or "", "requested": requested,
         "requested_bytes": size, "capacity": (status.get("capacity") or {}).get("storage", ""),
         "phase": status.get("phase", ""), "volume_name": spec.get("volumeName") or "",
+        "volume_attributes_class": spec.get("volumeAttributesClassName") or "",
     }
 
 

@@ -666,6 +666,8 @@ class JobSpec:
     checkpoint_path: str = "/checkpoints"
     checkpoint_storage_class: str = ""
     checkpoint_size_gib: Number | None = None
+    # the new claim's VolumeAttributesClass: its provisioned IOPS (k8s_sync.storage)
+    checkpoint_volume_attributes_class: str = ""
     resume: bool = False
     restart_count: int = 0
     switch: str = ""

@@ -217,6 +217,8 @@ def validate(rt: ResourceType, obj: dict, old: dict | None) -> list[dict]:
         errs += v.validate_priority_class(obj)
     elif kind == "PersistentVolumeClaim":
         errs += v.validate_pvc(obj) if old is None else v.pvc_update_errors(old, obj)
+    elif kind == "VolumeAttributesClass":
+        errs += v.validate_volume_attributes_class(obj)
     elif kind == "Service" and old is not None:
         errs += service_update_errors(old, obj)
     elif kind == "CustomResourceDefinition":

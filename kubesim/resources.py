@@ -108,6 +108,10 @@ BUILTINS = [
        immutable=("value", "preemptionPolicy")),
     _b("storage.k8s.io", "v1", "StorageClass", "storageclasses", False, ["sc"],
        immutable=("provisioner", "parameters", "reclaimPolicy", "volumeBindingMode")),
+    # GA in 1.34 (pkg/apis/storage/validation/validation.go ValidateVolumeAttributesClass:
+    # driverName and parameters immutable)
+    _b("storage.k8s.io", "v1", "VolumeAttributesClass", "volumeattributesclasses", False,
+       ["vac"], immutable=("driverName", "parameters")),
     _b("coordination.k8s.io", "v1", "Lease", "leases", True),
     _b("batch", "v1", "Job", "jobs", True, sub=["status"], cats=["all"]),
     _b("apps", "v1", "Deployment", "deployments", True, ["deploy"], ["status", "scale"],

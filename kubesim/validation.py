@@ -492,6 +492,29 @@ def validate_priority_class(obj: dict) -> list[dict]:
     return []
 
 
+def validate_volume_attributes_class(obj: dict) -> list[dict]:
+    """pkg/apis/storage/validation/validation.go ValidateVolumeAttributesClass: a CSI
+    driver name (validateCSIDriverName) and at least one parameter (validateParameters,
+    allowEmpty false: keys not empty, at most 512, 256 KiB in all)."""
+    errs, driver = [], obj.get("driverName")
+    if not driver:
+        errs.append(required("driverName"))
+    elif not isinstance(driver, str) or len(driver) > 63:
+        errs.append(cause("driverName", "Too long: may not be more than 63 bytes",
+                          "FieldValueTooLong"))
+    elif not _SUBDOMAIN.match(driver.lower()):
+        errs.append(invalid_value("driverName", driver, SUBDOMAIN_MSG))
+    params = obj.get("parameters") or {}
+    if not params:
+        errs.append(cause("parameters", "Required value: must contain at least one "
+                                        "key/value pair", "FieldValueRequired"))
+    if len(params) > 512 or sum(len(k) + len(str(x)) for k, x in params.items()) > 256 * 1024:
+        errs.append(cause("parameters", "Too long: may not be more than 256K bytes",
+                          "FieldValueTooLong"))
+    errs += [invalid_value("parameters", k, "field can not be empty.") for k in params if not k]
+    return errs
+
+
 def validate_pvc(obj: dict) -> list[dict]:
     spec = obj.get("spec") or {}
     errs = []

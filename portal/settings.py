@@ -367,9 +367,9 @@ TRAINYARD_TENANT_GROUP_FORMAT = env_str("TRAINYARD_TENANT_GROUP_FORMAT", "trainy
 TRAINYARD_STORAGE_CLASSES = env_list("TRAINYARD_STORAGE_CLASSES", [])
 TRAINYARD_MIG_PROFILES = env_list(
     "TRAINYARD_MIG_PROFILES", ["1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"])
-# The StorageClass parameter that sets provisioned IOPS, per CSI provisioner, as a JSON
-# object, e.g. {"csi.example.com": "iopsPerVolume"}; merged over the defaults in
-# k8s_sync/storage.py (AWS EBS, GCE PD, Azure Disk, kubesim).
+# The VolumeAttributesClass parameter that sets a volume's provisioned IOPS, per CSI
+# driver, as a JSON object, e.g. {"csi.example.com": "iopsPerVolume"}; merged over the
+# defaults in k8s_sync/storage.py (AWS EBS, GCE PD, Azure Disk, kubesim).
 try:
     TRAINYARD_IOPS_PARAMETERS = json.loads(env_str("TRAINYARD_IOPS_PARAMETERS", "{}"))
 except ValueError:
@@ -378,6 +378,11 @@ if not isinstance(TRAINYARD_IOPS_PARAMETERS, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in TRAINYARD_IOPS_PARAMETERS.items()):
     raise ImproperlyConfigured("TRAINYARD_IOPS_PARAMETERS must map provisioner names to "
                                "parameter names (strings)")
+# The provisioned-IOPS tiers a new volume may ask for (one shared VolumeAttributesClass
+# per CSI driver and tier, k8s_sync/storage.py); an IOPS grant is the pool's total.
+TRAINYARD_IOPS_TIERS = sorted({int(t) for t in env_list(
+    "TRAINYARD_IOPS_TIERS", ["3000", "6000", "10000", "16000"]) if str(t).strip().isdigit()
+    and int(t) > 0})
 # Billing (issue 8): the one currency of every price and invoice; the prefix of invoice
 # numbers (credit notes use "<prefix>C"); the quarterly quota recommendation lowers a
 # GPU grant when the tenant's idle rate is above the threshold, to the busy share plus

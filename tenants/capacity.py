@@ -11,6 +11,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from k8s_sync.models import ObservedNode, ObservedStorageClass
+from k8s_sync.naming import LABEL_TENANT
 from k8s_sync.selectors import CapacityReport, capacity_report
 from tenants.catalog import Resource, ResourceKind
 
@@ -30,15 +31,17 @@ def capacity_by_resource(report: CapacityReport | None = None) -> dict[str, Deci
 def offered_resources(capacity: dict[str, Decimal] | None = None) -> list[Resource]:
     """The resources a quota may name: the plain kinds, every GPU model and MIG profile
     with capacity (a node without a GPU model label offers no ``gpu:`` key), and the
-    observed StorageClasses (storage and IOPS; not the pools' own ``ty-`` IOPS classes).
+    observed StorageClasses (storage and IOPS), the shared ones only: never a class a
+    tenant's pools own (its ``trainyard.io/tenant`` label, as an older Trainyard's per-pool
+    ``ty-`` IOPS classes carry), whose name the catalog would show every tenant.
     ``capacity``: :func:`capacity_by_resource`, when the caller has it already."""
     capacity = capacity if capacity is not None else capacity_by_resource()
     found = {Resource(kind) for kind in PLAIN_KINDS}
     for key in capacity:
         if key.startswith(("gpu:", "mig:")):
             found.add(Resource.parse(key))
-    for name in ObservedStorageClass.objects.values_list("name", flat=True):
-        if not name.startswith("ty-"):
+    for name, labels in ObservedStorageClass.objects.values_list("name", "labels"):
+        if not name.startswith("ty-") and LABEL_TENANT not in (labels or {}):
             found |= {Resource(ResourceKind.STORAGE, name), Resource(ResourceKind.IOPS, name)}
     return sorted(found)
 

@@ -18,7 +18,6 @@ __all__ = ["OverCap", "over_cap", "overcommit_limited", "quota_spec_for"]
 
 def quota_spec_for(grants: Mapping[str, Decimal], *, storage_classes: Iterable[str] = (),
                    mig_profiles: Iterable[str] = (),
-                   class_remap: Mapping[str, str] | None = None,
                    compute_unlimited: bool = False) -> QuotaSpec:
     """The ResourceQuota limits for one pool's current grants.
 
@@ -30,9 +29,12 @@ def quota_spec_for(grants: Mapping[str, Decimal], *, storage_classes: Iterable[s
     What is not granted is zero, never unlimited: CPU, memory, whole and shared GPUs,
     every known MIG profile and every known StorageClass (so a namespace can create PVCs
     only of the classes it was granted). ``requests.nvidia.com/gpu`` is the total over
-    GPU models; the per-model split, GPU memory and IOPS are enforced by Trainyard's
-    admission, not by Kubernetes. ``class_remap`` moves a storage grant from a base
-    StorageClass to the pool's own IOPS class (the base class then stays at zero).
+    GPU models; the per-model split and GPU memory are enforced by Trainyard's admission,
+    not by Kubernetes. IOPS have no ResourceQuota key and no part here: an IOPS grant is
+    the sum of the provisioned IOPS of the pool's volumes, held at submission (a new
+    volume that would take the sum over the grant is refused, ``jobs.services``) and set
+    on each volume by its VolumeAttributesClass (``tenants.storage``); a storage grant
+    stays on its StorageClass whatever IOPS the class's volumes have.
     """
     parsed = {Resource.parse(key): Decimal(amount) for key, amount in grants.items()}
 
@@ -47,11 +49,7 @@ def quota_spec_for(grants: Mapping[str, Decimal], *, storage_classes: Iterable[s
         mig.update({profile: int(amount)
                     for profile, amount in by_qualifier(ResourceKind.MIG).items()})
     storage = dict.fromkeys(storage_classes, Decimal(0))
-    for name, amount in by_qualifier(ResourceKind.STORAGE).items():
-        target = (class_remap or {}).get(name, name)
-        storage[target] = amount
-        if target != name:
-            storage[name] = Decimal(0)
+    storage.update(by_qualifier(ResourceKind.STORAGE))
     pvcs = int(total(ResourceKind.PVCS)) if any(r.kind == ResourceKind.PVCS for r in parsed) \
         else None
     return QuotaSpec(

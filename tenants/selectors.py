@@ -21,7 +21,6 @@ from k8s_sync.placement import set_topology_source
 from k8s_sync.placement import topology_levels as levels_in_force
 from k8s_sync.selectors import pool_namespaces_observed
 from k8s_sync.specs import NetworkSpec, PoolSpec
-from k8s_sync.storage import DEFAULT_IOPS_PARAMETERS, build_iops_storage_class, iops_class_name
 from tenants.access import AnyUser, TenantAccess, access_for, sees_all_tenants
 from tenants.capacity import capacity_by_resource, cluster_observed, offered_resources
 from tenants.catalog import Resource
@@ -48,6 +47,7 @@ from tenants.quota import (
     overcommit_factor,
     quota_spec_for,
 )
+from tenants.storage import iops_volume_classes
 from tenants.usage import in_use_by_pool, utilisation_by_pool
 from tenants.utilisation import Utilisation, is_gpu_kind
 
@@ -218,8 +218,7 @@ def known_storage_classes() -> set[str]:
         key.partition(":")[2] for key in granted.values_list("resource", flat=True)}
 
 
-def pool_spec(pool: Pool, *, storage_classes: set[str] | None = None,
-              class_remap: dict[str, str] | None = None):  # -> PoolSpec
+def pool_spec(pool: Pool, *, storage_classes: set[str] | None = None):  # -> PoolSpec
     """The plain spec of the pool's namespace objects."""
     tenant = pool.tenant
     classes = known_storage_classes() if storage_classes is None else storage_classes
@@ -228,19 +227,19 @@ def pool_spec(pool: Pool, *, storage_classes: set[str] | None = None,
         tenant_slug=tenant.slug,
         pool=pool.kind,  # type: ignore[arg-type]
         tenant_group=settings.TRAINYARD_TENANT_GROUP_FORMAT.format(tenant=tenant.slug),
-        quota=_quota_spec(tenant, grants, classes, class_remap),
+        quota=_quota_spec(tenant, grants, classes),
         production_quota=_production_quota(grants) if pool.kind == PoolKind.PROD else None,
         suspended=tenant.status != TenantStatus.ACTIVE,
         network=NetworkSpec(egress_cidrs=egress_cidrs_for(tenant)),  # policy's + tenant's
     )
 
 
-def _quota_spec(tenant: Tenant, grants: dict[str, Decimal], classes: set[str],
-                class_remap: dict[str, str] | None):  # -> QuotaSpec
+def _quota_spec(tenant: Tenant, grants: dict[str, Decimal], classes: set[str]
+                ):  # -> QuotaSpec
     capped = _backstop(tenant, grants)
     return quota_spec_for(grants if capped is None else capped, storage_classes=classes,
                           mig_profiles=settings.TRAINYARD_MIG_PROFILES,
-                          class_remap=class_remap, compute_unlimited=capped is None)
+                          compute_unlimited=capped is None)
 
 
 def _production_quota(grants: dict[str, Decimal]):  # -> QuotaSpec
@@ -270,35 +269,20 @@ def pool_objects(pool: Pool, *, cluster_storage_classes: dict[str, dict]) -> lis
     """Every object the pool should have in the cluster, in apply order.
 
     ``cluster_storage_classes``: the cluster's StorageClasses by name (the caller lists
-    them). IOPS grants become StorageClasses of the pool's own (see k8s_sync.storage).
-    Raises ValueError when a granted class does not exist or cannot carry IOPS.
+    them). IOPS grants need the shared VolumeAttributesClasses of their tiers
+    (``tenants.storage.iops_volume_classes``), applied before the quotas; the volumes'
+    StorageClass stays the granted class, whose GiB the quota keeps. Raises ValueError
+    when a granted class does not exist or cannot carry IOPS.
     """
-    grants = current_grants(pool)
-    namespace = pool.namespace
-    iops_classes, remap = [], {}
-    for key, amount in sorted(grants.items()):
-        if not key.startswith("iops:"):
-            continue
-        base_name = key.partition(":")[2]
-        base = cluster_storage_classes.get(base_name)
-        if base is None:
-            raise ValueError(f"StorageClass {base_name!r} does not exist in the cluster")
-        name = iops_class_name(namespace, base_name, int(amount))
-        iops_classes.append(build_iops_storage_class(
-            base, name=name, iops=int(amount),
-            labels=naming.pool_labels(pool.tenant.slug, pool.kind),
-            parameters={**DEFAULT_IOPS_PARAMETERS, **settings.TRAINYARD_IOPS_PARAMETERS}))
-        remap[base_name] = name
-    # a pool's own IOPS classes (another pool's, or this pool's old ones being pruned) are
-    # nobody else's business: the quota names only the cluster's shared classes and its own
+    volume_classes = iops_volume_classes(current_grants(pool), cluster_storage_classes)
+    # the pools' own classes (an older Trainyard's per-pool IOPS classes, being pruned) are
+    # nobody else's business: the quota names only the cluster's shared classes
     shared = {name for name, obj in cluster_storage_classes.items()
               if naming.LABEL_TENANT not in ((obj.get("metadata") or {}).get("labels") or {})}
-    classes = known_storage_classes() | shared | set(remap.values())
-    spec = pool_spec(pool, storage_classes=classes, class_remap=remap)
+    spec = pool_spec(pool, storage_classes=known_storage_classes() | shared)
     objects = manifests.desired_pool_objects(spec)
     first_quota = next(i for i, o in enumerate(objects) if o["kind"] == "ResourceQuota")
-    # the classes before the quotas naming them
-    return [*objects[:first_quota], *iops_classes, *objects[first_quota:]]
+    return [*objects[:first_quota], *volume_classes, *objects[first_quota:]]
 
 
 def pools_to_sync() -> QuerySet[Pool]:

@@ -125,8 +125,9 @@ def pool_drift(client: Any) -> tuple[list[int], list[int]]:
     """(drifted, in sync) pool ids, as the cluster holds them now (read live).
 
     Costs one list call per kind of ``manifests.POOL_KINDS`` (paged; the StorageClasses
-    are listed whole, since the pools' IOPS classes copy the cluster's base classes),
-    whatever the number of tenants. A pool drifted when one of its objects is missing or
+    are listed whole, since a pool's IOPS grants name the cluster's classes) and one of
+    Trainyard's VolumeAttributesClasses (the IOPS tiers every pool shares), whatever the
+    number of tenants. A pool drifted when one of its objects is missing or
     differs, or when an object labelled as the pool's is no longer declared, or when its
     last write did not succeed. The one rule of "converged": the resync and the chaos
     run's invariant check (``scripts/chaos.py``) both use it.
@@ -141,6 +142,9 @@ def pool_drift(client: Any) -> tuple[list[int], list[int]]:
             labels = obj["metadata"].get("labels") or {}
             if labels.get(naming.LABEL_MANAGED_BY) == naming.MANAGED_BY:
                 by_pool.setdefault(_pool_key(labels), []).append(obj)
+    # the IOPS tiers' shared classes (tenants.storage): declared by pools, owned by none
+    shared = client.list_objects("storage.k8s.io/v1", "VolumeAttributesClass",
+                                 label_selector=selector)
     drifted, in_sync = [], []
     for pool in selectors.pools_to_sync():
         if pool.tenant.status == TenantStatus.DELETING:
@@ -153,7 +157,8 @@ def pool_drift(client: Any) -> tuple[list[int], list[int]]:
             continue
         owner = pool_owner(pool.tenant.slug, pool.kind)
         if (pool.write_state != SyncState.IN_SYNC
-                or not plan(desired, by_pool.get(_pool_key(owner.labels), ()), owner).empty):
+                or not plan(desired, [*by_pool.get(_pool_key(owner.labels), ()), *shared],
+                            owner).empty):
             drifted.append(pool.pk)
         else:
             in_sync.append(pool.pk)

@@ -3,8 +3,9 @@
 **In use** (:func:`in_use_by_pool`) is the one number the quota page, the gauges, the
 job form's preview, wait reasons and the API show for a pool: the demand
 (``tenants.demand.job_demand``) of the pool's admitted, running and preempting jobs,
-which is exactly what admission counts against the pool's quota, plus the storage and
-volume claims its observed PVCs hold. The jobs app computes the job part
+which is exactly what admission counts against the pool's quota, plus the storage,
+provisioned IOPS and volume claims its observed PVCs hold (and the IOPS of the new
+volumes of its jobs not observed yet, which the jobs app adds). The jobs app computes the job part
 (``jobs.selectors.in_use_by_pool``) and answers :data:`pools_in_use`, a signal because
 tenants ranks below jobs.
 
@@ -34,6 +35,7 @@ from k8s_sync.selectors import (
     mig_profile_memory_mib,
     share_memory_mib,
 )
+from k8s_sync.storage import iops_of_volume_class
 
 GIB = Decimal(1024**3)
 MIG_PREFIX = "nvidia.com/mig-"
@@ -88,14 +90,18 @@ def utilisation_by_pool(pools: list[Any], start: dt.date, end: dt.date,
 
 
 def volumes_by_namespace(namespaces: list[str]) -> dict[str, dict[str, Decimal]]:
-    """namespace -> ``storage:<class>`` GiB and ``pvcs`` count of its observed PVCs."""
+    """namespace -> ``storage:<class>`` GiB, ``iops:<class>`` provisioned IOPS (of the
+    claims naming one of Trainyard's IOPS VolumeAttributesClasses, ``tenants.storage``)
+    and ``pvcs`` count of its observed PVCs."""
     out: dict[str, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
-    for namespace, storage_class, size in ObservedPVC.objects.filter(
+    for namespace, storage_class, size, vac in ObservedPVC.objects.filter(
             namespace__in=namespaces).values_list("namespace", "storage_class",
-                                                  "requested_bytes"):
+                                                  "requested_bytes", "volume_attributes_class"):
         if storage_class and size:
             out[namespace][f"storage:{storage_class}"] += Decimal(size) / GIB
             out[namespace]["pvcs"] += 1
+        if storage_class and iops_of_volume_class(vac):
+            out[namespace][f"iops:{storage_class}"] += iops_of_volume_class(vac)
     return {ns: {k: v.quantize(Decimal("0.001")) for k, v in used.items()}
             for ns, used in out.items()}
 

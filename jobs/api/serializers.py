@@ -206,7 +206,7 @@ class JobSerializer(serializers.ModelSerializer):
                   "mig_profile", "cpu_per_worker", "memory_gib_per_worker",
                   "cpu_request_per_worker", "memory_request_gib_per_worker", "max_run_seconds",
                   "checkpoint_claim", "checkpoint_storage_class", "checkpoint_size_gib",
-                  "checkpoint_path", "priority", "held", "hold_reason",
+                  "checkpoint_iops", "checkpoint_path", "priority", "held", "hold_reason",
                   "hold_reason_code", "borrowing", "reclaim_grace_seconds", "restart_count",
                   "submitted_by",
                   "submitted_at", "admitted_at",
@@ -280,6 +280,11 @@ class JobInput(serializers.Serializer):
         required=False, allow_null=True, default=None, min_value=1,
         max_value=v.MAX_CHECKPOINT_GIB,
         help_text=f"Size of the new checkpoint PVC (default {v.CHECKPOINT_GIB} GiB).")
+    checkpoint_iops = serializers.IntegerField(
+        required=False, allow_null=True, default=None, min_value=1, max_value=10**9,
+        help_text="Provisioned IOPS of the new checkpoint PVC: one of the tiers "
+                  "(TRAINYARD_IOPS_TIERS), or null for the class's default. Counted against "
+                  "the pool's IOPS grant of the class, the sum over its volumes.")
     checkpoint_path = serializers.CharField(
         required=False, default="/checkpoints", max_length=500,
         help_text="An absolute path of the container, not a system directory (/proc, /sys, "

@@ -25,6 +25,7 @@ from tenants.demand import (
     card_facts,
     engine_amount,
 )
+from tenants.storage import storage_class_owners
 
 GIB = Decimal(1024**3)
 
@@ -42,7 +43,8 @@ def inventory() -> Inventory:
         cached = (signature, _node_shapes())
         _NODE_SHAPES["last"] = cached
     classes = dict(ObservedStorageClass.objects.values_list("name", "is_default"))
-    return replace(cached[1], storage_classes=classes)
+    return replace(cached[1], storage_classes=classes,
+                   storage_class_owners=storage_class_owners())
 
 
 _NODE_SHAPES: dict[str, tuple[tuple[Any, ...], Inventory]] = {}

@@ -14,6 +14,7 @@ from core.numbers import gib, quantity
 from jobs.choices import JobKind, JobState
 from jobs.models import TrainingJob
 from jobs.selectors.windows import target_windows
+from jobs.volume_iops import checkpoint_volume_attributes_class
 from k8s_sync.maintenance import hold_tolerations
 from k8s_sync.placement import dedicated_placement, switch_label
 from k8s_sync.specs import JobSpec
@@ -61,6 +62,7 @@ def job_spec(job: TrainingJob, *, policy: Policy | None = None,  # type: ignore[
         checkpoint_storage_class=job.checkpoint_storage_class if not job.checkpoint_claim
         else "",
         checkpoint_size_gib=job.checkpoint_size_gib if not job.checkpoint_claim else None,
+        checkpoint_volume_attributes_class=checkpoint_volume_attributes_class(job),
         checkpoint_interval_seconds=rules.checkpoint_interval_seconds,
         resume=job.restart_count > 0, restart_count=job.restart_count,
         switch=job.switch if job.workers > 1 else "",

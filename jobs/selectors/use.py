@@ -6,10 +6,14 @@ from collections import defaultdict
 from decimal import Decimal
 from typing import Any
 
+from django.db.models import Q
+
 from core.choices import Tier
 from jobs.admission import ACTIVE_STATES as HOLDING_STATES
+from jobs.choices import JobState
 from jobs.models import TrainingJob
 from jobs.selectors.inventory import observed_card_facts
+from jobs.volume_iops import unobserved_iops
 from tenants.demand import (
     engine_demand,
     from_engine,
@@ -58,16 +62,29 @@ def in_use_by_pool(pools: Any, *, facts: Any = None, within_quota: bool = False
     and the wait reasons. Two queries (the jobs, the card facts). ``within_quota``: only
     the work that holds the pool's own quota, not batch jobs nor work admitted borrowing
     idle capacity (both run beyond the quota and are reclaimed when it is needed: what a
-    loan may not take from its lender, ``tenants.loans``)."""
+    loan may not take from its lender, ``tenants.loans``). Also the provisioned IOPS of
+    the new checkpoint volumes of the pools' jobs (queued ones too) that the cluster does
+    not show yet (``jobs.volume_iops.unobserved_iops``; observed volumes are
+    ``tenants.usage``'s): a third query only when there are such jobs."""
     by_id = [p.pk for p in pools]
     facts = facts if facts is not None else observed_card_facts()
     use: dict[int, dict[str, int]] = {pk: defaultdict(int) for pk in by_id}
-    jobs = TrainingJob.objects.filter(pool_id__in=by_id, state__in=list(HOLDING_STATES))
-    if within_quota:
-        jobs = jobs.exclude(tier=Tier.BATCH).exclude(borrowing=True)
+    jobs = TrainingJob.objects.filter(
+        Q(state__in=list(HOLDING_STATES)) | Q(state=JobState.QUEUED, checkpoint_iops__gt=0),
+        pool_id__in=by_id)
+    with_iops = []
     for job in jobs:
+        if job.checkpoint_iops:
+            with_iops.append(job)
+        if job.state not in HOLDING_STATES or (within_quota and (
+                job.tier == Tier.BATCH or job.borrowing)):
+            continue
         for key, amount in job_resources(job, facts).items():
             use[job.pool_id][key] += amount
-    return {pk: {key: Decimal(str(from_engine(key, amount)))
-                 for key, amount in sorted(amounts.items()) if amount}
-            for pk, amounts in use.items()}
+    out = {pk: {key: Decimal(str(from_engine(key, amount)))
+                for key, amount in sorted(amounts.items()) if amount}
+           for pk, amounts in use.items()}
+    for pk, pending in unobserved_iops(pools, with_iops).items():
+        for key, iops in pending.items():
+            out[pk][key] = out[pk].get(key, Decimal(0)) + iops
+    return out

@@ -34,7 +34,7 @@ def _pool(slug: str = "team-a", pool: str = "prod", **kwargs) -> PoolSpec:
 def _iops_class(spec: PoolSpec, iops: int, base: str = "fast-ssd") -> dict:
     """A pool's IOPS StorageClass, labelled as tenants.selectors.pool_objects labels it."""
     return build_iops_storage_class(
-        {"metadata": {"name": base}, "provisioner": "kubesim.trainyard.io/local"},
+        {"metadata": {"name": base}, "provisioner": "local.csi.kubesim.trainyard.io"},
         name=iops_class_name(spec.namespace, base, iops), iops=iops, labels=spec.labels)
 
 
@@ -64,7 +64,7 @@ def _network_policy(name: str, namespace: str, labels: dict | None = None) -> di
 def _storage_class(name: str, labels: dict | None = None) -> dict:
     return {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
             "metadata": {"name": name, "labels": labels or {}},
-            "provisioner": "kubesim.trainyard.io/local"}
+            "provisioner": "local.csi.kubesim.trainyard.io"}
 
 
 def _missing_leaves(sent, stored, path="") -> list[str]:

@@ -56,6 +56,7 @@ log = logging.getLogger("kubesim.sim")
 WATCHED = (
     "priorityclasses.scheduling.k8s.io",
     "storageclasses.storage.k8s.io",
+    "volumeattributesclasses.storage.k8s.io",
     "nodes",
     "persistentvolumes",
     "persistentvolumeclaims",

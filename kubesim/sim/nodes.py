@@ -447,7 +447,7 @@ def storage_class_objects(profile: dict) -> list[dict[str, Any]]:
             "apiVersion": "storage.k8s.io/v1",
             "kind": "StorageClass",
             "metadata": {"name": sc["name"], "labels": dict(sc.get("labels") or {})},
-            "provisioner": sc.get("provisioner", "kubesim.trainyard.io/local"),
+            "provisioner": sc.get("provisioner", "local.csi.kubesim.trainyard.io"),
             "reclaimPolicy": sc.get("reclaimPolicy", "Delete"),
             "volumeBindingMode": sc.get("volumeBindingMode", "WaitForFirstConsumer"),
             "allowVolumeExpansion": bool(sc.get("allowVolumeExpansion", True)),

@@ -18,6 +18,7 @@ TRAINJOBS = "trainjobs.trainer.kubeflow.org"
 CLUSTER_RUNTIMES = "clustertrainingruntimes.trainer.kubeflow.org"
 PRIORITYCLASSES = "priorityclasses.scheduling.k8s.io"
 STORAGECLASSES = "storageclasses.storage.k8s.io"
+VOLUMEATTRIBUTESCLASSES = "volumeattributesclasses.storage.k8s.io"
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"  # a TrainJob's pods (its JobSet's name)
 #: The pod label naming a pod's job, and the caches its controller reads: PyTorchJob pods
@@ -143,6 +144,7 @@ class ClusterState:
         self.pvc_dirty: set = set()
         self.pvc_consumers: dict[tuple, set] = {}  # (ns, claim) -> nodes of bound pods using it
         self.storage_classes: dict[str, dict] = {}
+        self.volume_attributes_classes: dict[str, dict] = {}
         self.released_pvs: set = set()  # (pv name, reclaim policy)
         self.pvs: dict[str, dict] = {}
 
@@ -187,12 +189,14 @@ class ClusterState:
                 self.pvs.pop(obj["metadata"]["name"], None)
             else:
                 self.pvs[obj["metadata"]["name"]] = obj
-        elif resource == STORAGECLASSES:
+        elif resource in (STORAGECLASSES, VOLUMEATTRIBUTESCLASSES):
+            known = (self.storage_classes if resource == STORAGECLASSES
+                     else self.volume_attributes_classes)
             if etype == "DELETED":
-                self.storage_classes.pop(obj["metadata"]["name"], None)
+                known.pop(obj["metadata"]["name"], None)
             else:
-                self.storage_classes[obj["metadata"]["name"]] = obj
-                self.pvc_dirty.update(self.pvcs)
+                known[obj["metadata"]["name"]] = obj
+                self.pvc_dirty.update(self.pvcs)  # a claim may have waited for it
         elif resource == "events":
             return
         self._track_owner(etype, resource, obj)

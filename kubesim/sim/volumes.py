@@ -4,6 +4,15 @@ A PVC of a known StorageClass gets a PersistentVolume ``pvc-<uid>`` and both bec
 Bound: at once for ``volumeBindingMode: Immediate``, or when the first pod using
 the claim is bound to a node for ``WaitForFirstConsumer`` (the default).  Deleting
 the claim deletes (reclaimPolicy Delete) or releases (Retain) its volume.
+
+A claim naming a VolumeAttributesClass (``spec.volumeAttributesClassName``, GA in 1.34) is
+provisioned only once that class exists and is for the StorageClass's provisioner, as the
+CSI external-provisioner does (kubernetes-csi/external-provisioner
+``pkg/controller/controller.go``: "volumeattributesclass ... not found", and "VAC ... is for
+driver ... which does not match driver name ..." as ProvisioningFailed, retried); the
+volume gets the class (``PersistentVolume.spec.volumeAttributesClassName``) and the bound
+claim reports it (``status.currentVolumeAttributesClassName``, set on binding by
+pkg/controller/volume/persistentvolume/pv_controller.go).
 """
 
 from __future__ import annotations
@@ -67,6 +76,8 @@ class VolumeController:
                         kind="PersistentVolumeClaim",
                     )
                 continue
+            if not self._attributes_class_ready(pvc, sc):
+                continue
             mode = sc.get("volumeBindingMode") or "Immediate"
             if mode == "WaitForFirstConsumer" and not st.pvc_consumers.get(key):
                 if key not in self._waiting_reported:
@@ -81,6 +92,26 @@ class VolumeController:
                     )
                 continue
             self._provision(key, pvc, sc)
+
+    def _attributes_class_ready(self, pvc: dict, sc: dict) -> bool:
+        """Whether the claim's VolumeAttributesClass (if any) exists for this provisioner;
+        a ProvisioningFailed event when not (the claim is retried when classes change)."""
+        name = (pvc.get("spec") or {}).get("volumeAttributesClassName")
+        if not name:
+            return True
+        vac = self.state.volume_attributes_classes.get(name)
+        driver = sc.get("provisioner", "")
+        if vac is None:
+            problem = f'failed to get VolumeAttributesClass "{name}": ' \
+                      f'volumeattributesclass.storage.k8s.io "{name}" not found'
+        elif vac.get("driverName") != driver:
+            problem = (f"VAC {name} referenced in PVC is for driver {vac.get('driverName')} "
+                       f"which does not match driver name {driver}")
+        else:
+            return True
+        self.events.record(pvc, "Warning", "ProvisioningFailed", problem,
+                           component=COMPONENT, kind="PersistentVolumeClaim")
+        return False
 
     def _provision(self, key: tuple, pvc: dict, sc: dict) -> None:
         ns, name = key
@@ -113,6 +144,9 @@ class VolumeController:
                 "hostPath": {"path": f"/var/lib/kubesim/volumes/{pv_name}", "type": ""},
             },
         }
+        vac = spec.get("volumeAttributesClassName")
+        if vac:
+            pv["spec"]["volumeAttributesClassName"] = vac
         nodes = self.state.pvc_consumers.get(key)
         if nodes:
             node = sorted(nodes)[0]
@@ -179,7 +213,8 @@ class VolumeController:
             self.store.patch(
                 "persistentvolumeclaims",
                 name,
-                {"status": {"phase": "Bound", "accessModes": modes, "capacity": {"storage": size}}},
+                {"status": {"phase": "Bound", "accessModes": modes, "capacity": {"storage": size},
+                            **({"currentVolumeAttributesClassName": vac} if vac else {})}},
                 patch_type="merge",
                 namespace=ns,
                 subresource="status",

@@ -91,3 +91,61 @@ def test_unknown_storage_class_reports_provisioning_failed(h):
     h.advance(1)
     ev = [e for e in h.events(NS) if e["reason"] == "ProvisioningFailed"]
     assert ev and ev[0]["message"] == 'storageclass.storage.k8s.io "no-such-class" not found'
+
+
+def _vac(h, name, driver, iops="3000"):
+    return h.store.create("volumeattributesclasses.storage.k8s.io", {
+        "apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttributesClass",
+        "metadata": {"name": name}, "driverName": driver, "parameters": {"iops": iops}})
+
+
+def test_a_claim_with_a_volume_attributes_class_waits_for_it_and_reports_it(h):
+    driver = h.store.get("storageclasses.storage.k8s.io", "shared-nfs")["provisioner"]
+    body = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "fast"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "shared-nfs",
+                     "volumeAttributesClassName": "iops-3000",
+                     "resources": {"requests": {"storage": "10Gi"}}}}
+    h.store.create("persistentvolumeclaims", body, namespace=NS)
+    h.advance(1)
+    claim = h.store.get("persistentvolumeclaims", "fast", namespace=NS)
+    assert (claim.get("status") or {}).get("phase") != "Bound"
+    assert any(e["reason"] == "ProvisioningFailed" and "iops-3000" in e["message"]
+               and "not found" in e["message"] for e in h.events(NS))
+    _vac(h, "iops-3000", "other.csi.example.com")  # for another driver: still refused
+    h.advance(1)
+    assert (h.store.get("persistentvolumeclaims", "fast", namespace=NS).get("status")
+            or {}).get("phase") != "Bound"
+    assert any("does not match driver name" in e["message"] for e in h.events(NS))
+    h.store.delete("volumeattributesclasses.storage.k8s.io", "iops-3000")
+    _vac(h, "iops-3000", driver)
+    h.advance(1)
+    claim = h.store.get("persistentvolumeclaims", "fast", namespace=NS)
+    assert claim["status"]["phase"] == "Bound"
+    assert claim["status"]["currentVolumeAttributesClassName"] == "iops-3000"
+    pv = h.store.get("persistentvolumes", f"pvc-{claim['metadata']['uid']}")
+    assert pv["spec"]["volumeAttributesClassName"] == "iops-3000"
+    ApiClient()._ApiClient__deserialize(claim, "V1PersistentVolumeClaim")
+    ApiClient()._ApiClient__deserialize(pv, "V1PersistentVolume")
+
+
+def test_a_volume_attributes_class_keeps_its_driver_and_parameters(h):
+    from kubesim.errors import ApiError
+
+    vac = _vac(h, "iops-1", "local.csi.kubesim.trainyard.io", "1000")
+    ApiClient()._ApiClient__deserialize(vac, "V1VolumeAttributesClass")
+    vac["parameters"] = {"iops": "2000"}
+    with pytest.raises(ApiError) as err:
+        h.store.replace("volumeattributesclasses.storage.k8s.io", vac)
+    assert err.value.code == 422
+    # ValidateVolumeAttributesClass: a driver name and at least one parameter
+    for body, field in (({"parameters": {"iops": "1"}}, "driverName"),
+                        ({"driverName": "x" * 64, "parameters": {"iops": "1"}}, "driverName"),
+                        ({"driverName": "Not_A_Driver", "parameters": {"a": "1"}}, "driverName"),
+                        ({"driverName": "csi.example.com"}, "parameters"),
+                        ({"driverName": "csi.example.com", "parameters": {"": "1"}},
+                         "parameters")):
+        with pytest.raises(ApiError) as err:
+            h.store.create("volumeattributesclasses.storage.k8s.io", {
+                "apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttributesClass",
+                "metadata": {"name": "bad"}, **body})
+        assert err.value.code == 422 and field in str(err.value), body

@@ -39,7 +39,7 @@ from k8s_sync.manifests import POOL_KINDS
 from k8s_sync.naming import LABEL_MANAGED_BY, MANAGED_BY, Tier
 from k8s_sync.reconcile import NEVER_DELETED_KINDS
 from k8s_sync.specs import JOB_KIND_PYTORCHJOB, WORKLOAD_KINDS, JobSpec, PoolSpec
-from k8s_sync.storage import build_iops_storage_class
+from k8s_sync.storage import build_iops_storage_class, build_iops_volume_class
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy" / "k8s"
@@ -425,6 +425,7 @@ ALLOWED: dict[tuple[str, str], set[str]] = {
     ("scheduling.k8s.io", "priorityclasses"): {"get", "create", "patch"},
     ("storage.k8s.io", "storageclasses"): {"get", "list", "watch", "create", "patch",
                                            "delete"},
+    ("storage.k8s.io", "volumeattributesclasses"): {"get", "list", "create", "patch"},
     ("kubeflow.org", "pytorchjobs"): {"get", "list", "watch", "create", "patch", "delete"},
     ("kubeflow.org", "pytorchjobs/status"): {"get", "list", "watch"},
     ("trainer.kubeflow.org", "trainjobs"): {"get", "list", "watch", "create", "patch",
@@ -464,6 +465,7 @@ VISIBILITY_PENDING = ("visibility.kueue.x-k8s.io/v1beta2", "ClusterQueue/pending
 #: Kinds outside the client's static table (found by API discovery): their plurals.
 DISCOVERED = {
     ("storage.k8s.io/v1", "StorageClass"): "storageclasses",
+    ("storage.k8s.io/v1", "VolumeAttributesClass"): "volumeattributesclasses",
     ("apiextensions.k8s.io/v1", "CustomResourceDefinition"): "customresourcedefinitions",
     # Kueue's visibility API: KubeClient.kueue_pending_workloads
     (VISIBILITY_PENDING[0], VISIBILITY_PENDING[1]): "clusterqueues/pendingworkloads",
@@ -502,8 +504,8 @@ def _converged_kinds() -> list[Kind]:
     """What reconcile.converge applies: a pool's objects (with an IOPS StorageClass,
     tenants.selectors.pool_objects), the cluster-wide objects and, in Kueue mode, Kueue's
     objects (tenants.tasks.reconcile_kueue)."""
-    return [*_pool_object_kinds(), *_kinds_of(manifests.desired_cluster_objects()),
-            *_kueue_kinds()]
+    return [*_pool_object_kinds(), *_shared_pool_object_kinds(),
+            *_kinds_of(manifests.desired_cluster_objects()), *_kueue_kinds()]
 
 
 def _kueue_kinds() -> list[Kind]:
@@ -517,18 +519,28 @@ def _kueue_kinds() -> list[Kind]:
 
 
 def _pool_object_kinds() -> list[Kind]:
+    """A pool's own objects (and an older Trainyard's per-pool IOPS StorageClass, which
+    its converge prunes)."""
     iops = build_iops_storage_class({"provisioner": "ebs.csi.aws.com",
                                      "metadata": {"name": "gp3"}},
                                     name="ty-acme-dev-gp3-3000iops", iops=3000, labels={})
     return _kinds_of([*manifests.desired_pool_objects(_sample_pool()), iops])
 
 
+def _shared_pool_object_kinds() -> list[Kind]:
+    """What pool_objects adds that is no pool's own: the IOPS tiers' shared
+    VolumeAttributesClasses (read one by one, never pruned)."""
+    return _kinds_of([build_iops_volume_class("ebs.csi.aws.com", 3000)])
+
+
 def _converge_read_kinds() -> list[Kind]:
     """What converge reads one by one: the desired objects of kinds its owner does not
-    list. A pool's owner lists POOL_KINDS, which hold every kind of a pool's objects (the
-    assertion), so only the cluster-wide objects (converged without an owner) are read."""
+    list. A pool's owner lists POOL_KINDS, which hold every kind of a pool's own objects
+    (the assertion), so the IOPS tiers' VolumeAttributesClasses and the cluster-wide
+    objects (converged without an owner) are read."""
     assert set(_pool_object_kinds()) <= set(POOL_KINDS)
-    return _kinds_of(manifests.desired_cluster_objects())
+    assert not set(_shared_pool_object_kinds()) & set(POOL_KINDS)
+    return [*_shared_pool_object_kinds(), *_kinds_of(manifests.desired_cluster_objects())]
 
 
 def _observed_kinds() -> list[Kind]:

@@ -56,40 +56,50 @@ def _resource_version(cluster) -> int:
     return int(k8s.CoreV1Api(cluster.api_client).list_namespace().metadata.resource_version)
 
 
-def test_changing_an_iops_grant_leaves_only_the_new_storage_class(sync, tenant_a, tenant_b,
-                                                                   cluster):
+def _legacy_class(cluster, tenant_slug, pool, iops=3000):
+    """The per-pool IOPS StorageClass an older Trainyard made for a grant."""
+    base = _storage(cluster).read_storage_class("fast-ssd")
+    get_client().apply(build_iops_storage_class(
+        {"provisioner": base.provisioner, "metadata": {"name": "fast-ssd"}},
+        name=f"ty-{tenant_slug}-{pool}-fast-ssd-{iops}iops", iops=iops,
+        labels=naming.pool_labels(tenant_slug, pool)))
+
+
+def test_an_iops_grant_prunes_the_pools_old_iops_storage_class_and_nothing_else(
+        sync, tenant_a, tenant_b, cluster):
     prod, dev = tenant_a.pools.get(kind="prod"), tenant_a.pools.get(kind="dev")
     grant = {"storage:fast-ssd": 100, "iops:fast-ssd": 3000}
     sync(dev, **grant)                                # the same tenant's other pool
     sync(tenant_b.pools.get(kind="prod"), **grant)    # another tenant's pool
     sync(prod, **grant)
-    assert _pool_classes(cluster, "acme", "prod") == ["ty-acme-prod-fast-ssd-3000iops"]
+    for tenant_slug, pool in (("acme", "prod"), ("acme", "dev"), ("globex", "prod")):
+        _legacy_class(cluster, tenant_slug, pool)     # as an older Trainyard left them
     # objects of the same kinds that Trainyard did not label as this pool's
     net = k8s.NetworkingV1Api(cluster.api_client)
     net.create_namespaced_network_policy("ty-acme-prod", _network_policy("someone-elses"))
     net.create_namespaced_network_policy("ty-acme-prod", _network_policy(
         "half-labelled", naming.managed_labels()))
     _storage(cluster).create_storage_class(k8s.V1StorageClass(
-        metadata=k8s.V1ObjectMeta(name="team-made"), provisioner="kubesim.trainyard.io/local"))
+        metadata=k8s.V1ObjectMeta(name="team-made"), provisioner="local.csi.kubesim.trainyard.io"))
 
-    assert sync(prod, **{"iops:fast-ssd": 5000}) == "applied 2, pruned 1"  # class + quota
+    # 6000's VolumeAttributesClass, and the quota (the new team-made class at 0)
+    assert sync(prod, **{"iops:fast-ssd": 6000}) == "applied 2, pruned 1"
 
-    assert _pool_classes(cluster, "acme", "prod") == ["ty-acme-prod-fast-ssd-5000iops"]
-    new = _storage(cluster).read_storage_class("ty-acme-prod-fast-ssd-5000iops")
-    assert new.metadata.labels == naming.pool_labels("acme", "prod")
-    assert new.parameters["iops"] == "5000"
+    assert _pool_classes(cluster, "acme", "prod") == []
+    vacs = sorted(v.metadata.name for v in _storage(cluster).list_volume_attributes_class(
+        ).items)
+    assert vacs == ["trainyard-iops-3000-local-csi-kubesim-trainyard-io",
+                    "trainyard-iops-6000-local-csi-kubesim-trainyard-io"]
     hard = k8s.CoreV1Api(cluster.api_client).read_namespaced_resource_quota(
         "trainyard-quota", "ty-acme-prod").spec.hard
-    assert hard["ty-acme-prod-fast-ssd-5000iops.storageclass.storage.k8s.io/requests.storage"] \
-        == "100Gi"
+    assert hard["fast-ssd.storageclass.storage.k8s.io/requests.storage"] == "100Gi"
+    assert not [key for key in hard if "iops" in key]
     # what is not this pool's survives
     for name in ("someone-elses", "half-labelled"):
         assert _exists(net.read_namespaced_network_policy, name, "ty-acme-prod")
     for name in ("team-made", "fast-ssd", "ty-acme-dev-fast-ssd-3000iops",
                  "ty-globex-prod-fast-ssd-3000iops"):
         assert _exists(_storage(cluster).read_storage_class, name), name
-    assert _pool_classes(cluster, "acme", "dev") == ["ty-acme-dev-fast-ssd-3000iops"]
-    assert _pool_classes(cluster, "globex", "prod") == ["ty-globex-prod-fast-ssd-3000iops"]
 
     # a second reconcile writes and deletes nothing
     before = _resource_version(cluster)
@@ -123,10 +133,10 @@ def test_the_periodic_pass_removes_a_stale_iops_storage_class(sync, tenant_a, cl
         {"provisioner": base.provisioner, "metadata": {"name": "fast-ssd"}},
         name="ty-acme-prod-fast-ssd-7000iops", iops=7000,
         labels=naming.pool_labels("acme", "prod"))
-    get_client().apply(stale)  # as an older grant's reconcile left it
+    get_client().apply(stale)  # as an older Trainyard's reconcile left it
 
-    # A pool's quota names the cluster's shared classes and its own IOPS classes only
-    # (another pool's are not its business), so only prod drifts; its reconcile deletes it.
+    # A pool's quota names the cluster's shared classes only (a class a pool owns is not
+    # another's business), so only prod drifts; its reconcile deletes it.
     assert resync_pools.apply().get() == {"drifted": 1, "in_sync": 1}
-    assert _pool_classes(cluster, "acme", "prod") == ["ty-acme-prod-fast-ssd-3000iops"]
+    assert _pool_classes(cluster, "acme", "prod") == []
     assert resync_pools.apply().get() == {"drifted": 0, "in_sync": 2}

@@ -1,10 +1,16 @@
-"""Storage isolation: PVCs only of granted classes; IOPS grants become the pool's own class."""
+"""Storage isolation: PVCs only of granted classes; IOPS grants make the shared
+VolumeAttributesClasses of their tiers, and the base class keeps its GiB."""
 
 import pytest
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
-from k8s_sync.storage import build_iops_storage_class, iops_class_name
+from k8s_sync.storage import (
+    build_iops_volume_class,
+    iops_class_name,
+    iops_of_volume_class,
+    iops_volume_class_name,
+)
 from tenants import services
 from tenants.tasks import reconcile_pool, resync_pools
 
@@ -37,22 +43,33 @@ def test_a_namespace_creates_pvcs_only_of_granted_classes(granted, cluster):
     assert err.value.status == 403 and "shared-nfs.storageclass" in err.value.body
 
 
-def test_an_iops_grant_becomes_a_storage_class_of_the_pools_own(granted, cluster):
-    granted(**{"storage:fast-ssd": 100, "iops:fast-ssd": 3000})
-    name = "ty-acme-prod-fast-ssd-3000iops"
+VAC_3000 = "trainyard-iops-3000-local-csi-kubesim-trainyard-io"
+VAC_6000 = "trainyard-iops-6000-local-csi-kubesim-trainyard-io"
+
+
+def test_an_iops_grant_makes_the_tiers_classes_and_leaves_the_base_class_its_gib(granted,
+                                                                                  cluster):
+    """The grant is the pool's IOPS total: it makes the shared VolumeAttributesClasses of
+    the tiers up to it (no class of the pool's own), and the base class keeps its GiB."""
+    granted(**{"storage:fast-ssd": 100, "iops:fast-ssd": 7000})
     storage = k8s.StorageV1Api(cluster.api_client)
-    sc = storage.read_storage_class(name)
-    assert sc.parameters["iops"] == "3000"
-    assert sc.provisioner == storage.read_storage_class("fast-ssd").provisioner
-    assert sc.metadata.labels["trainyard.io/tenant"] == "acme"
+    provisioner = storage.read_storage_class("fast-ssd").provisioner
+    vacs = {v.metadata.name: v for v in storage.list_volume_attributes_class().items}
+    assert set(vacs) == {VAC_3000, VAC_6000}  # 10000 and 16000 are above the grant
+    assert vacs[VAC_3000].driver_name == provisioner
+    assert vacs[VAC_3000].parameters == {"iops": "3000"}
+    assert "trainyard.io/tenant" not in (vacs[VAC_3000].metadata.labels or {})
+    assert not [sc.metadata.name for sc in storage.list_storage_class().items
+                if sc.metadata.name.startswith("ty-")]
     hard = k8s.CoreV1Api(cluster.api_client).read_namespaced_resource_quota(
         "trainyard-quota", "ty-acme-prod").spec.hard
-    assert hard[f"{name}.storageclass.storage.k8s.io/requests.storage"] == "100Gi"
-    assert hard["fast-ssd.storageclass.storage.k8s.io/requests.storage"] == "0"
+    assert hard["fast-ssd.storageclass.storage.k8s.io/requests.storage"] == "100Gi"
+    assert "fast-ssd.storageclass.storage.k8s.io/persistentvolumeclaims" not in hard
     core = k8s.CoreV1Api(cluster.api_client)
-    core.create_namespaced_persistent_volume_claim("ty-acme-prod", _pvc("fast", name))
-    with pytest.raises(ApiException):
-        core.create_namespaced_persistent_volume_claim("ty-acme-prod", _pvc("base", "fast-ssd"))
+    claim = _pvc("fast", "fast-ssd")
+    claim.spec.volume_attributes_class_name = VAC_3000
+    core.create_namespaced_persistent_volume_claim("ty-acme-prod", claim)
+    core.create_namespaced_persistent_volume_claim("ty-acme-prod", _pvc("plain", "fast-ssd"))
     assert resync_pools.apply().get()["drifted"] == 1  # only the never-synced dev pool
 
 
@@ -71,18 +88,22 @@ def test_iops_on_a_class_that_cannot_carry_it_is_an_error_on_the_pool(platform_a
     assert "'nope' does not exist" in pool.sync_error
 
 
-def test_iops_class_names_and_builder():
-    base = {"metadata": {"name": "gp3"}, "provisioner": "ebs.csi.aws.com",
-            "parameters": {"type": "gp3"}, "reclaimPolicy": "Delete",
-            "allowVolumeExpansion": True}
-    built = build_iops_storage_class(base, name="x", iops=4000, labels={"b": "1", "a": "2"})
-    assert built == {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
-                     "metadata": {"name": "x", "labels": {"a": "2", "b": "1"}},
-                     "provisioner": "ebs.csi.aws.com", "reclaimPolicy": "Delete",
-                     "allowVolumeExpansion": True,
-                     "parameters": {"type": "gp3", "iops": "4000"}}
+def test_iops_volume_class_names_and_builder():
+    built = build_iops_volume_class("ebs.csi.aws.com", 4000)
+    assert built == {"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttributesClass",
+                     "metadata": {"name": "trainyard-iops-4000-ebs-csi-aws-com",
+                                  "labels": {"app.kubernetes.io/managed-by": "trainyard"},
+                                  "annotations": {"trainyard.io/provisioned-iops": "4000"}},
+                     "driverName": "ebs.csi.aws.com", "parameters": {"iops": "4000"}}
+    assert build_iops_volume_class("pd.csi.storage.gke.io", 3000)["parameters"] == {
+        "provisioned-iops": "3000"}
+    assert iops_of_volume_class("trainyard-iops-4000-ebs-csi-aws-com") == 4000
+    assert iops_of_volume_class("gold") == iops_of_volume_class("") == 0
+    long_name = iops_volume_class_name("csi." + "x" * 300 + ".example.com", 7)
+    assert len(long_name) <= 63 and iops_of_volume_class(long_name) == 7
+    with pytest.raises(ValueError, match="driver"):
+        build_iops_volume_class("foo", 1)
+    with pytest.raises(ValueError, match="whole number"):
+        build_iops_volume_class("ebs.csi.aws.com", 0)
+    # an older Trainyard's per-pool class, as the reconcile prunes it
     assert iops_class_name("ty-a-prod", "gp3", 4000) == "ty-a-prod-gp3-4000iops"
-    long_name = iops_class_name("ty-" + "x" * 60 + "-prod", "c" * 200, 7)
-    assert len(long_name) <= 63
-    with pytest.raises(ValueError, match="provisioner"):
-        build_iops_storage_class({"provisioner": "foo"}, name="x", iops=1, labels={})
