@@ -242,6 +242,12 @@ class ClusterCeilingCheck(threading.Thread):
             self.stream.close()
 
 
+#: Reasons of a transition in the job's own state: an eviction Kueue made and undid between
+#: two of Trainyard's passes, recorded from the Workload's eviction counts
+#: (``jobs.backends.kueue_evictions.record_new``), not a second admission.
+BETWEEN_PASSES = frozenset({"Preempted", "Evicted", "NotStarted"})
+
+
 def database_checks(ceilings: dict[str, int]) -> tuple[dict[str, int], list[str]]:
     """From the database: replay every JobTransition in commit order (``observed_at``,
     id). Returns the peak admitted GPUs per pool (namespace) and the problems found: a
@@ -257,11 +263,13 @@ def database_checks(ceilings: dict[str, int]) -> tuple[dict[str, int], list[str]
     peak: dict[str, int] = defaultdict(int)
     problems: list[str] = []
     rows = JobTransition.objects.order_by("observed_at", "id").values_list(
-        "job_id", "from_state", "to_state").iterator(chunk_size=5000)
-    for job_id, before, after in rows:
+        "job_id", "from_state", "to_state", "reason").iterator(chunk_size=5000)
+    for job_id, before, after, reason in rows:
         was = state.get(job_id, "")
         if before != was:
             problems.append(f"job {job_id}: {before or '-'} -> {after} while {was or '-'}")
+        if before == after == was and reason in BETWEEN_PASSES:
+            continue   # Kueue mode: an eviction undone between two passes, recorded
         if after == "admitted" and before != "queued":
             problems.append(f"job {job_id}: admitted from {before or '-'}")
         job = jobs[job_id]
@@ -820,11 +828,16 @@ def main() -> None:
           f"transitions out of chain (a job admitted twice, or from a wrong state): {len(twice)}")
     print(f"check, cluster: peak un-suspended GPUs per namespace {max(check.peak.values() or [0])} "
           f"over {check.events} PyTorchJob events; over a ceiling: {len(over_cluster)}")
-    admitted_per_job = JobTransition.objects.filter(to_state="admitted").count()
+    admitted_per_job = JobTransition.objects.filter(to_state="admitted").exclude(
+        from_state="admitted").count()
     requeues = JobTransition.objects.filter(to_state="queued", from_state="preempting").count()
     returns = JobTransition.objects.filter(to_state="queued", from_state="admitted").count()
+    between = sum(JobTransition.objects.filter(
+        from_state=s, to_state=s, reason__in=BETWEEN_PASSES).count()
+        for s in ("queued", "admitted", "running", "preempting"))
     print(f"admissions {admitted_per_job} = jobs {TrainingJob.objects.count()} + requeues "
-          f"{requeues} + returns {returns}")
+          f"{requeues} + returns {returns}; evictions undone between two passes, recorded "
+          f"in the job's state: {between}")
     for problem in (over_db + twice)[:10]:
         print("  ", problem)
     print("At a scale below 1 the arrival pattern is shorter, so the figures compare with "
