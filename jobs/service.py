@@ -54,6 +54,7 @@ from django.utils import timezone
 
 from jobs import converge, enqueue, idle_waiting, observation, selectors, submitcache, transitions
 from jobs.admission.cadence import explain_due
+from jobs.backends import backend_name
 from jobs.backends.base import BaseBackend
 from jobs.backends.trainyard import apply_decisions
 from jobs.informers import ClusterCache
@@ -188,7 +189,13 @@ class AdmissionService:
     def step(self, now: dt.datetime) -> dict[str, Any] | None:
         """One turn: renew the lease when due; pass when something changed (a nudge, a
         new journal row) or when the idle period is over, never sooner than the minimum
-        period after the last pass. Returns the pass's counts, or None."""
+        period after the last pass. Returns the pass's counts, or None. With another
+        backend than the engine (``TRAINYARD_ADMISSION_BACKEND=kueue``) it never takes
+        the lease nor decides: it idles, so one deployment serves both modes."""
+        if backend_name() != "trainyard":
+            # Kueue mode: Kueue admits and the Celery pass reads its decisions; an engine
+            # deciding beside it would admit and preempt the same jobs (issue 31)
+            return None
         mono = time.monotonic()
         renew = not self.leading or mono - self._lease_renewed >= self.timing.lease_seconds / 3
         if renew and not self.hold_lease(now):

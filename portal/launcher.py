@@ -303,7 +303,9 @@ def main() -> int:
                   flush=True)
         start("watch", [PY, str(ROOT / "manage.py"), "k8s_watch"])
         # The admission service decides (jobs.service); the worker's passes defer to it.
-        start("admission", [PY, str(ROOT / "manage.py"), "admission_service"])
+        # In Kueue mode Kueue decides and the worker's passes read it: no service.
+        if env.get("TRAINYARD_ADMISSION_BACKEND", "trainyard") == "trainyard":
+            start("admission", [PY, str(ROOT / "manage.py"), "admission_service"])
         # One worker, no peers: no mingle or gossip (a faster start, no broadcast files).
         start("worker", [PY, "-m", "celery", "-A", "portal", "worker", "-P", "solo",
                          "-Q", "default,k8s,billing", "--loglevel", "WARNING",

@@ -279,3 +279,21 @@ def test_the_writers_ordered_batches_patch_without_reading_and_write_back_at_onc
     row.refresh_from_db()
     assert converge.sync_one(job.pk, job=row, patched=patched) == ("unchanged", None)
     assert converge.sync_one(job.pk + 10_000, job=None) == ("gone", None)
+
+
+def test_in_kueue_mode_the_service_decides_nothing_and_holds_no_lease(stack, cluster, alice,
+                                                                       tenant_a, settings):
+    """With ``TRAINYARD_ADMISSION_BACKEND=kueue`` Kueue admits: a service left running (one
+    deployment for both modes) takes no lease, admits and preempts nothing, so the Celery
+    pass is not told to defer to it (found in a ``make run`` walk in Kueue mode: the engine
+    and Kueue admitted and preempted the same batch job six times in two minutes)."""
+    settings.TRAINYARD_ADMISSION_BACKEND = "kueue"
+    service = _service()
+    job = _submit(stack, alice, tenant_a, "kueue-only", "development", "dev", stack["h800"])
+    assert _pass(stack, service, cluster) is None
+    assert not service.leading
+    assert not AdmissionState.objects.filter(pk=1, lease_until__isnull=False).exists()
+    assert _states(job) == ["queued"]   # not admitted by the engine
+    from jobs.backends import get_backend
+
+    assert not get_backend().service_decides(timezone.now())
