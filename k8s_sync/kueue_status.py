@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
@@ -84,3 +85,27 @@ def limit_exceeded(active: bool, conditions: Mapping[str, _Cond]) -> bool:
     return not active and any(
         (c := conditions.get(kind)) is not None and c.reason == DEACTIVATED_LIMIT
         for kind in ("Evicted", "Requeued"))
+
+
+#: One item of Kueue's flavor-assignment message that says only that a flavor is for
+#: other nodes (``flavorassigner.go``: "flavor %s doesn't match node affinity"): every
+#: other GPU model's flavor says it of every job, so it tells the job's owner nothing.
+_OTHER_FLAVOR = re.compile(r"flavor \S+ doesn't match node affinity(, )?")
+
+
+def concise_message(message: str) -> str:
+    """Kueue's pending message without the flavors that are for other nodes (each pod
+    set's ``couldn't assign flavors to pod set <ps>: ...``, joined by ``; ``, as
+    ``flavorassigner.go`` ``Message`` writes it); the message as it is when nothing else
+    would be left of a pod set's part (no flavor matches the job at all)."""
+    parts = []
+    for part in message.split("; "):
+        head, sep, items = part.partition(": ")
+        if not sep or not head.startswith("couldn't assign flavors"):
+            parts.append(part)
+            continue
+        kept = _OTHER_FLAVOR.sub("", items).rstrip(", ").strip()
+        if not kept:
+            return message
+        parts.append(f"{head}: {kept}")
+    return "; ".join(parts)

@@ -77,7 +77,7 @@ from jobs.choices import ACTIVE_STATES, JobState
 from jobs.converge import ensure_tier_runtime, refused, unbuildable
 from jobs.models import TrainingJob
 from jobs.observation import observe_jobs
-from k8s_sync import kueue, kueue_observe, manifests
+from k8s_sync import kueue, kueue_observe, kueue_status, manifests
 from k8s_sync.client import K8sError, get_client, is_transient
 from k8s_sync.specs import WORKLOAD_KINDS, default_tiers
 from tenants.selectors import topology_levels
@@ -466,7 +466,8 @@ def kueue_reason(view: kueue.WorkloadView | None, queue: str,
         return backoff
     pending = view.pending
     why = pending.reason if pending is not None else ""
-    detail = (pending.message if pending is not None else "") or "-"
+    detail = kueue_status.concise_message(pending.message if pending is not None else ""
+                                          ) or "-"
     if why in _NEVER:
         return stored_text("jobs.wait.kueue.never", queue=queue, message=detail)
     if why == "WaitingForPreemptedWorkloads":

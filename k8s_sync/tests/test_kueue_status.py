@@ -47,3 +47,26 @@ def test_the_requeuing_limit_is_read_from_each_step_of_the_deactivation():
             {"reason": "PodsReadyTimeout", "underlyingCause": "WaitForStart", "count": 2}]}))
     assert not timed_out.requeue_limit_exceeded and timed_out.requeue_count == 2
     assert kueue_status.counts(timed_out.evictions) == {"PodsReadyTimeout/WaitForStart": 2}
+
+
+def test_the_pending_message_leaves_out_the_flavors_of_other_nodes():
+    """Kueue names every flavor that is for other nodes (every other GPU model's); the
+    job's owner is told what holds it back on its own flavor, per pod set."""
+    from k8s_sync.kueue_status import concise_message
+
+    message = ("couldn't assign flavors to pod set master: flavor gpu-a100 doesn't match node "
+               "affinity, flavor gpu-l4 doesn't match node affinity, insufficient unused quota "
+               "for nvidia.com/gpu in flavor gpu-h800, 3 more needed; couldn't assign flavors "
+               "to pod set worker: flavor gpu-a100 doesn't match node affinity, insufficient "
+               "unused quota for nvidia.com/gpu in flavor gpu-h800, 8 more needed")
+    assert concise_message(message) == (
+        "couldn't assign flavors to pod set master: insufficient unused quota for "
+        "nvidia.com/gpu in flavor gpu-h800, 3 more needed; couldn't assign flavors to pod "
+        "set worker: insufficient unused quota for nvidia.com/gpu in flavor gpu-h800, "
+        "8 more needed")
+    # no flavor matches the job at all: that is the message, kept whole
+    none = ("couldn't assign flavors to pod set master: flavor gpu-a100 doesn't match node "
+            "affinity, flavor gpu-l4 doesn't match node affinity")
+    assert concise_message(none) == none
+    assert concise_message("ClusterQueue ty-a-dev is inactive") == (
+        "ClusterQueue ty-a-dev is inactive")
