@@ -29,13 +29,12 @@ Printed: ``eta_accuracy.py``'s measures for Kueue mode, the naive FIFO baseline 
 Kueue's starts, and the engine's own figures and naive baseline from ``eta_accuracy``'s
 replay of the same workload (the existing path). Simulated time only.
 
-    .venv/bin/python bench/eta_accuracy_kueue.py [--hours 8] [--every 240] [--seed 1]
+    .venv/bin/python bench/eta_accuracy_kueue.py [--hours 24] [--every 240] [--seed 1]
 """
 
 from __future__ import annotations
 
 import argparse
-import heapq
 import os
 import statistics
 import sys
@@ -156,9 +155,11 @@ class Run:
     kueue: list[base.Prediction] = field(default_factory=list)
     naive: list[base.Prediction] = field(default_factory=list)
     starts: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
+    finished: dict[int, float] = field(default_factory=dict)
     passes: int = 0
     evictions: int = 0
     by_rate: int = 0          # predictions whose p90 the admission rate widened
+    positioned: int = 0       # predictions of a job the visibility API listed
     unstarted: int = 0
     max_queue: int = 0
     sim_seconds: float = 0.0
@@ -168,7 +169,6 @@ def run_kueue(workload: Sequence[base.Arrival], seed: int, *, step: float = 60.0
               settle: int = 8, max_days: float = 4.0) -> Run:
     """Replay ``workload`` through kubesim's Kueue controller and score Kueue mode's ETAs."""
     django_ready()
-    from core.choices import Tier
     from jobs import kueue_eta
     from jobs.admission import History, JobView, NodeView, Policy, decide
     from jobs.backends.kueue import _positions, cluster_queue_of
@@ -235,6 +235,7 @@ def run_kueue(workload: Sequence[base.Arrival], seed: int, *, step: float = 60.0
             run_left[job_id] -= t - holding.pop(job_id)
             if done:
                 finished.add(job_id)
+                result.finished[job_id] = t
                 a = by_id[job_id]
                 base.record(history, a.tenant, a.tier, a.template, a.model, a.run)
             else:
@@ -333,7 +334,8 @@ def run_kueue(workload: Sequence[base.Arrival], seed: int, *, step: float = 60.0
         rates = {q: n / window for q, n in admitted.items() if n >= kueue_eta.RATE_MIN}
         all_runs = sorted(s for k, v in history.items() if len(k) == 2 for s in v)
         naive = base.naive_etas(t, [v for v in views if v.state == "queued"], running,
-                                statistics.fmean(all_runs), all_runs[int(0.9 * (len(all_runs) - 1))])
+                                statistics.fmean(all_runs),
+                                all_runs[int(0.9 * (len(all_runs) - 1))])
         for job in queued:
             first = job.pk not in seen
             seen.add(job.pk)
@@ -344,6 +346,7 @@ def run_kueue(workload: Sequence[base.Arrival], seed: int, *, step: float = 60.0
                 (engine.eta_p50, engine.eta_p90) if engine is not None else (None, None),
                 by_rate)
             if p50 is not None and p90 is not None:
+                result.positioned += in_cq is not None
                 if engine is not None and engine.eta_p90 is not None and p90 > engine.eta_p90:
                     result.by_rate += 1
                 result.kueue.append(base.Prediction(
@@ -396,7 +399,7 @@ def figures(run: Run, engine: base.Result) -> dict[str, dict[str, float]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--hours", type=float, default=8.0)
+    parser.add_argument("--hours", type=float, default=24.0)
     parser.add_argument("--every", type=float, default=240.0,
                         help="mean seconds between submissions")
     parser.add_argument("--seed", type=int, default=1)
@@ -419,6 +422,7 @@ def main() -> None:
         print(f"{name:31}{int(f['n']):>12}{f['mae']:>13.1f} min{f['wait']:>8.1f} min"
               f"{f['relative']:>9.0%}{f['per_prediction']:>8.0%}{f['coverage']:>13.1%}  {met}")
     print(f"Kueue: {run.passes} passes with a queue, longest queue {run.max_queue} jobs, "
+          f"{run.positioned} of {len(run.kueue)} predictions with a visibility-API position, "
           f"{run.evictions} evictions, p90 widened by the admission rate in {run.by_rate} "
           f"predictions, never started {run.unstarted}, {run.sim_seconds / 3600:.1f} "
           f"simulated h; engine: longest queue {engine.max_queue}, never started "
