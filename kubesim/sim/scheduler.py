@@ -53,6 +53,7 @@ class Scheduler:
         self.binds = 0
         self.attempts = 0
         self.max_per_tick = 1000
+        self.dra: Any = None  # sim/dra.py DraController: pods with spec.resourceClaims
 
     # public
     def tick(self) -> None:
@@ -189,6 +190,8 @@ class Scheduler:
             )
             self._unschedulable(info, msg, ("pvc", info.key))
             return False
+        if spec.get("resourceClaims") and self.dra is not None:
+            return bool(self.dra.schedule(self, info))   # DynamicResources (sim/dra.py)
         sig = self.signature(info)
         ok_nodes, static_reasons, ok_names = self._static(spec, sig)
         fkey = info.fkey
