@@ -425,3 +425,24 @@ def test_kueue_reports_an_unmapped_device_class(kubesim, apis):
     assert qr["status"] == "False"
     assert ("DeviceClass gpu.nvidia.com is not mapped in DRA configuration for podset"
             in qr["message"])
+
+
+# ---- kubectl ----------------------------------------------------------------------------------
+@pytest.mark.kubectl
+def test_kubectl_gets_and_explains_the_dra_kinds(kubesim, apis):
+    from .test_api_kubectl import KUBECTL, kubectl
+    if KUBECTL is None:
+        pytest.skip("no kubectl (scripts/ensure-kubectl.sh)")
+    core, res = apis
+    template(res, "one-l40s", selectors=[L40S])
+    pod(core, "train", tmpl="one-l40s")
+    kubesim.advance(5)
+    rows = [r.split() for r in kubectl(kubesim, "get", "resourceslices").stdout.splitlines()]
+    assert rows[0] == ["NAME", "NODE", "DRIVER", "POOL", "AGE"]
+    assert ["l40s-dra-0-gpu.nvidia.com", "l40s-dra-0", "gpu.nvidia.com", "l40s-dra-0"] in [
+        r[:4] for r in rows]
+    out = kubectl(kubesim, "get", "resourceclaims", "-n", NS).stdout.splitlines()
+    assert out[0].split() == ["NAME", "STATE", "AGE"]
+    assert out[1].split()[1] == "allocated,reserved"
+    out = kubectl(kubesim, "explain", "resourceclaims.spec.devices.requests.exactly").stdout
+    assert "deviceClassName" in out and "allocationMode" in out
