@@ -6,6 +6,7 @@ the simulation runs faster than real time."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -305,7 +306,7 @@ def _claim_state(o: dict) -> str:
     return ",".join(states)
 
 
-BUILTIN = {
+BUILTIN: dict[str, tuple[list[dict], Callable[[dict, datetime], list]]] = {
     # pkg/printers/internalversion/printers.go: resourceClaim, resourceSlice
     "resourceclaims.resource.k8s.io": ([_col("State"), _col("Age")], lambda o, now: [
         _claim_state(o), _age(_ts(o), now)]),
