@@ -409,4 +409,27 @@ class DraController:
                 log.info("reserve claim %s: %s", claim["metadata"]["name"], exc)
                 self.state.sched_active[info.key] = info
                 return False
-        return bool(sched._bind(info, node))
+        if not sched._bind(info, node):
+            return False
+        self._hold_devices(info.key, node.name, plan, claims)
+        return True
+
+    def _hold_devices(self, key: tuple, node: str, plan: list, claims: list[dict]) -> None:
+        """The node's GPU inventory learns which of its cards the pod's claims hold, so
+        the kubelet's DCGM metrics and ``gpu_assignment`` see them (released with the
+        pod, as device-plugin cards are: ClusterState._account)."""
+        inv = self.state.inventories.get(node)
+        if inv is None:
+            return
+        names = {d["name"]: (d.get("attributes") or {}).get("uuid", {}).get("string")
+                 for _drv, _pool, d in self._node_devices(node)}
+        allocs = [a for _c, a in plan] + [(c.get("status") or {}).get("allocation") or {}
+                                          for c in claims]
+        uuids = {names.get(r.get("device")) for a in allocs
+                 for r in (a.get("devices") or {}).get("results") or [] if r.get("pool") == node}
+        held = [d for ds in inv.devices.values() for d in ds if d.uuid in uuids]
+        for d in held:
+            if key not in d.users:
+                d.users.append(key)
+        if held:
+            inv.by_pod[key] = held

@@ -1240,11 +1240,13 @@ class KueueController:
             per_pod = self.cfg.requests(pod_requests(tmpl))  # resources.transformations
             per_pod, dra_err = kueue_dra.with_devices(  # deviceClassMappings (kueue_dra.py)
                 self.store, info.key[0], ps, i, self.cfg.device_class_mappings, per_pod)
+            if dra_err:  # markDRAInadmissible: the field error is the condition's message
+                return Assignment("NoFit", [], {}, [], dra_err, kueue_dra.MISCONFIGURED)
             req = {r: v * count for r, v in per_pod.items()}
             per_podset.append(req)
             chosen: dict[str, str] = {}
-            reasons: list[str] = [dra_err] if dra_err else []
-            mode = "NoFit" if dra_err else "Fit"
+            reasons: list[str] = []
+            mode = "Fit"
             placement = None
             for res in sorted(req):
                 if not any(res in cov for cov, _ in groups):

@@ -17,9 +17,12 @@ Sources (Kueue v0.19, /work/.mirror/kubernetes-sigs+kueue):
 * ``pkg/controller/core/workload_controller.go`` ``markDRAInadmissible``: the errors are the
   Workload's message.
 
-kubesim reports such an error as the podset's reason (the Workload stays pending with it
-as its QuotaReserved message) instead of Kueue's ``Inadmissible`` reason, and does not
-read counters or consumable capacity (``sources``: alpha/beta extensions).
+Such an error is the Workload's ``QuotaReserved`` ``False`` condition: reason
+``Misconfigured`` (``UnadmittedWorkloadReasonWithFallback``; the
+``UnadmittedWorkloadsObservability`` gate is beta and on in v0.19), the field error as its
+message. kubesim keeps the Workload in its queue and retries it each pass (Kueue leaves it
+out of the queue with ``Requeued`` ``False`` until the Workload or the configuration
+changes), and does not read counters or consumable capacity (``sources``).
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from typing import Any
 from kubesim.dra import CLAIM_TEMPLATES
 
 Mappings = tuple[tuple[str, tuple[str, ...]], ...]
+MISCONFIGURED = "Misconfigured"   # apis/kueue/v1beta2 WorkloadQuotaReservedReasonMisconfigured
 
 
 def parse_mappings(res: dict) -> Mappings:

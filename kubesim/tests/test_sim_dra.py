@@ -235,9 +235,17 @@ def test_a_pod_with_a_claim_template_gets_a_device_runs_and_frees_it(kubesim, ap
     assert term.match_fields[0].values == ["l40s-dra-0"]
     assert [(x.resource, x.name, x.uid) for x in claim.status.reserved_for] == [
         ("pods", "train", p.metadata.uid)]
+    slice_ = next(s for s in res.list_resource_slice().items if s.spec.node_name == "l40s-dra-0")
+    uuid = slice_.spec.devices[0].attributes["uuid"].string
+    # the kubelet's DCGM metrics see the card the claim holds
+    assert [a["uuid"] for a in kubesim.sim.gpu_assignment(NS, "train")] == [uuid]
+    metrics = kubesim.sim.metrics_text()
+    assert any(f'UUID="{uuid}"' in line and 'pod="train"' in line
+               for line in metrics.splitlines() if line.startswith("DCGM_FI_DEV_GPU_UTIL"))
     core.delete_namespaced_pod("train", NS, grace_period_seconds=0)
     kubesim.advance(2)
     assert claims_of(res) == {}     # the claim went with its pod
+    assert kubesim.sim.gpu_assignment(NS, "train") == []
 
 
 def test_two_pods_never_share_a_device_and_a_release_lets_the_next_one_in(kubesim, apis):
@@ -422,9 +430,12 @@ def test_kueue_reports_an_unmapped_device_class(kubesim, apis):
                                        _dra_job(res, "job", "lq", workers=0))
     kubesim.advance(3)
     qr = cond(workload(co, "job", NS), "QuotaReserved")
-    assert qr["status"] == "False"
-    assert ("DeviceClass gpu.nvidia.com is not mapped in DRA configuration for podset"
-            in qr["message"])
+    # workload_controller.go markDRAInadmissible, claims.go's field error
+    assert (qr["status"], qr["reason"], qr["message"]) == (
+        "False", "Misconfigured",
+        "spec.podSets[0].template.spec.resourceClaims[0].resourceClaimTemplateName: Not "
+        'found: "DeviceClass gpu.nvidia.com is not mapped in DRA configuration for podset '
+        'master"')
 
 
 # ---- kubectl ----------------------------------------------------------------------------------
