@@ -302,6 +302,7 @@ class Scheduler:
                     1
                     if any(n.alloc.get(r, 0) for r in (GPU, GPU_SHARED))
                     or any(r.startswith(MIG_PREFIX) for r in n.alloc)
+                    or (n.inv is not None and n.inv.gpus)  # DRA nodes: cards as slices
                     else 0
                 )
                 cpu_alloc = n.alloc.get("cpu", 1) or 1

@@ -457,3 +457,13 @@ def test_kubectl_gets_and_explains_the_dra_kinds(kubesim, apis):
     assert out[1].split()[1] == "allocated,reserved"
     out = kubectl(kubesim, "explain", "resourceclaims.spec.devices.requests.exactly").stdout
     assert "deviceClassName" in out and "allocationMode" in out
+
+
+def test_cpu_pods_keep_off_the_dra_gpu_nodes(kubesim, apis):
+    core, _ = apis
+    for i in range(3):
+        core.create_namespaced_pod(NS, {"metadata": {"name": f"cpu{i}"}, "spec": {
+            "containers": [{"name": "c", "image": "busybox:1",
+                            "resources": {"requests": {"cpu": "1"}}}]}})
+    kubesim.advance(3)
+    assert {p.spec.node_name for p in core.list_namespaced_pod(NS).items} == {"cpu-0"}
