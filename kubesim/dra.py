@@ -430,6 +430,72 @@ def _go_struct(value) -> str:
     return '"object"'
 
 
+# ---- pods (pkg/apis/core/validation/validation.go) ---------------------------------------------
+def _go_claim(pc: dict) -> str:
+    def ptr(v):
+        return "(*string)(nil)" if v is None else f'(*string)("{v}")'
+    return (f'core.PodResourceClaim{{Name:"{pc.get("name") or ""}", ResourceClaimName:'
+            f'{ptr(pc.get("resourceClaimName"))}, ResourceClaimTemplateName:'
+            f'{ptr(pc.get("resourceClaimTemplateName"))}}}')
+
+
+def pod_claim_errors(obj: dict) -> list[dict]:
+    """validatePodResourceClaims and validateResourceClaimNames: pod claim names are unique
+    DNS labels naming exactly one of a claim or a template (and `<pod>-<name>` is a valid
+    claim name); a container's `resources.claims` name pod claims."""
+    spec = obj.get("spec") or {}
+    pod_name = (obj.get("metadata") or {}).get("name") or ""
+    errs: list[dict] = []
+    names: set = set()
+    for i, pc in enumerate(spec.get("resourceClaims") or []):
+        f = f"spec.resourceClaims[{i}]"
+        name = pc.get("name")
+        if not name:
+            errs.append(required(f"{f}.name"))
+        elif name in names:
+            errs.append(cause(f"{f}.name", f'Duplicate value: "{name}"', "FieldValueDuplicate"))
+        elif not _DNS_LABEL.match(name) or len(name) > 63:
+            errs.append(invalid_value(f"{f}.name", name, "a lowercase RFC 1123 label must "
+                                      "consist of lower case alphanumeric characters or '-', "
+                                      "and must start and end with an alphanumeric character"))
+        else:
+            names.add(name)
+            full = f"{pod_name}-{name}"
+            if pc.get("resourceClaimTemplateName") and (len(full) > 253 or
+                                                         not _DNS_SUBDOMAIN.match(full)):
+                errs.append(invalid_value(f"{f}.name", full, "final ResourceClaim name: a "
+                                          "lowercase RFC 1123 subdomain"))
+        has_claim, has_tmpl = (pc.get("resourceClaimName") is not None,
+                               pc.get("resourceClaimTemplateName") is not None)
+        if has_claim and has_tmpl:
+            errs.append(cause(f, f"Invalid value: {_go_claim(pc)}: at most one of "
+                                 "`resourceClaimName` or `resourceClaimTemplateName` may be "
+                                 "specified"))
+        elif not has_claim and not has_tmpl:
+            errs.append(cause(f, f"Invalid value: {_go_claim(pc)}: must specify one of: "
+                                 "`resourceClaimName`, `resourceClaimTemplateName`"))
+    listed = ", ".join(sorted(names))
+    for key in ("initContainers", "containers"):
+        for ci, c in enumerate(spec.get(key) or []):
+            seen: set = set()
+            for j, rc in enumerate(((c.get("resources") or {}).get("claims")) or []):
+                f = f"spec.{key}[{ci}].resources.claims[{j}]"
+                name = rc.get("name")
+                if not name:
+                    errs.append(required(f))
+                    continue
+                k = name + ("/" + rc["request"] if rc.get("request") else "")
+                if k in seen:
+                    errs.append(cause(f, f'Duplicate value: "{name}"', "FieldValueDuplicate"))
+                seen.add(k)
+                if name not in names:
+                    errs.append(cause(f, f'Not found: "{name}": must be one of the names in '
+                                         "pod.spec.resourceClaims" +
+                                         (f": {listed}" if listed else " which is empty"),
+                                      "FieldValueNotFound"))
+    return errs
+
+
 # ---- quota ------------------------------------------------------------------------------------
 def _request_devices(exact: dict) -> int:
     mode = exact.get("allocationMode", "ExactCount")

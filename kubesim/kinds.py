@@ -211,6 +211,10 @@ def validate(rt: ResourceType, obj: dict, old: dict | None) -> list[dict]:
     kind = rt.kind
     if kind == "Pod":
         errs += v.validate_pod(obj)
+        if (obj.get("spec") or {}).get("resourceClaims") or any(
+                (c.get("resources") or {}).get("claims")
+                for c in (obj.get("spec") or {}).get("containers") or []):
+            errs += dra.pod_claim_errors(obj)
         if old is not None:
             errs += v.pod_update_errors(old, obj)
     elif kind == "ResourceQuota":

@@ -467,3 +467,20 @@ def test_cpu_pods_keep_off_the_dra_gpu_nodes(kubesim, apis):
                             "resources": {"requests": {"cpu": "1"}}}]}})
     kubesim.advance(3)
     assert {p.spec.node_name for p in core.list_namespaced_pod(NS).items} == {"cpu-0"}
+
+
+def test_pod_claim_references_are_validated(apis):
+    core, _ = apis
+    with pytest.raises(ApiException) as exc:
+        core.create_namespaced_pod(NS, {"metadata": {"name": "p"}, "spec": {
+            "resourceClaims": [{"name": "gpu"}],
+            "containers": [{"name": "c", "image": "busybox:1",
+                            "resources": {"claims": [{"name": "gpu"}, {"name": "nic"}]}}]}})
+    assert exc.value.status == 422
+    msgs = {c["field"]: c["message"] for c in json.loads(exc.value.body)["details"]["causes"]}
+    assert msgs["spec.resourceClaims[0]"] == (
+        'Invalid value: core.PodResourceClaim{Name:"gpu", ResourceClaimName:(*string)(nil), '
+        "ResourceClaimTemplateName:(*string)(nil)}: must specify one of: `resourceClaimName`, "
+        "`resourceClaimTemplateName`")
+    assert msgs["spec.containers[0].resources.claims[1]"] == (
+        'Not found: "nic": must be one of the names in pod.spec.resourceClaims: gpu')
