@@ -484,3 +484,34 @@ def test_pod_claim_references_are_validated(apis):
         "`resourceClaimTemplateName`")
     assert msgs["spec.containers[0].resources.claims[1]"] == (
         'Not found: "nic": must be one of the names in pod.spec.resourceClaims: gpu')
+
+
+def test_a_per_model_device_class_binds_quota_and_placement_per_model(kubesim, apis):
+    """The shape a portal uses for per-model quotas: its own DeviceClass per model (CEL on
+    the driver's attributes) and the class's quota key in the namespace's ResourceQuota."""
+    core, res = apis
+    res.create_device_class({"apiVersion": f"{G}/v1", "kind": "DeviceClass",
+                             "metadata": {"name": "a100-sxm4-80gb.gpu.example.com"},
+                             "spec": {"selectors": [{"cel": {"expression": (
+                                 "device.driver == 'gpu.nvidia.com' && "
+                                 "device.attributes['gpu.nvidia.com'].type == 'gpu' && "
+                                 "device.attributes['gpu.nvidia.com'].productName == "
+                                 "'NVIDIA A100-SXM4-80GB'")}}]}})
+    core.create_namespaced_resource_quota(NS, {"metadata": {"name": "q"}, "spec": {"hard": {
+        "a100-sxm4-80gb.gpu.example.com.deviceclass.resource.k8s.io/devices": "8"}}})
+    kubesim.advance(1)
+    template(res, "eight", cls="a100-sxm4-80gb.gpu.example.com", count=8)
+    pod(core, "big", tmpl="eight")
+    kubesim.advance(3)
+    p = core.read_namespaced_pod("big", NS)
+    assert p.spec.node_name == "a100-dra-0" and p.status.phase == "Running"
+    [claim] = claims_of(res).values()
+    assert [d for _, d in devices(claim)] == [f"gpu-{i}" for i in range(8)]
+    assert core.read_namespaced_resource_quota("q", NS).status.used == {
+        "a100-sxm4-80gb.gpu.example.com.deviceclass.resource.k8s.io/devices": "8"}
+    pod(core, "more", tmpl="eight")      # its claim is refused by quota: the pod waits
+    kubesim.advance(3)
+    assert core.read_namespaced_pod("more", NS).spec.node_name is None
+    events = [e.message for e in core.list_namespaced_event(NS).items
+              if e.reason == "FailedResourceClaimCreation"]
+    assert events and "exceeded quota: q" in events[0]
