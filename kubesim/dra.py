@@ -16,7 +16,8 @@ Sources followed (kubernetes/kubernetes, release-1.34):
 * CEL: staging/src/k8s.io/dynamic-resource-allocation/cel/compile.go (the `device`
   variable: `driver`, `attributes[domain][id]`, `capacity[domain][id]` as quantities,
   `allowMultipleAllocations`; unqualified attribute names belong to the driver's domain;
-  the `quantity()` library with `compareTo`, `isGreaterThan`, `isLessThan`), evaluated with
+  the `quantity()` library with `compareTo`, `isGreaterThan`, `isLessThan`, and the
+  `semver()` library for `version` attributes), evaluated with
   the maintained `cel-python` library (module `celpy`), not by hand;
 * quota: pkg/quota/v1/evaluator/core/resource_claims.go (Usage: `count/resourceclaims.
   resource.k8s.io` 1 per claim; `<class>.deviceclass.resource.k8s.io/devices` += count per
@@ -73,9 +74,30 @@ def _quantity_type():
     return Quantity
 
 
+@lru_cache(maxsize=1)
+def _semver_type():
+    _, celtypes = _celpy()
+
+    class Semver(celtypes.StringType):   # type: ignore[misc, valid-type]
+        """A semantic version in CEL (k8s.io/apiserver/pkg/cel/library/semverlib.go)."""
+
+    return Semver
+
+
+def _version_key(v) -> tuple:
+    core = str(v).split("+", 1)[0].split("-", 1)[0]
+    parts = core.split(".")
+    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+        raise ValueError(f"invalid semver {v!r}")
+    return tuple(int(p) for p in parts)
+
+
 def _cmp(a, b) -> int:
-    x, y = parse_quantity(str(a)), parse_quantity(str(b))
-    return (x > y) - (x < y)
+    if isinstance(a, _semver_type()) or isinstance(b, _semver_type()):
+        x, y = _version_key(a), _version_key(b)
+        return (x > y) - (x < y)
+    qx, qy = parse_quantity(str(a)), parse_quantity(str(b))
+    return (qx > qy) - (qx < qy)
 
 
 @lru_cache(maxsize=1)
@@ -90,7 +112,17 @@ def _functions() -> dict:
             raise ValueError(f"quantities must match the regular expression: {exc}") from None
         return q(str(s))
 
+    semver = _semver_type()
+
+    def make_semver(v):
+        _version_key(v)
+        return semver(str(v))
+
     return {
+        "semver": make_semver,
+        "major": lambda v: celtypes.IntType(_version_key(v)[0]),
+        "minor": lambda v: celtypes.IntType(_version_key(v)[1]),
+        "patch": lambda v: celtypes.IntType(_version_key(v)[2]),
         "quantity": quantity,
         "compareTo": lambda a, b: celtypes.IntType(_cmp(a, b)),
         "isGreaterThan": lambda a, b: celtypes.BoolType(_cmp(a, b) > 0),
@@ -132,7 +164,7 @@ def device_activation(driver: str, device: dict) -> dict:
         elif "bool" in val:
             cv = celtypes.BoolType(bool(val["bool"]))
         elif "version" in val:
-            cv = celtypes.StringType(str(val["version"]))
+            cv = _semver_type()(str(val["version"]))
         else:
             cv = celtypes.StringType(str(val.get("string", "")))
         attrs.setdefault(domain, {})[ident] = cv

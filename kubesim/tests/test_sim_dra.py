@@ -515,3 +515,14 @@ def test_a_per_model_device_class_binds_quota_and_placement_per_model(kubesim, a
     events = [e.message for e in core.list_namespaced_event(NS).items
               if e.reason == "FailedResourceClaimCreation"]
     assert events and "exceeded quota: q" in events[0]
+
+
+def test_version_attributes_compare_as_semver(kubesim, apis):
+    core, res = apis
+    template(res, "hopper-or-later", selectors=[
+        "device.attributes['gpu.nvidia.com'].cudaComputeCapability"
+        ".isGreaterThan(semver('8.9.0'))",
+        "device.attributes['gpu.nvidia.com'].cudaComputeCapability.major() >= 9"])
+    pod(core, "p", tmpl="hopper-or-later")
+    kubesim.advance(3)
+    assert core.read_namespaced_pod("p", NS).spec.node_name == "h100-dra-mig-0"
