@@ -112,6 +112,15 @@ def slice_object(node: str, inv: Any, sim: dict) -> dict | None:
                      "devices": devices}}
 
 
+def claim_generate_name(pod: str, claim: str) -> str:
+    """controller.go handleClaim: `<pod>-<claim>-`, both parts cut in proportion when longer
+    than 57 characters (room for the 5 random characters of a 63-character name)."""
+    gen = f"{pod}-{claim}-"
+    if len(gen) > 57:
+        gen = pod[:len(pod) * 57 // len(gen)] + "-" + claim[:len(claim) * 57 // len(gen)]
+    return gen
+
+
 def _node_selector(node: str) -> dict:
     return {"nodeSelectorTerms": [{"matchFields": [
         {"key": "metadata.name", "operator": "In", "values": [node]}]}]}
@@ -185,7 +194,7 @@ class DraController:
             tmeta = (tmpl.get("spec") or {}).get("metadata") or {}
             claim: dict[str, Any] = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
                      "metadata": {
-                         "generateName": f"{name}-{pc['name']}-"[:57],
+                         "generateName": claim_generate_name(name, pc["name"]),
                          "namespace": ns,
                          "labels": dict(tmeta.get("labels") or {}),
                          "annotations": {**(tmeta.get("annotations") or {}),

@@ -526,3 +526,12 @@ def test_version_attributes_compare_as_semver(kubesim, apis):
     pod(core, "p", tmpl="hopper-or-later")
     kubesim.advance(3)
     assert core.read_namespaced_pod("p", NS).spec.node_name == "h100-dra-mig-0"
+
+
+def test_generated_claim_names_cut_pod_and_claim_names_in_proportion():
+    from kubesim.sim.dra import claim_generate_name
+    assert claim_generate_name("train", "gpu") == "train-gpu-"
+    pod = "tenant-a-finetune-llama-3-70b-run-0001-master-0"   # 47 characters
+    got = claim_generate_name(pod, "gpus-for-training")         # 66 > 57
+    assert got == pod[:47 * 57 // 66] + "-" + "gpus-for-training"[:17 * 57 // 66]
+    assert len(got) <= 57
