@@ -535,3 +535,36 @@ def test_generated_claim_names_cut_pod_and_claim_names_in_proportion():
     got = claim_generate_name(pod, "gpus-for-training")         # 66 > 57
     assert got == pod[:47 * 57 // 66] + "-" + "gpus-for-training"[:17 * 57 // 66]
     assert len(got) <= 57
+
+
+@pytest.mark.kubectl
+def test_kubectl_applies_a_claim_template_twice(kubesim, apis):
+    from .test_api_kubectl import KUBECTL, kubectl
+    if KUBECTL is None:
+        pytest.skip("no kubectl (scripts/ensure-kubectl.sh)")
+    _, res = apis
+    manifest = f"""\
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {{name: two-gpus, namespace: {NS}}}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpus
+        exactly:
+          deviceClassName: gpu.nvidia.com
+          count: 2
+          selectors:
+          - cel: {{expression: "{L40S}"}}
+"""
+    out = kubectl(kubesim, "apply", "-f", "-", input=manifest).stdout
+    assert "resourceclaimtemplate.resource.k8s.io/two-gpus created" in out
+    # `requests` is an atomic list and the server defaulted allocationMode, so kubectl's
+    # three-way patch resends the list: "configured", and the spec stays what it was
+    kubectl(kubesim, "apply", "-f", "-", input=manifest)
+    tmpl = res.read_namespaced_resource_claim_template("two-gpus", NS)
+    assert tmpl.metadata.generation == 1 and tmpl.spec.spec.devices.requests[0].exactly.count == 2
+    p = kubectl(kubesim, "apply", "-f", "-", input=manifest.replace("count: 2", "count: 3"),
+                check=False)
+    assert p.returncode != 0 and "field is immutable" in p.stderr
