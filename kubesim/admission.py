@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from fractions import Fraction
 
+from . import dra
 from .errors import ApiError, forbidden
 from .quantity import _parse, format_quantity, parse_quantity
 from .validation import is_overcommittable
@@ -64,6 +65,8 @@ def usage(key: str, obj: dict | None) -> dict[str, Fraction]:
             if k in COMPUTE:
                 out[f"limits.{k}"] = v
         return out
+    if key == dra.RESOURCE_CLAIMS:   # pkg/quota/v1/evaluator/core/resource_claims.go
+        return dra.claim_usage(obj)
     out = {f"count/{key}": one}
     if key in LEGACY_COUNT:
         out[LEGACY_COUNT[key]] = one
@@ -148,6 +151,8 @@ def compute_status(quota: dict, objects_by_key) -> dict:
             keys.add(k[6:])
         elif k in LEGACY_COUNT:
             keys.add(LEGACY_COUNT[k])
+        if dra.is_claim_quota_key(k):
+            keys.add(dra.RESOURCE_CLAIMS)
     used = {k: Fraction(0) for k in hard}
     for key in keys:
         for obj in objects_by_key(key):

@@ -40,9 +40,14 @@ FOREGROUND = "foregroundDeletion"
 ORPHAN = "orphan"
 POLICIES = ("Foreground", "Background", "Orphan")
 #: registries built with ReturnDeletedObject: true (pkg/registry/core/{pod,namespace,service,
-#: serviceaccount}/storage/storage.go, pkg/registry/storage/storageclass/storage/storage.go)
+#: serviceaccount}/storage/storage.go, pkg/registry/storage/storageclass/storage/storage.go,
+#: pkg/registry/resource/{deviceclass,resourceclaim,resourceclaimtemplate,resourceslice}/
+#: storage/storage.go)
 RETURNS_OBJECT = frozenset({"pods", "namespaces", "services", "serviceaccounts",
-                            "storageclasses.storage.k8s.io"})
+                            "storageclasses.storage.k8s.io",
+                            "deviceclasses.resource.k8s.io", "resourceclaims.resource.k8s.io",
+                            "resourceclaimtemplates.resource.k8s.io",
+                            "resourceslices.resource.k8s.io"})
 #: kinds whose default garbage-collection policy is OrphanDependents
 ORPHAN_BY_DEFAULT = frozenset({"jobs.batch"})
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import hashlib
 
+from . import dra, workloads
 from . import validation as v
-from . import workloads
 from .crd_rules import transition_errors
 from .resources import ResourceType
 
@@ -108,6 +108,8 @@ def prepare_create(rt: ResourceType, obj: dict) -> None:
         obj.setdefault("status", {})
     elif rt.group in ("apps", "batch", "policy", "networking.k8s.io") and rt.has_status:
         workloads.prepare_create(rt, obj)
+    elif rt.group == dra.GROUP:
+        dra.prepare_create(kind or "", obj)
     elif kind == "CustomResourceDefinition":
         names = dict((obj.get("spec") or {}).get("names") or {})
         names.setdefault("singular", names.get("kind", "").lower())
@@ -164,6 +166,8 @@ def prepare_update(rt: ResourceType, old: dict, new: dict) -> None:
         v.default_limit_range(new)
     if rt.kind == "Pod" and not rt.crd_name:
         _default_pod(new)   # defaulting runs on every decode, so a PUT may omit defaults
+    if rt.group == dra.GROUP and not rt.crd_name:
+        dra.prepare_update(rt.kind, new)
 
 
 def _only_status_changed(old: dict, new: dict) -> bool:
@@ -207,6 +211,10 @@ def validate(rt: ResourceType, obj: dict, old: dict | None) -> list[dict]:
     kind = rt.kind
     if kind == "Pod":
         errs += v.validate_pod(obj)
+        if (obj.get("spec") or {}).get("resourceClaims") or any(
+                (c.get("resources") or {}).get("claims")
+                for c in (obj.get("spec") or {}).get("containers") or []):
+            errs += dra.pod_claim_errors(obj)
         if old is not None:
             errs += v.pod_update_errors(old, obj)
     elif kind == "ResourceQuota":
@@ -223,6 +231,9 @@ def validate(rt: ResourceType, obj: dict, old: dict | None) -> list[dict]:
         errs += service_update_errors(old, obj)
     elif kind == "CustomResourceDefinition":
         errs += v.validate_crd(obj)
+    elif rt.group == dra.GROUP:
+        errs += dra.validate(kind, obj, old, status_only=old is not None
+                             and _only_status_changed(old, obj))
     elif rt.group in ("apps", "batch", "policy"):
         errs += workloads.validate(rt, obj, old)
     elif kind in ("RoleBinding", "ClusterRoleBinding") and not obj.get("roleRef"):

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from .resources import Registry, ResourceType
 
 K8S_SCHEMA_VERSION = "v1.31.0"
+K8S_NEWER_SCHEMA_VERSION = "v1.34.0"
 _OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 _LIST_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta"
 _AV_DOC = ("APIVersion defines the versioned schema of this representation of an object. "
@@ -59,9 +60,16 @@ def _builtin_defs() -> dict:
             return _defs
         try:
             from importlib import resources
-            path = resources.files("kubernetes_validate").joinpath(
-                f"kubernetes-json-schema/{K8S_SCHEMA_VERSION}-local/_definitions.json")
-            raw = json.loads(path.read_text())["$defs"]
+            base = resources.files("kubernetes_validate").joinpath("kubernetes-json-schema")
+            raw = json.loads(base.joinpath(f"{K8S_SCHEMA_VERSION}-local/_definitions.json")
+                             .read_text())["$defs"]
+            # kinds GA after 1.31 (resource.k8s.io/v1 DRA, storage.k8s.io/v1
+            # VolumeAttributesClass, in 1.34): their definitions from 1.34, added only
+            # where 1.31 has no definition of that name
+            newer = json.loads(base.joinpath(f"{K8S_NEWER_SCHEMA_VERSION}-local/"
+                                             "_definitions.json").read_text())["$defs"]
+            for name, d in newer.items():
+                raw.setdefault(name, d)
         except (ImportError, FileNotFoundError, KeyError, ValueError):
             raw = {}
         _defs = {name: _from_json_schema(s, top=True) for name, s in raw.items()}

@@ -112,6 +112,13 @@ BUILTINS = [
     # driverName and parameters immutable)
     _b("storage.k8s.io", "v1", "VolumeAttributesClass", "volumeattributesclasses", False,
        ["vac"], immutable=("driverName", "parameters")),
+    # Dynamic Resource Allocation, GA in 1.34 (see dra.py for the sources): claims have a
+    # status subresource; claim and template specs are immutable (validated in dra.py)
+    _b("resource.k8s.io", "v1", "DeviceClass", "deviceclasses", False),
+    _b("resource.k8s.io", "v1", "ResourceSlice", "resourceslices", False),
+    _b("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims", True, sub=["status"],
+       model="ResourceV1ResourceClaim"),
+    _b("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates", True),
     _b("coordination.k8s.io", "v1", "Lease", "leases", True),
     _b("batch", "v1", "Job", "jobs", True, sub=["status"], cats=["all"]),
     _b("apps", "v1", "Deployment", "deployments", True, ["deploy"], ["status", "scale"],

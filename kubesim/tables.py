@@ -6,6 +6,7 @@ the simulation runs faster than real time."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -291,7 +292,28 @@ def _ingress_row(o: dict, now) -> list:
             _age(_ts(o), now)]
 
 
-BUILTIN = {
+def _claim_state(o: dict) -> str:
+    """printers.go resourceClaimState: deleted, pending | allocated, reserved."""
+    st = o.get("status") or {}
+    states = ["deleted"] if o["metadata"].get("deletionTimestamp") else []
+    if st.get("allocation") is None:
+        if not states:
+            states.append("pending")
+    else:
+        states.append("allocated")
+        if st.get("reservedFor"):
+            states.append("reserved")
+    return ",".join(states)
+
+
+BUILTIN: dict[str, tuple[list[dict], Callable[[dict, datetime], list]]] = {
+    # pkg/printers/internalversion/printers.go: resourceClaim, resourceSlice
+    "resourceclaims.resource.k8s.io": ([_col("State"), _col("Age")], lambda o, now: [
+        _claim_state(o), _age(_ts(o), now)]),
+    "resourceslices.resource.k8s.io": ([_col("Node"), _col("Driver"), _col("Pool"),
+                                        _col("Age")], lambda o, now: [
+        (o.get("spec") or {}).get("nodeName") or "<none>", (o.get("spec") or {}).get("driver"),
+        ((o.get("spec") or {}).get("pool") or {}).get("name"), _age(_ts(o), now)]),
     "pods": ([_col("Ready"), _col("Status"), _col("Restarts"), _col("Age"),
               _col("IP", priority=1), _col("Node", priority=1),
               _col("Nominated Node", priority=1), _col("Readiness Gates", priority=1)],

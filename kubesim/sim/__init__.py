@@ -36,6 +36,7 @@ import logging
 from time import perf_counter
 from typing import Protocol
 
+from kubesim.sim.dra import DraController
 from kubesim.sim.events import EventRecorder
 from kubesim.sim.gc import GarbageCollector, NodeController
 from kubesim.sim.kubelet import Kubelet
@@ -84,6 +85,7 @@ class Simulation:
         self.kubelet = Kubelet(store, self.state, self.events, self.now, self.profile, seed,
                                speed=self.clock.speed)
         self.scheduler = Scheduler(store, self.state, self.events, self.now)
+        self.dra = self.scheduler.dra = DraController(store, self.state, self.events, self.now)
         self.operator = Operator(store, self.state, self.events, self.now)
         self.kueue = KueueController(store, self.state, self.events, self.now)
         self.trainjobs = TrainJobController(
@@ -107,6 +109,7 @@ class Simulation:
             ("trainjobs", self.trainjobs),
             ("gc", self.gc),
             ("volumes", self.volumes),
+            ("dra", self.dra),
             ("scheduler", self.scheduler),
             ("kubelet", self.kubelet),
         ]
@@ -191,6 +194,7 @@ class Simulation:
                 except Exception as exc:
                     if getattr(exc, "code", None) != 409:
                         log.warning("bootstrap %s %s: %s", resource, obj["metadata"]["name"], exc)
+        self.dra.bootstrap(self.profile)   # the DRA driver's DeviceClasses and ResourceSlices
         self._bootstrapped = True
 
     def tick(self) -> None:

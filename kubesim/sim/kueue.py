@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubesim.sim import kueue_config, kueue_podsready
+from kubesim.sim import kueue_config, kueue_dra, kueue_podsready
 from kubesim.sim import kueue_fungibility as kf
 from kubesim.sim.kueue_queue_name import queue_name_change
 from kubesim.sim.kueue_tas_taints import untolerated
@@ -1234,10 +1234,14 @@ class KueueController:
         worst = "Fit"
         msgs: list[str] = []
         reason = ""
-        for ps in podsets:
+        for i, ps in enumerate(podsets):
             tmpl = ps.get("template") or {}
             count = int(ps.get("count", 1))
             per_pod = self.cfg.requests(pod_requests(tmpl))  # resources.transformations
+            per_pod, dra_err = kueue_dra.with_devices(  # deviceClassMappings (kueue_dra.py)
+                self.store, info.key[0], ps, i, self.cfg.device_class_mappings, per_pod)
+            if dra_err:  # markDRAInadmissible: the field error is the condition's message
+                return Assignment("NoFit", [], {}, [], dra_err, kueue_dra.MISCONFIGURED)
             req = {r: v * count for r, v in per_pod.items()}
             per_podset.append(req)
             chosen: dict[str, str] = {}

@@ -9,7 +9,8 @@ does); without it, Kueue's defaults apply (``apis/config/v1beta2/defaults.go``).
 
 What is read: ``waitForPodsReady`` (``timeout``, ``blockAdmission``, ``recoveryTimeout``,
 ``requeuingStrategy``) and ``resources`` (``excludeResourcePrefixes``,
-``transformations``). Sources are Kueue v0.19.2; see ``kubesim/KUEUE.md``.
+``transformations``, ``deviceClassMappings``: see ``kueue_dra.py``). Sources are Kueue
+v0.19.2; see ``kubesim/KUEUE.md``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from kubesim.sim.kueue_dra import parse_mappings
 from kubesim.sim.util import parse_quantity
 
 log = logging.getLogger("kubesim.sim.kueue")
@@ -87,6 +89,8 @@ class KueueConfig:
     pods_ready: PodsReady = field(default_factory=PodsReady)
     exclude_prefixes: tuple[str, ...] = ()
     transformations: tuple[Transformation, ...] = ()
+    # resources.deviceClassMappings: ((logical resource, (DeviceClass, ...)), ...)
+    device_class_mappings: tuple[tuple[str, tuple[str, ...]], ...] = ()
     error: str = ""   # why the ConfigMap's text was not taken (defaults apply)
 
     def requests(self, per_pod: dict[str, int]) -> dict[str, int]:
@@ -197,7 +201,8 @@ def parse(text: str) -> KueueConfig:
                 outputs=tuple(sorted((str(k), parse_quantity(v))
                                      for k, v in (t.get("outputs") or {}).items()))))
         return KueueConfig(pods_ready=pods_ready, exclude_prefixes=excl,
-                           transformations=tuple(trans))
+                           transformations=tuple(trans),
+                           device_class_mappings=parse_mappings(res))
     except (ValueError, TypeError, AttributeError, KeyError, yaml.YAMLError) as exc:
         log.warning("kueue configuration not taken (defaults apply): %s", exc)
         return KueueConfig(error=str(exc))

@@ -261,7 +261,7 @@ def build_node(
     if model:
         g = pool["gpu"]
         labels.update(_gfd_labels(profile, model, g, sim))
-        for res, n in inv.capacity().items():
+        for res, n in ({} if g.get("dra") else inv.capacity()).items():
             cap[res] = alloc[res] = str(n)
         if g["sharing"] and g["sharing"]["rename"]:
             cap.setdefault(GPU, "0")

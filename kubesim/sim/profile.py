@@ -240,6 +240,9 @@ def _normalise_pool(p: dict, models: dict) -> dict:
             "mig": None,
             "sharing": None,
             "machine": str(g.get("machine", pool["instance_type"])),
+            # devices published by the NVIDIA DRA driver as ResourceSlices (sim/dra.py),
+            # not by the device plugin as nvidia.com/* extended resources
+            "dra": bool(g.get("dra", False)),
         }
         mig = g.get("mig")
         if mig:

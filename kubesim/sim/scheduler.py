@@ -53,6 +53,7 @@ class Scheduler:
         self.binds = 0
         self.attempts = 0
         self.max_per_tick = 1000
+        self.dra: Any = None  # sim/dra.py DraController: pods with spec.resourceClaims
 
     # public
     def tick(self) -> None:
@@ -189,6 +190,8 @@ class Scheduler:
             )
             self._unschedulable(info, msg, ("pvc", info.key))
             return False
+        if spec.get("resourceClaims") and self.dra is not None:
+            return bool(self.dra.schedule(self, info))   # DynamicResources (sim/dra.py)
         sig = self.signature(info)
         ok_nodes, static_reasons, ok_names = self._static(spec, sig)
         fkey = info.fkey
@@ -299,6 +302,7 @@ class Scheduler:
                     1
                     if any(n.alloc.get(r, 0) for r in (GPU, GPU_SHARED))
                     or any(r.startswith(MIG_PREFIX) for r in n.alloc)
+                    or (n.inv is not None and n.inv.gpus)  # DRA nodes: cards as slices
                     else 0
                 )
                 cpu_alloc = n.alloc.get("cpu", 1) or 1

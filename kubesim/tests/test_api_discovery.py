@@ -135,7 +135,9 @@ def test_everything_the_simulation_writes_round_trips(kubesim):
         status, _, raw = request(kubesim, "GET", f"{prefix}/{rt.plural}")
         assert status == 200, rt.key
         model = ("EventsV1EventList" if rt.group == "events.k8s.io" else
-                 "CoreV1EventList" if rt.model == "CoreV1Event" else f"{rt.model}List")
+                 "CoreV1EventList" if rt.model == "CoreV1Event" else
+                 "V1ResourceClaimList" if rt.model == "ResourceV1ResourceClaim" else
+                 f"{rt.model}List")
         seen[rt.key] = len(api.deserialize(raw.decode(), model, "application/json").items)
     assert seen["pods"] == 3 and seen["nodes"] and seen["events"]
     assert seen["events.events.k8s.io"] == seen["events"]
