@@ -187,8 +187,10 @@ def test_reclaim_preempts_batch_with_its_grace_which_resumes_and_a_waiting_job_i
                    run_seconds=3600)
     dev = _submit(kworld, bob, tenant_a, "dev-run", "development", "dev", gpus=4,
                   run_seconds=600)
-    _cycle(kworld, cluster, 5)
-    _cycle(kworld, cluster, 5)
+    for _ in range(4):   # a pass may be skipped while another holds the cycle lock
+        _cycle(kworld, cluster, 5)
+        if _states(batch) == ["preempting"]:
+            break
     batch.refresh_from_db()
     # the development queue reclaims its nominal quota from the borrowing batch queue
     assert batch.state == "preempting", batch.state
