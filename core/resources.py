@@ -184,7 +184,7 @@ def node_extended(allocatable: dict[str, Any] | None,
     return out
 
 
-def quota_hard(grants: Iterable[tuple[str, int]]) -> dict[str, str]:
+def quota_hard(grants: Iterable[tuple[str, Any]]) -> dict[str, str]:
     """ResourceQuota ``hard`` entries of the extended dimensions: (kind, count) pairs ->
     ``{"requests.rdma/hca_shared_devices_a": "8"}``."""
     hard: dict[str, str] = {}

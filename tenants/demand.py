@@ -108,9 +108,13 @@ def job_demand(*, workers: int, cpu_per_worker: Decimal | int | float = 0,
                memory_gib_per_worker: Decimal | int | float = 0, gpus_per_worker: int = 0,
                gpu_model: str = "", mig_profile: str = "", gpu_shared: bool = False,
                gpu_memory_gib_per_card: Decimal | int | float | None = None,
-               facts: CardFacts | None = None) -> dict[str, Decimal]:
+               facts: CardFacts | None = None,
+               extended: Mapping[str, int] | None = None) -> dict[str, Decimal]:
     """The whole job's demand per catalog key, in catalog units (cores, GiB, cards ...).
 
+    ``extended``: per worker, the job's amount of each extended-resource dimension
+    (``core.resources.Dimension.extended``, by kind: ``{"rdma": 1}``); a worker's pod
+    requests it, so the whole job demands ``workers x`` that.
     Only the dimensions it consumes (non-zero amounts) are in the result.
     """
     n = max(int(workers or 0), 0)
@@ -123,6 +127,9 @@ def job_demand(*, workers: int, cpu_per_worker: Decimal | int | float = 0,
     memory = memory_request_gib(memory_gib_per_worker or 0) * n
     if memory > 0:
         out["memory"] = memory
+    for kind, per_worker in (extended or {}).items():
+        if int(per_worker or 0) > 0 and n:
+            out[kind] = Decimal(int(per_worker) * n)
     if not per or not n:
         return out
     units = n * per

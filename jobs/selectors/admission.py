@@ -94,6 +94,7 @@ def _admission_inputs(now, *, rows=None, nodes=None, pods=None):  # type: ignore
                       dedicated_to=(window_scope(targeted[n.name]) if n.name in targeted
                                     else dedicated.get(n.name, "")),
                       shared=n.shared_allocatable, shared_used=n.shared_allocated,
+                      extended=n.extended, extended_used=n.extended_requested,
                       **_node_cpu_memory(n))
              for n in report_nodes]
     # Every active job: the columns a decision reads, as tuples (no model instances: on a
