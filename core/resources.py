@@ -72,6 +72,11 @@ class Dimension:
     """A quota may name it whatever the nodes say."""
     job_field: str = ""
     """The job's per-worker demand field ("" when derived from other fields)."""
+    job_label: Any = None
+    """The job form's label of ``job_field`` (lazy translation)."""
+    job_help: Any = ""
+    max_per_worker: int = 0
+    """The most of it one worker may ask for (the form's and the API's bound)."""
     node_resource: str = ""
     """The extended resource in a node's allocatable (``{q}``: the qualifier)."""
     quota_keys: tuple[str, ...] = ()
