@@ -144,6 +144,19 @@ REGISTRY: tuple[Dimension, ...] = (
         quota_keys=("requests.nvidia.com/gpu.shared",),
         kueue_resource="nvidia.com/gpu.shared", kueue_flavor="trainyard-gpu-shared",
         price="share"),
+    # RDMA NICs (InfiniBand/RoCE HCAs) as Mellanox/k8s-rdma-shared-dev-plugin advertises
+    # them: its default config (README and deployment/k8s/base/config) names the resource
+    # "hca_shared_devices_a" under the prefix "rdma", up to rdmaHcaMax (1000) pods per HCA;
+    # a worker's pod asks for it in its requests/limits, so quota counts pods using a NIC.
+    Dimension(
+        "rdma", _("RDMA NICs"), _("NICs"), lambda n: ngettext("NIC", "NICs", n),
+        integral=True, job=True, borrows=True, job_field="rdma_per_worker",
+        job_label=_("RDMA NICs per worker"),
+        job_help=_("The RDMA network devices (InfiniBand or RoCE) each worker's pod asks "
+                   "for; your quota counts workers times this. 0: none."),
+        max_per_worker=8, node_resource="rdma/hca_shared_devices_a",
+        quota_keys=("requests.rdma/hca_shared_devices_a",),
+        kueue_resource="rdma/hca_shared_devices_a", kueue_flavor="trainyard-rdma"),
     Dimension(
         "storage", _("Storage"), _("GiB"), qualifier=_DNS_NAME, gib=True,
         quota_keys=("{q}.storageclass.storage.k8s.io/requests.storage",)),

@@ -26,6 +26,7 @@ class ResourceKind(models.TextChoices):
     MIG = "mig", by_kind("mig").name
     GPU_MEMORY = "gpu-memory", by_kind("gpu-memory").name
     GPU_SHARED = "gpu-shared", by_kind("gpu-shared").name
+    RDMA = "rdma", by_kind("rdma").name
     STORAGE = "storage", by_kind("storage").name
     IOPS = "iops", by_kind("iops").name
     PVCS = "pvcs", by_kind("pvcs").name
