@@ -23,6 +23,7 @@ from tenants import services as tenant_services
 from tenants.access import access_for
 from tenants.capacity import capacity_by_resource, offered_resources
 from tenants.catalog import Resource
+from tenants.selectors import quota_overview
 from tenants.tasks import reconcile_cluster, reconcile_pool
 from tenants.usage import allocation_by_namespace
 
@@ -107,6 +108,11 @@ def test_rdma_quota_binds_in_the_engine_and_in_the_resourcequota(world, cluster,
     assert used[f"requests.{RDMA}"] == "2"
     relist_all(get_client())
     assert allocation_by_namespace(["ty-acme-dev"])["ty-acme-dev"]["rdma"] == Decimal(2)
+    # the quota page's and API's row: granted, in use (what admission counts), limited
+    dev = next(p for p in quota_overview(tenant_a) if p["pool"].kind == "dev")
+    row = next(r for r in dev["rows"] if r["key"] == "rdma")
+    assert (row["granted"], row["used"], row["limited"]) == (Decimal(2), Decimal(2), True)
+    assert row["resource"].label() == "RDMA NICs"
 
 
 def test_a_job_above_the_rdma_ceiling_is_refused_naming_the_field(world, bob, tenant_a):
