@@ -139,3 +139,42 @@ def test_kueue_covers_rdma_with_its_own_flavor():
     assert rdma["flavors"][0]["name"] == "trainyard-rdma"
     assert rdma["flavors"][0]["resources"][0]["nominalQuota"] == "2"
     assert groups[0]["coveredResources"] == ["cpu", "memory"]
+
+
+@pytest.fixture
+def kueue_world(cluster, settings, platform_admin, tenant_a, django_capture_on_commit_callbacks):
+    """Kueue mode: tenant_a's dev pool granted 4 H800 and 1 RDMA NIC, borrowing capped at
+    the grant (so Kueue's ClusterQueue has borrowingLimit 0 and the grant binds)."""
+    from jobs.tests.test_kueue_mode import _model, kueue_configured
+
+    settings.TRAINYARD_ADMISSION_BACKEND = "kueue"
+    cap_borrowing(tenant_a)
+    kueue_configured(cluster)
+    reconcile_cluster.apply().get()
+    relist_all(get_client())
+    h800 = _model(cluster, "H800")
+    dev = tenant_a.pools.get(kind="dev")
+    tenant_services.quota_set(actor=platform_admin, pool=dev, reason="test", amounts={
+        f"gpu:{h800}": 4, "cpu": 128, "memory": 1024, "rdma": 1})
+    reconcile_pool.apply(args=[dev.pk]).get()
+    relist_all(get_client(), kinds=["quotas"])
+    return {"h800": h800, "capture": django_capture_on_commit_callbacks}
+
+
+def test_kueue_mode_admits_by_the_rdma_quota(kueue_world, cluster, bob, tenant_a):
+    from jobs.tests.test_kueue_mode import _cq
+
+    cq = _cq("ty-acme-dev")
+    rdma = [r for g in cq["spec"]["resourceGroups"] for f in g["flavors"]
+            for r in f["resources"] if r["name"] == RDMA]
+    assert rdma == [{"name": RDMA, "nominalQuota": "1", "borrowingLimit": "0"}]
+    first = _submit(kueue_world, bob, tenant_a, "first")
+    second = _submit(kueue_world, bob, tenant_a, "second")   # GPUs within quota: 2 of 4
+    for _ in range(6):
+        _cycle(kueue_world, cluster, 15)
+        if _job(first).state == "running" and _job(second).wait_reason:
+            break
+    assert _job(first).state == "running"
+    waiting = _job(second)
+    assert waiting.state == "queued", waiting.state
+    assert RDMA in english(waiting.wait_reason), english(waiting.wait_reason)
