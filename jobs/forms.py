@@ -11,6 +11,7 @@ from django.utils.translation import gettext_lazy as _
 
 from core.choices import PoolKind, Tier
 from core.forms import DecimalField
+from core.resources import extended
 from jobs import validation as v
 from jobs.choices import JobKind
 from jobs.templates import TEMPLATES
@@ -115,6 +116,10 @@ class JobForm(forms.Form):
             for name, default in classes]
         fields["checkpoint_iops"].choices = [("", _("(the class's default)"))] + [
             (str(tier), _("%(n)s IOPS") % {"n": tier}) for tier in iops_tiers()]
+        for dim in extended():  # RDMA NICs ... per worker (core.resources)
+            fields[dim.job_field] = forms.IntegerField(
+                label=dim.job_label, required=False, min_value=0, initial=0,
+                max_value=dim.max_per_worker, help_text=dim.job_help)
         profiles = sorted((inventory.mig_per_node if inventory else {}).items())
         fields["mig_profile"].choices = [("", _("(none)"))] + [
             (p, _("%(what)s (≤%(n)s/node)") % {"what": p, "n": n}) for p, n in profiles]

@@ -53,6 +53,7 @@ class TrainingJob(models.Model):
                                                   decimal_places=3, null=True, blank=True)
     cpu_per_worker = models.DecimalField(_("CPU cores per worker"), max_digits=8,
                                          decimal_places=3, default=4)
+    rdma_per_worker = models.PositiveSmallIntegerField(_("RDMA NICs per worker"), default=0)
     memory_gib_per_worker = models.DecimalField(_("memory GiB per worker"), max_digits=10,
                                                 decimal_places=3, default=16)
     tier = models.CharField(_("tier"), max_length=16, choices=Tier.choices)

@@ -22,6 +22,7 @@ from django.utils.translation import gettext as _
 from core.choices import Tier
 from core.exceptions import ApplicationError, Conflict, NotAllowed
 from core.models import Policy
+from core.resources import by_kind, extended
 from core.texts import StoredText
 from core.texts import message as stored_text
 from core.validation import typed_text
@@ -180,7 +181,7 @@ def _check_ceiling(pool: Pool, clean: dict[str, Any],
                 % {"w": int(wanted), "r": resource.qualifier, "p": pool.kind,
                    "c": int(ceiling), "why": why}, field="gpus_per_worker")
         field = {ResourceKind.CPU: "cpu_per_worker", ResourceKind.MEMORY: "memory_gib_per_worker"
-                 }.get(resource.kind, "gpus_per_worker")
+                 }.get(resource.kind, by_kind(resource.kind).job_field or "gpus_per_worker")
         if resource.kind == ResourceKind.GPU_MEMORY and clean.get("gpu_memory_gib_per_card"):
             field = "gpu_memory_gib_per_card"
         raise ApplicationError(
@@ -289,6 +290,7 @@ def clone_initial(job: TrainingJob) -> dict[str, Any]:
         # original job (it outlives the job) becomes the clone's existing volume.
         "checkpoint_claim": job.checkpoint_claim or (
             f"{job.k8s_name}-ckpt" if job.checkpoint_storage_class and job.k8s_name else ""),
+        **{d.job_field: getattr(job, d.job_field) for d in extended()},
     }
 
 

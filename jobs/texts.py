@@ -75,6 +75,8 @@ register("jobs.amount.memory", _("%(n)s GiB of memory"))
 register("jobs.amount.gpu_memory", _("%(n)s GiB of GPU memory"))
 register("jobs.amount.gpu_shared", ngettext_lazy("%(n)s shared GPU", "%(n)s shared GPUs",
                                                  "n"))
+register("jobs.resource.rdma", pgettext_lazy("resource, in a sentence", "RDMA NICs"))
+register("jobs.amount.rdma", ngettext_lazy("%(n)s RDMA NIC", "%(n)s RDMA NICs", "n"))
 register("jobs.amount.shared", ngettext_lazy("%(n)s shared %(model)s GPU",
                                              "%(n)s shared %(model)s GPUs", "n"))
 register("jobs.ordinal", _Ordinal())

@@ -16,6 +16,7 @@ from django.utils.translation import ngettext
 
 from core.choices import Tier
 from core.numbers import api_decimal
+from core.resources import extended
 from jobs.choices import TIER_POOLS, JobKind
 from k8s_sync import specs as k8s_specs
 from tenants.storage import iops_tiers
@@ -192,9 +193,10 @@ def validate_submission(data: dict[str, Any], *, pool: str, inventory: Inventory
     claim, storage_class, size = _checkpoint_volume(data, inventory, errors)
     iops = _checkpoint_iops(data, storage_class, errors)
     kind, runtime = _kind(data, errors)
+    per_worker = _extended_per_worker(data, errors)
     if errors:
         raise SubmissionError(errors)
-    return {
+    return {**per_worker,
         "kind": kind, "runtime": runtime,
         "name": name, "image": image, "tier": tier, "workers": workers,
         "gpus_per_worker": gpus, "gpu_model": model if not mig else "", "mig_profile": mig,
@@ -206,6 +208,22 @@ def validate_submission(data: dict[str, Any], *, pool: str, inventory: Inventory
         "checkpoint_iops": iops,
         "gpu_shared": bool(shared), "gpu_memory_gib_per_card": gpu_memory,
     }
+
+
+def _extended_per_worker(data: dict[str, Any], errors: dict[str, str]) -> dict[str, int]:
+    """Each extended-resource dimension's per-worker field (``core.resources``: RDMA NICs
+    ``rdma_per_worker``): a whole number from 0 to the dimension's bound; absent is 0."""
+    out: dict[str, int] = {}
+    for dim in extended():
+        if data.get(dim.job_field) in (None, ""):
+            out[dim.job_field] = 0
+            continue
+        n = _number(data, dim.job_field, errors, integer=True)
+        if n is not None and not 0 <= n <= dim.max_per_worker:
+            errors[dim.job_field] = _("Use 0 to %(n)s.") % {"n": dim.max_per_worker}
+        elif n is not None:
+            out[dim.job_field] = int(n)
+    return out
 
 
 def _kind(data: dict[str, Any], errors: dict[str, str]) -> tuple[str, str]:

@@ -60,16 +60,13 @@ from dataclasses import dataclass, field
 from decimal import ROUND_FLOOR, Decimal
 from typing import Any, Literal
 
+from core.resources import REGISTRY, Dimension, by_kind
 from k8s_sync import kueue_status, naming
 from k8s_sync.specs import (
-    GPU_PRODUCT_LABEL,
-    GPU_RESOURCE,
-    SHARED_GPU_RESOURCE,
     TierSpec,
     cpu_quantity,
     default_tiers,
     gib_quantity,
-    mig_resource,
 )
 
 __all__ = [
@@ -95,8 +92,8 @@ COHORT = "trainyard"
 TOPOLOGY = "trainyard"
 LOCAL_QUEUE = "trainyard"
 BATCH_LOCAL_QUEUE = "trainyard-batch"
-DEFAULT_FLAVOR = "trainyard-default"
-SHARED_FLAVOR = "trainyard-gpu-shared"
+DEFAULT_FLAVOR = by_kind("cpu").kueue_flavor
+SHARED_FLAVOR = by_kind("gpu-shared").kueue_flavor
 
 #: What Trainyard writes of Kueue, in apply order (a flavor before the queue naming it).
 KINDS: tuple[tuple[str, str], ...] = (
@@ -195,24 +192,37 @@ class KueueSpec:
         return sorted(found)
 
 
-def counted(key: str) -> bool:
+def _dimension(key: str) -> tuple[Dimension | None, str]:
     kind, _sep, qualifier = key.partition(":")
-    return (kind in ("cpu", "memory") and not qualifier) or (
-        kind in ("gpu", "mig") and bool(qualifier)) or key == "gpu-shared"
+    try:
+        return by_kind(kind), qualifier
+    except KeyError:
+        return None, qualifier
+
+
+def counted(key: str) -> bool:
+    """Whether Kueue counts catalog ``key``: its dimension has a Kueue resource
+    (``core.resources``), and the key a qualifier exactly when the dimension takes one."""
+    dim, qualifier = _dimension(key)
+    return dim is not None and bool(dim.kueue_resource) and (
+        bool(qualifier) == (dim.qualifier is not None))
+
+
+#: The flavor of one qualifier of a qualified dimension (a GPU model's, a MIG profile's):
+#: their names are kept as they were before the registry (clusters hold them).
+_QUALIFIED_FLAVOR: dict[str, Callable[[str], str]] = {
+    "gpu": gpu_flavor_name, "mig": mig_flavor_name}
 
 
 def _resource_of(key: str) -> tuple[str, str]:
-    """(flavor, Kubernetes resource) counting catalog ``key``."""
-    kind, _sep, qualifier = key.partition(":")
-    if kind in ("cpu", "memory"):
-        return DEFAULT_FLAVOR, kind
-    if kind == "gpu":
-        return gpu_flavor_name(qualifier), GPU_RESOURCE
-    if kind == "mig":
-        return mig_flavor_name(qualifier), mig_resource(qualifier)
-    if key == "gpu-shared":
-        return SHARED_FLAVOR, SHARED_GPU_RESOURCE
-    raise ValueError(f"{key!r} is not a resource Kueue counts")
+    """(flavor, Kubernetes resource) counting catalog ``key`` (``core.resources``)."""
+    dim, qualifier = _dimension(key)
+    if dim is None or not counted(key):
+        raise ValueError(f"{key!r} is not a resource Kueue counts")
+    resource = dim.kueue_resource.format(q=qualifier)
+    if qualifier:
+        return _QUALIFIED_FLAVOR[dim.kind](qualifier), resource
+    return dim.kueue_flavor, resource
 
 
 def _quantity(key: str, amount: Decimal) -> str:
@@ -223,25 +233,28 @@ def _quantity(key: str, amount: Decimal) -> str:
         return cpu_quantity(amount)
     if kind == "memory":
         return gib_quantity(amount)
-    return str(int(amount))  # whole cards, instances, shares
+    return str(int(amount))  # whole cards, instances, shares, NICs
+
+
+def _registry_order(key: str) -> tuple[int, str]:
+    kind = key.partition(":")[0]
+    return next((i for i, d in enumerate(REGISTRY) if d.kind == kind), len(REGISTRY)), key
 
 
 def _groups(keys: list[str]) -> list[tuple[tuple[str, ...], list[tuple[str, list[str]]]]]:
     """The resource groups every ClusterQueue has: [(covered resources, [(flavor,
-    [catalog keys in resource order])])]; cpu+memory, whole GPUs (one flavor per
-    model), each MIG profile, shared GPUs."""
-    gpus = [k for k in keys if k.startswith("gpu:")]
-    migs = [k for k in keys if k.startswith("mig:")]
-    groups: list[tuple[tuple[str, ...], list[tuple[str, list[str]]]]] = [
-        (("cpu", "memory"), [(DEFAULT_FLAVOR, ["cpu", "memory"])])]
-    if gpus:
-        groups.append(((GPU_RESOURCE,), [(_resource_of(k)[0], [k]) for k in gpus]))
-    for key in migs:
-        flavor, resource = _resource_of(key)
-        groups.append(((resource,), [(flavor, [key])]))
-    if "gpu-shared" in keys:
-        groups.append(((SHARED_GPU_RESOURCE,), [(SHARED_FLAVOR, ["gpu-shared"])]))
-    return groups
+    [catalog keys in resource order])])], from the registry: the keys of one flavor
+    (cpu and memory) cover their resources together; the flavors of one resource (a
+    flavor per GPU model) form one group; each MIG profile, shared GPUs and RDMA NICs
+    have their own. Groups in the registry's order."""
+    by_flavor: dict[str, list[str]] = {}
+    for key in sorted(keys, key=_registry_order):
+        by_flavor.setdefault(_resource_of(key)[0], []).append(key)
+    groups: dict[tuple[str, ...], list[tuple[str, list[str]]]] = {}
+    for flavor, members in by_flavor.items():
+        covered = tuple(dict.fromkeys(_resource_of(k)[1] for k in members))
+        groups.setdefault(covered, []).append((flavor, members))
+    return list(groups.items())
 
 
 def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:
@@ -262,17 +275,21 @@ def _flavor(name: str, node_labels: Mapping[str, str], topology: bool) -> dict[s
 
 
 def build_flavors(spec: KueueSpec) -> list[dict[str, Any]]:
+    """One ResourceFlavor per flavor the groups name (:func:`_groups`); a GPU model's
+    selects its nodes by their product label, and carries the topology."""
     topology = bool(spec.topology_levels)
     flavors = [_flavor(DEFAULT_FLAVOR, {}, False)]
-    for key in spec.resource_keys():
-        kind, _sep, qualifier = key.partition(":")
-        if kind == "gpu":
-            flavors.append(_flavor(gpu_flavor_name(qualifier),
-                                   {GPU_PRODUCT_LABEL: qualifier}, topology))
-        elif kind == "mig":
-            flavors.append(_flavor(mig_flavor_name(qualifier), {}, False))
-        elif key == "gpu-shared":
-            flavors.append(_flavor(SHARED_FLAVOR, {}, False))
+    seen = {DEFAULT_FLAVOR}
+    for key in sorted(spec.resource_keys(), key=_registry_order):
+        flavor = _resource_of(key)[0]
+        if flavor in seen:
+            continue
+        seen.add(flavor)
+        dim, qualifier = _dimension(key)
+        if dim is not None and dim.node_label and qualifier:
+            flavors.append(_flavor(flavor, {dim.node_label: qualifier}, topology))
+        else:
+            flavors.append(_flavor(flavor, {}, False))
     return flavors
 
 

@@ -437,6 +437,8 @@ def _job_resources(spec: JobSpec) -> dict[str, dict[str, str]]:
                             (HAMI_CORES_RESOURCE, spec.gpu_cores_percent)):
         if value is not None:
             requests[resource] = limits[resource] = str(value)
+    for resource, count in spec.extended.items():  # RDMA NICs ... (core.resources)
+        requests[resource] = limits[resource] = str(count)
     return {"requests": dict(sorted(requests.items())), "limits": dict(sorted(limits.items()))}
 
 

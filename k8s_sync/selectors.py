@@ -23,6 +23,7 @@ from typing import Any
 from django.db.models import Max, Min, QuerySet
 from django.utils.dateparse import parse_datetime
 
+from core.resources import extended, node_extended
 from k8s_sync import naming, placement
 from k8s_sync.allocation import devices_by_namespace
 from k8s_sync.models import (
@@ -53,6 +54,9 @@ HAMI_LABEL = ("gpu", "on")  # the node label HAMi's device plugin DaemonSet sele
 HAMI_MEMORY = "nvidia.com/gpumem"  # MiB per card, a pod limit HAMi's scheduler checks
 # pseudo-resource of _allocated_by_node: vGPUs whose pods set nvidia.com/gpumem
 HAMI_CARDS_LIMITED = "trainyard.io/hami-vgpus-with-gpumem"
+# pod requests counted per node besides nvidia.com/: cpu, memory and the extended
+# resources of the registry's dimensions (core.resources: rdma/hca_shared_devices_a ...)
+_PER_NODE = frozenset({"cpu", "memory", *(d.node_resource for d in extended())})
 _MIG_NAME = re.compile(r"^(\d+)g\.(\d+)gb$")
 TERMINAL_PHASES = ("Succeeded", "Failed")
 LIVE_PHASES = ("", "Pending", "Running", "Unknown")
@@ -130,6 +134,10 @@ class NodeCapacity:
     cpu_requested: Decimal = Decimal(0)
     memory_allocatable: Decimal = Decimal(0)
     memory_requested: Decimal = Decimal(0)
+    #: Per extended-resource dimension (``core.resources``, by kind: ``rdma``), what the
+    #: node advertises as allocatable and what its bound pods request.
+    extended: Mapping[str, int] = field(default_factory=dict)
+    extended_requested: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def hami(self) -> bool:
@@ -230,6 +238,8 @@ def resource_capacity(report: CapacityReport) -> dict[str, Decimal]:
     for node in report.nodes:
         totals["cpu"] += node.cpu_allocatable
         totals["memory"] += node.memory_allocatable / _GIB
+        for kind, count in node.extended.items():  # rdma NICs ... (core.resources)
+            totals[kind] += count
         if not node.gpu_model:
             continue
         if node.whole_allocatable:
@@ -267,7 +277,7 @@ def _allocated_by_node(bound: Iterable[tuple[str, str, Any]]) -> dict[str, dict[
     for node_name, _namespace, requests in bound:
         requests = requests or {}
         for resource, qty in requests.items():
-            if resource.startswith("nvidia.com/") or resource in ("cpu", "memory"):
+            if resource.startswith("nvidia.com/") or resource in _PER_NODE:
                 try:
                     out[node_name][resource] += parse_quantity(qty)
                 except ValueError:
@@ -330,6 +340,8 @@ def node_capacity(node: ObservedNode, allocated: Mapping[str, Decimal],
         cpu_allocatable=_quantity(alloc, "cpu"), cpu_requested=allocated.get("cpu", Decimal(0)),
         memory_allocatable=_quantity(alloc, "memory"),
         memory_requested=allocated.get("memory", Decimal(0)),
+        extended=node_extended(alloc, parse_quantity),
+        extended_requested=node_extended(dict(allocated), lambda v: v),
     )
 
 

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from core.resources import kinds
 from k8s_sync.models import ObservedNode, ObservedStorageClass
 from k8s_sync.naming import LABEL_TENANT
 from k8s_sync.selectors import CapacityReport, capacity_report
 from tenants.catalog import Resource, ResourceKind
 
+#: Kinds whose capacity nodes advertise (``Dimension.node_resource``): offered when some has.
+_FROM_NODES = kinds(lambda d: bool(d.node_resource))
 #: Kinds offered whatever the nodes say (a pool may always be granted CPU, memory, ...).
-PLAIN_KINDS = (ResourceKind.CPU, ResourceKind.MEMORY, ResourceKind.GPU_MEMORY,
-               ResourceKind.GPU_SHARED, ResourceKind.PVCS)
+PLAIN_KINDS = tuple(ResourceKind(k) for k in sorted(kinds(lambda d: d.always_offered)))
 
 
 def capacity_by_resource(report: CapacityReport | None = None) -> dict[str, Decimal]:
@@ -37,8 +39,8 @@ def offered_resources(capacity: dict[str, Decimal] | None = None) -> list[Resour
     ``capacity``: :func:`capacity_by_resource`, when the caller has it already."""
     capacity = capacity if capacity is not None else capacity_by_resource()
     found = {Resource(kind) for kind in PLAIN_KINDS}
-    for key in capacity:
-        if key.startswith(("gpu:", "mig:")):
+    for key in capacity:  # what nodes advertise (gpu:<model>, mig:<profile>, rdma ...)
+        if key.partition(":")[0] in _FROM_NODES:
             found.add(Resource.parse(key))
     for name, labels in ObservedStorageClass.objects.values_list("name", "labels"):
         if not name.startswith("ty-") and LABEL_TENANT not in (labels or {}):

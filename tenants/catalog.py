@@ -10,45 +10,37 @@ Pure: no database, no cluster.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from decimal import Decimal
 
 from django.db import models
 from django.utils.translation import gettext_lazy as _
-from django.utils.translation import ngettext
+
+from core.resources import REGISTRY, by_kind, kinds
 
 
 class ResourceKind(models.TextChoices):
-    CPU = "cpu", _("CPU")
-    MEMORY = "memory", _("Memory")
-    GPU = "gpu", _("GPUs")
-    MIG = "mig", _("MIG instances")
-    GPU_MEMORY = "gpu-memory", _("GPU memory")
-    GPU_SHARED = "gpu-shared", _("Shared GPUs")
-    STORAGE = "storage", _("Storage")
-    IOPS = "iops", _("Storage IOPS")
-    PVCS = "pvcs", _("Volume claims")
+    CPU = "cpu", by_kind("cpu").name
+    MEMORY = "memory", by_kind("memory").name
+    GPU = "gpu", by_kind("gpu").name
+    MIG = "mig", by_kind("mig").name
+    GPU_MEMORY = "gpu-memory", by_kind("gpu-memory").name
+    GPU_SHARED = "gpu-shared", by_kind("gpu-shared").name
+    RDMA = "rdma", by_kind("rdma").name
+    STORAGE = "storage", by_kind("storage").name
+    IOPS = "iops", by_kind("iops").name
+    PVCS = "pvcs", by_kind("pvcs").name
 
 
-UNITS = {
-    ResourceKind.CPU: _("cores"), ResourceKind.MEMORY: _("GiB"), ResourceKind.GPU: _("cards"),
-    ResourceKind.MIG: _("instances"), ResourceKind.GPU_MEMORY: _("GiB"),
-    ResourceKind.GPU_SHARED: _("shares"), ResourceKind.STORAGE: _("GiB"),
-    ResourceKind.IOPS: _("IOPS"), ResourceKind.PVCS: _("claims"),
-}
+# Everything else of a kind comes from its entry in the dimension registry
+# (``core.resources``): the class above only names the kinds for the code that refers to
+# one (``core/tests/test_dimension_registry.py`` holds the two equal).
+UNITS = {ResourceKind(d.kind): d.unit for d in REGISTRY}
 # amounts counted in GiB: written with at most one decimal (core.numbers' memory rule)
-GIB_KINDS = {str(kind) for kind in (ResourceKind.MEMORY, ResourceKind.GPU_MEMORY,
-                                    ResourceKind.STORAGE)}
-QUALIFIED = {ResourceKind.GPU, ResourceKind.MIG, ResourceKind.STORAGE, ResourceKind.IOPS}
-INTEGRAL = {ResourceKind.GPU, ResourceKind.MIG, ResourceKind.GPU_SHARED, ResourceKind.IOPS,
-            ResourceKind.PVCS}
-_QUALIFIER = {
-    ResourceKind.GPU: re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"),
-    ResourceKind.MIG: re.compile(r"^[0-9]+g\.[0-9]+gb$"),
-    ResourceKind.STORAGE: re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"),
-    ResourceKind.IOPS: re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"),
-}
+GIB_KINDS = set(kinds(lambda d: d.gib))
+QUALIFIED = {ResourceKind(k) for k in kinds(lambda d: d.qualifier is not None)}
+INTEGRAL = {ResourceKind(k) for k in kinds(lambda d: d.integral)}
+_QUALIFIER = {ResourceKind(d.kind): d.qualifier for d in REGISTRY if d.qualifier is not None}
 
 
 @dataclass(frozen=True, order=True)
@@ -68,18 +60,7 @@ class Resource:
 
     def unit_for(self, amount: Decimal | float) -> str:
         """The unit for ``amount``: "1 card", "2 cards"; uncounted units as they are."""
-        n = int(amount) if amount == int(amount) else 2
-        if self.kind == ResourceKind.GPU:
-            return ngettext("card", "cards", n)
-        if self.kind == ResourceKind.MIG:
-            return ngettext("instance", "instances", n)
-        if self.kind == ResourceKind.CPU:
-            return ngettext("core", "cores", n)
-        if self.kind == ResourceKind.GPU_SHARED:
-            return ngettext("share", "shares", n)
-        if self.kind == ResourceKind.PVCS:
-            return ngettext("claim", "claims", n)
-        return self.unit
+        return by_kind(self.kind).unit_for(float(amount))
 
     @property
     def integral(self) -> bool:
@@ -87,7 +68,7 @@ class Resource:
 
     def label(self) -> str:
         """Human name, e.g. ``GPUs · NVIDIA-H800`` or ``Memory``."""
-        name = str(ResourceKind(self.kind).label)
+        name = str(by_kind(self.kind).name)
         return f"{name} · {self.qualifier}" if self.qualifier else name
 
     @classmethod
@@ -98,8 +79,9 @@ class Resource:
             kind = ResourceKind(kind_part)
         except ValueError:
             raise ValueError(_("unknown resource %(k)s") % {"k": repr(key)}) from None
-        if kind in QUALIFIED:
-            if not _QUALIFIER[kind].match(qualifier):
+        pattern = _QUALIFIER.get(kind)
+        if pattern is not None:
+            if not pattern.match(qualifier):
                 raise ValueError(_("resource %(k)s needs a valid %(kind)s qualifier")
                                  % {"k": repr(key), "kind": kind})
         elif qualifier:

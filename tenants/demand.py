@@ -26,7 +26,8 @@ What is not granted is zero for ``cpu``, ``memory`` and every GPU key a job need
 derived ``gpu-memory`` binds only pools that were granted it (a pool's GPU grants already
 bound the memory of its cards).
 
-Pure: no database, no Django (the admission engine imports :data:`MILLI`).
+Pure: no database (the admission engine imports :data:`MILLI`); the kinds come from the
+dimension registry (``core.resources``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from types import MappingProxyType
 
+from core.resources import kinds
+
 __all__ = [
     "JOB_KINDS", "MILLI", "UNLIMITED", "CardFacts", "borrowing_factor", "card_facts",
     "cpu_request", "dimension_only_when_granted", "elastic_ceiling", "engine_amount",
@@ -44,11 +47,11 @@ __all__ = [
     "mig_profile_memory_gib", "pool_ceiling", "pool_limits", "quota_limits",
 ]
 
-MILLI: frozenset[str] = frozenset({"cpu", "memory", "gpu-memory"})
+MILLI: frozenset[str] = kinds(lambda d: d.milli)
 """Keys the admission engine counts in thousandths of their catalog unit (millicores,
 1/1000 GiB); every other key in whole units (cards, instances, shares)."""
 
-_OPTIONAL = frozenset({"gpu-memory"})
+_OPTIONAL = kinds(lambda d: d.only_when_granted)
 _MIG_NAME = re.compile(r"^(\d+)g\.(\d+)gb$")
 _THOUSAND = Decimal(1000)
 _MILLI_STEP = Decimal("0.001")
@@ -105,9 +108,13 @@ def job_demand(*, workers: int, cpu_per_worker: Decimal | int | float = 0,
                memory_gib_per_worker: Decimal | int | float = 0, gpus_per_worker: int = 0,
                gpu_model: str = "", mig_profile: str = "", gpu_shared: bool = False,
                gpu_memory_gib_per_card: Decimal | int | float | None = None,
-               facts: CardFacts | None = None) -> dict[str, Decimal]:
+               facts: CardFacts | None = None,
+               extended: Mapping[str, int] | None = None) -> dict[str, Decimal]:
     """The whole job's demand per catalog key, in catalog units (cores, GiB, cards ...).
 
+    ``extended``: per worker, the job's amount of each extended-resource dimension
+    (``core.resources.Dimension.extended``, by kind: ``{"rdma": 1}``); a worker's pod
+    requests it, so the whole job demands ``workers x`` that.
     Only the dimensions it consumes (non-zero amounts) are in the result.
     """
     n = max(int(workers or 0), 0)
@@ -120,6 +127,9 @@ def job_demand(*, workers: int, cpu_per_worker: Decimal | int | float = 0,
     memory = memory_request_gib(memory_gib_per_worker or 0) * n
     if memory > 0:
         out["memory"] = memory
+    for kind, per_worker in (extended or {}).items():
+        if int(per_worker or 0) > 0 and n:
+            out[kind] = Decimal(int(per_worker) * n)
     if not per or not n:
         return out
     units = n * per
@@ -167,9 +177,9 @@ def from_engine(key: str, amount: int) -> int | float:
 
 
 
-JOB_KINDS: frozenset[str] = frozenset({"cpu", "memory", "gpu", "mig", "gpu-memory",
-                                       "gpu-shared"})
-"""The catalog kinds a job consumes (storage, IOPS and claims are the volumes')."""
+JOB_KINDS: frozenset[str] = kinds(lambda d: d.job)
+"""The catalog kinds a job consumes (storage, IOPS and claims are the volumes'), from the
+dimension registry (``core.resources``)."""
 
 
 UNLIMITED: int = 1 << 62

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 
+from core.resources import extended, quota_hard
 from k8s_sync.specs import QuotaSpec, StorageClassQuota
 from tenants.catalog import Resource, ResourceKind
 
@@ -52,6 +53,10 @@ def quota_spec_for(grants: Mapping[str, Decimal], *, storage_classes: Iterable[s
     storage.update(by_qualifier(ResourceKind.STORAGE))
     pvcs = int(total(ResourceKind.PVCS)) if any(r.kind == ResourceKind.PVCS for r in parsed) \
         else None
+    # the extended-resource dimensions (RDMA NICs ...): not granted is 0, as for GPUs; no
+    # limit where compute borrows without a cap (core.resources declares their keys)
+    extra = {} if compute_unlimited else quota_hard(
+        (d.kind, total(ResourceKind(d.kind))) for d in extended())
     return QuotaSpec(
         cpu_cores=None if compute_unlimited else _plain(total(ResourceKind.CPU)),
         memory_gib=None if compute_unlimited else _plain(total(ResourceKind.MEMORY)),
@@ -65,6 +70,7 @@ def quota_spec_for(grants: Mapping[str, Decimal], *, storage_classes: Iterable[s
                               pvc_count=None if amount else 0)
             for name, amount in sorted(storage.items())
         ),
+        extra=extra,
     )
 
 

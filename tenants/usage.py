@@ -27,6 +27,7 @@ from typing import Any
 
 from django.dispatch import Signal
 
+from core.resources import extended
 from k8s_sync.models import ObservedNode, ObservedPod, ObservedPVC
 from k8s_sync.quantity import parse_quantity
 from k8s_sync.selectors import (
@@ -39,6 +40,8 @@ from k8s_sync.storage import iops_of_volume_class
 
 GIB = Decimal(1024**3)
 MIG_PREFIX = "nvidia.com/mig-"
+#: a pod's extended resource -> the dimension it counts (core.resources)
+_EXTENDED = {d.node_resource: d.kind for d in extended()}
 VOLUME_KINDS = ("storage:", "pvcs")
 
 # Sent by :func:`in_use_by_pool` with ``pools=[Pool, ...]``; a receiver returns
@@ -162,3 +165,5 @@ def _add(usage: dict[str, Decimal], resource: str, amount: Decimal,
         profile = resource.removeprefix(MIG_PREFIX)
         usage[f"mig:{profile}"] += amount
         usage["gpu-memory"] += amount * Decimal(mig_profile_memory_mib(profile) or 0) / 1024
+    elif resource in _EXTENDED:  # RDMA NICs ... (core.resources): counted as requested
+        usage[_EXTENDED[resource]] += amount

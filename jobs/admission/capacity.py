@@ -38,9 +38,13 @@ class Capacity:
         self.slots: dict[str, list[Slot]] = {}
         self.index: dict[tuple[str, str], Slot] = {}
         self.cpu_nodes: list[NodeView] = []
+        # per extended dimension (rdma ...): the most one schedulable node advertises
+        self.extended_max: dict[str, int] = {}
         for node in sorted(nodes, key=lambda n: n.name):
             if node.schedulable:
                 self.cpu_nodes.append(node)
+                for kind, count in node.extended.items():
+                    self.extended_max[kind] = max(self.extended_max.get(kind, 0), count)
             entries: list[tuple[str, int, int]] = []
             if node.gpu_model and node.gpus > 0:
                 entries.append((f"gpu:{node.gpu_model}", node.gpus, node.gpus - node.gpus_used))

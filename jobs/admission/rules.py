@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from core.choices import Tier
+from core.resources import extended
 from tenants.demand import dimension_only_when_granted
 
 from . import text
@@ -16,6 +17,7 @@ from .state import _UNBOUNDED, PassState
 from .types import JobView, Text
 
 _DimShort = tuple[str, int, int, int, int]
+_EXTENDED = frozenset(d.kind for d in extended())
 """The dimension a job is over: (key, wanted, used, nominal, ceiling)."""
 
 
@@ -145,8 +147,13 @@ class QuotaRules(PassState):
 
     def dims_never(self, job: JobView) -> Text | None:
         """Why the job could never start as it is: a dimension above what its pool may
-        ever hold (None when every dimension could fit an idle pool)."""
+        ever hold, or a worker's extended resource (RDMA NICs ...) more than any
+        schedulable node advertises (None when every dimension could fit an idle pool)."""
         for dim, amount in job.dims:
+            if dim in _EXTENDED and -(-amount // max(job.replicas, 1)) > \
+                    self.cap.extended_max.get(dim, 0):
+                return {"code": "jobs.never.no_node_has",
+                        "args": {"resource": text.resource_name(dim)}}
             _nominal, ceiling = self.dim_limits(job, dim)
             if amount > ceiling:
                 return self.never_text(job, dim, amount, ceiling)

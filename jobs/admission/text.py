@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from core.choices import PoolKind
+from core.resources import kinds
 from tenants.demand import from_engine
 
 from .types import TIER_RANK, TIERS, Text
@@ -30,11 +31,11 @@ _TIER: dict[str, dict[str, Any]] = {
 _POOL: dict[str, dict[str, Any]] = {
     pool: {"code": f"jobs.pool.{pool}", "args": _NO_ARGS} for pool in PoolKind.values}
 _RESOURCE: dict[str, dict[str, Any]] = {}
-_PLAIN = {"cpu": "jobs.resource.cpu", "memory": "jobs.resource.memory",
-          "gpu-memory": "jobs.resource.gpu_memory", "gpu-shared": "jobs.resource.gpu_shared"}
-"""Dimensions without a qualifier, by their resource-name code."""
-_PLAIN_AMOUNT = {"cpu": "jobs.amount.cpu", "memory": "jobs.amount.memory",
-                 "gpu-memory": "jobs.amount.gpu_memory", "gpu-shared": "jobs.amount.gpu_shared"}
+_PLAIN = {k: f"jobs.resource.{k.replace('-', '_')}"
+          for k in kinds(lambda d: d.job and d.qualifier is None)}
+"""Dimensions a job consumes without a qualifier (``core.resources``), by their
+resource-name code (``jobs.texts`` registers one per dimension: a test holds them)."""
+_PLAIN_AMOUNT = {k: f"jobs.amount.{k.replace('-', '_')}" for k in _PLAIN}
 _TWENTY_HOURS = timedelta(hours=20)
 
 

@@ -71,6 +71,11 @@ class NodeView:
     cpu_used: int = 0
     memory: int = 0
     memory_used: int = 0
+    extended: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
+    """Per extended-resource dimension (``core.resources``, by kind: ``rdma``), what the
+    node advertises; ``extended_used`` what bound pods hold. A map keyed by dimension: a
+    new extended dimension needs no new field here."""
+    extended_used: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from rest_framework import serializers
 
 from core.choices import PoolKind, Tier
 from core.models import Policy
+from core.resources import extended
 from core.texts import render, text_code
 from core.when import eta_text
 from jobs import problem_text, progress
@@ -215,7 +216,8 @@ class JobSerializer(serializers.ModelSerializer):
                   "wait_reason",
                   "wait_reason_code", "preempt_reason",
                   "preempt_reason_code", "preempt_deadline", "last_error", "problem",
-                  "gpu_shared", "gpu_memory_gib_per_card", "gpu_kind", "progress"]
+                  "gpu_shared", "gpu_memory_gib_per_card", "gpu_kind", "progress",
+                  *(d.job_field for d in extended())]
 
 
 class JobInput(serializers.Serializer):
@@ -305,6 +307,13 @@ class JobInput(serializers.Serializer):
             raise serializers.ValidationError(
                 _("Give at most %(n)s annotations.") % {"n": v.MAX_ITEMS})
         return value
+
+
+for _dim in extended():  # RDMA NICs ... per worker, declared once (core.resources)
+    JobInput._declared_fields[_dim.job_field] = serializers.IntegerField(
+        required=False, default=0, min_value=0, max_value=_dim.max_per_worker,
+        help_text=f"{_dim.node_resource} per worker (its pods request it; the pool's "
+                  f"{_dim.kind} quota counts workers x this).")
 
 
 class HoldInput(serializers.Serializer):

@@ -9,6 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 from core.models import Policy
+from core.resources import extended
 from core.texts import message as stored_text
 from jobs import submitcache
 from jobs.admission import ACTIVE_STATES as HOLDING_STATES
@@ -94,6 +95,7 @@ def _admission_inputs(now, *, rows=None, nodes=None, pods=None):  # type: ignore
                       dedicated_to=(window_scope(targeted[n.name]) if n.name in targeted
                                     else dedicated.get(n.name, "")),
                       shared=n.shared_allocatable, shared_used=n.shared_allocated,
+                      extended=n.extended, extended_used=n.extended_requested,
                       **_node_cpu_memory(n))
              for n in report_nodes]
     # Every active job: the columns a decision reads, as tuples (no model instances: on a
@@ -162,7 +164,8 @@ def _admission_inputs(now, *, rows=None, nodes=None, pods=None):  # type: ignore
 _VIEWS: dict[str, tuple[Any, dict[int, tuple[Any, tuple[str, ...], JobView, Any]]]] = {}
 """The last pass's JobViews in this process, with the columns they were built from."""
 _SHAPE = ("workers", "cpu_per_worker", "memory_gib_per_worker", "gpus_per_worker", "gpu_model",
-          "mig_profile", "gpu_shared", "gpu_memory_gib_per_card")
+          "mig_profile", "gpu_shared", "gpu_memory_gib_per_card",
+          *(d.job_field for d in extended()))
 """What :func:`job_demand_of` reads of a TrainingJob."""
 VIEW_FIELDS = tuple(dict.fromkeys((
     "id", "tenant__slug", "pool__kind", "tier", "state", "submitted_at", "admitted_at",

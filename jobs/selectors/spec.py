@@ -11,8 +11,10 @@ from django.utils.translation import gettext as _
 from core.choices import Tier
 from core.models import Policy
 from core.numbers import gib, quantity
+from core.resources import by_kind
 from jobs.choices import JobKind, JobState
 from jobs.models import TrainingJob
+from jobs.selectors.use import extended_per_worker
 from jobs.selectors.windows import target_windows
 from jobs.volume_iops import checkpoint_volume_attributes_class
 from k8s_sync.maintenance import hold_tolerations
@@ -56,6 +58,8 @@ def job_spec(job: TrainingJob, *, policy: Policy | None = None,  # type: ignore[
         cpu_limit=job.cpu_per_worker,
         memory_request_gib=demand.memory_request_gib(job.memory_gib_per_worker),
         memory_limit_gib=job.memory_gib_per_worker,
+        extended={by_kind(kind).node_resource: n for kind, n in extended_per_worker(
+            lambda name: getattr(job, name, 0)).items() if n > 0},
         grace_seconds=rules.termination_grace_seconds, max_run_seconds=job.max_run_seconds,
         checkpoint_claim=job.checkpoint_claim,
         checkpoint_path=job.checkpoint_path,

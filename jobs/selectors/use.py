@@ -9,6 +9,7 @@ from typing import Any
 from django.db.models import Q
 
 from core.choices import Tier
+from core.resources import extended
 from jobs.admission import ACTIVE_STATES as HOLDING_STATES
 from jobs.choices import JobState
 from jobs.models import TrainingJob
@@ -32,7 +33,13 @@ def job_demand_of(job: Any, facts: Any) -> dict[str, Decimal]:
                       gpu_model=get("gpu_model") or "", mig_profile=get("mig_profile") or "",
                       gpu_shared=bool(get("gpu_shared", False)),
                       gpu_memory_gib_per_card=get("gpu_memory_gib_per_card", None),
-                      facts=facts)
+                      facts=facts, extended=extended_per_worker(get))
+
+
+def extended_per_worker(get: Any) -> dict[str, int]:
+    """The job's per-worker amount of each extended-resource dimension, by kind, read
+    from its registry field (``core.resources``: ``rdma`` from ``rdma_per_worker``)."""
+    return {dim.kind: int(get(dim.job_field) or 0) for dim in extended()}
 
 
 def job_resources(job: Any, facts: Any) -> dict[str, int]:

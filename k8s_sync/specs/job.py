@@ -102,6 +102,8 @@ class JobSpec:
     sharing_strategy: str = ""
     gpu_memory_mib_per_card: int | None = None
     gpu_cores_percent: int | None = None
+    # per replica, extended resources of the registry's dimensions (core.resources)
+    extended: Mapping[str, int] = field(default_factory=dict)
     cpu_request: Number = 1
     cpu_limit: Number = 1
     memory_request_gib: Number = 4

@@ -258,6 +258,8 @@ def build_node(
     mem = parse_quantity(pool["memory"]) - parse_quantity(pool["reserved"]["memory"])
     alloc["memory"] = f"{int(mem // 1024)}Ki"
     alloc["ephemeral-storage"] = str(int(parse_quantity(pool["ephemeral_storage"]) * 0.9))
+    for res, n in pool.get("extended_resources", {}).items():  # a device plugin advertises
+        cap[res] = alloc[res] = n                                 # capacity == allocatable
     if model:
         g = pool["gpu"]
         labels.update(_gfd_labels(profile, model, g, sim))

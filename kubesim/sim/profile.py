@@ -225,6 +225,10 @@ def _normalise_pool(p: dict, models: dict) -> dict:
         "annotations": {str(k): str(v) for k, v in (p.get("annotations") or {}).items()},
         "taints": list(p.get("taints") or []),
         "unschedulable": bool(p.get("unschedulable", False)),
+        # other device plugins' extended resources, e.g. Mellanox's
+        # k8s-rdma-shared-dev-plugin: {rdma/hca_shared_devices_a: 1000}
+        "extended_resources": {str(k): str(int(v)) for k, v in
+                               (p.get("extended_resources") or {}).items()},
         "gpu": None,
     }
     g = p.get("gpu")
