@@ -109,3 +109,10 @@ def concise_message(message: str) -> str:
             return message
         parts.append(f"{head}: {kept}")
     return "; ".join(parts)
+
+
+def waits_for_quota(message: str) -> bool:
+    """Whether Kueue's pending message says some pod set waits for unused quota
+    (``insufficient unused quota for ...``, ``flavorassigner.go``): quota that frees when
+    other work ends, not a request no flavor can ever hold."""
+    return "insufficient unused quota for " in message

@@ -468,6 +468,11 @@ def kueue_reason(view: kueue.WorkloadView | None, queue: str,
     why = pending.reason if pending is not None else ""
     detail = kueue_status.concise_message(pending.message if pending is not None else ""
                                           ) or "-"
+    if why == "NoMatchingFlavor" and kueue_status.waits_for_quota(detail):
+        # Kueue's resolveNoFitReason takes, per resource group, the mildest reason of the
+        # flavors that did not fit, also in a group where another flavor fits (the GPU
+        # group's other models): "NoMatchingFlavor" beside a quota wait is a quota wait
+        why = "WaitingForQuota"
     if why in _NEVER:
         return stored_text("jobs.wait.kueue.never", queue=queue, message=detail)
     if why == "WaitingForPreemptedWorkloads":

@@ -178,3 +178,7 @@ def test_kueue_mode_admits_by_the_rdma_quota(kueue_world, cluster, bob, tenant_a
     waiting = _job(second)
     assert waiting.state == "queued", waiting.state
     assert RDMA in english(waiting.wait_reason), english(waiting.wait_reason)
+    # it waits for the first to finish, not "never": Kueue says NoMatchingFlavor for the
+    # GPU group's other models beside the RDMA group's quota wait (resolveNoFitReason)
+    assert "can never" not in english(waiting.wait_reason), english(waiting.wait_reason)
+    assert "insufficient unused quota" in english(waiting.wait_reason)
