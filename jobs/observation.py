@@ -26,6 +26,7 @@ from django.db import transaction
 from django.db.models import Count, Max
 
 from core.models import Policy
+from core.texts import StoredText
 from core.texts import message as stored_text
 from jobs import enqueue, health, podstart, problems, selectors, transitions
 from jobs.admission import ACTIVE_STATES as HOLDING_STATES
@@ -184,6 +185,49 @@ def _cluster_times(job: Held, obj: WorkloadStatus, finished: str, now: dt.dateti
     return started, ended
 
 
+def start_words(policy: Policy) -> tuple[int, int]:
+    """The pod-start deadline in whole minutes (at least 1) and the attempts, as the
+    researcher reads them."""
+    deadline = int(policy.pod_start_deadline_seconds or 0)
+    return max(1, round(deadline / 60)), max(1, int(policy.pod_start_attempts or 1))
+
+
+def start_cause(job: TrainingJob) -> StoredText:
+    """Why the job's pods have not started, in the cluster's words (``podstart.cause``)."""
+    pods, events = selectors.start_observations(job)
+    return podstart.cause(pods=pods, events=events, image=job.image,
+                          in_cluster=job.in_cluster, last_error=job.last_error)
+
+
+def start_requeue(job: TrainingJob, *, why: StoredText, minutes: int, n: int, attempts: int,
+                  at: dt.datetime) -> StoredText | None:
+    """Back to the queue for its ``n``-th missed pod-start deadline (the engine's, or
+    Kueue's ``waitForPodsReady``): a restart, as a preemption's requeue is (the next
+    admission resumes the same job object). Its transition's text, None if the job had
+    moved already."""
+    text = stored_text("jobs.transition.start_requeued", minutes=minutes, cause=why, n=n,
+                       max=attempts)
+    moved = transitions.job_transition(
+        job_id=job.pk, from_states=[JobState.ADMITTED], to_state=JobState.QUEUED,
+        reason="NotStarted", message=text, at=at, admitted_at=None, borrowing=False,
+        placement=[], switch="", restart_count=job.restart_count + 1,
+        problem=problems.requeued(job.problem, attempt=n + 1, attempts=attempts))
+    return text if moved else None
+
+
+def start_fail(job: TrainingJob, *, why: StoredText, minutes: int, attempts: int,
+               at: dt.datetime, from_states: Sequence[str]) -> StoredText | None:
+    """Failed: its pods did not start in any of its ``attempts``. Its transition's text,
+    None if the job had moved already."""
+    text = stored_text("jobs.transition.start_failed", minutes=minutes, cause=why,
+                       max=attempts)
+    moved = transitions.job_transition(
+        job_id=job.pk, from_states=list(from_states), to_state=JobState.FAILED,
+        reason="NotStarted", message=text, at=at, finished_at=at, placement=[],
+        problem=problems.failed(job.problem, now=at))
+    return text if moved else None
+
+
 def enforce_pod_start(now: dt.datetime, *, policy: Policy | None = None,
                       rows: Iterable[Any] | None = None) -> dict[str, int]:
     """No job holds quota without pods: an admitted job whose pods have not all started
@@ -213,29 +257,15 @@ def enforce_pod_start(now: dt.datetime, *, policy: Policy | None = None,
                                     attempts=attempts)
         if decision == "wait":
             continue
-        pods, events = selectors.start_observations(job)
-        why = podstart.cause(pods=pods, events=events, image=job.image,
-                             in_cluster=job.in_cluster, last_error=job.last_error)
-        minutes = max(1, round(deadline / 60))
+        why = start_cause(job)
+        minutes, _attempts = start_words(policy)
         if decision == "requeue":
-            text = stored_text("jobs.transition.start_requeued", minutes=minutes, cause=why,
-                               n=returns + 1, max=attempts)
-            # A requeue is a restart: the next admission resumes the same job object
-            # (restart_count counts it, as a preemption's requeue does).
-            moved = transitions.job_transition(
-                job_id=job.pk, from_states=[JobState.ADMITTED], to_state=JobState.QUEUED,
-                reason="NotStarted", message=text, at=now, admitted_at=None, borrowing=False,
-                placement=[], switch="", restart_count=job.restart_count + 1,
-                problem=problems.requeued(job.problem, attempt=returns + 2,
-                                          attempts=attempts))
+            text = start_requeue(job, why=why, minutes=minutes, n=returns + 1,
+                                 attempts=attempts, at=now)
         else:
-            text = stored_text("jobs.transition.start_failed", minutes=minutes, cause=why,
-                               max=attempts)
-            moved = transitions.job_transition(
-                job_id=job.pk, from_states=[JobState.ADMITTED], to_state=JobState.FAILED,
-                reason="NotStarted", message=text, at=now, finished_at=now, placement=[],
-                problem=problems.failed(job.problem, now=now))
-        if not moved:
+            text = start_fail(job, why=why, minutes=minutes, attempts=attempts, at=now,
+                              from_states=[JobState.ADMITTED])
+        if text is None:
             continue
         log.warning("job %s: pods not started within %ss (%s): %s", job.pk, deadline,
                     decision, why)

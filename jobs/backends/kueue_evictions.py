@@ -29,7 +29,7 @@ from typing import Any
 from core.models import Policy
 from core.texts import StoredText
 from core.texts import message as stored_text
-from jobs import enqueue, podstart, problems, selectors, transitions
+from jobs import enqueue, observation, transitions
 from jobs.admission.text import when
 from jobs.choices import JobState
 from jobs.models import JobTransition, TrainingJob
@@ -43,48 +43,31 @@ KUEUE_PREEMPT = "jobs.preempt.kueue"
 
 
 def _cause(job: TrainingJob) -> StoredText:
-    full = TrainingJob.objects.select_related("pool__tenant").get(pk=job.pk)
-    pods, events = selectors.start_observations(full)
-    return podstart.cause(pods=pods, events=events, image=full.image,
-                          in_cluster=full.in_cluster, last_error=full.last_error)
-
-
-def _words(policy: Policy) -> tuple[int, int]:
-    deadline = int(policy.pod_start_deadline_seconds or 0)
-    return max(1, round(deadline / 60)), max(1, int(policy.pod_start_attempts or 1))
+    return observation.start_cause(
+        TrainingJob.objects.select_related("pool__tenant").get(pk=job.pk))
 
 
 def start_deadline(job: TrainingJob, view: kueue.WorkloadView, now: dt.datetime,
                    policy: Policy) -> str:
     """"requeued" or "failed" when Kueue's pod-start timeout moved the job, else ""."""
-    minutes, attempts = _words(policy)
+    minutes, attempts = observation.start_words(policy)
     if view.requeue_limit_exceeded and job.state in (JobState.QUEUED, JobState.ADMITTED,
                                                      JobState.RUNNING):
         why = _cause(job)
-        text = stored_text("jobs.transition.start_failed", minutes=minutes, cause=why,
-                           max=attempts)
-        moved = transitions.job_transition(
-            job_id=job.pk, from_states=[job.state], to_state=JobState.FAILED,
-            reason="NotStarted", message=text, at=now, finished_at=now, placement=[],
-            problem=problems.failed(job.problem, now=now))
+        text = observation.start_fail(job, why=why, minutes=minutes, attempts=attempts,
+                                      at=now, from_states=[job.state])
         decision = "failed"
     elif job.state == JobState.ADMITTED and not view.admitted and (
             ev := view.evicted) is not None and ev.reason == kueue_status.PODS_READY_TIMEOUT:
         why = _cause(job)
-        n = max(1, view.requeue_count)
-        text = stored_text("jobs.transition.start_requeued", minutes=minutes, cause=why,
-                           n=n, max=attempts)
-        # Kueue stops the pods and queues the Workload again after its backoff; the next
-        # admission resumes the same job object (a restart, as in the engine)
-        moved = transitions.job_transition(
-            job_id=job.pk, from_states=[JobState.ADMITTED], to_state=JobState.QUEUED,
-            reason="NotStarted", message=text, at=min(ev.at or now, now), admitted_at=None,
-            borrowing=False, placement=[], switch="", restart_count=job.restart_count + 1,
-            problem=problems.requeued(job.problem, attempt=n + 1, attempts=attempts))
+        # Kueue stops the pods and queues the Workload again after its backoff
+        text = observation.start_requeue(job, why=why, minutes=minutes,
+                                         n=max(1, view.requeue_count), attempts=attempts,
+                                         at=min(ev.at or now, now))
         decision = "requeued"
     else:
         return ""
-    if not moved:
+    if text is None:
         return ""
     log.warning("job %s: Kueue's pod-start timeout (%s): %s", job.pk, decision, why)
     if decision == "failed":
@@ -97,7 +80,7 @@ def _text_of(key: str, view: kueue.WorkloadView, policy: Policy, job: TrainingJo
              ) -> tuple[str, StoredText]:
     reason = key.partition("/")[0]
     if reason == kueue_status.PODS_READY_TIMEOUT:
-        minutes, attempts = _words(policy)
+        minutes, attempts = observation.start_words(policy)
         return "NotStarted", stored_text(
             "jobs.transition.start_requeued", minutes=minutes, cause=_cause(job),
             n=max(1, view.requeue_count), max=attempts)
